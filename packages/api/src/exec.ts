@@ -1,0 +1,86 @@
+import { z } from 'zod';
+import { AbsPath, Env } from './sandbox.js';
+
+export const ExecRequest = z.strictObject({
+  cmd: z.union([
+    z
+      .string()
+      .min(1)
+      .max(1024 * 1024),
+    z
+      .array(z.string().max(128 * 1024))
+      .min(1)
+      .max(4096),
+  ]),
+  cwd: AbsPath.optional(),
+  env: Env.optional(),
+  user: z
+    .string()
+    .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/)
+    .optional(),
+  stdin: z
+    .string()
+    .max(16 * 1024 * 1024)
+    .optional(),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(24 * 3600 * 1000)
+    .optional(),
+  session: z.string().max(64).optional(),
+  maxOutputBytes: z
+    .number()
+    .int()
+    .min(0)
+    .max(256 * 1024 * 1024)
+    .optional(),
+  requestId: z.string().min(1).max(256).optional(),
+  keepStdinOpen: z.boolean().optional().describe('keep stdin open for POST .../stdin after `stdin` is sent'),
+});
+export type ExecRequest = z.infer<typeof ExecRequest>;
+
+export const ExecEvent = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('start'), commandId: z.string() }),
+  z.object({ type: z.literal('stdout'), data: z.string() }),
+  z.object({ type: z.literal('stderr'), data: z.string() }),
+  z.object({
+    type: z.literal('exit'),
+    exitCode: z.number().int().nullable(),
+    signal: z.string().nullable(),
+    durationMs: z.number(),
+    timedOut: z.boolean(),
+    truncated: z.boolean(),
+  }),
+  z.object({ type: z.literal('error'), error: z.object({ code: z.string(), message: z.string() }) }),
+]);
+export type ExecEvent = z.infer<typeof ExecEvent>;
+export type ExitEvent = Extract<ExecEvent, { type: 'exit' }>;
+
+export const ExecResult = z.object({
+  commandId: z.string(),
+  stdout: z.string(),
+  stderr: z.string(),
+  exitCode: z.number().int().nullable(),
+  signal: z.string().nullable(),
+  durationMs: z.number(),
+  timedOut: z.boolean(),
+  truncated: z.boolean(),
+});
+export type ExecResult = z.infer<typeof ExecResult>;
+
+export const KillRequest = z.strictObject({
+  signal: z.enum(['SIGTERM', 'SIGKILL', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2']).optional(),
+});
+
+export const CommandOutputQuery = z.strictObject({ offset: z.coerce.number().int().min(0).optional() });
+
+export const CreateSessionRequest = z.strictObject({
+  cwd: AbsPath.optional(),
+  env: Env.optional(),
+  user: z
+    .string()
+    .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/)
+    .optional(),
+});
+export const CreateSessionResponse = z.object({ sessionId: z.string() });

@@ -1,0 +1,32 @@
+export { ERROR_CODES, STATUS_BY_CODE, WarrenError, parseError, serializeError } from './errors.js';
+export type { ErrorBody, ErrorCode, ErrorDetails } from './errors.js';
+export {
+  AbsPath,
+  Backend,
+  BatchByLabelsRequest,
+  BatchCreateRequest,
+  BatchCreateResponse,
+  CountResponse,
+  CreateSandboxRequest,
+  Env,
+  FileSpec,
+  Labels,
+  Lifetime,
+  ListSandboxesQuery,
+  ListSandboxesResponse,
+  NetworkPolicy,
+  Resources,
+  Sandbox,
+  SandboxState,
+  SetTimeoutRequest,
+  StateResponse,
+} from './sandbox.js';
+export { CommandOutputQuery, CreateSessionRequest, CreateSessionResponse, ExecEvent, ExecRequest, ExecResult, KillRequest } from './exec.js';
+export type { ExitEvent } from './exec.js';
+export { DeleteFileQuery, FileEntry, FilePathQuery, ListFilesQuery, ListFilesResponse, MkdirRequest, MoveRequest, WriteFileQuery } from './files.js';
+export { Image, ListImagesResponse } from './images.js';
+export { CreateKeyRequest, CreateKeyResponse, Info, ListNodesResponse, Node, Quota } from './ops.js';
+export { ROUTES } from './routes.js';
+export type { RouteName, RouteSpec } from './routes.js';
+export { CONTRACT_NOTES, buildOpenApi } from './openapi.js';
+export { z } from 'zod';

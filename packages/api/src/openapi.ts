@@ -1,0 +1,77 @@
+import { z } from 'zod';
+import { ERROR_CODES } from './errors.js';
+import { ROUTES, type RouteSpec } from './routes.js';
+
+/** Notes where Warren deliberately differs from or extends the shared API contract. */
+export const CONTRACT_NOTES = [
+  'Exec events may end with {"type":"error","error":{...}} when the sandbox is lost mid-command; the exit event is then absent.',
+  'Exec takes keepStdinOpen: with it, stdin stays open after the `stdin` field for POST .../commands/{id}/stdin.',
+  'Sandbox objects also carry layers, user, workdir and idleTimeoutSeconds.',
+  'File entries carry `target` for symlinks; mtime is an ISO-8601 string.',
+  '`layers`, `commit`, `network` rules other than the default and backends other than container answer invalid_argument until they land.',
+];
+
+function schema(t: z.ZodType): unknown {
+  return z.toJSONSchema(t, { io: 'input', unrepresentable: 'any' });
+}
+
+function operation(name: string, spec: RouteSpec): Record<string, unknown> {
+  const params: unknown[] = [...spec.path.matchAll(/\{(\w+)\}/g)].map((m) => ({
+    name: m[1],
+    in: 'path',
+    required: true,
+    schema: { type: 'string' },
+  }));
+  if (spec.query) {
+    const js = schema(spec.query) as { properties?: Record<string, unknown>; required?: string[] };
+    for (const [k, v] of Object.entries(js.properties ?? {})) {
+      params.push({ name: k, in: 'query', required: js.required?.includes(k) ?? false, schema: v });
+    }
+  }
+  const op: Record<string, unknown> = { operationId: name, summary: spec.summary, parameters: params };
+  if (spec.body) op.requestBody = { required: true, content: { 'application/json': { schema: schema(spec.body) } } };
+  if (spec.rawBody) op.requestBody = { required: true, content: { [spec.rawBody]: { schema: { type: 'string', format: 'binary' } } } };
+  const content: Record<string, unknown> = {};
+  if (spec.response) content['application/json'] = { schema: schema(spec.response) };
+  if (spec.rawResponse) content[spec.rawResponse] = { schema: { type: 'string', format: 'binary' } };
+  op.responses = {
+    [String(spec.status)]: Object.keys(content).length ? { description: 'OK', content } : { description: 'OK' },
+    default: { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+  };
+  return op;
+}
+
+/** The OpenAPI 3.1 document of the Warren API, generated from the route schemas. */
+export function buildOpenApi(version: string): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const [name, spec] of Object.entries(ROUTES)) {
+    const p = (paths[spec.path] ??= {});
+    p[spec.method.toLowerCase()] = operation(name, spec);
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'Warren API', version, description: CONTRACT_NOTES.join('\n') },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      schemas: {
+        Error: {
+          type: 'object',
+          required: ['error'],
+          properties: {
+            error: {
+              type: 'object',
+              required: ['code', 'message'],
+              properties: {
+                code: { type: 'string', enum: [...ERROR_CODES] },
+                message: { type: 'string' },
+                details: { type: 'object' },
+              },
+            },
+          },
+        },
+      },
+    },
+    security: [{ bearer: [] }],
+    paths,
+  };
+}

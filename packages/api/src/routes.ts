@@ -1,0 +1,186 @@
+import { z } from 'zod';
+import * as s from './sandbox.js';
+import * as x from './exec.js';
+import * as f from './files.js';
+import * as i from './images.js';
+import * as o from './ops.js';
+
+/** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
+export interface RouteSpec {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  summary: string;
+  query?: z.ZodType;
+  body?: z.ZodType;
+  /** Content type of a raw (non-JSON) request body. */
+  rawBody?: string;
+  response?: z.ZodType;
+  /** Content type of a raw or streamed response. */
+  rawResponse?: string;
+  status: number;
+}
+
+const r = (spec: RouteSpec): RouteSpec => spec;
+
+/** Every route of the Warren API, keyed by operation name. */
+export const ROUTES = {
+  createSandbox: r({ method: 'POST', path: '/v1/sandboxes', summary: 'Create a sandbox', body: s.CreateSandboxRequest, response: s.Sandbox, status: 201 }),
+  batchCreate: r({
+    method: 'POST',
+    path: '/v1/sandboxes/batch',
+    summary: 'Create N sandboxes from one template',
+    body: s.BatchCreateRequest,
+    response: s.BatchCreateResponse,
+    status: 201,
+  }),
+  listSandboxes: r({
+    method: 'GET',
+    path: '/v1/sandboxes',
+    summary: 'List sandboxes (label=k=v repeatable, state, limit, cursor)',
+    query: s.ListSandboxesQuery,
+    response: s.ListSandboxesResponse,
+    status: 200,
+  }),
+  getSandbox: r({ method: 'GET', path: '/v1/sandboxes/{id}', summary: 'Get a sandbox', response: s.Sandbox, status: 200 }),
+  deleteSandbox: r({ method: 'DELETE', path: '/v1/sandboxes/{id}', summary: 'Delete a sandbox (idempotent)', status: 204 }),
+  setTimeout: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/timeout',
+    summary: 'Set a new TTL from now',
+    body: s.SetTimeoutRequest,
+    response: s.Sandbox,
+    status: 200,
+  }),
+  pause: r({ method: 'POST', path: '/v1/sandboxes/{id}/pause', summary: 'Freeze a sandbox', response: s.StateResponse, status: 200 }),
+  resume: r({ method: 'POST', path: '/v1/sandboxes/{id}/resume', summary: 'Thaw a sandbox', response: s.StateResponse, status: 200 }),
+  commit: r({ method: 'POST', path: '/v1/sandboxes/{id}/commit', summary: 'Turn the writable layer into an image (not available yet)', status: 201 }),
+  batchPause: r({
+    method: 'POST',
+    path: '/v1/batch/pause',
+    summary: 'Pause every sandbox with these labels',
+    body: s.BatchByLabelsRequest,
+    response: s.CountResponse,
+    status: 200,
+  }),
+  batchResume: r({
+    method: 'POST',
+    path: '/v1/batch/resume',
+    summary: 'Resume every sandbox with these labels',
+    body: s.BatchByLabelsRequest,
+    response: s.CountResponse,
+    status: 200,
+  }),
+  batchDelete: r({
+    method: 'POST',
+    path: '/v1/batch/delete',
+    summary: 'Delete every sandbox with these labels',
+    body: s.BatchByLabelsRequest,
+    response: s.CountResponse,
+    status: 200,
+  }),
+  exec: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/exec',
+    summary: 'Run a command: NDJSON events (default) or one JSON result with Accept: application/json',
+    body: x.ExecRequest,
+    response: x.ExecResult,
+    rawResponse: 'application/x-ndjson',
+    status: 200,
+  }),
+  commandOutput: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/commands/{commandId}',
+    summary: 'Re-read a command as NDJSON from a byte offset of its output',
+    query: x.CommandOutputQuery,
+    rawResponse: 'application/x-ndjson',
+    status: 200,
+  }),
+  killCommand: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/commands/{commandId}/kill',
+    summary: 'Signal a command and its process tree',
+    body: x.KillRequest,
+    status: 204,
+  }),
+  commandStdin: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/commands/{commandId}/stdin',
+    summary: 'Write to a command stdin (?eof=1 closes it)',
+    rawBody: 'application/octet-stream',
+    status: 204,
+  }),
+  createSession: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/sessions',
+    summary: 'Start a shell session',
+    body: x.CreateSessionRequest,
+    response: x.CreateSessionResponse,
+    status: 201,
+  }),
+  deleteSession: r({ method: 'DELETE', path: '/v1/sandboxes/{id}/sessions/{sessionId}', summary: 'End a shell session', status: 204 }),
+  writeFile: r({
+    method: 'PUT',
+    path: '/v1/sandboxes/{id}/files',
+    summary: 'Write a file (parents created)',
+    query: f.WriteFileQuery,
+    rawBody: 'application/octet-stream',
+    status: 204,
+  }),
+  readFile: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/files',
+    summary: 'Read a file',
+    query: f.FilePathQuery,
+    rawResponse: 'application/octet-stream',
+    status: 200,
+  }),
+  deleteFile: r({ method: 'DELETE', path: '/v1/sandboxes/{id}/files', summary: 'Delete a file or directory', query: f.DeleteFileQuery, status: 204 }),
+  listFiles: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/files/list',
+    summary: 'List a directory',
+    query: f.ListFilesQuery,
+    response: f.ListFilesResponse,
+    status: 200,
+  }),
+  statFile: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/files/stat',
+    summary: 'Stat a path (symlinks are not followed)',
+    query: f.FilePathQuery,
+    response: f.FileEntry,
+    status: 200,
+  }),
+  mkdir: r({ method: 'POST', path: '/v1/sandboxes/{id}/files/mkdir', summary: 'Make a directory and its parents', body: f.MkdirRequest, status: 204 }),
+  move: r({ method: 'POST', path: '/v1/sandboxes/{id}/files/move', summary: 'Move a file or directory', body: f.MoveRequest, status: 204 }),
+  putArchive: r({
+    method: 'PUT',
+    path: '/v1/sandboxes/{id}/archive',
+    summary: 'Extract a tar into a directory',
+    query: f.FilePathQuery,
+    rawBody: 'application/x-tar',
+    status: 204,
+  }),
+  getArchive: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/archive',
+    summary: 'A tar of a directory',
+    query: f.FilePathQuery,
+    rawResponse: 'application/x-tar',
+    status: 200,
+  }),
+  listImages: r({ method: 'GET', path: '/v1/images', summary: 'List images', response: i.ListImagesResponse, status: 200 }),
+  listNodes: r({ method: 'GET', path: '/v1/nodes', summary: 'List nodes', response: o.ListNodesResponse, status: 200 }),
+  createKey: r({
+    method: 'POST',
+    path: '/v1/keys',
+    summary: 'Create an API key (admin)',
+    body: o.CreateKeyRequest,
+    response: o.CreateKeyResponse,
+    status: 201,
+  }),
+  info: r({ method: 'GET', path: '/v1/info', summary: 'What this server offers', response: o.Info, status: 200 }),
+  openapi: r({ method: 'GET', path: '/v1/openapi.json', summary: 'This document', status: 200 }),
+} satisfies Record<string, RouteSpec>;
+
+export type RouteName = keyof typeof ROUTES;

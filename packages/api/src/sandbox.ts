@@ -1,0 +1,150 @@
+import { z } from 'zod';
+
+const name = z.string().min(1).max(256);
+const labelKey = z.string().regex(/^[A-Za-z0-9._\-/]{1,63}$/, 'label keys are 1-63 of [A-Za-z0-9._-/]');
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,255}$/, 'environment names are [A-Za-z_][A-Za-z0-9_]*');
+const absPath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .regex(/^\/[^\0]*$/, 'paths are absolute and contain no NUL');
+
+export const Labels = z.record(labelKey, z.string().max(256));
+export const Env = z.record(envName, z.string().max(128 * 1024));
+export const AbsPath = absPath;
+
+export const Resources = z.strictObject({
+  cpu: z.number().positive().max(1024).optional(),
+  memoryMiB: z
+    .number()
+    .int()
+    .min(16)
+    .max(4 * 1024 * 1024)
+    .optional(),
+  diskMiB: z.number().int().min(1).optional(),
+  pids: z.number().int().min(8).max(1_000_000).optional(),
+});
+export type Resources = z.infer<typeof Resources>;
+
+export const Lifetime = z.strictObject({
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86400)
+    .optional(),
+  idleTimeoutSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86400)
+    .optional(),
+  pauseAfterIdleSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86400)
+    .optional(),
+});
+
+export const NetworkPolicy = z.strictObject({
+  egress: z.enum(['deny', 'allow']).optional(),
+  allow: z.array(z.string().max(253)).max(256).optional(),
+  deny: z.array(z.string().max(253)).max(256).optional(),
+});
+
+export const FileSpec = z.strictObject({
+  path: absPath,
+  content: z.base64().describe('file content, base64'),
+  mode: z.number().int().min(0).max(0o7777).optional(),
+});
+
+export const Backend = z.enum(['container', 'microvm', 'vm']);
+
+export const CreateSandboxRequest = z.strictObject({
+  backend: Backend.optional(),
+  image: name,
+  layers: z.array(name).max(16).optional(),
+  resources: Resources.optional(),
+  lifetime: Lifetime.optional(),
+  network: NetworkPolicy.optional(),
+  env: Env.optional(),
+  user: z
+    .string()
+    .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/, 'a user name or uid')
+    .optional(),
+  workdir: absPath.optional(),
+  files: z.array(FileSpec).max(1024).optional(),
+  labels: Labels.optional(),
+  requestId: z.string().min(1).max(256).optional(),
+});
+export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>;
+
+export const SandboxState = z.enum(['creating', 'running', 'paused', 'stopped', 'failed']);
+export type SandboxState = z.infer<typeof SandboxState>;
+
+export const ApiErrorObject = z.object({
+  code: z.string(),
+  message: z.string(),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const Sandbox = z.object({
+  id: z.string(),
+  state: SandboxState,
+  backend: Backend,
+  image: z.string(),
+  layers: z.array(z.string()),
+  node: z.string(),
+  labels: z.record(z.string(), z.string()),
+  resources: z.object({
+    cpu: z.number(),
+    memoryMiB: z.number(),
+    pids: z.number(),
+    diskMiB: z.number().nullable(),
+  }),
+  user: z.string().nullable(),
+  workdir: z.string().nullable(),
+  createdAt: z.string(),
+  expiresAt: z.string().nullable(),
+  lastActivityAt: z.string(),
+  idleTimeoutSeconds: z.number().nullable(),
+  usage: z.object({ cpuSeconds: z.number(), memoryBytes: z.number() }),
+  error: ApiErrorObject.optional(),
+});
+export type Sandbox = z.infer<typeof Sandbox>;
+
+export const ListSandboxesQuery = z.strictObject({
+  label: z.array(z.string().regex(/^[^=]+=.*$/, 'label filters are key=value')).optional(),
+  state: SandboxState.optional(),
+  limit: z.coerce.number().int().min(1).max(1000).optional(),
+  cursor: z.string().max(256).optional(),
+});
+export type ListSandboxesQuery = z.infer<typeof ListSandboxesQuery>;
+
+export const ListSandboxesResponse = z.object({
+  sandboxes: z.array(Sandbox),
+  nextCursor: z.string().nullable(),
+});
+export type ListSandboxesResponse = z.infer<typeof ListSandboxesResponse>;
+
+export const SetTimeoutRequest = z.strictObject({
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86400),
+});
+export const StateResponse = z.object({ state: SandboxState });
+
+export const BatchCreateRequest = z.strictObject({
+  count: z.number().int().min(1).max(1000),
+  template: CreateSandboxRequest,
+});
+export const BatchCreateResponse = z.object({
+  sandboxes: z.array(Sandbox),
+  errors: z.array(ApiErrorObject),
+});
+
+export const BatchByLabelsRequest = z.strictObject({ labels: Labels });
+export const CountResponse = z.object({ count: z.number().int() });

@@ -1,0 +1,2 @@
+export { down, up } from './up.js';
+export type { UpFlags } from './up.js';

@@ -1,0 +1,218 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { createInterface } from 'node:readline';
+import { readFile, writeFile } from 'node:fs/promises';
+import { connect, WarrenError, type Sandbox } from '@warren/sdk';
+import { prepareDefaultImages, DEFAULT_IMAGES, type DefaultImageName } from '@warren/images';
+import { down, up } from './up.js';
+
+const DEFAULT_DATA_DIR = process.env.WARREN_DATA_DIR ?? '/var/lib/warren';
+const DEFAULT_IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
+
+const USAGE = `warren — sandboxes for agents
+
+  warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes]
+  warren down [--data-dir DIR]
+  warren create IMAGE [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
+  warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
+  warren shell ID                    a persistent shell: one command per line
+  warren cp SRC DST                  one side is ID:/path
+  warren ls ID [PATH]
+  warren ps [--label k=v]... [--state STATE]
+  warren rm ID...   warren pause ID   warren resume ID
+  warren images [prepare]
+
+Environment: WARREN_URL, WARREN_API_KEY (client); WARREN_DATA_DIR, WARREN_IMAGE_CACHE (server).`;
+
+function kv(list: string[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of list ?? []) {
+    const i = item.indexOf('=');
+    if (i < 1) throw new WarrenError('invalid_argument', `expected KEY=VALUE, got "${item}"`);
+    out[item.slice(0, i)] = item.slice(i + 1);
+  }
+  return out;
+}
+
+async function client(): Promise<ReturnType<typeof connect>> {
+  let apiKey = process.env.WARREN_API_KEY;
+  if (!apiKey) apiKey = (await readFile(`${DEFAULT_DATA_DIR}/admin.key`, 'utf8').catch(() => '')).trim() || undefined;
+  return connect({ apiKey });
+}
+
+async function sandbox(id: string | undefined): Promise<Sandbox> {
+  if (!id) throw new WarrenError('invalid_argument', 'name a sandbox id');
+  return (await client()).sandboxes.get(id);
+}
+
+async function run(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  switch (cmd) {
+    case 'up': {
+      const { values } = parseArgs({
+        args: rest,
+        options: {
+          port: { type: 'string', default: '7070' },
+          host: { type: 'string', default: '127.0.0.1' },
+          'data-dir': { type: 'string', default: DEFAULT_DATA_DIR },
+          'image-cache': { type: 'string', default: DEFAULT_IMAGE_CACHE },
+          'keep-sandboxes': { type: 'boolean', default: false },
+          images: { type: 'string' },
+        },
+      });
+      await up({
+        port: Number(values.port),
+        host: values.host,
+        dataDir: values['data-dir'],
+        imageCacheDir: values['image-cache'],
+        keepSandboxes: values['keep-sandboxes'],
+        images: values.images ? (values.images.split(',') as DefaultImageName[]) : undefined,
+        adminKey: process.env.WARREN_API_KEY,
+      });
+      return -1; // keeps running
+    }
+    case 'down': {
+      const { values } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string', default: DEFAULT_DATA_DIR } } });
+      console.log((await down(values['data-dir'])) ? 'stopped' : 'not running');
+      return 0;
+    }
+    case 'create': {
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: {
+          cpu: { type: 'string' },
+          memory: { type: 'string' },
+          ttl: { type: 'string' },
+          label: { type: 'string', multiple: true },
+          env: { type: 'string', multiple: true },
+          user: { type: 'string' },
+          workdir: { type: 'string' },
+        },
+      });
+      const image = positionals[0];
+      if (!image) throw new WarrenError('invalid_argument', 'name an image');
+      const sb = await (
+        await client()
+      ).sandboxes.create({
+        image,
+        resources: { cpu: values.cpu ? Number(values.cpu) : undefined, memoryMiB: values.memory ? Number(values.memory) : undefined },
+        lifetime: values.ttl ? { ttlSeconds: Number(values.ttl) } : undefined,
+        labels: kv(values.label),
+        env: kv(values.env),
+        user: values.user,
+        workdir: values.workdir,
+      });
+      console.log(sb.id);
+      return 0;
+    }
+    case 'exec': {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { session: { type: 'string' }, timeout: { type: 'string' } } });
+      const [id, ...words] = positionals;
+      if (!words.length) throw new WarrenError('invalid_argument', 'name a command');
+      const sb = await sandbox(id);
+      let code = 0;
+      const command = words.length === 1 ? (words[0] as string) : words;
+      for await (const ev of sb.execStream(command, { session: values.session, timeoutMs: values.timeout ? Number(values.timeout) : undefined })) {
+        if (ev.type === 'stdout') process.stdout.write(ev.data);
+        else if (ev.type === 'stderr') process.stderr.write(ev.data);
+        else if (ev.type === 'exit') code = ev.exitCode ?? 128;
+        else if (ev.type === 'error') throw new WarrenError('unavailable', ev.error.message);
+      }
+      return code;
+    }
+    case 'shell': {
+      const sb = await sandbox(rest[0]);
+      const sh = await sb.shell();
+      const rl = createInterface({ input: process.stdin, terminal: false });
+      if (process.stdin.isTTY) process.stderr.write(`${sb.id}$ `);
+      let last = 0;
+      for await (const line of rl) {
+        if (!line.trim()) continue;
+        for await (const ev of sh.execStream(line, { timeoutMs: 3_600_000 })) {
+          if (ev.type === 'stdout') process.stdout.write(ev.data);
+          else if (ev.type === 'stderr') process.stderr.write(ev.data);
+          else if (ev.type === 'exit') last = ev.exitCode ?? 128;
+        }
+        if (process.stdin.isTTY) process.stderr.write(`${sb.id}$ `);
+      }
+      await sh.close().catch(() => undefined);
+      return last;
+    }
+    case 'cp': {
+      const [src, dst] = rest;
+      if (!src || !dst) throw new WarrenError('invalid_argument', 'usage: warren cp SRC DST (one side ID:/path)');
+      const remote = (s: string): [string, string] | null => {
+        const m = /^(sb_[A-Za-z0-9]+):(\/.*)$/.exec(s);
+        return m ? [m[1] as string, m[2] as string] : null;
+      };
+      const from = remote(src);
+      const to = remote(dst);
+      if (from && !to) await writeFile(dst, await (await sandbox(from[0])).files.read(from[1]));
+      else if (to && !from) await (await sandbox(to[0])).files.write(to[1], await readFile(src));
+      else throw new WarrenError('invalid_argument', 'exactly one side of cp is ID:/path');
+      return 0;
+    }
+    case 'ls': {
+      const sb = await sandbox(rest[0]);
+      for (const e of await sb.files.list(rest[1] ?? '/')) {
+        console.log(
+          `${e.type.padEnd(7)} ${(e.mode & 0o7777).toString(8).padStart(4, '0')} ${String(e.size).padStart(10)} ${e.name}${e.target ? ` -> ${e.target}` : ''}`,
+        );
+      }
+      return 0;
+    }
+    case 'ps': {
+      const { values } = parseArgs({ args: rest, options: { label: { type: 'string', multiple: true }, state: { type: 'string' } } });
+      const w = await client();
+      let cursor: string | undefined;
+      do {
+        const page = await w.sandboxes.list({ labels: kv(values.label), state: values.state as never, cursor });
+        for (const s of page.sandboxes) console.log(`${s.id}  ${s.info.state.padEnd(8)} ${s.info.image.padEnd(24)} ${s.info.createdAt}`);
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor);
+      return 0;
+    }
+    case 'rm':
+    case 'pause':
+    case 'resume': {
+      if (!rest.length) throw new WarrenError('invalid_argument', 'name a sandbox id');
+      for (const id of rest) {
+        const sb = await sandbox(id);
+        await (cmd === 'rm' ? sb.delete() : cmd === 'pause' ? sb.pause() : sb.resume());
+      }
+      return 0;
+    }
+    case 'images': {
+      if (rest[0] === 'prepare') {
+        const { values } = parseArgs({ args: rest.slice(1), options: { 'image-cache': { type: 'string', default: DEFAULT_IMAGE_CACHE } } });
+        const built = await prepareDefaultImages({ cacheDir: values['image-cache'], log: (m) => console.error(m) });
+        for (const [name, { digest }] of built) console.log(`${name}  ${digest}`);
+        return 0;
+      }
+      for (const i of await (await client()).images()) console.log(`${i.name.padEnd(28)} ${String(i.sizeBytes).padStart(12)}  ${i.layers.join(',')}`);
+      return 0;
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      console.log(`\nDefault images: ${Object.keys(DEFAULT_IMAGES).join(', ')}`);
+      return 0;
+    default:
+      console.error(`unknown command "${cmd}"\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+run(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (e: unknown) => {
+    if (e instanceof WarrenError) console.error(`warren: ${e.code}: ${e.message}`);
+    else console.error(`warren: ${e instanceof Error ? e.message : String(e)}`);
+    process.exitCode = 1;
+  },
+);

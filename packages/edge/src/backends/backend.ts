@@ -1,0 +1,41 @@
+import type { Resources } from '@warren/api';
+
+/** Everything a backend needs to start one sandbox. */
+export interface BackendCreateSpec {
+  id: string;
+  /** Layer digests, bottom first. */
+  layers: string[];
+  resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>>;
+  signal?: AbortSignal;
+}
+
+export interface SandboxStats {
+  cpuSeconds: number;
+  memoryBytes: number;
+}
+
+/** What a running sandbox exposes to the edge: the socket of its init. */
+export interface BackendSandbox {
+  id: string;
+  initSocket: string;
+  /** Whether the image has bash (sessions and shell strings prefer it). */
+  hasBash: boolean;
+}
+
+/**
+ * One kind of sandbox (container, microVM, VM). The edge, not the backend, owns lifecycle,
+ * admission and accounting; a backend only makes, finds, freezes and removes sandboxes.
+ */
+export interface Backend {
+  readonly name: string;
+  create(spec: BackendCreateSpec): Promise<BackendSandbox>;
+  /** Finds a sandbox that was running before this process started; null if it is gone. */
+  adopt(id: string, layers: string[]): Promise<BackendSandbox | null>;
+  destroy(id: string): Promise<void>;
+  pause(id: string): Promise<void>;
+  resume(id: string): Promise<void>;
+  stats(id: string): Promise<SandboxStats>;
+  /** Ids of sandboxes this backend has on the node (to find leftovers). */
+  list(): Promise<string[]>;
+  close(opts: { keepLayers: boolean }): Promise<void>;
+}

@@ -1,0 +1,187 @@
+import { createServer, type Server } from 'node:net';
+import { chown, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { WarrenError } from '@warren/api';
+import type { IdMap, LayerStore } from '@warren/images';
+import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
+import type { Mounts } from '../../host/mountd.js';
+import type { CgroupV1 } from '../../host/cgroups.js';
+import { simpleCall } from '../../init/call.js';
+import { REQ } from '../../init/frame.js';
+import { LayerMounts } from './layer-mounts.js';
+import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
+import { processAlive, runc, runcInitPid } from './runc.js';
+
+export interface ContainerBackendOptions {
+  dataDir: string;
+  platformDir: string;
+  runcPath: string;
+  runcRoot: string;
+  cgroupParent: string;
+  idMap: IdMap;
+  store: LayerStore;
+  mounts: Mounts;
+  cgroups: CgroupV1;
+}
+
+/** Container sandboxes: EROFS layers + overlay, runc with a user namespace, warren-init as PID 1. */
+export class ContainerBackend implements Backend {
+  readonly name = 'container';
+  private readonly layers: LayerMounts;
+  private readonly bashByLayer = new Map<string, boolean>();
+
+  constructor(private readonly o: ContainerBackendOptions) {
+    this.layers = new LayerMounts(o.store, o.mounts, join(o.dataDir, 'mnt', 'layers'));
+  }
+
+  async open(): Promise<void> {
+    await mkdir(join(this.o.dataDir, 'sandboxes'), { recursive: true });
+    await this.layers.recover();
+  }
+
+  private dir(id: string): string {
+    return join(this.o.dataDir, 'sandboxes', id);
+  }
+
+  private cgroupPath(id: string): string {
+    return `${this.o.cgroupParent}/${id}`;
+  }
+
+  private sandbox(id: string, hasBash: boolean): BackendSandbox {
+    return { id, initSocket: join(this.dir(id), 'init.sock'), hasBash };
+  }
+
+  private async hasBash(layers: string[]): Promise<boolean> {
+    for (const d of layers) {
+      let b = this.bashByLayer.get(d);
+      if (b === undefined) {
+        b = (await this.layers.hasFile(d, 'bin/bash')) || (await this.layers.hasFile(d, 'usr/bin/bash'));
+        this.bashByLayer.set(d, b);
+      }
+      if (b) return true;
+    }
+    return false;
+  }
+
+  async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
+    const dir = this.dir(spec.id);
+    const rootfs = join(dir, 'rootfs');
+    let mounted = false;
+    let started = false;
+    try {
+      const lower = await Promise.all(spec.layers.map((d) => this.layers.path(d)));
+      await mkdir(join(dir, 'upper'), { recursive: true });
+      await Promise.all([mkdir(join(dir, 'work')), mkdir(rootfs)]);
+      await chown(join(dir, 'upper'), this.o.idMap.hostStart, this.o.idMap.hostStart);
+      // overlay wants the top layer first.
+      await this.o.mounts.overlay(lower.reverse(), join(dir, 'upper'), join(dir, 'work'), rootfs);
+      mounted = true;
+      const config = buildOciConfig({
+        rootfs,
+        platformDir: this.o.platformDir,
+        cgroupsPath: this.cgroupPath(spec.id),
+        idMap: this.o.idMap,
+        cpu: spec.resources.cpu,
+        memoryMiB: spec.resources.memoryMiB,
+        pids: spec.resources.pids,
+      });
+      await writeFile(join(dir, 'config.json'), JSON.stringify(config));
+      started = true;
+      await this.startWithSocket(spec.id, dir);
+      return this.sandbox(spec.id, await this.hasBash(spec.layers));
+    } catch (e) {
+      await this.cleanup(spec.id, { runc: started, mounted }).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /**
+   * Binds the init socket on the host, hands the listening fd to the container as fd 3, and
+   * renames it into place only afterwards (closing our copy of a bound Unix socket unlinks it).
+   */
+  private async startWithSocket(id: string, dir: string): Promise<void> {
+    const tmpPath = join(dir, 'init.sock.tmp');
+    const server: Server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(tmpPath, () => resolve());
+    });
+    try {
+      const fd = serverFd(server);
+      await runc(this.o.runcPath, runcRunArgs(this.o.runcRoot, id, dir), { extraFd: fd, logFile: join(dir, 'runc.log') });
+      await rename(tmpPath, join(dir, 'init.sock'));
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }
+
+  async adopt(id: string, layers: string[]): Promise<BackendSandbox | null> {
+    const pid = await runcInitPid(this.o.runcRoot, id);
+    if (pid === null || !processAlive(pid)) return null;
+    const sb = this.sandbox(id, await this.hasBash(layers).catch(() => false));
+    try {
+      await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
+      await simpleCall(sb.initSocket, REQ.hello, []);
+      return sb;
+    } catch {
+      return null;
+    }
+  }
+
+  async destroy(id: string): Promise<void> {
+    await this.cleanup(id, { runc: true, mounted: true });
+  }
+
+  private async cleanup(id: string, what: { runc: boolean; mounted: boolean }): Promise<void> {
+    const dir = this.dir(id);
+    if (what.runc) {
+      const pid = await runcInitPid(this.o.runcRoot, id);
+      if (pid !== null) {
+        // A frozen process cannot die; thaw first, then kill PID 1 of the namespace (which
+        // kills everything in it) instead of `runc delete -f`, which sleeps 100 ms.
+        await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
+        const deadline = Date.now() + 5000;
+        while (processAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+      }
+      await runc(this.o.runcPath, runcDeleteArgs(this.o.runcRoot, id)).catch(() => undefined);
+    }
+    if (what.mounted) await this.o.mounts.umount(join(dir, 'rootfs')).catch(() => undefined);
+    await unlink(join(dir, 'init.sock')).catch(() => undefined);
+    await rm(dir, { recursive: true, force: true, maxRetries: 2 });
+  }
+
+  async pause(id: string): Promise<void> {
+    await this.o.cgroups.setFrozen(this.cgroupPath(id), true);
+  }
+
+  async resume(id: string): Promise<void> {
+    await this.o.cgroups.setFrozen(this.cgroupPath(id), false);
+  }
+
+  async stats(id: string): Promise<SandboxStats> {
+    const p = this.cgroupPath(id);
+    const [memoryBytes, cpuSeconds] = await Promise.all([this.o.cgroups.memoryBytes(p), this.o.cgroups.cpuSeconds(p)]);
+    return { memoryBytes, cpuSeconds };
+  }
+
+  async list(): Promise<string[]> {
+    return (await readdir(join(this.o.dataDir, 'sandboxes')).catch(() => [])).filter((n) => n.startsWith('sb_'));
+  }
+
+  async close(opts: { keepLayers: boolean }): Promise<void> {
+    if (!opts.keepLayers) await this.layers.unmountAll();
+  }
+}
+
+/** The OS fd of a listening Node server (libuv exposes it on Unix). */
+function serverFd(server: Server): number {
+  const handle: unknown = Reflect.get(server, '_handle');
+  const fd: unknown = handle && typeof handle === 'object' ? Reflect.get(handle, 'fd') : undefined;
+  if (typeof fd !== 'number' || fd < 0) throw new WarrenError('internal', 'cannot get the init socket fd');
+  return fd;
+}

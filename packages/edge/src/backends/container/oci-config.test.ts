@@ -1,0 +1,34 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DEFAULT_ID_MAP } from '@warren/images';
+import { INIT_PATH, buildOciConfig, runcRunArgs } from './oci-config.js';
+
+const spec = { rootfs: '/r', platformDir: '/p', cgroupsPath: '/a/warren/sb_1', idMap: DEFAULT_ID_MAP, cpu: 1.5, memoryMiB: 512, pids: 256 };
+
+test('limits come from the spec', () => {
+  const c = buildOciConfig(spec) as { linux: { resources: { memory: { limit: number }; cpu: { quota: number; period: number }; pids: { limit: number } } } };
+  assert.equal(c.linux.resources.memory.limit, 512 * 1024 * 1024);
+  assert.equal(c.linux.resources.cpu.quota, 150_000);
+  assert.equal(c.linux.resources.cpu.period, 100_000);
+  assert.equal(c.linux.resources.pids.limit, 256);
+});
+
+test('root inside maps to the unprivileged host range, in every namespace', () => {
+  const c = buildOciConfig(spec) as { linux: { uidMappings: Array<{ hostID: number; containerID: number }>; namespaces: Array<{ type: string }> } };
+  assert.deepEqual(c.linux.uidMappings[0], { containerID: 0, hostID: 100000, size: 65536 });
+  const ns = c.linux.namespaces.map((n) => n.type).sort();
+  assert.deepEqual(ns, ['cgroup', 'ipc', 'mount', 'network', 'pid', 'user', 'uts']);
+});
+
+test('the init runs from the read-only platform mount', () => {
+  const c = buildOciConfig(spec) as { process: { args: string[] }; mounts: Array<{ destination: string; options: string[]; source: string }> };
+  assert.equal(c.process.args[0], INIT_PATH);
+  const m = c.mounts.find((x) => x.destination === '/.warren');
+  assert.ok(m);
+  assert.equal(m.source, '/p');
+  assert.ok(m.options.includes('ro'));
+});
+
+test('runc run hands exactly one extra fd', () => {
+  assert.deepEqual(runcRunArgs('/run/x', 'sb_1', '/b'), ['--root', '/run/x', 'run', '--detach', '--preserve-fds', '1', '--bundle', '/b', 'sb_1']);
+});

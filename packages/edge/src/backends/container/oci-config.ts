@@ -1,0 +1,119 @@
+import type { IdMap } from '@warren/images';
+
+/** What one container sandbox is made of; everything the OCI config needs, nothing else. */
+export interface ContainerSpec {
+  rootfs: string;
+  /** Host directory mounted read-only at /.warren (warren-init and its helpers). */
+  platformDir: string;
+  cgroupsPath: string;
+  idMap: IdMap;
+  cpu: number;
+  memoryMiB: number;
+  pids: number;
+  hostname?: string;
+}
+
+export const INIT_PATH = '/.warren/warren-init';
+export const PLATFORM_MOUNT = '/.warren';
+
+const CAPS = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FSETID',
+  'CAP_FOWNER',
+  'CAP_MKNOD',
+  'CAP_NET_RAW',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETFCAP',
+  'CAP_SETPCAP',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
+  'CAP_KILL',
+  'CAP_AUDIT_WRITE',
+];
+
+/** Syscalls no sandbox process needs and an escaping one would: reading other processes' memory or fds. */
+export const DENIED_SYSCALLS = [
+  'ptrace',
+  'process_vm_readv',
+  'process_vm_writev',
+  'pidfd_getfd',
+  'kcmp',
+  'bpf',
+  'perf_event_open',
+  'userfaultfd',
+  'keyctl',
+  'add_key',
+  'request_key',
+];
+
+/** The runc `config.json` of a container sandbox (pure; unit-tested). */
+export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
+  const period = 100_000;
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: [INIT_PATH],
+      env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'WARREN_LISTEN_FD=3'],
+      cwd: '/',
+      capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
+      // Below any sane host's hard limit: raising past it needs privileges the sandbox lacks.
+      rlimits: [{ type: 'RLIMIT_NOFILE', hard: 4096, soft: 4096 }],
+      noNewPrivileges: true,
+    },
+    root: { path: spec.rootfs, readonly: false },
+    hostname: spec.hostname ?? 'sandbox',
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      { destination: PLATFORM_MOUNT, type: 'bind', source: spec.platformDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+    ],
+    linux: {
+      uidMappings: [{ containerID: 0, hostID: spec.idMap.hostStart, size: spec.idMap.size }],
+      gidMappings: [{ containerID: 0, hostID: spec.idMap.hostStart, size: spec.idMap.size }],
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'user' }, { type: 'cgroup' }],
+      cgroupsPath: spec.cgroupsPath,
+      resources: {
+        devices: [{ allow: false, access: 'rwm' }],
+        memory: { limit: spec.memoryMiB * 1024 * 1024 },
+        cpu: { quota: Math.max(1000, Math.round(spec.cpu * period)), period },
+        pids: { limit: spec.pids },
+      },
+      maskedPaths: [
+        '/proc/acpi',
+        '/proc/asound',
+        '/proc/kcore',
+        '/proc/keys',
+        '/proc/latency_stats',
+        '/proc/timer_list',
+        '/proc/timer_stats',
+        '/proc/sched_debug',
+        '/proc/scsi',
+        '/sys/firmware',
+        '/sys/fs/cgroup',
+      ],
+      readonlyPaths: ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
+      seccomp: {
+        defaultAction: 'SCMP_ACT_ALLOW',
+        architectures: ['SCMP_ARCH_X86_64', 'SCMP_ARCH_X86', 'SCMP_ARCH_X32'],
+        syscalls: [{ names: DENIED_SYSCALLS, action: 'SCMP_ACT_ERRNO', errnoRet: 1 }],
+      },
+    },
+  };
+}
+
+/** argv for `runc run -d` of a bundle, handing it the init socket as fd 3. */
+export function runcRunArgs(runcRoot: string, id: string, bundle: string): string[] {
+  return ['--root', runcRoot, 'run', '--detach', '--preserve-fds', '1', '--bundle', bundle, id];
+}
+
+export function runcDeleteArgs(runcRoot: string, id: string): string[] {
+  return ['--root', runcRoot, 'delete', '--force', id];
+}

@@ -1,0 +1,14 @@
+export { Edge, parseSessionId } from './lifecycle/edge.js';
+export type { EdgeCapacity, EdgeOptions, EdgeSandboxSpec } from './lifecycle/edge.js';
+export { Command } from './lifecycle/command.js';
+export type { CommandListener } from './lifecycle/command.js';
+export { argvToScript, envList, shellQuote } from './lifecycle/shell.js';
+export type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from './backends/backend.js';
+export { ContainerBackend } from './backends/container/container-backend.js';
+export type { ContainerBackendOptions } from './backends/container/container-backend.js';
+export { buildOciConfig, runcRunArgs, runcDeleteArgs, DENIED_SYSCALLS, INIT_PATH } from './backends/container/oci-config.js';
+export type { ContainerSpec } from './backends/container/oci-config.js';
+export { MountHelper } from './host/mountd.js';
+export type { Mounts } from './host/mountd.js';
+export { CgroupV1, parseProcCgroup, readOwnCgroupParent, sandboxCgroupParent } from './host/cgroups.js';
+export { InitCall } from './init/call.js';

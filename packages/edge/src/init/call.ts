@@ -1,0 +1,147 @@
+import { connect, type Socket } from 'node:net';
+import { WarrenError } from '@warren/api';
+import { REPLY, FrameDecoder, decodeFields, encodeFields, encodeFrame, type Fields, type Frame } from './frame.js';
+import { errnoError } from './errno.js';
+
+const HIGH_WATER_FRAMES = 64;
+
+/**
+ * One operation on warren-init: a connection, its request frame, then frames both ways.
+ * Frames are read with {@link next}; the socket is paused while unread frames pile up, so a
+ * slow reader holds the command back instead of growing memory.
+ */
+export class InitCall {
+  private readonly socket: Socket;
+  private readonly decoder = new FrameDecoder();
+  private queue: Frame[] = [];
+  private waiter: ((f: Frame | null) => void) | null = null;
+  private ended = false;
+  private error: Error | null = null;
+
+  private constructor(socket: Socket) {
+    this.socket = socket;
+    socket.on('data', (d: Buffer) => {
+      let frames: Frame[];
+      try {
+        frames = this.decoder.push(d);
+      } catch (e) {
+        this.fail(e instanceof Error ? e : new Error(String(e)));
+        return;
+      }
+      for (const f of frames) this.deliver(f);
+      if (this.queue.length > HIGH_WATER_FRAMES) socket.pause();
+    });
+    socket.on('error', (e) => this.fail(e));
+    socket.on('close', () => this.finish());
+  }
+
+  /** Connects to the init socket and sends the request. */
+  static open(socketPath: string, type: string, fields: Fields = []): Promise<InitCall> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(socketPath);
+      const onError = (e: Error): void => {
+        socket.destroy();
+        reject(new WarrenError('unavailable', 'sandbox init is not reachable', {}, { cause: e }));
+      };
+      socket.once('error', onError);
+      socket.once('connect', () => {
+        socket.off('error', onError);
+        socket.setNoDelay(true);
+        const call = new InitCall(socket);
+        socket.write(encodeFrame(type, encodeFields(fields)));
+        resolve(call);
+      });
+    });
+  }
+
+  send(type: string, payload?: Buffer): boolean {
+    if (this.socket.destroyed) return false;
+    return this.socket.write(encodeFrame(type, payload));
+  }
+
+  sendFields(type: string, fields: Fields): boolean {
+    return this.send(type, encodeFields(fields));
+  }
+
+  /** Resolves when the socket can take more (for streaming uploads). */
+  drain(): Promise<void> {
+    if (!this.socket.writableNeedDrain) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.socket.off('drain', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.once('drain', done);
+      this.socket.once('close', done);
+    });
+  }
+
+  /** The next frame, or null at the end of the connection. Rejects if the connection broke. */
+  next(): Promise<Frame | null> {
+    const f = this.queue.shift();
+    if (f) {
+      if (this.queue.length < HIGH_WATER_FRAMES / 2 && this.socket.isPaused()) this.socket.resume();
+      return Promise.resolve(f);
+    }
+    if (this.error) return Promise.reject(this.error);
+    if (this.ended) return Promise.resolve(null);
+    return new Promise((resolve, reject) => {
+      this.waiter = (frame) => {
+        if (frame === null && this.error) reject(this.error);
+        else resolve(frame);
+      };
+    });
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+
+  private deliver(f: Frame): void {
+    const w = this.waiter;
+    if (w) {
+      this.waiter = null;
+      w(f);
+    } else this.queue.push(f);
+  }
+
+  private fail(e: Error): void {
+    this.error ??= new WarrenError('unavailable', 'lost the connection to the sandbox init', {}, { cause: e });
+    this.finish();
+  }
+
+  private finish(): void {
+    this.ended = true;
+    const w = this.waiter;
+    this.waiter = null;
+    w?.(null);
+  }
+}
+
+/** Reads frames until `x` (returns its fields) or `f` (throws the mapped error); collects `e` entries. */
+export async function finishCall(call: InitCall, details: Record<string, unknown> = {}, onFrame?: (f: Frame) => void): Promise<Map<string, string[]>> {
+  try {
+    for (;;) {
+      const f = await call.next();
+      if (f === null) throw new WarrenError('unavailable', 'the sandbox init closed the connection', details);
+      if (f.type === REPLY.done) return decodeFields(f.payload);
+      if (f.type === REPLY.failed) throw failure(f, details);
+      onFrame?.(f);
+    }
+  } finally {
+    call.close();
+  }
+}
+
+/** The Warren error for an `f` frame. */
+export function failure(f: Frame, details: Record<string, unknown> = {}): WarrenError {
+  const fields = decodeFields(f.payload);
+  return errnoError(Number(fields.get('n')?.[0] ?? 0), fields.get('m')?.[0] ?? '', details);
+}
+
+/** A one-shot request: open, send, wait for `x`. */
+export async function simpleCall(socketPath: string, type: string, fields: Fields, details: Record<string, unknown> = {}): Promise<Map<string, string[]>> {
+  const call = await InitCall.open(socketPath, type, fields);
+  return finishCall(call, details);
+}

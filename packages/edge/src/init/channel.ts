@@ -1,0 +1,209 @@
+import type { FileEntry } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import { InitCall, failure, finishCall, simpleCall } from './call.js';
+import { REPLY, REQ, decodeFields, type Fields } from './frame.js';
+
+export interface StartParams {
+  argv: string[];
+  cwd?: string;
+  env: string[];
+  user?: string;
+  stdin: boolean;
+  timeoutMs?: number;
+}
+
+/** Starts a command; resolves once it runs (with its call for output, stdin and signals). */
+export async function startCommand(socket: string, p: StartParams): Promise<{ call: InitCall; pid: number }> {
+  const fields: Fields = p.argv.map((a) => ['a', a] as [string, string]);
+  if (p.cwd) fields.push(['c', p.cwd]);
+  for (const e of p.env) fields.push(['e', e]);
+  if (p.user) fields.push(['U', p.user]);
+  if (p.stdin) fields.push(['i', '1']);
+  if (p.timeoutMs) fields.push(['t', String(p.timeoutMs)]);
+  const call = await InitCall.open(socket, REQ.exec, fields);
+  const f = await call.next().catch((e: unknown) => {
+    call.close();
+    throw e;
+  });
+  if (f?.type === REPLY.started) return { call, pid: Number(decodeFields(f.payload).get('p')?.[0] ?? 0) };
+  call.close();
+  if (f?.type === REPLY.failed) {
+    const err = failure(f);
+    throw new WarrenError(
+      err.code === 'not_found' || err.code === 'permission_denied' || err.code === 'invalid_argument' ? 'invalid_argument' : err.code,
+      err.message,
+      err.details,
+    );
+  }
+  throw new WarrenError('unavailable', 'the sandbox init did not start the command');
+}
+
+export interface SessionParams {
+  argv: string[];
+  cwd?: string;
+  env: string[];
+  user?: string;
+}
+
+export async function newSession(socket: string, p: SessionParams): Promise<string> {
+  const fields: Fields = p.argv.map((a) => ['a', a] as [string, string]);
+  if (p.cwd) fields.push(['c', p.cwd]);
+  for (const e of p.env) fields.push(['e', e]);
+  if (p.user) fields.push(['U', p.user]);
+  const call = await InitCall.open(socket, REQ.newSession, fields);
+  try {
+    const f = await call.next();
+    if (f?.type === REPLY.session) return decodeFields(f.payload).get('i')?.[0] ?? '';
+    if (f?.type === REPLY.failed) throw failure(f);
+    throw new WarrenError('unavailable', 'the sandbox init did not start the session');
+  } finally {
+    call.close();
+  }
+}
+
+export interface SessionRunParams {
+  session: string;
+  script: string;
+  env: string[];
+  cwd?: string;
+  timeoutMs?: number;
+}
+
+/** Runs a script in a session; output frames follow on the returned call. */
+export function runInSession(socket: string, p: SessionRunParams): Promise<InitCall> {
+  const fields: Fields = [
+    ['i', p.session],
+    ['C', p.script],
+  ];
+  for (const e of p.env) fields.push(['e', e]);
+  if (p.cwd) fields.push(['c', p.cwd]);
+  if (p.timeoutMs) fields.push(['t', String(p.timeoutMs)]);
+  return InitCall.open(socket, REQ.sessionRun, fields);
+}
+
+export async function endSession(socket: string, session: string): Promise<void> {
+  await simpleCall(socket, REQ.endSession, [['i', session]], { sessionId: session });
+}
+
+function entry(f: Map<string, string[]>): FileEntry {
+  const one = (k: string): string => f.get(k)?.[0] ?? '';
+  const types = { f: 'file', d: 'dir', l: 'symlink', o: 'other' } as const;
+  const t = one('t');
+  const e: FileEntry = {
+    name: one('n'),
+    path: one('p'),
+    type: t === 'f' || t === 'd' || t === 'l' || t === 'o' ? types[t] : 'other',
+    size: Number(one('z')) || 0,
+    mode: Number(one('m')) || 0,
+    mtime: new Date(Number(one('T')) || 0).toISOString(),
+  };
+  if (f.has('k')) e.target = one('k');
+  return e;
+}
+
+export async function statPath(socket: string, path: string): Promise<FileEntry> {
+  return entry(await simpleCall(socket, REQ.stat, [['p', path]], { path }));
+}
+
+export async function listDir(socket: string, path: string, depth: number): Promise<FileEntry[]> {
+  const call = await InitCall.open(socket, REQ.list, [
+    ['p', path],
+    ['d', String(depth)],
+  ]);
+  const entries: FileEntry[] = [];
+  await finishCall(call, { path }, (f) => {
+    if (f.type === REPLY.entry) entries.push(entry(decodeFields(f.payload)));
+  });
+  return entries;
+}
+
+export async function removePath(socket: string, path: string, recursive: boolean): Promise<void> {
+  const fields: Fields = [['p', path]];
+  if (recursive) fields.push(['r', '1']);
+  await simpleCall(socket, REQ.remove, fields, { path });
+}
+
+export async function makeDir(socket: string, path: string, user?: string): Promise<void> {
+  const fields: Fields = [['p', path]];
+  if (user) fields.push(['U', user]);
+  await simpleCall(socket, REQ.mkdir, fields, { path });
+}
+
+export async function movePath(socket: string, from: string, to: string): Promise<void> {
+  await simpleCall(
+    socket,
+    REQ.move,
+    [
+      ['p', from],
+      ['q', to],
+    ],
+    { from, to },
+  );
+}
+
+/** Streams a regular file out of the sandbox; the first chunk is awaited so errors come before any byte. */
+export async function openRead(socket: string, path: string): Promise<AsyncIterable<Buffer>> {
+  const call = await InitCall.open(socket, REQ.read, [['p', path]]);
+  const first = await call.next().catch((e: unknown) => {
+    call.close();
+    throw e;
+  });
+  if (first?.type === REPLY.failed) {
+    call.close();
+    throw failure(first, { path });
+  }
+  return (async function* () {
+    try {
+      let f = first;
+      for (;;) {
+        if (f === null) throw new WarrenError('unavailable', 'the file read was cut short', { path });
+        if (f.type === REPLY.done) return;
+        if (f.type === REPLY.failed) throw failure(f, { path });
+        if (f.type === REPLY.stdout) yield f.payload;
+        f = await call.next();
+      }
+    } finally {
+      call.close();
+    }
+  })();
+}
+
+/** Writes a file from a byte stream; fails with payload_too_large past `maxBytes` (the file is then removed). */
+export async function writeFileFrom(
+  socket: string,
+  path: string,
+  data: AsyncIterable<Buffer> | Buffer,
+  opts: { mode?: number; maxBytes: number; user?: string },
+): Promise<void> {
+  const fields: Fields = [
+    ['p', path],
+    ['P', '1'],
+  ];
+  if (opts.mode !== undefined) fields.push(['m', opts.mode.toString(8)]);
+  if (opts.user) fields.push(['U', opts.user]);
+  const call = await InitCall.open(socket, REQ.write, fields);
+  let size = 0;
+  let tooBig = false;
+  const pump = async (): Promise<void> => {
+    const chunks = Buffer.isBuffer(data) ? [data] : data;
+    for await (const chunk of chunks) {
+      size += chunk.length;
+      if (size > opts.maxBytes) {
+        tooBig = true;
+        call.close();
+        return;
+      }
+      for (let off = 0; off < chunk.length; off += 1024 * 1024) {
+        if (!call.send(REQ.data, chunk.subarray(off, off + 1024 * 1024))) await call.drain();
+      }
+    }
+    call.send(REQ.eof);
+  };
+  const [pumped, done] = await Promise.allSettled([pump(), finishCall(call, { path })]);
+  if (tooBig) {
+    await removePath(socket, path, false).catch(() => undefined);
+    throw new WarrenError('payload_too_large', `file is larger than ${opts.maxBytes} bytes`, { path, maxBytes: opts.maxBytes });
+  }
+  if (pumped.status === 'rejected') throw pumped.reason;
+  if (done.status === 'rejected') throw done.reason;
+}

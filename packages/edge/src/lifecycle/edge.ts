@@ -1,0 +1,453 @@
+import { randomBytes } from 'node:crypto';
+import type { ExecRequest, FileEntry } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import type { Backend, BackendSandbox, SandboxStats } from '../backends/backend.js';
+import * as ch from '../init/channel.js';
+import { Command } from './command.js';
+import { failure, finishCall } from '../init/call.js';
+import { REPLY, REQ } from '../init/frame.js';
+import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
+import { argvToScript, envList } from './shell.js';
+
+/** What the edge must know of a sandbox to run, police and recover it. */
+export interface EdgeSandboxSpec {
+  id: string;
+  layers: string[];
+  resources: { cpu: number; memoryMiB: number; pids: number };
+  env: Record<string, string>;
+  user: string | null;
+  workdir: string | null;
+  expiresAtMs: number | null;
+  idleTimeoutMs: number | null;
+  lastActivityMs: number;
+  paused: boolean;
+}
+
+export interface EdgeCapacity {
+  /** CPUs that may be promised in total (oversubscribed). */
+  cpu: number;
+  memoryMiB: number;
+  sandboxes: number;
+  /** The most one sandbox may ask for. */
+  maxCpuPerSandbox: number;
+  maxMemoryMiBPerSandbox: number;
+}
+
+export interface EdgeOptions {
+  nodeId: string;
+  backend: Backend;
+  capacity: EdgeCapacity;
+  /** Called when a sandbox's TTL or idle timeout has passed; the owner deletes it. */
+  onExpired: (id: string, reason: 'ttl' | 'idle') => void;
+  logger?: { warn(msg: string, meta?: unknown): void };
+  maxFileBytes?: number;
+  commandRetentionMs?: number;
+}
+
+interface Live {
+  spec: EdgeSandboxSpec;
+  sb: BackendSandbox;
+  commands: Map<string, Command>;
+  requestIds: Map<string, string>;
+  resuming: Promise<void> | null;
+}
+
+const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
+const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
+const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
+const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
+
+/**
+ * A node agent: admission against local capacity, the lifecycle of every sandbox on the node,
+ * its commands and sessions, and TTL/idle enforcement. Backends only make and remove sandboxes.
+ */
+export class Edge {
+  private readonly live = new Map<string, Live>();
+  private allocated = { cpu: 0, memoryMiB: 0 };
+  private reserved = 0;
+  private timer: NodeJS.Timeout | null = null;
+  readonly maxFileBytes: number;
+
+  constructor(private readonly o: EdgeOptions) {
+    this.maxFileBytes = o.maxFileBytes ?? 1024 * 1024 * 1024;
+  }
+
+  get nodeId(): string {
+    return this.o.nodeId;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => this.sweep(), 1000);
+    this.timer.unref();
+  }
+
+  capacity(): EdgeCapacity {
+    return this.o.capacity;
+  }
+
+  usage(): { cpu: number; memoryMiB: number; sandboxes: number } {
+    return { ...this.allocated, sandboxes: this.live.size + this.reserved };
+  }
+
+  /** Checks that the node can take a sandbox of this size; throws resource_exhausted if not. */
+  admit(r: EdgeSandboxSpec['resources']): void {
+    const c = this.o.capacity;
+    if (r.cpu > c.maxCpuPerSandbox || r.memoryMiB > c.maxMemoryMiBPerSandbox) {
+      throw new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxCpuPerSandbox} CPUs and ${c.maxMemoryMiBPerSandbox} MiB`, {
+        requested: r,
+        limit: { cpu: c.maxCpuPerSandbox, memoryMiB: c.maxMemoryMiBPerSandbox },
+      });
+    }
+    const u = this.usage();
+    if (u.sandboxes + 1 > c.sandboxes || u.cpu + r.cpu > c.cpu || u.memoryMiB + r.memoryMiB > c.memoryMiB) {
+      throw new WarrenError('resource_exhausted', 'this node is full', {
+        node: this.o.nodeId,
+        allocated: u,
+        capacity: { cpu: c.cpu, memoryMiB: c.memoryMiB, sandboxes: c.sandboxes },
+      });
+    }
+  }
+
+  /** Starts a sandbox and applies its workdir and files before returning. */
+  async create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
+    this.admit(spec.resources);
+    this.reserve(spec.resources, 1);
+    let sb: BackendSandbox | null = null;
+    try {
+      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources });
+      const user = spec.user ?? undefined;
+      if (spec.workdir) await ch.makeDir(sb.initSocket, spec.workdir, user);
+      for (const f of files) await ch.writeFileFrom(sb.initSocket, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
+      this.live.set(spec.id, { spec, sb, commands: new Map(), requestIds: new Map(), resuming: null });
+    } catch (e) {
+      if (sb) await this.o.backend.destroy(spec.id).catch(() => undefined);
+      this.reserve(spec.resources, -1);
+      throw e;
+    } finally {
+      this.reserved--;
+    }
+  }
+
+  private reserve(r: EdgeSandboxSpec['resources'], sign: 1 | -1): void {
+    this.allocated.cpu += sign * r.cpu;
+    this.allocated.memoryMiB += sign * r.memoryMiB;
+    if (sign === 1) this.reserved++;
+  }
+
+  /** Takes back a sandbox after a restart; false when its processes are gone. */
+  async adopt(spec: EdgeSandboxSpec): Promise<boolean> {
+    const sb = await this.o.backend.adopt(spec.id, spec.layers);
+    if (!sb) return false;
+    spec.paused = false;
+    this.live.set(spec.id, { spec, sb, commands: new Map(), requestIds: new Map(), resuming: null });
+    this.allocated.cpu += spec.resources.cpu;
+    this.allocated.memoryMiB += spec.resources.memoryMiB;
+    return true;
+  }
+
+  has(id: string): boolean {
+    return this.live.has(id);
+  }
+
+  private get(id: string): Live {
+    const l = this.live.get(id);
+    if (!l) throw new WarrenError('not_found', 'sandbox is not running', { id });
+    return l;
+  }
+
+  /** Marks API activity and thaws a paused sandbox (any call on a paused sandbox resumes it). */
+  private async touch(id: string): Promise<Live> {
+    const l = this.get(id);
+    l.spec.lastActivityMs = Date.now();
+    if (l.spec.paused) await this.resume(id);
+    return l;
+  }
+
+  lastActivity(id: string): number | null {
+    return this.live.get(id)?.spec.lastActivityMs ?? null;
+  }
+
+  setExpiry(id: string, expiresAtMs: number | null): void {
+    this.get(id).spec.expiresAtMs = expiresAtMs;
+  }
+
+  async destroy(id: string): Promise<void> {
+    const l = this.live.get(id);
+    if (l) {
+      this.live.delete(id);
+      this.allocated.cpu -= l.spec.resources.cpu;
+      this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
+    }
+    await this.o.backend.destroy(id);
+  }
+
+  async pause(id: string): Promise<void> {
+    const l = this.get(id);
+    if (l.spec.paused) return;
+    await this.o.backend.pause(id);
+    l.spec.paused = true;
+  }
+
+  async resume(id: string): Promise<void> {
+    const l = this.get(id);
+    if (!l.spec.paused) return;
+    l.resuming ??= this.o.backend.resume(id).then(
+      () => {
+        l.spec.paused = false;
+        l.resuming = null;
+      },
+      (e: unknown) => {
+        l.resuming = null;
+        throw e;
+      },
+    );
+    await l.resuming;
+  }
+
+  isPaused(id: string): boolean {
+    return this.get(id).spec.paused;
+  }
+
+  stats(id: string): Promise<SandboxStats> {
+    this.get(id);
+    return this.o.backend.stats(id);
+  }
+
+  // ---- commands ----
+
+  /** Starts a command (or finds the one that carried the same requestId). */
+  async exec(id: string, req: ExecRequest): Promise<Command> {
+    const l = await this.touch(id);
+    if (req.requestId) {
+      const prev = l.requestIds.get(req.requestId);
+      const cmd = prev ? l.commands.get(prev) : undefined;
+      if (cmd) return cmd;
+    }
+    this.prune(l);
+    const sock = l.sb.initSocket;
+    const env = envList(l.spec.env, req.env);
+    const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
+    const cmdId = `cmd_${randomBytes(9).toString('base64url')}`;
+    let call;
+    if (req.session) {
+      if (req.stdin !== undefined || req.user !== undefined)
+        throw new WarrenError('invalid_argument', 'stdin and user cannot be set for a command in a session (the session has its own)');
+      const script = typeof req.cmd === 'string' ? req.cmd : argvToScript(req.cmd);
+      call = await ch.runInSession(sock, { session: parseSessionId(req.session), script, env: envList(req.env), cwd: req.cwd, timeoutMs });
+    } else {
+      const argv = typeof req.cmd === 'string' ? [l.sb.hasBash ? '/bin/bash' : '/bin/sh', '-c', req.cmd] : req.cmd;
+      const wantsStdin = req.stdin !== undefined || req.keepStdinOpen === true;
+      ({ call } = await ch.startCommand(sock, {
+        argv,
+        cwd: req.cwd ?? l.spec.workdir ?? undefined,
+        env,
+        user: req.user ?? l.spec.user ?? undefined,
+        stdin: wantsStdin,
+        timeoutMs,
+      }));
+    }
+    const cmd = new Command(cmdId, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => {
+      l.spec.lastActivityMs = Date.now();
+    });
+    l.commands.set(cmdId, cmd);
+    if (req.requestId) l.requestIds.set(req.requestId, cmdId);
+    if (!req.session && req.stdin !== undefined) {
+      cmd.writeStdin(Buffer.from(req.stdin));
+      if (!req.keepStdinOpen) cmd.closeStdin();
+    }
+    void cmd.pump();
+    return cmd;
+  }
+
+  command(id: string, commandId: string): Command {
+    const cmd = this.get(id).commands.get(commandId);
+    if (!cmd) throw new WarrenError('not_found', 'no such command', { id, commandId });
+    return cmd;
+  }
+
+  /** Drops finished commands past retention, and the oldest ones past the per-sandbox budget. */
+  private prune(l: Live): void {
+    const now = Date.now();
+    const keepMs = this.o.commandRetentionMs ?? 10 * 60_000;
+    let total = 0;
+    for (const c of l.commands.values()) total += c.retainedBytes;
+    for (const [cid, c] of l.commands) {
+      if (!c.done) continue;
+      if (now - (c.finishedAt ?? now) > keepMs || total > RETAINED_PER_SANDBOX) {
+        total -= c.retainedBytes;
+        l.commands.delete(cid);
+        for (const [rid, v] of l.requestIds) if (v === cid) l.requestIds.delete(rid);
+      }
+    }
+  }
+
+  // ---- sessions ----
+
+  async createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
+    const l = await this.touch(id);
+    const argv = l.sb.hasBash ? ['/bin/bash', '--noprofile', '--norc', '-i'] : ['/bin/sh', '-i'];
+    const initId = await ch.newSession(l.sb.initSocket, {
+      argv,
+      cwd: p.cwd ?? l.spec.workdir ?? undefined,
+      env: envList({ TERM: 'dumb' }, l.spec.env, p.env),
+      user: p.user ?? l.spec.user ?? undefined,
+    });
+    return `ss_${initId}_${randomBytes(6).toString('hex')}`;
+  }
+
+  async deleteSession(id: string, sessionId: string): Promise<void> {
+    const l = await this.touch(id);
+    await ch.endSession(l.sb.initSocket, parseSessionId(sessionId));
+  }
+
+  // ---- files ----
+
+  private async sock(id: string): Promise<string> {
+    return (await this.touch(id)).sb.initSocket;
+  }
+
+  async readFile(id: string, path: string): Promise<AsyncIterable<Buffer>> {
+    return ch.openRead(await this.sock(id), path);
+  }
+
+  async writeFile(id: string, path: string, data: AsyncIterable<Buffer> | Buffer, mode?: number): Promise<void> {
+    const l = await this.touch(id);
+    await ch.writeFileFrom(l.sb.initSocket, path, data, { mode, maxBytes: this.maxFileBytes, user: l.spec.user ?? undefined });
+  }
+
+  async stat(id: string, path: string): Promise<FileEntry> {
+    return ch.statPath(await this.sock(id), path);
+  }
+
+  async list(id: string, path: string, depth: number): Promise<FileEntry[]> {
+    return ch.listDir(await this.sock(id), path, depth);
+  }
+
+  async remove(id: string, path: string, recursive: boolean): Promise<void> {
+    if (path.replace(/\/+$/, '') === '') throw new WarrenError('invalid_argument', 'refusing to delete /');
+    await ch.removePath(await this.sock(id), path, recursive);
+  }
+
+  async mkdir(id: string, path: string): Promise<void> {
+    const l = await this.touch(id);
+    await ch.makeDir(l.sb.initSocket, path, l.spec.user ?? undefined);
+  }
+
+  async move(id: string, from: string, to: string): Promise<void> {
+    const sock = await this.sock(id);
+    try {
+      await ch.movePath(sock, from, to);
+    } catch (e) {
+      // rename(2) cannot move a directory that lives in a lower layer; a copying move can.
+      if (!(e instanceof WarrenError) || e.details.errno !== 18) throw e;
+      const cmd = await this.exec(id, { cmd: [BUSYBOX, 'mv', '-f', '--', from, to], user: 'root', timeoutMs: 600_000 });
+      const end = await cmd.wait();
+      if (end.type !== 'exit' || end.exitCode !== 0) throw new WarrenError('internal', `move failed: ${cmd.text('stderr').trim().slice(0, 500)}`, { from, to });
+    }
+  }
+
+  /** Extracts a tar stream into a directory (made if missing) with the platform's own tar. */
+  async putArchive(id: string, dir: string, body: AsyncIterable<Buffer>): Promise<void> {
+    const l = await this.touch(id);
+    await ch.makeDir(l.sb.initSocket, dir, l.spec.user ?? undefined);
+    const { call } = await ch.startCommand(l.sb.initSocket, {
+      argv: [BUSYBOX, 'tar', '-x', '-f', '-', '-C', dir],
+      env: [],
+      user: 'root',
+      stdin: true,
+      timeoutMs: 3_600_000,
+    });
+    let size = 0;
+    let stderr = '';
+    const pump = async (): Promise<void> => {
+      for await (const chunk of body) {
+        size += chunk.length;
+        if (size > this.maxFileBytes) {
+          call.sendFields(REQ.signal, [['s', '9']]);
+          throw new WarrenError('payload_too_large', `archive is larger than ${this.maxFileBytes} bytes`);
+        }
+        if (!call.send(REQ.data, chunk)) await call.drain();
+      }
+      call.send(REQ.eof);
+    };
+    const collect = finishCall(call, { path: dir }, (f) => {
+      if (f.type === REPLY.stderr && stderr.length < 4096) stderr += f.payload.toString();
+    });
+    const [pumped, done] = await Promise.allSettled([pump(), collect]);
+    if (pumped.status === 'rejected') throw pumped.reason;
+    if (done.status === 'rejected') throw done.reason;
+    if (done.value.get('c')?.[0] !== '0')
+      throw new WarrenError('invalid_argument', `could not extract the archive: ${stderr.trim().slice(0, 500) || 'tar failed'}`, { path: dir });
+  }
+
+  /** A tar stream of a directory. */
+  async getArchive(id: string, dir: string): Promise<AsyncIterable<Buffer>> {
+    const sock = await this.sock(id);
+    const st = await ch.statPath(sock, dir);
+    if (st.type !== 'dir') throw new WarrenError('invalid_argument', `${dir} is not a directory`, { path: dir });
+    const { call } = await ch.startCommand(sock, {
+      argv: [BUSYBOX, 'tar', '-c', '-f', '-', '-C', dir, '.'],
+      env: [],
+      user: 'root',
+      stdin: false,
+      timeoutMs: 3_600_000,
+    });
+    return (async function* () {
+      try {
+        for (;;) {
+          const f = await call.next();
+          if (f === null) throw new WarrenError('unavailable', 'the archive was cut short');
+          if (f.type === REPLY.stdout) yield f.payload;
+          else if (f.type === REPLY.done) return;
+          else if (f.type === REPLY.failed) throw failure(f);
+        }
+      } finally {
+        call.close();
+      }
+    })();
+  }
+
+  // ---- housekeeping ----
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [id, l] of this.live) {
+      const s = l.spec;
+      const running = [...l.commands.values()].some((c) => !c.done);
+      if (s.expiresAtMs !== null && now >= s.expiresAtMs) this.o.onExpired(id, 'ttl');
+      else if (s.idleTimeoutMs !== null && !running && now - s.lastActivityMs >= s.idleTimeoutMs) this.o.onExpired(id, 'idle');
+    }
+  }
+
+  /** Removes sandboxes the backend still has on disk that nobody owns any more. */
+  async removeLeftovers(): Promise<string[]> {
+    const gone: string[] = [];
+    for (const id of await this.o.backend.list()) {
+      if (this.live.has(id)) continue;
+      await this.o.backend.destroy(id).catch(() => undefined);
+      gone.push(id);
+    }
+    return gone;
+  }
+
+  ids(): string[] {
+    return [...this.live.keys()];
+  }
+
+  /** Stops the sweep; with `keep`, leaves sandboxes running for the next start to adopt. */
+  async close(opts: { keep: boolean }): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    if (!opts.keep) {
+      const ids = [...this.live.keys()];
+      for (let i = 0; i < ids.length; i += 16) await Promise.all(ids.slice(i, i + 16).map((id) => this.destroy(id).catch(() => undefined)));
+    }
+    await this.o.backend.close({ keepLayers: opts.keep && this.live.size > 0 });
+  }
+}
+
+/** The init's own session number inside an API session id (`ss_<n>_<random>`). */
+export function parseSessionId(sessionId: string): string {
+  const m = /^ss_(\d{1,9})_[0-9a-f]{12}$/.exec(sessionId);
+  if (!m?.[1]) throw new WarrenError('not_found', 'no such session', { sessionId });
+  return m[1];
+}

@@ -1,0 +1,183 @@
+import type { CreateSandboxRequest, ExecEvent, ExecRequest, ExecResult, FileEntry, Sandbox as SandboxInfo } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import { ndjson, type Transport } from './transport.js';
+
+export type ExecOptions = Omit<ExecRequest, 'cmd'>;
+
+/** A handle on one sandbox. Any handle made from the same id works the same: state lives on the server. */
+export class Sandbox {
+  readonly files: SandboxFiles;
+
+  constructor(
+    private readonly t: Transport,
+    public info: SandboxInfo,
+  ) {
+    this.files = new SandboxFiles(t, info.id);
+  }
+
+  get id(): string {
+    return this.info.id;
+  }
+
+  private path(suffix = ''): string {
+    return `/v1/sandboxes/${encodeURIComponent(this.info.id)}${suffix}`;
+  }
+
+  /** Re-reads the sandbox from the server. */
+  async refresh(): Promise<SandboxInfo> {
+    this.info = await this.t.json<SandboxInfo>('GET', this.path());
+    return this.info;
+  }
+
+  /** Runs a command to completion and returns its output. */
+  async exec(cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    return this.t.json<ExecResult>('POST', this.path('/exec'), { json: { cmd, ...opts } });
+  }
+
+  /** Runs a command and yields its events as they happen (start, stdout, stderr, exit). */
+  async *execStream(cmd: string | string[], opts: ExecOptions & { signal?: AbortSignal } = {}): AsyncGenerator<ExecEvent> {
+    const { signal, ...rest } = opts;
+    const res = await this.t.request('POST', this.path('/exec'), { json: { cmd, ...rest }, accept: 'application/x-ndjson', signal });
+    yield* ndjson<ExecEvent>(res);
+  }
+
+  /** Re-attaches to a command from a byte offset of its output. */
+  async *attach(commandId: string, offset = 0, signal?: AbortSignal): AsyncGenerator<ExecEvent> {
+    const res = await this.t.request('GET', this.path(`/commands/${encodeURIComponent(commandId)}`), {
+      query: { offset },
+      accept: 'application/x-ndjson',
+      signal,
+    });
+    yield* ndjson<ExecEvent>(res);
+  }
+
+  async kill(commandId: string, signal = 'SIGTERM'): Promise<void> {
+    await this.t.empty('POST', this.path(`/commands/${encodeURIComponent(commandId)}/kill`), { json: { signal } });
+  }
+
+  async writeStdin(commandId: string, data: string | Uint8Array, eof = false): Promise<void> {
+    await this.t.empty('POST', this.path(`/commands/${encodeURIComponent(commandId)}/stdin`), { body: data, query: eof ? { eof: 1 } : undefined });
+  }
+
+  /** Starts a shell session whose cwd, variables and functions persist between commands. */
+  async shell(opts: { cwd?: string; env?: Record<string, string>; user?: string } = {}): Promise<Shell> {
+    const { sessionId } = await this.t.json<{ sessionId: string }>('POST', this.path('/sessions'), { json: opts });
+    return new Shell(this, sessionId);
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.t.empty('DELETE', this.path(`/sessions/${encodeURIComponent(sessionId)}`));
+  }
+
+  async pause(): Promise<void> {
+    await this.t.json('POST', this.path('/pause'));
+  }
+
+  async resume(): Promise<void> {
+    await this.t.json('POST', this.path('/resume'));
+  }
+
+  /** Sets the sandbox to expire `ttlSeconds` from now. */
+  async setTimeout(ttlSeconds: number): Promise<SandboxInfo> {
+    this.info = await this.t.json<SandboxInfo>('POST', this.path('/timeout'), { json: { ttlSeconds } });
+    return this.info;
+  }
+
+  /** Stops and removes the sandbox (idempotent). */
+  async delete(): Promise<void> {
+    await this.t.empty('DELETE', this.path());
+  }
+}
+
+/** A persistent shell inside a sandbox. */
+export class Shell {
+  constructor(
+    private readonly sb: Sandbox,
+    readonly id: string,
+  ) {}
+
+  exec(cmd: string | string[], opts: Omit<ExecOptions, 'session' | 'stdin' | 'user'> = {}): Promise<ExecResult> {
+    return this.sb.exec(cmd, { ...opts, session: this.id });
+  }
+
+  execStream(cmd: string | string[], opts: Omit<ExecOptions, 'session' | 'stdin' | 'user'> = {}): AsyncGenerator<ExecEvent> {
+    return this.sb.execStream(cmd, { ...opts, session: this.id });
+  }
+
+  close(): Promise<void> {
+    return this.sb.deleteSession(this.id);
+  }
+}
+
+/** File operations; every path is inside the sandbox and nothing resolves outside it. */
+export class SandboxFiles {
+  constructor(
+    private readonly t: Transport,
+    private readonly id: string,
+  ) {}
+
+  private path(suffix: string): string {
+    return `/v1/sandboxes/${encodeURIComponent(this.id)}${suffix}`;
+  }
+
+  async read(path: string): Promise<Uint8Array> {
+    const res = await this.t.request('GET', this.path('/files'), { query: { path } });
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  async readText(path: string): Promise<string> {
+    return new TextDecoder().decode(await this.read(path));
+  }
+
+  /** Writes a file, creating its parents. `mode` is numeric, e.g. 0o755. */
+  async write(path: string, data: string | Uint8Array, opts: { mode?: number } = {}): Promise<void> {
+    await this.t.empty('PUT', this.path('/files'), {
+      query: { path, mode: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, '0') },
+      body: data,
+    });
+  }
+
+  async list(path: string, depth = 1): Promise<FileEntry[]> {
+    return (await this.t.json<{ entries: FileEntry[] }>('GET', this.path('/files/list'), { query: { path, depth } })).entries;
+  }
+
+  async stat(path: string): Promise<FileEntry> {
+    return this.t.json<FileEntry>('GET', this.path('/files/stat'), { query: { path } });
+  }
+
+  /** Whether a path exists (a not_found is false; other errors throw). */
+  async exists(path: string): Promise<boolean> {
+    try {
+      await this.stat(path);
+      return true;
+    } catch (e) {
+      if (e instanceof WarrenError && e.code === 'not_found') return false;
+      throw e;
+    }
+  }
+
+  async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    await this.t.empty('DELETE', this.path('/files'), { query: { path, recursive: opts.recursive ? 1 : undefined } });
+  }
+
+  async mkdir(path: string): Promise<void> {
+    await this.t.empty('POST', this.path('/files/mkdir'), { json: { path } });
+  }
+
+  async move(from: string, to: string): Promise<void> {
+    await this.t.empty('POST', this.path('/files/move'), { json: { from, to } });
+  }
+
+  /** Extracts a tar archive into a directory. */
+  async putArchive(dir: string, tar: Uint8Array): Promise<void> {
+    await this.t.empty('PUT', this.path('/archive'), { query: { path: dir }, body: tar });
+  }
+
+  /** A tar archive of a directory. */
+  async getArchive(dir: string): Promise<Uint8Array> {
+    const res = await this.t.request('GET', this.path('/archive'), { query: { path: dir } });
+    return new Uint8Array(await res.arrayBuffer());
+  }
+}
+
+export type CreateOptions = CreateSandboxRequest;

@@ -1,0 +1,97 @@
+import { WarrenError, parseError } from '@warren/api';
+
+export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
+
+export interface ClientOptions {
+  /** Base URL, e.g. http://127.0.0.1:7070 */
+  url: string;
+  apiKey: string;
+  /** Injected for tests and custom agents; defaults to the global fetch. */
+  fetch?: FetchLike;
+}
+
+export interface RequestOptions {
+  query?: Record<string, string | number | boolean | string[] | undefined>;
+  json?: unknown;
+  body?: RequestInit['body'];
+  accept?: string;
+  signal?: AbortSignal;
+}
+
+/** One HTTP round trip to the Warren API; non-2xx answers become the server's WarrenError. */
+export class Transport {
+  private readonly base: string;
+  private readonly fetchFn: FetchLike;
+
+  constructor(private readonly o: ClientOptions) {
+    this.base = o.url.replace(/\/+$/, '');
+    this.fetchFn = o.fetch ?? ((i, init) => fetch(i, init));
+  }
+
+  url(path: string, query?: RequestOptions['query']): string {
+    const qs = new URLSearchParams();
+    for (const [k, v] of Object.entries(query ?? {})) {
+      if (v === undefined) continue;
+      if (Array.isArray(v)) for (const x of v) qs.append(k, x);
+      else qs.append(k, String(v));
+    }
+    const s = qs.toString();
+    return `${this.base}${path}${s ? `?${s}` : ''}`;
+  }
+
+  async request(method: string, path: string, ro: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.o.apiKey}` };
+    if (ro.accept) headers.accept = ro.accept;
+    let body: RequestInit['body'] = ro.body;
+    if (ro.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(ro.json);
+    }
+    let res: Response;
+    try {
+      const init: RequestInit & { duplex?: 'half' } = { method, headers, body, signal: ro.signal };
+      if (body && typeof body === 'object' && !(body instanceof Uint8Array) && !(typeof Blob !== 'undefined' && body instanceof Blob)) init.duplex = 'half';
+      res = await this.fetchFn(this.url(path, ro.query), init);
+    } catch (e) {
+      throw new WarrenError('unavailable', `cannot reach Warren at ${this.base}`, {}, { cause: e });
+    }
+    if (!res.ok) {
+      const text = await res.text().catch(() => '');
+      let parsed: unknown = null;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        /* not JSON */
+      }
+      throw parseError(res.status, parsed);
+    }
+    return res;
+  }
+
+  async json<T>(method: string, path: string, ro: RequestOptions = {}): Promise<T> {
+    const res = await this.request(method, path, { accept: 'application/json', ...ro });
+    return (await res.json()) as T;
+  }
+
+  async empty(method: string, path: string, ro: RequestOptions = {}): Promise<void> {
+    const res = await this.request(method, path, ro);
+    await res.arrayBuffer();
+  }
+}
+
+/** Splits a streamed body into parsed JSON lines. */
+export async function* ndjson<T>(res: Response): AsyncGenerator<T> {
+  if (!res.body) return;
+  const decoder = new TextDecoder();
+  let buf = '';
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line.trim()) yield JSON.parse(line) as T;
+    }
+  }
+  if (buf.trim()) yield JSON.parse(buf) as T;
+}

@@ -1,0 +1,151 @@
+import { chmod, copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { AddressInfo } from 'node:net';
+import { CgroupV1, ContainerBackend, Edge, MountHelper, readOwnCgroupParent } from '@warren/edge';
+import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
+import { SqliteStore } from './store/sqlite-store.js';
+import { Auth } from './services/auth.js';
+import { SandboxService } from './services/sandboxes.js';
+import { createApp } from './http/app.js';
+
+export interface Logger {
+  info(msg: string, meta?: unknown): void;
+  warn(msg: string, meta?: unknown): void;
+}
+
+export interface WarrenOptions {
+  port: number;
+  host: string;
+  dataDir: string;
+  /** Where default images are built once and kept across data dirs. */
+  imageCacheDir: string;
+  adminKey?: string;
+  nodeId?: string;
+  nativeDir?: string;
+  runcPath?: string;
+  runcRoot?: string;
+  images?: DefaultImageName[];
+  defaultTtlSeconds?: number;
+  maxSandboxes?: number;
+  logger: Logger;
+}
+
+export interface RunningWarren {
+  url: string;
+  adminKey: string;
+  adminKeyFile: string | null;
+  /** Stops serving; `keep` leaves sandboxes running for the next start to take back. */
+  close(opts?: { keep?: boolean }): Promise<void>;
+}
+
+export const VERSION = '0.1.0';
+
+const defaultNativeDir = (): string => fileURLToPath(new URL('../../../native/build/', import.meta.url));
+
+/**
+ * Starts the control plane and one edge in this process: SQLite state and the layer store under
+ * `dataDir`, default images from the cache, sandboxes from an earlier run taken back.
+ * @example
+ * const w = await startWarren({ port: 7070, host: '127.0.0.1', dataDir: '/var/lib/warren', imageCacheDir: '/var/cache/warren/images', logger: console });
+ */
+export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
+  const nativeDir = o.nativeDir ?? defaultNativeDir();
+  const nodeId = o.nodeId ?? 'node-1';
+  await mkdir(o.dataDir, { recursive: true });
+  // Sandbox roots and the platform mount live below the data dir: root inside a sandbox (an
+  // unprivileged host uid) must be able to traverse it, but not list it.
+  await chmod(o.dataDir, 0o711);
+  const platformDir = join(o.dataDir, 'platform');
+  await mkdir(platformDir, { recursive: true, mode: 0o755 });
+  await copyFile(join(nativeDir, 'warren-init'), join(platformDir, 'warren-init'));
+  await copyFile(HOST_BUSYBOX, join(platformDir, 'busybox'));
+  await chmod(join(platformDir, 'warren-init'), 0o755);
+  await chmod(join(platformDir, 'busybox'), 0o755);
+
+  const layers = new LayerStore(join(o.dataDir, 'layers'));
+  await layers.open();
+  const prepared = await prepareDefaultImages({ cacheDir: o.imageCacheDir, only: o.images, log: (m) => o.logger.info(m) });
+  await installDefaultImages(layers, prepared);
+
+  let adminKey = o.adminKey;
+  let adminKeyFile: string | null = null;
+  if (!adminKey) {
+    adminKeyFile = join(o.dataDir, 'admin.key');
+    adminKey = (await readFile(adminKeyFile, 'utf8').catch(() => '')).trim();
+    if (!adminKey) {
+      adminKey = `wk_${randomBytes(24).toString('base64url')}`;
+      await writeFile(adminKeyFile, adminKey + '\n', { mode: 0o600 });
+    }
+  }
+
+  const mounts = new MountHelper(join(nativeDir, 'warren-mountd'));
+  const backend = new ContainerBackend({
+    dataDir: o.dataDir,
+    platformDir,
+    runcPath: o.runcPath ?? 'runc',
+    runcRoot: o.runcRoot ?? '/run/runc',
+    cgroupParent: readOwnCgroupParent(),
+    idMap: DEFAULT_ID_MAP,
+    store: layers,
+    mounts,
+    cgroups: new CgroupV1(),
+  });
+  await backend.open();
+  const store = new SqliteStore(join(o.dataDir, 'warren.db'));
+  const ncpu = cpus().length;
+  const memMiB = Math.floor(totalmem() / 1024 / 1024);
+  let service: SandboxService | null = null;
+  const edge = new Edge({
+    nodeId,
+    backend,
+    capacity: { cpu: ncpu * 1024, memoryMiB: memMiB * 128, sandboxes: o.maxSandboxes ?? 4096, maxCpuPerSandbox: ncpu, maxMemoryMiBPerSandbox: memMiB },
+    onExpired: (id, reason) => service?.expire(id, reason),
+    logger: o.logger,
+  });
+  service = new SandboxService(store, edge, layers, {
+    nodeId,
+    defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
+    defaults: { cpu: 1, memoryMiB: 512, pids: 1024 },
+    logger: o.logger,
+  });
+  const recovered = await service.recover();
+  if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
+  edge.start();
+  const flush = setInterval(() => service?.flushActivity(), 5000);
+  flush.unref();
+
+  const auth = new Auth(store, adminKey);
+  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, nodeAddress: '', logger: o.logger });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port, o.host, () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  const url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${addr.port}`;
+
+  let closing: Promise<void> | null = null;
+  return {
+    url,
+    adminKey,
+    adminKeyFile,
+    close(opts = {}) {
+      closing ??= (async () => {
+        clearInterval(flush);
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        });
+        service?.flushActivity();
+        const ids = edge.ids();
+        await edge.close({ keep: opts.keep ?? false });
+        if (!opts.keep) for (const id of ids) store.updateSandbox(id, { state: 'stopped' });
+        await mounts.close();
+        store.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,43 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { WarrenError } from '@warren/api';
+import type { KeyRecord, Store } from '../store/store.js';
+import type { Caller } from './sandboxes.js';
+
+export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+/** API keys: stored hashed, looked up once and cached; the bootstrap admin key is compared in constant time. */
+export class Auth {
+  private readonly cache = new Map<string, Caller>();
+  private readonly adminHash: Buffer;
+
+  constructor(
+    private readonly store: Store,
+    adminKey: string,
+  ) {
+    this.adminHash = Buffer.from(hashKey(adminKey), 'hex');
+  }
+
+  authenticate(header: string | undefined): Caller {
+    const m = /^Bearer\s+(\S+)$/i.exec(header ?? '');
+    if (!m?.[1]) throw new WarrenError('unauthenticated', 'missing "Authorization: Bearer <key>"');
+    const hash = hashKey(m[1]);
+    const cached = this.cache.get(hash);
+    if (cached) return cached;
+    let caller: Caller | undefined;
+    if (timingSafeEqual(Buffer.from(hash, 'hex'), this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {} };
+    else {
+      const k = this.store.getKey(hash);
+      if (k) caller = { tenant: k.tenant, role: k.role, quota: k.quota };
+    }
+    if (!caller) throw new WarrenError('unauthenticated', 'unknown API key');
+    this.cache.set(hash, caller);
+    return caller;
+  }
+
+  /** Makes a new key for a tenant; the key itself is returned once and never stored. */
+  createKey(tenant: string, role: 'admin' | 'user', quota: KeyRecord['quota']): string {
+    const key = `wk_${randomBytes(24).toString('base64url')}`;
+    this.store.putKey({ hash: hashKey(key), tenant, role, quota, createdAt: Date.now() });
+    return key;
+  }
+}

@@ -1,0 +1,281 @@
+import type { CreateSandboxRequest, ListSandboxesQuery, ListSandboxesResponse, Sandbox } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import type { Edge, EdgeSandboxSpec } from '@warren/edge';
+import type { LayerStore } from '@warren/images';
+import type { KeyRecord, SandboxRecord, Store } from '../store/store.js';
+import { newSandboxId } from './ids.js';
+
+export interface SandboxServiceOptions {
+  nodeId: string;
+  defaultTtlSeconds: number;
+  defaults: { cpu: number; memoryMiB: number; pids: number };
+  logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+}
+
+export interface Caller {
+  tenant: string;
+  role: 'admin' | 'user';
+  quota: KeyRecord['quota'];
+}
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+/** The control plane's view of sandboxes: records in the store, lifecycle on the node's edge. */
+export class SandboxService {
+  constructor(
+    private readonly store: Store,
+    private readonly edge: Edge,
+    private readonly layers: LayerStore,
+    private readonly o: SandboxServiceOptions,
+  ) {}
+
+  /** Creates a sandbox, or returns the one an earlier create with the same requestId made. */
+  async create(caller: Caller, req: CreateSandboxRequest): Promise<SandboxRecord> {
+    if (req.requestId) {
+      const prev = this.store.findByRequestId(caller.tenant, req.requestId);
+      if (prev) return prev;
+    }
+    const backend = req.backend ?? 'container';
+    if (backend !== 'container')
+      throw new WarrenError('invalid_argument', `backend "${backend}" is not available on this node yet; use "container"`, { backend });
+    if (req.layers?.length) throw new WarrenError('invalid_argument', 'extra layers are not supported yet', { layers: req.layers });
+    const net = req.network;
+    if (net && (net.egress === 'allow' || (net.allow?.length ?? 0) > 0)) {
+      throw new WarrenError('invalid_argument', 'sandboxes have loopback only for now: egress rules cannot be honoured yet', { network: net });
+    }
+    const image = this.layers.getImage(req.image);
+    if (!image) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
+    const r = req.resources ?? {};
+    const resources = {
+      cpu: r.cpu ?? this.o.defaults.cpu,
+      memoryMiB: r.memoryMiB ?? this.o.defaults.memoryMiB,
+      pids: r.pids ?? this.o.defaults.pids,
+      diskMiB: r.diskMiB ?? null,
+    };
+    this.checkQuota(caller, resources);
+    this.edge.admit(resources);
+    const now = Date.now();
+    const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
+    const rec: SandboxRecord = {
+      id: newSandboxId(now),
+      tenant: caller.tenant,
+      node: this.o.nodeId,
+      state: 'creating',
+      backend,
+      image: req.image,
+      layers: image.layers,
+      layerNames: [],
+      labels: req.labels ?? {},
+      resources,
+      env: req.env ?? {},
+      user: req.user ?? null,
+      workdir: req.workdir ?? null,
+      createdAt: now,
+      expiresAt: now + ttl * 1000,
+      lastActivityAt: now,
+      idleTimeoutSeconds: req.lifetime?.idleTimeoutSeconds ?? null,
+      error: null,
+      requestId: req.requestId ?? null,
+    };
+    try {
+      this.store.insertSandbox(rec);
+    } catch (e) {
+      // A concurrent create with the same requestId won the race.
+      const prev = req.requestId ? this.store.findByRequestId(caller.tenant, req.requestId) : undefined;
+      if (prev) return prev;
+      throw e;
+    }
+    try {
+      const files = (req.files ?? []).map((f) => ({ path: f.path, content: Buffer.from(f.content, 'base64'), mode: f.mode }));
+      await this.edge.create(this.edgeSpec(rec), files);
+    } catch (e) {
+      const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
+      this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
+      this.o.logger.warn('create failed', { id: rec.id, error: String(e), cause: String((e as Error).cause ?? '') });
+      throw new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
+    }
+    this.store.updateSandbox(rec.id, { state: 'running' });
+    return { ...rec, state: 'running' };
+  }
+
+  private checkQuota(caller: Caller, r: { cpu: number; memoryMiB: number }): void {
+    const q = caller.quota;
+    if (q.sandboxes === undefined && q.cpu === undefined && q.memoryMiB === undefined) return;
+    const u = this.store.tenantUsage(caller.tenant);
+    if (
+      (q.sandboxes !== undefined && u.sandboxes + 1 > q.sandboxes) ||
+      (q.cpu !== undefined && u.cpu + r.cpu > q.cpu) ||
+      (q.memoryMiB !== undefined && u.memoryMiB + r.memoryMiB > q.memoryMiB)
+    ) {
+      throw new WarrenError('resource_exhausted', `tenant "${caller.tenant}" is over its quota`, { quota: q, usage: u });
+    }
+  }
+
+  private edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
+    return {
+      id: rec.id,
+      layers: rec.layers,
+      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids },
+      env: rec.env,
+      user: rec.user,
+      workdir: rec.workdir,
+      expiresAtMs: rec.expiresAt,
+      idleTimeoutMs: rec.idleTimeoutSeconds === null ? null : rec.idleTimeoutSeconds * 1000,
+      lastActivityMs: rec.lastActivityAt,
+      paused: rec.state === 'paused',
+    };
+  }
+
+  /** The caller's sandbox; not_found for other tenants' ids too. */
+  record(caller: Caller, id: string): SandboxRecord {
+    const rec = this.store.getSandbox(id);
+    if (!rec || (rec.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
+    return rec;
+  }
+
+  /** A sandbox the caller may run things in: it must be live on this node. */
+  live(caller: Caller, id: string): SandboxRecord {
+    const rec = this.record(caller, id);
+    if (!this.edge.has(id)) throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`, { id, state: rec.state });
+    return rec;
+  }
+
+  async toApi(rec: SandboxRecord, withUsage = true): Promise<Sandbox> {
+    const live = this.edge.has(rec.id);
+    const state = live ? (this.edge.isPaused(rec.id) ? 'paused' : 'running') : rec.state;
+    const usage = live && withUsage ? await this.edge.stats(rec.id).catch(() => ({ cpuSeconds: 0, memoryBytes: 0 })) : { cpuSeconds: 0, memoryBytes: 0 };
+    const s: Sandbox = {
+      id: rec.id,
+      state,
+      backend: rec.backend,
+      image: rec.image,
+      layers: rec.layerNames,
+      node: rec.node,
+      labels: rec.labels,
+      resources: rec.resources,
+      user: rec.user,
+      workdir: rec.workdir,
+      createdAt: new Date(rec.createdAt).toISOString(),
+      expiresAt: iso(rec.expiresAt),
+      lastActivityAt: new Date((live ? this.edge.lastActivity(rec.id) : null) ?? rec.lastActivityAt).toISOString(),
+      idleTimeoutSeconds: rec.idleTimeoutSeconds,
+      usage,
+    };
+    if (rec.error) s.error = rec.error;
+    return s;
+  }
+
+  async list(caller: Caller, q: ListSandboxesQuery): Promise<ListSandboxesResponse> {
+    const limit = q.limit ?? 100;
+    const labels = (q.label ?? []).map((l) => {
+      const i = l.indexOf('=');
+      return [l.slice(0, i), l.slice(i + 1)] as [string, string];
+    });
+    let after: string | undefined;
+    if (q.cursor) {
+      after = Buffer.from(q.cursor, 'base64url').toString();
+      if (!/^sb_[0-9a-z]+$/.test(after)) throw new WarrenError('invalid_argument', 'bad cursor');
+    }
+    // Live state comes from the edge, so a state filter on running/paused is applied after reading.
+    const derived = q.state === 'running' || q.state === 'paused';
+    const rows = this.store.listSandboxes({ tenant: caller.tenant, labels, state: derived ? undefined : q.state, limit: derived ? 10_000 : limit + 1, after });
+    const out: Sandbox[] = [];
+    let more = false;
+    for (const r of rows) {
+      const s = await this.toApi(r);
+      if (q.state && s.state !== q.state) continue;
+      if (out.length === limit) {
+        more = true;
+        break;
+      }
+      out.push(s);
+    }
+    const last = out[out.length - 1];
+    return { sandboxes: out, nextCursor: more && last ? Buffer.from(last.id).toString('base64url') : null };
+  }
+
+  /** Stops and removes a sandbox; idempotent for sandboxes that already ended. */
+  async delete(caller: Caller, id: string): Promise<void> {
+    const rec = this.record(caller, id);
+    await this.stop(rec.id, 'stopped');
+  }
+
+  private async stop(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'] = null): Promise<void> {
+    if (this.edge.has(id)) await this.edge.destroy(id);
+    const rec = this.store.getSandbox(id);
+    if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) {
+      this.store.updateSandbox(id, { state, error, lastActivityAt: this.edge.lastActivity(id) ?? rec.lastActivityAt });
+    }
+  }
+
+  /** Called by the edge when a TTL or idle timeout passes. */
+  expire(id: string, reason: 'ttl' | 'idle'): void {
+    this.o.logger.info('sandbox expired', { id, reason });
+    this.stop(id, 'stopped').catch((e: unknown) => this.o.logger.warn('expire failed', { id, error: String(e) }));
+  }
+
+  setTimeout(caller: Caller, id: string, ttlSeconds: number): SandboxRecord {
+    const rec = this.live(caller, id);
+    const expiresAt = Date.now() + ttlSeconds * 1000;
+    this.edge.setExpiry(id, expiresAt);
+    this.store.updateSandbox(id, { expiresAt });
+    return { ...rec, expiresAt };
+  }
+
+  async pause(caller: Caller, id: string): Promise<void> {
+    this.live(caller, id);
+    await this.edge.pause(id);
+    this.store.updateSandbox(id, { state: 'paused' });
+  }
+
+  async resume(caller: Caller, id: string): Promise<void> {
+    this.live(caller, id);
+    await this.edge.resume(id);
+    this.store.updateSandbox(id, { state: 'running' });
+  }
+
+  /** Applies pause, resume or delete to every live sandbox of the caller with all these labels. */
+  async batch(caller: Caller, op: 'pause' | 'resume' | 'delete', labels: Record<string, string>): Promise<number> {
+    const recs = this.store.listSandboxes({ tenant: caller.tenant, labels: Object.entries(labels), limit: 100_000 }).filter((r) => this.edge.has(r.id));
+    let n = 0;
+    for (let i = 0; i < recs.length; i += 16) {
+      const results = await Promise.allSettled(
+        recs.slice(i, i + 16).map((r) => (op === 'delete' ? this.delete(caller, r.id) : op === 'pause' ? this.pause(caller, r.id) : this.resume(caller, r.id))),
+      );
+      n += results.filter((x) => x.status === 'fulfilled').length;
+    }
+    return n;
+  }
+
+  /**
+   * After a restart: takes back sandboxes whose processes survived, marks the rest failed and
+   * removes what they left behind.
+   */
+  async recover(): Promise<{ adopted: number; failed: number }> {
+    let adopted = 0;
+    let failed = 0;
+    for (const rec of this.store.liveOnNode(this.o.nodeId)) {
+      const ok = rec.state !== 'creating' && (await this.edge.adopt(this.edgeSpec(rec)).catch(() => false));
+      if (ok) {
+        this.store.updateSandbox(rec.id, { state: 'running' });
+        adopted++;
+      } else {
+        await this.edge.destroy(rec.id).catch(() => undefined);
+        this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while Warren was not running' } });
+        failed++;
+      }
+    }
+    const leftovers = await this.edge.removeLeftovers();
+    if (leftovers.length) this.o.logger.warn('removed leftover sandboxes', { ids: leftovers });
+    return { adopted, failed };
+  }
+
+  /** Writes the edge's in-memory activity times back to the store (cheap; called periodically). */
+  flushActivity(): void {
+    for (const id of this.edge.ids()) {
+      const t = this.edge.lastActivity(id);
+      const rec = this.store.getSandbox(id);
+      if (t !== null && rec && rec.lastActivityAt !== t) this.store.updateSandbox(id, { lastActivityAt: t });
+    }
+  }
+}

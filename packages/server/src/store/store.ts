@@ -1,0 +1,57 @@
+import type { SandboxState } from '@warren/api';
+
+/** A sandbox as the control plane keeps it. */
+export interface SandboxRecord {
+  id: string;
+  tenant: string;
+  node: string;
+  state: SandboxState;
+  backend: 'container' | 'microvm' | 'vm';
+  image: string;
+  layers: string[];
+  layerNames: string[];
+  labels: Record<string, string>;
+  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
+  env: Record<string, string>;
+  user: string | null;
+  workdir: string | null;
+  createdAt: number;
+  expiresAt: number | null;
+  lastActivityAt: number;
+  idleTimeoutSeconds: number | null;
+  error: { code: string; message: string } | null;
+  requestId: string | null;
+}
+
+export interface KeyRecord {
+  hash: string;
+  tenant: string;
+  role: 'admin' | 'user';
+  quota: { sandboxes?: number; cpu?: number; memoryMiB?: number };
+  createdAt: number;
+}
+
+export interface ListFilter {
+  tenant: string;
+  labels?: Array<[string, string]>;
+  state?: SandboxState;
+  limit: number;
+  /** Id to continue after (ids sort by creation). */
+  after?: string;
+}
+
+/** The control plane's state: SQLite embedded, PostgreSQL in a cluster. */
+export interface Store {
+  insertSandbox(r: SandboxRecord): void;
+  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error'>>): void;
+  getSandbox(id: string): SandboxRecord | undefined;
+  findByRequestId(tenant: string, requestId: string): SandboxRecord | undefined;
+  listSandboxes(f: ListFilter): SandboxRecord[];
+  /** Sandboxes in a live state on a node (running, paused, creating). */
+  liveOnNode(node: string): SandboxRecord[];
+  tenantUsage(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number };
+  deleteSandbox(id: string): void;
+  putKey(k: KeyRecord): void;
+  getKey(hash: string): KeyRecord | undefined;
+  close(): void;
+}

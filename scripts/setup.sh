@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh clone or a fresh machine: Debian packages, npm dependencies,
+# the TypeScript and C build, and the default images (built once, then cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for pkg in runc erofs-utils busybox-static debootstrap gcc make libc6-dev iproute2 tar; do
+  have_pkg "$pkg" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: Warren needs root to install: ${need[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# npm ci only when the lockfile changed since the last install.
+stamp=node_modules/.warren-lock.sha256
+want=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  npm ci --no-audit --no-fund
+  echo "$want" > "$stamp"
+fi
+
+npx tsc -b
+make -s -C native
+
+# Default images: busybox in seconds, debian-python with debootstrap once (cached).
+node packages/cli/dist/main.js images prepare --image-cache "${WARREN_IMAGE_CACHE:-/var/cache/warren/images}" >/dev/null
