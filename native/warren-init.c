@@ -115,9 +115,13 @@ static void breserve(buf_t *b, size_t extra)
 		if (b->cap - b->len >= extra)
 			return;
 	}
-	size_t nc = b->cap ? b->cap : 4096;
-	while (nc - b->len < extra)
-		nc *= 2;
+	/* small buffers double; large ones grow to what is needed (keeps RSS tight) */
+	size_t need = b->len + extra, nc = b->cap ? b->cap : 4096;
+	if (need > 65536)
+		nc = (need + 16383) & ~(size_t)16383;
+	else
+		while (nc < need)
+			nc *= 2;
 	b->d = xrealloc(b->d, nc);
 	b->cap = nc;
 }
@@ -314,10 +318,25 @@ static size_t ps_scan(struct pinfo **out)
 		char *rp = strrchr(b, ')');
 		if (!rp)
 			continue;
-		char st;
-		int ppid, pgrp, sid;
-		if (sscanf(rp + 1, " %c %d %d %d", &st, &ppid, &pgrp, &sid) != 4)
+		/* after "(comm)": state ppid pgrp session ... */
+		long nums[3];
+		char *q = rp + 1;
+		int k = 0;
+		while (*q == ' ')
+			q++;
+		if (!*q)
 			continue;
+		q++; /* state */
+		for (; k < 3; k++) {
+			char *e;
+			nums[k] = strtol(q, &e, 10);
+			if (e == q)
+				break;
+			q = e;
+		}
+		if (k < 3)
+			continue;
+		int ppid = (int)nums[0], sid = (int)nums[2];
 		if (n == cap) {
 			cap = cap ? cap * 2 : 256;
 			v = xrealloc(v, cap * sizeof *v);
@@ -907,6 +926,16 @@ static char rbuf[CHUNK];
 static int clive(const struct conn *c) { return c && !c->gone; }
 static int cbp(const struct conn *c) { return clive(c) && bused(&c->out) >= HIGH_WATER; }
 
+/* How much to read for the next output chunk so the buffer stays near HIGH_WATER. */
+static size_t chunk_room(const struct conn *c)
+{
+	size_t u = bused(&c->out), lim = HIGH_WATER + 16384;
+	size_t r = u < lim ? lim - u : 0;
+	if (r < 16384)
+		r = 16384;
+	return r > CHUNK ? CHUNK : r;
+}
+
 /* ---------------------------------------------------------- connections */
 
 static void lst_free(struct lst *ls);
@@ -1057,8 +1086,9 @@ static ssize_t cmd_read(struct cmd *m, int which)
 	struct conn *c = clive(m->conn) ? m->conn : NULL;
 	ssize_t n;
 	if (c) {
-		breserve(&c->out, CHUNK + 5);
-		n = read(*fdp, c->out.d + c->out.len + 5, CHUNK);
+		size_t room = chunk_room(c);
+		breserve(&c->out, room + 5);
+		n = read(*fdp, c->out.d + c->out.len + 5, room);
 		if (n > 0) {
 			put32(c->out.d + c->out.len, (uint32_t)n + 1);
 			c->out.d[c->out.len + 4] = which == 1 ? 'o' : 'r';
@@ -1752,8 +1782,9 @@ static int read_pump(struct conn *c)
 	for (int i = 0; i < 16; i++) {
 		if (!clive(c) || c->ffd < 0 || bused(&c->out) >= HIGH_WATER)
 			return 0;
-		breserve(&c->out, CHUNK + 5);
-		ssize_t n = read(c->ffd, c->out.d + c->out.len + 5, CHUNK);
+		size_t room = chunk_room(c);
+		breserve(&c->out, room + 5);
+		ssize_t n = read(c->ffd, c->out.d + c->out.len + 5, room);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {

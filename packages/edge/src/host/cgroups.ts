@@ -46,18 +46,28 @@ export class CgroupV1 {
     return ns / 1e9;
   }
 
-  /** Freezes or thaws and waits until the kernel reports the new state. */
+  /**
+   * Freezes or thaws and waits until the kernel reports the new state. A v1 freeze can stick in
+   * FREEZING while a task is in an uninterruptible wait; like runc, thaw and try again.
+   */
   async setFrozen(path: string, frozen: boolean, timeoutMs = 5000): Promise<void> {
     const want = frozen ? 'FROZEN' : 'THAWED';
     const f = this.file('freezer', path, 'freezer.state');
-    await writeFile(f, want);
     const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const state = (await readFile(f, 'utf8')).trim();
-      if (state === want) return;
-      if (Date.now() > deadline) throw new Error(`freezer stuck in ${state}`);
-      await new Promise((r) => setTimeout(r, 1));
+    for (let attempt = 0; ; attempt++) {
       await writeFile(f, want);
+      for (let i = 0; i < 20; i++) {
+        if ((await readFile(f, 'utf8')).trim() === want) return;
+        await new Promise((r) => setTimeout(r, i < 5 ? 0 : 1));
+      }
+      if (Date.now() > deadline) {
+        if (frozen) await writeFile(f, 'THAWED').catch(() => undefined);
+        throw new Error(`freezer did not reach ${want}`);
+      }
+      if (frozen) {
+        await writeFile(f, 'THAWED');
+        await new Promise((r) => setTimeout(r, Math.min(10, attempt + 1)));
+      }
     }
   }
 }

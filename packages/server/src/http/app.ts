@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import * as api from '@warren/api';
-import { ROUTES, WarrenError, buildOpenApi } from '@warren/api';
+import { ERROR_CODES, ROUTES, WarrenError, buildOpenApi, type ErrorCode } from '@warren/api';
 import type { Edge } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { Auth } from '../services/auth.js';
@@ -22,6 +22,8 @@ export interface AppDeps {
 }
 
 type Authed = RouteContext & { caller: Caller };
+
+const isErrorCode = (c: string): c is ErrorCode => (ERROR_CODES as readonly string[]).includes(c);
 
 /** Builds the HTTP server of the Warren API (routes from the contract, one error handler). */
 export function createApp(d: AppDeps): Server {
@@ -99,7 +101,7 @@ export function createApp(d: AppDeps): Server {
     const accept = c.req.headers.accept ?? '';
     if (accept.includes('application/json') && !accept.includes('ndjson')) {
       const end = await cmd.wait();
-      if (end.type === 'error') throw new WarrenError(end.error.code === 'unavailable' ? 'unavailable' : 'internal', end.error.message);
+      if (end.type === 'error') throw new WarrenError(isErrorCode(end.error.code) ? end.error.code : 'internal', end.error.message);
       if (end.type !== 'exit') throw new WarrenError('internal', 'command ended without exit');
       const { type: _t, ...exit } = end;
       sendJson(c.res, 200, { commandId: cmd.id, stdout: cmd.text('stdout'), stderr: cmd.text('stderr'), ...exit });

@@ -10,7 +10,7 @@ import { simpleCall } from '../../init/call.js';
 import { REQ } from '../../init/frame.js';
 import { LayerMounts } from './layer-mounts.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
-import { processAlive, runc, runcInitPid } from './runc.js';
+import { processExited, runc, runcInitPid } from './runc.js';
 
 export interface ContainerBackendOptions {
   dataDir: string;
@@ -117,7 +117,7 @@ export class ContainerBackend implements Backend {
 
   async adopt(id: string, layers: string[]): Promise<BackendSandbox | null> {
     const pid = await runcInitPid(this.o.runcRoot, id);
-    if (pid === null || !processAlive(pid)) return null;
+    if (pid === null || (await processExited(pid))) return null;
     const sb = this.sandbox(id, await this.hasBash(layers).catch(() => false));
     try {
       await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
@@ -146,7 +146,7 @@ export class ContainerBackend implements Backend {
           /* already gone */
         }
         const deadline = Date.now() + 5000;
-        while (processAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+        while (!(await processExited(pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
       }
       await runc(this.o.runcPath, runcDeleteArgs(this.o.runcRoot, id)).catch(() => undefined);
     }

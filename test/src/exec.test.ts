@@ -1,0 +1,160 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ExecEvent, Sandbox } from '@warren/sdk';
+import { WarrenError } from '@warren/sdk';
+import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+
+async function collect(it: AsyncIterable<ExecEvent>): Promise<ExecEvent[]> {
+  const out: ExecEvent[] = [];
+  for await (const ev of it) out.push(ev);
+  return out;
+}
+
+describe('commands', () => {
+  let t: TestWarren;
+  let sb: Sandbox;
+  before(async () => {
+    t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'] });
+    sb = await t.client.sandboxes.create({ image: 'debian-python:latest', env: { FROM_SANDBOX: 'yes' }, workdir: '/workspace', user: 'agent' });
+  });
+  after(async () => {
+    await sb?.delete().catch(() => undefined);
+    await t?.close();
+  });
+
+  test('buffered: shell strings and argv, cwd, env, user, stdin, exit codes', async () => {
+    const r = await sb.exec('echo out; echo err >&2; pwd; id -un; echo $FROM_SANDBOX $EXTRA; exit 3', { env: { EXTRA: 'x' } });
+    assert.equal(r.stdout, 'out\n/workspace\nagent\nyes x\n');
+    assert.equal(r.stderr, 'err\n');
+    assert.equal(r.exitCode, 3);
+    const argv = await sb.exec(['python3', '-c', 'import sys; print(sys.argv[1:])', 'a b', '$HOME'], { cwd: '/tmp', user: 'root' });
+    assert.equal(argv.stdout, "['a b', '$HOME']\n");
+    const stdin = await sb.exec('wc -c; cat', { stdin: 'hello' });
+    assert.equal(stdin.stdout, '5\n');
+    const missing = await sb.exec(['/no/such/binary']).catch((e: unknown) => e);
+    assert.ok(missing instanceof WarrenError && missing.code === 'invalid_argument', String(missing));
+    const badCwd = await sb.exec('true', { cwd: '/no/such/dir' }).catch((e: unknown) => e);
+    assert.ok(badCwd instanceof WarrenError && badCwd.code === 'invalid_argument');
+  });
+
+  test('streamed NDJSON: start, output as produced, exit', async () => {
+    const started = Date.now();
+    const stamps: number[] = [];
+    const events: ExecEvent[] = [];
+    for await (const ev of sb.execStream('echo one; sleep 0.5; echo two')) {
+      events.push(ev);
+      stamps.push(Date.now() - started);
+    }
+    assert.equal(events[0]?.type, 'start');
+    const outs = events.filter((e) => e.type === 'stdout');
+    assert.deepEqual(
+      outs.map((e) => (e.type === 'stdout' ? e.data : '')),
+      ['one\n', 'two\n'],
+    );
+    // 'one' arrived before the sleep ended: streaming, not buffering.
+    const firstOut = events.findIndex((e) => e.type === 'stdout');
+    assert.ok((stamps[firstOut] ?? 0) < 400, `first output after ${stamps[firstOut]} ms`);
+    const exit = events[events.length - 1];
+    assert.ok(exit?.type === 'exit' && exit.exitCode === 0 && !exit.timedOut);
+  });
+
+  test('a timeout kills the whole process tree', async () => {
+    const r = await sb.exec('sleep 100 & sleep 100 & (sleep 100; echo never) ; wait', { timeoutMs: 500 });
+    assert.equal(r.timedOut, true);
+    assert.ok(r.durationMs < 5000);
+    const ps = await sb.exec('ps -eo comm | grep -c "^sleep" || true');
+    assert.equal(ps.stdout.trim(), '0');
+  });
+
+  test('output past maxOutputBytes is dropped and marked truncated; the server stays healthy', async () => {
+    const r = await sb.exec('head -c 50000000 /dev/zero | tr "\\0" x; echo done >&2', { maxOutputBytes: 1000, timeoutMs: 30_000 });
+    assert.equal(r.truncated, true);
+    assert.equal(r.stdout.length + r.stderr.length, 1000);
+    assert.equal(r.exitCode, 0);
+    assert.equal((await sb.exec('echo ok')).stdout, 'ok\n');
+  });
+
+  test('a command outlives its dropped connection and can be re-read from an offset', async () => {
+    const ac = new AbortController();
+    let commandId = '';
+    try {
+      for await (const ev of sb.execStream('for i in 1 2 3 4 5; do echo line$i; sleep 0.2; done', { signal: ac.signal })) {
+        if (ev.type === 'start') commandId = ev.commandId;
+        if (ev.type === 'stdout') ac.abort();
+      }
+    } catch {
+      /* aborted on purpose */
+    }
+    assert.ok(commandId);
+    const events = await collect(sb.attach(commandId, 6));
+    const text = events.map((e) => (e.type === 'stdout' ? e.data : '')).join('');
+    assert.equal(text, 'line2\nline3\nline4\nline5\n');
+    const exit = events[events.length - 1];
+    assert.ok(exit?.type === 'exit' && exit.exitCode === 0);
+    // From offset 0 the whole output, again.
+    const all = (await collect(sb.attach(commandId, 0))).map((e) => (e.type === 'stdout' ? e.data : '')).join('');
+    assert.equal(all, 'line1\nline2\nline3\nline4\nline5\n');
+  });
+
+  test('kill and stdin on a running command; a repeated requestId runs once', async () => {
+    const events: ExecEvent[] = [];
+    const it = sb.execStream('cat; echo eof-seen', { keepStdinOpen: true, timeoutMs: 10_000 });
+    const first = await it.next();
+    assert.ok(!first.done && first.value.type === 'start');
+    const id = first.value.commandId;
+    await sb.writeStdin(id, 'piped\n');
+    await sb.writeStdin(id, '', true);
+    for await (const ev of it) events.push(ev);
+    assert.equal(events.map((e) => (e.type === 'stdout' ? e.data : '')).join(''), 'piped\neof-seen\n');
+
+    const long = sb.execStream('sleep 30', { timeoutMs: 60_000 });
+    const s = await long.next();
+    assert.ok(!s.done && s.value.type === 'start');
+    await sb.kill(s.value.commandId, 'SIGKILL');
+    const rest = await collect(long);
+    const exit = rest[rest.length - 1];
+    assert.ok(exit?.type === 'exit' && exit.signal === 'SIGKILL', JSON.stringify(exit));
+
+    const a = await sb.exec('echo $RANDOM$RANDOM', { requestId: 'step-1' });
+    const b = await sb.exec('echo $RANDOM$RANDOM', { requestId: 'step-1' });
+    assert.equal(a.commandId, b.commandId);
+    assert.equal(a.stdout, b.stdout);
+    assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/commands/cmd_nope`)), 'not_found');
+  });
+
+  test('sessions keep cwd, exports, variables and functions; a timeout keeps the session', async () => {
+    const sh = await sb.shell({ cwd: '/tmp' });
+    try {
+      assert.equal((await sh.exec('pwd')).stdout, '/tmp\n');
+      await sh.exec('cd /workspace && export COUNT=41 && LOCAL=shell-var && greet() { echo "hi $1"; }');
+      const r = await sh.exec('pwd; echo $((COUNT+1)) $LOCAL; greet you; bash -c "echo child sees $COUNT"');
+      assert.equal(r.stdout, '/workspace\n42 shell-var\nhi you\nchild sees 41\n');
+      const slow = await sh.exec('sleep 30', { timeoutMs: 300 });
+      assert.equal(slow.timedOut, true);
+      const spin = await sh.exec('while true; do :; done', { timeoutMs: 300 });
+      assert.equal(spin.timedOut, true);
+      assert.equal((await sh.exec('echo $COUNT; pwd')).stdout, '41\n/workspace\n');
+      const bad = await sh.exec('if then fi');
+      assert.notEqual(bad.exitCode, 0);
+      assert.equal((await sh.exec('read x; echo "[$x]"')).stdout, '[]\n');
+      assert.equal((await sh.exec(['printf', '%s\\n', 'argv in a session'])).stdout, 'argv in a session\n');
+      assert.equal((await sh.exec('exit 7', {})).exitCode, 7);
+      await assert.rejects(sh.exec('true'), (e: WarrenError) => e.code === 'not_found');
+    } finally {
+      await sh.close().catch(() => undefined);
+    }
+  });
+
+  test('a busybox sandbox has sessions too (ash)', async () => {
+    const bb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      const sh = await bb.shell();
+      await sh.exec('cd /etc; X=7');
+      assert.equal((await sh.exec('pwd; echo $X')).stdout, '/etc\n7\n');
+      assert.equal((await sh.exec('sleep 10', { timeoutMs: 300 })).timedOut, true);
+      assert.equal((await sh.exec('echo $X')).stdout, '7\n');
+    } finally {
+      await bb.delete();
+    }
+  });
+});

@@ -1,0 +1,212 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WarrenError, Warren } from '@warren/sdk';
+import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+
+describe('sandbox lifecycle through the API', () => {
+  let t: TestWarren;
+  before(async () => {
+    t = await startTestWarren();
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('create, get from a fresh client, list by label and state, delete idempotently', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', labels: { job: 'life', n: '1' }, env: { GREETING: 'hi' } });
+    assert.equal(sb.info.state, 'running');
+    assert.match(sb.id, /^sb_/);
+    const other = await t.client.sandboxes.create({ image: 'busybox:latest', labels: { job: 'life', n: '2' } });
+
+    // A second client (a restarted training job) reconnects by id.
+    const again = await new Warren({ url: t.url, apiKey: t.key }).sandboxes.get(sb.id);
+    assert.equal(again.info.state, 'running');
+    assert.equal((await again.exec('echo $GREETING')).stdout, 'hi\n');
+
+    const byLabel = await t.client.sandboxes.list({ labels: { job: 'life', n: '2' } });
+    assert.deepEqual(
+      byLabel.sandboxes.map((s) => s.id),
+      [other.id],
+    );
+    const page1 = await t.client.sandboxes.list({ labels: { job: 'life' }, limit: 1 });
+    assert.equal(page1.sandboxes.length, 1);
+    assert.ok(page1.nextCursor);
+    const page2 = await t.client.sandboxes.list({ labels: { job: 'life' }, limit: 1, cursor: page1.nextCursor ?? undefined });
+    assert.notEqual(page2.sandboxes[0]?.id, page1.sandboxes[0]?.id);
+
+    await other.pause();
+    const paused = await t.client.sandboxes.list({ labels: { job: 'life' }, state: 'paused' });
+    assert.deepEqual(
+      paused.sandboxes.map((s) => s.id),
+      [other.id],
+    );
+
+    await sb.delete();
+    await sb.delete();
+    assert.equal((await sb.refresh()).state, 'stopped');
+    await other.delete();
+    const stopped = await t.client.sandboxes.list({ labels: { job: 'life' }, state: 'stopped' });
+    assert.equal(stopped.sandboxes.length, 2);
+  });
+
+  test('pause freezes every process; any call resumes', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      await sb.exec(`sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/tick; usleep 10000; done' >/dev/null 2>&1 &`);
+      await new Promise((r) => setTimeout(r, 200));
+      const tick = async (): Promise<number> => Number((await sb.files.readText('/tmp/tick')).trim());
+      const n0 = await tick();
+      await sb.pause();
+      assert.equal((await sb.refresh()).state, 'paused');
+      await new Promise((r) => setTimeout(r, 400));
+      // Reading the file resumes the sandbox first; the loop must not have moved while frozen.
+      const n1 = await tick();
+      assert.ok(n1 - n0 <= 3, `the loop ran while paused: ${n0} -> ${n1}`);
+      assert.equal((await sb.refresh()).state, 'running');
+      await new Promise((r) => setTimeout(r, 300));
+      const n2 = await tick();
+      assert.ok(n2 - n1 >= 5, `the loop runs again after resume: ${n1} -> ${n2}`);
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('timeout sets a new expiry and the edge enforces TTL and idle timeout', async () => {
+    const ttl = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 1 } });
+    const idle = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { idleTimeoutSeconds: 2 } });
+    const kept = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 1 } });
+    try {
+      const info = await kept.setTimeout(600);
+      assert.ok(Date.parse(info.expiresAt ?? '') > Date.now() + 500_000);
+      await new Promise((r) => setTimeout(r, 3500));
+      assert.equal((await ttl.refresh()).state, 'stopped');
+      assert.equal((await idle.refresh()).state, 'stopped');
+      assert.equal((await kept.refresh()).state, 'running');
+      await assert.rejects(ttl.exec('true'), (e: WarrenError) => e.code === 'conflict');
+    } finally {
+      await Promise.all([ttl.delete(), idle.delete(), kept.delete()]);
+    }
+  });
+
+  test('batch create, and pause/resume/delete by labels', async () => {
+    const { sandboxes, errors } = await t.client.sandboxes.createMany(3, { image: 'busybox:latest', labels: { job: 'batch' } });
+    assert.equal(errors.length, 0);
+    assert.equal(sandboxes.length, 3);
+    assert.equal(await t.client.sandboxes.batch('pause', { job: 'batch' }), 3);
+    for (const s of sandboxes) assert.equal((await s.refresh()).state, 'paused');
+    assert.equal(await t.client.sandboxes.batch('resume', { job: 'batch' }), 3);
+    assert.equal(await t.client.sandboxes.batch('delete', { job: 'batch' }), 3);
+    for (const s of sandboxes) assert.equal((await s.refresh()).state, 'stopped');
+  });
+
+  test('a repeated requestId creates one sandbox', async () => {
+    const a = await t.client.sandboxes.create({ image: 'busybox:latest', requestId: 'rollout-7-create' });
+    const b = await t.client.sandboxes.create({ image: 'busybox:latest', requestId: 'rollout-7-create' });
+    assert.equal(a.id, b.id);
+    await a.delete();
+  });
+
+  test('isolation: own namespaces, root maps to an unprivileged host range, loopback only', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      const r = await sb.exec('cat /proc/self/uid_map; echo; hostname; ls /sys/class/net; echo; cat /proc/1/cmdline | tr "\\0" " "; echo; ps -o pid= | wc -l');
+      assert.equal(r.exitCode, 0, r.stderr);
+      const [uidMap, , host, ...rest] = r.stdout.split('\n');
+      assert.match(uidMap ?? '', /^\s*0\s+100000\s+65536/);
+      assert.equal(host, 'sandbox');
+      assert.deepEqual(rest.slice(0, rest.indexOf('')), ['lo']);
+      assert.match(r.stdout, /\/\.warren\/warren-init/);
+      // The platform mount is read-only and the init socket has no path inside.
+      assert.notEqual((await sb.exec('touch /.warren/x')).exitCode, 0);
+      assert.doesNotMatch((await sb.exec('ls -a /.warren')).stdout, /sock/);
+      // Files written inside land as the shifted uid in the sandbox's own upper layer.
+      await sb.exec('echo x > /root/owned');
+      const { stat } = await import('node:fs/promises');
+      const st = await stat(`${t.dataDir}/sandboxes/${sb.id}/upper/root/owned`);
+      assert.equal(st.uid, 100000);
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('limits: memory, pids and cpu from resources, enforced in the sandbox only', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 32, pids: 32, cpu: 0.5 } });
+    const bystander = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      // Allocate past the memory limit: the allocating process is killed, the sandbox lives on.
+      const mem = await sb.exec(`sh -c 'x=$(head -c 100m /dev/zero | tr "\\0" a); echo survived'; echo rc=$?`, { timeoutMs: 20_000 });
+      assert.match(mem.stdout, /rc=137/);
+      assert.doesNotMatch(mem.stdout, /survived/);
+      // Fork past the pids limit: forks fail inside, nothing happens outside.
+      const bomb = await sb.exec('for i in $(seq 1 64); do sleep 5 & done 2>/dev/null; sleep 0.2; ps -o pid= | wc -l', { timeoutMs: 20_000 });
+      assert.ok(Number(bomb.stdout.trim()) <= 32, `pids limit held: ${bomb.stdout}`);
+      assert.equal((await sb.exec('echo alive', { timeoutMs: 20_000 })).stdout, 'alive\n');
+      assert.equal((await bystander.exec('echo fine')).stdout, 'fine\n');
+      const info = await sb.refresh();
+      assert.ok(info.usage.memoryBytes > 0);
+    } finally {
+      await Promise.all([sb.delete(), bystander.delete()]);
+    }
+  });
+});
+
+describe('bad input gets the contract error and harms nothing', () => {
+  let t: TestWarren;
+  before(async () => {
+    t = await startTestWarren();
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('auth, validation, unknown ids and images, capacity', async () => {
+    assert.equal(errorCode(await http(t, 'GET', '/v1/sandboxes', undefined, { authorization: 'Bearer nope' })), 'unauthenticated');
+    assert.equal(errorCode(await http(t, 'GET', '/v1/sandboxes', undefined, { authorization: '' })), 'unauthenticated');
+    assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', '{not json')), 'invalid_argument');
+    assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', {})), 'invalid_argument');
+    assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 'lots' } })), 'invalid_argument');
+    assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', bogus: 1 })), 'invalid_argument');
+    const missing = await http(t, 'POST', '/v1/sandboxes', { image: 'no-such:image' });
+    assert.equal(missing.status, 404);
+    assert.match((missing.json as { error: { message: string } }).error.message, /no-such:image/);
+    assert.equal(errorCode(await http(t, 'GET', '/v1/sandboxes/sb_doesnotexist')), 'not_found');
+    assert.equal(errorCode(await http(t, 'DELETE', '/v1/sandboxes/sb_doesnotexist')), 'not_found');
+    assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes/sb_nope/exec', { cmd: 'true' })), 'not_found');
+    const big = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 4 * 1024 * 1024 } });
+    assert.equal(big.status, 429);
+    assert.equal(errorCode(big), 'resource_exhausted');
+    assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', backend: 'vm' })), 'invalid_argument');
+    assert.equal(errorCode(await http(t, 'PATCH', '/v1/sandboxes')), 'invalid_argument');
+    assert.equal(errorCode(await http(t, 'GET', '/v1/nowhere')), 'not_found');
+    // No stack traces or host paths on the wire.
+    assert.doesNotMatch(missing.text, /at |\/tmp\/|node_modules/);
+    assert.equal((await http(t, 'GET', '/healthz', undefined, { authorization: '' })).status, 200);
+  });
+
+  test('tenants see only their own sandboxes; quotas hold', async () => {
+    const key = await t.client.createKey({ tenant: 'team-a', role: 'user', quota: { sandboxes: 1 } });
+    const a = new Warren({ url: t.url, apiKey: key });
+    const mine = await a.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      await assert.rejects(a.sandboxes.create({ image: 'busybox:latest' }), (e: WarrenError) => e.code === 'resource_exhausted');
+      const adminOwn = await t.client.sandboxes.create({ image: 'busybox:latest' });
+      await assert.rejects(a.sandboxes.get(adminOwn.id), (e: WarrenError) => e.code === 'not_found');
+      assert.equal((await a.sandboxes.list()).sandboxes.length, 1);
+      await assert.rejects(a.createKey({ tenant: 'x' }), (e: WarrenError) => e.code === 'permission_denied');
+      await adminOwn.delete();
+    } finally {
+      await mine.delete();
+    }
+  });
+
+  test('the OpenAPI document is generated from the schemas the server validates with', async () => {
+    const r = await http(t, 'GET', '/v1/openapi.json');
+    const doc = r.json as {
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> } }>>;
+    };
+    const create = doc.paths['/v1/sandboxes']?.post?.requestBody?.content['application/json']?.schema;
+    assert.ok(create?.properties?.image);
+    assert.ok(create?.properties?.resources);
+    assert.ok(doc.paths['/v1/sandboxes/{id}/exec']);
+  });
+});
