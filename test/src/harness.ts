@@ -48,8 +48,11 @@ export async function startTestWarren(
     async close(o = {}) {
       if (closed) return;
       closed = true;
-      await warren.close({ keep: o.keep });
-      if (o.removeData ?? !o.keep) await rm(dataDir, { recursive: true, force: true });
+      try {
+        await warren.close({ keep: o.keep });
+      } finally {
+        if (o.removeData ?? !o.keep) await forceCleanup(dataDir);
+      }
     },
   };
 }
@@ -80,4 +83,45 @@ export async function http(
 export function errorCode(r: { json: unknown }): string | undefined {
   const j = r.json as { error?: { code?: string } } | null;
   return j?.error?.code;
+}
+
+/**
+ * Last-resort cleanup for a data dir whose Warren could not close (a failed start, a crashed
+ * test): kills and deletes its runc containers, unmounts everything below it, removes it.
+ */
+export async function forceCleanup(dataDir: string): Promise<void> {
+  const { execFileSync } = await import('node:child_process');
+  const { readFile } = await import('node:fs/promises');
+  let list: Array<{ id: string; bundle: string; pid: number }> = [];
+  try {
+    list = JSON.parse(execFileSync('runc', ['list', '-f', 'json']).toString() || '[]') as typeof list;
+  } catch {
+    list = [];
+  }
+  for (const c of list ?? []) {
+    if (!c.bundle.startsWith(dataDir + '/')) continue;
+    try {
+      execFileSync('runc', ['resume', c.id], { stdio: 'ignore' });
+    } catch {
+      /* not paused */
+    }
+    try {
+      execFileSync('runc', ['delete', '-f', c.id], { stdio: 'ignore' });
+    } catch {
+      /* already gone */
+    }
+  }
+  const mounts = (await readFile('/proc/self/mounts', 'utf8'))
+    .split('\n')
+    .map((l) => l.split(' ')[1] ?? '')
+    .filter((m) => m.startsWith(dataDir + '/'))
+    .reverse();
+  for (const m of mounts) {
+    try {
+      execFileSync('umount', ['-l', m], { stdio: 'ignore' });
+    } catch {
+      /* already unmounted */
+    }
+  }
+  await rm(dataDir, { recursive: true, force: true });
 }

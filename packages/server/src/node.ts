@@ -1,4 +1,4 @@
-import { chmod, copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +43,19 @@ export interface RunningWarren {
 
 export const VERSION = '0.1.0';
 
+/**
+ * Puts a helper into the platform dir. Running sandboxes execute the old file, so it is never
+ * written in place (ETXTBSY): an unchanged file is left alone, a changed one renamed over.
+ */
+async function installPlatformFile(src: string, dest: string): Promise<void> {
+  const [a, b] = await Promise.all([readFile(src), readFile(dest).catch(() => null)]);
+  if (b && a.equals(b)) return;
+  const tmp = `${dest}.${process.pid}.tmp`;
+  await copyFile(src, tmp);
+  await chmod(tmp, 0o755);
+  await rename(tmp, dest);
+}
+
 const defaultNativeDir = (): string => fileURLToPath(new URL('../../../native/build/', import.meta.url));
 
 /**
@@ -60,10 +73,8 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   await chmod(o.dataDir, 0o711);
   const platformDir = join(o.dataDir, 'platform');
   await mkdir(platformDir, { recursive: true, mode: 0o755 });
-  await copyFile(join(nativeDir, 'warren-init'), join(platformDir, 'warren-init'));
-  await copyFile(HOST_BUSYBOX, join(platformDir, 'busybox'));
-  await chmod(join(platformDir, 'warren-init'), 0o755);
-  await chmod(join(platformDir, 'busybox'), 0o755);
+  await installPlatformFile(join(nativeDir, 'warren-init'), join(platformDir, 'warren-init'));
+  await installPlatformFile(HOST_BUSYBOX, join(platformDir, 'busybox'));
 
   const layers = new LayerStore(join(o.dataDir, 'layers'));
   await layers.open();

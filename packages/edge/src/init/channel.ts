@@ -207,3 +207,15 @@ export async function writeFileFrom(
   if (pumped.status === 'rejected') throw pumped.reason;
   if (done.status === 'rejected') throw done.reason;
 }
+
+/** Checks that the init answers; resolves with its protocol version. */
+export async function hello(socket: string): Promise<string> {
+  const call = await InitCall.open(socket, REQ.hello, []);
+  try {
+    const f = await call.next();
+    if (f?.type !== REPLY.hello) throw new WarrenError('unavailable', 'the sandbox init did not answer hello');
+    return decodeFields(f.payload).get('v')?.[0] ?? '';
+  } finally {
+    call.close();
+  }
+}

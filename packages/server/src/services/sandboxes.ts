@@ -255,7 +255,12 @@ export class SandboxService {
     let adopted = 0;
     let failed = 0;
     for (const rec of this.store.liveOnNode(this.o.nodeId)) {
-      const ok = rec.state !== 'creating' && (await this.edge.adopt(this.edgeSpec(rec)).catch(() => false));
+      const ok =
+        rec.state !== 'creating' &&
+        (await this.edge.adopt(this.edgeSpec(rec)).catch((e: unknown) => {
+          this.o.logger.warn('could not take back a sandbox', { id: rec.id, error: String(e) });
+          return false;
+        }));
       if (ok) {
         this.store.updateSandbox(rec.id, { state: 'running' });
         adopted++;

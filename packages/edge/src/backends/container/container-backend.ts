@@ -6,8 +6,7 @@ import type { IdMap, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
 import type { Mounts } from '../../host/mountd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
-import { simpleCall } from '../../init/call.js';
-import { REQ } from '../../init/frame.js';
+import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
 import { processExited, runc, runcInitPid } from './runc.js';
@@ -121,7 +120,7 @@ export class ContainerBackend implements Backend {
     const sb = this.sandbox(id, await this.hasBash(layers).catch(() => false));
     try {
       await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
-      await simpleCall(sb.initSocket, REQ.hello, []);
+      await hello(sb.initSocket);
       return sb;
     } catch {
       return null;
