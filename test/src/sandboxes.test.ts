@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WarrenError, Warren } from '@warren/sdk';
+import { type WarrenError, Warren } from '@warren/sdk';
 import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
 
 describe('sandbox lifecycle through the API', () => {

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { type z } from 'zod';
 import * as s from './sandbox.js';
 import * as x from './exec.js';
 import * as f from './files.js';

@@ -91,7 +91,11 @@ export class SandboxService {
     } catch (e) {
       const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
       this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
-      this.o.logger.warn('create failed', { id: rec.id, error: String(e), cause: String((e as Error).cause ?? '') });
+      this.o.logger.warn('create failed', {
+        id: rec.id,
+        error: String(e),
+        cause: e instanceof Error && e.cause instanceof Error ? e.cause.message : undefined,
+      });
       throw new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
     }
     this.store.updateSandbox(rec.id, { state: 'running' });
