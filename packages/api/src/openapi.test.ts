@@ -10,11 +10,17 @@ test('the committed docs/openapi.json matches the schemas (run `npm run openapi`
 });
 
 test('every route has a response and every path parameter is declared', () => {
-  const doc = buildOpenApi('0') as { paths: Record<string, Record<string, { parameters: Array<{ name: string; in: string }>; responses: Record<string, unknown> }>> };
+  const doc = buildOpenApi('0') as {
+    paths: Record<string, Record<string, { parameters: Array<{ name: string; in: string }>; responses: Record<string, unknown> }>>;
+  };
   for (const [path, ops] of Object.entries(doc.paths)) {
     for (const op of Object.values(ops)) {
       assert.ok(Object.keys(op.responses).length >= 2, path);
-      for (const m of path.matchAll(/\{(\w+)\}/g)) assert.ok(op.parameters.some((p) => p.in === 'path' && p.name === m[1]), `${path} declares ${m[1]}`);
+      for (const m of path.matchAll(/\{(\w+)\}/g))
+        assert.ok(
+          op.parameters.some((p) => p.in === 'path' && p.name === m[1]),
+          `${path} declares ${m[1]}`,
+        );
     }
   }
 });

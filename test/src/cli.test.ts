@@ -1,0 +1,74 @@
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import { mkdtemp, readFile, writeFile, chmod } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { forceCleanup, IMAGE_CACHE } from './harness.js';
+
+const CLI = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
+const run = promisify(execFile);
+let dataDir = '';
+after(async () => {
+  if (dataDir) await forceCleanup(dataDir);
+});
+
+test('warren up, the client commands, and warren down leave nothing behind', async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'warren-cli-'));
+  await chmod(dataDir, 0o711);
+  const env = { ...process.env, WARREN_DATA_DIR: dataDir, WARREN_IMAGE_CACHE: IMAGE_CACHE, WARREN_API_KEY: '' };
+  const server = spawn(process.execPath, [CLI, 'up', '--port', '0', '--images', 'busybox:latest'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => server.on('exit', (code) => resolve(code)));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      server.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /running at (http:\/\/\S+)/.exec(out);
+        if (m?.[1]) resolve(m[1]);
+      });
+      server.on('exit', () => reject(new Error(`warren up exited early: ${out}`)));
+    });
+    const key = (await readFile(join(dataDir, 'admin.key'), 'utf8')).trim();
+    const cenv = { ...env, WARREN_URL: url, WARREN_API_KEY: key };
+    const w = async (...args: string[]): Promise<string> => (await run(process.execPath, [CLI, ...args], { env: cenv })).stdout;
+
+    const id = (await w('create', 'busybox:latest', '--label', 'who=cli', '--env', 'X=1')).trim();
+    assert.match(id, /^sb_/);
+    assert.equal(await w('exec', id, '--', 'echo', 'a b'), 'a b\n');
+    assert.equal(await w('exec', id, 'echo $((X+2))'), '3\n');
+    await assert.rejects(w('exec', id, 'exit 4'), (e: { code?: number }) => e.code === 4);
+    const local = join(dataDir, 'local.txt');
+    await writeFile(local, 'from host');
+    await w('cp', local, `${id}:/tmp/in.txt`);
+    await w('cp', `${id}:/tmp/in.txt`, join(dataDir, 'back.txt'));
+    assert.equal(await readFile(join(dataDir, 'back.txt'), 'utf8'), 'from host');
+    assert.match(await w('ls', id, '/tmp'), /in\.txt/);
+    assert.match(await w('ps', '--label', 'who=cli'), new RegExp(`${id}\\s+running`));
+    await w('pause', id);
+    assert.match(await w('ps'), new RegExp(`${id}\\s+paused`));
+    await w('resume', id);
+    const shell = await new Promise<string>((resolve, reject) => {
+      const p = spawn(process.execPath, [CLI, 'shell', id], { env: cenv, stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      p.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`shell exited ${code}`))));
+      p.stdin.end('cd /etc\nY=5\npwd; echo $Y\n');
+    });
+    assert.equal(shell, '/etc\n5\n');
+    assert.match(await w('images'), /busybox:latest/);
+    await w('rm', id);
+    assert.match(await w('ps'), new RegExp(`${id}\\s+stopped`));
+    await w('create', 'busybox:latest');
+
+    assert.equal((await run(process.execPath, [CLI, 'down'], { env })).stdout.trim(), 'stopped');
+    assert.equal(await exited, 0);
+    const { stdout } = await run('runc', ['list', '-f', 'json']);
+    assert.doesNotMatch(stdout, new RegExp(dataDir));
+    assert.doesNotMatch(await readFile('/proc/self/mounts', 'utf8'), new RegExp(dataDir));
+  } finally {
+    server.kill('SIGKILL');
+  }
+});
