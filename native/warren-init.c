@@ -869,6 +869,7 @@ struct conn {
 	int ffd;
 	struct lst *ls;
 	int64_t linger_until;
+	size_t ipart; /* bytes left of an `i` frame whose payload is being streamed */
 };
 
 struct cmd {
@@ -921,6 +922,7 @@ static struct cmd *cmds;
 static struct sess *sesss;
 static struct xop *xops;
 static int next_sess_id;
+static int64_t trim_at; /* give freed heap memory back to the kernel at this time */
 static char rbuf[CHUNK];
 
 static int clive(const struct conn *c) { return c && !c->gone; }
@@ -2245,16 +2247,27 @@ static int parse_signal(const char *p, size_t n)
 	return ok ? (int)s : -1;
 }
 
+/* Payload bytes of an `i` frame (all of it, or a piece while it streams in). */
+static void client_data(struct conn *c, const char *p, size_t n)
+{
+	if (c->op == 'E') {
+		struct cmd *m = c->cmd;
+		if (m && m->in_fd >= 0 && !m->in_eof) {
+			bappend(&m->inb, p, n);
+			cmd_write_stdin(m);
+		}
+	} else if (c->op == 'W' && c->ffd >= 0) {
+		write_chunk(c, p, n);
+	}
+}
+
 static void handle_client_frame(struct conn *c, int type, const char *p, size_t n)
 {
 	switch (c->op) {
 	case 'E': {
 		struct cmd *m = c->cmd;
 		if (type == 'i') {
-			if (m && m->in_fd >= 0 && !m->in_eof) {
-				bappend(&m->inb, p, n);
-				cmd_write_stdin(m);
-			}
+			client_data(c, p, n);
 		} else if (type == 'j') {
 			if (m) {
 				m->in_eof = 1;
@@ -2275,7 +2288,7 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 	}
 	case 'W':
 		if (type == 'i' && c->ffd >= 0)
-			write_chunk(c, p, n);
+			client_data(c, p, n);
 		else if (type == 'j' && c->ffd >= 0)
 			write_end(c);
 		else
@@ -2320,7 +2333,7 @@ static void conn_read(struct conn *c, short rev)
 			c->gone = 1;
 		return;
 	}
-	breserve(&c->in, 65536);
+	breserve(&c->in, 16384);
 	ssize_t n = read(c->fd, c->in.d + c->in.len, c->in.cap - c->in.len);
 	if (n == 0) {
 		conn_eof(c, rev);
@@ -2332,14 +2345,33 @@ static void conn_read(struct conn *c, short rev)
 		return;
 	}
 	c->in.len += (size_t)n;
-	while (!c->gone && c->state < CS_FINAL && bused(&c->in) >= 4) {
+	while (!c->gone && c->state < CS_FINAL) {
+		if (c->ipart) {
+			size_t take = bused(&c->in) < c->ipart ? bused(&c->in) : c->ipart;
+			if (!take)
+				break;
+			c->ipart -= take;
+			client_data(c, c->in.d + c->in.off, take);
+			if (c->in.d)
+				bconsume(&c->in, take);
+			continue;
+		}
+		if (bused(&c->in) < 5)
+			break;
 		uint32_t N = get32(c->in.d + c->in.off);
 		if (N == 0 || N > MAX_FRAME) {
 			c->gone = 1;
 			return;
 		}
-		if (bused(&c->in) < 4 + (size_t)N)
+		if (bused(&c->in) < 4 + (size_t)N) {
+			/* stream big stdin/file chunks instead of buffering whole frames */
+			if (c->state == CS_OP && c->in.d[c->in.off + 4] == 'i' && (c->op == 'E' || c->op == 'W')) {
+				bconsume(&c->in, 5);
+				c->ipart = N - 1;
+				continue;
+			}
 			break;
+		}
 		const char *fr = c->in.d + c->in.off + 4;
 		if (c->state == CS_REQ)
 			handle_request(c, (unsigned char)fr[0], fr + 1, N - 1);
@@ -2364,6 +2396,7 @@ static int conn_wants_input(const struct conn *c)
 /* Detach and free gone connections, finished objects. */
 static void cleanup(void)
 {
+	int freed = 0;
 	for (struct conn **pp = &conns; *pp;) {
 		struct conn *c = *pp;
 		if (c->state == CS_LINGER && now_ms >= c->linger_until)
@@ -2395,6 +2428,7 @@ static void cleanup(void)
 		bfree(&c->out);
 		*pp = c->next;
 		free(c);
+		freed = 1;
 	}
 	for (struct cmd **pp = &cmds; *pp;) {
 		struct cmd *m = *pp;
@@ -2436,6 +2470,12 @@ static void cleanup(void)
 		}
 		*pp = x->next;
 		free(x);
+	}
+	if (freed && !trim_at)
+		trim_at = now_ms + 1000;
+	if (trim_at && now_ms >= trim_at) {
+		trim_at = 0;
+		malloc_trim(0);
 	}
 }
 
@@ -2673,6 +2713,8 @@ int main(void)
 		int busy = 0;
 		int64_t next = run_timers(&busy);
 		cleanup();
+		if (trim_at && (!next || trim_at < next))
+			next = trim_at;
 
 		pn = 0;
 		padd(LISTEN_FD, POLLIN, K_LISTEN, NULL);

@@ -93,7 +93,7 @@ static void do_umount(char **f)
 
 static void handle(char *line)
 {
-	char *f[MAX_FIELDS + 1];
+	char *f[MAX_FIELDS + 1] = {0};
 	int n = 0;
 	char *p = line;
 	for (;;) {

@@ -1,0 +1,27 @@
+/** Percentile of a list of numbers (nearest rank). */
+export function pct(xs: number[], p: number): number {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? NaN;
+}
+
+export const fmt = (ms: number): string => `${ms.toFixed(2)} ms`;
+
+/** Runs `total` tasks with `concurrency` workers; returns per-task latencies and the wall time. */
+export async function pool<T>(total: number, concurrency: number, task: (i: number) => Promise<T>): Promise<{ results: T[]; latencies: number[]; wallMs: number }> {
+  const results: T[] = [];
+  const latencies: number[] = [];
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, total) }, async () => {
+      while (next < total) {
+        const i = next++;
+        const s = performance.now();
+        results[i] = await task(i);
+        latencies.push(performance.now() - s);
+      }
+    }),
+  );
+  return { results, latencies, wallMs: performance.now() - t0 };
+}
