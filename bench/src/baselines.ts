@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -31,7 +31,12 @@ export async function rawRunc(total: number, concurrency: number): Promise<{ per
     const r = await pool(total, concurrency, async (i) => {
       const id = `wbench-${process.pid}-${i}`;
       ids.push(id);
-      await run('runc', ['run', '-d', '--bundle', dir, id], { timeout: 30_000 });
+      // A detached container inherits runc's stdio: never wait on a pipe it holds.
+      await new Promise<void>((resolve, reject) => {
+        const child = spawn('runc', ['run', '-d', '--bundle', dir, id], { stdio: 'ignore' });
+        child.on('error', reject);
+        child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`runc run exited ${code}`))));
+      });
     });
     return { perSec: (total / r.wallMs) * 1000, latencies: r.latencies };
   } finally {
@@ -54,7 +59,27 @@ export async function podman(total: number, concurrency: number): Promise<{ perS
     const r = await pool(total, concurrency, async (i) => {
       const name = `wbench-${process.pid}-${i}`;
       names.push(name);
-      await run('podman', ['run', '-d', '--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--network', 'none', '--name', name, image, 'sleep', '3600'], { timeout: 60_000 });
+      await run(
+        'podman',
+        [
+          'run',
+          '-d',
+          '--runtime',
+          'runc',
+          '--ulimit',
+          'nofile=1024:1024',
+          '--ulimit',
+          'nproc=4096:4096',
+          '--network',
+          'none',
+          '--name',
+          name,
+          image,
+          'sleep',
+          '3600',
+        ],
+        { timeout: 60_000 },
+      );
     });
     return { perSec: (total / r.wallMs) * 1000, latencies: r.latencies };
   } finally {

@@ -32,7 +32,10 @@ async function memAvailable(): Promise<number> {
 
 async function startServer(dataDir: string): Promise<{ url: string; key: string; stop: () => Promise<void> }> {
   const key = 'bench-key';
-  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', '--data-dir', dataDir, '--images', 'busybox:latest,debian-python:latest'], { env: { ...process.env, WARREN_API_KEY: key }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', '--data-dir', dataDir, '--images', 'busybox:latest,debian-python:latest'], {
+    env: { ...process.env, WARREN_API_KEY: key },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d: Buffer) => {
@@ -83,7 +86,9 @@ async function main(): Promise<void> {
 
     const sustained = await pool(CREATES, 16, async () => made.push(await w.sandboxes.create({ image: 'busybox:latest' })));
     warrenRate = (CREATES / sustained.wallMs) * 1000;
-    console.log(`create busybox, 16 concurrent clients, n=${CREATES}: ${warrenRate.toFixed(1)} creates/s (p50 ${fmt(pct(sustained.latencies, 50))}, p99 ${fmt(pct(sustained.latencies, 99))})`);
+    console.log(
+      `create busybox, 16 concurrent clients, n=${CREATES}: ${warrenRate.toFixed(1)} creates/s (p50 ${fmt(pct(sustained.latencies, 50))}, p99 ${fmt(pct(sustained.latencies, 99))})`,
+    );
     await cleanup();
 
     const sb = await w.sandboxes.create({ image: 'debian-python:latest' });
@@ -120,7 +125,9 @@ async function main(): Promise<void> {
     const after = await memAvailable();
     const cg = await Promise.all(made.slice(0, 50).map((s) => s.refresh()));
     const cgAvg = cg.reduce((a, s) => a + s.usage.memoryBytes, 0) / cg.length;
-    console.log(`idle busybox sandboxes: ${IDLE} alive; node memory used ${((before - after) / 2 ** 20).toFixed(0)} MiB = ${((before - after) / IDLE / 2 ** 20).toFixed(2)} MiB per sandbox (cgroup average ${(cgAvg / 2 ** 20).toFixed(2)} MiB)`);
+    console.log(
+      `idle busybox sandboxes: ${IDLE} alive; node memory used ${((before - after) / 2 ** 20).toFixed(0)} MiB = ${((before - after) / IDLE / 2 ** 20).toFixed(2)} MiB per sandbox (cgroup average ${(cgAvg / 2 ** 20).toFixed(2)} MiB)`,
+    );
     await cleanup();
   } finally {
     await cleanup();

@@ -8,7 +8,11 @@ export function pct(xs: number[], p: number): number {
 export const fmt = (ms: number): string => `${ms.toFixed(2)} ms`;
 
 /** Runs `total` tasks with `concurrency` workers; returns per-task latencies and the wall time. */
-export async function pool<T>(total: number, concurrency: number, task: (i: number) => Promise<T>): Promise<{ results: T[]; latencies: number[]; wallMs: number }> {
+export async function pool<T>(
+  total: number,
+  concurrency: number,
+  task: (i: number) => Promise<T>,
+): Promise<{ results: T[]; latencies: number[]; wallMs: number }> {
   const results: T[] = [];
   const latencies: number[] = [];
   let next = 0;

@@ -1,4 +1,5 @@
 import { WarrenError, parseError } from '@warren/api';
+import { nodeHttp, type HttpResponse, type HttpSend } from './node-http.js';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -6,14 +7,14 @@ export interface ClientOptions {
   /** Base URL, e.g. http://127.0.0.1:7070 */
   url: string;
   apiKey: string;
-  /** Injected for tests and custom agents; defaults to the global fetch. */
+  /** Injected for tests, proxies and other runtimes; without it Node's own HTTP client is used. */
   fetch?: FetchLike;
 }
 
 export interface RequestOptions {
   query?: Record<string, string | number | boolean | string[] | undefined>;
   json?: unknown;
-  body?: RequestInit['body'];
+  body?: string | Uint8Array;
   accept?: string;
   signal?: AbortSignal;
 }
@@ -21,11 +22,12 @@ export interface RequestOptions {
 /** One HTTP round trip to the Warren API; non-2xx answers become the server's WarrenError. */
 export class Transport {
   private readonly base: string;
-  private readonly fetchFn: FetchLike;
+  private readonly send: HttpSend;
 
   constructor(private readonly o: ClientOptions) {
     this.base = o.url.replace(/\/+$/, '');
-    this.fetchFn = o.fetch ?? ((i, init) => fetch(i, init));
+    const f = o.fetch;
+    this.send = f ? (url, r) => f(url, { method: r.method, headers: r.headers, body: r.body, signal: r.signal }) as Promise<HttpResponse> : nodeHttp();
   }
 
   url(path: string, query?: RequestOptions['query']): string {
@@ -39,19 +41,17 @@ export class Transport {
     return `${this.base}${path}${s ? `?${s}` : ''}`;
   }
 
-  async request(method: string, path: string, ro: RequestOptions = {}): Promise<Response> {
+  async request(method: string, path: string, ro: RequestOptions = {}): Promise<HttpResponse> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.o.apiKey}` };
     if (ro.accept) headers.accept = ro.accept;
-    let body: RequestInit['body'] = ro.body;
+    let body = ro.body;
     if (ro.json !== undefined) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(ro.json);
-    }
-    let res: Response;
+    } else if (body !== undefined) headers['content-type'] = 'application/octet-stream';
+    let res: HttpResponse;
     try {
-      const init: RequestInit & { duplex?: 'half' } = { method, headers, body, signal: ro.signal };
-      if (body && typeof body === 'object' && !(body instanceof Uint8Array) && !(typeof Blob !== 'undefined' && body instanceof Blob)) init.duplex = 'half';
-      res = await this.fetchFn(this.url(path, ro.query), init);
+      res = await this.send(this.url(path, ro.query), { method, headers, body, signal: ro.signal });
     } catch (e) {
       throw new WarrenError('unavailable', `cannot reach Warren at ${this.base}`, {}, { cause: e });
     }
@@ -80,11 +80,11 @@ export class Transport {
 }
 
 /** Splits a streamed body into parsed JSON lines. */
-export async function* ndjson<T>(res: Response): AsyncGenerator<T> {
+export async function* ndjson<T>(res: HttpResponse): AsyncGenerator<T> {
   if (!res.body) return;
   const decoder = new TextDecoder();
   let buf = '';
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+  for await (const chunk of res.body) {
     buf += decoder.decode(chunk, { stream: true });
     let nl: number;
     while ((nl = buf.indexOf('\n')) >= 0) {

@@ -1,0 +1,71 @@
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+
+/** The part of a response the SDK reads; fetch's Response has it, and so does {@link nodeHttp}'s. */
+export interface HttpResponse {
+  status: number;
+  ok: boolean;
+  text(): Promise<string>;
+  json(): Promise<unknown>;
+  arrayBuffer(): Promise<ArrayBuffer>;
+  body: AsyncIterable<Uint8Array> | null;
+}
+
+export interface HttpRequest {
+  method: string;
+  headers: Record<string, string>;
+  body?: string | Uint8Array;
+  signal?: AbortSignal;
+}
+
+export type HttpSend = (url: string, req: HttpRequest) => Promise<HttpResponse>;
+
+async function readAll(res: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of res) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/**
+ * HTTP over Node's own client with keep-alive connections: about a millisecond less per call
+ * than the global fetch, which matters on the exec hot path.
+ */
+export function nodeHttp(): HttpSend {
+  const agents = { http: new HttpAgent({ keepAlive: true, maxSockets: 256 }), https: new HttpsAgent({ keepAlive: true, maxSockets: 256 }) };
+  return (url, r) =>
+    new Promise((resolve, reject) => {
+      const u = new URL(url);
+      const secure = u.protocol === 'https:';
+      const headers: Record<string, string> = { ...r.headers };
+      if (r.body !== undefined) headers['content-length'] = String(Buffer.byteLength(r.body));
+      const req = (secure ? httpsRequest : httpRequest)(
+        u,
+        { method: r.method, headers, agent: secure ? agents.https : agents.http, signal: r.signal },
+        (res) => {
+          const status = res.statusCode ?? 0;
+          let consumed = false;
+          const take = (): Promise<Buffer> => {
+            consumed = true;
+            return readAll(res);
+          };
+          resolve({
+            status,
+            ok: status >= 200 && status < 300,
+            text: async () => (await take()).toString('utf8'),
+            json: async () => JSON.parse((await take()).toString('utf8')) as unknown,
+            arrayBuffer: async () => {
+              const b = await take();
+              return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+            },
+            get body(): AsyncIterable<Uint8Array> | null {
+              if (consumed) return null;
+              consumed = true;
+              return res;
+            },
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end(r.body);
+    });
+}
