@@ -43,11 +43,7 @@ export function nodeHttp(): HttpSend {
         { method: r.method, headers, agent: secure ? agents.https : agents.http, signal: r.signal },
         (res) => {
           const status = res.statusCode ?? 0;
-          let consumed = false;
-          const take = (): Promise<Buffer> => {
-            consumed = true;
-            return readAll(res);
-          };
+          const take = (): Promise<Buffer> => readAll(res);
           resolve({
             status,
             ok: status >= 200 && status < 300,
@@ -57,11 +53,7 @@ export function nodeHttp(): HttpSend {
               const b = await take();
               return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
             },
-            get body(): AsyncIterable<Uint8Array> | null {
-              if (consumed) return null;
-              consumed = true;
-              return res;
-            },
+            body: res,
           });
         },
       );
