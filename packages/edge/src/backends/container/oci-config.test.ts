@@ -29,6 +29,6 @@ test('the init runs from the read-only platform mount', () => {
   assert.ok(m.options.includes('ro'));
 });
 
-test('runc run hands exactly one extra fd', () => {
-  assert.deepEqual(runcRunArgs('/run/x', 'sb_1', '/b'), ['--root', '/run/x', 'run', '--detach', '--preserve-fds', '1', '--bundle', '/b', 'sb_1']);
+test('runc run hands exactly one extra fd and makes no session keyring', () => {
+  assert.deepEqual(runcRunArgs('/run/x', 'sb_1', '/b'), ['--root', '/run/x', 'run', '--detach', '--no-new-keyring', '--preserve-fds', '1', '--bundle', '/b', 'sb_1']);
 });

@@ -109,9 +109,13 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
   };
 }
 
-/** argv for `runc run -d` of a bundle, handing it the init socket as fd 3. */
+/**
+ * argv for `runc run -d` of a bundle, handing it the init socket as fd 3. No session keyring: every
+ * sandbox's root is the same host uid, whose key quota (kernel.keys.maxkeys, 200) would cap a node
+ * at a few hundred sandboxes; and the keyring is a channel between sandboxes.
+ */
 export function runcRunArgs(runcRoot: string, id: string, bundle: string): string[] {
-  return ['--root', runcRoot, 'run', '--detach', '--preserve-fds', '1', '--bundle', bundle, id];
+  return ['--root', runcRoot, 'run', '--detach', '--no-new-keyring', '--preserve-fds', '1', '--bundle', bundle, id];
 }
 
 export function runcDeleteArgs(runcRoot: string, id: string): string[] {
