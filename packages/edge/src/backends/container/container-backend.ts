@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:net';
+import { cpus } from 'node:os';
 import { chown, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
@@ -8,6 +9,7 @@ import type { Mounts } from '../../host/mountd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
 import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
+import { Semaphore } from '../../lifecycle/semaphore.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
 import { processExited, runc, runcInitPid } from './runc.js';
 
@@ -28,6 +30,8 @@ export class ContainerBackend implements Backend {
   readonly name = 'container';
   private readonly layers: LayerMounts;
   private readonly bashByLayer = new Map<string, boolean>();
+  /** runc is CPU-bound; more parallel starts than cores only thrash. */
+  private readonly starts = new Semaphore(Math.max(2, cpus().length * 2));
 
   constructor(private readonly o: ContainerBackendOptions) {
     this.layers = new LayerMounts(o.store, o.mounts, join(o.dataDir, 'mnt', 'layers'));
@@ -86,7 +90,7 @@ export class ContainerBackend implements Backend {
       });
       await writeFile(join(dir, 'config.json'), JSON.stringify(config));
       started = true;
-      await this.startWithSocket(spec.id, dir);
+      await this.starts.run(() => this.startWithSocket(spec.id, dir));
       return this.sandbox(spec.id, await this.hasBash(spec.layers));
     } catch (e) {
       await this.cleanup(spec.id, { runc: started, mounted }).catch(() => undefined);
