@@ -145,6 +145,20 @@ describe('commands', () => {
     }
   });
 
+  test('seccomp: no process in the sandbox may ptrace or read another one', async () => {
+    const py = [
+      'import ctypes, os',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      // Both calls succeed without the filter: TRACEME, and a zero-length read of our own memory.
+      'r = libc.ptrace(0, 0, 0, 0)',
+      'print(r, ctypes.get_errno())',
+      'r = libc.syscall(310, os.getpid(), 0, 0, 0, 0, 0)',
+      'print(r, ctypes.get_errno())',
+    ].join('\n');
+    const r = await sb.exec(['python3', '-c', py], { user: 'root' });
+    assert.equal(r.stdout, '-1 1\n-1 1\n', r.stderr);
+  });
+
   test('a busybox sandbox has sessions too (ash)', async () => {
     const bb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {

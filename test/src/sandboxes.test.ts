@@ -99,6 +99,27 @@ describe('sandbox lifecycle through the API', () => {
     for (const s of sandboxes) assert.equal((await s.refresh()).state, 'stopped');
   });
 
+  test('density: 250 sandboxes at once (past per-uid kernel quotas such as the 200-key limit)', async () => {
+    const n = 250;
+    const made: string[] = [];
+    try {
+      for (let i = 0; i < n; i += 50) {
+        const { sandboxes, errors } = await t.client.sandboxes.createMany(50, {
+          image: 'busybox:latest',
+          labels: { job: 'dense' },
+          resources: { memoryMiB: 64 },
+        });
+        made.push(...sandboxes.map((s) => s.id));
+        assert.deepEqual(errors, []);
+      }
+      assert.equal(made.length, n);
+      const last = await t.client.sandboxes.get(made[made.length - 1] ?? '');
+      assert.equal((await last.exec('echo ok')).stdout, 'ok\n');
+    } finally {
+      assert.equal(await t.client.sandboxes.batch('delete', { job: 'dense' }), made.length);
+    }
+  });
+
   test('a repeated requestId creates one sandbox', async () => {
     const a = await t.client.sandboxes.create({ image: 'busybox:latest', requestId: 'rollout-7-create' });
     const b = await t.client.sandboxes.create({ image: 'busybox:latest', requestId: 'rollout-7-create' });

@@ -6,7 +6,7 @@ export { argvToScript, envList, shellQuote } from './lifecycle/shell.js';
 export type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from './backends/backend.js';
 export { ContainerBackend } from './backends/container/container-backend.js';
 export type { ContainerBackendOptions } from './backends/container/container-backend.js';
-export { buildOciConfig, runcRunArgs, runcDeleteArgs, DENIED_SYSCALLS, INIT_PATH } from './backends/container/oci-config.js';
+export { buildOciConfig, runcRunArgs, runcDeleteArgs, INIT_PATH } from './backends/container/oci-config.js';
 export type { ContainerSpec } from './backends/container/oci-config.js';
 export { MountHelper } from './host/mountd.js';
 export type { Mounts } from './host/mountd.js';

@@ -91,7 +91,10 @@ export class ContainerBackend implements Backend {
       await writeFile(join(dir, 'config.json'), JSON.stringify(config));
       started = true;
       await this.starts.run(() => this.startWithSocket(spec.id, dir));
-      return this.sandbox(spec.id, await this.hasBash(spec.layers));
+      const sb = this.sandbox(spec.id, await this.hasBash(spec.layers));
+      // runc returns once the init is exec'd; a hello proves it is up and serving.
+      await hello(sb.initSocket);
+      return sb;
     } catch (e) {
       await this.cleanup(spec.id, { runc: started, mounted }).catch(() => undefined);
       throw e;

@@ -30,5 +30,16 @@ test('the init runs from the read-only platform mount', () => {
 });
 
 test('runc run hands exactly one extra fd and makes no session keyring', () => {
-  assert.deepEqual(runcRunArgs('/run/x', 'sb_1', '/b'), ['--root', '/run/x', 'run', '--detach', '--no-new-keyring', '--preserve-fds', '1', '--bundle', '/b', 'sb_1']);
+  assert.deepEqual(runcRunArgs('/run/x', 'sb_1', '/b'), [
+    '--root',
+    '/run/x',
+    'run',
+    '--detach',
+    '--no-new-keyring',
+    '--preserve-fds',
+    '1',
+    '--bundle',
+    '/b',
+    'sb_1',
+  ]);
 });
