@@ -2356,13 +2356,15 @@ static void conn_read(struct conn *c, short rev)
 				bconsume(&c->in, take);
 			continue;
 		}
-		if (bused(&c->in) < 5)
+		if (bused(&c->in) < 4)
 			break;
 		uint32_t N = get32(c->in.d + c->in.off);
 		if (N == 0 || N > MAX_FRAME) {
 			c->gone = 1;
 			return;
 		}
+		if (bused(&c->in) < 5)
+			break;
 		if (bused(&c->in) < 4 + (size_t)N) {
 			/* stream big stdin/file chunks instead of buffering whole frames */
 			if (c->state == CS_OP && c->in.d[c->in.off + 4] == 'i' && (c->op == 'E' || c->op == 'W')) {
