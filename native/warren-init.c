@@ -564,6 +564,29 @@ static int pw_lookup(const char *name, uid_t uid, struct pwent *out)
 	return rc;
 }
 
+/* Resolve a user (name or numeric uid) the way exec does: a name must be in /etc/passwd; a
+ * uid missing there stands for itself with gid = uid. Returns 0, EINVAL (bad uid) or ENOENT.
+ * *found: pw->name/home were allocated from /etc/passwd (else name is user, home "/"). */
+static int user_resolve(char *user, struct pwent *pw, int *found)
+{
+	*found = 0;
+	if (all_digits(user)) {
+		unsigned long u = strtoul(user, NULL, 10);
+		if (u > 0xfffffffeUL)
+			return EINVAL;
+		*found = pw_lookup(NULL, (uid_t)u, pw) == 0;
+		if (!*found) {
+			pw->name = user;
+			pw->home = "/";
+			pw->uid = (uid_t)u;
+			pw->gid = (gid_t)u;
+		}
+		return 0;
+	}
+	*found = pw_lookup(user, 0, pw) == 0;
+	return *found ? 0 : ENOENT;
+}
+
 static size_t user_groups(const char *name, gid_t primary, gid_t *gs, size_t max)
 {
 	size_t n = 0;
@@ -672,26 +695,23 @@ static void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r
 	}
 	setrlimit(RLIMIT_NOFILE, &saved_nofile);
 	umask(022);
+	/* Commands, not the init, are what the OOM killer should pick when the sandbox's memory
+	 * cgroup is full. Raising needs no privilege, but must happen before the uid changes (the
+	 * init is non-dumpable, so /proc/self stays root's). Errors are ignored. */
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom >= 0) {
+		if (write(oom, "500", 3) < 0) {
+		}
+		close(oom);
+	}
 
 	struct pwent pw = {0};
 	if (sa->user) {
-		int found;
-		if (all_digits(sa->user)) {
-			unsigned long u = strtoul(sa->user, NULL, 10);
-			if (u > 0xfffffffeUL)
-				child_fail(EINVAL, "user: %s: invalid uid", sa->user);
-			found = pw_lookup(NULL, (uid_t)u, &pw) == 0;
-			if (!found) {
-				pw.name = sa->user;
-				pw.home = "/";
-				pw.uid = (uid_t)u;
-				pw.gid = (gid_t)u;
-			}
-		} else {
-			found = pw_lookup(sa->user, 0, &pw) == 0;
-			if (!found)
-				child_fail(ENOENT, "user: %s: no such user", sa->user);
-		}
+		int found, e = user_resolve(sa->user, &pw, &found);
+		if (e == EINVAL)
+			child_fail(EINVAL, "user: %s: invalid uid", sa->user);
+		if (e)
+			child_fail(e, "user: %s: no such user", sa->user);
 		gid_t gs[1024];
 		size_t ng = found ? user_groups(pw.name, pw.gid, gs, 1024) : 1;
 		if (!found)
@@ -1636,6 +1656,10 @@ static void op_query(struct conn *c, const field_t *f, size_t nf)
 	s->conn = c;
 	c->sess = s;
 	sess_write(s);
+	/* accepted: tell the edge before any output */
+	fb_reset();
+	fb_num('p', s->pid);
+	conn_send(c, 's', fb.d, fb.len);
 }
 
 static void op_delete_session(struct conn *c, const field_t *f, size_t nf)
@@ -1655,8 +1679,47 @@ static void op_delete_session(struct conn *c, const field_t *f, size_t nf)
 
 /* ---------------------------------------------------------- file ops */
 
-static int mkdir_p(const char *path, mode_t mode)
+/* File owner requested with `U` on W/M. */
+struct owner {
+	int set;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Parse and resolve the optional `U` field. Returns 0 or errno (message in err). */
+static int owner_get(const field_t *f, size_t nf, struct owner *o, char *err, size_t esz)
 {
+	memset(o, 0, sizeof *o);
+	const field_t *u = fget(f, nf, 'U');
+	if (!u || !u->n)
+		return 0;
+	if (fhasnul(u) || memchr(u->v, ':', u->n) || memchr(u->v, '\n', u->n)) {
+		snprintf(err, esz, "user: invalid user");
+		return EINVAL;
+	}
+	char *name = xstrndup(u->v, u->n);
+	struct pwent pw = {0};
+	int found, e = user_resolve(name, &pw, &found);
+	if (e)
+		snprintf(err, esz, e == EINVAL ? "user: %s: invalid uid" : "user: %s: no such user", name);
+	else {
+		o->set = 1;
+		o->uid = pw.uid;
+		o->gid = pw.gid;
+	}
+	if (found) {
+		free(pw.name);
+		free(pw.home);
+	}
+	free(name);
+	return e;
+}
+
+/* mkdir -p; each directory it creates is lchown'd to *o when o->set. Returns 0 or errno;
+ * *what names the failing step ("mkdir" or "chown"). */
+static int mkdir_p(const char *path, mode_t mode, const struct owner *o, const char **what)
+{
+	*what = "mkdir";
 	char *p = strdup(path);
 	if (!p)
 		return ENOMEM;
@@ -1682,6 +1745,9 @@ static int mkdir_p(const char *path, mode_t mode)
 			} else if (e != EEXIST && !(stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
 				err = e;
 			}
+		} else if (o && o->set && lchown(p, o->uid, o->gid) < 0) {
+			err = errno;
+			*what = "chown";
 		}
 		p[i] = save;
 		if (err)
@@ -1734,9 +1800,18 @@ static void op_mkdir(struct conn *c, const field_t *f, size_t nf)
 		conn_fail(c, EINVAL, "mkdir: invalid path");
 		return;
 	}
-	int e = mkdir_p(p, 0755);
+	struct owner o;
+	char oerr[400];
+	const char *what;
+	int e = owner_get(f, nf, &o, oerr, sizeof oerr);
+	if (e) {
+		conn_fail(c, e, "mkdir: %s", oerr);
+		free(p);
+		return;
+	}
+	e = mkdir_p(p, 0755, &o, &what);
 	if (e)
-		conn_fail(c, e, "mkdir %s: %s", p, strerror(e));
+		conn_fail(c, e, "%s %s: %s", what, p, strerror(e));
 	else
 		conn_done(c);
 	free(p);
@@ -1816,17 +1891,26 @@ static void op_write(struct conn *c, const field_t *f, size_t nf)
 		conn_fail(c, EINVAL, "write: invalid request");
 		return;
 	}
+	struct owner o;
+	char oerr[400];
+	int oe = owner_get(f, nf, &o, oerr, sizeof oerr);
+	if (oe) {
+		free(p);
+		conn_fail(c, oe, "write: %s", oerr);
+		return;
+	}
 	if (fflag(f, nf, 'P')) {
 		char *dir = strdup(p);
 		char *sl = dir ? strrchr(dir, '/') : NULL;
+		const char *what = "mkdir";
 		int e = 0;
 		if (sl && sl != dir) {
 			*sl = 0;
-			e = mkdir_p(dir, 0755);
+			e = mkdir_p(dir, 0755, &o, &what);
 		}
 		free(dir);
 		if (e) {
-			conn_fail(c, e, "mkdir %s: %s", p, strerror(e));
+			conn_fail(c, e, "%s %s: %s", what, p, strerror(e));
 			free(p);
 			return;
 		}
@@ -1839,6 +1923,11 @@ static void op_write(struct conn *c, const field_t *f, size_t nf)
 	} else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		conn_fail(c, EINVAL, "write %s: not a regular file", p);
+	} else if (o.set && fchown(fd, o.uid, o.gid) < 0) {
+		/* before fchmod: chown clears setuid/setgid bits */
+		int e = errno;
+		close(fd);
+		conn_fail(c, e, "chown %s: %s", p, strerror(e));
 	} else if (mf && fchmod(fd, (mode_t)mode) < 0) {
 		int e = errno;
 		close(fd);

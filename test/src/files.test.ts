@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
 import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -115,12 +116,22 @@ describe('files', () => {
     assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/files?path=/dev/zero`)), 'invalid_argument');
     assert.equal(errorCode(await http(t, 'PUT', `/v1/sandboxes/${sb.id}/files?path=/x&mode=999`, 'x')), 'invalid_argument');
     assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/files/list?path=/workspace/task/TASK.md`)), 'invalid_argument');
-    const huge = await fetch(`${t.url}/v1/sandboxes/${sb.id}/files?path=/huge`, {
-      method: 'PUT',
-      headers: { authorization: `Bearer ${t.key}`, 'content-length': String(100 * 1024 * 1024 * 1024) },
-      body: 'x',
-    }).catch(() => null);
-    if (huge) assert.equal(huge.status, 413);
+    // Announce 100 GiB: refused from the header, before any byte is stored.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(`${t.url}/v1/sandboxes/${sb.id}/files?path=/huge`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${t.key}`, 'content-length': String(100 * 1024 ** 3) },
+      });
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+        req.destroy();
+      });
+      req.on('error', reject);
+      req.write('x');
+    });
+    assert.equal(status, 413);
+    assert.equal(await sb.files.exists('/huge'), false);
     assert.equal((await sb.exec('echo still fine')).stdout, 'still fine\n');
   });
 });

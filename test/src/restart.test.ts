@@ -1,9 +1,12 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { execFileSync } from 'node:child_process';
+import { chmod, mkdtemp, readFile } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Warren } from '@warren/sdk';
-import { forceCleanup, startTestWarren, type TestWarren } from './harness.js';
+import { forceCleanup, IMAGE_CACHE, startTestWarren, type TestWarren } from './harness.js';
 
 const opened: TestWarren[] = [];
 after(async () => {
@@ -43,4 +46,52 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   assert.doesNotMatch(execFileSync('runc', ['list', '-q']).toString(), new RegExp(keep.id));
   const mounts = await readFile('/proc/self/mounts', 'utf8');
   assert.doesNotMatch(mounts, new RegExp(second.dataDir));
+});
+
+test('a crash of the Warren process (SIGKILL) loses no sandbox', async () => {
+  const cli = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
+  const dataDir = await mkdtemp(join(tmpdir(), 'warren-crash-'));
+  await chmod(dataDir, 0o711);
+  const env = { ...process.env, WARREN_API_KEY: 'crash-key', WARREN_IMAGE_CACHE: IMAGE_CACHE };
+  const up = async (): Promise<{ url: string; kill: (sig: NodeJS.Signals) => Promise<void> }> => {
+    const child = spawn(process.execPath, [cli, 'up', '--port', '0', '--data-dir', dataDir, '--images', 'busybox:latest'], {
+      env,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /running at (http:\/\/\S+)/.exec(out);
+        if (m?.[1]) resolve(m[1]);
+      });
+      child.on('exit', () => reject(new Error('warren up exited early')));
+    });
+    return {
+      url,
+      kill: async (sig) => {
+        child.kill(sig);
+        await exited;
+      },
+    };
+  };
+  let w = await up();
+  try {
+    const c1 = new Warren({ url: w.url, apiKey: 'crash-key' });
+    const sb = await c1.sandboxes.create({ image: 'busybox:latest' });
+    const sh = await sb.shell();
+    await sh.exec('export SURVIVED=yes');
+    await w.kill('SIGKILL');
+    w = await up();
+    const c2 = new Warren({ url: w.url, apiKey: 'crash-key' });
+    const again = await c2.sandboxes.get(sb.id);
+    assert.equal(again.info.state, 'running');
+    assert.equal((await again.exec('echo $SURVIVED', { session: sh.id })).stdout, 'yes\n');
+    await again.delete();
+    await w.kill('SIGTERM');
+  } finally {
+    await w.kill('SIGKILL').catch(() => undefined);
+    await forceCleanup(dataDir);
+  }
 });

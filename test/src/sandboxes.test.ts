@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
 
@@ -165,6 +166,13 @@ describe('sandbox lifecycle through the API', () => {
       assert.equal((await bystander.exec('echo fine')).stdout, 'fine\n');
       const info = await sb.refresh();
       assert.ok(info.usage.memoryBytes > 0);
+      // The limits are in cgroups under Warren's own cgroup, where the host sees them.
+      const own = /^\d+:memory:(.*)$/m.exec(await readFile('/proc/self/cgroup', 'utf8'))?.[1] ?? '/';
+      const cg = (ctl: string, f: string): Promise<string> =>
+        readFile(`/sys/fs/cgroup/${ctl}${own === '/' ? '' : own}/warren/${sb.id}/${f}`, 'utf8').then((x) => x.trim());
+      assert.equal(await cg('memory', 'memory.limit_in_bytes'), String(32 * 1024 * 1024));
+      assert.equal(await cg('cpu', 'cpu.cfs_quota_us'), '50000');
+      assert.equal(await cg('pids', 'pids.max'), '32');
     } finally {
       await Promise.all([sb.delete(), bystander.delete()]);
     }
