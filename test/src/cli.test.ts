@@ -4,11 +4,9 @@ import { spawn, execFile } from 'node:child_process';
 import { mkdtemp, readFile, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { forceCleanup, IMAGE_CACHE } from './harness.js';
+import { CLI, forceCleanup, IMAGE_CACHE, spawnUp } from './harness.js';
 
-const CLI = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
 const run = promisify(execFile);
 let dataDir = '';
 after(async () => {
@@ -19,18 +17,9 @@ test('warren up, the client commands, and warren down leave nothing behind', asy
   dataDir = await mkdtemp(join(tmpdir(), 'warren-cli-'));
   await chmod(dataDir, 0o711);
   const env = { ...process.env, WARREN_DATA_DIR: dataDir, WARREN_IMAGE_CACHE: IMAGE_CACHE, WARREN_API_KEY: '' };
-  const server = spawn(process.execPath, [CLI, 'up', '--port', '0', '--images', 'busybox:latest'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<number | null>((resolve) => server.on('exit', (code) => resolve(code)));
+  const server = await spawnUp(['--images', 'busybox:latest'], env);
   try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      server.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /running at (http:\/\/\S+)/.exec(out);
-        if (m?.[1]) resolve(m[1]);
-      });
-      server.on('exit', () => reject(new Error(`warren up exited early: ${out}`)));
-    });
+    const url = server.url;
     const key = (await readFile(join(dataDir, 'admin.key'), 'utf8')).trim();
     const cenv = { ...env, WARREN_URL: url, WARREN_API_KEY: key };
     const w = async (...args: string[]): Promise<string> => (await run(process.execPath, [CLI, ...args], { env: cenv })).stdout;
@@ -64,11 +53,11 @@ test('warren up, the client commands, and warren down leave nothing behind', asy
     await w('create', 'busybox:latest');
 
     assert.equal((await run(process.execPath, [CLI, 'down'], { env })).stdout.trim(), 'stopped');
-    assert.equal(await exited, 0);
+    assert.equal(await server.exited, 0);
     const { stdout } = await run('runc', ['list', '-f', 'json']);
     assert.doesNotMatch(stdout, new RegExp(dataDir));
     assert.doesNotMatch(await readFile('/proc/self/mounts', 'utf8'), new RegExp(dataDir));
   } finally {
-    server.kill('SIGKILL');
+    await server.kill('SIGKILL');
   }
 });

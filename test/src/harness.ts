@@ -125,3 +125,36 @@ export async function forceCleanup(dataDir: string): Promise<void> {
   }
   await rm(dataDir, { recursive: true, force: true });
 }
+
+export const CLI = new URL('../../packages/cli/dist/main.js', import.meta.url).pathname;
+
+export interface UpProcess {
+  url: string;
+  /** Sends a signal and waits for the process to exit. */
+  kill(sig: NodeJS.Signals): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+/** Runs `warren up` as its own process and resolves with its URL once it serves. */
+export async function spawnUp(args: string[], env: NodeJS.ProcessEnv): Promise<UpProcess> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'ignore'] });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /running at (http:\/\/\S+)/.exec(out);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.on('exit', () => reject(new Error(`warren up exited early: ${out}`)));
+  });
+  return {
+    url,
+    exited,
+    kill: async (sig) => {
+      child.kill(sig);
+      await exited;
+    },
+  };
+}

@@ -1,12 +1,11 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, mkdtemp, readFile } from 'node:fs/promises';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Warren } from '@warren/sdk';
-import { forceCleanup, IMAGE_CACHE, startTestWarren, type TestWarren } from './harness.js';
+import { forceCleanup, IMAGE_CACHE, spawnUp, startTestWarren, type TestWarren } from './harness.js';
 
 const opened: TestWarren[] = [];
 after(async () => {
@@ -49,33 +48,10 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
 });
 
 test('a crash of the Warren process (SIGKILL) loses no sandbox', async () => {
-  const cli = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
   const dataDir = await mkdtemp(join(tmpdir(), 'warren-crash-'));
   await chmod(dataDir, 0o711);
   const env = { ...process.env, WARREN_API_KEY: 'crash-key', WARREN_IMAGE_CACHE: IMAGE_CACHE };
-  const up = async (): Promise<{ url: string; kill: (sig: NodeJS.Signals) => Promise<void> }> => {
-    const child = spawn(process.execPath, [cli, 'up', '--port', '0', '--data-dir', dataDir, '--images', 'busybox:latest'], {
-      env,
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /running at (http:\/\/\S+)/.exec(out);
-        if (m?.[1]) resolve(m[1]);
-      });
-      child.on('exit', () => reject(new Error('warren up exited early')));
-    });
-    return {
-      url,
-      kill: async (sig) => {
-        child.kill(sig);
-        await exited;
-      },
-    };
-  };
+  const up = () => spawnUp(['--data-dir', dataDir, '--images', 'busybox:latest'], env);
   let w = await up();
   try {
     const c1 = new Warren({ url: w.url, apiKey: 'crash-key' });

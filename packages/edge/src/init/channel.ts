@@ -69,8 +69,11 @@ export interface SessionRunParams {
   timeoutMs?: number;
 }
 
-/** Runs a script in a session; output frames follow on the returned call. */
-export function runInSession(socket: string, p: SessionRunParams): Promise<InitCall> {
+/**
+ * Runs a script in a session. The init acknowledges with `s` once the shell has the command, so
+ * a busy or ended session fails here, before any output is streamed.
+ */
+export async function runInSession(socket: string, p: SessionRunParams): Promise<InitCall> {
   const fields: Fields = [
     ['i', p.session],
     ['C', p.script],
@@ -78,7 +81,20 @@ export function runInSession(socket: string, p: SessionRunParams): Promise<InitC
   for (const e of p.env) fields.push(['e', e]);
   if (p.cwd) fields.push(['c', p.cwd]);
   if (p.timeoutMs) fields.push(['t', String(p.timeoutMs)]);
-  return InitCall.open(socket, REQ.sessionRun, fields);
+  const call = await InitCall.open(socket, REQ.sessionRun, fields);
+  const f = await call.next().catch((e: unknown) => {
+    call.close();
+    throw e;
+  });
+  if (f?.type === REPLY.started) return call;
+  call.close();
+  if (f?.type === REPLY.failed) {
+    const err = failure(f, { sessionId: p.session });
+    if (err.details.errno === 16) throw new WarrenError('conflict', 'the session is running another command', err.details);
+    if (err.details.errno === 3) throw new WarrenError('not_found', 'the session has ended', err.details);
+    throw err;
+  }
+  throw new WarrenError('unavailable', 'the sandbox init did not take the command');
 }
 
 export async function endSession(socket: string, session: string): Promise<void> {

@@ -5,7 +5,10 @@ import type { Caller } from './sandboxes.js';
 
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
-/** API keys: stored hashed, looked up once and cached; the bootstrap admin key is compared in constant time. */
+/**
+ * API keys: stored hashed, looked up once per process and then found by the presented key (no
+ * hash on the hot path); the bootstrap admin key is compared in constant time.
+ */
 export class Auth {
   private readonly cache = new Map<string, Caller>();
   private readonly adminHash: Buffer;
@@ -20,9 +23,9 @@ export class Auth {
   authenticate(header: string | undefined): Caller {
     const m = /^Bearer\s+(\S+)$/i.exec(header ?? '');
     if (!m?.[1]) throw new WarrenError('unauthenticated', 'missing "Authorization: Bearer <key>"');
-    const hash = hashKey(m[1]);
-    const cached = this.cache.get(hash);
+    const cached = this.cache.get(m[1]);
     if (cached) return cached;
+    const hash = hashKey(m[1]);
     let caller: Caller | undefined;
     if (timingSafeEqual(Buffer.from(hash, 'hex'), this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {} };
     else {
@@ -30,7 +33,8 @@ export class Auth {
       if (k) caller = { tenant: k.tenant, role: k.role, quota: k.quota };
     }
     if (!caller) throw new WarrenError('unauthenticated', 'unknown API key');
-    this.cache.set(hash, caller);
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(m[1], caller);
     return caller;
   }
 
