@@ -121,6 +121,21 @@ describe('sandbox lifecycle through the API', () => {
     }
   });
 
+  test('a sandbox whose processes die under it is reported failed, not left looking alive', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    const state = JSON.parse(await readFile(`/run/runc/${sb.id}/state.json`, 'utf8')) as { init_process_pid: number };
+    process.kill(state.init_process_pid, 'SIGKILL');
+    const deadline = Date.now() + 8000;
+    let info = await sb.refresh();
+    while (info.state === 'running' && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      info = await sb.refresh();
+    }
+    assert.equal(info.state, 'failed');
+    assert.equal(info.error?.code, 'unavailable');
+    await sb.delete();
+  });
+
   test('a repeated requestId creates one sandbox', async () => {
     const a = await t.client.sandboxes.create({ image: 'busybox:latest', requestId: 'rollout-7-create' });
     const b = await t.client.sandboxes.create({ image: 'busybox:latest', requestId: 'rollout-7-create' });

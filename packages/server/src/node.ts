@@ -114,6 +114,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     backend,
     capacity: { cpu: ncpu * 1024, memoryMiB: memMiB * 128, sandboxes: o.maxSandboxes ?? 4096, maxCpuPerSandbox: ncpu, maxMemoryMiBPerSandbox: memMiB },
     onExpired: (id, reason) => service?.expire(id, reason),
+    onDied: (id) => service?.died(id),
     logger: o.logger,
   });
   service = new SandboxService(store, edge, layers, {

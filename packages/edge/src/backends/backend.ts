@@ -18,6 +18,8 @@ export interface SandboxStats {
 export interface BackendSandbox {
   id: string;
   initSocket: string;
+  /** Host pid of the sandbox's init, to notice when it dies (null if unknown). */
+  initPid: number | null;
   /** Whether the image has bash (sessions and shell strings prefer it). */
   hasBash: boolean;
 }
@@ -35,6 +37,8 @@ export interface Backend {
   pause(id: string): Promise<void>;
   resume(id: string): Promise<void>;
   stats(id: string): Promise<SandboxStats>;
+  /** Whether a sandbox's processes are gone (its init exited or was killed). */
+  exited(sb: BackendSandbox): Promise<boolean>;
   /** Ids of sandboxes this backend has on the node (to find leftovers). */
   list(): Promise<string[]>;
   close(opts: { keepLayers: boolean }): Promise<void>;

@@ -39,6 +39,8 @@ export interface EdgeOptions {
   capacity: EdgeCapacity;
   /** Called when a sandbox's TTL or idle timeout has passed; the owner deletes it. */
   onExpired: (id: string, reason: 'ttl' | 'idle') => void;
+  /** Called when a sandbox's processes died under it (e.g. its init was OOM-killed); the owner marks it failed. */
+  onDied: (id: string) => void;
   logger?: { warn(msg: string, meta?: unknown): void };
   maxFileBytes?: number;
   commandRetentionMs?: number;
@@ -409,13 +411,26 @@ export class Edge {
 
   // ---- housekeeping ----
 
+  private sweeps = 0;
+
   private sweep(): void {
     const now = Date.now();
+    if (++this.sweeps % 2 === 0) void this.checkAlive();
     for (const [id, l] of this.live) {
       const s = l.spec;
       const running = [...l.commands.values()].some((c) => !c.done);
       if (s.expiresAtMs !== null && now >= s.expiresAtMs) this.o.onExpired(id, 'ttl');
       else if (s.idleTimeoutMs !== null && !running && now - s.lastActivityMs >= s.idleTimeoutMs) this.o.onExpired(id, 'idle');
+    }
+  }
+
+  /** Notices sandboxes whose init is gone, so they are reported failed instead of looking alive. */
+  private async checkAlive(): Promise<void> {
+    for (const [id, l] of [...this.live]) {
+      if (await this.o.backend.exited(l.sb).catch(() => false)) {
+        this.o.logger?.warn('sandbox init exited', { id });
+        this.o.onDied(id);
+      }
     }
   }
 

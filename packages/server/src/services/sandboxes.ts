@@ -218,6 +218,13 @@ export class SandboxService {
     this.stop(id, 'stopped').catch((e: unknown) => this.o.logger.warn('expire failed', { id, error: String(e) }));
   }
 
+  /** Called by the edge when a sandbox's processes died under it. */
+  died(id: string): void {
+    this.stop(id, 'failed', { code: 'unavailable', message: 'the sandbox stopped on its own (its init exited or was killed, e.g. out of memory)' }).catch(
+      (e: unknown) => this.o.logger.warn('cleanup of a dead sandbox failed', { id, error: String(e) }),
+    );
+  }
+
   setTimeout(caller: Caller, id: string, ttlSeconds: number): SandboxRecord {
     const rec = this.live(caller, id);
     const expiresAt = Date.now() + ttlSeconds * 1000;

@@ -50,8 +50,8 @@ export class ContainerBackend implements Backend {
     return `${this.o.cgroupParent}/${id}`;
   }
 
-  private sandbox(id: string, hasBash: boolean): BackendSandbox {
-    return { id, initSocket: join(this.dir(id), 'init.sock'), hasBash };
+  private sandbox(id: string, hasBash: boolean, initPid: number | null): BackendSandbox {
+    return { id, initSocket: join(this.dir(id), 'init.sock'), hasBash, initPid };
   }
 
   private async hasBash(layers: string[]): Promise<boolean> {
@@ -91,7 +91,7 @@ export class ContainerBackend implements Backend {
       await writeFile(join(dir, 'config.json'), JSON.stringify(config));
       started = true;
       await this.starts.run(() => this.startWithSocket(spec.id, dir));
-      const sb = this.sandbox(spec.id, await this.hasBash(spec.layers));
+      const sb = this.sandbox(spec.id, await this.hasBash(spec.layers), await runcInitPid(this.o.runcRoot, spec.id));
       // runc returns once the init is exec'd; a hello proves it is up and serving.
       await hello(sb.initSocket);
       return sb;
@@ -124,7 +124,7 @@ export class ContainerBackend implements Backend {
   async adopt(id: string, layers: string[]): Promise<BackendSandbox | null> {
     const pid = await runcInitPid(this.o.runcRoot, id);
     if (pid === null || (await processExited(pid))) return null;
-    const sb = this.sandbox(id, await this.hasBash(layers).catch(() => false));
+    const sb = this.sandbox(id, await this.hasBash(layers).catch(() => false), pid);
     try {
       await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
       await hello(sb.initSocket);
@@ -173,6 +173,10 @@ export class ContainerBackend implements Backend {
     const p = this.cgroupPath(id);
     const [memoryBytes, cpuSeconds] = await Promise.all([this.o.cgroups.memoryBytes(p), this.o.cgroups.cpuSeconds(p)]);
     return { memoryBytes, cpuSeconds };
+  }
+
+  async exited(sb: BackendSandbox): Promise<boolean> {
+    return sb.initPid === null ? false : processExited(sb.initPid);
   }
 
   async list(): Promise<string[]> {
