@@ -37,6 +37,16 @@ describe('commands', () => {
     assert.ok(badCwd instanceof WarrenError && badCwd.code === 'invalid_argument');
   });
 
+  test("files written through the API belong to the sandbox's user", async () => {
+    await sb.files.write('/workspace/new/dir/mine.txt', 'v1\n');
+    const r = await sb.exec(
+      'stat -c %U /workspace /workspace/new /workspace/new/dir/mine.txt; echo v2 >> /workspace/new/dir/mine.txt && cat /workspace/new/dir/mine.txt',
+    );
+    assert.equal(r.stdout, 'agent\nagent\nagent\nv1\nv2\n', r.stderr);
+    // Directories that already existed keep their owner.
+    assert.equal((await sb.exec('stat -c %U /tmp')).stdout, 'root\n');
+  });
+
   test('streamed NDJSON: start, output as produced, exit', async () => {
     const started = Date.now();
     const stamps: number[] = [];

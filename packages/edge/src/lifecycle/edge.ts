@@ -118,7 +118,11 @@ export class Edge {
     try {
       sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources });
       const user = spec.user ?? undefined;
-      if (spec.workdir) await ch.makeDir(sb.initSocket, spec.workdir, user);
+      if (spec.workdir) {
+        await ch.makeDir(sb.initSocket, spec.workdir, user);
+        // The user works there: the workdir is theirs even when the image already had it.
+        if (user) await this.runAsRoot(sb.initSocket, [BUSYBOX, 'chown', user, spec.workdir]);
+      }
       for (const f of files) await ch.writeFileFrom(sb.initSocket, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
       this.live.set(spec.id, { spec, sb, commands: new Map(), requestIds: new Map(), resuming: null });
     } catch (e) {
@@ -134,6 +138,16 @@ export class Edge {
     this.allocated.cpu += sign * r.cpu;
     this.allocated.memoryMiB += sign * r.memoryMiB;
     if (sign === 1) this.reserved++;
+  }
+
+  /** Runs a platform helper as root to completion; throws with its stderr if it fails. */
+  private async runAsRoot(socket: string, argv: string[]): Promise<void> {
+    const { call } = await ch.startCommand(socket, { argv, env: [], user: 'root', stdin: false, timeoutMs: 60_000 });
+    let stderr = '';
+    const x = await finishCall(call, {}, (f) => {
+      if (f.type === REPLY.stderr && stderr.length < 2048) stderr += f.payload.toString();
+    });
+    if (x.get('c')?.[0] !== '0') throw new WarrenError('invalid_argument', `${argv.slice(1).join(' ')}: ${stderr.trim() || 'failed'}`);
   }
 
   /** Takes back a sandbox after a restart; false when its processes are gone. */
