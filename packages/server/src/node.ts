@@ -130,13 +130,14 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   flush.unref();
 
   const auth = new Auth(store, adminKey);
-  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, nodeAddress: '', logger: o.logger });
+  let url = '';
+  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, nodeAddress: () => url, logger: o.logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
   });
   const addr = server.address() as AddressInfo;
-  const url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${addr.port}`;
+  url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${addr.port}`;
 
   let closing: Promise<void> | null = null;
   return {

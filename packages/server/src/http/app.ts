@@ -17,7 +17,8 @@ export interface AppDeps {
   sandboxes: SandboxService;
   edge: Edge;
   layers: LayerStore;
-  nodeAddress: string;
+  /** Where this node's edge is reached (known once the server listens). */
+  nodeAddress: () => string;
   logger: { warn(msg: string, meta?: unknown): void };
 }
 
@@ -202,7 +203,7 @@ export function createApp(d: AppDeps): Server {
       nodes: [
         {
           id: d.edge.nodeId,
-          address: d.nodeAddress,
+          address: d.nodeAddress(),
           state: 'ready',
           capacity: { cpu: cap.cpu, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
           allocated: { cpu: u.cpu, memoryMiB: u.memoryMiB },
