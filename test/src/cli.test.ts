@@ -61,3 +61,21 @@ test('warren up, the client commands, and warren down leave nothing behind', asy
     await server.kill('SIGKILL');
   }
 });
+
+test('Ctrl-C (SIGINT to the whole process group) stops every sandbox and unmounts everything', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-cli-int-'));
+  await chmod(dir, 0o711);
+  const env = { ...process.env, WARREN_API_KEY: 'int-key', WARREN_IMAGE_CACHE: IMAGE_CACHE };
+  const server = await spawnUp(['--data-dir', dir, '--images', 'busybox:latest'], env);
+  try {
+    const { stdout } = await run(process.execPath, [CLI, 'create', 'busybox:latest'], { env: { ...env, WARREN_URL: server.url } });
+    assert.match(stdout, /^sb_/);
+    await server.interrupt();
+    assert.equal(await server.exited, 0);
+    assert.doesNotMatch((await run('runc', ['list', '-f', 'json'])).stdout, new RegExp(dir));
+    assert.doesNotMatch(await readFile('/proc/self/mounts', 'utf8'), new RegExp(dir));
+  } finally {
+    await server.kill('SIGKILL');
+    await forceCleanup(dir);
+  }
+});

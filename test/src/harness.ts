@@ -132,13 +132,15 @@ export interface UpProcess {
   url: string;
   /** Sends a signal and waits for the process to exit. */
   kill(sig: NodeJS.Signals): Promise<void>;
+  /** Sends a signal to its whole process group, as Ctrl-C at a terminal does, and waits. */
+  interrupt(): Promise<void>;
   exited: Promise<number | null>;
 }
 
 /** Runs `warren up` as its own process and resolves with its URL once it serves. */
 export async function spawnUp(args: string[], env: NodeJS.ProcessEnv): Promise<UpProcess> {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'ignore'] });
+  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'ignore'], detached: true });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
@@ -154,6 +156,10 @@ export async function spawnUp(args: string[], env: NodeJS.ProcessEnv): Promise<U
     exited,
     kill: async (sig) => {
       child.kill(sig);
+      await exited;
+    },
+    interrupt: async () => {
+      if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, 'SIGINT');
       await exited;
     },
   };

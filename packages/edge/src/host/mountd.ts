@@ -31,7 +31,9 @@ export class MountHelper implements Mounts {
   private dead: Error | null = null;
 
   constructor(binary: string) {
-    this.child = spawn(binary, [], { stdio: ['pipe', 'pipe', 'pipe'] });
+    // Its own process group: a Ctrl-C at the terminal must not kill it before the edge has used
+    // it to unmount everything. It exits when our end of its stdin closes, crash or not.
+    this.child = spawn(binary, [], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     this.child.on('error', (e) => this.die(e));
     this.child.on('exit', (code, sig) => this.die(new Error(`warren-mountd exited (${sig ?? code})`)));
     this.child.stderr.resume();
