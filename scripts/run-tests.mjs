@@ -1,7 +1,8 @@
 // Runs every compiled test: unit tests next to the code, then integration tests in test/.
 // Usage: node scripts/run-tests.mjs [--unit|--integration] [name-filter]
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const args = process.argv.slice(2);
@@ -33,4 +34,33 @@ if (!files.length) {
 }
 // Integration tests start real sandboxes: one file at a time keeps a 2-core machine honest.
 const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], { stdio: 'inherit' });
+sweep();
 process.exit(r.status ?? 1);
+
+/**
+ * Safety net for a test process that died without its own cleanup: containers and mounts of the
+ * tests' temporary data dirs (and only those) are removed.
+ */
+function sweep() {
+  const prefix = join(tmpdir(), 'warren-');
+  let left = [];
+  try {
+    left = JSON.parse(spawnSync('runc', ['list', '-f', 'json']).stdout.toString() || '[]') ?? [];
+  } catch {
+    left = [];
+  }
+  for (const c of left.filter((c) => c.bundle.startsWith(prefix))) {
+    spawnSync('runc', ['resume', c.id], { stdio: 'ignore' });
+    spawnSync('runc', ['delete', '-f', c.id], { stdio: 'ignore' });
+    console.error(`swept leftover container ${c.id}`);
+  }
+  const mounts = readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[1] ?? '')
+    .filter((m) => m.startsWith(prefix))
+    .reverse();
+  for (const m of mounts) {
+    spawnSync('umount', ['-l', m], { stdio: 'ignore' });
+    console.error(`swept leftover mount ${m}`);
+  }
+}
