@@ -925,6 +925,8 @@ struct sess {
 	scan_t so, se;
 	char mline[200];
 	int mpending, mdelay;
+	/* bash reads a pipe one byte at a time, so the marker line can follow the script at once */
+	int bytewise;
 	int64_t mcheck;
 	int64_t boot_until, deadline, istage_until, grace;
 	int istage, ipending, timed_out;
@@ -1545,6 +1547,8 @@ static void op_new_session(struct conn *c, const field_t *f, size_t nf)
 		conn_fail(c, EINVAL, "session: invalid request");
 		return;
 	}
+	const char *base = strrchr(sa.argv[0], '/');
+	int bytewise = strcmp(base ? base + 1 : sa.argv[0], "bash") == 0;
 	int fds[4];
 	pid_t pid = spawn(&sa, 1, fds);
 	spawn_args_free(&sa);
@@ -1555,6 +1559,7 @@ static void op_new_session(struct conn *c, const field_t *f, size_t nf)
 	struct sess *s = xrealloc(NULL, sizeof *s);
 	memset(s, 0, sizeof *s);
 	s->pid = pid;
+	s->bytewise = bytewise;
 	s->in_fd = fds[0];
 	s->out_fd = fds[1];
 	s->err_fd = fds[2];
@@ -1648,9 +1653,18 @@ static void op_query(struct conn *c, const field_t *f, size_t nf)
 	snprintf(s->mline, sizeof s->mline,
 		 "printf '\\n%%s %%d\\n' __W_O_%s \"$?\"; printf '\\n%%s\\n' __W_E_%s >&2\n", no, ne);
 	sess_reset_q(s);
-	s->mpending = 1;
-	s->mcheck = now_ms;
-	s->mdelay = 1;
+	if (s->bytewise) {
+		/* bash leaves the marker line unread in the pipe until the script is done, even
+		 * when SIGINT aborts the script: no need to wait for it to take the script first */
+		bappend(&s->inb, s->mline, strlen(s->mline));
+		s->mpending = 0;
+	} else {
+		/* ash reads in blocks and drops the rest of a block on SIGINT: the marker line
+		 * goes in only once the shell has taken the script */
+		s->mpending = 1;
+		s->mcheck = now_ms;
+		s->mdelay = 1;
+	}
 	s->deadline = t ? now_ms + (int64_t)t : 0;
 	s->state = SS_BUSY;
 	s->conn = c;

@@ -169,6 +169,25 @@ describe('commands', () => {
     assert.equal(r.stdout, '-1 1\n-1 1\n', r.stderr);
   });
 
+  test('sessions survive timeouts racing the end of the command, and output stays clean', async () => {
+    for (const image of ['debian-python:latest', 'busybox:latest']) {
+      const box = image === 'debian-python:latest' ? sb : await t.client.sandboxes.create({ image });
+      const sh = await box.shell();
+      try {
+        for (let i = 0; i < 30; i++) {
+          const r = await sh.exec(`echo start; sleep 0.0${(i % 4) + 1}; echo end`, { timeoutMs: 15 + (i % 4) * 5 });
+          assert.match(r.stdout, /^start\n(end\n)?$/, `${image} #${i}: ${JSON.stringify(r)}`);
+          const ok = await sh.exec(`echo ok${i}`);
+          assert.equal(ok.stdout, `ok${i}\n`, `${image} #${i}: ${JSON.stringify(ok)}`);
+          assert.equal(ok.stderr, '');
+        }
+      } finally {
+        await sh.close().catch(() => undefined);
+        if (box !== sb) await box.delete();
+      }
+    }
+  });
+
   test('a busybox sandbox has sessions too (ash)', async () => {
     const bb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
