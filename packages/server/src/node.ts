@@ -4,7 +4,7 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
-import { CgroupV1, ContainerBackend, Edge, MountHelper, readOwnCgroupParent } from '@warren/edge';
+import { CgroupV1, ContainerBackend, Edge, HostHelper, readOwnCgroupParent } from '@warren/edge';
 import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
@@ -92,7 +92,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     }
   }
 
-  const mounts = new MountHelper(join(nativeDir, 'warren-mountd'));
+  const mounts = new HostHelper(join(nativeDir, 'warren-hostd'));
   const backend = new ContainerBackend({
     dataDir: o.dataDir,
     platformDir,
@@ -102,6 +102,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     idMap: DEFAULT_ID_MAP,
     store: layers,
     mounts,
+    spawner: mounts,
     cgroups: new CgroupV1(),
   });
   await backend.open();

@@ -1,17 +1,16 @@
-import { createServer, type Server } from 'node:net';
 import { cpus } from 'node:os';
-import { chown, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { chown, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { IdMap, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
-import type { Mounts } from '../../host/mountd.js';
+import type { Mounts, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
 import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
 import { Semaphore } from '../../lifecycle/semaphore.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
-import { processExited, runc, runcInitPid } from './runc.js';
+import { processExited, runcInitPid } from './runc.js';
 
 export interface ContainerBackendOptions {
   dataDir: string;
@@ -22,6 +21,7 @@ export interface ContainerBackendOptions {
   idMap: IdMap;
   store: LayerStore;
   mounts: Mounts;
+  spawner: Spawner;
   cgroups: CgroupV1;
 }
 
@@ -102,22 +102,19 @@ export class ContainerBackend implements Backend {
   }
 
   /**
-   * Binds the init socket on the host, hands the listening fd to the container as fd 3, and
-   * renames it into place only afterwards (closing our copy of a bound Unix socket unlinks it).
+   * `runc run -d` through the host helper, which binds the init socket at its host path and hands
+   * the listening fd to the container as fd 3 (no path to it exists inside).
    */
   private async startWithSocket(id: string, dir: string): Promise<void> {
-    const tmpPath = join(dir, 'init.sock.tmp');
-    const server: Server = createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(tmpPath, () => resolve());
-    });
-    try {
-      const fd = serverFd(server);
-      await runc(this.o.runcPath, runcRunArgs(this.o.runcRoot, id, dir), { extraFd: fd, logFile: join(dir, 'runc.log') });
-      await rename(tmpPath, join(dir, 'init.sock'));
-    } finally {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.runc(dir, runcRunArgs(this.o.runcRoot, id, dir), join(dir, 'init.sock'));
+  }
+
+  private async runc(dir: string, args: string[], listenSocket?: string): Promise<void> {
+    const logFile = join(dir, 'runc.log');
+    const status = await this.o.spawner.run(this.o.runcPath, args, { logFile, listenSocket });
+    if (status !== 0) {
+      const tail = (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-3).join(' | ');
+      throw new WarrenError('internal', 'the container runtime failed to start the sandbox', {}, { cause: new Error(`runc exited ${status}: ${tail}`) });
     }
   }
 
@@ -154,7 +151,8 @@ export class ContainerBackend implements Backend {
         const deadline = Date.now() + 5000;
         while (!(await processExited(pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
       }
-      await runc(this.o.runcPath, runcDeleteArgs(this.o.runcRoot, id)).catch(() => undefined);
+      // Its errors do not matter (the container may be gone already); its log would outlive the dir.
+      await this.o.spawner.run(this.o.runcPath, runcDeleteArgs(this.o.runcRoot, id), { logFile: '/dev/null' }).catch(() => undefined);
     }
     if (what.mounted) await this.o.mounts.umount(join(dir, 'rootfs')).catch(() => undefined);
     await unlink(join(dir, 'init.sock')).catch(() => undefined);
@@ -186,12 +184,4 @@ export class ContainerBackend implements Backend {
   async close(opts: { keepLayers: boolean }): Promise<void> {
     if (!opts.keepLayers) await this.layers.unmountAll();
   }
-}
-
-/** The OS fd of a listening Node server (libuv exposes it on Unix). */
-function serverFd(server: Server): number {
-  const handle: unknown = Reflect.get(server, '_handle');
-  const fd: unknown = handle && typeof handle === 'object' ? Reflect.get(handle, 'fd') : undefined;
-  if (typeof fd !== 'number' || fd < 0) throw new WarrenError('internal', 'cannot get the init socket fd');
-  return fd;
 }

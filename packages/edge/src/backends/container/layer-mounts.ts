@@ -2,7 +2,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { digestHex, type LayerStore } from '@warren/images';
-import type { Mounts } from '../../host/mountd.js';
+import type { Mounts } from '../../host/hostd.js';
 
 /** Mounts each EROFS layer once per node and shares it with every sandbox that stacks it. */
 export class LayerMounts {

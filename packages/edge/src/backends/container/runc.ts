@@ -1,33 +1,4 @@
-import { spawn } from 'node:child_process';
-import { open, readFile } from 'node:fs/promises';
-import { WarrenError } from '@warren/api';
-
-/** Runs the runc CLI; rejects with runc's own message (from its log or stderr) when it fails. */
-export async function runc(runcPath: string, args: string[], opts: { extraFd?: number; logFile?: string } = {}): Promise<void> {
-  const log = opts.logFile ? await open(opts.logFile, 'a') : null;
-  try {
-    const stdio: Array<'ignore' | 'pipe' | number> = ['ignore', 'ignore', log ? log.fd : 'pipe'];
-    if (opts.extraFd !== undefined) stdio.push(opts.extraFd);
-    await new Promise<void>((resolve, reject) => {
-      const child = spawn(runcPath, args, { stdio });
-      let stderr = '';
-      child.stderr?.on('data', (d: Buffer) => {
-        if (stderr.length < 8192) stderr += d.toString();
-      });
-      child.on('error', reject);
-      // 'exit', not 'close': a detached container may inherit and keep our stdio open.
-      child.on('exit', (code, signal) => {
-        if (code === 0) resolve();
-        else reject(new Error(`runc ${args.find((a) => !a.startsWith('-') && !a.startsWith('/')) ?? ''} failed (${signal ?? code}): ${stderr.trim()}`));
-      });
-    });
-  } catch (e) {
-    const tail = opts.logFile ? (await readFile(opts.logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-3).join(' | ') : '';
-    throw new WarrenError('internal', 'the container runtime failed to start the sandbox', {}, { cause: tail ? new Error(tail) : e });
-  } finally {
-    await log?.close();
-  }
-}
+import { readFile } from 'node:fs/promises';
 
 /** The host pid of a container's init from runc's state file; null when runc has no state. */
 export async function runcInitPid(runcRoot: string, id: string): Promise<number | null> {

@@ -1,0 +1,310 @@
+/*
+ * warren-hostd: the edge's host-side helper, a long-running child of the Node process.
+ *
+ * It does what Node does badly or not at all: mount(2) without a mount binary that parses the
+ * ever-growing mount table, and starting runc. Node forks its whole (large) process for every
+ * child it spawns, milliseconds of blocked event loop each; this helper is small, so its forks
+ * are cheap, and it can hand a freshly bound listening socket to runc as fd 3.
+ *
+ * Requests, one per line on stdin, fields separated by TAB, each starting with a tag the reply
+ * repeats (replies may come out of order):
+ *   TAG overlay LOWER UPPER WORK TARGET   overlay mount (LOWER may be colon-joined)
+ *   TAG erofs FILE TARGET                 read-only file-backed EROFS mount
+ *   TAG umount TARGET                     lazy unmount; "not mounted" is ok
+ *   TAG ping
+ *   TAG run LOG SOCK FILE ARG...          start FILE (PATH-searched) with stdin/stdout on
+ *                                         /dev/null, stderr appended to LOG, and, unless SOCK is
+ *                                         "-", a Unix socket listening at SOCK as fd 3; the reply
+ *                                         comes when it exits: "TAG ok STATUS" (exit code, or
+ *                                         128+signal)
+ * Replies: "TAG ok[ TAB STATUS]" or "TAG err TAB ERRNO TAB MESSAGE". Exits 0 on EOF of stdin,
+ * after its running children have exited.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_LINE (64 * 1024)
+#define MAX_FIELDS 64
+#define MAX_CHILDREN 4096
+
+struct child {
+	pid_t pid;
+	char tag[32];
+};
+
+static struct child children[MAX_CHILDREN];
+static int nchildren;
+
+static void reply_ok(const char *tag)
+{
+	printf("%s\tok\n", tag);
+}
+
+static void reply_err(const char *tag, int e, const char *what)
+{
+	printf("%s\terr\t%d\t%s: %s\n", tag, e, what, strerror(e));
+}
+
+static int has_bad(const char *s, const char *bad)
+{
+	return strpbrk(s, bad) != NULL;
+}
+
+static void do_overlay(const char *tag, char **f)
+{
+	const char *lower = f[0], *upper = f[1], *work = f[2], *target = f[3];
+	/* ',' separates mount options; reject rather than mis-parse. */
+	if (!*lower || !*upper || !*work || !*target || has_bad(lower, ",") || has_bad(upper, ",:") ||
+	    has_bad(work, ",:")) {
+		reply_err(tag, EINVAL, "overlay");
+		return;
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	if (page <= 0)
+		page = 4096;
+	size_t need = strlen(lower) + strlen(upper) + strlen(work) + 64;
+	char *opts = malloc(need);
+	if (!opts) {
+		reply_err(tag, ENOMEM, "overlay");
+		return;
+	}
+	int n = snprintf(opts, need, "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
+	if (n < 0 || (long)n >= page) {
+		free(opts);
+		reply_err(tag, E2BIG, "overlay");
+		return;
+	}
+	if (mount("overlay", target, "overlay", 0, opts) < 0)
+		reply_err(tag, errno, "overlay");
+	else
+		reply_ok(tag);
+	free(opts);
+}
+
+static void do_erofs(const char *tag, char **f)
+{
+	if (!*f[0] || !*f[1]) {
+		reply_err(tag, EINVAL, "erofs");
+		return;
+	}
+	if (mount(f[0], f[1], "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0)
+		reply_err(tag, errno, "erofs");
+	else
+		reply_ok(tag);
+}
+
+static void do_umount(const char *tag, char **f)
+{
+	if (!*f[0]) {
+		reply_err(tag, EINVAL, "umount");
+		return;
+	}
+	if (umount2(f[0], MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+		reply_err(tag, errno, "umount");
+	else
+		reply_ok(tag);
+}
+
+/* A listening Unix socket bound at path (any old file there is replaced). */
+static int listen_at(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof sa.sun_path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static void do_run(const char *tag, char **f, int n)
+{
+	const char *log = f[0], *sock = f[1];
+	if (n < 3 || !*log || !*sock || !*f[2] || nchildren == MAX_CHILDREN || strlen(tag) >= sizeof children[0].tag) {
+		reply_err(tag, EINVAL, "run");
+		return;
+	}
+	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (logfd < 0) {
+		reply_err(tag, errno, "run: log");
+		return;
+	}
+	int lfd = -1;
+	if (strcmp(sock, "-") != 0 && (lfd = listen_at(sock)) < 0) {
+		reply_err(tag, errno, "run: socket");
+		close(logfd);
+		return;
+	}
+	char *argv[MAX_FIELDS + 1];
+	int argc = 0;
+	for (int i = 2; i < n; i++)
+		argv[argc++] = f[i];
+	argv[argc] = NULL;
+	pid_t pid = fork();
+	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		int nul = open("/dev/null", O_RDWR);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(logfd, 2) < 0)
+			_exit(127);
+		if (lfd >= 0 && dup2(lfd, 3) < 0)
+			_exit(127);
+		if (lfd < 0)
+			close(3);
+		close_range(4, ~0U, 0);
+		execvp(argv[0], argv);
+		dprintf(2, "warren-hostd: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	int e = errno;
+	close(logfd);
+	if (lfd >= 0)
+		close(lfd);
+	if (pid < 0) {
+		reply_err(tag, e, "run: fork");
+		return;
+	}
+	children[nchildren].pid = pid;
+	strcpy(children[nchildren].tag, tag);
+	nchildren++;
+}
+
+static void reap(void)
+{
+	int status;
+	pid_t pid;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (int i = 0; i < nchildren; i++) {
+			if (children[i].pid != pid)
+				continue;
+			int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+			printf("%s\tok\t%d\n", children[i].tag, code);
+			children[i] = children[--nchildren];
+			break;
+		}
+	}
+}
+
+static void handle(char *line)
+{
+	char *f[MAX_FIELDS + 1] = { 0 };
+	int n = 0;
+	char *p = line;
+	for (;;) {
+		if (n == MAX_FIELDS) {
+			char *t = strchr(line, '\t');
+			if (t)
+				*t = 0;
+			reply_err(line, EINVAL, "too many fields");
+			return;
+		}
+		f[n++] = p;
+		char *t = strchr(p, '\t');
+		if (!t)
+			break;
+		*t = 0;
+		p = t + 1;
+	}
+	if (n < 2) {
+		reply_err(f[0], EINVAL, "no command");
+		return;
+	}
+	const char *tag = f[0], *cmd = f[1];
+	char **a = f + 2;
+	int na = n - 2;
+	if (!strcmp(cmd, "ping") && na == 0)
+		reply_ok(tag);
+	else if (!strcmp(cmd, "overlay") && na == 4)
+		do_overlay(tag, a);
+	else if (!strcmp(cmd, "erofs") && na == 2)
+		do_erofs(tag, a);
+	else if (!strcmp(cmd, "umount") && na == 1)
+		do_umount(tag, a);
+	else if (!strcmp(cmd, "run"))
+		do_run(tag, a, na);
+	else
+		reply_err(tag, EINVAL, "unknown command");
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		return 1;
+	static char buf[MAX_LINE + 1];
+	size_t used = 0;
+	int eof = 0, skipping = 0;
+	while (!eof || nchildren > 0) {
+		struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = eof ? -1 : 0, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		if (p[0].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof si) > 0) {
+			}
+			reap();
+		}
+		if (p[1].revents) {
+			ssize_t r = read(0, buf + used, MAX_LINE - used);
+			if (r <= 0) {
+				eof = 1;
+			} else {
+				used += (size_t)r;
+				char *start = buf, *nl;
+				while ((nl = memchr(start, '\n', used - (size_t)(start - buf)))) {
+					*nl = 0;
+					if (skipping)
+						skipping = 0;
+					else if (memchr(start, 0, (size_t)(nl - start)))
+						reply_err("-", EINVAL, "invalid line");
+					else
+						handle(start);
+					start = nl + 1;
+				}
+				used -= (size_t)(start - buf);
+				memmove(buf, start, used);
+				if (used == MAX_LINE) {
+					/* over-long line: drop it up to its newline */
+					reply_err("-", E2BIG, "line too long");
+					used = 0;
+					skipping = 1;
+				}
+			}
+		}
+		if (fflush(stdout) != 0)
+			return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,101 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { WarrenError } from '@warren/api';
+
+interface Pending {
+  resolve: (extra: string) => void;
+  reject: (e: Error) => void;
+  what: string;
+}
+
+/** The mount syscalls the edge needs, behind an interface so tests can see what is mounted. */
+export interface Mounts {
+  overlay(lower: string[], upper: string, work: string, target: string): Promise<void>;
+  erofs(file: string, target: string): Promise<void>;
+  umount(target: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Starting host programs (runc) without forking the Node process. */
+export interface Spawner {
+  /**
+   * Runs a program to its exit with stdin/stdout on /dev/null and stderr appended to `logFile`;
+   * with `listenSocket`, a Unix socket listening at that path is its fd 3. Resolves the exit
+   * status (128+signal when killed).
+   */
+  run(file: string, args: string[], opts: { logFile: string; listenSocket?: string }): Promise<number>;
+}
+
+function checkField(v: string): string {
+  if (/[\t\n\0]/.test(v)) throw new WarrenError('internal', 'a host helper argument contains a tab, newline or NUL');
+  return v;
+}
+
+/**
+ * The edge's side of `warren-hostd`, a small long-lived helper that calls mount(2) directly (no
+ * mount binary parsing a mount table that grows with every sandbox) and starts runc (Node forks
+ * its whole process for every spawn: milliseconds of blocked event loop each).
+ */
+export class HostHelper implements Mounts, Spawner {
+  private readonly child: ChildProcessWithoutNullStreams;
+  private readonly pending = new Map<string, Pending>();
+  private nextTag = 1;
+  private dead: Error | null = null;
+
+  constructor(binary: string) {
+    // Its own process group: a Ctrl-C at the terminal must not kill it before the edge has used
+    // it to unmount everything. It exits when our end of its stdin closes, crash or not.
+    this.child = spawn(binary, [], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    this.child.on('error', (e) => this.die(e));
+    this.child.on('exit', (code, sig) => this.die(new Error(`warren-hostd exited (${sig ?? code})`)));
+    this.child.stderr.resume();
+    createInterface({ input: this.child.stdout }).on('line', (line) => {
+      const [tag = '', status, a, b] = line.split('\t');
+      const p = this.pending.get(tag);
+      if (!p) return;
+      this.pending.delete(tag);
+      if (status === 'ok') p.resolve(a ?? '');
+      else p.reject(new WarrenError('internal', `${p.what} failed: ${b ?? line}`, { errno: Number(a) }));
+    });
+  }
+
+  private send(what: string, fields: string[]): Promise<string> {
+    if (this.dead) return Promise.reject(this.dead);
+    const tag = String(this.nextTag++);
+    const line = [tag, ...fields.map(checkField)].join('\t') + '\n';
+    return new Promise((resolve, reject) => {
+      this.pending.set(tag, { resolve, reject, what });
+      this.child.stdin.write(line);
+    });
+  }
+
+  async overlay(lower: string[], upper: string, work: string, target: string): Promise<void> {
+    await this.send('overlay mount', ['overlay', lower.join(':'), upper, work, target]);
+  }
+
+  async erofs(file: string, target: string): Promise<void> {
+    await this.send('erofs mount', ['erofs', file, target]);
+  }
+
+  async umount(target: string): Promise<void> {
+    await this.send('umount', ['umount', target]);
+  }
+
+  async run(file: string, args: string[], opts: { logFile: string; listenSocket?: string }): Promise<number> {
+    return Number(await this.send(file, ['run', opts.logFile, opts.listenSocket ?? '-', file, ...args]));
+  }
+
+  async close(): Promise<void> {
+    if (this.dead) return;
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    this.child.stdin.end();
+    await exited;
+  }
+
+  private die(e: Error): void {
+    if (this.dead) return;
+    this.dead = new WarrenError('unavailable', 'the host helper stopped', {}, { cause: e });
+    for (const p of this.pending.values()) p.reject(this.dead);
+    this.pending.clear();
+  }
+}
