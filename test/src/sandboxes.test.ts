@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
@@ -134,6 +135,35 @@ describe('sandbox lifecycle through the API', () => {
     assert.equal(info.state, 'failed');
     assert.equal(info.error?.code, 'unavailable');
     await sb.delete();
+  });
+
+  test('a delete that arrives while the sandbox is being created wins', async () => {
+    let caught = false;
+    for (let attempt = 0; attempt < 10 && !caught; attempt++) {
+      const label = { race: `r${attempt}` };
+      const creating = t.client.sandboxes.create({ image: 'busybox:latest', labels: label }).then(
+        (sb) => ({ sb, err: null }),
+        (err: unknown) => ({ sb: null, err }),
+      );
+      let id: string | undefined;
+      for (let i = 0; i < 200 && !id; i++) {
+        const found = (await t.client.sandboxes.list({ labels: label })).sandboxes[0];
+        if (found?.info.state === 'creating') id = found.id;
+        else if (found) break;
+      }
+      if (id) {
+        await (await t.client.sandboxes.get(id)).delete();
+        const r = await creating;
+        assert.ok(r.err instanceof Error && (r.err as WarrenError).code === 'conflict', String(r.err));
+        assert.equal((await t.client.sandboxes.get(id)).info.state, 'stopped');
+        assert.doesNotMatch(execFileSync('runc', ['list', '-q']).toString(), new RegExp(id));
+        caught = true;
+      } else {
+        const r = await creating;
+        await r.sb?.delete();
+      }
+    }
+    assert.ok(caught, 'never saw a sandbox in state creating');
   });
 
   test('a repeated requestId creates one sandbox', async () => {

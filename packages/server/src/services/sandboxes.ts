@@ -98,6 +98,11 @@ export class SandboxService {
       });
       throw new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
     }
+    // A delete that came while the sandbox was being made wins: it must not live on unseen.
+    if (this.store.getSandbox(rec.id)?.state !== 'creating') {
+      await this.edge.destroy(rec.id).catch(() => undefined);
+      throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
+    }
     this.store.updateSandbox(rec.id, { state: 'running' });
     return { ...rec, state: 'running' };
   }
