@@ -1,0 +1,24 @@
+import type { RouteSpec } from '@warren/api';
+import type { Edge } from '@warren/edge';
+import type { LayerStore } from '@warren/images';
+import type { Auth } from '../services/auth.js';
+import type { Caller, SandboxService } from '../services/sandboxes.js';
+import type { RouteContext } from './router.js';
+
+/** A request that passed authentication. */
+export type Authed = RouteContext & { caller: Caller };
+
+/** Registers an authenticated handler for a route of the contract. */
+export type On = (spec: RouteSpec, h: (c: Authed) => Promise<void>) => void;
+
+export interface RouteDeps {
+  version: string;
+  auth: Auth;
+  sandboxes: SandboxService;
+  edge: Edge;
+  layers: LayerStore;
+  /** Where this node's edge is reached (known once the server listens). */
+  nodeAddress: () => string;
+}
+
+export const sandboxId = (c: Authed): string => c.params.id ?? '';

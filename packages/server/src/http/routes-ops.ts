@@ -1,0 +1,43 @@
+import * as api from '@warren/api';
+import { ROUTES, WarrenError } from '@warren/api';
+import { jsonBody, sendJson } from './io.js';
+import type { On, RouteDeps } from './route-types.js';
+
+/** Images, nodes, keys and server info. */
+export function opsRoutes(on: On, d: RouteDeps): void {
+  on(ROUTES.listImages, async (c) => sendJson(c.res, 200, { images: d.layers.listImages() }));
+  on(ROUTES.listNodes, async (c) => {
+    const cap = d.edge.capacity();
+    const u = d.edge.usage();
+    sendJson(c.res, 200, {
+      nodes: [
+        {
+          id: d.edge.nodeId,
+          address: d.nodeAddress(),
+          state: 'ready',
+          capacity: { cpu: cap.cpu, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
+          allocated: { cpu: u.cpu, memoryMiB: u.memoryMiB },
+          sandboxes: u.sandboxes,
+          lastHeartbeatAt: new Date().toISOString(),
+        },
+      ],
+    });
+  });
+  on(ROUTES.createKey, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can create keys');
+    const body = await jsonBody(c.req, api.CreateKeyRequest);
+    const role = body.role ?? 'user';
+    sendJson(c.res, 201, { key: d.auth.createKey(body.tenant, role, body.quota ?? {}), tenant: body.tenant, role });
+  });
+  on(ROUTES.info, async (c) =>
+    sendJson(c.res, 200, {
+      version: d.version,
+      backends: [
+        { name: 'container', available: true, accelerator: null },
+        { name: 'microvm', available: false, accelerator: null },
+        { name: 'vm', available: false, accelerator: null },
+      ],
+      e2b: { apiUrl: null, sandboxUrl: null },
+    }),
+  );
+}

@@ -1,0 +1,59 @@
+import * as api from '@warren/api';
+import { ROUTES, WarrenError } from '@warren/api';
+import { jsonBody, query, sendEmpty, sendJson } from './io.js';
+import { sandboxId, type On, type RouteDeps } from './route-types.js';
+
+/** Create, read, list, delete, timeout, pause/resume and batch routes. */
+export function sandboxRoutes(on: On, d: RouteDeps): void {
+  const svc = d.sandboxes;
+  on(ROUTES.createSandbox, async (c) => {
+    const body = await jsonBody(c.req, api.CreateSandboxRequest);
+    sendJson(c.res, 201, await svc.toApi(await svc.create(c.caller, body), false));
+  });
+  on(ROUTES.batchCreate, async (c) => {
+    const body = await jsonBody(c.req, api.BatchCreateRequest);
+    const results = await Promise.allSettled(Array.from({ length: body.count }, () => svc.create(c.caller, { ...body.template, requestId: undefined })));
+    const sandboxes: api.Sandbox[] = [];
+    const errors: Array<{ code: string; message: string }> = [];
+    for (const r of results) {
+      if (r.status === 'fulfilled') sandboxes.push(await svc.toApi(r.value, false));
+      else {
+        const e = r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed');
+        errors.push({ code: e.code, message: e.message });
+      }
+    }
+    sendJson(c.res, 201, { sandboxes, errors });
+  });
+  on(ROUTES.listSandboxes, async (c) => {
+    sendJson(c.res, 200, await svc.list(c.caller, query(c.url, api.ListSandboxesQuery, ['label'])));
+  });
+  on(ROUTES.getSandbox, async (c) => sendJson(c.res, 200, await svc.toApi(svc.record(c.caller, sandboxId(c)))));
+  on(ROUTES.deleteSandbox, async (c) => {
+    await svc.delete(c.caller, sandboxId(c));
+    sendEmpty(c.res);
+  });
+  on(ROUTES.setTimeout, async (c) => {
+    const body = await jsonBody(c.req, api.SetTimeoutRequest);
+    sendJson(c.res, 200, await svc.toApi(svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
+  });
+  on(ROUTES.pause, async (c) => {
+    await svc.pause(c.caller, sandboxId(c));
+    sendJson(c.res, 200, { state: 'paused' });
+  });
+  on(ROUTES.resume, async (c) => {
+    await svc.resume(c.caller, sandboxId(c));
+    sendJson(c.res, 200, { state: 'running' });
+  });
+  on(ROUTES.commit, async (c) => {
+    svc.record(c.caller, sandboxId(c));
+    throw new WarrenError('invalid_argument', 'commit is not available yet');
+  });
+  for (const op of ['pause', 'resume', 'delete'] as const) {
+    const spec = op === 'pause' ? ROUTES.batchPause : op === 'resume' ? ROUTES.batchResume : ROUTES.batchDelete;
+    on(spec, async (c) => {
+      const body = await jsonBody(c.req, api.BatchByLabelsRequest);
+      if (!Object.keys(body.labels).length) throw new WarrenError('invalid_argument', 'name at least one label');
+      sendJson(c.res, 200, { count: await svc.batch(c.caller, op, body.labels) });
+    });
+  }
+}
