@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AbsPath, Env } from './sandbox.js';
+import { AbsPath, Env, UserName } from './sandbox.js';
 
 export const ExecRequest = z.strictObject({
   cmd: z.union([
@@ -14,10 +14,7 @@ export const ExecRequest = z.strictObject({
   ]),
   cwd: AbsPath.optional(),
   env: Env.optional(),
-  user: z
-    .string()
-    .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/)
-    .optional(),
+  user: UserName.optional(),
   stdin: z
     .string()
     .max(16 * 1024 * 1024)
@@ -78,9 +75,6 @@ export const CommandOutputQuery = z.strictObject({ offset: z.coerce.number().int
 export const CreateSessionRequest = z.strictObject({
   cwd: AbsPath.optional(),
   env: Env.optional(),
-  user: z
-    .string()
-    .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/)
-    .optional(),
+  user: UserName.optional(),
 });
 export const CreateSessionResponse = z.object({ sessionId: z.string() });

@@ -9,6 +9,9 @@ const absPath = z
   .max(4096)
   .regex(/^\/[^\0]*$/, 'paths are absolute and contain no NUL');
 
+/** A user inside the sandbox: a name from its /etc/passwd, or a numeric uid. */
+export const UserName = z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/, 'a user name or uid');
+
 export const Labels = z.record(labelKey, z.string().max(256));
 export const Env = z.record(envName, z.string().max(128 * 1024));
 export const AbsPath = absPath;
@@ -69,10 +72,7 @@ export const CreateSandboxRequest = z.strictObject({
   lifetime: Lifetime.optional(),
   network: NetworkPolicy.optional(),
   env: Env.optional(),
-  user: z
-    .string()
-    .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$/, 'a user name or uid')
-    .optional(),
+  user: UserName.optional(),
   workdir: absPath.optional(),
   files: z.array(FileSpec).max(1024).optional(),
   labels: Labels.optional(),

@@ -22,3 +22,6 @@ export interface RouteDeps {
 }
 
 export const sandboxId = (c: Authed): string => c.params.id ?? '';
+
+/** The id of the caller's sandbox named in the path, which must be live on this node. */
+export const liveSandboxId = (d: RouteDeps, c: Authed): string => d.sandboxes.live(c.caller, sandboxId(c)).id;

@@ -2,14 +2,13 @@ import * as api from '@warren/api';
 import { ERROR_CODES, ROUTES, WarrenError, type ErrorCode } from '@warren/api';
 import { jsonBody, query, readBody, sendEmpty, sendJson } from './io.js';
 import { streamCommand } from './ndjson.js';
-import { sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
+import { liveSandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
 const isErrorCode = (c: string): c is ErrorCode => (ERROR_CODES as readonly string[]).includes(c);
 
 /** Exec, command re-reads, kill, stdin and shell sessions. */
 export function commandRoutes(on: On, d: RouteDeps): void {
-  const svc = d.sandboxes;
-  const liveId = (c: Authed): string => svc.live(c.caller, sandboxId(c)).id;
+  const liveId = (c: Authed): string => liveSandboxId(d, c);
   on(ROUTES.exec, async (c) => {
     const sid = liveId(c);
     const body = await jsonBody(c.req, api.ExecRequest);

@@ -4,12 +4,11 @@ import { Readable } from 'node:stream';
 import * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
 import { jsonBody, query, sendEmpty, sendJson } from './io.js';
-import { sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
+import { liveSandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
 /** File and archive routes (paths resolve inside the sandbox). */
 export function fileRoutes(on: On, d: RouteDeps): void {
-  const svc = d.sandboxes;
-  const liveId = (c: Authed): string => svc.live(c.caller, sandboxId(c)).id;
+  const liveId = (c: Authed): string => liveSandboxId(d, c);
   const maxFile = d.edge.maxFileBytes;
   const checkLength = (req: IncomingMessage): void => {
     if (Number(req.headers['content-length'] ?? 0) > maxFile)
