@@ -250,6 +250,9 @@ describe('bad input gets the contract error and harms nothing', () => {
     assert.equal(big.status, 429);
     assert.equal(errorCode(big), 'resource_exhausted');
     assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', backend: 'vm' })), 'invalid_argument');
+    const ghost = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', user: 'ghost' });
+    assert.equal(errorCode(ghost), 'invalid_argument');
+    assert.match((ghost.json as { error: { message: string } }).error.message, /ghost/);
     assert.equal(errorCode(await http(t, 'PATCH', '/v1/sandboxes')), 'invalid_argument');
     assert.equal(errorCode(await http(t, 'GET', '/v1/nowhere')), 'not_found');
     // No stack traces or host paths on the wire.

@@ -118,6 +118,14 @@ export class Edge {
     try {
       sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources });
       const user = spec.user ?? undefined;
+      if (user) {
+        // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.
+        await ch.makeDir(sb.initSocket, '/', user).catch((e: unknown) => {
+          throw e instanceof WarrenError && e.code === 'not_found'
+            ? new WarrenError('invalid_argument', `user "${user}" does not exist in the image`, { user })
+            : e;
+        });
+      }
       if (spec.workdir) {
         await ch.makeDir(sb.initSocket, spec.workdir, user);
         // The user works there: the workdir is theirs even when the image already had it.
