@@ -50,7 +50,10 @@ interface Live {
   spec: EdgeSandboxSpec;
   sb: BackendSandbox;
   commands: Map<string, Command>;
+  /** requestId → commandId, and back (to forget both together). */
   requestIds: Map<string, string>;
+  requestIdOf: Map<string, string>;
+  prunedAt: number;
   resuming: Promise<void> | null;
 }
 
@@ -132,7 +135,7 @@ export class Edge {
         if (user) await this.runAsRoot(sb.initSocket, [BUSYBOX, 'chown', user, spec.workdir]);
       }
       for (const f of files) await ch.writeFileFrom(sb.initSocket, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
-      this.live.set(spec.id, { spec, sb, commands: new Map(), requestIds: new Map(), resuming: null });
+      this.live.set(spec.id, newLive(spec, sb));
     } catch (e) {
       if (sb) await this.o.backend.destroy(spec.id).catch(() => undefined);
       this.reserve(spec.resources, -1);
@@ -163,7 +166,7 @@ export class Edge {
     const sb = await this.o.backend.adopt(spec.id, spec.layers);
     if (!sb) return false;
     spec.paused = false;
-    this.live.set(spec.id, { spec, sb, commands: new Map(), requestIds: new Map(), resuming: null });
+    this.live.set(spec.id, newLive(spec, sb));
     this.allocated.cpu += spec.resources.cpu;
     this.allocated.memoryMiB += spec.resources.memoryMiB;
     return true;
@@ -274,7 +277,10 @@ export class Edge {
       l.spec.lastActivityMs = Date.now();
     });
     l.commands.set(cmdId, cmd);
-    if (req.requestId) l.requestIds.set(req.requestId, cmdId);
+    if (req.requestId) {
+      l.requestIds.set(req.requestId, cmdId);
+      l.requestIdOf.set(cmdId, req.requestId);
+    }
     if (!req.session && req.stdin !== undefined) {
       cmd.writeStdin(Buffer.from(req.stdin));
       if (!req.keepStdinOpen) cmd.closeStdin();
@@ -289,9 +295,14 @@ export class Edge {
     return cmd;
   }
 
-  /** Drops finished commands past retention, and the oldest ones past the per-sandbox budget. */
+  /**
+   * Drops finished commands past retention, and the oldest ones past the per-sandbox output
+   * budget. Runs at most once a second per sandbox: exec is a hot path.
+   */
   private prune(l: Live): void {
     const now = Date.now();
+    if (now - l.prunedAt < 1000) return;
+    l.prunedAt = now;
     const keepMs = this.o.commandRetentionMs ?? 10 * 60_000;
     let total = 0;
     for (const c of l.commands.values()) total += c.retainedBytes;
@@ -300,7 +311,11 @@ export class Edge {
       if (now - (c.finishedAt ?? now) > keepMs || total > RETAINED_PER_SANDBOX) {
         total -= c.retainedBytes;
         l.commands.delete(cid);
-        for (const [rid, v] of l.requestIds) if (v === cid) l.requestIds.delete(rid);
+        const rid = l.requestIdOf.get(cid);
+        if (rid !== undefined) {
+          l.requestIds.delete(rid);
+          l.requestIdOf.delete(cid);
+        }
       }
     }
   }
@@ -480,6 +495,10 @@ export class Edge {
     }
     await this.o.backend.close({ keepLayers: opts.keep && this.live.size > 0 });
   }
+}
+
+function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
+  return { spec, sb, commands: new Map(), requestIds: new Map(), requestIdOf: new Map(), prunedAt: 0, resuming: null };
 }
 
 /** The init's own session number inside an API session id (`ss_<n>_<random>`). */
