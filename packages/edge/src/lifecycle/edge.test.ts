@@ -1,0 +1,131 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WarrenError } from '@warren/api';
+import type { Backend, BackendCreateSpec, BackendSandbox } from '../backends/backend.js';
+import { Edge, parseSessionId, type EdgeSandboxSpec } from './edge.js';
+
+/** A strict fake backend: records calls, fails creates on demand, throws on anything unexpected. */
+class FakeBackend implements Backend {
+  readonly name = 'fake';
+  calls: string[] = [];
+  failCreate = false;
+  dead = new Set<string>();
+
+  async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
+    this.calls.push(`create ${spec.id}`);
+    if (this.failCreate) throw new WarrenError('internal', 'runtime failed');
+    return { id: spec.id, initSocket: '/nonexistent', hasBash: false, initPid: null };
+  }
+  async adopt(): Promise<BackendSandbox | null> {
+    throw new Error('unexpected adopt');
+  }
+  async destroy(id: string): Promise<void> {
+    this.calls.push(`destroy ${id}`);
+  }
+  async pause(id: string): Promise<void> {
+    this.calls.push(`pause ${id}`);
+  }
+  async resume(id: string): Promise<void> {
+    this.calls.push(`resume ${id}`);
+  }
+  async stats(): Promise<{ cpuSeconds: number; memoryBytes: number }> {
+    return { cpuSeconds: 0, memoryBytes: 0 };
+  }
+  async exited(sb: BackendSandbox): Promise<boolean> {
+    return this.dead.has(sb.id);
+  }
+  async list(): Promise<string[]> {
+    return [];
+  }
+  async close(): Promise<void> {}
+}
+
+const spec = (id: string, over: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec => ({
+  id,
+  layers: [],
+  resources: { cpu: 1, memoryMiB: 512, pids: 64 },
+  env: {},
+  user: null,
+  workdir: null,
+  expiresAtMs: null,
+  idleTimeoutMs: null,
+  lastActivityMs: Date.now(),
+  paused: false,
+  ...over,
+});
+
+function edge(backend: FakeBackend, events: string[] = []): Edge {
+  return new Edge({
+    nodeId: 'n1',
+    backend,
+    capacity: { cpu: 2, memoryMiB: 1024, sandboxes: 2, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 },
+    onExpired: (id, why) => events.push(`expired ${id} ${why}`),
+    onDied: (id) => events.push(`died ${id}`),
+  });
+}
+
+test('admission: per-sandbox limits, then the node fills up; a failed create gives its share back', async () => {
+  const b = new FakeBackend();
+  const e = edge(b);
+  assert.throws(
+    () => e.admit({ cpu: 4, memoryMiB: 1, pids: 1 }),
+    (err: WarrenError) => err.code === 'resource_exhausted',
+  );
+  b.failCreate = true;
+  await assert.rejects(e.create(spec('sb_a')), (err: WarrenError) => err.message === 'runtime failed');
+  assert.deepEqual(e.usage(), { cpu: 0, memoryMiB: 0, sandboxes: 0 });
+  b.failCreate = false;
+  await e.create(spec('sb_b'));
+  await e.create(spec('sb_c'));
+  assert.deepEqual(e.usage(), { cpu: 2, memoryMiB: 1024, sandboxes: 2 });
+  await assert.rejects(e.create(spec('sb_d')), (err: WarrenError) => err.code === 'resource_exhausted');
+  await e.destroy('sb_b');
+  assert.deepEqual(e.usage(), { cpu: 1, memoryMiB: 512, sandboxes: 1 });
+  await e.create(spec('sb_d'));
+  assert.deepEqual(
+    b.calls.filter((c) => c.startsWith('create')),
+    ['create sb_a', 'create sb_b', 'create sb_c', 'create sb_d'],
+  );
+});
+
+test('pause is idempotent and a concurrent resume thaws once', async () => {
+  const b = new FakeBackend();
+  const e = edge(b);
+  await e.create(spec('sb_p'));
+  await e.pause('sb_p');
+  await e.pause('sb_p');
+  await Promise.all([e.resume('sb_p'), e.resume('sb_p')]);
+  assert.deepEqual(
+    b.calls.filter((c) => c !== 'create sb_p'),
+    ['pause sb_p', 'resume sb_p'],
+  );
+  assert.equal(e.isPaused('sb_p'), false);
+});
+
+test('the sweep reports TTL and idle expiry and dead sandboxes', async () => {
+  const b = new FakeBackend();
+  const events: string[] = [];
+  const e = edge(b, events);
+  await e.create(spec('sb_ttl', { expiresAtMs: Date.now() - 1 }));
+  await e.create(spec('sb_idle', { idleTimeoutMs: 1, lastActivityMs: Date.now() - 10 }));
+  b.dead.add('sb_idle');
+  e.start();
+  try {
+    await new Promise((r) => setTimeout(r, 2300));
+  } finally {
+    await e.close({ keep: true });
+  }
+  assert.ok(events.includes('expired sb_ttl ttl'), events.join(','));
+  assert.ok(events.includes('expired sb_idle idle'), events.join(','));
+  assert.ok(events.includes('died sb_idle'), events.join(','));
+});
+
+test('session ids carry the init session number and nothing else passes', () => {
+  assert.equal(parseSessionId('ss_12_0123456789ab'), '12');
+  for (const bad of ['ss_12', 'ss_x_0123456789ab', 'ss_1_0123456789abc', '../ss_1_0123456789ab']) {
+    assert.throws(
+      () => parseSessionId(bad),
+      (err: WarrenError) => err.code === 'not_found',
+    );
+  }
+});
