@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBusyboxRootfs } from './busybox.js';
 import { buildDebianRootfs } from './debian.js';
@@ -6,6 +6,7 @@ import { mkfsErofs } from './erofs.js';
 import { DEFAULT_ID_MAP, type IdMap } from './idmap.js';
 import { fileDigest, type LayerStore } from './layer-store.js';
 import { shiftOwnership } from './rootfs.js';
+import { runFile } from './exec-file.js';
 
 /** The base images every Warren node has, built from Debian's packages without other network. */
 export const DEFAULT_IMAGES = {
@@ -29,6 +30,7 @@ export interface PrepareOptions {
 export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<DefaultImageName, { file: string; digest: string }>> {
   const idMap = opts.idMap ?? DEFAULT_ID_MAP;
   await mkdir(opts.cacheDir, { recursive: true });
+  await removeStaleBuilds(opts.cacheDir);
   const out = new Map<DefaultImageName, { file: string; digest: string }>();
   for (const name of opts.only ?? (Object.keys(DEFAULT_IMAGES) as DefaultImageName[])) {
     const spec = DEFAULT_IMAGES[name];
@@ -40,6 +42,8 @@ export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<De
       continue;
     }
     opts.log?.(`building ${name} (once; cached in ${opts.cacheDir})`);
+    // No digest may describe a file other than the one next to it.
+    await rm(digestFile, { force: true });
     const work = await mkdtemp(join(opts.cacheDir, '.build-'));
     try {
       const rootfs = join(work, 'rootfs');
@@ -53,10 +57,33 @@ export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<De
       await writeFile(digestFile, digest + '\n');
       out.set(name, { file, digest });
     } finally {
-      await rm(work, { recursive: true, force: true });
+      await removeBuildDir(work);
     }
   }
   return out;
+}
+
+/**
+ * Removes a build directory. An interrupted debootstrap can leave proc/sys mounted inside its
+ * target: those are unmounted first, so a recursive delete never walks into them.
+ */
+export async function removeBuildDir(dir: string): Promise<void> {
+  const mounts = (await readFile('/proc/self/mounts', 'utf8'))
+    .split('\n')
+    .map((l) => (l.split(' ')[1] ?? '').replace(/\\040/g, ' '))
+    .filter((m) => m === dir || m.startsWith(dir + '/'))
+    .sort((a, b) => b.length - a.length);
+  for (const m of mounts) await runFile('umount', ['-l', m]).catch(() => undefined);
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** Build directories older than an hour belong to builds that died; they are removed. */
+async function removeStaleBuilds(cacheDir: string): Promise<void> {
+  for (const name of await readdir(cacheDir).catch(() => [])) {
+    if (!name.startsWith('.build-')) continue;
+    const st = await stat(join(cacheDir, name)).catch(() => null);
+    if (st && Date.now() - st.mtimeMs > 3600_000) await removeBuildDir(join(cacheDir, name));
+  }
 }
 
 /** Puts the cached default images into a node's layer store under their names. */

@@ -1,7 +1,7 @@
 export { DEFAULT_ID_MAP, shiftId } from './idmap.js';
 export type { IdMap } from './idmap.js';
 export { LayerStore, digestHex, fileDigest } from './layer-store.js';
-export { DEFAULT_IMAGES, installDefaultImages, prepareDefaultImages } from './defaults.js';
+export { DEFAULT_IMAGES, installDefaultImages, prepareDefaultImages, removeBuildDir } from './defaults.js';
 export type { DefaultImageName, PrepareOptions } from './defaults.js';
 export { buildBusyboxRootfs, HOST_BUSYBOX } from './busybox.js';
 export { buildDebianRootfs, hostDebianMirror } from './debian.js';
