@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'native/**', 'scripts/**', 'eslint.config.mjs'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', 'native/**', 'scripts/**', 'packages/*/bin/**', 'eslint.config.mjs'] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
