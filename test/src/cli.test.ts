@@ -13,6 +13,12 @@ after(async () => {
   if (dataDir) await forceCleanup(dataDir);
 });
 
+test('the warren command is linked by npm (npx warren)', async () => {
+  const bin = new URL('../../node_modules/.bin/warren', import.meta.url).pathname;
+  const { stdout } = await run(bin, ['help']);
+  assert.match(stdout, /warren up/);
+});
+
 test('warren up, the client commands, and warren down leave nothing behind', async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'warren-cli-'));
   await chmod(dataDir, 0o711);
