@@ -125,6 +125,10 @@ describe('commands', () => {
     const exit = rest[rest.length - 1];
     assert.ok(exit?.type === 'exit' && exit.signal === 'SIGKILL', JSON.stringify(exit));
 
+    // Concurrent retries of one step start one command.
+    const racing = await Promise.all([1, 2, 3].map(() => sb.exec('echo once >> /tmp/once; sleep 0.2', { requestId: 'step-race' })));
+    assert.equal(new Set(racing.map((r) => r.commandId)).size, 1);
+    assert.equal(await sb.files.readText('/tmp/once'), 'once\n');
     const a = await sb.exec('echo $RANDOM$RANDOM', { requestId: 'step-1' });
     const b = await sb.exec('echo $RANDOM$RANDOM', { requestId: 'step-1' });
     assert.equal(a.commandId, b.commandId);

@@ -4,7 +4,7 @@ import { chmod, mkdtemp, readFile } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Warren } from '@warren/sdk';
+import { Warren, type WarrenError } from '@warren/sdk';
 import { forceCleanup, IMAGE_CACHE, spawnUp, startTestWarren, type TestWarren } from './harness.js';
 
 const opened: TestWarren[] = [];
@@ -21,6 +21,7 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   const sh = await keep.shell();
   await sh.exec('cd /etc; STATE=kept');
   await keep.files.write('/root/note', 'before restart');
+  await keep.exec('echo ran >> /root/steps', { requestId: 'step-1' });
   await keep.pause();
   await first.close({ keep: true });
 
@@ -36,6 +37,9 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   assert.equal(k.info.state, 'running');
   assert.equal(await k.files.readText('/root/note'), 'before restart');
   assert.equal((await k.exec('echo $STATE; pwd', { session: sh.id })).stdout, 'kept\n/etc\n');
+  // A retried step after the restart never runs a second time.
+  await assert.rejects(k.exec('echo ran >> /root/steps', { requestId: 'step-1' }), (e: WarrenError) => e.code === 'conflict');
+  assert.equal(await k.files.readText('/root/steps'), 'ran\n');
   const d = await c.sandboxes.get(doomed.id);
   assert.equal(d.info.state, 'failed');
   assert.ok(d.info.error?.message);

@@ -7,6 +7,7 @@ export const CONTRACT_NOTES = [
   'Exec events may end with {"type":"error","error":{...}} when the sandbox is lost mid-command; the exit event is then absent.',
   'Exec takes keepStdinOpen: with it, stdin stays open after the `stdin` field for POST .../commands/{id}/stdin.',
   'Sandbox objects also carry layers, user, workdir and idleTimeoutSeconds.',
+  'An exec whose requestId already ran, but whose command is no longer kept (after 10 minutes or a Warren restart), answers conflict instead of running it again.',
   'File entries carry `target` for symlinks; mtime is an ISO-8601 string.',
   '`layers`, `commit`, `network` rules other than the default and backends other than container answer invalid_argument until they land.',
 ];

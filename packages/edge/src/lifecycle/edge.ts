@@ -53,6 +53,8 @@ interface Live {
   /** requestId → commandId, and back (to forget both together). */
   requestIds: Map<string, string>;
   requestIdOf: Map<string, string>;
+  /** Commands being started for a requestId, so a concurrent retry waits for the same one. */
+  pendingRequests: Map<string, Promise<Command>>;
   prunedAt: number;
   resuming: Promise<void> | null;
 }
@@ -242,14 +244,34 @@ export class Edge {
 
   // ---- commands ----
 
-  /** Starts a command (or finds the one that carried the same requestId). */
+  /**
+   * Starts a command, or returns the one that carried the same requestId: a retried request
+   * never runs twice, concurrent retries included.
+   */
   async exec(id: string, req: ExecRequest): Promise<Command> {
     const l = await this.touch(id);
-    if (req.requestId) {
-      const prev = l.requestIds.get(req.requestId);
-      const cmd = prev ? l.commands.get(prev) : undefined;
-      if (cmd) return cmd;
+    const rid = req.requestId;
+    if (rid === undefined) return this.launch(l, req);
+    const known = l.requestIds.get(rid);
+    const cmd = known ? l.commands.get(known) : undefined;
+    if (cmd) return cmd;
+    const pending = l.pendingRequests.get(rid);
+    if (pending) return pending;
+    const started = this.launch(l, req);
+    l.pendingRequests.set(rid, started);
+    try {
+      return await started;
+    } finally {
+      l.pendingRequests.delete(rid);
     }
+  }
+
+  /** Whether the edge still holds a command (it forgets them after retention or a restart). */
+  hasCommand(id: string, commandId: string): boolean {
+    return this.live.get(id)?.commands.has(commandId) ?? false;
+  }
+
+  private async launch(l: Live, req: ExecRequest): Promise<Command> {
     this.prune(l);
     const sock = l.sb.initSocket;
     const env = envList(l.spec.env, req.env);
@@ -498,7 +520,7 @@ export class Edge {
 }
 
 function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
-  return { spec, sb, commands: new Map(), requestIds: new Map(), requestIdOf: new Map(), prunedAt: 0, resuming: null };
+  return { spec, sb, commands: new Map(), requestIds: new Map(), requestIdOf: new Map(), pendingRequests: new Map(), prunedAt: 0, resuming: null };
 }
 
 /** The init's own session number inside an API session id (`ss_<n>_<random>`). */

@@ -2,7 +2,7 @@ import * as api from '@warren/api';
 import { ERROR_CODES, ROUTES, WarrenError, type ErrorCode } from '@warren/api';
 import { jsonBody, query, readBody, sendEmpty, sendJson } from './io.js';
 import { streamCommand } from './ndjson.js';
-import { liveSandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
+import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
 const isErrorCode = (c: string): c is ErrorCode => (ERROR_CODES as readonly string[]).includes(c);
 
@@ -10,9 +10,8 @@ const isErrorCode = (c: string): c is ErrorCode => (ERROR_CODES as readonly stri
 export function commandRoutes(on: On, d: RouteDeps): void {
   const liveId = (c: Authed): string => liveSandboxId(d, c);
   on(ROUTES.exec, async (c) => {
-    const sid = liveId(c);
     const body = await jsonBody(c.req, api.ExecRequest);
-    const cmd = await d.edge.exec(sid, body);
+    const cmd = await d.sandboxes.exec(c.caller, sandboxId(c), body);
     const accept = c.req.headers.accept ?? '';
     if (accept.includes('application/json') && !accept.includes('ndjson')) {
       const end = await cmd.wait();

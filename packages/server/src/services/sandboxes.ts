@@ -1,6 +1,6 @@
-import type { CreateSandboxRequest, ListSandboxesQuery, ListSandboxesResponse, Sandbox } from '@warren/api';
+import type { CreateSandboxRequest, ExecRequest, ListSandboxesQuery, ListSandboxesResponse, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import type { Edge, EdgeSandboxSpec } from '@warren/edge';
+import type { Command, Edge, EdgeSandboxSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
@@ -211,6 +211,7 @@ export class SandboxService {
 
   private async stop(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'] = null): Promise<void> {
     if (this.edge.has(id)) await this.edge.destroy(id);
+    this.store.deleteExecRequests(id);
     const rec = this.store.getSandbox(id);
     if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) {
       this.store.updateSandbox(id, { state, error, lastActivityAt: this.edge.lastActivity(id) ?? rec.lastActivityAt });
@@ -221,6 +222,25 @@ export class SandboxService {
   expire(id: string, reason: 'ttl' | 'idle'): void {
     this.o.logger.info('sandbox expired', { id, reason });
     this.stop(id, 'stopped').catch((e: unknown) => this.o.logger.warn('expire failed', { id, error: String(e) }));
+  }
+
+  /**
+   * Starts a command, or finds the one an earlier request with the same requestId started. The
+   * requestId is kept in the store, so a retry after a Warren restart (when the command's output
+   * is gone) fails with conflict instead of running the command a second time.
+   */
+  async exec(caller: Caller, id: string, req: ExecRequest): Promise<Command> {
+    const sid = this.live(caller, id).id;
+    const rid = req.requestId;
+    if (rid !== undefined) {
+      const prev = this.store.execRequest(sid, rid);
+      if (prev !== undefined && !this.edge.hasCommand(sid, prev)) {
+        throw new WarrenError('conflict', `requestId "${rid}" already ran as ${prev}, whose output is no longer kept`, { requestId: rid, commandId: prev });
+      }
+    }
+    const cmd = await this.edge.exec(sid, req);
+    if (rid !== undefined) this.store.putExecRequest(sid, rid, cmd.id);
+    return cmd;
   }
 
   /** Called by the edge when a sandbox's processes died under it. */

@@ -23,6 +23,12 @@ CREATE TABLE IF NOT EXISTS sandbox_labels (
   PRIMARY KEY (id, key)
 );
 CREATE INDEX IF NOT EXISTS sandbox_labels_kv ON sandbox_labels (key, value);
+CREATE TABLE IF NOT EXISTS exec_requests (
+  sandbox_id TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  command_id TEXT NOT NULL,
+  PRIMARY KEY (sandbox_id, request_id)
+);
 CREATE TABLE IF NOT EXISTS api_keys (
   hash TEXT PRIMARY KEY,
   tenant TEXT NOT NULL,
@@ -53,6 +59,9 @@ export class SqliteStore implements Store {
       live: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE node = ? AND state IN ('creating', 'running', 'paused')"),
       usage: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE tenant = ? AND state IN ('creating', 'running', 'paused')"),
       del: db.prepare('DELETE FROM sandboxes WHERE id = ?'),
+      execRequest: db.prepare<[string, string], { command_id: string }>('SELECT command_id FROM exec_requests WHERE sandbox_id = ? AND request_id = ?'),
+      putExecRequest: db.prepare('INSERT OR IGNORE INTO exec_requests (sandbox_id, request_id, command_id) VALUES (?, ?, ?)'),
+      deleteExecRequests: db.prepare('DELETE FROM exec_requests WHERE sandbox_id = ?'),
       putKey: db.prepare('INSERT OR REPLACE INTO api_keys (hash, tenant, role, quota, created_at) VALUES (?, ?, ?, ?, ?)'),
       getKey: db.prepare<[string], { hash: string; tenant: string; role: string; quota: string; created_at: number }>('SELECT * FROM api_keys WHERE hash = ?'),
     };
@@ -119,6 +128,18 @@ export class SqliteStore implements Store {
 
   deleteSandbox(id: string): void {
     this.stmts.del.run(id);
+  }
+
+  execRequest(sandboxId: string, requestId: string): string | undefined {
+    return this.stmts.execRequest.get(sandboxId, requestId)?.command_id;
+  }
+
+  putExecRequest(sandboxId: string, requestId: string, commandId: string): void {
+    this.stmts.putExecRequest.run(sandboxId, requestId, commandId);
+  }
+
+  deleteExecRequests(sandboxId: string): void {
+    this.stmts.deleteExecRequests.run(sandboxId);
   }
 
   putKey(k: KeyRecord): void {

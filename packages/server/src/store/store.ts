@@ -51,6 +51,12 @@ export interface Store {
   liveOnNode(node: string): SandboxRecord[];
   tenantUsage(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number };
   deleteSandbox(id: string): void;
+  /** The command that first carried an exec requestId in a sandbox, if any. */
+  execRequest(sandboxId: string, requestId: string): string | undefined;
+  /** Remembers which command a requestId started (first writer wins). */
+  putExecRequest(sandboxId: string, requestId: string, commandId: string): void;
+  /** Forgets a sandbox's exec requestIds (when it stops). */
+  deleteExecRequests(sandboxId: string): void;
   putKey(k: KeyRecord): void;
   getKey(hash: string): KeyRecord | undefined;
   close(): void;
