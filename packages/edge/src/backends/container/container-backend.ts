@@ -106,12 +106,8 @@ export class ContainerBackend implements Backend {
    * the listening fd to the container as fd 3 (no path to it exists inside).
    */
   private async startWithSocket(id: string, dir: string): Promise<void> {
-    await this.runc(dir, runcRunArgs(this.o.runcRoot, id, dir), join(dir, 'init.sock'));
-  }
-
-  private async runc(dir: string, args: string[], listenSocket?: string): Promise<void> {
     const logFile = join(dir, 'runc.log');
-    const status = await this.o.spawner.run(this.o.runcPath, args, { logFile, listenSocket });
+    const status = await this.o.spawner.run(this.o.runcPath, runcRunArgs(this.o.runcRoot, id, dir), { logFile, listenSocket: join(dir, 'init.sock') });
     if (status !== 0) {
       const tail = (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-3).join(' | ');
       throw new WarrenError('internal', 'the container runtime failed to start the sandbox', {}, { cause: new Error(`runc exited ${status}: ${tail}`) });

@@ -23,12 +23,3 @@ export async function processExited(pid: number): Promise<boolean> {
     return true;
   }
 }
-
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
