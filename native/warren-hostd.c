@@ -2,7 +2,7 @@
  * warren-hostd: the edge's host-side helper, a long-running child of the Node process.
  *
  * It does what Node does badly or not at all: mount(2) without a mount binary that parses the
- * ever-growing mount table, and starting runc. Node forks its whole (large) process for every
+ * ever-growing mount table, starting runc, and starting sandboxes without runc (spawn.c). Node forks its whole (large) process for every
  * child it spawns, milliseconds of blocked event loop each; this helper is small, so its forks
  * are cheap, and it can hand a freshly bound listening socket to runc as fd 3.
  *
@@ -12,6 +12,8 @@
  *   TAG erofs FILE TARGET                 read-only file-backed EROFS mount
  *   TAG umount TARGET                     lazy unmount; "not mounted" is ok
  *   TAG ping
+ *   TAG spawn KEY=VALUE...               start a sandbox's init in new namespaces (spawn.c);
+ *                                         the reply "TAG ok PID" comes once it has exec'd
  *   TAG run LOG SOCK FILE ARG...          start FILE (PATH-searched) with stdin/stdout on
  *                                         /dev/null, stderr appended to LOG, and, unless SOCK is
  *                                         "-", a Unix socket listening at SOCK as fd 3; the reply
@@ -35,8 +37,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "spawn.h"
+
 #define MAX_LINE (64 * 1024)
-#define MAX_FIELDS 64
+#define MAX_FIELDS 256
 #define MAX_CHILDREN 4096
 
 struct child {
@@ -244,6 +248,8 @@ static void handle(char *line)
 		do_erofs(tag, a);
 	else if (!strcmp(cmd, "umount") && na == 1)
 		do_umount(tag, a);
+	else if (!strcmp(cmd, "spawn"))
+		spawn_sandbox(tag, a, na);
 	else if (!strcmp(cmd, "run"))
 		do_run(tag, a, na);
 	else

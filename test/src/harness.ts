@@ -1,4 +1,7 @@
-import { mkdtemp, rm, chmod } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, chmod } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { CgroupV1, SANDBOX_CONTROLLERS, processExited, processStartTime, readOwnCgroupParent } from '@warren/edge';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startWarren, type RunningWarren } from '@warren/server';
@@ -21,7 +24,14 @@ const quiet = { info: () => undefined, warn: (m: string, meta?: unknown) => proc
 
 /** A real single-node Warren on a free loopback port with its own data dir. */
 export async function startTestWarren(
-  opts: { images?: DefaultImageName[]; dataDir?: string; adminKey?: string; defaultTtlSeconds?: number; maxSandboxes?: number } = {},
+  opts: {
+    images?: DefaultImageName[];
+    dataDir?: string;
+    adminKey?: string;
+    defaultTtlSeconds?: number;
+    maxSandboxes?: number;
+    runtime?: 'native' | 'runc';
+  } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
   await chmod(dataDir, 0o711);
@@ -35,6 +45,7 @@ export async function startTestWarren(
     images: opts.images ?? ['busybox:latest'],
     defaultTtlSeconds: opts.defaultTtlSeconds,
     maxSandboxes: opts.maxSandboxes,
+    runtime: opts.runtime,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });
@@ -87,10 +98,10 @@ export function errorCode(r: { json: unknown }): string | undefined {
 
 /**
  * Last-resort cleanup for a data dir whose Warren could not close (a failed start, a crashed
- * test): kills and deletes its runc containers, unmounts everything below it, removes it.
+ * test): kills its sandboxes (runc containers and native inits) and removes their cgroups, unmounts
+ * everything below it, removes it.
  */
 export async function forceCleanup(dataDir: string): Promise<void> {
-  const { execFileSync } = await import('node:child_process');
   const { readFile } = await import('node:fs/promises');
   let list: Array<{ id: string; bundle: string; pid: number }> = [];
   try {
@@ -111,6 +122,22 @@ export async function forceCleanup(dataDir: string): Promise<void> {
       /* already gone */
     }
   }
+  // Native-runtime sandboxes: their init's pid and start time are in init.json.
+  const cgroups = new CgroupV1();
+  const parent = readOwnCgroupParent();
+  for (const id of await readdir(join(dataDir, 'sandboxes')).catch(() => [] as string[])) {
+    const init = await initOf(dataDir, id);
+    await cgroups.setFrozen(`${parent}/${id}`, false, 500).catch(() => undefined);
+    if (init) {
+      try {
+        process.kill(init.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+      for (let i = 0; i < 500 && !(await processExited(init.pid, init.startTime)); i++) await new Promise((r) => setTimeout(r, 2));
+    }
+    await cgroups.remove(`${parent}/${id}`, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
+  }
   const mounts = (await readFile('/proc/self/mounts', 'utf8'))
     .split('\n')
     .map((l) => l.split(' ')[1] ?? '')
@@ -124,6 +151,24 @@ export async function forceCleanup(dataDir: string): Promise<void> {
     }
   }
   await rm(dataDir, { recursive: true, force: true });
+}
+
+/** The host pid and start time of a sandbox's init (native runtime record, else runc's state). */
+export async function initOf(dataDir: string, id: string): Promise<{ pid: number; startTime: number } | null> {
+  const { readFile } = await import('node:fs/promises');
+  const r = (await readFile(join(dataDir, 'sandboxes', id, 'init.json'), 'utf8').then(JSON.parse, () => null)) as { pid: number; startTime: number } | null;
+  if (r) return r;
+  const state = (await readFile(`/run/runc/${id}/state.json`, 'utf8').then(JSON.parse, () => null)) as { init_process_pid: number } | null;
+  const startTime = state ? await processStartTime(state.init_process_pid) : null;
+  return state && startTime !== null ? { pid: state.init_process_pid, startTime } : null;
+}
+
+/** Whether anything of a sandbox is left on the host: a runc container, a cgroup, a live init. */
+export function hostLeftovers(id: string): string[] {
+  const left: string[] = [];
+  if (execFileSync('runc', ['list', '-q']).toString().split('\n').includes(id)) left.push('runc container');
+  for (const c of SANDBOX_CONTROLLERS) if (existsSync(new CgroupV1().dir(c, `${readOwnCgroupParent()}/${id}`))) left.push(`${c} cgroup`);
+  return left;
 }
 
 export const CLI = new URL('../../packages/cli/dist/main.js', import.meta.url).pathname;

@@ -1,11 +1,10 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, mkdtemp, readFile } from 'node:fs/promises';
-import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Warren, type WarrenError } from '@warren/sdk';
-import { forceCleanup, IMAGE_CACHE, spawnUp, startTestWarren, type TestWarren } from './harness.js';
+import { forceCleanup, hostLeftovers, IMAGE_CACHE, initOf, spawnUp, startTestWarren, type TestWarren } from './harness.js';
 
 const opened: TestWarren[] = [];
 after(async () => {
@@ -26,8 +25,9 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   await first.close({ keep: true });
 
   // While Warren is down, one sandbox's processes die.
-  const state = JSON.parse(await readFile(`/run/runc/${doomed.id}/state.json`, 'utf8')) as { init_process_pid: number };
-  process.kill(state.init_process_pid, 'SIGKILL');
+  const init = await initOf(first.dataDir, doomed.id);
+  assert.ok(init);
+  process.kill(init.pid, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));
 
   const second = await startTestWarren({ dataDir: first.dataDir });
@@ -43,10 +43,10 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   const d = await c.sandboxes.get(doomed.id);
   assert.equal(d.info.state, 'failed');
   assert.ok(d.info.error?.message);
-  assert.doesNotMatch(execFileSync('runc', ['list', '-q']).toString(), new RegExp(doomed.id));
+  assert.deepEqual(hostLeftovers(doomed.id), []);
 
   await second.close();
-  assert.doesNotMatch(execFileSync('runc', ['list', '-q']).toString(), new RegExp(keep.id));
+  assert.deepEqual(hostLeftovers(keep.id), []);
   const mounts = await readFile('/proc/self/mounts', 'utf8');
   assert.doesNotMatch(mounts, new RegExp(second.dataDir));
 });

@@ -1,9 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { type WarrenError, Warren } from '@warren/sdk';
-import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+import { assertConfined } from './confinement.js';
+import { errorCode, hostLeftovers, http, initOf, startTestWarren, type TestWarren } from './harness.js';
 
 describe('sandbox lifecycle through the API', () => {
   let t: TestWarren;
@@ -124,8 +124,9 @@ describe('sandbox lifecycle through the API', () => {
 
   test('a sandbox whose processes die under it is reported failed, not left looking alive', async () => {
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
-    const state = JSON.parse(await readFile(`/run/runc/${sb.id}/state.json`, 'utf8')) as { init_process_pid: number };
-    process.kill(state.init_process_pid, 'SIGKILL');
+    const init = await initOf(t.dataDir, sb.id);
+    assert.ok(init);
+    process.kill(init.pid, 'SIGKILL');
     const deadline = Date.now() + 8000;
     let info = await sb.refresh();
     while (info.state === 'running' && Date.now() < deadline) {
@@ -156,7 +157,7 @@ describe('sandbox lifecycle through the API', () => {
         const r = await creating;
         assert.ok(r.err instanceof Error && (r.err as WarrenError).code === 'conflict', String(r.err));
         assert.equal((await t.client.sandboxes.get(id)).info.state, 'stopped');
-        assert.doesNotMatch(execFileSync('runc', ['list', '-q']).toString(), new RegExp(id));
+        assert.deepEqual(hostLeftovers(id), []);
         caught = true;
       } else {
         const r = await creating;
@@ -191,6 +192,15 @@ describe('sandbox lifecycle through the API', () => {
       const { stat } = await import('node:fs/promises');
       const st = await stat(`${t.dataDir}/sandboxes/${sb.id}/upper/root/owned`);
       assert.equal(st.uid, 100000);
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('confinement: capabilities, no_new_privs, masked and read-only kernel files, devices, rlimits', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      await assertConfined(sb);
     } finally {
       await sb.delete();
     }

@@ -11,7 +11,7 @@ const DEFAULT_IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren
 
 const USAGE = `warren — sandboxes for agents
 
-  warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes]
+  warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes] [--runtime native|runc]
   warren down [--data-dir DIR]
   warren create IMAGE [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
@@ -58,8 +58,10 @@ async function run(argv: string[]): Promise<number> {
           'image-cache': { type: 'string', default: DEFAULT_IMAGE_CACHE },
           'keep-sandboxes': { type: 'boolean', default: false },
           images: { type: 'string' },
+          runtime: { type: 'string', default: 'native' },
         },
       });
+      if (values.runtime !== 'native' && values.runtime !== 'runc') throw new Error('--runtime is native or runc');
       await up({
         port: Number(values.port),
         host: values.host,
@@ -68,6 +70,7 @@ async function run(argv: string[]): Promise<number> {
         keepSandboxes: values['keep-sandboxes'],
         images: values.images ? (values.images.split(',') as DefaultImageName[]) : undefined,
         adminKey: process.env.WARREN_API_KEY,
+        runtime: values.runtime,
       });
       return -1; // keeps running
     }

@@ -1,6 +1,6 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startWarren } from '@warren/server';
+import { startWarren, type WarrenOptions } from '@warren/server';
 import type { DefaultImageName } from '@warren/images';
 
 export interface UpFlags {
@@ -11,6 +11,7 @@ export interface UpFlags {
   keepSandboxes: boolean;
   images?: DefaultImageName[];
   adminKey?: string;
+  runtime?: WarrenOptions['runtime'];
 }
 
 const log = {
@@ -27,6 +28,7 @@ export async function up(f: UpFlags): Promise<void> {
     imageCacheDir: f.imageCacheDir,
     adminKey: f.adminKey,
     images: f.images,
+    runtime: f.runtime,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

@@ -4,7 +4,7 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
-import { CgroupV1, ContainerBackend, Edge, HostHelper, readOwnCgroupParent } from '@warren/edge';
+import { CgroupV1, ContainerBackend, Edge, HostHelper, readOwnCgroupParent, type ContainerRuntime } from '@warren/edge';
 import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
@@ -27,6 +27,8 @@ export interface WarrenOptions {
   nativeDir?: string;
   runcPath?: string;
   runcRoot?: string;
+  /** How sandbox inits start: `native` (default) or `runc`. */
+  runtime?: ContainerRuntime;
   images?: DefaultImageName[];
   defaultTtlSeconds?: number;
   maxSandboxes?: number;
@@ -104,6 +106,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     mounts,
     spawner: mounts,
     cgroups: new CgroupV1(),
+    runtime: o.runtime,
   });
   await backend.open();
   const store = new SqliteStore(join(o.dataDir, 'warren.db'));

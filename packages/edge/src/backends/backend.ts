@@ -20,6 +20,8 @@ export interface BackendSandbox {
   initSocket: string;
   /** Host pid of the sandbox's init, to notice when it dies (null if unknown). */
   initPid: number | null;
+  /** Its start time (clock ticks after boot): with the pid, it names the process even after the pid is reused. */
+  initStartTime: number | null;
   /** Whether the image has bash (sessions and shell strings prefer it). */
   hasBash: boolean;
 }

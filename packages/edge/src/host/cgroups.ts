@@ -1,4 +1,4 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rmdir, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -35,6 +35,36 @@ export class CgroupV1 {
 
   private file(controller: string, path: string, name: string): string {
     return join(this.root, controller, path, name);
+  }
+
+  /** A cgroup directory of one controller (for the native spawner, which creates them itself). */
+  dir(controller: string, path: string): string {
+    return join(this.root, controller, path);
+  }
+
+  get mountRoot(): string {
+    return this.root;
+  }
+
+  /**
+   * Removes a sandbox's cgroup from each controller once its processes are gone (the kernel
+   * refuses while a dying task is still in it: EBUSY, retried briefly). Missing ones are fine.
+   */
+  async remove(path: string, controllers: readonly string[], timeoutMs = 5000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (const c of controllers) {
+      for (;;) {
+        try {
+          await rmdir(this.dir(c, path));
+          break;
+        } catch (e) {
+          const code = (e as NodeJS.ErrnoException).code;
+          if (code === 'ENOENT') break;
+          if (code !== 'EBUSY' || Date.now() > deadline) throw e;
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      }
+    }
   }
 
   async memoryBytes(path: string): Promise<number> {

@@ -26,6 +26,12 @@ export interface Spawner {
   run(file: string, args: string[], opts: { logFile: string; listenSocket?: string }): Promise<number>;
 }
 
+/** Starting sandbox inits without a container runtime process (native/spawn.c). */
+export interface SandboxSpawner {
+  /** Sends a `spawn` request (fields from spawnFields); resolves the init's host pid once it has exec'd. */
+  spawnSandbox(fields: string[]): Promise<number>;
+}
+
 function checkField(v: string): string {
   if (/[\t\n\0]/.test(v)) throw new WarrenError('internal', 'a host helper argument contains a tab, newline or NUL');
   return v;
@@ -36,7 +42,7 @@ function checkField(v: string): string {
  * mount binary parsing a mount table that grows with every sandbox) and starts runc (Node forks
  * its whole process for every spawn: milliseconds of blocked event loop each).
  */
-export class HostHelper implements Mounts, Spawner {
+export class HostHelper implements Mounts, Spawner, SandboxSpawner {
   private readonly child: ChildProcessWithoutNullStreams;
   private readonly pending = new Map<string, Pending>();
   private nextTag = 1;
@@ -83,6 +89,10 @@ export class HostHelper implements Mounts, Spawner {
 
   async run(file: string, args: string[], opts: { logFile: string; listenSocket?: string }): Promise<number> {
     return Number(await this.send(file, ['run', opts.logFile, opts.listenSocket ?? '-', file, ...args]));
+  }
+
+  async spawnSandbox(fields: string[]): Promise<number> {
+    return Number(await this.send('starting the sandbox', ['spawn', ...fields]));
   }
 
   async close(): Promise<void> {

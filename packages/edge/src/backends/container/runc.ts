@@ -9,17 +9,3 @@ export async function runcInitPid(runcRoot: string, id: string): Promise<number 
     return null;
   }
 }
-
-/**
- * Whether a process has exited. A zombie counts as exited: its parent after `runc run -d` is the
- * host's init, which may take seconds to reap it, and runc itself treats a zombie as stopped.
- */
-export async function processExited(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state === 'Z' || state === 'X';
-  } catch {
-    return true;
-  }
-}

@@ -1,0 +1,78 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DEFAULT_ID_MAP } from '@warren/images';
+import { buildOciConfig } from './oci-config.js';
+import { capabilityMask, cgroupWrites, mountFlags, spawnFields } from './spawn-spec.js';
+
+const config = buildOciConfig({
+  rootfs: '/d/rootfs',
+  platformDir: '/p',
+  cgroupsPath: '/own/warren/sb_1',
+  idMap: DEFAULT_ID_MAP,
+  cpu: 0.5,
+  memoryMiB: 64,
+  pids: 100,
+});
+const paths = { socket: '/d/init.sock', log: '/d/init.log', cgroupRoot: '/sys/fs/cgroup' };
+type Config = Parameters<typeof spawnFields>[0];
+const fields = (c: unknown = config): string[] => spawnFields(c as Config, paths);
+const values = (f: string[], key: string): string[] => f.filter((x) => x.startsWith(`${key}=`)).map((x) => x.slice(key.length + 1));
+
+test('OCI mount options become MS_* flags; the rest is file-system data', () => {
+  assert.deepEqual(mountFlags(['nosuid', 'noexec', 'nodev']), { flags: 2 | 8 | 4, data: '' });
+  assert.deepEqual(mountFlags(['rbind', 'ro', 'rprivate']), { flags: 4096 | 16384 | 1, data: '' });
+  assert.deepEqual(mountFlags(['nosuid', 'newinstance', 'ptmxmode=0666']), { flags: 2, data: 'newinstance,ptmxmode=0666' });
+});
+
+test('capability names map to their kernel bit numbers', () => {
+  assert.equal(capabilityMask(['CAP_CHOWN']), 1n);
+  assert.equal(capabilityMask(['CAP_SYS_ADMIN']), 1n << 21n);
+  assert.equal(capabilityMask(['CAP_CHECKPOINT_RESTORE']), 1n << 40n);
+  assert.throws(() => capabilityMask(['CAP_EVERYTHING']), /unknown capability/);
+});
+
+test('the sandbox config becomes the fields runc would have honoured', () => {
+  const f = fields();
+  assert.deepEqual(values(f, 'root'), ['/d/rootfs']);
+  assert.deepEqual(values(f, 'ns')[0]?.split(',').sort(), ['cgroup', 'ipc', 'mnt', 'net', 'pid', 'user', 'uts']);
+  assert.deepEqual(values(f, 'uidmap'), ['0:100000:65536']);
+  // Docker's default capability set, no more.
+  assert.deepEqual(values(f, 'caps'), ['a80425fb']);
+  assert.deepEqual(values(f, 'nnp'), ['1']);
+  assert.deepEqual(values(f, 'rlimit'), ['7:4096:4096']);
+  assert.deepEqual(values(f, 'arg'), ['/.warren/warren-init']);
+  assert.ok(values(f, 'env').includes('WARREN_LISTEN_FD=3'));
+  const platform = values(f, 'mount').find((m) => m.startsWith('/.warren\x1f'));
+  // bind | ro | nosuid | nodev, from the host's platform dir
+  assert.equal(platform, ['/.warren', 'none', '/p', String(4096 | 1 | 2 | 4), ''].join('\x1f'));
+  assert.ok(values(f, 'mask').includes('/proc/keys'));
+  assert.ok(values(f, 'ro').includes('/proc/sys'));
+});
+
+test('limits become cgroup writes under the sandbox cgroup of each controller, deny-all devices first', () => {
+  const w = cgroupWrites((config as { linux: Config['linux'] }).linux.resources, (c) => `/cg/${c}/x`);
+  assert.deepEqual(w.slice(0, 4), [
+    ['/cg/memory/x/memory.limit_in_bytes', String(64 * 1024 * 1024)],
+    ['/cg/cpu/x/cpu.cfs_period_us', '100000'],
+    ['/cg/cpu/x/cpu.cfs_quota_us', '50000'],
+    ['/cg/pids/x/pids.max', '100'],
+  ]);
+  assert.deepEqual(w[4], ['/cg/devices/x/devices.deny', 'a']);
+  assert.ok(w.slice(5).every(([file]) => file === '/cg/devices/x/devices.allow'));
+  assert.ok(values(fields(), 'cg').includes('/sys/fs/cgroup/memory/own/warren/sb_1'));
+});
+
+test('what the spawner cannot honour is refused, not dropped', () => {
+  const clone = (): Config => JSON.parse(JSON.stringify(config)) as Config;
+  const withSeccomp = { ...clone(), linux: { ...clone().linux, seccomp: { defaultAction: 'SCMP_ACT_ALLOW' } } };
+  assert.throws(() => fields(withSeccomp), /seccomp/);
+  const joined = clone();
+  joined.linux.namespaces.push({ type: 'network', path: '/run/netns/x' });
+  assert.throws(() => fields(joined), /existing namespace/);
+  const user = clone();
+  user.process.user.uid = 1000;
+  assert.throws(() => fields(user), /user/);
+  const caps = clone();
+  caps.process.capabilities = { ...caps.process.capabilities, ambient: ['CAP_KILL'] };
+  assert.throws(() => fields(caps), /capability/);
+});

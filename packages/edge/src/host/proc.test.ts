@@ -1,0 +1,16 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseProcStat, processExited, processStartTime } from './proc.js';
+
+test('stat fields are read after the last parenthesis of the command name', () => {
+  const line = '4242 (we ird) (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 0';
+  assert.deepEqual(parseProcStat(line), { state: 'S', startTime: 987654 });
+});
+
+test('a live process is not exited; another start time under its pid is', async () => {
+  const start = await processStartTime(process.pid);
+  assert.ok(start !== null && start > 0);
+  assert.equal(await processExited(process.pid, start), false);
+  assert.equal(await processExited(process.pid, start + 1), true);
+  assert.equal(await processExited(2 ** 22 + 1), true);
+});
