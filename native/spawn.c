@@ -8,7 +8,9 @@
  * container Warren makes, described by a spec the edge derives from the same OCI config it would
  * hand runc (packages/edge/src/backends/container/spawn-spec.ts):
  *
- *   root=PATH          the prepared root file system (a mount point, e.g. the sandbox's overlay)
+ *   root=PATH          the root file system: a mount point, or the directory the overlay goes on
+ *   overlay=LOWER^UPPER^WORK   mount this overlay (LOWER colon-joined, top first) on root in the
+ *                      spawn's own mount namespace: it never appears in the host's
  *   sock=PATH          a Unix socket is bound and listening here; the init gets it as fd 3
  *   log=PATH           the init's stderr (appended)
  *   ns=LIST            comma list of user,mnt,pid,ipc,uts,net,cgroup
@@ -31,8 +33,8 @@
  *   cwd=PATH  env=K=V (repeat)  arg=ARG (repeat; arg 0 is the program, a path inside root)
  *
  * The reply is the init's host pid once it has exec'd, or the step that failed and its errno.
- * The child stays a child of warren-hostd, which reaps it; it is its own session, so it outlives
- * warren-hostd and the edge (a restarted edge finds it again by pid and start time).
+ * The init ends up a child of warren-hostd (a subreaper), which reaps it; it is its own session,
+ * so it outlives warren-hostd and the edge (a restarted edge finds it again by pid and start time).
  */
 #define _GNU_SOURCE
 #include "spawn.h"
@@ -70,7 +72,7 @@ struct mnt {
 };
 
 struct spec {
-	char *root, *sock, *log, *hostname, *cwd;
+	char *root, *sock, *log, *hostname, *cwd, *overlay;
 	char *uidmap, *gidmap;
 	int clone_flags, cgroupns;
 	char *cg[MAX_ITEMS];
@@ -163,6 +165,8 @@ static int parse(struct spec *sp, char **f, int n, const char **bad)
 			sp->hostname = v;
 		else if (!strcmp(k, "cwd"))
 			sp->cwd = v;
+		else if (!strcmp(k, "overlay"))
+			sp->overlay = v;
 		else if (!strcmp(k, "uidmap"))
 			sp->uidmap = v;
 		else if (!strcmp(k, "gidmap"))
@@ -246,6 +250,10 @@ static int write_file(const char *path, const char *data)
 
 static int mkdir_p(const char *path)
 {
+	if (mkdir(path, 0755) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -1;
 	char buf[PATH_MAX];
 	if (strlen(path) >= sizeof buf) {
 		errno = ENAMETOOLONG;
@@ -519,8 +527,6 @@ __attribute__((noreturn)) static void child(struct spec *sp, int sync, int lfd, 
 	/* After the parent put us in our cgroups, so that they are the namespace's root. */
 	if (sp->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
 		fail("cgroup namespace", NULL);
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		fail("make mounts private", NULL);
 	/* Mounts copied into a new user namespace are locked, and pivot_root refuses a locked new
 	 * root: bind it onto itself for a mount of our own. */
 	if (mount(sp->root, sp->root, NULL, MS_BIND | MS_REC, NULL) < 0)
@@ -577,9 +583,134 @@ __attribute__((noreturn)) static void child(struct spec *sp, int sync, int lfd, 
 	fail("exec", sp->argv[0]);
 }
 
-/* ---- the request ---- */
+/* ---- stage 1: a private mount namespace for the root, then the init ---- */
 
-void spawn_sandbox(const char *tag, char **f, int n)
+static void mount_overlay(const char *spec, const char *target)
+{
+	char buf[PATH_MAX * 3], opts[PATH_MAX * 3 + 64];
+	char *p[3];
+	if (strlen(spec) >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		fail("overlay", NULL);
+	}
+	strcpy(buf, spec);
+	if (split(buf, p, 3) != 3 || strchr(spec, ',')) {
+		errno = EINVAL;
+		fail("overlay", spec);
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", p[0], p[1], p[2]);
+	if (n < 0 || n >= (int)sizeof opts || n >= (page > 0 ? page : 4096)) {
+		errno = E2BIG;
+		fail("overlay", NULL);
+	}
+	if (mount("overlay", target, "overlay", 0, opts) < 0)
+		fail("overlay", target);
+}
+
+/*
+ * Runs in a short-lived process between warren-hostd and the init, so warren-hostd serves other
+ * requests (and starts other sandboxes) meanwhile. It makes the cgroups and the init socket; its own mount namespace gets
+ * the sandbox's overlay, so the host's mount table never grows with sandboxes (a new mount
+ * namespace copies the whole table: with the overlays on the host, every create and delete cost
+ * grew with the number of sandboxes). Clones the init from there, puts it in its cgroups, writes
+ * its id maps, lets it go, and reports "PID" or the failure on rep; then exits, and the init is
+ * re-parented to warren-hostd (a child subreaper).
+ */
+__attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
+{
+	report_fd = rep;
+	for (int i = 0; i < sp->ncg; i++)
+		if (mkdir_p(sp->cg[i]) < 0)
+			fail("cgroup", sp->cg[i]);
+	for (int i = 0; i < sp->ncgw; i++) {
+		char *eq = strrchr(sp->cgw[i], '=');
+		*eq = 0;
+		if (write_file(sp->cgw[i], eq + 1) < 0)
+			fail("cgroup write", sp->cgw[i]);
+		*eq = '=';
+	}
+	int lfd = listen_unix(sp->sock);
+	if (lfd < 0)
+		fail("init socket", sp->sock);
+	int logfd = open(sp->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (logfd < 0)
+		fail("log", sp->log);
+	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nul < 0)
+		fail("/dev/null", NULL);
+	if (unshare(CLONE_NEWNS) < 0)
+		fail("mount namespace", NULL);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		fail("make mounts private", NULL);
+	if (sp->overlay)
+		mount_overlay(sp->overlay, sp->root);
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		fail("socketpair", NULL);
+	/* fork-like clone (no new stack): the child returns here with its own copy of memory. */
+	pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(sp->clone_flags | SIGCHLD), NULL, NULL, NULL, 0UL);
+	if (pid < 0)
+		fail("clone", NULL);
+	if (pid == 0) {
+		close(sv[0]);
+		close(rep);
+		child(sp, sv[1], lfd, nul, logfd);
+	}
+	close(sv[1]);
+	char pidstr[16], path[PATH_MAX + 32];
+	snprintf(pidstr, sizeof pidstr, "%d", pid);
+	for (int i = 0; i < sp->ncg; i++) {
+		snprintf(path, sizeof path, "%s/cgroup.procs", sp->cg[i]);
+		if (write_file(path, pidstr) < 0) {
+			kill(pid, SIGKILL);
+			fail("join cgroup", sp->cg[i]);
+		}
+	}
+	if (write_map(pid, "uid_map", sp->uidmap) < 0 || write_map(pid, "gid_map", sp->gidmap) < 0) {
+		kill(pid, SIGKILL);
+		fail("id map", NULL);
+	}
+	if (write(sv[0], "g", 1) != 1) {
+		kill(pid, SIGKILL);
+		fail("start", NULL);
+	}
+	/* EOF: the init's report socket closed at exec. A message: the step that failed. */
+	struct pollfd p = { .fd = sv[0], .events = POLLIN };
+	int pr;
+	do
+		pr = poll(&p, 1, 10000);
+	while (pr < 0 && errno == EINTR);
+	if (pr == 0) {
+		kill(pid, SIGKILL);
+		errno = ETIMEDOUT;
+		fail("start", NULL);
+	}
+	char msg[512];
+	ssize_t r = read(sv[0], msg, sizeof msg);
+	if (r > 0) {
+		kill(pid, SIGKILL);
+		if (write(rep, msg, (size_t)r) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	if (dprintf(rep, "ok %d", pid) < 0)
+		_exit(1);
+	_exit(0);
+}
+
+/* ---- the request: warren-hostd forks stage 1 and answers when it reports ---- */
+
+struct pending {
+	int fd;
+	pid_t pid;
+	char tag[32];
+};
+
+static struct pending pending[SPAWN_MAX_PENDING];
+static int npending;
+
+void spawn_start(const char *tag, char **f, int n)
 {
 	static struct spec sp;
 	const char *bad = "";
@@ -587,113 +718,73 @@ void spawn_sandbox(const char *tag, char **f, int n)
 		printf("%s\terr\t%d\tspawn: bad field: %s\n", tag, EINVAL, bad);
 		return;
 	}
-	const char *step = "cgroup";
-	const char *arg = NULL;
-	int lfd = -1, nul = -1, logfd = -1, sv[2] = { -1, -1 };
-	pid_t pid = -1;
-	char path[PATH_MAX + 32];
-
-	for (int i = 0; i < sp.ncg; i++)
-		if (mkdir_p(sp.cg[i]) < 0) {
-			arg = sp.cg[i];
-			goto fail;
-		}
-	step = "cgroup write";
-	for (int i = 0; i < sp.ncgw; i++) {
-		char *eq = strrchr(sp.cgw[i], '=');
-		*eq = 0;
-		int r = write_file(sp.cgw[i], eq + 1);
-		*eq = '=';
-		if (r < 0) {
-			arg = sp.cgw[i];
-			goto fail;
-		}
+	if (npending == SPAWN_MAX_PENDING || strlen(tag) >= sizeof pending[0].tag) {
+		printf("%s\terr\t%d\tspawn: too many at once\n", tag, EAGAIN);
+		return;
 	}
-	step = "init socket";
-	arg = sp.sock;
-	if ((lfd = listen_unix(sp.sock)) < 0)
-		goto fail;
-	step = "log";
-	arg = sp.log;
-	if ((logfd = open(sp.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0)
-		goto fail;
-	step = "/dev/null";
-	arg = NULL;
-	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
-		goto fail;
-	step = "socketpair";
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		goto fail;
-	step = "clone";
-	/* fork-like clone (no new stack): the child returns here with its own copy of memory. */
-	pid = (pid_t)syscall(SYS_clone, (unsigned long)(sp.clone_flags | SIGCHLD), NULL, NULL, NULL, 0UL);
+	int rep[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rep) < 0) {
+		printf("%s\terr\t%d\tspawn: socketpair: %s\n", tag, errno, strerror(errno));
+		return;
+	}
+	pid_t pid = fork();
 	if (pid == 0) {
-		close(sv[0]);
-		child(&sp, sv[1], lfd, nul, logfd);
+		close(rep[0]);
+		stage1(&sp, rep[1]);
 	}
-	if (pid < 0)
-		goto fail;
-	close(sv[1]);
-	sv[1] = -1;
-
-	step = "join cgroup";
-	char pidstr[16];
-	snprintf(pidstr, sizeof pidstr, "%d", pid);
-	for (int i = 0; i < sp.ncg; i++) {
-		snprintf(path, sizeof path, "%s/cgroup.procs", sp.cg[i]);
-		if (write_file(path, pidstr) < 0) {
-			arg = sp.cg[i];
-			goto fail;
-		}
-	}
-	step = "uid map";
-	arg = NULL;
-	if (write_map(pid, "uid_map", sp.uidmap) < 0)
-		goto fail;
-	step = "gid map";
-	if (write_map(pid, "gid_map", sp.gidmap) < 0)
-		goto fail;
-	step = "start";
-	if (write(sv[0], "g", 1) != 1)
-		goto fail;
-	/* EOF: the report socket closed at exec. A message: the step that failed. */
-	struct pollfd p = { .fd = sv[0], .events = POLLIN };
-	int pr;
-	do
-		pr = poll(&p, 1, 10000);
-	while (pr < 0 && errno == EINTR);
-	if (pr == 0) {
-		errno = ETIMEDOUT;
-		goto fail;
-	}
-	char msg[512];
-	ssize_t r = read(sv[0], msg, sizeof msg - 1);
-	if (r > 0) {
-		msg[r] = 0;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		printf("%s\terr\t%s\n", tag, msg);
-		pid = -1;
-		goto out;
-	}
-	printf("%s\tok\t%d\n", tag, pid);
-	goto out;
-fail:;
 	int e = errno;
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+	close(rep[1]);
+	if (pid < 0) {
+		close(rep[0]);
+		printf("%s\terr\t%d\tspawn: fork: %s\n", tag, e, strerror(e));
+		return;
 	}
-	printf("%s\terr\t%d\tspawn: %s%s%s: %s\n", tag, e, step, arg ? " " : "", arg ? arg : "", strerror(e));
-out:
-	if (lfd >= 0)
-		close(lfd);
-	if (logfd >= 0)
-		close(logfd);
-	if (nul >= 0)
-		close(nul);
-	if (sv[0] >= 0)
-		close(sv[0]);
-	if (sv[1] >= 0)
-		close(sv[1]);
+	struct pending *p = &pending[npending++];
+	p->fd = rep[0];
+	p->pid = pid;
+	strcpy(p->tag, tag);
+}
+
+int spawn_pollfds(struct pollfd *p, int max)
+{
+	int n = 0;
+	for (int i = 0; i < npending && n < max; i++, n++)
+		p[n] = (struct pollfd){ .fd = pending[i].fd, .events = POLLIN };
+	return n;
+}
+
+/* Stage 1 reports "ok PID" or "ERRNO<TAB>MESSAGE", then exits; EOF alone: it died. */
+void spawn_ready(struct pollfd *p, int n)
+{
+	for (int k = n - 1; k >= 0; k--) {
+		if (!p[k].revents)
+			continue;
+		int i;
+		for (i = 0; i < npending && pending[i].fd != p[k].fd; i++) {
+		}
+		if (i == npending)
+			continue;
+		struct pending *sp = &pending[i];
+		char msg[512];
+		ssize_t r = read(sp->fd, msg, sizeof msg - 1);
+		int e = errno;
+		if (r < 0 && e == EAGAIN)
+			continue;
+		close(sp->fd);
+		if (r > 0) {
+			msg[r] = 0;
+			if (!strncmp(msg, "ok ", 3))
+				printf("%s\tok\t%s\n", sp->tag, msg + 3);
+			else
+				printf("%s\terr\t%s\n", sp->tag, msg);
+		} else {
+			printf("%s\terr\t%d\tspawn: the spawner died\n", sp->tag, EPIPE);
+		}
+		*sp = pending[--npending];
+	}
+}
+
+int spawn_busy(void)
+{
+	return npending;
 }

@@ -1,7 +1,20 @@
 #ifndef WARREN_SPAWN_H
 #define WARREN_SPAWN_H
 
-/* Handles "TAG spawn KEY=VALUE..." (fields f[0..n-1]): replies "TAG ok PID" or "TAG err ERRNO MSG". */
-void spawn_sandbox(const char *tag, char **f, int n);
+#include <poll.h>
+
+#define SPAWN_MAX_PENDING 256
+
+/*
+ * "TAG spawn KEY=VALUE..." (fields f[0..n-1]): starts a sandbox without waiting for it; the reply
+ * ("TAG ok PID" or "TAG err ERRNO MSG") is printed by spawn_ready, or at once on a bad request.
+ */
+void spawn_start(const char *tag, char **f, int n);
+/* The fds to poll for spawns in flight (at most max); returns how many were filled in. */
+int spawn_pollfds(struct pollfd *p, int max);
+/* Handles the ready ones among the n fds spawn_pollfds filled in. */
+void spawn_ready(struct pollfd *p, int n);
+/* Spawns in flight. */
+int spawn_busy(void);
 
 #endif

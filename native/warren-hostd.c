@@ -10,6 +10,7 @@
  * repeats (replies may come out of order):
  *   TAG overlay LOWER UPPER WORK TARGET   overlay mount (LOWER may be colon-joined)
  *   TAG erofs FILE TARGET                 read-only file-backed EROFS mount
+ *   TAG tmpfs TARGET OPTIONS              tmpfs mount (nosuid, nodev, noexec)
  *   TAG umount TARGET                     lazy unmount; "not mounted" is ok
  *   TAG ping
  *   TAG spawn KEY=VALUE...               start a sandbox's init in new namespaces (spawn.c);
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -105,6 +107,18 @@ static void do_erofs(const char *tag, char **f)
 	}
 	if (mount(f[0], f[1], "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0)
 		reply_err(tag, errno, "erofs");
+	else
+		reply_ok(tag);
+}
+
+static void do_tmpfs(const char *tag, char **f)
+{
+	if (!*f[0]) {
+		reply_err(tag, EINVAL, "tmpfs");
+		return;
+	}
+	if (mount("tmpfs", f[0], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f[1]) < 0)
+		reply_err(tag, errno, "tmpfs");
 	else
 		reply_ok(tag);
 }
@@ -246,10 +260,12 @@ static void handle(char *line)
 		do_overlay(tag, a);
 	else if (!strcmp(cmd, "erofs") && na == 2)
 		do_erofs(tag, a);
+	else if (!strcmp(cmd, "tmpfs") && na == 2)
+		do_tmpfs(tag, a);
 	else if (!strcmp(cmd, "umount") && na == 1)
 		do_umount(tag, a);
 	else if (!strcmp(cmd, "spawn"))
-		spawn_sandbox(tag, a, na);
+		spawn_start(tag, a, na);
 	else if (!strcmp(cmd, "run"))
 		do_run(tag, a, na);
 	else
@@ -259,6 +275,8 @@ static void handle(char *line)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
+	/* Sandbox inits are re-parented here when their short-lived spawner exits (spawn.c). */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -269,13 +287,15 @@ int main(void)
 	static char buf[MAX_LINE + 1];
 	size_t used = 0;
 	int eof = 0, skipping = 0;
-	while (!eof || nchildren > 0) {
-		struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = eof ? -1 : 0, .events = POLLIN } };
-		if (poll(p, 2, -1) < 0) {
+	while (!eof || nchildren > 0 || spawn_busy() > 0) {
+		struct pollfd p[2 + SPAWN_MAX_PENDING] = { { .fd = sfd, .events = POLLIN }, { .fd = eof ? -1 : 0, .events = POLLIN } };
+		int ns = spawn_pollfds(p + 2, SPAWN_MAX_PENDING);
+		if (poll(p, (nfds_t)(2 + ns), -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return 1;
 		}
+		spawn_ready(p + 2, ns);
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof si) > 0) {

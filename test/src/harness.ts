@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, rm, chmod } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { CgroupV1, SANDBOX_CONTROLLERS, processExited, processStartTime, readOwnCgroupParent } from '@warren/edge';
+import { CgroupV1, SANDBOX_CONTROLLERS, findNamespaceInit, processStartTime, readOwnCgroupParent } from '@warren/edge';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startWarren, type RunningWarren } from '@warren/server';
@@ -122,20 +122,19 @@ export async function forceCleanup(dataDir: string): Promise<void> {
       /* already gone */
     }
   }
-  // Native-runtime sandboxes: their init's pid and start time are in init.json.
+  // Sandboxes of either runtime: found by their cgroups.
   const cgroups = new CgroupV1();
   const parent = readOwnCgroupParent();
   for (const id of await readdir(join(dataDir, 'sandboxes')).catch(() => [] as string[])) {
-    const init = await initOf(dataDir, id);
     await cgroups.setFrozen(`${parent}/${id}`, false, 500).catch(() => undefined);
-    if (init) {
+    for (const pid of await cgroups.procs('pids', `${parent}/${id}`)) {
       try {
-        process.kill(init.pid, 'SIGKILL');
+        process.kill(pid, 'SIGKILL');
       } catch {
         /* gone */
       }
-      for (let i = 0; i < 500 && !(await processExited(init.pid, init.startTime)); i++) await new Promise((r) => setTimeout(r, 2));
     }
+    for (let i = 0; i < 500 && (await cgroups.procs('pids', `${parent}/${id}`)).length > 0; i++) await new Promise((r) => setTimeout(r, 2));
     await cgroups.remove(`${parent}/${id}`, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
   }
   const mounts = (await readFile('/proc/self/mounts', 'utf8'))
@@ -153,14 +152,11 @@ export async function forceCleanup(dataDir: string): Promise<void> {
   await rm(dataDir, { recursive: true, force: true });
 }
 
-/** The host pid and start time of a sandbox's init (native runtime record, else runc's state). */
-export async function initOf(dataDir: string, id: string): Promise<{ pid: number; startTime: number } | null> {
-  const { readFile } = await import('node:fs/promises');
-  const r = (await readFile(join(dataDir, 'sandboxes', id, 'init.json'), 'utf8').then(JSON.parse, () => null)) as { pid: number; startTime: number } | null;
-  if (r) return r;
-  const state = (await readFile(`/run/runc/${id}/state.json`, 'utf8').then(JSON.parse, () => null)) as { init_process_pid: number } | null;
-  const startTime = state ? await processStartTime(state.init_process_pid) : null;
-  return state && startTime !== null ? { pid: state.init_process_pid, startTime } : null;
+/** The host pid and start time of a sandbox's init: the PID 1 among its cgroup's processes. */
+export async function initOf(id: string): Promise<{ pid: number; startTime: number } | null> {
+  const pid = await findNamespaceInit(await new CgroupV1().procs('pids', `${readOwnCgroupParent()}/${id}`));
+  const startTime = pid === null ? null : await processStartTime(pid);
+  return pid === null || startTime === null ? null : { pid, startTime };
 }
 
 /** Whether anything of a sandbox is left on the host: a runc container, a cgroup, a live init. */

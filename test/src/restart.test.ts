@@ -25,7 +25,7 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   await first.close({ keep: true });
 
   // While Warren is down, one sandbox's processes die.
-  const init = await initOf(first.dataDir, doomed.id);
+  const init = await initOf(doomed.id);
   assert.ok(init);
   process.kill(init.pid, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 200));

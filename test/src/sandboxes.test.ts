@@ -54,8 +54,9 @@ describe('sandbox lifecycle through the API', () => {
   test('pause freezes every process; any call resumes', async () => {
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
-      await sb.exec(`sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/tick; usleep 10000; done' >/dev/null 2>&1 &`);
+      await sb.exec(`sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/tick.new; mv /tmp/tick.new /tmp/tick; usleep 10000; done' >/dev/null 2>&1 &`);
       await new Promise((r) => setTimeout(r, 200));
+      // (replaced by rename, so a read never sees it half-written)
       const tick = async (): Promise<number> => Number((await sb.files.readText('/tmp/tick')).trim());
       const n0 = await tick();
       await sb.pause();
@@ -124,7 +125,7 @@ describe('sandbox lifecycle through the API', () => {
 
   test('a sandbox whose processes die under it is reported failed, not left looking alive', async () => {
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
-    const init = await initOf(t.dataDir, sb.id);
+    const init = await initOf(sb.id);
     assert.ok(init);
     process.kill(init.pid, 'SIGKILL');
     const deadline = Date.now() + 8000;

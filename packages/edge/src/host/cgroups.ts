@@ -67,6 +67,12 @@ export class CgroupV1 {
     }
   }
 
+  /** The pids in a cgroup (empty when it does not exist). */
+  async procs(controller: string, path: string): Promise<number[]> {
+    const text = await readFile(this.file(controller, path, 'cgroup.procs'), 'utf8').catch(() => '');
+    return text.split('\n').filter(Boolean).map(Number);
+  }
+
   async memoryBytes(path: string): Promise<number> {
     return Number((await readFile(this.file('memory', path, 'memory.usage_in_bytes'), 'utf8').catch(() => '0')).trim()) || 0;
   }

@@ -12,6 +12,8 @@ interface Pending {
 export interface Mounts {
   overlay(lower: string[], upper: string, work: string, target: string): Promise<void>;
   erofs(file: string, target: string): Promise<void>;
+  /** A tmpfs (nosuid, nodev, noexec) with the given mount options. */
+  tmpfs(target: string, options: string): Promise<void>;
   umount(target: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -81,6 +83,10 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner {
 
   async erofs(file: string, target: string): Promise<void> {
     await this.send('erofs mount', ['erofs', file, target]);
+  }
+
+  async tmpfs(target: string, options: string): Promise<void> {
+    await this.send('tmpfs mount', ['tmpfs', target, options]);
   }
 
   async umount(target: string): Promise<void> {

@@ -30,3 +30,17 @@ export async function processExited(pid: number, startTime?: number | null): Pro
   if (!s || s.state === 'Z' || s.state === 'X') return true;
   return startTime != null && s.startTime !== startTime;
 }
+
+/**
+ * Which of these host pids is PID 1 of its own pid namespace, one level down (NSpid has exactly
+ * two entries, the last 1): a sandbox's init among the processes of its cgroup. A process that
+ * is PID 1 of a namespace the sandbox made itself has more entries and never matches.
+ */
+export async function findNamespaceInit(pids: number[]): Promise<number | null> {
+  for (const pid of pids) {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    const ns = /^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/);
+    if (ns?.length === 2 && ns[1] === '1') return pid;
+  }
+  return null;
+}

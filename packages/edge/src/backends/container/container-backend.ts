@@ -1,5 +1,5 @@
 import { cpus } from 'node:os';
-import { chown, mkdir, readdir, readFile, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { chown, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
@@ -7,13 +7,12 @@ import type { IdMap, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
 import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
-import { processExited, processStartTime } from '../../host/proc.js';
+import { findNamespaceInit, processExited, processStartTime } from '../../host/proc.js';
 import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
 import { Semaphore } from '../../lifecycle/semaphore.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
-import { runcInitPid } from './runc.js';
-import { SANDBOX_CONTROLLERS, spawnFields } from './spawn-spec.js';
+import { SANDBOX_CONTROLLERS, spawnFields, type SpawnPaths } from './spawn-spec.js';
 
 /**
  * How a sandbox's init is started. `native`: warren-hostd clones it into its namespaces itself
@@ -22,7 +21,7 @@ import { SANDBOX_CONTROLLERS, spawnFields } from './spawn-spec.js';
  */
 export type ContainerRuntime = 'native' | 'runc';
 
-/** What the native runtime keeps on disk to find a sandbox's init again after a restart. */
+/** A sandbox's init: its host pid, and its start time, which names it even after the pid is reused. */
 interface InitRecord {
   pid: number;
   startTime: number;
@@ -57,7 +56,10 @@ export class ContainerBackend implements Backend {
   }
 
   async open(): Promise<void> {
-    await mkdir(join(this.o.dataDir, 'sandboxes'), { recursive: true });
+    await Promise.all([mkdir(join(this.o.dataDir, 'sandboxes'), { recursive: true }), mkdir(this.rootMount, { recursive: true })]);
+    await mkdir(this.runDir, { recursive: true, mode: 0o711 });
+    const mounts = await readFile('/proc/self/mountinfo', 'utf8');
+    if (!mounts.split('\n').some((l) => l.split(' ')[4] === this.runDir)) await this.o.mounts.tmpfs(this.runDir, 'mode=0711,size=64m');
     await this.layers.recover();
   }
 
@@ -65,23 +67,45 @@ export class ContainerBackend implements Backend {
     return join(this.o.dataDir, 'sandboxes', id);
   }
 
+  /**
+   * Init sockets and logs live on a small tmpfs of Warren's own: creating a file costs
+   * microseconds there, and up to a few hundred on the data dir's file system (an ext4 without
+   * a journal, measured here, scans for an inode each time).
+   */
+  private get runDir(): string {
+    return join(this.o.dataDir, 'run');
+  }
+
+  private socketPath(id: string): string {
+    return join(this.runDir, `${id}.sock`);
+  }
+
+  private logPath(id: string): string {
+    return join(this.runDir, `${id}.log`);
+  }
+
+  /**
+   * Where the native spawner mounts every sandbox's root: one empty directory, since each mount
+   * happens in the spawn's own mount namespace.
+   */
+  private get rootMount(): string {
+    return join(this.o.dataDir, 'mnt', 'root');
+  }
+
   private cgroupPath(id: string): string {
     return `${this.o.cgroupParent}/${id}`;
   }
 
   private sandbox(id: string, hasBash: boolean, init: InitRecord | null): BackendSandbox {
-    return { id, initSocket: join(this.dir(id), 'init.sock'), hasBash, initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
+    return { id, initSocket: this.socketPath(id), hasBash, initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
   }
 
   /**
-   * Where a sandbox's init is: the record the native runtime wrote, else runc's state (so a node
-   * restarted with the other runtime still finds its sandboxes). Null when it is gone.
+   * A sandbox's init, found from the kernel's own state whichever runtime started it: the process
+   * of its cgroup that is PID 1 of its pid namespace. Null when it is gone.
    */
   private async findInit(id: string): Promise<InitRecord | null> {
-    const r = (await readFile(join(this.dir(id), 'init.json'), 'utf8').then(JSON.parse, () => null)) as Partial<InitRecord> | null;
-    if (r && typeof r.pid === 'number' && typeof r.startTime === 'number')
-      return (await processExited(r.pid, r.startTime)) ? null : { pid: r.pid, startTime: r.startTime };
-    const pid = await runcInitPid(this.o.runcRoot, id);
+    const pid = await findNamespaceInit(await this.o.cgroups.procs('pids', this.cgroupPath(id)));
     const startTime = pid === null ? null : await processStartTime(pid);
     return pid === null || startTime === null ? null : { pid, startTime };
   }
@@ -100,17 +124,22 @@ export class ContainerBackend implements Backend {
 
   async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
     const dir = this.dir(spec.id);
-    const rootfs = join(dir, 'rootfs');
+    const rootfs = this.runtime === 'native' ? this.rootMount : join(dir, 'rootfs');
     let mounted = false;
     let started = false;
     try {
       const lower = await Promise.all(spec.layers.map((d) => this.layers.path(d)));
-      await mkdir(join(dir, 'upper'), { recursive: true });
-      await Promise.all([mkdir(join(dir, 'work')), mkdir(rootfs)]);
+      await mkdir(dir);
+      await Promise.all([mkdir(join(dir, 'upper')), mkdir(join(dir, 'work')), this.runtime === 'runc' ? mkdir(rootfs) : null]);
       await chown(join(dir, 'upper'), this.o.idMap.hostStart, this.o.idMap.hostStart);
       // overlay wants the top layer first.
-      await this.o.mounts.overlay(lower.reverse(), join(dir, 'upper'), join(dir, 'work'), rootfs);
-      mounted = true;
+      const overlay = { lower: lower.reverse(), upper: join(dir, 'upper'), work: join(dir, 'work') };
+      // runc needs the root mounted on the host; the native spawner mounts it in the sandbox's
+      // own mount namespace, so the host's mount table does not grow with every sandbox.
+      if (this.runtime === 'runc') {
+        await this.o.mounts.overlay(overlay.lower, overlay.upper, overlay.work, rootfs);
+        mounted = true;
+      }
       const config = buildOciConfig({
         rootfs,
         platformDir: this.o.platformDir,
@@ -123,7 +152,7 @@ export class ContainerBackend implements Backend {
       started = true;
       let init: InitRecord | null;
       if (this.runtime === 'native') {
-        init = await this.startNative(dir, config);
+        init = await this.startNative(spec.id, config, overlay);
       } else {
         await writeFile(join(dir, 'config.json'), JSON.stringify(config));
         await this.starts.run(() => this.startWithSocket(spec.id, dir));
@@ -139,21 +168,18 @@ export class ContainerBackend implements Backend {
     }
   }
 
-  /** The native spawner: the init's pid and start time are recorded for a later restart to find. */
-  private async startNative(dir: string, config: Record<string, unknown>): Promise<InitRecord> {
+  /** The native spawner (native/spawn.c through warren-hostd). */
+  private async startNative(id: string, config: Record<string, unknown>, overlay: SpawnPaths['overlay']): Promise<InitRecord> {
     const fields = spawnFields(config as unknown as Parameters<typeof spawnFields>[0], {
-      socket: join(dir, 'init.sock'),
-      log: join(dir, 'init.log'),
+      socket: this.socketPath(id),
+      log: this.logPath(id),
       cgroupRoot: this.o.cgroups.mountRoot,
+      overlay,
     });
     const pid = await this.o.spawner.spawnSandbox(fields);
     const startTime = await processStartTime(pid);
     if (startTime === null) throw new WarrenError('internal', 'the sandbox init exited as it started');
-    const record = { pid, startTime };
-    const tmp = join(dir, 'init.json.tmp');
-    await writeFile(tmp, JSON.stringify(record));
-    await rename(tmp, join(dir, 'init.json'));
-    return record;
+    return { pid, startTime };
   }
 
   /**
@@ -161,8 +187,8 @@ export class ContainerBackend implements Backend {
    * the listening fd to the container as fd 3 (no path to it exists inside).
    */
   private async startWithSocket(id: string, dir: string): Promise<void> {
-    const logFile = join(dir, 'runc.log');
-    const status = await this.o.spawner.run(this.o.runcPath, runcRunArgs(this.o.runcRoot, id, dir), { logFile, listenSocket: join(dir, 'init.sock') });
+    const logFile = this.logPath(id);
+    const status = await this.o.spawner.run(this.o.runcPath, runcRunArgs(this.o.runcRoot, id, dir), { logFile, listenSocket: this.socketPath(id) });
     if (status !== 0) {
       const tail = (await readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-3).join(' | ');
       throw new WarrenError('internal', 'the container runtime failed to start the sandbox', {}, { cause: new Error(`runc exited ${status}: ${tail}`) });
@@ -183,7 +209,8 @@ export class ContainerBackend implements Backend {
   }
 
   async destroy(id: string): Promise<void> {
-    await this.cleanup(id, { started: true, mounted: true });
+    // Only a runc bundle (it has config.json) has its root mounted on the host.
+    await this.cleanup(id, { started: true, mounted: existsSync(join(this.dir(id), 'config.json')) });
   }
 
   private async cleanup(id: string, what: { started: boolean; mounted: boolean }): Promise<void> {
@@ -211,7 +238,7 @@ export class ContainerBackend implements Backend {
       await this.o.cgroups.remove(this.cgroupPath(id), SANDBOX_CONTROLLERS);
     }
     if (what.mounted) await this.o.mounts.umount(join(dir, 'rootfs')).catch(() => undefined);
-    await unlink(join(dir, 'init.sock')).catch(() => undefined);
+    await Promise.all([unlink(this.socketPath(id)).catch(() => undefined), unlink(this.logPath(id)).catch(() => undefined)]);
     await rm(dir, { recursive: true, force: true, maxRetries: 2 });
   }
 
@@ -238,6 +265,8 @@ export class ContainerBackend implements Backend {
   }
 
   async close(opts: { keepLayers: boolean }): Promise<void> {
-    if (!opts.keepLayers) await this.layers.unmountAll();
+    if (opts.keepLayers) return;
+    await this.layers.unmountAll();
+    await this.o.mounts.umount(this.runDir).catch(() => undefined);
   }
 }

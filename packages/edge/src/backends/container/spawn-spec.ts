@@ -206,6 +206,11 @@ export interface SpawnPaths {
   log: string;
   /** Mount point of the cgroup v1 hierarchies, normally /sys/fs/cgroup. */
   cgroupRoot: string;
+  /**
+   * The overlay to mount on the root in the spawn's own mount namespace (lower: top layer
+   * first). Absent: the root is already mounted.
+   */
+  overlay?: { lower: string[]; upper: string; work: string };
 }
 
 /** The fields of a warren-hostd `spawn` request for an OCI config. */
@@ -237,6 +242,11 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
     `uidmap=${map(linux.uidMappings[0]!)}`,
     `gidmap=${map(linux.gidMappings[0]!)}`,
   ];
+  if (paths.overlay) {
+    const { lower, upper, work } = paths.overlay;
+    if (lower.length === 0 || [...lower, upper, work].some((d) => /[,:\x1f]/.test(d))) unsupported('overlay directories with , or :');
+    f.push(`overlay=${[lower.join(':'), upper, work].join(US)}`);
+  }
   if (config.hostname) f.push(`hostname=${config.hostname}`);
   for (const c of SANDBOX_CONTROLLERS) f.push(`cg=${dirOf(c)}`);
   for (const [file, value] of cgroupWrites(linux.resources, dirOf)) f.push(`cgw=${file}=${value}`);
