@@ -604,7 +604,8 @@ static void mount_overlay(const char *spec, const char *target)
 		errno = E2BIG;
 		fail("overlay", NULL);
 	}
-	if (mount("overlay", target, "overlay", 0, opts) < 0)
+	/* nodev: a device node in an image layer opens nothing (the devices cgroup denies it too). */
+	if (mount("overlay", target, "overlay", MS_NODEV, opts) < 0)
 		fail("overlay", target);
 }
 

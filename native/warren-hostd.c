@@ -2,9 +2,9 @@
  * warren-hostd: the edge's host-side helper, a long-running child of the Node process.
  *
  * It does what Node does badly or not at all: mount(2) without a mount binary that parses the
- * ever-growing mount table, starting runc, and starting sandboxes without runc (spawn.c). Node forks its whole (large) process for every
- * child it spawns, milliseconds of blocked event loop each; this helper is small, so its forks
- * are cheap, and it can hand a freshly bound listening socket to runc as fd 3.
+ * mount table, starting sandboxes (spawn.c) and starting runc. Node forks its whole (large)
+ * process for every child it spawns, milliseconds of blocked event loop each; this helper is small, so its forks
+ * are cheap, and it can hand a freshly bound listening socket to a sandbox's init as fd 3.
  *
  * Requests, one per line on stdin, fields separated by TAB, each starting with a tag the reply
  * repeats (replies may come out of order):
