@@ -923,7 +923,7 @@ struct sess {
 	int state, exited, status, deleted, freeme;
 	struct conn *conn;
 	scan_t so, se;
-	char mline[200];
+	char mline[256], mout[100], merr[100];
 	int mpending, mdelay;
 	/* bash reads a pipe one byte at a time, so the marker line can follow the script at once */
 	int bytewise;
@@ -1650,8 +1650,12 @@ static void op_query(struct conn *c, const field_t *f, size_t nf)
 	snprintf(pe, sizeof pe, "\n__W_E_%s\n", ne);
 	scan_init(&s->so, po, 1);
 	scan_init(&s->se, pe, 0);
-	snprintf(s->mline, sizeof s->mline,
-		 "printf '\\n%%s %%d\\n' __W_O_%s \"$?\"; printf '\\n%%s\\n' __W_E_%s >&2\n", no, ne);
+	/* Each marker is one `%s` of a string made before printing: SIGINT cannot cut it after its
+	 * leading newline (the shell's stdout is line-buffered), which would leak that newline into
+	 * the output. Newlines are literal inside the quotes, for ash and bash alike. */
+	snprintf(s->mout, sizeof s->mout, "printf '%%s' \"\n__W_O_%s $?\n\"", no);
+	snprintf(s->merr, sizeof s->merr, "printf '%%s' \"\n__W_E_%s\n\" >&2", ne);
+	snprintf(s->mline, sizeof s->mline, "%s; %s\n", s->mout, s->merr);
 	sess_reset_q(s);
 	if (s->bytewise) {
 		/* bash leaves the marker line unread in the pipe until the script is done, even
@@ -2682,7 +2686,15 @@ static int64_t run_timers(int *busy)
 				int pend = 0;
 				if (s->in_fd >= 0 && !bused(&s->inb) && !s->mpending &&
 				    ioctl(s->in_fd, FIONREAD, &pend) == 0 && pend == 0) {
-					bappend(&s->inb, s->mline, strlen(s->mline));
+					/* only the markers not seen yet: one printed twice would leak into
+					 * the next command's output */
+					if (!s->so.done)
+						bappend(&s->inb, s->mout, strlen(s->mout));
+					if (!s->so.done && !s->se.done)
+						bappend(&s->inb, "; ", 2);
+					if (!s->se.done)
+						bappend(&s->inb, s->merr, strlen(s->merr));
+					bappend(&s->inb, "\n", 1);
 					sess_write(s);
 				}
 				s->istage = 3;
