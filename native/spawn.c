@@ -11,6 +11,7 @@
  *   root=PATH          the root file system: a mount point, or the directory the overlay goes on
  *   overlay=LOWER^UPPER^WORK   mount this overlay (LOWER colon-joined, top first) on root in the
  *                      spawn's own mount namespace: it never appears in the host's
+ *   overlaydir=PATH    the directory relative LOWER entries are found in
  *   sock=PATH          a Unix socket is bound and listening here; the init gets it as fd 3
  *   log=PATH           the init's stderr (appended)
  *   ns=LIST            comma list of user,mnt,pid,ipc,uts,net,cgroup
@@ -72,7 +73,7 @@ struct mnt {
 };
 
 struct spec {
-	char *root, *sock, *log, *hostname, *cwd, *overlay;
+	char *root, *sock, *log, *hostname, *cwd, *overlay, *overlaydir;
 	char *uidmap, *gidmap;
 	int clone_flags, cgroupns;
 	char *cg[MAX_ITEMS];
@@ -167,6 +168,8 @@ static int parse(struct spec *sp, char **f, int n, const char **bad)
 			sp->cwd = v;
 		else if (!strcmp(k, "overlay"))
 			sp->overlay = v;
+		else if (!strcmp(k, "overlaydir"))
+			sp->overlaydir = v;
 		else if (!strcmp(k, "uidmap"))
 			sp->uidmap = v;
 		else if (!strcmp(k, "gidmap"))
@@ -644,6 +647,9 @@ __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 		fail("mount namespace", NULL);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		fail("make mounts private", NULL);
+	/* Relative lower dirs resolve from overlaydir: mount options must fit in one page. */
+	if (sp->overlaydir && chdir(sp->overlaydir) < 0)
+		fail("overlay dir", sp->overlaydir);
 	if (sp->overlay)
 		mount_overlay(sp->overlay, sp->root);
 	int sv[2];

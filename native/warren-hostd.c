@@ -12,6 +12,8 @@
  *   TAG erofs FILE TARGET                 read-only file-backed EROFS mount
  *   TAG tmpfs TARGET OPTIONS              tmpfs mount (nosuid, nodev, noexec)
  *   TAG umount TARGET                     lazy unmount; "not mounted" is ok
+ *   TAG mknod HEXPATH TYPE MODE MAJOR MINOR   TYPE c, b or p; MODE octal (layer unpacking)
+ *   TAG xattr HEXPATH NAME HEXVALUE       lsetxattr (never follows a symlink)
  *   TAG ping
  *   TAG spawn KEY=VALUE...               start a sandbox's init in new namespaces (spawn.c);
  *                                         the reply "TAG ok PID" comes once it has exec'd
@@ -31,8 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -119,6 +125,53 @@ static void do_tmpfs(const char *tag, char **f)
 	}
 	if (mount("tmpfs", f[0], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, f[1]) < 0)
 		reply_err(tag, errno, "tmpfs");
+	else
+		reply_ok(tag);
+}
+
+/* Hex-decodes s in place; returns the length, or -1 when it is not even-length hex. */
+static long unhex(char *s)
+{
+	size_t n = strlen(s);
+	if (n % 2)
+		return -1;
+	for (size_t i = 0; i < n / 2; i++) {
+		unsigned v;
+		if (sscanf(s + 2 * i, "%2x", &v) != 1 || !isxdigit((unsigned char)s[2 * i]) || !isxdigit((unsigned char)s[2 * i + 1]))
+			return -1;
+		s[i] = (char)v;
+	}
+	s[n / 2] = 0;
+	return (long)(n / 2);
+}
+
+static void do_mknod(const char *tag, char **f)
+{
+	char *end;
+	long plen = unhex(f[0]);
+	unsigned long mode = strtoul(f[2], &end, 8);
+	unsigned long maj = strtoul(f[3], NULL, 10), min = strtoul(f[4], NULL, 10);
+	mode_t type = !strcmp(f[1], "c") ? S_IFCHR : !strcmp(f[1], "b") ? S_IFBLK : !strcmp(f[1], "p") ? S_IFIFO : 0;
+	if (plen <= 0 || (long)strlen(f[0]) != plen || f[0][0] != '/' || *end || mode > 07777 || !type) {
+		reply_err(tag, EINVAL, "mknod");
+		return;
+	}
+	if (mknod(f[0], type | (mode_t)mode, makedev(maj, min)) < 0)
+		reply_err(tag, errno, "mknod");
+	else
+		reply_ok(tag);
+}
+
+static void do_xattr(const char *tag, char **f)
+{
+	long plen = unhex(f[0]);
+	long vlen = unhex(f[2]);
+	if (plen <= 0 || (long)strlen(f[0]) != plen || f[0][0] != '/' || vlen < 0 || !*f[1]) {
+		reply_err(tag, EINVAL, "xattr");
+		return;
+	}
+	if (lsetxattr(f[0], f[1], f[2], (size_t)vlen, 0) < 0)
+		reply_err(tag, errno, "xattr");
 	else
 		reply_ok(tag);
 }
@@ -260,6 +313,10 @@ static void handle(char *line)
 		do_overlay(tag, a);
 	else if (!strcmp(cmd, "erofs") && na == 2)
 		do_erofs(tag, a);
+	else if (!strcmp(cmd, "mknod") && na == 5)
+		do_mknod(tag, a);
+	else if (!strcmp(cmd, "xattr") && na == 3)
+		do_xattr(tag, a);
 	else if (!strcmp(cmd, "tmpfs") && na == 2)
 		do_tmpfs(tag, a);
 	else if (!strcmp(cmd, "umount") && na == 1)

@@ -78,8 +78,8 @@ export async function http(
 ): Promise<{ status: number; json: unknown; text: string }> {
   const res = await fetch(t.url + path, {
     method,
-    headers: { authorization: `Bearer ${t.key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    headers: { authorization: `Bearer ${t.key}`, ...(body !== undefined && !Buffer.isBuffer(body) ? { 'content-type': 'application/json' } : {}), ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
   });
   const text = await res.text();
   let json: unknown = null;

@@ -8,3 +8,47 @@ export const Image = z.object({
 });
 export type Image = z.infer<typeof Image>;
 export const ListImagesResponse = z.object({ images: z.array(Image) });
+
+/** An image or layer name: lowercase path segments, an optional `:tag`. */
+export const ImageName = z
+  .string()
+  .max(200)
+  .regex(/^[a-z0-9][a-z0-9._-]*(\/[a-z0-9][a-z0-9._-]*)*(:[A-Za-z0-9._-]+)?$/, 'lowercase letters, digits, . _ - and / segments, optional :tag');
+
+export const ImportImageQuery = z.strictObject({ name: ImageName });
+export const UploadLayerQuery = z.strictObject({ name: ImageName });
+
+export const Layer = z.object({
+  name: z.string(),
+  digest: z.string(),
+  sizeBytes: z.number(),
+  createdAt: z.string(),
+});
+export type Layer = z.infer<typeof Layer>;
+export const ListLayersResponse = z.object({ layers: z.array(Layer) });
+
+/** One line of an import or pull's NDJSON stream; the last is `done` or `error`. */
+export const ImageEvent = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('progress'),
+    phase: z.enum(['receive', 'layer']),
+    layer: z.number().optional(),
+    layers: z.number().optional(),
+    bytes: z.number(),
+  }),
+  z.object({ type: z.literal('done'), image: Image }),
+  z.object({ type: z.literal('error'), error: z.object({ code: z.string(), message: z.string() }) }),
+]);
+export type ImageEvent = z.infer<typeof ImageEvent>;
+
+export const CommitRequest = z.strictObject({
+  name: ImageName,
+  /** Absolute paths inside the sandbox left out of the new layer. */
+  exclude: z.array(z.string().startsWith('/').max(4096)).max(256).optional(),
+});
+export type CommitRequest = z.infer<typeof CommitRequest>;
+
+export const PullImageRequest = z.strictObject({
+  ref: z.string().min(1).max(512),
+  name: ImageName.optional(),
+});

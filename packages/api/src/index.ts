@@ -24,7 +24,18 @@ export {
 export { CommandOutputQuery, CreateSessionRequest, CreateSessionResponse, ExecEvent, ExecRequest, ExecResult, KillRequest } from './exec.js';
 export type { ExitEvent } from './exec.js';
 export { DeleteFileQuery, FileEntry, FilePathQuery, ListFilesQuery, ListFilesResponse, MkdirRequest, MoveRequest, WriteFileQuery } from './files.js';
-export { Image, ListImagesResponse } from './images.js';
+export {
+  Image,
+  ListImagesResponse,
+  ImageName,
+  ImportImageQuery,
+  UploadLayerQuery,
+  Layer,
+  ListLayersResponse,
+  ImageEvent,
+  CommitRequest,
+  PullImageRequest,
+} from './images.js';
 export { CreateKeyRequest, CreateKeyResponse, Info, ListNodesResponse, Node, Quota } from './ops.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';

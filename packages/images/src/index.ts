@@ -1,6 +1,11 @@
 export { DEFAULT_ID_MAP, shiftId } from './idmap.js';
 export type { IdMap } from './idmap.js';
-export { LayerStore, digestHex, fileDigest } from './layer-store.js';
+export { LayerStore, checkLayerName, digestHex, fileDigest } from './layer-store.js';
+export type { LayerInfo, NamedLayer } from './layer-store.js';
+export { OPAQUE_XATTR, layerPath, unpackLayer } from './unpack.js';
+export type { FsOps, UnpackResult } from './unpack.js';
+export { readTar } from './tar.js';
+export type { TarEntry } from './tar.js';
 export { DEFAULT_IMAGES, installDefaultImages, prepareDefaultImages, removeBuildDir } from './defaults.js';
 export type { DefaultImageName, PrepareOptions } from './defaults.js';
 export { buildBusyboxRootfs, HOST_BUSYBOX } from './busybox.js';
@@ -9,3 +14,5 @@ export { mkfsErofs, mkfsErofsArgs } from './erofs.js';
 export { BASE_USERS, shiftOwnership } from './rootfs.js';
 export { runFile } from './exec-file.js';
 export type { RunResult } from './exec-file.js';
+export { archiveLayers, importArchive } from './archive.js';
+export type { ImportProgress, LayerRef } from './archive.js';

@@ -9,6 +9,7 @@ import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, installDefaultImages, prepare
 import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
 import { SandboxService } from './services/sandboxes.js';
+import { ImageService } from './services/images.js';
 import { createApp } from './http/app.js';
 
 export interface Logger {
@@ -32,6 +33,8 @@ export interface WarrenOptions {
   images?: DefaultImageName[];
   defaultTtlSeconds?: number;
   maxSandboxes?: number;
+  /** Largest image archive or layer upload, in bytes (default 64 GiB). */
+  maxUploadBytes?: number;
   logger: Logger;
 }
 
@@ -133,9 +136,10 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const flush = setInterval(() => service?.flushActivity(), 5000);
   flush.unref();
 
+  const images = new ImageService(layers, edge, { idMap: DEFAULT_ID_MAP, ops: mounts, maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30, logger: o.logger });
   const auth = new Auth(store, adminKey);
   let url = '';
-  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, nodeAddress: () => url, logger: o.logger });
+  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, nodeAddress: () => url, logger: o.logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());

@@ -41,6 +41,10 @@ export interface Backend {
   stats(id: string): Promise<SandboxStats>;
   /** Whether a sandbox's processes are gone (its init exited or was killed). */
   exited(sb: BackendSandbox): Promise<boolean>;
+  /** The host directory of a sandbox's writable layer, in overlay form (for commit). */
+  upperDir(id: string): string;
+  /** Lets go of removed layers (unmounts them). */
+  forgetLayers(digests: string[]): Promise<void>;
   /** Ids of sandboxes this backend has on the node (to find leftovers). */
   list(): Promise<string[]>;
   close(opts: { keepLayers: boolean }): Promise<void>;

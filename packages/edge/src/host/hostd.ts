@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { WarrenError } from '@warren/api';
+import type { FsOps } from '@warren/images';
 
 interface Pending {
   resolve: (extra: string) => void;
@@ -44,7 +45,7 @@ function checkField(v: string): string {
  * mount binary parsing a mount table that grows with every sandbox) and starts runc (Node forks
  * its whole process for every spawn: milliseconds of blocked event loop each).
  */
-export class HostHelper implements Mounts, Spawner, SandboxSpawner {
+export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
   private readonly child: ChildProcessWithoutNullStreams;
   private readonly pending = new Map<string, Pending>();
   private nextTag = 1;
@@ -83,6 +84,15 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner {
 
   async erofs(file: string, target: string): Promise<void> {
     await this.send('erofs mount', ['erofs', file, target]);
+  }
+
+  async mknod(path: string, type: 'char' | 'block' | 'fifo', mode: number, major: number, minor: number): Promise<void> {
+    const t = type === 'char' ? 'c' : type === 'block' ? 'b' : 'p';
+    await this.send('mknod', ['mknod', Buffer.from(path).toString('hex'), t, mode.toString(8), String(major), String(minor)]);
+  }
+
+  async setxattr(path: string, name: string, value: Buffer): Promise<void> {
+    await this.send('setting an extended attribute', ['xattr', Buffer.from(path).toString('hex'), name, value.toString('hex')]);
   }
 
   async tmpfs(target: string, options: string): Promise<void> {

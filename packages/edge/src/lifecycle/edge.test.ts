@@ -34,6 +34,12 @@ class FakeBackend implements Backend {
   async exited(sb: BackendSandbox): Promise<boolean> {
     return this.dead.has(sb.id);
   }
+  async forgetLayers(): Promise<void> {}
+
+  upperDir(id: string): string {
+    return `/nonexistent/${id}`;
+  }
+
   async list(): Promise<string[]> {
     return [];
   }

@@ -233,6 +233,30 @@ export class Edge {
     await l.resuming;
   }
 
+  /** Runs fn with the sandbox frozen (a consistent view of its files), then thaws it unless it was paused. */
+  async frozen<T>(id: string, fn: (upperDir: string) => Promise<T>): Promise<T> {
+    const l = this.get(id);
+    const wasPaused = l.spec.paused;
+    if (!wasPaused) await this.o.backend.pause(id);
+    try {
+      return await fn(this.o.backend.upperDir(id));
+    } finally {
+      if (!wasPaused && this.live.has(id)) await this.o.backend.resume(id);
+    }
+  }
+
+  /** Unmounts layers that were removed from the store (none of them is in use). */
+  async forgetLayers(digests: string[]): Promise<void> {
+    await this.o.backend.forgetLayers(digests);
+  }
+
+  /** Layer digests the live sandboxes of this node stand on (garbage collection keeps them). */
+  layersInUse(): Set<string> {
+    const out = new Set<string>();
+    for (const l of this.live.values()) for (const d of l.spec.layers) out.add(d);
+    return out;
+  }
+
   isPaused(id: string): boolean {
     return this.get(id).spec.paused;
   }

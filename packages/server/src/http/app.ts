@@ -1,3 +1,4 @@
+import { imageRoutes } from './routes-images.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ROUTES, WarrenError, buildOpenApi } from '@warren/api';
 import { Router } from './router.js';
@@ -8,9 +9,7 @@ import { commandRoutes } from './routes-commands.js';
 import { fileRoutes } from './routes-files.js';
 import { opsRoutes } from './routes-ops.js';
 
-export interface AppDeps extends RouteDeps {
-  logger: { warn(msg: string, meta?: unknown): void };
-}
+export type AppDeps = RouteDeps;
 
 /** Builds the HTTP server of the Warren API (routes from the contract, one error handler). */
 export function createApp(d: AppDeps): Server {
@@ -28,6 +27,7 @@ export function createApp(d: AppDeps): Server {
   commandRoutes(on, d);
   fileRoutes(on, d);
   opsRoutes(on, d);
+  imageRoutes(on, d);
   router.add(ROUTES.openapi, async (c) => {
     c.res.writeHead(200, { 'content-type': 'application/json' });
     c.res.end(openapi);

@@ -3,6 +3,7 @@ import type { Edge } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { Auth } from '../services/auth.js';
 import type { Caller, SandboxService } from '../services/sandboxes.js';
+import type { ImageService } from '../services/images.js';
 import type { RouteContext } from './router.js';
 
 /** A request that passed authentication. */
@@ -17,6 +18,8 @@ export interface RouteDeps {
   sandboxes: SandboxService;
   edge: Edge;
   layers: LayerStore;
+  images: ImageService;
+  logger: { warn(msg: string, meta?: unknown): void };
   /** Where this node's edge is reached (known once the server listens). */
   nodeAddress: () => string;
 }

@@ -44,10 +44,6 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     await svc.resume(c.caller, sandboxId(c));
     sendJson(c.res, 200, { state: 'running' });
   });
-  on(ROUTES.commit, async (c) => {
-    svc.record(c.caller, sandboxId(c));
-    throw new WarrenError('invalid_argument', 'commit is not available yet');
-  });
   for (const op of ['pause', 'resume', 'delete'] as const) {
     const spec = op === 'pause' ? ROUTES.batchPause : op === 'resume' ? ROUTES.batchResume : ROUTES.batchDelete;
     on(spec, async (c) => {

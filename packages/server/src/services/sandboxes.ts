@@ -38,13 +38,18 @@ export class SandboxService {
     const backend = req.backend ?? 'container';
     if (backend !== 'container')
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on this node yet; use "container"`, { backend });
-    if (req.layers?.length) throw new WarrenError('invalid_argument', 'extra layers are not supported yet', { layers: req.layers });
     const net = req.network;
     if (net && (net.egress === 'allow' || (net.allow?.length ?? 0) > 0)) {
       throw new WarrenError('invalid_argument', 'sandboxes have loopback only for now: egress rules cannot be honoured yet', { network: net });
     }
     const image = this.layers.getImage(req.image);
     if (!image) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
+    // Extra layers go over the image's, the last one on top.
+    const extra = (req.layers ?? []).map((ref) => {
+      const digest = this.layers.resolveLayer(ref);
+      if (!digest) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
+      return digest;
+    });
     const r = req.resources ?? {};
     const resources = {
       cpu: r.cpu ?? this.o.defaults.cpu,
@@ -63,8 +68,8 @@ export class SandboxService {
       state: 'creating',
       backend,
       image: req.image,
-      layers: image.layers,
-      layerNames: [],
+      layers: [...image.layers, ...extra],
+      layerNames: req.layers ?? [],
       labels: req.labels ?? {},
       resources,
       env: req.env ?? {},

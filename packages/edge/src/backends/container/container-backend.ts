@@ -133,7 +133,7 @@ export class ContainerBackend implements Backend {
       await Promise.all([mkdir(join(dir, 'upper')), mkdir(join(dir, 'work')), this.runtime === 'runc' ? mkdir(rootfs) : null]);
       await chown(join(dir, 'upper'), this.o.idMap.hostStart, this.o.idMap.hostStart);
       // overlay wants the top layer first.
-      const overlay = { lower: lower.reverse(), upper: join(dir, 'upper'), work: join(dir, 'work') };
+      const overlay = { lower: lower.reverse(), upper: join(dir, 'upper'), work: join(dir, 'work'), lowerBase: this.layers.dir };
       // runc needs the root mounted on the host; the native spawner mounts it in the sandbox's
       // own mount namespace, so the host's mount table does not grow with every sandbox.
       if (this.runtime === 'runc') {
@@ -258,6 +258,14 @@ export class ContainerBackend implements Backend {
 
   async exited(sb: BackendSandbox): Promise<boolean> {
     return sb.initPid === null ? false : processExited(sb.initPid, sb.initStartTime);
+  }
+
+  async forgetLayers(digests: string[]): Promise<void> {
+    for (const d of digests) await this.layers.unmount(d);
+  }
+
+  upperDir(id: string): string {
+    return join(this.dir(id), 'upper');
   }
 
   async list(): Promise<string[]> {

@@ -1,4 +1,4 @@
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, rmdir } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { digestHex, type LayerStore } from '@warren/images';
@@ -11,7 +11,7 @@ export class LayerMounts {
   constructor(
     private readonly store: LayerStore,
     private readonly mounts: Mounts,
-    private readonly dir: string,
+    readonly dir: string,
   ) {}
 
   /** Learns which layers are still mounted from an earlier run (after a restart). */
@@ -47,6 +47,17 @@ export class LayerMounts {
     await mkdir(target, { recursive: true });
     await this.mounts.erofs(this.store.layerPath(digest), target);
     return target;
+  }
+
+  async unmount(digest: string): Promise<void> {
+    const p = this.mounted.get(digest);
+    if (!p) return;
+    this.mounted.delete(digest);
+    const target = await p.catch(() => null);
+    if (target) {
+      await this.mounts.umount(target).catch(() => undefined);
+      await rmdir(target).catch(() => undefined);
+    }
   }
 
   async unmountAll(): Promise<void> {

@@ -210,7 +210,7 @@ export interface SpawnPaths {
    * The overlay to mount on the root in the spawn's own mount namespace (lower: top layer
    * first). Absent: the root is already mounted.
    */
-  overlay?: { lower: string[]; upper: string; work: string };
+  overlay?: { lower: string[]; upper: string; work: string; lowerBase?: string };
 }
 
 /** The fields of a warren-hostd `spawn` request for an OCI config. */
@@ -243,9 +243,13 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
     `gidmap=${map(linux.gidMappings[0]!)}`,
   ];
   if (paths.overlay) {
-    const { lower, upper, work } = paths.overlay;
-    if (lower.length === 0 || [...lower, upper, work].some((d) => /[,:\x1f]/.test(d))) unsupported('overlay directories with , or :');
+    const { upper, work, lowerBase } = paths.overlay;
+    // Lower dirs below lowerBase are named relative to it (the spawner mounts from there): the
+    // kernel takes one page of mount options, and 60 layers of absolute paths do not fit.
+    const lower = lowerBase ? paths.overlay.lower.map((l) => (l.startsWith(lowerBase + '/') ? l.slice(lowerBase.length + 1) : l)) : paths.overlay.lower;
+    if (lower.length === 0 || [...lower, upper, work, lowerBase ?? ''].some((d) => /[,:\x1f]/.test(d))) unsupported('overlay directories with , or :');
     f.push(`overlay=${[lower.join(':'), upper, work].join(US)}`);
+    if (lowerBase) f.push(`overlaydir=${lowerBase}`);
   }
   if (config.hostname) f.push(`hostname=${config.hostname}`);
   for (const c of SANDBOX_CONTROLLERS) f.push(`cg=${dirOf(c)}`);

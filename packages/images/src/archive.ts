@@ -1,0 +1,181 @@
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { WarrenError } from '@warren/api';
+import type { IdMap } from './idmap.js';
+import type { LayerStore } from './layer-store.js';
+import { readTar } from './tar.js';
+import type { FsOps } from './unpack.js';
+
+/** What an image archive's manifest says its layers are, bottom first. */
+export interface LayerRef {
+  /** Path of the blob inside the archive. */
+  path: string;
+  /** Digest of the blob as stored (compressed or not), when the format names it. */
+  blobDigest?: string;
+  /** Digest of the uncompressed tar (diffID), when the config names it. */
+  diffId?: string;
+}
+
+function bad(msg: string): WarrenError {
+  return new WarrenError('invalid_argument', msg);
+}
+
+function json(files: Map<string, Buffer>, path: string): unknown {
+  const b = files.get(path);
+  if (!b) throw bad(`the archive has no ${path}`);
+  try {
+    return JSON.parse(b.toString('utf8'));
+  } catch {
+    throw bad(`${path} in the archive is not JSON`);
+  }
+}
+
+const blobPath = (digest: string): string => {
+  const m = /^sha256:([0-9a-f]{64})$/.exec(digest);
+  if (!m) throw bad(`unsupported digest ${digest}`);
+  return `blobs/sha256/${m[1]}`;
+};
+
+interface Descriptor {
+  mediaType?: string;
+  digest: string;
+  platform?: { os?: string; architecture?: string };
+  annotations?: Record<string, string>;
+}
+
+/**
+ * Reads the layer list of a `docker save` archive (manifest.json, legacy or OCI-style paths) or
+ * of an OCI image layout (index.json → manifest, following one level of image index to
+ * linux/amd64). Pure: works on the archive's small JSON files.
+ */
+export function archiveLayers(files: Map<string, Buffer>): LayerRef[] {
+  if (files.has('manifest.json')) {
+    const m = json(files, 'manifest.json') as Array<{ Config?: string; Layers?: string[] }>;
+    const first = Array.isArray(m) ? m[0] : undefined;
+    if (!first?.Layers?.length) throw bad('manifest.json lists no layers');
+    const config = first.Config ? (json(files, first.Config) as { rootfs?: { diff_ids?: string[] } }) : {};
+    const diffIds = config.rootfs?.diff_ids ?? [];
+    return first.Layers.map((path, i) => ({
+      path,
+      diffId: diffIds[i],
+      blobDigest: /^blobs\/sha256\/[0-9a-f]{64}$/.test(path) ? `sha256:${path.slice(13)}` : undefined,
+    }));
+  }
+  if (files.has('index.json')) {
+    let desc = (json(files, 'index.json') as { manifests?: Descriptor[] }).manifests?.[0];
+    for (let depth = 0; desc && depth < 2; depth++) {
+      const doc = json(files, blobPath(desc.digest)) as { manifests?: Descriptor[]; layers?: Descriptor[]; config?: Descriptor };
+      if (doc.manifests) {
+        desc = doc.manifests.find((d) => d.platform?.os === 'linux' && d.platform.architecture === 'amd64') ?? doc.manifests[0];
+        continue;
+      }
+      if (!doc.layers?.length || !doc.config) throw bad('the image manifest lists no layers');
+      const config = json(files, blobPath(doc.config.digest)) as { rootfs?: { diff_ids?: string[] } };
+      const diffIds = config.rootfs?.diff_ids ?? [];
+      return doc.layers.map((l, i) => {
+        if (l.mediaType?.includes('zstd')) throw bad(`layer ${l.digest} is zstd-compressed, which is not supported; use gzip or none`);
+        return { path: blobPath(l.digest), blobDigest: l.digest, diffId: diffIds[i] };
+      });
+    }
+    throw bad('index.json names no image manifest');
+  }
+  throw bad('not an image archive: no manifest.json (docker save) or index.json (OCI image layout)');
+}
+
+async function isGzip(file: string, start = 0): Promise<boolean> {
+  const fh = await open(file, 'r');
+  try {
+    const b = Buffer.alloc(2);
+    await fh.read(b, 0, 2, start);
+    return b[0] === 0x1f && b[1] === 0x8b;
+  } finally {
+    await fh.close();
+  }
+}
+
+/** A byte range of a file, hashed as it is read; `digest()` once it has been read through. */
+function hashedRange(file: string, start: number, size: number): { stream: AsyncIterable<Buffer>; digest: () => string } {
+  const h = createHash('sha256');
+  const raw = size === 0 ? [] : createReadStream(file, { start, end: start + size - 1 });
+  return {
+    stream: (async function* () {
+      for await (const c of raw) {
+        h.update(c as Buffer);
+        yield c as Buffer;
+      }
+    })(),
+    digest: () => `sha256:${h.digest('hex')}`,
+  };
+}
+
+async function* gunzipped(source: AsyncIterable<Buffer>, what: string): AsyncGenerator<Buffer> {
+  const gunzip = createGunzip();
+  pipeline(source, gunzip).catch(() => undefined);
+  try {
+    for await (const c of gunzip) yield c as Buffer;
+  } catch (e) {
+    throw e instanceof WarrenError ? e : bad(`${what} is not valid gzip: ${(e as Error).message}`);
+  }
+}
+
+export interface ImportProgress {
+  (ev: { phase: 'layer'; layer: number; layers: number; bytes: number }): void;
+}
+
+/**
+ * Imports an image archive file (a `docker save` tarball or an OCI image layout tarball, either
+ * optionally gzipped) into the store: each layer checked against the digests the archive names
+ * and converted to one EROFS blob. Returns the blobs' digests, bottom first (pinned: the caller
+ * names the image, then unpins).
+ */
+export async function importArchive(
+  file: string,
+  store: LayerStore,
+  o: { idMap: IdMap; ops: FsOps; scratch: string; onProgress?: ImportProgress },
+): Promise<string[]> {
+  let tarFile = file;
+  if (await isGzip(file)) {
+    tarFile = `${o.scratch}/archive.tar`;
+    await pipeline(createReadStream(file), createGunzip(), createWriteStream(tarFile)).catch((e: unknown) => {
+      throw bad(`the archive is not valid gzip: ${(e as Error).message}`);
+    });
+  }
+  const entries = new Map<string, { offset: number; size: number }>();
+  const small = new Map<string, Buffer>();
+  await readTar(createReadStream(tarFile) as AsyncIterable<Buffer>, async (e, body) => {
+    const path = e.path.replace(/^\.\//, '');
+    if (e.type !== 'file') return;
+    entries.set(path, { offset: e.offset, size: e.size });
+    if (e.size <= 4 << 20 && (path.endsWith('.json') || path.startsWith('blobs/') || !path.includes('/'))) {
+      const chunks: Buffer[] = [];
+      for await (const c of body) chunks.push(c);
+      small.set(path, Buffer.concat(chunks));
+    }
+  });
+  const refs = archiveLayers(small);
+  const digests: string[] = [];
+  try {
+    for (const [i, ref] of refs.entries()) {
+      const at = entries.get(ref.path.replace(/^\.\//, ''));
+      if (!at) throw bad(`the archive lacks layer ${ref.path}`);
+      const range = hashedRange(tarFile, at.offset, at.size);
+      const gz = at.size >= 2 && (await isGzip(tarFile, at.offset));
+      const source = gz ? gunzipped(range.stream, `layer ${i + 1}`) : range.stream;
+      const info = await store.addLayerTar(source, { idMap: o.idMap, ops: o.ops, expectDiffId: ref.diffId });
+      digests.push(info.digest);
+      // A layer skipped as already converted was not read through; only a read one is checked.
+      if (ref.blobDigest && !info.reused) {
+        const got = range.digest();
+        if (got !== ref.blobDigest) throw bad(`layer ${i + 1} does not match its digest: expected ${ref.blobDigest}, got ${got}`);
+      }
+      o.onProgress?.({ phase: 'layer', layer: i + 1, layers: refs.length, bytes: at.size });
+    }
+    return digests;
+  } catch (e) {
+    for (const d of digests) store.unpin(d);
+    throw e;
+  }
+}

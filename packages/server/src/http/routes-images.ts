@@ -1,0 +1,50 @@
+import * as api from '@warren/api';
+import { ROUTES, WarrenError, type ImageEvent } from '@warren/api';
+import { jsonBody, query, sendEmpty, sendJson } from './io.js';
+import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
+
+const adminOnly = (c: Authed, what: string): void => {
+  if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', `only an admin key can delete ${what}`);
+};
+
+/** Import, layer upload, commit and deletion of images and layers. */
+export function imageRoutes(on: On, d: RouteDeps): void {
+  on(ROUTES.importImage, async (c) => {
+    const q = query(c.url, api.ImportImageQuery);
+    // Progress streams as it happens; a failure after the first line is the last line.
+    c.res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
+    const emit = (ev: ImageEvent): void => {
+      c.res.write(JSON.stringify(ev) + '\n');
+    };
+    try {
+      emit({ type: 'done', image: await d.images.importImage(q.name, c.req, emit) });
+    } catch (e) {
+      const err = e instanceof WarrenError ? e : new WarrenError('internal', 'the import failed');
+      if (!(e instanceof WarrenError)) d.logger.warn('import failed', { error: String(e) });
+      emit({ type: 'error', error: { code: err.code, message: err.message } });
+      c.req.resume();
+    }
+    c.res.end();
+  });
+  on(ROUTES.deleteImage, async (c) => {
+    adminOnly(c, 'images');
+    await d.images.deleteImage(c.params.name ?? '');
+    sendEmpty(c.res);
+  });
+  on(ROUTES.uploadLayer, async (c) => {
+    const q = query(c.url, api.UploadLayerQuery);
+    sendJson(c.res, 201, await d.images.uploadLayer(q.name, c.req));
+  });
+  on(ROUTES.listLayers, async (c) => sendJson(c.res, 200, { layers: await d.layers.listLayers() }));
+  on(ROUTES.deleteLayer, async (c) => {
+    adminOnly(c, 'layers');
+    await d.images.deleteLayer(c.params.name ?? '');
+    sendEmpty(c.res);
+  });
+  on(ROUTES.commit, async (c) => {
+    const body = await jsonBody(c.req, api.CommitRequest);
+    const id = liveSandboxId(d, c);
+    const rec = d.sandboxes.record(c.caller, sandboxId(c));
+    sendJson(c.res, 201, await d.images.commit(c.caller, id, rec.layers, body));
+  });
+}

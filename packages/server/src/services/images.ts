@@ -1,0 +1,162 @@
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { PassThrough, Transform } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer } from '@warren/api';
+import type { Edge } from '@warren/edge';
+import { importArchive, type FsOps, type IdMap, type LayerStore } from '@warren/images';
+import type { Caller } from './sandboxes.js';
+
+export interface ImageServiceOptions {
+  idMap: IdMap;
+  ops: FsOps;
+  /** Largest archive or layer upload accepted, in bytes. */
+  maxUploadBytes: number;
+  logger: { warn(msg: string, meta?: unknown): void };
+}
+
+/**
+ * What the platform itself leaves in a sandbox's writable layer, never committed: the platform
+ * mount point and shell histories (paths relative to the layer; mkfs.erofs syntax).
+ */
+export const COMMIT_RESIDUES = { paths: ['.warren'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };
+
+/** Counts bytes through a stream and refuses more than `max`. */
+function limit(max: number, onBytes?: (n: number) => void): Transform {
+  let n = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      n += chunk.length;
+      if (n > max) cb(new WarrenError('payload_too_large', `uploads are limited to ${max} bytes`, { maxBytes: max }));
+      else {
+        onBytes?.(n);
+        cb(null, chunk);
+      }
+    },
+  });
+}
+
+/** A stream that is gunzipped when it starts with the gzip magic, passed through otherwise. */
+async function* maybeGunzip(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  const it = source[Symbol.asyncIterator]();
+  let first = await it.next();
+  while (!first.done && first.value.length < 2) {
+    const more = await it.next();
+    if (more.done) break;
+    first = { done: false, value: Buffer.concat([first.value, more.value]) };
+  }
+  if (first.done) return;
+  const rest = (async function* () {
+    yield first.value;
+    for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
+  })();
+  if (first.value[0] !== 0x1f || first.value[1] !== 0x8b) {
+    yield* rest;
+    return;
+  }
+  const gunzip = createGunzip();
+  const out = new PassThrough();
+  pipeline(rest, gunzip, out).catch(() => undefined);
+  try {
+    for await (const c of out) yield c as Buffer;
+  } catch (e) {
+    throw e instanceof WarrenError ? e : new WarrenError('invalid_argument', `not valid gzip: ${(e as Error).message}`);
+  }
+}
+
+/** Images and layers of this node: import, upload, commit, delete and garbage collection. */
+export class ImageService {
+  constructor(
+    private readonly store: LayerStore,
+    private readonly edge: Edge,
+    private readonly o: ImageServiceOptions,
+  ) {}
+
+  private scratch(): Promise<string> {
+    return mkdtemp(join(this.store.root, 'tmp', 'import-'));
+  }
+
+  /** A standalone layer from a tar (gzip or not), named. */
+  async uploadLayer(name: string, body: NodeJS.ReadableStream): Promise<Layer> {
+    const limited = body.pipe(limit(this.o.maxUploadBytes));
+    body.on('error', (e: Error) => limited.destroy(e));
+    const source = maybeGunzip(limited);
+    const info = await this.store.addLayerTar(source, { idMap: this.o.idMap, ops: this.o.ops });
+    try {
+      return await this.store.nameLayer(name, info.digest);
+    } finally {
+      this.store.unpin(info.digest);
+    }
+  }
+
+  /**
+   * An image from a `docker save` or OCI layout tarball: received to a scratch file (the
+   * formats need random access), then each layer converted. Progress goes to `emit`.
+   */
+  async importImage(name: string, body: NodeJS.ReadableStream, emit: (ev: ImageEvent) => void): Promise<Image> {
+    const scratch = await this.scratch();
+    try {
+      const file = join(scratch, 'upload');
+      let last = 0;
+      await pipeline(
+        body,
+        limit(this.o.maxUploadBytes, (n) => {
+          if (n - last >= 8 << 20) {
+            last = n;
+            emit({ type: 'progress', phase: 'receive', bytes: n });
+          }
+        }),
+        createWriteStream(file),
+      );
+      const digests = await importArchive(file, this.store, {
+        idMap: this.o.idMap,
+        ops: this.o.ops,
+        scratch,
+        onProgress: (p) => emit({ type: 'progress', ...p }),
+      });
+      try {
+        return await this.store.setImage(name, digests);
+      } finally {
+        for (const d of digests) this.store.unpin(d);
+      }
+    } catch (e) {
+      await this.collectGarbage().catch(() => undefined);
+      throw e;
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * A sandbox's writable layer (frozen meanwhile), minus `exclude` and the platform's residues,
+   * as a new layer over its current ones: the image `name`.
+   */
+  async commit(_caller: Caller, id: string, layers: string[], req: CommitRequest): Promise<Image> {
+    const exclude = [...COMMIT_RESIDUES.paths, ...(req.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
+    const info = await this.edge.frozen(id, (upper) => this.store.addLayerDir(upper, exclude, COMMIT_RESIDUES.regex));
+    try {
+      return await this.store.setImage(req.name, [...layers, info.digest]);
+    } finally {
+      this.store.unpin(info.digest);
+    }
+  }
+
+  async deleteImage(name: string): Promise<void> {
+    if (!(await this.store.deleteImage(name))) throw new WarrenError('not_found', `image "${name}" does not exist`, { image: name });
+    await this.collectGarbage();
+  }
+
+  async deleteLayer(name: string): Promise<void> {
+    if (!(await this.store.deleteLayerName(name))) throw new WarrenError('not_found', `layer "${name}" does not exist`, { layer: name });
+    await this.collectGarbage();
+  }
+
+  /** Frees layers that no image, named layer or live sandbox uses (and unmounts them). */
+  async collectGarbage(): Promise<string[]> {
+    const removed = await this.store.collectGarbage(this.edge.layersInUse());
+    await this.edge.forgetLayers(removed);
+    return removed;
+  }
+}

@@ -1,0 +1,70 @@
+/** A minimal tar writer for tests: any member, including ones a careful tool would refuse. */
+export interface Member {
+  path: string;
+  type?: 'file' | 'dir' | 'symlink' | 'link' | 'char' | 'block' | 'fifo';
+  content?: string | Buffer;
+  mode?: number;
+  uid?: number;
+  gid?: number;
+  linkname?: string;
+  major?: number;
+  minor?: number;
+  mtime?: number;
+  xattrs?: Record<string, string>;
+}
+
+const FLAGS = { file: '0', link: '1', symlink: '2', char: '3', block: '4', dir: '5', fifo: '6' } as const;
+
+function header(name: string, flag: string, size: number, m: Partial<Member>): Buffer {
+  const h = Buffer.alloc(512);
+  const oct = (v: number, len: number): string => v.toString(8).padStart(len - 1, '0') + '\0';
+  h.write(name.slice(0, 100), 0, 'utf8');
+  h.write(oct(m.mode ?? (flag === '5' ? 0o755 : 0o644), 8), 100);
+  h.write(oct(m.uid ?? 0, 8), 108);
+  h.write(oct(m.gid ?? 0, 8), 116);
+  h.write(oct(size, 12), 124);
+  h.write(oct(m.mtime ?? 1_700_000_000, 12), 136);
+  h.write('        ', 148);
+  h.write(flag, 156);
+  h.write((m.linkname ?? '').slice(0, 100), 157);
+  h.write('ustar\0', 257, 'latin1');
+  h.write('00', 263);
+  h.write(oct(m.major ?? 0, 8), 329);
+  h.write(oct(m.minor ?? 0, 8), 337);
+  let sum = 0;
+  for (const b of h) sum += b;
+  h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+  return h;
+}
+
+function pad(b: Buffer): Buffer {
+  const rest = b.length % 512;
+  return rest ? Buffer.concat([b, Buffer.alloc(512 - rest)]) : b;
+}
+
+function paxRecord(key: string, value: string): string {
+  const body = ` ${key}=${value}\n`;
+  let len = body.length + 1;
+  while (String(len).length + body.length !== len) len = String(len).length + body.length;
+  return `${len}${body}`;
+}
+
+/** The bytes of a tar holding the members in order, with the two-block end marker. */
+export function makeTar(members: Member[], opts: { end?: boolean } = {}): Buffer {
+  const parts: Buffer[] = [];
+  for (const m of members) {
+    const type = m.type ?? 'file';
+    const data = type === 'file' ? Buffer.from(m.content ?? '') : Buffer.alloc(0);
+    const pax = Object.entries(m.xattrs ?? {})
+      .map(([k, v]) => paxRecord(`SCHILY.xattr.${k}`, v))
+      .join('');
+    const long = m.path.length > 100 ? paxRecord('path', m.path) : '';
+    if (pax || long) {
+      const body = Buffer.from(pax + long);
+      parts.push(header('PaxHeader', 'x', body.length, {}), pad(body));
+    }
+    parts.push(header(m.path, FLAGS[type], data.length, m), pad(data));
+  }
+  if (opts.end !== false) parts.push(Buffer.alloc(1024));
+  return Buffer.concat(parts);
+}
