@@ -4,10 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# `--test`: also what only the tests use (a real OCI registry to pull from).
+pkgs=(runc erofs-utils busybox-static debootstrap gcc make libc6-dev iproute2 tar)
+[ "${1:-}" = --test ] && pkgs+=(docker-registry)
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for pkg in runc erofs-utils busybox-static debootstrap gcc make libc6-dev iproute2 tar; do
+for pkg in "${pkgs[@]}"; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -186,6 +186,14 @@ export const ROUTES = {
     rawResponse: 'application/x-ndjson',
     status: 200,
   }),
+  pullImage: r({
+    method: 'POST',
+    path: '/v1/images/pull',
+    summary: 'Pull an image from an OCI registry (layers converted before are not fetched again); NDJSON progress, last line done or error',
+    body: i.PullImageRequest,
+    rawResponse: 'application/x-ndjson',
+    status: 200,
+  }),
   deleteImage: r({ method: 'DELETE', path: '/v1/images/{name}', summary: 'Delete an image name; layers nothing else uses are freed', status: 204 }),
   uploadLayer: r({
     method: 'POST',

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
 import { connect, WarrenError, type Sandbox } from '@warren/sdk';
 import { prepareDefaultImages, DEFAULT_IMAGES, type DefaultImageName } from '@warren/images';
 import { down, up } from './up.js';
@@ -13,14 +14,19 @@ const USAGE = `warren — sandboxes for agents
 
   warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes] [--runtime native|runc]
   warren down [--data-dir DIR]
-  warren create IMAGE [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
+  warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
   warren shell ID                    a persistent shell: one command per line
   warren cp SRC DST                  one side is ID:/path
   warren ls ID [PATH]
   warren ps [--label k=v]... [--state STATE]
   warren rm ID...   warren pause ID   warren resume ID
-  warren images [prepare]
+  warren images [prepare]            list (or build the default images)
+  warren images import FILE --name NAME   a docker save / OCI layout tarball, with a progress bar
+  warren images pull REF [--name NAME]    from an OCI registry (host:port/repo:tag)
+  warren images rm NAME...
+  warren layers [push FILE --name NAME | rm NAME...]   standalone layers for --layer
+  warren commit ID NAME [--exclude PATH]...            the sandbox's changes as a new image
 
 Environment: WARREN_URL, WARREN_API_KEY (client); WARREN_DATA_DIR, WARREN_IMAGE_CACHE (server).`;
 
@@ -91,6 +97,7 @@ async function run(argv: string[]): Promise<number> {
           env: { type: 'string', multiple: true },
           user: { type: 'string' },
           workdir: { type: 'string' },
+          layer: { type: 'string', multiple: true },
         },
       });
       const image = positionals[0];
@@ -99,6 +106,7 @@ async function run(argv: string[]): Promise<number> {
         await client()
       ).sandboxes.create({
         image,
+        layers: values.layer,
         resources: { cpu: values.cpu ? Number(values.cpu) : undefined, memoryMiB: values.memory ? Number(values.memory) : undefined },
         lifetime: values.ttl ? { ttlSeconds: Number(values.ttl) } : undefined,
         labels: kv(values.label),
@@ -193,7 +201,65 @@ async function run(argv: string[]): Promise<number> {
         for (const [name, { digest }] of built) console.log(`${name}  ${digest}`);
         return 0;
       }
-      for (const i of await (await client()).images()) console.log(`${i.name.padEnd(28)} ${String(i.sizeBytes).padStart(12)}  ${i.layers.join(',')}`);
+      const w = await client();
+      if (rest[0] === 'import' || rest[0] === 'pull') {
+        const { values, positionals } = parseArgs({ args: rest.slice(1), allowPositionals: true, options: { name: { type: 'string' } } });
+        const what = positionals[0];
+        if (!what)
+          throw new WarrenError(
+            'invalid_argument',
+            rest[0] === 'import' ? 'name a tarball: warren images import FILE --name NAME' : 'name an image: warren images pull REF',
+          );
+        const bar = progressBar();
+        let image;
+        if (rest[0] === 'import') {
+          if (!values.name) throw new WarrenError('invalid_argument', '--name NAME is required');
+          const size = (await stat(what)).size;
+          let sent = 0;
+          const upload = (async function* () {
+            for await (const c of createReadStream(what)) {
+              sent += (c as Buffer).length;
+              bar(`uploading ${fmtBytes(sent)} / ${fmtBytes(size)}`, sent / size);
+              yield c as Buffer;
+            }
+          })();
+          image = await w.importImage(values.name, upload, { onProgress: (p) => p.layer && bar(`layer ${p.layer}/${p.layers}`, p.layer / (p.layers ?? 1)) });
+        } else {
+          image = await w.pullImage(what, { name: values.name, onProgress: (p) => p.layer && bar(`layer ${p.layer}/${p.layers}`, p.layer / (p.layers ?? 1)) });
+        }
+        bar.done();
+        console.log(`${image.name}  ${image.layers.length} layers  ${fmtBytes(image.sizeBytes)}`);
+        return 0;
+      }
+      if (rest[0] === 'rm') {
+        for (const n of rest.slice(1)) await w.deleteImage(n);
+        return 0;
+      }
+      for (const i of await w.images()) console.log(`${i.name.padEnd(28)} ${String(i.sizeBytes).padStart(12)}  ${i.layers.join(',')}`);
+      return 0;
+    }
+    case 'layers': {
+      const w = await client();
+      if (rest[0] === 'push') {
+        const { values, positionals } = parseArgs({ args: rest.slice(1), allowPositionals: true, options: { name: { type: 'string' } } });
+        if (!positionals[0] || !values.name) throw new WarrenError('invalid_argument', 'usage: warren layers push FILE.tar --name NAME');
+        const l = await w.uploadLayer(values.name, createReadStream(positionals[0]) as AsyncIterable<Buffer>);
+        console.log(`${l.name}  ${l.digest}  ${fmtBytes(l.sizeBytes)}`);
+        return 0;
+      }
+      if (rest[0] === 'rm') {
+        for (const n of rest.slice(1)) await w.deleteLayer(n);
+        return 0;
+      }
+      for (const l of await w.layers()) console.log(`${l.name.padEnd(28)} ${String(l.sizeBytes).padStart(12)}  ${l.digest}`);
+      return 0;
+    }
+    case 'commit': {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { exclude: { type: 'string', multiple: true } } });
+      const [id, name] = positionals;
+      if (!id || !name) throw new WarrenError('invalid_argument', 'usage: warren commit SANDBOX NAME [--exclude PATH]...');
+      const image = await (await sandbox(id)).commit(name, { exclude: values.exclude });
+      console.log(`${image.name}  ${image.layers.length} layers  ${fmtBytes(image.sizeBytes)}`);
       return 0;
     }
     case undefined:
@@ -207,6 +273,26 @@ async function run(argv: string[]): Promise<number> {
       console.error(`unknown command "${cmd}"\n\n${USAGE}`);
       return 2;
   }
+}
+
+function fmtBytes(n: number): string {
+  return n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${(n / 1024).toFixed(1)} KiB`;
+}
+
+/** A one-line progress bar on stderr when it is a terminal, plain lines otherwise. */
+function progressBar(): ((label: string, fraction: number) => void) & { done(): void } {
+  const tty = process.stderr.isTTY;
+  let last = '';
+  const draw = (label: string, fraction: number): void => {
+    const f = Math.max(0, Math.min(1, fraction));
+    const width = 30;
+    const line = `[${'#'.repeat(Math.round(f * width)).padEnd(width, '.')}] ${label}`;
+    if (line === last) return;
+    last = line;
+    if (tty) process.stderr.write(`\r${line}\x1b[K`);
+    else if (f === 1 || !label.startsWith('uploading')) process.stderr.write(line + '\n');
+  };
+  return Object.assign(draw, { done: () => tty && last && process.stderr.write('\n') });
 }
 
 run(process.argv.slice(2)).then(

@@ -16,3 +16,5 @@ export { runFile } from './exec-file.js';
 export type { RunResult } from './exec-file.js';
 export { archiveLayers, importArchive } from './archive.js';
 export type { ImportProgress, LayerRef } from './archive.js';
+export { RegistryClient, parseImageRef, pullImage } from './registry.js';
+export type { ImageRef } from './registry.js';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { copyFile, link, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
@@ -186,6 +186,12 @@ export class LayerStore {
     } finally {
       await rm(work, { recursive: true, force: true });
     }
+  }
+
+  /** The blob an earlier conversion made of the tar with this diffID, if it is still stored. */
+  knownLayer(diffId: string): string | undefined {
+    const d = this.layerIndex.sources[diffId];
+    return d && existsSync(this.layerPath(d)) ? d : undefined;
   }
 
   pin(digest: string): void {

@@ -1,6 +1,29 @@
-import type { CreateKeyRequest, Image, Info, ListSandboxesResponse, Sandbox as SandboxInfo, SandboxState } from '@warren/api';
+import {
+  WarrenError,
+  type CreateKeyRequest,
+  type Image,
+  type ImageEvent,
+  type Info,
+  type Layer,
+  type ListSandboxesResponse,
+  type Sandbox as SandboxInfo,
+  type SandboxState,
+} from '@warren/api';
+import type { Body, HttpResponse } from './node-http.js';
 import { Sandbox, type CreateOptions } from './sandbox.js';
-import { Transport, type ClientOptions } from './transport.js';
+import { Transport, ndjson, type ClientOptions } from './transport.js';
+
+export type ImageProgress = Extract<ImageEvent, { type: 'progress' }>;
+
+/** Reads an import or pull's NDJSON to its last line: the image, or the error it reports. */
+async function progressResult(res: HttpResponse, onProgress?: (ev: ImageProgress) => void): Promise<Image> {
+  for await (const ev of ndjson<ImageEvent>(res)) {
+    if (ev.type === 'progress') onProgress?.(ev);
+    else if (ev.type === 'done') return ev.image;
+    else throw new WarrenError(ev.error.code as never, ev.error.message);
+  }
+  throw new WarrenError('unavailable', 'the stream ended without a result');
+}
 
 export interface ListOptions {
   labels?: Record<string, string>;
@@ -28,6 +51,41 @@ export class Warren {
 
   async images(): Promise<Image[]> {
     return (await this.t.json<{ images: Image[] }>('GET', '/v1/images')).images;
+  }
+
+  /** Imports a `docker save` or OCI image layout tarball (gzip allowed) as image `name`. */
+  async importImage(name: string, archive: Body, opts: { onProgress?: (ev: ImageProgress) => void } = {}): Promise<Image> {
+    const res = await this.t.request('POST', '/v1/images/import', {
+      query: { name },
+      body: archive,
+      contentType: 'application/x-tar',
+      accept: 'application/x-ndjson',
+    });
+    return progressResult(res, opts.onProgress);
+  }
+
+  /** Pulls an image from an OCI registry (`host:port/repo:tag`). */
+  async pullImage(ref: string, opts: { name?: string; onProgress?: (ev: ImageProgress) => void } = {}): Promise<Image> {
+    const res = await this.t.request('POST', '/v1/images/pull', { json: { ref, name: opts.name }, accept: 'application/x-ndjson' });
+    return progressResult(res, opts.onProgress);
+  }
+
+  async deleteImage(name: string): Promise<void> {
+    await this.t.empty('DELETE', `/v1/images/${encodeURIComponent(name)}`);
+  }
+
+  /** Uploads a layer tar (gzip allowed; OCI whiteouts honoured) usable in `layers` at create. */
+  async uploadLayer(name: string, tar: Body): Promise<Layer> {
+    const res = await this.t.request('POST', '/v1/layers', { query: { name }, body: tar, contentType: 'application/x-tar', accept: 'application/json' });
+    return (await res.json()) as Layer;
+  }
+
+  async layers(): Promise<Layer[]> {
+    return (await this.t.json<{ layers: Layer[] }>('GET', '/v1/layers')).layers;
+  }
+
+  async deleteLayer(name: string): Promise<void> {
+    await this.t.empty('DELETE', `/v1/layers/${encodeURIComponent(name)}`);
   }
 
   info(): Promise<Info> {

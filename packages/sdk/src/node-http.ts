@@ -11,11 +11,18 @@ export interface HttpResponse {
   body: AsyncIterable<Uint8Array> | null;
 }
 
+/** A request body: bytes, or a stream of them (sent chunked). */
+export type Body = string | Uint8Array | AsyncIterable<Uint8Array>;
+
 export interface HttpRequest {
   method: string;
   headers: Record<string, string>;
-  body?: string | Uint8Array;
+  body?: Body;
   signal?: AbortSignal;
+}
+
+export function isStream(b: Body | undefined): b is AsyncIterable<Uint8Array> {
+  return b !== undefined && typeof b !== 'string' && !(b instanceof Uint8Array);
 }
 
 export type HttpSend = (url: string, req: HttpRequest) => Promise<HttpResponse>;
@@ -37,7 +44,8 @@ export function nodeHttp(): HttpSend {
       const u = new URL(url);
       const secure = u.protocol === 'https:';
       const headers: Record<string, string> = { ...r.headers };
-      if (r.body !== undefined) headers['content-length'] = String(Buffer.byteLength(r.body));
+      const body = r.body;
+      if (body !== undefined && !isStream(body)) headers['content-length'] = String(Buffer.byteLength(body));
       const req = (secure ? httpsRequest : httpRequest)(
         u,
         { method: r.method, headers, agent: secure ? agents.https : agents.http, signal: r.signal },
@@ -58,6 +66,11 @@ export function nodeHttp(): HttpSend {
         },
       );
       req.on('error', reject);
-      req.end(r.body);
+      if (!isStream(body)) req.end(body);
+      else
+        void (async () => {
+          for await (const c of body) if (!req.write(c)) await new Promise((ok) => req.once('drain', ok));
+          req.end();
+        })().catch((e: unknown) => req.destroy(e as Error));
     });
 }

@@ -1,4 +1,4 @@
-import type { CreateSandboxRequest, ExecEvent, ExecRequest, ExecResult, FileEntry, Sandbox as SandboxInfo } from '@warren/api';
+import type { CreateSandboxRequest, ExecEvent, ExecRequest, ExecResult, FileEntry, Image, Sandbox as SandboxInfo } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { ndjson, type Transport } from './transport.js';
 
@@ -57,6 +57,14 @@ export class Sandbox {
 
   async writeStdin(commandId: string, data: string | Uint8Array, eof = false): Promise<void> {
     await this.t.empty('POST', this.path(`/commands/${encodeURIComponent(commandId)}/stdin`), { body: data, query: eof ? { eof: 1 } : undefined });
+  }
+
+  /**
+   * Turns this sandbox's writable layer (minus `exclude` paths and the platform's residues) into a
+   * new layer over its current ones: the image `name`. The sandbox is frozen meanwhile and runs on.
+   */
+  async commit(name: string, opts: { exclude?: string[] } = {}): Promise<Image> {
+    return this.t.json<Image>('POST', this.path('/commit'), { json: { name, exclude: opts.exclude } });
   }
 
   /** Starts a shell session whose cwd, variables and functions persist between commands. */

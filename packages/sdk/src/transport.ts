@@ -1,5 +1,5 @@
 import { WarrenError, parseError } from '@warren/api';
-import { nodeHttp, type HttpResponse, type HttpSend } from './node-http.js';
+import { isStream, nodeHttp, type Body, type HttpResponse, type HttpSend } from './node-http.js';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -14,7 +14,9 @@ export interface ClientOptions {
 export interface RequestOptions {
   query?: Record<string, string | number | boolean | string[] | undefined>;
   json?: unknown;
-  body?: string | Uint8Array;
+  body?: Body;
+  /** Content type of a raw body (default application/octet-stream). */
+  contentType?: string;
   accept?: string;
   signal?: AbortSignal;
 }
@@ -27,7 +29,16 @@ export class Transport {
   constructor(private readonly o: ClientOptions) {
     this.base = o.url.replace(/\/+$/, '');
     const f = o.fetch;
-    this.send = f ? (url, r) => f(url, { method: r.method, headers: r.headers, body: r.body, signal: r.signal }) as Promise<HttpResponse> : nodeHttp();
+    this.send = f
+      ? (url, r) =>
+          f(url, {
+            method: r.method,
+            headers: r.headers,
+            body: r.body as RequestInit['body'],
+            signal: r.signal,
+            ...(isStream(r.body) ? { duplex: 'half' } : {}),
+          } as RequestInit) as Promise<HttpResponse>
+      : nodeHttp();
   }
 
   url(path: string, query?: RequestOptions['query']): string {
@@ -48,7 +59,7 @@ export class Transport {
     if (ro.json !== undefined) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(ro.json);
-    } else if (body !== undefined) headers['content-type'] = 'application/octet-stream';
+    } else if (body !== undefined) headers['content-type'] = ro.contentType ?? 'application/octet-stream';
     let res: HttpResponse;
     try {
       res = await this.send(this.url(path, ro.query), { method, headers, body, signal: ro.signal });

@@ -1,5 +1,6 @@
 import * as api from '@warren/api';
 import { ROUTES, WarrenError, type ImageEvent } from '@warren/api';
+import { parseImageRef } from '@warren/images';
 import { jsonBody, query, sendEmpty, sendJson } from './io.js';
 import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
@@ -9,22 +10,30 @@ const adminOnly = (c: Authed, what: string): void => {
 
 /** Import, layer upload, commit and deletion of images and layers. */
 export function imageRoutes(on: On, d: RouteDeps): void {
-  on(ROUTES.importImage, async (c) => {
-    const q = query(c.url, api.ImportImageQuery);
-    // Progress streams as it happens; a failure after the first line is the last line.
+  /** Streams progress as it happens; a failure after the first line is the last line. */
+  const progressStream = async (c: Authed, run: (emit: (ev: ImageEvent) => void) => Promise<api.Image>): Promise<void> => {
     c.res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
     const emit = (ev: ImageEvent): void => {
       c.res.write(JSON.stringify(ev) + '\n');
     };
     try {
-      emit({ type: 'done', image: await d.images.importImage(q.name, c.req, emit) });
+      emit({ type: 'done', image: await run(emit) });
     } catch (e) {
       const err = e instanceof WarrenError ? e : new WarrenError('internal', 'the import failed');
-      if (!(e instanceof WarrenError)) d.logger.warn('import failed', { error: String(e) });
+      if (!(e instanceof WarrenError)) d.logger.warn('image import failed', { error: String(e) });
       emit({ type: 'error', error: { code: err.code, message: err.message } });
       c.req.resume();
     }
     c.res.end();
+  };
+  on(ROUTES.importImage, async (c) => {
+    const q = query(c.url, api.ImportImageQuery);
+    await progressStream(c, (emit) => d.images.importImage(q.name, c.req, emit));
+  });
+  on(ROUTES.pullImage, async (c) => {
+    const body = await jsonBody(c.req, api.PullImageRequest);
+    parseImageRef(body.ref); // a bad reference is a 400, not a stream
+    await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, emit));
   });
   on(ROUTES.deleteImage, async (c) => {
     adminOnly(c, 'images');

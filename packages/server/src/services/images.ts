@@ -6,7 +6,7 @@ import { PassThrough, Transform } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer } from '@warren/api';
 import type { Edge } from '@warren/edge';
-import { importArchive, type FsOps, type IdMap, type LayerStore } from '@warren/images';
+import { importArchive, parseImageRef, pullImage, type FsOps, type IdMap, type LayerStore } from '@warren/images';
 import type { Caller } from './sandboxes.js';
 
 export interface ImageServiceOptions {
@@ -126,6 +126,23 @@ export class ImageService {
       throw e;
     } finally {
       await rm(scratch, { recursive: true, force: true });
+    }
+  }
+
+  /** An image from an OCI registry; layers converted before are not fetched again. */
+  async pullImage(ref: string, name: string | undefined, emit: (ev: ImageEvent) => void): Promise<Image> {
+    const parsed = parseImageRef(ref);
+    const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
+    try {
+      const digests = await pullImage(ref, this.store, { idMap: this.o.idMap, ops: this.o.ops, onProgress: (p) => emit({ type: 'progress', ...p }) });
+      try {
+        return await this.store.setImage(imageName, digests);
+      } finally {
+        for (const d of digests) this.store.unpin(d);
+      }
+    } catch (e) {
+      await this.collectGarbage().catch(() => undefined);
+      throw e;
     }
   }
 

@@ -1,0 +1,108 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { archiveLayers } from './archive.js';
+import { parseImageRef } from './registry.js';
+import { readTar, type TarEntry } from './tar.js';
+import { layerPath } from './unpack.js';
+
+/** One ustar header block (checksum filled in). */
+function header(name: string, flag: string, size: number): Buffer {
+  const h = Buffer.alloc(512);
+  h.write(name, 0);
+  h.write('0000644\0', 100);
+  h.write('0000000\0', 108);
+  h.write('0000000\0', 116);
+  h.write(size.toString(8).padStart(11, '0') + '\0', 124);
+  h.write('00000000000\0', 136);
+  h.write('        ', 148);
+  h.write(flag, 156);
+  h.write('ustar\0' + '00', 257, 'latin1');
+  let sum = 0;
+  for (const b of h) sum += b;
+  h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+  return h;
+}
+const pad = (b: Buffer): Buffer => Buffer.concat([b, Buffer.alloc((512 - (b.length % 512)) % 512)]);
+
+async function entries(tar: Buffer): Promise<Array<TarEntry & { body: string }>> {
+  const out: Array<TarEntry & { body: string }> = [];
+  await readTar(Readable.from([tar]), async (e, body) => {
+    const chunks: Buffer[] = [];
+    for await (const c of body) chunks.push(c);
+    out.push({ ...e, body: Buffer.concat(chunks).toString() });
+  });
+  return out;
+}
+
+test('tar: members, PAX long names and xattrs; the stream digest is the diffID', async () => {
+  const pax = Buffer.from('30 path=a/very/long/name/here\n25 SCHILY.xattr.user.k=v\n');
+  const tar = Buffer.concat([header('PaxHeader', 'x', pax.length), pad(pax), header('short', '0', 5), pad(Buffer.from('hello')), Buffer.alloc(1024)]);
+  const e = await entries(tar);
+  assert.equal(e.length, 1);
+  assert.equal(e[0]?.path, 'a/very/long/name/here');
+  assert.equal(e[0]?.body, 'hello');
+  assert.equal(e[0]?.xattrs.get('user.k')?.toString(), 'v');
+  assert.equal(e[0]?.offset, 1536);
+  const { digest, bytes } = await readTar(Readable.from([tar]), async () => undefined);
+  assert.equal(digest, `sha256:${createHash('sha256').update(tar).digest('hex')}`);
+  assert.equal(bytes, tar.length);
+});
+
+test('tar: truncated, corrupt and unsupported archives are refused', async () => {
+  const good = Buffer.concat([header('f', '0', 700), pad(Buffer.alloc(700, 1))]);
+  await assert.rejects(entries(good.subarray(0, 900)), /truncated/);
+  const bad = header('f', '0', 0);
+  bad[0] = 0x41;
+  await assert.rejects(entries(bad), /checksum/);
+  await assert.rejects(entries(header('sparse', 'S', 0)), /not supported/);
+});
+
+test('layer paths: relative components only', () => {
+  assert.deepEqual(layerPath('./a/./b/'), ['a', 'b']);
+  assert.deepEqual(layerPath('./'), []);
+  assert.throws(() => layerPath('/etc/passwd'), /absolute/);
+  assert.throws(() => layerPath('a/../../b'), /leaves the layer/);
+});
+
+test('image references parse as docker reads them', () => {
+  assert.deepEqual(parseImageRef('localhost:5000/library/python:3.12'), { registry: 'localhost:5000', repository: 'library/python', reference: '3.12' });
+  assert.deepEqual(parseImageRef('python'), { registry: 'registry-1.docker.io', repository: 'library/python', reference: 'latest' });
+  assert.deepEqual(parseImageRef('team/tool:v1'), { registry: 'registry-1.docker.io', repository: 'team/tool', reference: 'v1' });
+  const digest = `sha256:${'a'.repeat(64)}`;
+  assert.equal(parseImageRef(`127.0.0.1:9/x@${digest}`).reference, digest);
+  assert.throws(() => parseImageRef('Not A Ref!'), /not an image reference/);
+});
+
+test('archive manifests: docker save and OCI layout name their layers and diffIDs', () => {
+  const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
+  const docker = new Map([
+    ['manifest.json', json([{ Config: 'c.json', Layers: ['a/layer.tar', 'b/layer.tar'] }])],
+    ['c.json', json({ rootfs: { diff_ids: ['sha256:1', 'sha256:2'] } })],
+  ]);
+  assert.deepEqual(archiveLayers(docker), [
+    { path: 'a/layer.tar', diffId: 'sha256:1', blobDigest: undefined },
+    { path: 'b/layer.tar', diffId: 'sha256:2', blobDigest: undefined },
+  ]);
+  const h = (c: string): string => `sha256:${c.repeat(64)}`;
+  const oci = new Map([
+    ['index.json', json({ manifests: [{ digest: h('a') }] })],
+    [
+      `blobs/sha256/${'a'.repeat(64)}`,
+      json({
+        manifests: [
+          { digest: h('b'), platform: { os: 'linux', architecture: 'arm64' } },
+          { digest: h('c'), platform: { os: 'linux', architecture: 'amd64' } },
+        ],
+      }),
+    ],
+    [
+      `blobs/sha256/${'c'.repeat(64)}`,
+      json({ config: { digest: h('d') }, layers: [{ digest: h('e'), mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip' }] }),
+    ],
+    [`blobs/sha256/${'d'.repeat(64)}`, json({ rootfs: { diff_ids: [h('f')] } })],
+  ]);
+  assert.deepEqual(archiveLayers(oci), [{ path: `blobs/sha256/${'e'.repeat(64)}`, blobDigest: h('e'), diffId: h('f') }]);
+  assert.throws(() => archiveLayers(new Map()), /not an image archive/);
+});

@@ -1,0 +1,206 @@
+import { createHash } from 'node:crypto';
+import { createGunzip } from 'node:zlib';
+import { pipeline } from 'node:stream/promises';
+import { WarrenError } from '@warren/api';
+import type { IdMap } from './idmap.js';
+import type { LayerStore } from './layer-store.js';
+import type { FsOps } from './unpack.js';
+
+/** A parsed image reference: registry host, repository, and tag or digest. */
+export interface ImageRef {
+  registry: string;
+  repository: string;
+  reference: string;
+}
+
+/**
+ * Parses `host[:port]/path/name[:tag|@sha256:…]`. A first component without a dot or colon
+ * (and not `localhost`) is a Docker Hub path, as docker reads it.
+ */
+export function parseImageRef(ref: string): ImageRef {
+  const m =
+    /^(?:([^/]+)\/)?([a-z0-9]+(?:[._-][a-z0-9]+)*(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?(?:@(sha256:[0-9a-f]{64}))?$/.exec(
+      ref,
+    );
+  if (!m) throw new WarrenError('invalid_argument', `not an image reference: ${ref}`);
+  let [, host, path] = m;
+  if (host && !/[.:]/.test(host) && host !== 'localhost') {
+    path = `${host}/${path}`;
+    host = undefined;
+  }
+  const registry = host ?? 'registry-1.docker.io';
+  const repository = !host && !path?.includes('/') ? `library/${path}` : (path ?? '');
+  return { registry, repository, reference: m[4] ?? m[3] ?? 'latest' };
+}
+
+const MANIFEST_TYPES = [
+  'application/vnd.oci.image.index.v1+json',
+  'application/vnd.oci.image.manifest.v1+json',
+  'application/vnd.docker.distribution.manifest.list.v2+json',
+  'application/vnd.docker.distribution.manifest.v2+json',
+].join(', ');
+
+interface Descriptor {
+  mediaType?: string;
+  digest: string;
+  size?: number;
+  platform?: { os?: string; architecture?: string };
+}
+
+const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+
+/** A minimal OCI distribution client: manifests and blobs, anonymous bearer tokens. */
+export class RegistryClient {
+  private token: string | null = null;
+
+  constructor(
+    readonly ref: ImageRef,
+    private readonly fetchFn: typeof fetch = fetch,
+  ) {}
+
+  private base(): string {
+    const plain = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?$/.test(this.ref.registry);
+    return `${plain ? 'http' : 'https'}://${this.ref.registry}/v2/${this.ref.repository}`;
+  }
+
+  private async get(path: string, accept?: string): Promise<Response> {
+    const url = `${this.base()}${path}`;
+    const go = (): Promise<Response> =>
+      this.fetchFn(url, { headers: { ...(accept ? { accept } : {}), ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) } }).catch(
+        (e: unknown) => {
+          throw new WarrenError(
+            'unavailable',
+            `the registry ${this.ref.registry} cannot be reached: ${(e as Error).cause instanceof Error ? ((e as Error).cause as Error).message : String(e)}`,
+          );
+        },
+      );
+    let res = await go();
+    if (res.status === 401 && !this.token) {
+      await res.body?.cancel();
+      this.token = await this.anonymousToken(res.headers.get('www-authenticate') ?? '');
+      res = await go();
+    }
+    if (res.status === 404) {
+      await res.body?.cancel();
+      throw new WarrenError('not_found', `${this.ref.registry}/${this.ref.repository}: ${path.split('/').pop()} not found in the registry`);
+    }
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw new WarrenError('unavailable', `the registry answered ${res.status} for ${path}`);
+    }
+    return res;
+  }
+
+  private async anonymousToken(challenge: string): Promise<string> {
+    const params: Record<string, string | undefined> = Object.fromEntries([...challenge.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
+    if (!/^Bearer /i.test(challenge) || !params.realm) throw new WarrenError('permission_denied', `the registry ${this.ref.registry} wants credentials`);
+    const u = new URL(params.realm);
+    if (params.service) u.searchParams.set('service', params.service);
+    u.searchParams.set('scope', params.scope ?? `repository:${this.ref.repository}:pull`);
+    const res = await this.fetchFn(u).catch(() => null);
+    const body = res?.ok ? ((await res.json()) as { token?: string; access_token?: string }) : null;
+    const token = body?.token ?? body?.access_token;
+    if (!token) throw new WarrenError('permission_denied', `no anonymous pull token from ${u.host}`);
+    return token;
+  }
+
+  /** A manifest or index by tag or digest, checked against the digest when given one. */
+  async manifest(reference: string): Promise<{ doc: { manifests?: Descriptor[]; layers?: Descriptor[]; config?: Descriptor }; digest: string }> {
+    const res = await this.get(`/manifests/${reference}`, MANIFEST_TYPES);
+    const bytes = Buffer.from(await res.arrayBuffer());
+    const digest = sha256(bytes);
+    if (reference.startsWith('sha256:') && digest !== reference)
+      throw new WarrenError('invalid_argument', `manifest ${reference} does not match its digest (${digest})`);
+    try {
+      return { doc: JSON.parse(bytes.toString('utf8')) as never, digest };
+    } catch {
+      throw new WarrenError('invalid_argument', `the registry's manifest for ${reference} is not JSON`);
+    }
+  }
+
+  async blobBytes(digest: string, max = 16 << 20): Promise<Buffer> {
+    const res = await this.get(`/blobs/${digest}`);
+    const b = Buffer.from(await res.arrayBuffer());
+    if (b.length > max) throw new WarrenError('invalid_argument', `blob ${digest} is larger than expected`);
+    if (sha256(b) !== digest) throw new WarrenError('invalid_argument', `blob ${digest} does not match its digest`);
+    return b;
+  }
+
+  /** A blob as a stream, hashed as it goes; `digest()` once read through. */
+  async blobStream(digest: string): Promise<{ stream: AsyncIterable<Buffer>; digest: () => string }> {
+    const res = await this.get(`/blobs/${digest}`);
+    const h = createHash('sha256');
+    const body = res.body;
+    return {
+      stream: (async function* () {
+        if (!body) return;
+        for await (const c of body as unknown as AsyncIterable<Uint8Array>) {
+          const b = Buffer.from(c);
+          h.update(b);
+          yield b;
+        }
+      })(),
+      digest: () => `sha256:${h.digest('hex')}`,
+    };
+  }
+}
+
+async function* maybeGunzip(first: AsyncIterable<Buffer>, gzip: boolean): AsyncGenerator<Buffer> {
+  if (!gzip) {
+    yield* first;
+    return;
+  }
+  const gunzip = createGunzip();
+  pipeline(first, gunzip).catch(() => undefined);
+  try {
+    for await (const c of gunzip) yield c as Buffer;
+  } catch (e) {
+    throw e instanceof WarrenError ? e : new WarrenError('invalid_argument', `a layer is not valid gzip: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * Pulls an image from an OCI registry into the store: the manifest (linux/amd64 from an index),
+ * its config's diffIDs, then each layer not converted before, streamed and checked against
+ * both digests. Returns the layer digests, bottom first, pinned.
+ */
+export async function pullImage(
+  ref: string,
+  store: LayerStore,
+  o: { idMap: IdMap; ops: FsOps; fetch?: typeof fetch; onProgress?: (ev: { phase: 'layer'; layer: number; layers: number; bytes: number }) => void },
+): Promise<string[]> {
+  const client = new RegistryClient(parseImageRef(ref), o.fetch);
+  let { doc } = await client.manifest(client.ref.reference);
+  if (doc.manifests) {
+    const pick = doc.manifests.find((d) => d.platform?.os === 'linux' && d.platform.architecture === 'amd64') ?? doc.manifests[0];
+    if (!pick) throw new WarrenError('invalid_argument', `${ref}: the index lists no manifests`);
+    doc = (await client.manifest(pick.digest)).doc;
+  }
+  if (!doc.config || !doc.layers?.length) throw new WarrenError('invalid_argument', `${ref}: the manifest lists no layers`);
+  const config = JSON.parse((await client.blobBytes(doc.config.digest)).toString('utf8')) as { rootfs?: { diff_ids?: string[] } };
+  const diffIds = config.rootfs?.diff_ids ?? [];
+  const digests: string[] = [];
+  try {
+    for (const [i, l] of doc.layers.entries()) {
+      if (l.mediaType?.includes('zstd')) throw new WarrenError('invalid_argument', `layer ${l.digest} is zstd-compressed, which is not supported`);
+      const diffId = diffIds[i];
+      const known = diffId ? store.knownLayer(diffId) : undefined;
+      if (known) {
+        store.pin(known);
+        digests.push(known);
+      } else {
+        const blob = await client.blobStream(l.digest);
+        const gzip = l.mediaType ? /gzip/.test(l.mediaType) : false;
+        const info = await store.addLayerTar(maybeGunzip(blob.stream, gzip), { idMap: o.idMap, ops: o.ops, expectDiffId: diffId });
+        digests.push(info.digest);
+        if (!info.reused && blob.digest() !== l.digest)
+          throw new WarrenError('invalid_argument', `layer ${l.digest} does not match its digest (${blob.digest()})`);
+      }
+      o.onProgress?.({ phase: 'layer', layer: i + 1, layers: doc.layers.length, bytes: l.size ?? 0 });
+    }
+    return digests;
+  } catch (e) {
+    for (const d of digests) store.unpin(d);
+    throw e;
+  }
+}

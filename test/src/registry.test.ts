@@ -1,0 +1,160 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { http, startTestWarren, type TestWarren } from './harness.js';
+import { makeTar, type Member } from './tar-writer.js';
+
+const sha = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+
+let t: TestWarren;
+let registry: ChildProcess;
+let storage: string;
+let regPort = 0;
+/** A counting proxy in front of the registry: which blobs Warren fetched. */
+let proxy: Server;
+let proxyPort = 0;
+const blobGets: string[] = [];
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+before(async () => {
+  storage = await mkdtemp(join(tmpdir(), 'warren-registry-'));
+  regPort = await freePort();
+  const config = join(storage, 'config.yml');
+  await writeFile(
+    config,
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${storage}/data\nhttp:\n  addr: 127.0.0.1:${regPort}\n`,
+  );
+  registry = spawn('docker-registry', ['serve', config], { stdio: 'ignore' });
+  for (let i = 0; ; i++) {
+    const ok = await fetch(`http://127.0.0.1:${regPort}/v2/`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    if (i > 100) throw new Error('the registry did not start');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  proxy = createServer((req, res) => {
+    if (req.url?.includes('/blobs/')) blobGets.push(req.url);
+    const up = request({ host: '127.0.0.1', port: regPort, path: req.url, method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    req.pipe(up);
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+  proxyPort = (proxy.address() as AddressInfo).port;
+  t = await startTestWarren({ images: ['busybox:latest'] });
+});
+
+after(async () => {
+  await t?.close();
+  proxy?.close();
+  registry?.kill('SIGKILL');
+  await rm(storage, { recursive: true, force: true });
+});
+
+async function pushBlob(repo: string, data: Buffer): Promise<void> {
+  const base = `http://127.0.0.1:${regPort}`;
+  const start = await fetch(`${base}/v2/${repo}/blobs/uploads/`, { method: 'POST' });
+  assert.equal(start.status, 202);
+  const loc = new URL(start.headers.get('location') ?? '', base);
+  loc.searchParams.set('digest', sha(data));
+  const put = await fetch(loc, { method: 'PUT', body: data, headers: { 'content-type': 'application/octet-stream' } });
+  assert.equal(put.status, 201, await put.text());
+}
+
+/** Pushes an OCI image (gzipped layers) the way a client would; returns the layer blob digests. */
+async function pushImage(repo: string, tag: string, layers: Buffer[]): Promise<string[]> {
+  const gz = layers.map((l) => gzipSync(l));
+  const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: layers.map(sha) } }));
+  for (const b of [config, ...gz]) await pushBlob(repo, b);
+  const manifest = JSON.stringify({
+    schemaVersion: 2,
+    mediaType: 'application/vnd.oci.image.manifest.v1+json',
+    config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha(config), size: config.length },
+    layers: gz.map((g) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: sha(g), size: g.length })),
+  });
+  const r = await fetch(`http://127.0.0.1:${regPort}/v2/${repo}/manifests/${tag}`, {
+    method: 'PUT',
+    body: manifest,
+    headers: { 'content-type': 'application/vnd.oci.image.manifest.v1+json' },
+  });
+  assert.equal(r.status, 201, await r.text());
+  return gz.map(sha);
+}
+
+async function pull(
+  ref: string,
+  name?: string,
+): Promise<Array<{ type: string; image?: { name: string; layers: string[] }; error?: { code: string; message: string } }>> {
+  const r = await http(t, 'POST', '/v1/images/pull', { ref, ...(name ? { name } : {}) });
+  assert.equal(r.status, 200, r.text);
+  return r.text
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { type: string });
+}
+
+test('pull from a real OCI registry; a layer converted before is never fetched again', async () => {
+  const bin = await readFile('/bin/busybox');
+  const base: Member[] = [
+    { path: 'bin/', type: 'dir' },
+    { path: 'bin/busybox', content: bin, mode: 0o755 },
+    { path: 'bin/sh', type: 'symlink', linkname: 'busybox' },
+    { path: 'bin/cat', type: 'symlink', linkname: 'busybox' },
+    { path: 'tmp/', type: 'dir', mode: 0o1777 },
+  ];
+  const baseTar = makeTar(base);
+  const [baseBlob, v1Blob] = await pushImage('team/tool', 'v1', [baseTar, makeTar([{ path: 'etc/version', content: 'v1\n' }])]);
+  const [, v2Blob] = await pushImage('team/tool', 'v2', [baseTar, makeTar([{ path: 'etc/version', content: 'v2\n' }])]);
+
+  const events = await pull(`127.0.0.1:${proxyPort}/team/tool:v1`);
+  const done = events.at(-1);
+  assert.equal(done?.type, 'done', JSON.stringify(events));
+  assert.equal(done?.image?.name, 'team/tool:v1');
+  assert.ok(events.some((e) => e.type === 'progress'));
+  const sb = await t.client.sandboxes.create({ image: 'team/tool:v1' });
+  try {
+    assert.equal((await sb.exec('cat /etc/version')).stdout, 'v1\n');
+  } finally {
+    await sb.delete();
+  }
+  const fetched = (d: string | undefined): number => blobGets.filter((u) => u.endsWith(`/blobs/${d}`)).length;
+  assert.equal(fetched(baseBlob), 1);
+  assert.equal(fetched(v1Blob), 1);
+
+  const second = (await pull(`127.0.0.1:${proxyPort}/team/tool:v2`, 'tool:v2')).at(-1);
+  assert.equal(second?.type, 'done', JSON.stringify(second));
+  assert.equal(second?.image?.layers[0], done?.image?.layers[0], 'the shared base is the same layer');
+  assert.equal(fetched(baseBlob), 1, 'the base layer was not fetched again');
+  assert.equal(fetched(v2Blob), 1);
+});
+
+test('an unknown tag, an unknown repository and a registry that is down each fail with a clear error', async () => {
+  const tag = (await pull(`127.0.0.1:${proxyPort}/team/tool:nope`)).at(-1);
+  assert.equal(tag?.error?.code, 'not_found');
+  const repo = (await pull(`127.0.0.1:${proxyPort}/no/such:v1`)).at(-1);
+  assert.equal(repo?.error?.code, 'not_found');
+  const down = (await pull(`127.0.0.1:${await freePort()}/team/tool:v1`)).at(-1);
+  assert.equal(down?.error?.code, 'unavailable');
+  assert.match(down?.error?.message ?? '', /cannot be reached/);
+  const bad = await http(t, 'POST', '/v1/images/pull', { ref: 'Not A Ref!' });
+  assert.equal(bad.status, 400);
+  assert.match(bad.text, /not an image reference/);
+  assert.ok(!(await t.client.images()).some((i) => i.name.includes('nope') || i.name.startsWith('no/')));
+});
