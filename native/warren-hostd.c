@@ -9,7 +9,8 @@
  * Requests, one per line on stdin, fields separated by TAB, each starting with a tag the reply
  * repeats (replies may come out of order):
  *   TAG overlay LOWER UPPER WORK TARGET   overlay mount (LOWER may be colon-joined)
- *   TAG erofs FILE TARGET                 read-only file-backed EROFS mount
+ *   TAG erofs FILE TARGET [DATA]          read-only file-backed EROFS mount; DATA: its blob
+ *                                         device (file data), a file too
  *   TAG tmpfs TARGET OPTIONS              tmpfs mount (nosuid, nodev, noexec)
  *   TAG umount TARGET                     lazy unmount; "not mounted" is ok
  *   TAG mknod HEXPATH TYPE MODE MAJOR MINOR   TYPE c, b or p; MODE octal (layer unpacking)
@@ -27,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -105,13 +107,16 @@ static void do_overlay(const char *tag, char **f)
 	free(opts);
 }
 
-static void do_erofs(const char *tag, char **f)
+static void do_erofs(const char *tag, char **f, int n)
 {
-	if (!*f[0] || !*f[1]) {
+	char opts[PATH_MAX + 16];
+	if (!*f[0] || !*f[1] || (n == 3 && (!*f[2] || strchr(f[2], ',') || strlen(f[2]) >= PATH_MAX))) {
 		reply_err(tag, EINVAL, "erofs");
 		return;
 	}
-	if (mount(f[0], f[1], "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0)
+	if (n == 3)
+		snprintf(opts, sizeof opts, "device=%s", f[2]);
+	if (mount(f[0], f[1], "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID, n == 3 ? opts : NULL) < 0)
 		reply_err(tag, errno, "erofs");
 	else
 		reply_ok(tag);
@@ -311,8 +316,8 @@ static void handle(char *line)
 		reply_ok(tag);
 	else if (!strcmp(cmd, "overlay") && na == 4)
 		do_overlay(tag, a);
-	else if (!strcmp(cmd, "erofs") && na == 2)
-		do_erofs(tag, a);
+	else if (!strcmp(cmd, "erofs") && (na == 2 || na == 3))
+		do_erofs(tag, a, na);
 	else if (!strcmp(cmd, "mknod") && na == 5)
 		do_mknod(tag, a);
 	else if (!strcmp(cmd, "xattr") && na == 3)

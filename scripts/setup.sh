@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # `--test`: also what only the tests use (a real OCI registry to pull from).
 pkgs=(runc erofs-utils busybox-static debootstrap gcc make libc6-dev iproute2 tar)
-[ "${1:-}" = --test ] && pkgs+=(docker-registry)
+[ "${1:-}" = --test ] && pkgs+=(docker-registry rclone fuse3)
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }

@@ -31,6 +31,7 @@ export async function startTestWarren(
     defaultTtlSeconds?: number;
     maxSandboxes?: number;
     runtime?: 'native' | 'runc';
+    blobStore?: { url: string; cacheMaxBytes?: number };
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -46,6 +47,7 @@ export async function startTestWarren(
     defaultTtlSeconds: opts.defaultTtlSeconds,
     maxSandboxes: opts.maxSandboxes,
     runtime: opts.runtime,
+    blobStore: opts.blobStore,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });
@@ -136,6 +138,15 @@ export async function forceCleanup(dataDir: string): Promise<void> {
     }
     for (let i = 0; i < 500 && (await cgroups.procs('pids', `${parent}/${id}`)).length > 0; i++) await new Promise((r) => setTimeout(r, 2));
     await cgroups.remove(`${parent}/${id}`, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
+  }
+  // An on-demand blob view's rclone.
+  const rclone = Number((await readFile(join(dataDir, 'cache', 'rclone.pid'), 'utf8').catch(() => '')).trim());
+  if (rclone > 0) {
+    try {
+      process.kill(rclone, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
   }
   const mounts = (await readFile('/proc/self/mounts', 'utf8'))
     .split('\n')

@@ -52,3 +52,11 @@ export const PullImageRequest = z.strictObject({
   ref: z.string().min(1).max(512),
   name: ImageName.optional(),
 });
+
+export const PutImageRequest = z.strictObject({
+  /** Layer digests, bottom first: on this node or in its blob store. */
+  layers: z
+    .array(z.string().regex(/^sha256:[0-9a-f]{64}$/))
+    .min(1)
+    .max(128),
+});

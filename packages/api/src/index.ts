@@ -35,6 +35,7 @@ export {
   ImageEvent,
   CommitRequest,
   PullImageRequest,
+  PutImageRequest,
 } from './images.js';
 export { CreateKeyRequest, CreateKeyResponse, Info, ListNodesResponse, Node, Quota } from './ops.js';
 export { ROUTES } from './routes.js';

@@ -194,6 +194,14 @@ export const ROUTES = {
     rawResponse: 'application/x-ndjson',
     status: 200,
   }),
+  putImage: r({
+    method: 'PUT',
+    path: '/v1/images/{name}',
+    summary: 'Name an image as a stack of layer digests held by this node or its blob store (admin); layer metadata is fetched, data stays on demand',
+    body: i.PutImageRequest,
+    response: i.Image,
+    status: 200,
+  }),
   deleteImage: r({ method: 'DELETE', path: '/v1/images/{name}', summary: 'Delete an image name; layers nothing else uses are freed', status: 204 }),
   uploadLayer: r({
     method: 'POST',

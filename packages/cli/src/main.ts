@@ -13,6 +13,7 @@ const DEFAULT_IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren
 const USAGE = `warren — sandboxes for agents
 
   warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes] [--runtime native|runc]
+            [--blob-url URL [--blob-cache-gib 20]]   read layers this node lacks on demand from a blob store
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
@@ -65,6 +66,8 @@ async function run(argv: string[]): Promise<number> {
           'keep-sandboxes': { type: 'boolean', default: false },
           images: { type: 'string' },
           runtime: { type: 'string', default: 'native' },
+          'blob-url': { type: 'string' },
+          'blob-cache-gib': { type: 'string', default: '20' },
         },
       });
       if (values.runtime !== 'native' && values.runtime !== 'runc') throw new Error('--runtime is native or runc');
@@ -77,6 +80,7 @@ async function run(argv: string[]): Promise<number> {
         images: values.images ? (values.images.split(',') as DefaultImageName[]) : undefined,
         adminKey: process.env.WARREN_API_KEY,
         runtime: values.runtime,
+        blobStore: values['blob-url'] ? { url: values['blob-url'], cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30 } : undefined,
       });
       return -1; // keeps running
     }

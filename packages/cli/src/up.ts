@@ -12,6 +12,7 @@ export interface UpFlags {
   images?: DefaultImageName[];
   adminKey?: string;
   runtime?: WarrenOptions['runtime'];
+  blobStore?: WarrenOptions['blobStore'];
 }
 
 const log = {
@@ -29,6 +30,7 @@ export async function up(f: UpFlags): Promise<void> {
     adminKey: f.adminKey,
     images: f.images,
     runtime: f.runtime,
+    blobStore: f.blobStore,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

@@ -10,8 +10,8 @@ import { runFile } from './exec-file.js';
 
 /** The base images every Warren node has, built from Debian's packages without other network. */
 export const DEFAULT_IMAGES = {
-  'busybox:latest': { file: 'busybox.erofs', build: (dir: string) => buildBusyboxRootfs(dir) },
-  'debian-python:latest': { file: 'debian-python.erofs', build: (dir: string, signal?: AbortSignal) => buildDebianRootfs(dir, { signal }) },
+  'busybox:latest': { file: 'busybox.v2.erofs', build: (dir: string) => buildBusyboxRootfs(dir) },
+  'debian-python:latest': { file: 'debian-python.v2.erofs', build: (dir: string, signal?: AbortSignal) => buildDebianRootfs(dir, { signal }) },
 } as const;
 export type DefaultImageName = keyof typeof DEFAULT_IMAGES;
 
@@ -27,18 +27,19 @@ export interface PrepareOptions {
  * Builds each default image's EROFS layer into `cacheDir` once (ownership shifted into the
  * sandbox id range), with its digest beside it. Later calls find the cache and return at once.
  */
-export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<DefaultImageName, { file: string; digest: string }>> {
+export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<DefaultImageName, { file: string; data: string; digest: string }>> {
   const idMap = opts.idMap ?? DEFAULT_ID_MAP;
   await mkdir(opts.cacheDir, { recursive: true });
   await removeStaleBuilds(opts.cacheDir);
-  const out = new Map<DefaultImageName, { file: string; digest: string }>();
+  const out = new Map<DefaultImageName, { file: string; data: string; digest: string }>();
   for (const name of opts.only ?? (Object.keys(DEFAULT_IMAGES) as DefaultImageName[])) {
     const spec = DEFAULT_IMAGES[name];
     const file = join(opts.cacheDir, spec.file);
+    const data = file.replace(/\.erofs$/, '.data');
     const digestFile = `${file}.sha256`;
     const cached = await readFile(digestFile, 'utf8').catch(() => '');
-    if (cached && (await stat(file).catch(() => null))) {
-      out.set(name, { file, digest: cached.trim() });
+    if (cached && (await stat(file).catch(() => null)) && (await stat(data).catch(() => null))) {
+      out.set(name, { file, data, digest: cached.trim() });
       continue;
     }
     opts.log?.(`building ${name} (once; cached in ${opts.cacheDir})`);
@@ -51,11 +52,13 @@ export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<De
       await spec.build(rootfs, opts.signal);
       await shiftOwnership(rootfs, idMap);
       const tmp = join(work, spec.file);
-      await mkfsErofs(tmp, rootfs, opts.signal);
-      const digest = await fileDigest(tmp);
+      const tmpData = join(work, 'layer.data');
+      await mkfsErofs(tmp, rootfs, { data: tmpData, signal: opts.signal });
+      const digest = await fileDigest(tmp, tmpData);
+      await rename(tmpData, data);
       await rename(tmp, file);
       await writeFile(digestFile, digest + '\n');
-      out.set(name, { file, digest });
+      out.set(name, { file, data, digest });
     } finally {
       await removeBuildDir(work);
     }
@@ -87,11 +90,11 @@ async function removeStaleBuilds(cacheDir: string): Promise<void> {
 }
 
 /** Puts the cached default images into a node's layer store under their names. */
-export async function installDefaultImages(store: LayerStore, prepared: Map<DefaultImageName, { file: string; digest: string }>): Promise<void> {
-  for (const [name, { file, digest }] of prepared) {
+export async function installDefaultImages(store: LayerStore, prepared: Map<DefaultImageName, { file: string; data: string; digest: string }>): Promise<void> {
+  for (const [name, { file, data, digest }] of prepared) {
     const existing = store.getImage(name);
     if (existing && existing.layers.length === 1 && existing.layers[0] === digest) continue;
-    await store.addLayerFile(file, digest);
+    await store.addLayerFile(file, data, digest);
     await store.setImage(name, [digest]);
   }
 }

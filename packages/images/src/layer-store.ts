@@ -8,11 +8,21 @@ import { mkfsErofs } from './erofs.js';
 import type { IdMap } from './idmap.js';
 import { unpackLayer, type FsOps } from './unpack.js';
 
-/** Computes `sha256:<hex>` of a file. */
-export async function fileDigest(file: string): Promise<string> {
+/** Computes `sha256:<hex>` of files read one after another. */
+export async function fileDigest(...files: string[]): Promise<string> {
   const h = createHash('sha256');
-  for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
+  for (const file of files) for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
   return `sha256:${h.digest('hex')}`;
+}
+
+/**
+ * Where a node reads layer data it does not hold: a directory through which the blob store's
+ * `<hex>.data` files are read on demand (a FUSE view, see RemoteBlobs), and how to get a layer's
+ * metadata image, which is always kept whole on the node.
+ */
+export interface BlobSource {
+  readonly dataDir: string;
+  fetchMeta(hex: string, dest: string): Promise<void>;
 }
 
 export function digestHex(digest: string): string {
@@ -88,29 +98,77 @@ export class LayerStore {
     for (const n of await readdir(join(this.root, 'tmp'))) await rm(join(this.root, 'tmp', n), { recursive: true, force: true });
   }
 
+  /** Where layer data this node lacks is read from (on demand); none: every layer is local. */
+  remote: BlobSource | null = null;
+
+  /**
+   * A layer is two files: its EROFS metadata image (`<hex>.erofs`: inodes, directories, the
+   * chunk index; small, always on the node, so path lookups never leave it) and its file data
+   * (`<hex>.data`, the EROFS blob device), which may instead be read on demand from the blob
+   * store. The digest covers both: sha256 of the metadata followed by the data.
+   */
   layerPath(digest: string): string {
     return join(this.root, 'blobs', `${digestHex(digest)}.erofs`);
   }
 
-  /** Adds an EROFS file (hard-linked when possible, else copied); returns its digest. */
-  async addLayerFile(file: string, knownDigest?: string): Promise<string> {
-    const digest = knownDigest ?? (await fileDigest(file));
-    const dest = this.layerPath(digest);
-    if (await exists(dest)) return digest;
-    const tmp = join(this.root, 'tmp', `${digestHex(digest)}.${process.pid}.${Date.now()}`);
+  /**
+   * The data file of a layer: the local one, else the blob store's through its on-demand view;
+   * null for a layer whose metadata image holds its data (made before the split).
+   */
+  dataPath(digest: string): string | null {
+    const local = join(this.root, 'blobs', `${digestHex(digest)}.data`);
+    if (existsSync(local)) return local;
+    if (this.remote) return join(this.remote.dataDir, `${digestHex(digest)}.data`);
+    return null;
+  }
+
+  /** Whether the node has a layer's metadata (fetching it from the blob store when it can). */
+  async ensureMeta(digest: string): Promise<boolean> {
+    const meta = this.layerPath(digest);
+    if (await exists(meta)) return true;
+    if (!this.remote) return false;
+    const tmp = join(this.root, 'tmp', `${digestHex(digest)}.meta.${process.pid}.${++saves}`);
     try {
-      await link(file, tmp).catch(() => copyFile(file, tmp));
-      await rename(tmp, dest);
+      await this.remote.fetchMeta(digestHex(digest), tmp);
+      await rename(tmp, meta);
+      return true;
     } finally {
       await rm(tmp, { force: true });
     }
+  }
+
+  /** Adds a layer's metadata image and data file (hard-linked when possible); returns its digest. */
+  async addLayerFile(meta: string, data: string | null, knownDigest?: string): Promise<string> {
+    const digest = knownDigest ?? (await fileDigest(...(data ? [meta, data] : [meta])));
+    const dest = this.layerPath(digest);
+    if (await exists(dest)) return digest;
+    const hex = digestHex(digest);
+    const put = async (file: string, to: string): Promise<void> => {
+      const tmp = join(this.root, 'tmp', `${hex}.${process.pid}.${++saves}`);
+      try {
+        await link(file, tmp).catch(() => copyFile(file, tmp));
+        await rename(tmp, to);
+      } finally {
+        await rm(tmp, { force: true });
+      }
+    };
+    // Data first: a metadata image in place means the whole layer is.
+    if (data) await put(data, join(this.root, 'blobs', `${hex}.data`));
+    await put(meta, dest);
     return digest;
+  }
+
+  /** Bytes of a layer on disk (metadata + local data), or of its metadata when the data is remote. */
+  async layerSize(digest: string): Promise<number> {
+    const meta = (await stat(this.layerPath(digest)).catch(() => null))?.size ?? 0;
+    const data = (await stat(join(this.root, 'blobs', `${digestHex(digest)}.data`)).catch(() => null))?.size ?? 0;
+    return meta + data;
   }
 
   /** Names an image as a stack of layers, bottom first. */
   async setImage(name: string, layers: string[]): Promise<Image> {
     let sizeBytes = 0;
-    for (const l of layers) sizeBytes += (await stat(this.layerPath(l))).size;
+    for (const l of layers) sizeBytes += await this.layerSize(l);
     const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString() };
     this.images.set(name, rec);
     await this.saveIndex();
@@ -143,7 +201,7 @@ export class LayerStore {
     const known = o.expectDiffId ? this.layerIndex.sources[o.expectDiffId] : undefined;
     if (known && (await exists(this.layerPath(known)))) {
       this.pin(known);
-      return { digest: known, diffId: o.expectDiffId ?? '', sizeBytes: (await stat(this.layerPath(known))).size, reused: true };
+      return { digest: known, diffId: o.expectDiffId ?? '', sizeBytes: await this.layerSize(known), reused: true };
     }
     const work = await mkdtemp(join(this.root, 'tmp', 'layer-'));
     try {
@@ -155,16 +213,17 @@ export class LayerStore {
       const already = this.layerIndex.sources[unpacked.diffId];
       if (already && (await exists(this.layerPath(already)))) {
         this.pin(already);
-        return { digest: already, diffId: unpacked.diffId, sizeBytes: (await stat(this.layerPath(already))).size };
+        return { digest: already, diffId: unpacked.diffId, sizeBytes: await this.layerSize(already) };
       }
       const file = join(work, 'layer.erofs');
-      await mkfsErofs(file, dir, o.signal);
-      const digest = await fileDigest(file);
+      const data = join(work, 'layer.data');
+      await mkfsErofs(file, dir, { data, signal: o.signal });
+      const digest = await fileDigest(file, data);
       this.pin(digest);
-      await this.addLayerFile(file, digest);
+      await this.addLayerFile(file, data, digest);
       this.layerIndex.sources[unpacked.diffId] = digest;
       await this.saveLayerIndex();
-      return { digest, diffId: unpacked.diffId, sizeBytes: (await stat(this.layerPath(digest))).size };
+      return { digest, diffId: unpacked.diffId, sizeBytes: await this.layerSize(digest) };
     } finally {
       await rm(work, { recursive: true, force: true });
     }
@@ -178,11 +237,12 @@ export class LayerStore {
     const work = await mkdtemp(join(this.root, 'tmp', 'commit-'));
     try {
       const file = join(work, 'layer.erofs');
-      await mkfsErofs(file, dir, signal, exclude, excludeRegex);
-      const digest = await fileDigest(file);
+      const data = join(work, 'layer.data');
+      await mkfsErofs(file, dir, { data, exclude, excludeRegex, signal });
+      const digest = await fileDigest(file, data);
       this.pin(digest);
-      await this.addLayerFile(file, digest);
-      return { digest, diffId: '', sizeBytes: (await stat(this.layerPath(digest))).size };
+      await this.addLayerFile(file, data, digest);
+      return { digest, diffId: '', sizeBytes: await this.layerSize(digest) };
     } finally {
       await rm(work, { recursive: true, force: true });
     }
@@ -210,7 +270,7 @@ export class LayerStore {
     const createdAt = new Date().toISOString();
     this.layerIndex.named[name] = { digest, createdAt };
     await this.saveLayerIndex();
-    return { name, digest, sizeBytes: (await stat(this.layerPath(digest))).size, createdAt };
+    return { name, digest, sizeBytes: await this.layerSize(digest), createdAt };
   }
 
   async deleteLayerName(name: string): Promise<boolean> {
@@ -223,7 +283,7 @@ export class LayerStore {
   async listLayers(): Promise<NamedLayer[]> {
     const out: NamedLayer[] = [];
     for (const [name, l] of Object.entries(this.layerIndex.named)) {
-      const size = (await stat(this.layerPath(l.digest)).catch(() => null))?.size ?? 0;
+      const size = await this.layerSize(l.digest);
       out.push({ name, digest: l.digest, sizeBytes: size, createdAt: l.createdAt });
     }
     return out.sort((a, b) => a.name.localeCompare(b.name));
@@ -249,12 +309,12 @@ export class LayerStore {
     for (const d of this.pinned.keys()) keep.add(d);
     const removed: string[] = [];
     for (const n of await readdir(join(this.root, 'blobs'))) {
-      const m = /^([0-9a-f]{64})\.erofs$/.exec(n);
+      const m = /^([0-9a-f]{64})\.(erofs|data)$/.exec(n);
       if (!m) continue;
       const digest = `sha256:${m[1]}`;
       if (keep.has(digest)) continue;
       await unlink(join(this.root, 'blobs', n)).catch(() => undefined);
-      removed.push(digest);
+      if (m[2] === 'erofs') removed.push(digest);
     }
     if (removed.length) {
       const gone = new Set(removed);

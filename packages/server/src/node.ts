@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { CgroupV1, ContainerBackend, Edge, HostHelper, readOwnCgroupParent, type ContainerRuntime } from '@warren/edge';
-import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
+import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, RemoteBlobs, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
 import { SandboxService } from './services/sandboxes.js';
@@ -33,6 +33,11 @@ export interface WarrenOptions {
   images?: DefaultImageName[];
   defaultTtlSeconds?: number;
   maxSandboxes?: number;
+  /**
+   * A blob store to read layer data from on demand (`<url>/<hex>.erofs|.data`, HTTP with ranges
+   * and directory listings): layers this node lacks are mounted without downloading them.
+   */
+  blobStore?: { url: string; cacheMaxBytes?: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -83,6 +88,20 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
 
   const layers = new LayerStore(join(o.dataDir, 'layers'));
   await layers.open();
+  const remote = o.blobStore
+    ? new RemoteBlobs({
+        url: o.blobStore.url,
+        mountDir: join(o.dataDir, 'mnt', 'remote'),
+        cacheDir: join(o.dataDir, 'cache', 'blobs'),
+        cacheMaxBytes: o.blobStore.cacheMaxBytes ?? 20 * 2 ** 30,
+        runDir: join(o.dataDir, 'cache'),
+        log: (m) => o.logger.info(m),
+      })
+    : null;
+  if (remote) {
+    await remote.start();
+    layers.remote = remote;
+  }
   const prepared = await prepareDefaultImages({ cacheDir: o.imageCacheDir, only: o.images, log: (m) => o.logger.info(m) });
   await installDefaultImages(layers, prepared);
 
@@ -163,6 +182,8 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
         const ids = edge.ids();
         await edge.close({ keep: opts.keep ?? false });
         if (!opts.keep) for (const id of ids) store.updateSandbox(id, { state: 'stopped' });
+        // Kept sandboxes read their layers through it: it stays for the next start.
+        if (remote && (!opts.keep || ids.length === 0)) await remote.stop();
         await mounts.close();
         store.close();
       })();

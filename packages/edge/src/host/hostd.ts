@@ -12,7 +12,8 @@ interface Pending {
 /** The mount syscalls the edge needs, behind an interface so tests can see what is mounted. */
 export interface Mounts {
   overlay(lower: string[], upper: string, work: string, target: string): Promise<void>;
-  erofs(file: string, target: string): Promise<void>;
+  /** A read-only EROFS mount of a file, with its file data in `data` when split. */
+  erofs(file: string, target: string, data?: string | null): Promise<void>;
   /** A tmpfs (nosuid, nodev, noexec) with the given mount options. */
   tmpfs(target: string, options: string): Promise<void>;
   umount(target: string): Promise<void>;
@@ -82,8 +83,8 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
     await this.send('overlay mount', ['overlay', lower.join(':'), upper, work, target]);
   }
 
-  async erofs(file: string, target: string): Promise<void> {
-    await this.send('erofs mount', ['erofs', file, target]);
+  async erofs(file: string, target: string, data?: string | null): Promise<void> {
+    await this.send('erofs mount', ['erofs', file, target, ...(data ? [data] : [])]);
   }
 
   async mknod(path: string, type: 'char' | 'block' | 'fifo', mode: number, major: number, minor: number): Promise<void> {

@@ -35,6 +35,11 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     parseImageRef(body.ref); // a bad reference is a 400, not a stream
     await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, emit));
   });
+  on(ROUTES.putImage, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can name images from digests');
+    const body = await jsonBody(c.req, api.PutImageRequest);
+    sendJson(c.res, 200, await d.images.putImage(api.ImageName.parse(c.params.name), body.layers));
+  });
   on(ROUTES.deleteImage, async (c) => {
     adminOnly(c, 'images');
     await d.images.deleteImage(c.params.name ?? '');

@@ -160,6 +160,14 @@ export class ImageService {
     }
   }
 
+  /** Names an image from layer digests this node has, or its blob store has (metadata fetched now). */
+  async putImage(name: string, layers: string[]): Promise<Image> {
+    for (const d of layers) {
+      if (!(await this.store.ensureMeta(d))) throw new WarrenError('not_found', `layer ${d} is not on this node and it has no blob store`, { layer: d });
+    }
+    return this.store.setImage(name, layers);
+  }
+
   async deleteImage(name: string): Promise<void> {
     if (!(await this.store.deleteImage(name))) throw new WarrenError('not_found', `image "${name}" does not exist`, { image: name });
     await this.collectGarbage();

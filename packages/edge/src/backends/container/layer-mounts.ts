@@ -1,6 +1,7 @@
 import { mkdir, readFile, rmdir } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { WarrenError } from '@warren/api';
 import { digestHex, type LayerStore } from '@warren/images';
 import type { Mounts } from '../../host/hostd.js';
 
@@ -45,7 +46,8 @@ export class LayerMounts {
   private async mount(digest: string): Promise<string> {
     const target = join(this.dir, digestHex(digest));
     await mkdir(target, { recursive: true });
-    await this.mounts.erofs(this.store.layerPath(digest), target);
+    if (!(await this.store.ensureMeta(digest))) throw new WarrenError('not_found', `layer ${digest} is not on this node and no blob store has it`);
+    await this.mounts.erofs(this.store.layerPath(digest), target, this.store.dataPath(digest));
     return target;
   }
 
