@@ -70,6 +70,7 @@ const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
  */
 export class Edge {
   private readonly live = new Map<string, Live>();
+  private readonly freezes = new Map<string, Promise<void>>();
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -235,14 +236,27 @@ export class Edge {
 
   /** Runs fn with the sandbox frozen (a consistent view of its files), then thaws it unless it was paused. */
   async frozen<T>(id: string, fn: (upperDir: string) => Promise<T>): Promise<T> {
-    const l = this.get(id);
-    const wasPaused = l.spec.paused;
-    if (!wasPaused) await this.o.backend.pause(id);
-    try {
-      return await fn(this.o.backend.upperDir(id));
-    } finally {
-      if (!wasPaused && this.live.has(id)) await this.o.backend.resume(id);
-    }
+    // One at a time per sandbox: a second commit must not thaw it under the first.
+    const prev = this.freezes.get(id) ?? Promise.resolve();
+    const run = prev.then(async () => {
+      const l = this.get(id);
+      const wasPaused = l.spec.paused;
+      if (!wasPaused) await this.o.backend.pause(id);
+      try {
+        return await fn(this.o.backend.upperDir(id));
+      } finally {
+        if (!wasPaused && this.live.has(id)) await this.o.backend.resume(id);
+      }
+    });
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.freezes.set(id, settled);
+    void settled.then(() => {
+      if (this.freezes.get(id) === settled) this.freezes.delete(id);
+    });
+    return run;
   }
 
   /** Unmounts layers that were removed from the store (none of them is in use). */

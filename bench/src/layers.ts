@@ -1,0 +1,203 @@
+// Warren layers benchmark: a sandbox from a 1 GiB image that reads 5 % of it, started cold with
+// on-demand layer data, after an eager full download, and from the node's cache; and create time
+// with 50 workspace layers over one base. Prints numbers; asserts nothing.
+// Usage: npm run bench:layers [-- --gib 1 --workspaces 50]
+import { spawn, spawnSync } from 'node:child_process';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { chmod, mkdir, mkdtemp, readdir, rename, rm, stat } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { parseArgs } from 'node:util';
+import { Warren } from '@warren/sdk';
+import { startWarren, type RunningWarren } from '@warren/server';
+import { fmt, pct } from './stats.js';
+
+const { values } = parseArgs({ options: { gib: { type: 'string', default: '1' }, workspaces: { type: 'string', default: '50' } } });
+const FILES = 64;
+const FILE_BYTES = Math.round((Number(values.gib) * 2 ** 30) / FILES);
+const READ_FILES = 3; // 3 of 64 files: ~4.7 % of the image
+const WORKSPACES = Number(values.workspaces);
+const quiet = { info: () => undefined, warn: () => undefined };
+const mib = (n: number): string => `${(n / 2 ** 20).toFixed(1)} MiB`;
+
+let served = 0;
+function blobServer(dir: string): Server {
+  return createServer((req, res) => {
+    void (async () => {
+      const name = decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/').replace(/^\/+/, '');
+      if (name === '') {
+        const names = await readdir(dir);
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end(names.map((n) => `<a href="${n}">${n}</a>`).join('\n'));
+        return;
+      }
+      const st = name.includes('/') ? null : await stat(join(dir, name)).catch(() => null);
+      if (!st?.isFile()) {
+        res.writeHead(404);
+        res.end();
+        return;
+      }
+      const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+      const start = m ? Number(m[1]) : 0;
+      const end = m?.[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
+      res.writeHead(m ? 206 : 200, {
+        'content-length': end - start + 1,
+        'accept-ranges': 'bytes',
+        'last-modified': st.mtime.toUTCString(),
+        ...(m ? { 'content-range': `bytes ${start}-${end}/${st.size}` } : {}),
+      });
+      if (req.method === 'HEAD') return void res.end();
+      served += end - start + 1;
+      createReadStream(join(dir, name), { start, end }).pipe(res);
+    })();
+  });
+}
+
+async function node(dataDir: string, blobUrl?: string): Promise<{ w: RunningWarren; c: Warren }> {
+  await mkdir(dataDir, { recursive: true });
+  await chmod(dataDir, 0o711);
+  const w = await startWarren({
+    port: 0,
+    host: '127.0.0.1',
+    dataDir,
+    imageCacheDir: process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images',
+    adminKey: 'bench',
+    images: ['busybox:latest'],
+    blobStore: blobUrl ? { url: blobUrl, cacheMaxBytes: 4 * 2 ** 30 } : undefined,
+    logger: quiet,
+  });
+  return { w, c: new Warren({ url: w.url, apiKey: 'bench' }) };
+}
+
+/** Create + the command that reads 5 % of the image: time to first command, and bytes moved. */
+async function firstCommand(c: Warren, image: string): Promise<{ createMs: number; readMs: number }> {
+  const t0 = performance.now();
+  const sb = await c.sandboxes.create({ image });
+  const t1 = performance.now();
+  const files = Array.from({ length: READ_FILES }, (_, i) => `/data/f${i * 20}`).join(' ');
+  const r = await sb.exec(`cat ${files} > /dev/null`);
+  const t2 = performance.now();
+  if (r.exitCode !== 0) throw new Error(r.stderr);
+  await sb.delete();
+  return { createMs: t1 - t0, readMs: t2 - t1 };
+}
+
+async function main(): Promise<void> {
+  console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
+  const root = await mkdtemp(join(tmpdir(), 'warren-bench-layers-'));
+  await chmod(root, 0o711);
+  const nodes: RunningWarren[] = [];
+  let store: Server | null = null;
+  try {
+    // The source node holds the image: busybox + one layer of 64 files of random data.
+    const src = await node(join(root, 'source'));
+    nodes.push(src.w);
+    const files = join(root, 'files');
+    await mkdir(join(files, 'data'), { recursive: true });
+    for (let i = 0; i < FILES; i++)
+      spawnSync('head', ['-c', String(FILE_BYTES), '/dev/urandom'], {
+        stdio: ['ignore', (await import('node:fs')).openSync(join(files, 'data', `f${i}`), 'w'), 'inherit'],
+      });
+    const tar = spawn('tar', ['-C', files, '-cf', '-', 'data'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const t0 = performance.now();
+    const layer = await src.c.uploadLayer('bench/data', tar.stdout as AsyncIterable<Buffer>);
+    console.log(`made a ${mib(layer.sizeBytes)} layer (${FILES} files) from tar in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    await rm(files, { recursive: true, force: true });
+    const base = (await src.c.images()).find((i) => i.name === 'busybox:latest')?.layers ?? [];
+    const layers = [...base, layer.digest];
+    const blobs = join(root, 'source', 'layers', 'blobs');
+    store = blobServer(blobs);
+    await new Promise<void>((r) => store?.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(store.address() as AddressInfo).port}`;
+
+    // Cold, on demand: metadata fetched when the image is named, data when read.
+    const od = await node(join(root, 'ondemand'), url);
+    nodes.push(od.w);
+    served = 0;
+    const p0 = performance.now();
+    await fetch(`${od.w.url}/v1/images/${encodeURIComponent('bench:1')}`, {
+      method: 'PUT',
+      headers: { authorization: 'Bearer bench', 'content-type': 'application/json' },
+      body: JSON.stringify({ layers }),
+    }).then((r) => (r.ok ? r.json() : Promise.reject(new Error(`${r.status}`))));
+    const metaMs = performance.now() - p0;
+    const cold = await firstCommand(od.c, 'bench:1');
+    const coldBytes = served;
+    console.log(
+      `on demand, cold: name image ${fmt(metaMs)} + create ${fmt(cold.createMs)} + read 5 % ${fmt(cold.readMs)} = ${fmt(metaMs + cold.createMs + cold.readMs)}; fetched ${mib(coldBytes)} of ${mib(layer.sizeBytes)} (${((100 * coldBytes) / layer.sizeBytes).toFixed(1)} %)`,
+    );
+    served = 0;
+    const warm: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await firstCommand(od.c, 'bench:1');
+      warm.push(r.createMs + r.readMs);
+    }
+    console.log(`on demand, cached (same node again, n=5): create + read p50 ${fmt(pct(warm, 50))}; fetched ${mib(served)}`);
+
+    // Eager: download the layer whole, then start.
+    const eg = await node(join(root, 'eager'));
+    nodes.push(eg.w);
+    served = 0;
+    const e0 = performance.now();
+    for (const ext of ['erofs', 'data']) {
+      const dest = join(root, 'eager', 'layers', 'blobs', `${layer.digest.slice(7)}.${ext}`);
+      const res = await fetch(`${url}/${layer.digest.slice(7)}.${ext}`);
+      await pipeline(Readable.fromWeb(res.body as never), createWriteStream(`${dest}.tmp`));
+      await rename(`${dest}.tmp`, dest);
+    }
+    const fetchMs = performance.now() - e0;
+    await fetch(`${eg.w.url}/v1/images/${encodeURIComponent('bench:1')}`, {
+      method: 'PUT',
+      headers: { authorization: 'Bearer bench', 'content-type': 'application/json' },
+      body: JSON.stringify({ layers }),
+    });
+    const eager = await firstCommand(eg.c, 'bench:1');
+    console.log(
+      `eager full download: fetch ${fmt(fetchMs)} + create ${fmt(eager.createMs)} + read 5 % ${fmt(eager.readMs)} = ${fmt(fetchMs + eager.createMs + eager.readMs)}; fetched ${mib(served)}`,
+    );
+    const cachedMs = pct(warm, 50);
+    console.log(
+      `ratios: cold on-demand / cached = ${((metaMs + cold.createMs + cold.readMs) / cachedMs).toFixed(2)}x, eager / cold on-demand = ${((fetchMs + eager.createMs + eager.readMs) / (metaMs + cold.createMs + cold.readMs)).toFixed(2)}x`,
+    );
+
+    // 50 workspace layers over one base.
+    const names: string[] = [];
+    for (let i = 0; i < WORKSPACES; i++) {
+      const dir = join(root, 'ws', `w${i}`);
+      await mkdir(join(dir, 'workspace', `task-${i}`), { recursive: true });
+      spawnSync('sh', ['-c', `for f in a b c d; do echo task ${i} $f > ${dir}/workspace/task-${i}/$f.txt; done`]);
+      const t = spawn('tar', ['-C', dir, '-cf', '-', 'workspace'], { stdio: ['ignore', 'pipe', 'inherit'] });
+      names.push((await src.c.uploadLayer(`bench/ws-${i}`, t.stdout as AsyncIterable<Buffer>)).name);
+    }
+    for (const [label, ls] of [
+      ['0 extra layers', [] as string[]],
+      [`${WORKSPACES} workspace layers`, names],
+    ] as const) {
+      const lat: number[] = [];
+      for (let i = 0; i < 12; i++) {
+        const s = performance.now();
+        const sb = await src.c.sandboxes.create({ image: 'busybox:latest', layers: [...ls] });
+        lat.push(performance.now() - s);
+        if (i === 0 && ls.length) {
+          const seen = (await sb.exec('ls /workspace | wc -l')).stdout.trim();
+          if (seen !== String(ls.length)) throw new Error(`saw ${seen} workspaces`);
+        }
+        await sb.delete();
+      }
+      console.log(`create busybox + ${label} (n=12, first is cold): p50 ${fmt(pct(lat.slice(1), 50))}, first ${fmt(lat[0] ?? NaN)}`);
+    }
+  } finally {
+    for (const n of nodes.reverse()) await n.close().catch(() => undefined);
+    store?.close();
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 1;
+});
