@@ -588,9 +588,40 @@ __attribute__((noreturn)) static void child(struct spec *sp, int sync, int lfd, 
 
 /* ---- stage 1: a private mount namespace for the root, then the init ---- */
 
+/*
+ * The overlay through the new mount API: one fsconfig per lower layer ("lowerdir+"), so the
+ * number of layers is not bounded by one page of mount options. Returns -1 with errno ENOSYS or
+ * EINVAL when this kernel lacks it (the caller falls back to mount(2)).
+ */
+static int overlay_fsopen(char *lower, const char *upper, const char *work, const char *target)
+{
+	int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -1;
+	int ok = 1;
+	for (char *save = NULL, *l = strtok_r(lower, ":", &save); ok && l; l = strtok_r(NULL, ":", &save))
+		ok = fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", l, 0) == 0;
+	if (ok)
+		ok = fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) == 0 &&
+		     fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work, 0) == 0 &&
+		     fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0;
+	int m = ok ? fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV) : -1;
+	int e = errno;
+	close(fs);
+	if (m < 0) {
+		errno = e;
+		return -1;
+	}
+	int r = move_mount(m, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+	e = errno;
+	close(m);
+	errno = e;
+	return r;
+}
+
 static void mount_overlay(const char *spec, const char *target)
 {
-	char buf[PATH_MAX * 3], opts[PATH_MAX * 3 + 64];
+	static char buf[PATH_MAX * 64], opts[PATH_MAX * 64];
 	char *p[3];
 	if (strlen(spec) >= sizeof buf) {
 		errno = ENAMETOOLONG;
@@ -601,13 +632,22 @@ static void mount_overlay(const char *spec, const char *target)
 		errno = EINVAL;
 		fail("overlay", spec);
 	}
-	long page = sysconf(_SC_PAGESIZE);
 	int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", p[0], p[1], p[2]);
-	if (n < 0 || n >= (int)sizeof opts || n >= (page > 0 ? page : 4096)) {
+	if (n < 0 || n >= (int)sizeof opts) {
 		errno = E2BIG;
 		fail("overlay", NULL);
 	}
-	/* nodev: a device node in an image layer opens nothing (the devices cgroup denies it too). */
+	if (overlay_fsopen(p[0], p[1], p[2], target) == 0)
+		return;
+	if (errno != ENOSYS && errno != EINVAL)
+		fail("overlay", target);
+	/* Older kernels: one page of options. nodev: a device node in an image layer opens nothing
+	 * (the devices cgroup denies it too). */
+	long page = sysconf(_SC_PAGESIZE);
+	if (n >= (page > 0 ? page : 4096)) {
+		errno = E2BIG;
+		fail("overlay (too many layers for this kernel)", NULL);
+	}
 	if (mount("overlay", target, "overlay", MS_NODEV, opts) < 0)
 		fail("overlay", target);
 }

@@ -136,7 +136,15 @@ async function main(): Promise<void> {
       const r = await firstCommand(od.c, 'bench:1');
       warm.push(r.createMs + r.readMs);
     }
-    console.log(`on demand, cached (same node again, n=5): create + read p50 ${fmt(pct(warm, 50))}; fetched ${mib(served)}`);
+    console.log(`on demand, cached in memory (same node again, n=5): create + read p50 ${fmt(pct(warm, 50))}; fetched ${mib(served)}`);
+    // Cached on the node's disk but not in memory: what "already cached" means after a while.
+    const disk: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      spawnSync('sh', ['-c', 'sync; echo 3 > /proc/sys/vm/drop_caches']);
+      const r = await firstCommand(od.c, 'bench:1');
+      disk.push(r.createMs + r.readMs);
+    }
+    console.log(`on demand, cached on disk (page cache dropped, n=3): create + read p50 ${fmt(pct(disk, 50))}; fetched ${mib(served)}`);
 
     // Eager: download the layer whole, then start.
     const eg = await node(join(root, 'eager'));
@@ -159,9 +167,9 @@ async function main(): Promise<void> {
     console.log(
       `eager full download: fetch ${fmt(fetchMs)} + create ${fmt(eager.createMs)} + read 5 % ${fmt(eager.readMs)} = ${fmt(fetchMs + eager.createMs + eager.readMs)}; fetched ${mib(served)}`,
     );
-    const cachedMs = pct(warm, 50);
+    const cachedMs = pct(disk, 50);
     console.log(
-      `ratios: cold on-demand / cached = ${((metaMs + cold.createMs + cold.readMs) / cachedMs).toFixed(2)}x, eager / cold on-demand = ${((fetchMs + eager.createMs + eager.readMs) / (metaMs + cold.createMs + cold.readMs)).toFixed(2)}x`,
+      `ratios: cold on-demand / cached on disk = ${((metaMs + cold.createMs + cold.readMs) / cachedMs).toFixed(2)}x, eager / cold on-demand = ${((fetchMs + eager.createMs + eager.readMs) / (metaMs + cold.createMs + cold.readMs)).toFixed(2)}x`,
     );
 
     // 50 workspace layers over one base.

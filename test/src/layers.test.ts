@@ -125,6 +125,21 @@ describe('layers: upload, stack, whiteouts, dedupe', () => {
     );
   });
 
+  test('many layers stack in one sandbox (more than one page of mount options would hold)', async () => {
+    const names: string[] = [];
+    for (let i = 0; i < 80; i++) {
+      const r = await upload(`/v1/layers?name=many/w${i}`, makeTar([{ path: `ws/w${i}`, content: `${i}\n` }]));
+      assert.equal(r.status, 201, r.text);
+      names.push(`many/w${i}`);
+    }
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', layers: names });
+    try {
+      assert.equal((await sb.exec('ls /ws | wc -l; cat /ws/w79')).stdout, '80\n79\n');
+    } finally {
+      await sb.delete();
+    }
+  });
+
   test('hostile and broken tars are refused; nothing half-made is left and the host is untouched', async () => {
     const before = await blobs();
     const passwd = await readFile('/etc/passwd', 'utf8');

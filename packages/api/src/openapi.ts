@@ -13,7 +13,7 @@ export const CONTRACT_NOTES = [
   'Named layers can also be listed (GET /v1/layers) and deleted (DELETE /v1/layers/{name}); POST /v1/layers answers 201 {name, digest, sizeBytes, createdAt}.',
   'Deleting an image or a layer needs an admin key; what no other image, layer or running sandbox uses is freed at once.',
   'Import and pull stream {"type":"progress"} lines and end with {"type":"done","image":...} or {"type":"error","error":{...}}; a pull whose ref does not parse answers 400 instead of a stream.',
-  'Up to 48 extra layers per create; layer and image names are lowercase path segments with an optional :tag.',
+  'Up to 120 extra layers per create; layer and image names are lowercase path segments with an optional :tag.',
   'Commit freezes the sandbox while its writable layer is read, and leaves out the /.warren mount point and shell histories besides `exclude`.',
 ];
 

@@ -67,7 +67,7 @@ export const Backend = z.enum(['container', 'microvm', 'vm']);
 export const CreateSandboxRequest = z.strictObject({
   backend: Backend.optional(),
   image: name,
-  layers: z.array(name).max(48).optional(),
+  layers: z.array(name).max(120).optional(),
   resources: Resources.optional(),
   lifetime: Lifetime.optional(),
   network: NetworkPolicy.optional(),
