@@ -3,12 +3,11 @@
 // with 50 workspace layers over one base. Prints numbers; asserts nothing.
 // Usage: npm run bench:layers [-- --gib 1 --workspaces 50]
 import { spawn, spawnSync } from 'node:child_process';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readdir, rename, rm, stat } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createWriteStream } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
@@ -24,37 +23,18 @@ const WORKSPACES = Number(values.workspaces);
 const quiet = { info: () => undefined, warn: () => undefined };
 const mib = (n: number): string => `${(n / 2 ** 20).toFixed(1)} MiB`;
 
-let served = 0;
-function blobServer(dir: string): Server {
-  return createServer((req, res) => {
-    void (async () => {
-      const name = decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/').replace(/^\/+/, '');
-      if (name === '') {
-        const names = await readdir(dir);
-        res.writeHead(200, { 'content-type': 'text/html' });
-        res.end(names.map((n) => `<a href="${n}">${n}</a>`).join('\n'));
-        return;
-      }
-      const st = name.includes('/') ? null : await stat(join(dir, name)).catch(() => null);
-      if (!st?.isFile()) {
-        res.writeHead(404);
-        res.end();
-        return;
-      }
-      const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
-      const start = m ? Number(m[1]) : 0;
-      const end = m?.[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
-      res.writeHead(m ? 206 : 200, {
-        'content-length': end - start + 1,
-        'accept-ranges': 'bytes',
-        'last-modified': st.mtime.toUTCString(),
-        ...(m ? { 'content-range': `bytes ${start}-${end}/${st.size}` } : {}),
-      });
-      if (req.method === 'HEAD') return void res.end();
-      served += end - start + 1;
-      createReadStream(join(dir, name), { start, end }).pipe(res);
-    })();
+/** The blob store: a plain HTTP server (ranges, HEAD, listings) in its own process, counting bytes. */
+async function startBlobServer(dir: string): Promise<{ url: string; served: () => Promise<number>; stop: () => void }> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./blob-server.js', import.meta.url)), dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.once('data', (d: Buffer) => resolve(d.toString().trim()));
+    child.once('exit', () => reject(new Error('the blob server exited')));
   });
+  return {
+    url,
+    served: async () => Number(await (await fetch(`${url}/__served`)).text()),
+    stop: () => child.kill(),
+  };
 }
 
 async function node(dataDir: string, blobUrl?: string): Promise<{ w: RunningWarren; c: Warren }> {
@@ -91,7 +71,7 @@ async function main(): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'warren-bench-layers-'));
   await chmod(root, 0o711);
   const nodes: RunningWarren[] = [];
-  let store: Server | null = null;
+  let store: Awaited<ReturnType<typeof startBlobServer>> | null = null;
   try {
     // The source node holds the image: busybox + one layer of 64 files of random data.
     const src = await node(join(root, 'source'));
@@ -110,14 +90,18 @@ async function main(): Promise<void> {
     const base = (await src.c.images()).find((i) => i.name === 'busybox:latest')?.layers ?? [];
     const layers = [...base, layer.digest];
     const blobs = join(root, 'source', 'layers', 'blobs');
-    store = blobServer(blobs);
-    await new Promise<void>((r) => store?.listen(0, '127.0.0.1', () => r()));
-    const url = `http://127.0.0.1:${(store.address() as AddressInfo).port}`;
+    store = await startBlobServer(blobs);
+    const url = store.url;
+    let base0 = 0;
+    const served = async (): Promise<number> => (await store!.served()) - base0;
+    const resetServed = async (): Promise<void> => {
+      base0 = await store!.served();
+    };
 
     // Cold, on demand: metadata fetched when the image is named, data when read.
     const od = await node(join(root, 'ondemand'), url);
     nodes.push(od.w);
-    served = 0;
+    await resetServed();
     const p0 = performance.now();
     await fetch(`${od.w.url}/v1/images/${encodeURIComponent('bench:1')}`, {
       method: 'PUT',
@@ -126,17 +110,17 @@ async function main(): Promise<void> {
     }).then((r) => (r.ok ? r.json() : Promise.reject(new Error(`${r.status}`))));
     const metaMs = performance.now() - p0;
     const cold = await firstCommand(od.c, 'bench:1');
-    const coldBytes = served;
+    const coldBytes = await served();
     console.log(
       `on demand, cold: name image ${fmt(metaMs)} + create ${fmt(cold.createMs)} + read 5 % ${fmt(cold.readMs)} = ${fmt(metaMs + cold.createMs + cold.readMs)}; fetched ${mib(coldBytes)} of ${mib(layer.sizeBytes)} (${((100 * coldBytes) / layer.sizeBytes).toFixed(1)} %)`,
     );
-    served = 0;
+    await resetServed();
     const warm: number[] = [];
     for (let i = 0; i < 5; i++) {
       const r = await firstCommand(od.c, 'bench:1');
       warm.push(r.createMs + r.readMs);
     }
-    console.log(`on demand, cached in memory (same node again, n=5): create + read p50 ${fmt(pct(warm, 50))}; fetched ${mib(served)}`);
+    console.log(`on demand, cached in memory (same node again, n=5): create + read p50 ${fmt(pct(warm, 50))}; fetched ${mib(await served())}`);
     // Cached on the node's disk but not in memory: what "already cached" means after a while.
     const disk: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -144,12 +128,12 @@ async function main(): Promise<void> {
       const r = await firstCommand(od.c, 'bench:1');
       disk.push(r.createMs + r.readMs);
     }
-    console.log(`on demand, cached on disk (page cache dropped, n=3): create + read p50 ${fmt(pct(disk, 50))}; fetched ${mib(served)}`);
+    console.log(`on demand, cached on disk (page cache dropped, n=3): create + read p50 ${fmt(pct(disk, 50))}; fetched ${mib(await served())}`);
 
     // Eager: download the layer whole, then start.
     const eg = await node(join(root, 'eager'));
     nodes.push(eg.w);
-    served = 0;
+    await resetServed();
     const e0 = performance.now();
     for (const ext of ['erofs', 'data']) {
       const dest = join(root, 'eager', 'layers', 'blobs', `${layer.digest.slice(7)}.${ext}`);
@@ -165,7 +149,7 @@ async function main(): Promise<void> {
     });
     const eager = await firstCommand(eg.c, 'bench:1');
     console.log(
-      `eager full download: fetch ${fmt(fetchMs)} + create ${fmt(eager.createMs)} + read 5 % ${fmt(eager.readMs)} = ${fmt(fetchMs + eager.createMs + eager.readMs)}; fetched ${mib(served)}`,
+      `eager full download: fetch ${fmt(fetchMs)} + create ${fmt(eager.createMs)} + read 5 % ${fmt(eager.readMs)} = ${fmt(fetchMs + eager.createMs + eager.readMs)}; fetched ${mib(await served())}`,
     );
     const cachedMs = pct(disk, 50);
     console.log(
@@ -200,7 +184,7 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const n of nodes.reverse()) await n.close().catch(() => undefined);
-    store?.close();
+    store?.stop();
     await rm(root, { recursive: true, force: true });
   }
 }

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { archiveLayers } from './archive.js';
 import { parseImageRef } from './registry.js';
+import { rcloneMountArgs } from './remote.js';
 import { readTar, type TarEntry } from './tar.js';
 import { layerPath } from './unpack.js';
 
@@ -105,4 +106,15 @@ test('archive manifests: docker save and OCI layout name their layers and diffID
   ]);
   assert.deepEqual(archiveLayers(oci), [{ path: `blobs/sha256/${'e'.repeat(64)}`, blobDigest: h('e'), diffId: h('f') }]);
   assert.throws(() => archiveLayers(new Map()), /not an image archive/);
+});
+
+test('the on-demand view reads the blob store in 1 MiB ranges with a bounded, local cache', () => {
+  const a = rcloneMountArgs({ url: 'http://store:8080/blobs', mountDir: '/m', cacheDir: '/c', cacheMaxBytes: 1024 });
+  const opt = (k: string): string | undefined => a[a.indexOf(k) + 1];
+  assert.deepEqual(a.slice(0, 3), ['mount', ':http:', '/m']);
+  assert.equal(opt('--http-url'), 'http://store:8080/blobs');
+  assert.equal(opt('--vfs-cache-mode'), 'full');
+  assert.equal(opt('--vfs-cache-max-size'), '1024');
+  assert.equal(opt('--vfs-read-chunk-size-limit'), '1M');
+  assert.ok(a.includes('--read-only'));
 });

@@ -42,7 +42,8 @@ export function rcloneMountArgs(o: Pick<RemoteBlobsOptions, 'url' | 'mountDir' |
     String(o.cacheMaxBytes),
     '--vfs-cache-max-age',
     '8760h',
-    // Fetch what is read, in 1 MiB ranges, and nothing ahead of it.
+    // Fetch what is read, in 1 MiB ranges, and nothing ahead of it (measured: 2 MiB of read-ahead,
+    // or ranges doubling to 32 MiB, fetched more and started no faster).
     '--vfs-read-chunk-size',
     '1M',
     '--vfs-read-chunk-size-limit',

@@ -1,0 +1,40 @@
+// A plain HTTP blob store for the layers benchmark: serves a directory with ranges, HEAD and an
+// HTML listing, counts the bytes it sent (GET /__served). Prints its URL. Usage: blob-server DIR
+import { createReadStream } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+
+const dir = process.argv[2] ?? '.';
+let served = 0;
+const server = createServer((req, res) => {
+  void (async () => {
+    const name = decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/').replace(/^\/+/, '');
+    if (name === '__served') return void res.end(String(served));
+    if (name === '') {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end((await readdir(dir)).map((n) => `<a href="${n}">${n}</a>`).join('\n'));
+      return;
+    }
+    const st = name.includes('/') ? null : await stat(join(dir, name)).catch(() => null);
+    if (!st?.isFile()) {
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+    const start = m ? Number(m[1]) : 0;
+    const end = m?.[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
+    res.writeHead(m ? 206 : 200, {
+      'content-length': end - start + 1,
+      'accept-ranges': 'bytes',
+      'last-modified': st.mtime.toUTCString(),
+      ...(m ? { 'content-range': `bytes ${start}-${end}/${st.size}` } : {}),
+    });
+    if (req.method === 'HEAD') return void res.end();
+    served += end - start + 1;
+    createReadStream(join(dir, name), { start, end }).pipe(res);
+  })();
+});
+server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${(server.address() as AddressInfo).port}`));
