@@ -60,7 +60,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -286,28 +285,6 @@ static int write_map(pid_t pid, const char *file, const char *map)
 	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
 	snprintf(line, sizeof line, "%lu %lu %lu\n", a, b, c);
 	return write_file(path, line);
-}
-
-/* A listening Unix socket bound at path (any old file there is replaced). */
-static int listen_unix(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof sa.sun_path) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
 }
 
 /* ---- the child: from clone to exec ---- */
@@ -674,7 +651,7 @@ __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 			fail("cgroup write", sp->cgw[i]);
 		*eq = '=';
 	}
-	int lfd = listen_unix(sp->sock);
+	int lfd = listen_at(sp->sock);
 	if (lfd < 0)
 		fail("init socket", sp->sock);
 	int logfd = open(sp->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

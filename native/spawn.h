@@ -14,6 +14,8 @@ void spawn_start(const char *tag, char **f, int n);
 int spawn_pollfds(struct pollfd *p, int max);
 /* Handles the ready ones among the n fds spawn_pollfds filled in. */
 void spawn_ready(struct pollfd *p, int n);
+/* A listening Unix socket bound at path, any old file there replaced (warren-hostd.c). */
+int listen_at(const char *path);
 /* Spawns in flight. */
 int spawn_busy(void);
 

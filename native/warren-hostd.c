@@ -193,8 +193,7 @@ static void do_umount(const char *tag, char **f)
 		reply_ok(tag);
 }
 
-/* A listening Unix socket bound at path (any old file there is replaced). */
-static int listen_at(const char *path)
+int listen_at(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	if (strlen(path) >= sizeof sa.sun_path) {

@@ -125,10 +125,18 @@ test('a layer the node lacks is mounted from the blob store and only the chunks 
     storeDown = false;
   }
   await sb.delete();
-  await other.delete();
+  // A restart that keeps sandboxes keeps the on-demand view they read through, and reuses it.
+  const keepDir = node.dataDir;
+  await node.close({ keep: true });
+  node = await startTestWarren({ dataDir: keepDir, images: ['busybox:latest'], blobStore: { url: storeUrl, cacheMaxBytes: 1 << 30 } });
+  const again = await node.client.sandboxes.get(other.id);
+  assert.equal(again.info.state, 'running');
+  assert.equal((await again.exec('dd if=/data/big.bin bs=1M skip=24 count=2 2>/dev/null | wc -c')).stdout.trim(), String(2 << 20));
+  assert.equal((await readFile('/proc/self/mounts', 'utf8')).split('\n').filter((l) => l.includes(`${keepDir}/mnt/remote`)).length, 1);
+  await again.delete();
   const unknown = await http(node, 'PUT', `/v1/images/${encodeURIComponent('od/none:1')}`, { layers: [`sha256:${'0'.repeat(64)}`] });
   assert.equal(unknown.status, 404, unknown.text);
   await node.close();
-  assert.doesNotMatch(await readFile('/proc/self/mounts', 'utf8'), new RegExp(node.dataDir));
+  assert.doesNotMatch(await readFile('/proc/self/mounts', 'utf8'), new RegExp(keepDir));
   node = undefined;
 });
