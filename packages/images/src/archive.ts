@@ -145,11 +145,15 @@ export async function importArchive(
   }
   const entries = new Map<string, { offset: number; size: number }>();
   const small = new Map<string, Buffer>();
+  let smallBytes = 0;
   await readTar(createReadStream(tarFile) as AsyncIterable<Buffer>, async (e, body) => {
     const path = e.path.replace(/^\.\//, '');
     if (e.type !== 'file') return;
     entries.set(path, { offset: e.offset, size: e.size });
+    // Manifests, configs and indexes are small; what could be one is kept in memory, within reason.
     if (e.size <= 4 << 20 && (path.endsWith('.json') || path.startsWith('blobs/') || !path.includes('/'))) {
+      smallBytes += e.size;
+      if (smallBytes > 64 << 20) throw bad('the archive holds more than 64 MiB of small files; not an image archive?');
       const chunks: Buffer[] = [];
       for await (const c of body) chunks.push(c);
       small.set(path, Buffer.concat(chunks));

@@ -47,6 +47,21 @@ interface Descriptor {
   platform?: { os?: string; architecture?: string };
 }
 
+/** A response body, refused once it passes `max` bytes (a registry is not trusted with memory). */
+async function readCapped(res: Response, max: number, what: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of (res.body ?? []) as AsyncIterable<Uint8Array>) {
+    n += c.length;
+    if (n > max) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new WarrenError('invalid_argument', `${what} is larger than ${max} bytes`);
+    }
+    chunks.push(Buffer.from(c));
+  }
+  return Buffer.concat(chunks);
+}
+
 const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 
 /** A minimal OCI distribution client: manifests and blobs, anonymous bearer tokens. */
@@ -107,7 +122,7 @@ export class RegistryClient {
   /** A manifest or index by tag or digest, checked against the digest when given one. */
   async manifest(reference: string): Promise<{ doc: { manifests?: Descriptor[]; layers?: Descriptor[]; config?: Descriptor }; digest: string }> {
     const res = await this.get(`/manifests/${reference}`, MANIFEST_TYPES);
-    const bytes = Buffer.from(await res.arrayBuffer());
+    const bytes = await readCapped(res, 4 << 20, `manifest ${reference}`);
     const digest = sha256(bytes);
     if (reference.startsWith('sha256:') && digest !== reference)
       throw new WarrenError('invalid_argument', `manifest ${reference} does not match its digest (${digest})`);
@@ -120,8 +135,7 @@ export class RegistryClient {
 
   async blobBytes(digest: string, max = 16 << 20): Promise<Buffer> {
     const res = await this.get(`/blobs/${digest}`);
-    const b = Buffer.from(await res.arrayBuffer());
-    if (b.length > max) throw new WarrenError('invalid_argument', `blob ${digest} is larger than expected`);
+    const b = await readCapped(res, max, `blob ${digest}`);
     if (sha256(b) !== digest) throw new WarrenError('invalid_argument', `blob ${digest} does not match its digest`);
     return b;
   }
