@@ -5,6 +5,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 
 const dir = process.argv[2] ?? '.';
 let served = 0;
@@ -34,7 +35,7 @@ const server = createServer((req, res) => {
     });
     if (req.method === 'HEAD') return void res.end();
     served += end - start + 1;
-    createReadStream(join(dir, name), { start, end }).pipe(res);
+    await pipeline(createReadStream(join(dir, name), { start, end }), res).catch(() => undefined);
   })();
 });
 server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${(server.address() as AddressInfo).port}`));

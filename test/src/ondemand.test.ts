@@ -1,9 +1,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { http, startTestWarren, type TestWarren } from './harness.js';
@@ -52,7 +54,7 @@ function blobServer(dir: string): Server {
         return;
       }
       served.set(name, (served.get(name) ?? 0) + (end - start + 1));
-      createReadStream(join(dir, name), { start, end }).pipe(res);
+      await pipeline(createReadStream(join(dir, name), { start, end }), res).catch(() => undefined);
     })();
   });
 }
@@ -138,5 +140,48 @@ test('a layer the node lacks is mounted from the blob store and only the chunks 
   assert.equal(unknown.status, 404, unknown.text);
   await node.close();
   assert.doesNotMatch(await readFile('/proc/self/mounts', 'utf8'), new RegExp(keepDir));
+  node = undefined;
+});
+
+test('over its limit, the cache lets go of layers no sandbox uses first; they are fetched again when needed', async () => {
+  // A second on-demand layer on the source node.
+  const up = await http(source, 'POST', '/v1/layers?name=data/other', makeTar([{ path: 'other/big.bin', content: randomBytes(12 << 20) }]), {
+    'content-type': 'application/x-tar',
+  });
+  assert.equal(up.status, 201, up.text);
+  const otherDigest = (up.json as { digest: string }).digest;
+  node = await startTestWarren({ images: ['busybox:latest'], blobStore: { url: storeUrl, cacheMaxBytes: 12 << 20, trimSeconds: 1 } });
+  for (const [name, layers] of [
+    ['od/app:1', [baseDigest, layerDigest]],
+    ['od/other:1', [baseDigest, otherDigest]],
+  ] as const) {
+    const put = await http(node, 'PUT', `/v1/images/${encodeURIComponent(name)}`, { layers });
+    assert.equal(put.status, 200, put.text);
+  }
+  const cacheFile = (digest: string): string => {
+    const dir = join(node?.dataDir ?? '', 'cache', 'blobs', 'vfs');
+    return execFileSync('sh', ['-c', `du -k ${dir}/*/${digest.slice(7)}.data 2>/dev/null | cut -f1`])
+      .toString()
+      .trim();
+  };
+  const read8 = (p: string): string => `dd if=${p} bs=1M count=8 2>/dev/null | wc -c`;
+  const a = await node.client.sandboxes.create({ image: 'od/app:1' });
+  assert.equal((await a.exec(read8('/data/big.bin'))).stdout.trim(), String(8 << 20));
+  await a.delete();
+  assert.doesNotMatch(await readFile('/proc/self/mountinfo', 'utf8'), new RegExp(`mnt/layers/${layerHex}`), 'the idle on-demand layer is unmounted');
+  assert.ok(Number(cacheFile(layerDigest)) >= 8 * 1024, 'under the limit, nothing is evicted');
+  // Another layer's reads push the cache over its limit: the unused layer goes, the used one stays.
+  const b = await node.client.sandboxes.create({ image: 'od/other:1' });
+  assert.equal((await b.exec(read8('/other/big.bin'))).stdout.trim(), String(8 << 20));
+  for (let i = 0; i < 40 && cacheFile(layerDigest) !== ''; i++) await new Promise((r) => setTimeout(r, 250));
+  assert.equal(cacheFile(layerDigest), '', 'the unused layer was evicted');
+  assert.ok(Number(cacheFile(otherDigest)) >= 8 * 1024, 'the layer in use stays');
+  const before = dataServed();
+  const again = await node.client.sandboxes.create({ image: 'od/app:1' });
+  assert.equal((await again.exec(read8('/data/big.bin'))).stdout.trim(), String(8 << 20));
+  assert.ok(dataServed() - before >= 8 << 20, 'evicted chunks are fetched again');
+  await again.delete();
+  await b.delete();
+  await node.close();
   node = undefined;
 });

@@ -114,7 +114,7 @@ test('the on-demand view reads the blob store in 1 MiB ranges with a bounded, lo
   assert.deepEqual(a.slice(0, 3), ['mount', ':http:', '/m']);
   assert.equal(opt('--http-url'), 'http://store:8080/blobs');
   assert.equal(opt('--vfs-cache-mode'), 'full');
-  assert.equal(opt('--vfs-cache-max-size'), '1024');
+  assert.equal(opt('--vfs-cache-max-size'), '1024B');
   assert.equal(opt('--vfs-read-chunk-size-limit'), '1M');
   assert.ok(a.includes('--read-only'));
 });

@@ -122,6 +122,11 @@ export class LayerStore {
     return null;
   }
 
+  /** Whether a layer's data is read from the blob store rather than from this node's disk. */
+  dataIsRemote(digest: string): boolean {
+    return this.remote !== null && !existsSync(join(this.root, 'blobs', `${digestHex(digest)}.data`));
+  }
+
   /** Whether the node has a layer's metadata (fetching it from the blob store when it can). */
   async ensureMeta(digest: string): Promise<boolean> {
     const meta = this.layerPath(digest);

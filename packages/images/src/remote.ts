@@ -19,6 +19,8 @@ export interface RemoteBlobsOptions {
   cacheMaxBytes: number;
   /** Where rclone's pid and log go. */
   runDir: string;
+  /** How often the cache is trimmed to its limit (seconds; default 30). */
+  trimSeconds?: number;
   log?: (msg: string) => void;
 }
 
@@ -26,7 +28,7 @@ export interface RemoteBlobsOptions {
 const MAX_META = 512 << 20;
 
 /** rclone's arguments for a read-only, chunk-cached, on-demand view of an HTTP blob store (pure). */
-export function rcloneMountArgs(o: Pick<RemoteBlobsOptions, 'url' | 'mountDir' | 'cacheDir' | 'cacheMaxBytes'>): string[] {
+export function rcloneMountArgs(o: Pick<RemoteBlobsOptions, 'url' | 'mountDir' | 'cacheDir' | 'cacheMaxBytes' | 'trimSeconds'>): string[] {
   return [
     'mount',
     ':http:',
@@ -39,9 +41,11 @@ export function rcloneMountArgs(o: Pick<RemoteBlobsOptions, 'url' | 'mountDir' |
     '--cache-dir',
     o.cacheDir,
     '--vfs-cache-max-size',
-    String(o.cacheMaxBytes),
+    `${o.cacheMaxBytes}B`, // rclone reads a bare number as KiB
     '--vfs-cache-max-age',
     '8760h',
+    '--vfs-cache-poll-interval',
+    `${o.trimSeconds ?? 30}s`,
     // Fetch what is read, in 1 MiB ranges, and nothing ahead of it (measured: 2 MiB of read-ahead,
     // or ranges doubling to 32 MiB, fetched more and started no faster).
     '--vfs-read-chunk-size',

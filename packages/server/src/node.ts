@@ -37,7 +37,7 @@ export interface WarrenOptions {
    * A blob store to read layer data from on demand (`<url>/<hex>.erofs|.data`, HTTP with ranges
    * and directory listings): layers this node lacks are mounted without downloading them.
    */
-  blobStore?: { url: string; cacheMaxBytes?: number };
+  blobStore?: { url: string; cacheMaxBytes?: number; trimSeconds?: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -94,6 +94,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
         mountDir: join(o.dataDir, 'mnt', 'remote'),
         cacheDir: join(o.dataDir, 'cache', 'blobs'),
         cacheMaxBytes: o.blobStore.cacheMaxBytes ?? 20 * 2 ** 30,
+        trimSeconds: o.blobStore.trimSeconds,
         runDir: join(o.dataDir, 'cache'),
         log: (m) => o.logger.info(m),
       })

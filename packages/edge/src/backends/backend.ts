@@ -43,6 +43,8 @@ export interface Backend {
   exited(sb: BackendSandbox): Promise<boolean>;
   /** The host directory of a sandbox's writable layer, in overlay form (for commit). */
   upperDir(id: string): string;
+  /** Told when no sandbox uses these layers any more (it may unmount them). */
+  releaseLayers(digests: string[]): Promise<void>;
   /** Lets go of removed layers (unmounts them). */
   forgetLayers(digests: string[]): Promise<void>;
   /** Ids of sandboxes this backend has on the node (to find leftovers). */

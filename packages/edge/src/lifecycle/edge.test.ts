@@ -36,6 +36,8 @@ class FakeBackend implements Backend {
   }
   async forgetLayers(): Promise<void> {}
 
+  async releaseLayers(): Promise<void> {}
+
   upperDir(id: string): string {
     return `/nonexistent/${id}`;
   }

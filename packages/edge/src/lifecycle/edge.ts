@@ -209,6 +209,12 @@ export class Edge {
       this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
     }
     await this.o.backend.destroy(id);
+    // Layers no sandbox stands on any more may be let go (on-demand ones then leave the cache).
+    if (l) {
+      const inUse = this.layersInUse();
+      const idle = l.spec.layers.filter((d) => !inUse.has(d));
+      if (idle.length) await this.o.backend.releaseLayers(idle).catch(() => undefined);
+    }
   }
 
   async pause(id: string): Promise<void> {

@@ -260,6 +260,14 @@ export class ContainerBackend implements Backend {
     return sb.initPid === null ? false : processExited(sb.initPid, sb.initStartTime);
   }
 
+  /**
+   * Local layers stay mounted (a mount is cheap to keep and to share); a layer whose data comes
+   * from the blob store is unmounted, so its cached chunks become evictable.
+   */
+  async releaseLayers(digests: string[]): Promise<void> {
+    for (const d of digests) if (this.o.store.dataIsRemote(d)) await this.layers.unmount(d);
+  }
+
   async forgetLayers(digests: string[]): Promise<void> {
     for (const d of digests) await this.layers.unmount(d);
   }
