@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
-import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+import { errorCode, hostLeftovers, http, startTestWarren, type TestWarren } from './harness.js';
 import { makeTar, type Member } from './tar-writer.js';
 
 let t: TestWarren;
@@ -135,6 +135,27 @@ describe('layers: upload, stack, whiteouts, dedupe', () => {
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest', layers: names });
     try {
       assert.equal((await sb.exec('ls /ws | wc -l; cat /ws/w79')).stdout, '80\n79\n');
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('a layer that breaks the platform mount point fails the create cleanly; one that moves it stays confined', async () => {
+    const file = await upload('/v1/layers?name=evil/warren-file', makeTar([{ path: '.warren', content: 'not a directory' }]));
+    assert.equal(file.status, 201, file.text);
+    const r = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', layers: ['evil/warren-file'] });
+    assert.equal(r.status, 500, r.text);
+    assert.match(r.text, /starting the sandbox failed: .*mount/);
+    const id = (r.json as { error: { details: { id: string } } }).error.details.id;
+    assert.deepEqual(hostLeftovers(id), []);
+    assert.equal((await t.client.sandboxes.get(id)).info.state, 'failed');
+    // A symlink there resolves inside the sandbox's own root: the platform lands on its /tmp.
+    const link = await upload('/v1/layers?name=evil/warren-link', makeTar([{ path: '.warren', type: 'symlink', linkname: '../../../tmp' }]));
+    assert.equal(link.status, 201, link.text);
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', layers: ['evil/warren-link'] });
+    try {
+      assert.equal((await sb.exec('ls /tmp')).stdout.includes('warren-init'), true);
+      assert.notEqual((await sb.exec('touch /tmp/x')).exitCode, 0, 'read-only');
     } finally {
       await sb.delete();
     }
