@@ -1,7 +1,7 @@
 // Runs every compiled test: unit tests next to the code, then integration tests in test/.
 // Usage: node scripts/run-tests.mjs [--unit|--integration] [name-filter]
 import { spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -33,7 +33,8 @@ if (!files.length) {
   process.exit(1);
 }
 // Integration tests start real sandboxes: one file at a time keeps a 2-core machine honest.
-const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=spec', ...files], { stdio: 'inherit' });
+// A test that hangs fails after 5 minutes instead of holding the run.
+const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-timeout=300000', '--test-reporter=spec', ...files], { stdio: 'inherit' });
 sweep();
 process.exit(r.status ?? 1);
 
@@ -54,6 +55,52 @@ function sweep() {
     spawnSync('runc', ['delete', '-f', c.id], { stdio: 'ignore' });
     console.error(`swept leftover container ${c.id}`);
   }
+  // Sandboxes the native spawner started, found by their cgroups, and on-demand views' rclone.
+  const own = /^\d+:memory:(.*)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1] ?? '/';
+  for (const d of readdirSync(tmpdir()).filter((n) => n.startsWith('warren-'))) {
+    const base = join(tmpdir(), d);
+    for (const id of readdirSafe(join(base, 'sandboxes'))) {
+      const cg = (c) => join('/sys/fs/cgroup', c, own, 'warren', id);
+      try {
+        writeFileSync(join(cg('freezer'), 'freezer.state'), 'THAWED');
+      } catch {
+        /* gone */
+      }
+      for (const pid of readSafe(join(cg('pids'), 'cgroup.procs'))
+        .split('\n')
+        .filter(Boolean)) {
+        try {
+          process.kill(Number(pid), 'SIGKILL');
+          console.error(`swept leftover sandbox process ${pid} (${id})`);
+        } catch {
+          /* gone */
+        }
+      }
+    }
+    for (const id of readdirSafe(join(base, 'sandboxes'))) {
+      for (const c of ['memory', 'cpu', 'cpuacct', 'pids', 'freezer', 'devices']) {
+        const dir = join('/sys/fs/cgroup', c, own, 'warren', id);
+        for (let i = 0; i < 100; i++) {
+          try {
+            rmdirSync(dir);
+            break;
+          } catch (e) {
+            if (e.code !== 'EBUSY') break;
+            spawnSync('sleep', ['0.02']);
+          }
+        }
+      }
+    }
+    const rclone = Number(readSafe(join(base, 'cache', 'rclone.pid')).trim());
+    if (rclone > 0) {
+      try {
+        process.kill(rclone, 'SIGKILL');
+        console.error(`swept leftover rclone ${rclone}`);
+      } catch {
+        /* gone */
+      }
+    }
+  }
   const mounts = readFileSync('/proc/self/mounts', 'utf8')
     .split('\n')
     .map((l) => l.split(' ')[1] ?? '')
@@ -62,5 +109,21 @@ function sweep() {
   for (const m of mounts) {
     spawnSync('umount', ['-l', m], { stdio: 'ignore' });
     console.error(`swept leftover mount ${m}`);
+  }
+}
+
+function readdirSafe(dir) {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+function readSafe(file) {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
   }
 }

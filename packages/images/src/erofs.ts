@@ -2,7 +2,7 @@ import { runFile } from './exec-file.js';
 
 export interface MkfsOptions {
   /**
-   * Put file data in this separate blob file (chunk-based, 4 KiB chunks) and only metadata in
+   * Put file data in this separate blob file (chunk-based, 64 KiB chunks) and only metadata in
    * the image: the image stays small and local, the data can be read on demand elsewhere.
    */
   data?: string;
@@ -21,7 +21,7 @@ export function mkfsErofsArgs(out: string, dir: string, o: Omit<MkfsOptions, 'si
   return [
     '--quiet',
     '-Enoinline_data',
-    ...(o.data ? ['--chunksize=4096', `--blobdev=${o.data}`] : []),
+    ...(o.data ? ['--chunksize=65536', `--blobdev=${o.data}`] : []),
     ...(o.exclude ?? []).map((p) => `--exclude-path=${p}`),
     ...(o.excludeRegex ?? []).map((r) => `--exclude-regex=${r}`),
     out,

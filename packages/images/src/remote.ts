@@ -94,8 +94,14 @@ export class RemoteBlobs implements BlobSource {
   }
 
   async start(): Promise<void> {
+    // A view left by an earlier start (its sandboxes kept) is used as it is, without a call into
+    // it; one whose rclone has died is let go first.
+    if (isMounted(await readFile('/proc/self/mountinfo', 'utf8'), this.o.mountDir)) {
+      const pid = Number((await readFile(this.pidFile, 'utf8').catch(() => '')).trim());
+      if (pid > 0 && (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).startsWith('rclone')) return;
+      await runFile('fusermount3', ['-u', '-z', this.o.mountDir]).catch(() => undefined);
+    }
     await Promise.all([mkdir(this.o.mountDir, { recursive: true }), mkdir(this.o.cacheDir, { recursive: true }), mkdir(this.o.runDir, { recursive: true })]);
-    if (isMounted(await readFile('/proc/self/mountinfo', 'utf8'), this.o.mountDir)) return;
     const log = join(this.o.runDir, 'rclone.log');
     const child = spawn('rclone', [...rcloneMountArgs(this.o), '--log-file', log, '--log-level', 'NOTICE'], {
       detached: true,
