@@ -185,3 +185,34 @@ test('over its limit, the cache lets go of layers no sandbox uses first; they ar
   await node.close();
   node = undefined;
 });
+
+test('a Warren node serves its blob store to others: ranges, HEAD, a listing, admin only', async () => {
+  const base = `${source.url}/v1/blobs/`;
+  const auth = { authorization: `Bearer ${source.key}` };
+  const list = await fetch(base, { headers: auth });
+  assert.equal(list.status, 200);
+  assert.match(await list.text(), new RegExp(`href="${layerHex}\\.data"`));
+  const want = await readFile(join(source.dataDir, 'layers', 'blobs', `${layerHex}.data`));
+  const part = await fetch(`${base}${layerHex}.data`, { headers: { ...auth, range: 'bytes=1000-1999' } });
+  assert.equal(part.status, 206);
+  assert.deepEqual(Buffer.from(await part.arrayBuffer()), want.subarray(1000, 2000));
+  const head = await fetch(`${base}${layerHex}.data`, { method: 'HEAD', headers: auth });
+  assert.equal(head.headers.get('content-length'), String(want.length));
+  assert.equal((await fetch(`${base}..%2Fwarren.db`, { headers: auth })).status, 404);
+  const userKey = await source.client.createKey({ tenant: 'someone' });
+  assert.equal((await fetch(base, { headers: { authorization: `Bearer ${userKey}` } })).status, 403);
+
+  node = await startTestWarren({ images: ['busybox:latest'], blobStore: { url: base, key: source.key } });
+  const put = await http(node, 'PUT', `/v1/images/${encodeURIComponent('od/app:1')}`, { layers: [baseDigest, layerDigest] });
+  assert.equal(put.status, 200, put.text);
+  const md5 = "dd if=/data/big.bin bs=1M skip=3 count=1 2>/dev/null | md5sum | cut -d' ' -f1";
+  const local = await source.client.sandboxes.create({ image: 'busybox:latest', layers: ['data/big'] });
+  const expected = (await local.exec(md5)).stdout;
+  await local.delete();
+  const sb = await node.client.sandboxes.create({ image: 'od/app:1' });
+  assert.equal((await sb.exec('cat /data/small.txt')).stdout, 'small file\n');
+  assert.equal((await sb.exec(md5)).stdout, expected);
+  await sb.delete();
+  await node.close();
+  node = undefined;
+});

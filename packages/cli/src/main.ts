@@ -14,6 +14,7 @@ const USAGE = `warren — sandboxes for agents
 
   warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes] [--runtime native|runc]
             [--blob-url URL [--blob-cache-gib 20]]   read layers this node lacks on demand from a blob store
+                                     (e.g. another node's http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key)
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
@@ -80,7 +81,9 @@ async function run(argv: string[]): Promise<number> {
         images: values.images ? (values.images.split(',') as DefaultImageName[]) : undefined,
         adminKey: process.env.WARREN_API_KEY,
         runtime: values.runtime,
-        blobStore: values['blob-url'] ? { url: values['blob-url'], cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30 } : undefined,
+        blobStore: values['blob-url']
+          ? { url: values['blob-url'], key: process.env.WARREN_BLOB_KEY, cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30 }
+          : undefined,
       });
       return -1; // keeps running
     }

@@ -19,6 +19,8 @@ export interface RemoteBlobsOptions {
   cacheMaxBytes: number;
   /** Where rclone's pid and log go. */
   runDir: string;
+  /** A bearer token the store wants (another Warren node's admin key). */
+  key?: string;
   /** How often the cache is trimmed to its limit (seconds; default 30). */
   trimSeconds?: number;
   log?: (msg: string) => void;
@@ -103,9 +105,12 @@ export class RemoteBlobs implements BlobSource {
     }
     await Promise.all([mkdir(this.o.mountDir, { recursive: true }), mkdir(this.o.cacheDir, { recursive: true }), mkdir(this.o.runDir, { recursive: true })]);
     const log = join(this.o.runDir, 'rclone.log');
+    // The key goes in rclone's environment, not on its command line (which every host user can read).
+    const env = this.o.key ? { ...process.env, RCLONE_HTTP_HEADERS: `Authorization,Bearer ${this.o.key}` } : process.env;
     const child = spawn('rclone', [...rcloneMountArgs(this.o), '--log-file', log, '--log-level', 'NOTICE'], {
       detached: true,
       stdio: ['ignore', 'ignore', 'ignore'],
+      env,
     });
     await new Promise<void>((resolve, reject) => {
       child.once('error', (e) =>
@@ -127,7 +132,7 @@ export class RemoteBlobs implements BlobSource {
 
   async fetchMeta(hex: string, dest: string): Promise<void> {
     const url = `${this.o.url.replace(/\/+$/, '')}/${hex}.erofs`;
-    const res = await fetch(url).catch((e: unknown) => {
+    const res = await fetch(url, { headers: this.o.key ? { authorization: `Bearer ${this.o.key}` } : {} }).catch((e: unknown) => {
       throw new WarrenError('unavailable', `the blob store cannot be reached: ${String((e as Error).cause ?? e)}`);
     });
     if (res.status === 404) throw new WarrenError('not_found', `the blob store has no layer sha256:${hex}`);

@@ -37,7 +37,7 @@ export interface WarrenOptions {
    * A blob store to read layer data from on demand (`<url>/<hex>.erofs|.data`, HTTP with ranges
    * and directory listings): layers this node lacks are mounted without downloading them.
    */
-  blobStore?: { url: string; cacheMaxBytes?: number; trimSeconds?: number };
+  blobStore?: { url: string; key?: string; cacheMaxBytes?: number; trimSeconds?: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -91,6 +91,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const remote = o.blobStore
     ? new RemoteBlobs({
         url: o.blobStore.url,
+        key: o.blobStore.key,
         mountDir: join(o.dataDir, 'mnt', 'remote'),
         cacheDir: join(o.dataDir, 'cache', 'blobs'),
         cacheMaxBytes: o.blobStore.cacheMaxBytes ?? 20 * 2 ** 30,

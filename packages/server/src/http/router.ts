@@ -41,7 +41,8 @@ export class Router {
       const m = r.re.exec(path);
       if (!m) continue;
       pathMatched = true;
-      if (r.method !== method) continue;
+      // HEAD is a GET whose body Node's server leaves out.
+      if (r.method !== method && !(method === 'HEAD' && r.method === 'GET')) continue;
       const params: Record<string, string> = {};
       r.names.forEach((n, i) => {
         params[n] = decodeURIComponent(m[i + 1] ?? '');

@@ -1,8 +1,14 @@
 import * as api from '@warren/api';
 import { ROUTES, WarrenError, type ImageEvent } from '@warren/api';
+import { createReadStream } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { parseImageRef } from '@warren/images';
 import { jsonBody, query, sendEmpty, sendJson } from './io.js';
 import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
+
+const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data)$/;
 
 const adminOnly = (c: Authed, what: string): void => {
   if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', `only an admin key can delete ${what}`);
@@ -48,6 +54,41 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.uploadLayer, async (c) => {
     const q = query(c.url, api.UploadLayerQuery);
     sendJson(c.res, 201, await d.images.uploadLayer(q.name, c.req));
+  });
+  // The node's blob store over HTTP, for other nodes' on-demand views (ranges, HEAD, a listing).
+  const blobDir = join(d.layers.root, 'blobs');
+  on(ROUTES.listBlobs, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
+    const names = (await readdir(blobDir)).filter((n) => BLOB_NAME.test(n));
+    c.res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+    c.res.end(`<html><body>\n${names.map((n) => `<a href="${n}">${n}</a>`).join('\n')}\n</body></html>\n`);
+  });
+  on(ROUTES.getBlob, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
+    const name = c.params.file ?? '';
+    if (!BLOB_NAME.test(name)) throw new WarrenError('not_found', `no blob ${name}`);
+    const st = await stat(join(blobDir, name)).catch(() => null);
+    if (!st?.isFile()) throw new WarrenError('not_found', `no blob ${name}`);
+    const range = /^bytes=(\d+)-(\d*)$/.exec(c.req.headers.range ?? '');
+    const start = range ? Number(range[1]) : 0;
+    const end = range?.[2] ? Math.min(Number(range[2]), st.size - 1) : st.size - 1;
+    if (range && start >= st.size) {
+      c.res.writeHead(416, { 'content-range': `bytes */${st.size}` });
+      c.res.end();
+      return;
+    }
+    c.res.writeHead(range ? 206 : 200, {
+      'content-type': 'application/octet-stream',
+      'content-length': st.size === 0 ? 0 : end - start + 1,
+      'accept-ranges': 'bytes',
+      'last-modified': st.mtime.toUTCString(),
+      ...(range ? { 'content-range': `bytes ${start}-${end}/${st.size}` } : {}),
+    });
+    if (c.req.method === 'HEAD' || st.size === 0) {
+      c.res.end();
+      return;
+    }
+    await pipeline(createReadStream(join(blobDir, name), { start, end }), c.res).catch(() => c.res.destroy());
   });
   on(ROUTES.listLayers, async (c) => sendJson(c.res, 200, { layers: await d.layers.listLayers() }));
   on(ROUTES.deleteLayer, async (c) => {
