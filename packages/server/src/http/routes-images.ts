@@ -100,6 +100,6 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     const body = await jsonBody(c.req, api.CommitRequest);
     const id = liveSandboxId(d, c);
     const rec = d.sandboxes.record(c.caller, sandboxId(c));
-    sendJson(c.res, 201, await d.images.commit(c.caller, id, rec.layers, body));
+    sendJson(c.res, 201, await d.images.commit(id, rec.layers, body));
   });
 }

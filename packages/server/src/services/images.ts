@@ -7,7 +7,6 @@ import { createGunzip } from 'node:zlib';
 import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer } from '@warren/api';
 import type { Edge } from '@warren/edge';
 import { importArchive, parseImageRef, pullImage, type FsOps, type IdMap, type LayerStore } from '@warren/images';
-import type { Caller } from './sandboxes.js';
 
 export interface ImageServiceOptions {
   idMap: IdMap;
@@ -150,7 +149,7 @@ export class ImageService {
    * A sandbox's writable layer (frozen meanwhile), minus `exclude` and the platform's residues,
    * as a new layer over its current ones: the image `name`.
    */
-  async commit(_caller: Caller, id: string, layers: string[], req: CommitRequest): Promise<Image> {
+  async commit(id: string, layers: string[], req: CommitRequest): Promise<Image> {
     const exclude = [...COMMIT_RESIDUES.paths, ...(req.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
     const info = await this.edge.frozen(id, (upper) => this.store.addLayerDir(upper, exclude, COMMIT_RESIDUES.regex));
     try {
