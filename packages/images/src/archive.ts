@@ -6,6 +6,7 @@ import { createGunzip } from 'node:zlib';
 import { WarrenError } from '@warren/api';
 import type { IdMap } from './idmap.js';
 import type { LayerStore } from './layer-store.js';
+import { gunzipIfCompressed } from './gzip.js';
 import { readTar } from './tar.js';
 import type { FsOps } from './unpack.js';
 
@@ -85,11 +86,11 @@ export function archiveLayers(files: Map<string, Buffer>): LayerRef[] {
   throw bad('not an image archive: no manifest.json (docker save) or index.json (OCI image layout)');
 }
 
-async function isGzip(file: string, start = 0): Promise<boolean> {
+async function isGzip(file: string): Promise<boolean> {
   const fh = await open(file, 'r');
   try {
     const b = Buffer.alloc(2);
-    await fh.read(b, 0, 2, start);
+    await fh.read(b, 0, 2, 0);
     return b[0] === 0x1f && b[1] === 0x8b;
   } finally {
     await fh.close();
@@ -109,16 +110,6 @@ function hashedRange(file: string, start: number, size: number): { stream: Async
     })(),
     digest: () => `sha256:${h.digest('hex')}`,
   };
-}
-
-async function* gunzipped(source: AsyncIterable<Buffer>, what: string): AsyncGenerator<Buffer> {
-  const gunzip = createGunzip();
-  pipeline(source, gunzip).catch(() => undefined);
-  try {
-    for await (const c of gunzip) yield c as Buffer;
-  } catch (e) {
-    throw e instanceof WarrenError ? e : bad(`${what} is not valid gzip: ${(e as Error).message}`);
-  }
 }
 
 export interface ImportProgress {
@@ -165,15 +156,17 @@ export async function importArchive(
     for (const [i, ref] of refs.entries()) {
       const at = entries.get(ref.path.replace(/^\.\//, ''));
       if (!at) throw bad(`the archive lacks layer ${ref.path}`);
-      const range = hashedRange(tarFile, at.offset, at.size);
-      const gz = at.size >= 2 && (await isGzip(tarFile, at.offset));
-      const source = gz ? gunzipped(range.stream, `layer ${i + 1}`) : range.stream;
-      const info = await store.addLayerTar(source, { idMap: o.idMap, ops: o.ops, expectDiffId: ref.diffId });
-      digests.push(info.digest);
-      // A layer skipped as already converted was not read through; only a read one is checked.
-      if (ref.blobDigest && !info.reused) {
+      // A layer converted before (same diffID) is not read again.
+      const known = ref.diffId ? store.knownLayer(ref.diffId) : undefined;
+      if (known) {
+        store.pin(known);
+        digests.push(known);
+      } else {
+        const range = hashedRange(tarFile, at.offset, at.size);
+        const info = await store.addLayerTar(gunzipIfCompressed(range.stream, `layer ${i + 1}`), { idMap: o.idMap, ops: o.ops, expectDiffId: ref.diffId });
+        digests.push(info.digest);
         const got = range.digest();
-        if (got !== ref.blobDigest) throw bad(`layer ${i + 1} does not match its digest: expected ${ref.blobDigest}, got ${got}`);
+        if (ref.blobDigest && got !== ref.blobDigest) throw bad(`layer ${i + 1} does not match its digest: expected ${ref.blobDigest}, got ${got}`);
       }
       o.onProgress?.({ phase: 'layer', layer: i + 1, layers: refs.length, bytes: at.size });
     }

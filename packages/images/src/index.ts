@@ -21,3 +21,4 @@ export { RegistryClient, parseImageRef, pullImage } from './registry.js';
 export type { ImageRef } from './registry.js';
 export { RemoteBlobs, rcloneMountArgs } from './remote.js';
 export type { RemoteBlobsOptions } from './remote.js';
+export { gunzipIfCompressed } from './gzip.js';

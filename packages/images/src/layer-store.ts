@@ -42,8 +42,6 @@ export interface LayerInfo {
   digest: string;
   diffId: string;
   sizeBytes: number;
-  /** Whether an earlier conversion of the same tar was used (its source was not read). */
-  reused?: boolean;
 }
 
 export interface NamedLayer {
@@ -199,15 +197,11 @@ export class LayerStore {
   /**
    * Makes an EROFS layer from a layer tar (plain bytes; decompress first): unpacked in overlay
    * form into a private directory, converted, stored under its digest. A tar converted before
-   * (same diffID) is not converted again. Nothing half-made is ever visible under a digest, and a
+   * (same diffID) is not converted again (callers that know the diffID ahead use knownLayer and
+   * do not read it at all). Nothing half-made is ever visible under a digest, and a
    * failure leaves nothing behind. The result is pinned until `unpin` (or a name) holds it.
    */
   async addLayerTar(source: AsyncIterable<Buffer>, o: { idMap: IdMap; ops: FsOps; expectDiffId?: string; signal?: AbortSignal }): Promise<LayerInfo> {
-    const known = o.expectDiffId ? this.layerIndex.sources[o.expectDiffId] : undefined;
-    if (known && (await exists(this.layerPath(known)))) {
-      this.pin(known);
-      return { digest: known, diffId: o.expectDiffId ?? '', sizeBytes: await this.layerSize(known), reused: true };
-    }
     const work = await mkdtemp(join(this.root, 'tmp', 'layer-'));
     try {
       const dir = join(work, 'root');

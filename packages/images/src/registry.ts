@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
-import { createGunzip } from 'node:zlib';
-import { pipeline } from 'node:stream/promises';
 import { WarrenError } from '@warren/api';
 import type { IdMap } from './idmap.js';
 import type { LayerStore } from './layer-store.js';
 import type { FsOps } from './unpack.js';
+import { gunzipIfCompressed } from './gzip.js';
 
 /** A parsed image reference: registry host, repository, and tag or digest. */
 export interface ImageRef {
@@ -159,20 +158,6 @@ export class RegistryClient {
   }
 }
 
-async function* maybeGunzip(first: AsyncIterable<Buffer>, gzip: boolean): AsyncGenerator<Buffer> {
-  if (!gzip) {
-    yield* first;
-    return;
-  }
-  const gunzip = createGunzip();
-  pipeline(first, gunzip).catch(() => undefined);
-  try {
-    for await (const c of gunzip) yield c as Buffer;
-  } catch (e) {
-    throw e instanceof WarrenError ? e : new WarrenError('invalid_argument', `a layer is not valid gzip: ${(e as Error).message}`);
-  }
-}
-
 /**
  * Pulls an image from an OCI registry into the store: the manifest (linux/amd64 from an index),
  * its config's diffIDs, then each layer not converted before, streamed and checked against
@@ -204,11 +189,9 @@ export async function pullImage(
         digests.push(known);
       } else {
         const blob = await client.blobStream(l.digest);
-        const gzip = l.mediaType ? /gzip/.test(l.mediaType) : false;
-        const info = await store.addLayerTar(maybeGunzip(blob.stream, gzip), { idMap: o.idMap, ops: o.ops, expectDiffId: diffId });
+        const info = await store.addLayerTar(gunzipIfCompressed(blob.stream, `layer ${l.digest}`), { idMap: o.idMap, ops: o.ops, expectDiffId: diffId });
         digests.push(info.digest);
-        if (!info.reused && blob.digest() !== l.digest)
-          throw new WarrenError('invalid_argument', `layer ${l.digest} does not match its digest (${blob.digest()})`);
+        if (blob.digest() !== l.digest) throw new WarrenError('invalid_argument', `layer ${l.digest} does not match its digest (${blob.digest()})`);
       }
       o.onProgress?.({ phase: 'layer', layer: i + 1, layers: doc.layers.length, bytes: l.size ?? 0 });
     }

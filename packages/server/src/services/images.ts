@@ -2,11 +2,10 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { PassThrough, Transform } from 'node:stream';
-import { createGunzip } from 'node:zlib';
+import { Transform } from 'node:stream';
 import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer } from '@warren/api';
 import type { Edge } from '@warren/edge';
-import { importArchive, parseImageRef, pullImage, type FsOps, type IdMap, type LayerStore } from '@warren/images';
+import { gunzipIfCompressed, importArchive, parseImageRef, pullImage, type FsOps, type IdMap, type LayerStore } from '@warren/images';
 
 export interface ImageServiceOptions {
   idMap: IdMap;
@@ -37,34 +36,6 @@ function limit(max: number, onBytes?: (n: number) => void): Transform {
   });
 }
 
-/** A stream that is gunzipped when it starts with the gzip magic, passed through otherwise. */
-async function* maybeGunzip(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  const it = source[Symbol.asyncIterator]();
-  let first = await it.next();
-  while (!first.done && first.value.length < 2) {
-    const more = await it.next();
-    if (more.done) break;
-    first = { done: false, value: Buffer.concat([first.value, more.value]) };
-  }
-  if (first.done) return;
-  const rest = (async function* () {
-    yield first.value;
-    for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
-  })();
-  if (first.value[0] !== 0x1f || first.value[1] !== 0x8b) {
-    yield* rest;
-    return;
-  }
-  const gunzip = createGunzip();
-  const out = new PassThrough();
-  pipeline(rest, gunzip, out).catch(() => undefined);
-  try {
-    for await (const c of out) yield c as Buffer;
-  } catch (e) {
-    throw e instanceof WarrenError ? e : new WarrenError('invalid_argument', `not valid gzip: ${(e as Error).message}`);
-  }
-}
-
 /** Images and layers of this node: import, upload, commit, delete and garbage collection. */
 export class ImageService {
   constructor(
@@ -81,7 +52,7 @@ export class ImageService {
   async uploadLayer(name: string, body: NodeJS.ReadableStream): Promise<Layer> {
     const limited = body.pipe(limit(this.o.maxUploadBytes));
     body.on('error', (e: Error) => limited.destroy(e));
-    const source = maybeGunzip(limited);
+    const source = gunzipIfCompressed(limited, 'the layer');
     const info = await this.store.addLayerTar(source, { idMap: this.o.idMap, ops: this.o.ops });
     try {
       return await this.store.nameLayer(name, info.digest);
@@ -109,20 +80,9 @@ export class ImageService {
         }),
         createWriteStream(file),
       );
-      const digests = await importArchive(file, this.store, {
-        idMap: this.o.idMap,
-        ops: this.o.ops,
-        scratch,
-        onProgress: (p) => emit({ type: 'progress', ...p }),
-      });
-      try {
-        return await this.store.setImage(name, digests);
-      } finally {
-        for (const d of digests) this.store.unpin(d);
-      }
-    } catch (e) {
-      await this.collectGarbage().catch(() => undefined);
-      throw e;
+      return await this.nameImage(name, () =>
+        importArchive(file, this.store, { idMap: this.o.idMap, ops: this.o.ops, scratch, onProgress: (p) => emit({ type: 'progress', ...p }) }),
+      );
     } finally {
       await rm(scratch, { recursive: true, force: true });
     }
@@ -132,10 +92,20 @@ export class ImageService {
   async pullImage(ref: string, name: string | undefined, emit: (ev: ImageEvent) => void): Promise<Image> {
     const parsed = parseImageRef(ref);
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
+    return this.nameImage(imageName, () =>
+      pullImage(ref, this.store, { idMap: this.o.idMap, ops: this.o.ops, onProgress: (p) => emit({ type: 'progress', ...p }) }),
+    );
+  }
+
+  /**
+   * Names an image from the layers `make` adds (pinned while they have no name); when anything
+   * fails, what it added and nothing else holds is collected.
+   */
+  private async nameImage(name: string, make: () => Promise<string[]>): Promise<Image> {
     try {
-      const digests = await pullImage(ref, this.store, { idMap: this.o.idMap, ops: this.o.ops, onProgress: (p) => emit({ type: 'progress', ...p }) });
+      const digests = await make();
       try {
-        return await this.store.setImage(imageName, digests);
+        return await this.store.setImage(name, digests);
       } finally {
         for (const d of digests) this.store.unpin(d);
       }
