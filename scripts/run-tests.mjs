@@ -55,7 +55,7 @@ function sweep() {
     spawnSync('runc', ['delete', '-f', c.id], { stdio: 'ignore' });
     console.error(`swept leftover container ${c.id}`);
   }
-  // Sandboxes the native spawner started, found by their cgroups, and on-demand views' rclone.
+  // Sandboxes the native spawner started, found by their cgroups, and on-demand views' daemons.
   const own = /^\d+:memory:(.*)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1] ?? '/';
   for (const d of readdirSync(tmpdir()).filter((n) => n.startsWith('warren-'))) {
     const base = join(tmpdir(), d);
@@ -91,11 +91,11 @@ function sweep() {
         }
       }
     }
-    const rclone = Number(readSafe(join(base, 'cache', 'rclone.pid')).trim());
-    if (rclone > 0) {
+    const blobfs = Number(readSafe(join(base, 'cache', 'blobfs.pid')).trim());
+    if (blobfs > 0 && readSafe(`/proc/${blobfs}/cmdline`).includes('warren-blobfs')) {
       try {
-        process.kill(rclone, 'SIGKILL');
-        console.error(`swept leftover rclone ${rclone}`);
+        process.kill(blobfs, 'SIGKILL');
+        console.error(`swept leftover warren-blobfs ${blobfs}`);
       } catch {
         /* gone */
       }

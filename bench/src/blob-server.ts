@@ -1,7 +1,7 @@
-// A plain HTTP blob store for the layers benchmark: serves a directory with ranges, HEAD and an
-// HTML listing, counts the bytes it sent (GET /__served). Prints its URL. Usage: blob-server DIR
+// A plain HTTP blob store for the layers benchmark: serves a directory's files with ranges and
+// HEAD (no listings), counts the bytes it sent (GET /__served). Prints its URL. Usage: blob-server DIR
 import { createReadStream } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -13,12 +13,7 @@ const server = createServer((req, res) => {
   void (async () => {
     const name = decodeURIComponent((req.url ?? '/').split('?')[0] ?? '/').replace(/^\/+/, '');
     if (name === '__served') return void res.end(String(served));
-    if (name === '') {
-      res.writeHead(200, { 'content-type': 'text/html' });
-      res.end((await readdir(dir)).map((n) => `<a href="${n}">${n}</a>`).join('\n'));
-      return;
-    }
-    const st = name.includes('/') ? null : await stat(join(dir, name)).catch(() => null);
+    const st = name === '' || name.includes('/') ? null : await stat(join(dir, name)).catch(() => null);
     if (!st?.isFile()) {
       res.writeHead(404);
       res.end();

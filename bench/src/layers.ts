@@ -23,7 +23,7 @@ const WORKSPACES = Number(values.workspaces);
 const quiet = { info: () => undefined, warn: () => undefined };
 const mib = (n: number): string => `${(n / 2 ** 20).toFixed(1)} MiB`;
 
-/** The blob store: a plain HTTP server (ranges, HEAD, listings) in its own process, counting bytes. */
+/** The blob store: a plain HTTP server (ranges, HEAD) in its own process, counting bytes. */
 async function startBlobServer(dir: string): Promise<{ url: string; served: () => Promise<number>; stop: () => void }> {
   const child = spawn(process.execPath, [fileURLToPath(new URL('./blob-server.js', import.meta.url)), dir], { stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise<string>((resolve, reject) => {

@@ -31,7 +31,7 @@ export async function startTestWarren(
     defaultTtlSeconds?: number;
     maxSandboxes?: number;
     runtime?: 'native' | 'runc';
-    blobStore?: { url: string; key?: string; cacheMaxBytes?: number; trimSeconds?: number };
+    blobStore?: { url: string; key?: string; cacheMaxBytes?: number };
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -139,11 +139,11 @@ export async function forceCleanup(dataDir: string): Promise<void> {
     for (let i = 0; i < 500 && (await cgroups.procs('pids', `${parent}/${id}`)).length > 0; i++) await new Promise((r) => setTimeout(r, 2));
     await cgroups.remove(`${parent}/${id}`, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
   }
-  // An on-demand blob view's rclone.
-  const rclone = Number((await readFile(join(dataDir, 'cache', 'rclone.pid'), 'utf8').catch(() => '')).trim());
-  if (rclone > 0) {
+  // An on-demand blob view's daemon.
+  const blobfs = Number((await readFile(join(dataDir, 'cache', 'blobfs.pid'), 'utf8').catch(() => '')).trim());
+  if (blobfs > 0 && (await readFile(`/proc/${blobfs}/cmdline`, 'utf8').catch(() => '')).includes('warren-blobfs')) {
     try {
-      process.kill(rclone, 'SIGKILL');
+      process.kill(blobfs, 'SIGKILL');
     } catch {
       /* gone */
     }

@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -21,6 +21,8 @@ let regPort = 0;
 let proxy: Server;
 let proxyPort = 0;
 const blobGets: string[] = [];
+/** Bytes of blob bodies the proxy passed on, by digest. */
+const blobBytes = new Map<string, number>();
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -52,6 +54,8 @@ before(async () => {
     if (req.url?.includes('/blobs/')) blobGets.push(req.url);
     const up = request({ host: '127.0.0.1', port: regPort, path: req.url, method: req.method, headers: req.headers }, (r) => {
       res.writeHead(r.statusCode ?? 502, r.headers);
+      const digest = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(req.url ?? '')?.[1];
+      if (digest && req.method === 'GET') r.on('data', (c: Buffer) => blobBytes.set(digest, (blobBytes.get(digest) ?? 0) + c.length));
       r.pipe(res);
     });
     req.pipe(up);
@@ -157,4 +161,67 @@ test('an unknown tag, an unknown repository and a registry that is down each fai
   assert.equal(bad.status, 400);
   assert.match(bad.text, /not an image reference/);
   assert.ok(!(await t.client.images()).some((i) => i.name.includes('nope') || i.name.startsWith('no/')));
+});
+
+test('layers published to a registry are read from it on demand by another node, checked and cached', async () => {
+  const big = randomBytes(16 << 20);
+  const up = await http(t, 'POST', '/v1/layers?name=reg/big', makeTar([{ path: 'big/data.bin', content: big }]), { 'content-type': 'application/x-tar' });
+  assert.equal(up.status, 201, up.text);
+  const digest = (up.json as { digest: string }).digest;
+  const store = `oci+http://127.0.0.1:${proxyPort}/warren/layers`;
+  const pub = await http(t, 'POST', '/v1/layers/publish', { to: store, image: 'busybox:latest', layers: ['reg/big'] });
+  assert.equal(pub.status, 200, pub.text);
+  const base = (await t.client.images()).find((i) => i.name === 'busybox:latest')?.layers ?? [];
+  const published = (pub.json as { layers: { digest: string; sent: boolean }[] }).layers;
+  assert.deepEqual(
+    published.map((l) => l.digest),
+    [...base, digest],
+  );
+  assert.ok(published.every((l) => l.sent));
+  // Again: the registry has every blob; nothing is sent.
+  const again = await http(t, 'POST', '/v1/layers/publish', { to: store, layers: [digest] });
+  assert.deepEqual((again.json as { layers: unknown[] }).layers, [{ digest, sent: false }]);
+  // Bad requests: not a registry store, nothing named, an unknown layer, a user key.
+  assert.equal((await http(t, 'POST', '/v1/layers/publish', { to: `http://127.0.0.1:${proxyPort}/x`, layers: [digest] })).status, 400);
+  assert.equal((await http(t, 'POST', '/v1/layers/publish', { to: store })).status, 400);
+  assert.equal((await http(t, 'POST', '/v1/layers/publish', { to: store, layers: ['no/such'] })).status, 404);
+  const user = await t.client.createKey({ tenant: 'someone' });
+  const denied = await fetch(`${t.url}/v1/layers/publish`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${user}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ to: store, layers: [digest] }),
+  });
+  assert.equal(denied.status, 403);
+
+  // A node with the registry as its blob store and none of these layers.
+  const node = await startTestWarren({ images: [], blobStore: { url: store, cacheMaxBytes: 1 << 30 } });
+  try {
+    const put = await http(node, 'PUT', `/v1/images/${encodeURIComponent('reg/od:1')}`, { layers: [...base, digest] });
+    assert.equal(put.status, 200, put.text);
+    blobBytes.clear();
+    const sb = await node.client.sandboxes.create({ image: 'reg/od:1' });
+    const want = createHash('md5')
+      .update(big.subarray(3 << 20, 4 << 20))
+      .digest('hex');
+    const md5 = "dd if=/big/data.bin bs=1M skip=3 count=1 2>/dev/null | md5sum | cut -d' ' -f1";
+    assert.equal((await sb.exec(md5)).stdout.trim(), want);
+    assert.equal((await sb.exec('echo hi from the registry')).stdout, 'hi from the registry\n');
+    // Read-ahead may still be fetching: the count once it has stopped.
+    const total = (): number => [...blobBytes.values()].reduce((a, b) => a + b, 0);
+    let fetched = total();
+    for (let i = 0; i < 50; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      if (total() === fetched) break;
+      fetched = total();
+    }
+    assert.ok(fetched > 0 && fetched <= 8 << 20, `read 1 MiB of 16, fetched ${fetched} bytes`);
+    const other = await node.client.sandboxes.create({ image: 'reg/od:1' });
+    assert.equal((await other.exec(md5)).stdout.trim(), want);
+    assert.equal(total(), fetched, 'cached blocks are not fetched again');
+    // A layer the registry does not hold.
+    const none = await http(node, 'PUT', `/v1/images/${encodeURIComponent('reg/none:1')}`, { layers: [`sha256:${'1'.repeat(64)}`] });
+    assert.equal(none.status, 404, none.text);
+  } finally {
+    await node.close();
+  }
 });

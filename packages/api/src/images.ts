@@ -60,3 +60,22 @@ export const PutImageRequest = z.strictObject({
     .min(1)
     .max(128),
 });
+
+export const PublishLayersRequest = z.strictObject({
+  /** A registry blob store: `oci://host[:port]/repository`, or `oci+http://…` for plain HTTP. */
+  to: z
+    .string()
+    .max(512)
+    .regex(/^oci(\+http)?:\/\/\S+$/, 'must be oci://host/repository or oci+http://host/repository'),
+  /** An image whose layers are published. */
+  image: ImageName.optional(),
+  /** Layers by digest or name. */
+  layers: z.array(z.string().min(1).max(256)).max(128).optional(),
+});
+export type PublishLayersRequest = z.infer<typeof PublishLayersRequest>;
+
+export const PublishLayersResponse = z.object({
+  /** Each layer published, bottom first; `sent` is false when the registry had its blobs already. */
+  layers: z.array(z.object({ digest: z.string(), sent: z.boolean() })),
+});
+export type PublishLayersResponse = z.infer<typeof PublishLayersResponse>;

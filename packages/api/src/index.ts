@@ -36,6 +36,8 @@ export {
   CommitRequest,
   PullImageRequest,
   PutImageRequest,
+  PublishLayersRequest,
+  PublishLayersResponse,
 } from './images.js';
 export { CreateKeyRequest, CreateKeyResponse, Info, ListNodesResponse, Node, Quota } from './ops.js';
 export { ROUTES } from './routes.js';

@@ -14,7 +14,7 @@ export const CONTRACT_NOTES = [
   'Deleting an image or a layer needs an admin key; what no other image, layer or running sandbox uses is freed at once.',
   'Import and pull stream {"type":"progress"} lines and end with {"type":"done","image":...} or {"type":"error","error":{...}}; a pull whose ref does not parse answers 400 instead of a stream.',
   'Up to 120 extra layers per create; layer and image names are lowercase path segments with an optional :tag.',
-  "GET /v1/blobs/ and /v1/blobs/{file} (admin; ranges, HEAD) serve this node's layer blobs: another node reads layers on demand from them (warren up --blob-url URL with WARREN_BLOB_KEY). PUT /v1/images/{name} (admin) names an image from layer digests held here or in that store.",
+  "GET /v1/blobs/ and /v1/blobs/{file} (admin; ranges, HEAD) serve this node's layer blobs: another node reads layers on demand from them (warren up --blob-url URL with WARREN_BLOB_KEY). PUT /v1/images/{name} (admin) names an image from layer digests held here or in that store. A cluster's store can also be an OCI registry: POST /v1/layers/publish (admin) copies layers there (one artifact per layer, tagged with its hex digest: metadata and data blobs), and warren up --blob-url oci://HOST/REPO reads them on demand.",
   'Commit freezes the sandbox while its writable layer is read, and leaves out the /.warren mount point and shell histories besides `exclude`.',
 ];
 

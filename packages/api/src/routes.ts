@@ -212,6 +212,14 @@ export const ROUTES = {
     response: i.Layer,
     status: 201,
   }),
+  publishLayers: r({
+    method: 'POST',
+    path: '/v1/layers/publish',
+    summary: "Copy layers (an image's, or named ones) to a registry blob store, for nodes that read them on demand (admin)",
+    body: i.PublishLayersRequest,
+    response: i.PublishLayersResponse,
+    status: 200,
+  }),
   listBlobs: r({
     method: 'GET',
     path: '/v1/blobs/',

@@ -13,8 +13,9 @@ const DEFAULT_IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren
 const USAGE = `warren — sandboxes for agents
 
   warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes] [--runtime native|runc]
-            [--blob-url URL [--blob-cache-gib 20]]   read layers this node lacks on demand from a blob store
-                                     (e.g. another node's http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key)
+            [--blob-url URL [--blob-cache-gib 20]]   read layers this node lacks on demand from a blob store:
+                                     a registry repository oci://HOST/REPO (oci+http:// for plain HTTP), or
+                                     another node's http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
@@ -28,6 +29,7 @@ const USAGE = `warren — sandboxes for agents
   warren images pull REF [--name NAME]    from an OCI registry (host:port/repo:tag)
   warren images rm NAME...
   warren layers [push FILE --name NAME | rm NAME...]   standalone layers for --layer
+  warren layers publish --to oci://HOST/REPO [--image NAME] [LAYER...]   copy layers to a registry blob store
   warren commit ID NAME [--exclude PATH]...            the sandbox's changes as a new image
 
 Environment: WARREN_URL, WARREN_API_KEY (client); WARREN_DATA_DIR, WARREN_IMAGE_CACHE (server).`;
@@ -256,6 +258,20 @@ async function run(argv: string[]): Promise<number> {
       }
       if (rest[0] === 'rm') {
         for (const n of rest.slice(1)) await w.deleteLayer(n);
+        return 0;
+      }
+      if (rest[0] === 'publish') {
+        const { values, positionals } = parseArgs({
+          args: rest.slice(1),
+          allowPositionals: true,
+          options: { to: { type: 'string' }, image: { type: 'string' } },
+        });
+        if (!values.to || (!values.image && !positionals.length)) {
+          throw new WarrenError('invalid_argument', 'usage: warren layers publish --to oci://HOST/REPO [--image NAME] [LAYER...]');
+        }
+        for (const l of await w.publishLayers(values.to, { image: values.image, layers: positionals.length ? positionals : undefined })) {
+          console.log(`${l.digest}  ${l.sent ? 'sent' : 'already there'}`);
+        }
         return 0;
       }
       for (const l of await w.layers()) console.log(`${l.name.padEnd(28)} ${String(l.sizeBytes).padStart(12)}  ${l.digest}`);

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { archiveLayers } from './archive.js';
 import { parseImageRef } from './registry.js';
-import { rcloneMountArgs } from './remote.js';
+import { blobfsArgs } from './remote.js';
 import { readTar, type TarEntry } from './tar.js';
 import { layerPath } from './unpack.js';
 
@@ -108,13 +108,23 @@ test('archive manifests: docker save and OCI layout name their layers and diffID
   assert.throws(() => archiveLayers(new Map()), /not an image archive/);
 });
 
-test('the on-demand view reads the blob store in 1 MiB ranges with a bounded, local cache', () => {
-  const a = rcloneMountArgs({ url: 'http://store:8080/blobs', mountDir: '/m', cacheDir: '/c', cacheMaxBytes: 1024 });
+test('the on-demand view reads the blob store in blocks with a bounded, local cache', () => {
+  const o = { url: 'http://store:8080/blobs', sourcesDir: '/s', mountDir: '/m', cacheDir: '/c', cacheMaxBytes: 4 << 20 };
+  const a = blobfsArgs(o);
   const opt = (k: string): string | undefined => a[a.indexOf(k) + 1];
-  assert.deepEqual(a.slice(0, 3), ['mount', ':http:', '/m']);
-  assert.equal(opt('--http-url'), 'http://store:8080/blobs');
-  assert.equal(opt('--vfs-cache-mode'), 'full');
-  assert.equal(opt('--vfs-cache-max-size'), '1024B');
-  assert.equal(opt('--vfs-read-chunk-size-limit'), '1M');
-  assert.ok(a.includes('--read-only'));
+  assert.equal(a[0], '/m');
+  assert.equal(opt('--url'), 'http://store:8080/blobs');
+  assert.equal(opt('--sources'), '/s');
+  assert.equal(opt('--cache'), '/c');
+  assert.equal(opt('--max-bytes'), String(4 << 20));
+  assert.equal(opt('--block'), String(1 << 20));
+  assert.throws(() => blobfsArgs({ ...o, cacheMaxBytes: 1024 }), /at least one block/);
+  // A registry store: blobs by digest, over HTTPS unless asked otherwise.
+  const r = blobfsArgs({ ...o, url: 'oci://registry.example:5000/warren/layers' });
+  assert.equal(r[r.indexOf('--url') + 1], 'https://registry.example:5000/v2/warren/layers/blobs/');
+  const h = blobfsArgs({ ...o, url: 'oci+http://10.0.0.5:5000/layers' });
+  assert.equal(h[h.indexOf('--url') + 1], 'http://10.0.0.5:5000/v2/layers/blobs/');
+  for (const bad of ['ftp://x/y', 'oci://host', 'oci://host/Bad_Repo', 'store:8080/blobs', 'http://a b']) {
+    assert.throws(() => blobfsArgs({ ...o, url: bad }), /blob store/, bad);
+  }
 });

@@ -19,6 +19,7 @@ export { archiveLayers, importArchive } from './archive.js';
 export type { ImportProgress, LayerRef } from './archive.js';
 export { RegistryClient, parseImageRef, pullImage } from './registry.js';
 export type { ImageRef } from './registry.js';
-export { RemoteBlobs, rcloneMountArgs } from './remote.js';
+export { RemoteBlobs, blobfsArgs } from './remote.js';
+export { publishLayers, parseOciStoreUrl } from './oci-store.js';
 export type { RemoteBlobsOptions } from './remote.js';
 export { gunzipIfCompressed } from './gzip.js';

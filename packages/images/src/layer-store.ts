@@ -308,7 +308,7 @@ export class LayerStore {
     for (const d of this.pinned.keys()) keep.add(d);
     const removed: string[] = [];
     for (const n of await readdir(join(this.root, 'blobs'))) {
-      const m = /^([0-9a-f]{64})\.(erofs|data)$/.exec(n);
+      const m = /^([0-9a-f]{64})\.(erofs|data|src)$/.exec(n);
       if (!m) continue;
       const digest = `sha256:${m[1]}`;
       if (keep.has(digest)) continue;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { WarrenError } from '@warren/api';
 import type { IdMap } from './idmap.js';
 import type { LayerStore } from './layer-store.js';
@@ -70,39 +71,87 @@ export class RegistryClient {
   constructor(
     readonly ref: ImageRef,
     private readonly fetchFn: typeof fetch = fetch,
+    /** Plain HTTP whatever the host (loopback hosts always are). */
+    private readonly plainHttp = false,
   ) {}
 
   private base(): string {
-    const plain = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?$/.test(this.ref.registry);
+    const plain = this.plainHttp || /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?$/.test(this.ref.registry);
     return `${plain ? 'http' : 'https'}://${this.ref.registry}/v2/${this.ref.repository}`;
   }
 
-  private async get(path: string, accept?: string): Promise<Response> {
-    const url = `${this.base()}${path}`;
+  /** Where the repository's blobs are read: `<blobsUrl><digest>`. */
+  get blobsUrl(): string {
+    return `${this.base()}/blobs/`;
+  }
+
+  private async request(
+    method: string,
+    path: string,
+    o: { accept?: string; body?: string | Uint8Array | Readable; headers?: Record<string, string>; ok?: number[] } = {},
+  ): Promise<Response> {
+    const url = /^https?:/.test(path) ? path : `${this.base()}${path}`;
     const go = (): Promise<Response> =>
-      this.fetchFn(url, { headers: { ...(accept ? { accept } : {}), ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) } }).catch(
-        (e: unknown) => {
-          throw new WarrenError(
-            'unavailable',
-            `the registry ${this.ref.registry} cannot be reached: ${(e as Error).cause instanceof Error ? ((e as Error).cause as Error).message : String(e)}`,
-          );
-        },
-      );
+      this.fetchFn(url, {
+        method,
+        headers: { ...o.headers, ...(o.accept ? { accept: o.accept } : {}), ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
+        ...(o.body !== undefined ? { body: o.body, duplex: 'half' } : {}),
+        redirect: method === 'GET' || method === 'HEAD' ? 'follow' : 'manual',
+      } as RequestInit).catch((e: unknown) => {
+        throw new WarrenError(
+          'unavailable',
+          `the registry ${this.ref.registry} cannot be reached: ${(e as Error).cause instanceof Error ? ((e as Error).cause as Error).message : String(e)}`,
+        );
+      });
     let res = await go();
-    if (res.status === 401 && !this.token) {
+    // A streamed body cannot be sent twice: those requests come after a small one got the token.
+    if (res.status === 401 && !this.token && !(o.body instanceof Readable)) {
       await res.body?.cancel();
       this.token = await this.anonymousToken(res.headers.get('www-authenticate') ?? '');
       res = await go();
     }
+    if ((o.ok ?? []).includes(res.status)) return res;
     if (res.status === 404) {
       await res.body?.cancel();
-      throw new WarrenError('not_found', `${this.ref.registry}/${this.ref.repository}: ${path.split('/').pop()} not found in the registry`);
+      throw new WarrenError('not_found', `${this.ref.registry}/${this.ref.repository}: ${path.split('?')[0]?.split('/').pop()} not found in the registry`);
     }
     if (!res.ok) {
-      await res.body?.cancel();
-      throw new WarrenError('unavailable', `the registry answered ${res.status} for ${path}`);
+      const text = (await res.text().catch(() => '')).slice(0, 300);
+      throw new WarrenError('unavailable', `the registry answered ${res.status} to ${method} ${path.split('?')[0]}${text ? `: ${text}` : ''}`);
     }
     return res;
+  }
+
+  private get(path: string, accept?: string): Promise<Response> {
+    return this.request('GET', path, { accept });
+  }
+
+  /** Whether the repository has a blob. */
+  async hasBlob(digest: string): Promise<boolean> {
+    const res = await this.request('HEAD', `/blobs/${digest}`, { ok: [404] });
+    return res.status !== 404;
+  }
+
+  /** Uploads a blob in one request (the registry checks it against `digest`). */
+  async pushBlob(digest: string, size: number, body: () => AsyncIterable<Buffer>): Promise<void> {
+    const start = await this.request('POST', '/blobs/uploads/', { body: '', headers: { 'content-length': '0' }, ok: [202] });
+    await start.body?.cancel();
+    const loc = start.headers.get('location');
+    if (!loc) throw new WarrenError('unavailable', 'the registry gave no upload location');
+    const url = new URL(loc, this.blobsUrl);
+    url.searchParams.set('digest', digest);
+    const res = await this.request('PUT', url.toString(), {
+      body: Readable.from(body()),
+      headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) },
+      ok: [201],
+    });
+    await res.body?.cancel();
+  }
+
+  /** Stores a manifest under a tag. */
+  async putManifest(tag: string, manifest: Buffer, mediaType: string): Promise<void> {
+    const res = await this.request('PUT', `/manifests/${tag}`, { body: manifest, headers: { 'content-type': mediaType }, ok: [201] });
+    await res.body?.cancel();
   }
 
   private async anonymousToken(challenge: string): Promise<string> {

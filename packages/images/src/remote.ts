@@ -1,76 +1,64 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { WarrenError } from '@warren/api';
 import { runFile } from './exec-file.js';
 import type { BlobSource } from './layer-store.js';
+import { parseOciStoreUrl, resolveOciLayer, type OciStoreRef } from './oci-store.js';
 
 export interface RemoteBlobsOptions {
-  /** Base URL of the blob store: `<url>/<hex>.erofs` and `<url>/<hex>.data`, ranges supported, directories listed. */
+  /**
+   * The blob store: an HTTP(S) base URL serving `<url>/<hex>.erofs` and `<url>/<hex>.data` with
+   * range requests (never listed), or a registry repository, `oci://host/repo` (`oci+http://` for
+   * plain HTTP), holding each layer as an artifact tagged with its hex digest.
+   */
   url: string;
+  /** Where the view finds `<hex>.src` ("SIZE URL") for layers a registry store names by blob digest. */
+  sourcesDir: string;
+  /** The on-demand view's program (`native/build/warren-blobfs`). */
+  binary: string;
   /** Where the on-demand view is mounted. */
   mountDir: string;
-  /** The node-local cache of chunks read so far. */
+  /** The node-local cache of blocks read so far. */
   cacheDir: string;
-  /** Bytes the cache may hold; least recently used files no mount has open go first. */
+  /** Bytes the cache may hold; least recently read blocks of files no mount has open go first. */
   cacheMaxBytes: number;
-  /** Where rclone's pid and log go. */
+  /** Where the view's pid and log go. */
   runDir: string;
   /** A bearer token the store wants (another Warren node's admin key). */
   key?: string;
-  /** How often the cache is trimmed to its limit (seconds; default 30). */
-  trimSeconds?: number;
+  /** Bytes fetched per range request (a power of two; default 1 MiB). */
+  blockBytes?: number;
   log?: (msg: string) => void;
 }
 
 /** Largest metadata image accepted from a blob store. */
 const MAX_META = 512 << 20;
 
-/** rclone's arguments for a read-only, chunk-cached, on-demand view of an HTTP blob store (pure). */
-export function rcloneMountArgs(o: Pick<RemoteBlobsOptions, 'url' | 'mountDir' | 'cacheDir' | 'cacheMaxBytes' | 'trimSeconds'>): string[] {
-  return [
-    'mount',
-    ':http:',
-    o.mountDir,
-    '--http-url',
-    o.url,
-    '--read-only',
-    '--vfs-cache-mode',
-    'full',
-    '--cache-dir',
-    o.cacheDir,
-    '--vfs-cache-max-size',
-    `${o.cacheMaxBytes}B`, // rclone reads a bare number as KiB
-    '--vfs-cache-max-age',
-    '8760h',
-    '--vfs-cache-poll-interval',
-    `${o.trimSeconds ?? 30}s`,
-    // Fetch what is read, in 1 MiB ranges, and nothing ahead of it (measured: 2 MiB of read-ahead,
-    // or ranges doubling to 32 MiB, fetched more and started no faster).
-    '--vfs-read-chunk-size',
-    '1M',
-    '--vfs-read-chunk-size-limit',
-    '1M',
-    '--vfs-read-ahead',
-    '0',
-    '--buffer-size',
-    '0',
-    '--no-modtime',
-    '--dir-cache-time',
-    '2s',
-    '--timeout',
-    '30s',
-    '--contimeout',
-    '5s',
-    '--low-level-retries',
-    '3',
-    '--allow-non-empty',
-    '--config',
-    '/dev/null',
-  ];
+/** warren-blobfs's arguments for a view of a blob store (pure). */
+export function blobfsArgs(o: Pick<RemoteBlobsOptions, 'url' | 'sourcesDir' | 'mountDir' | 'cacheDir' | 'cacheMaxBytes' | 'blockBytes'>): string[] {
+  const block = o.blockBytes ?? 1 << 20;
+  if (!Number.isSafeInteger(o.cacheMaxBytes) || o.cacheMaxBytes < block) {
+    throw new WarrenError('invalid_argument', `the blob cache must hold at least one block (${block} bytes)`);
+  }
+  const oci = parseOciStoreUrl(o.url);
+  if (!oci && !/^https?:\/\/[^\s]+$/.test(o.url)) throw new WarrenError('invalid_argument', `the blob store URL must be http(s):// or oci://: ${o.url}`);
+  const url = oci ? oci.client.blobsUrl : o.url;
+  return [o.mountDir, '--url', url, '--sources', o.sourcesDir, '--cache', o.cacheDir, '--max-bytes', String(o.cacheMaxBytes), '--block', String(block)];
+}
+
+/** A byte counter that fails a metadata download past MAX_META. */
+function capMeta(): Transform {
+  let n = 0;
+  return new Transform({
+    transform(c: Buffer, _e, cb) {
+      n += c.length;
+      cb(n > MAX_META ? new WarrenError('invalid_argument', 'a layer metadata image is too large') : null, c);
+    },
+  });
 }
 
 function isMounted(mountinfo: string, dir: string): boolean {
@@ -78,78 +66,90 @@ function isMounted(mountinfo: string, dir: string): boolean {
 }
 
 /**
- * Layer data read on demand from an HTTP blob store: an `rclone mount` of it (FUSE, with a
- * node-local cache of the ranges read), through which EROFS mounts read their data files.
- * Metadata images are fetched whole. rclone runs detached, so sandboxes kept across a restart
+ * Layer data read on demand from an HTTP blob store: a warren-blobfs view of it (FUSE, with a
+ * node-local cache of the blocks read), through which EROFS mounts read their data files.
+ * Metadata images are fetched whole. The view runs detached, so sandboxes kept across a restart
  * keep reading; the next start finds the mount and uses it.
  */
 export class RemoteBlobs implements BlobSource {
   readonly dataDir: string;
+  private readonly oci: OciStoreRef | null;
 
   constructor(private readonly o: RemoteBlobsOptions) {
     this.dataDir = o.mountDir;
-    if (!/^https?:\/\//.test(o.url)) throw new WarrenError('invalid_argument', `the blob store URL must be http(s): ${o.url}`);
+    blobfsArgs(o);
+    this.oci = parseOciStoreUrl(o.url);
   }
 
   private get pidFile(): string {
-    return join(this.o.runDir, 'rclone.pid');
+    return join(this.o.runDir, 'blobfs.pid');
   }
 
   async start(): Promise<void> {
     // A view left by an earlier start (its sandboxes kept) is used as it is, without a call into
-    // it; one whose rclone has died is let go first.
+    // it; one whose daemon has died is let go first.
     if (isMounted(await readFile('/proc/self/mountinfo', 'utf8'), this.o.mountDir)) {
       const pid = Number((await readFile(this.pidFile, 'utf8').catch(() => '')).trim());
-      if (pid > 0 && (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).startsWith('rclone')) return;
-      await runFile('fusermount3', ['-u', '-z', this.o.mountDir]).catch(() => undefined);
+      if (pid > 0 && (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')[0]?.endsWith('warren-blobfs')) return;
+      await runFile('umount', ['-l', this.o.mountDir]).catch(() => undefined);
     }
     await Promise.all([mkdir(this.o.mountDir, { recursive: true }), mkdir(this.o.cacheDir, { recursive: true }), mkdir(this.o.runDir, { recursive: true })]);
-    const log = join(this.o.runDir, 'rclone.log');
-    // The key goes in rclone's environment, not on its command line (which every host user can read).
-    const env = this.o.key ? { ...process.env, RCLONE_HTTP_HEADERS: `Authorization,Bearer ${this.o.key}` } : process.env;
-    const child = spawn('rclone', [...rcloneMountArgs(this.o), '--log-file', log, '--log-level', 'NOTICE'], {
-      detached: true,
-      stdio: ['ignore', 'ignore', 'ignore'],
-      env,
-    });
-    await new Promise<void>((resolve, reject) => {
-      child.once('error', (e) =>
-        reject(new WarrenError('unavailable', `rclone (for on-demand layers) could not start: ${e.message}; install the rclone and fuse3 packages`)),
-      );
-      child.once('spawn', () => resolve());
-    });
+    const log = join(this.o.runDir, 'blobfs.log');
+    const out = await open(log, 'a');
+    // The key goes in the view's environment, not on its command line (which every host user can read).
+    const env = { ...process.env, WARREN_BLOB_KEY: this.o.key ?? '' };
+    let child: ChildProcess;
+    try {
+      child = spawn(this.o.binary, blobfsArgs(this.o), { detached: true, stdio: ['ignore', 'ignore', out.fd], env });
+      await new Promise<void>((resolve, reject) => {
+        child.once('error', (e) => reject(new WarrenError('unavailable', `warren-blobfs (for on-demand layers) could not start: ${e.message}`)));
+        child.once('spawn', () => resolve());
+      });
+    } finally {
+      await out.close();
+    }
     child.unref();
     await writeFile(this.pidFile, String(child.pid));
     for (let i = 0; ; i++) {
       if (isMounted(await readFile('/proc/self/mountinfo', 'utf8'), this.o.mountDir)) break;
       if (child.exitCode !== null || i > 200) {
-        throw new WarrenError('unavailable', `rclone did not mount the blob store ${this.o.url} (see ${log})`);
+        throw new WarrenError('unavailable', `warren-blobfs did not mount the blob store ${this.o.url} (see ${log})`);
       }
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 20));
     }
     this.o.log?.(`on-demand layers from ${this.o.url}`);
   }
 
   async fetchMeta(hex: string, dest: string): Promise<void> {
+    if (this.oci) return this.fetchOciMeta(this.oci, hex, dest);
     const url = `${this.o.url.replace(/\/+$/, '')}/${hex}.erofs`;
     const res = await fetch(url, { headers: this.o.key ? { authorization: `Bearer ${this.o.key}` } : {} }).catch((e: unknown) => {
       throw new WarrenError('unavailable', `the blob store cannot be reached: ${String((e as Error).cause ?? e)}`);
     });
     if (res.status === 404) throw new WarrenError('not_found', `the blob store has no layer sha256:${hex}`);
     if (!res.ok || !res.body) throw new WarrenError('unavailable', `the blob store answered ${res.status} for ${hex}.erofs`);
-    let n = 0;
-    const cap = new Transform({
-      transform(c: Buffer, _e, cb) {
-        n += c.length;
-        cb(n > MAX_META ? new WarrenError('invalid_argument', 'a layer metadata image is too large') : null, c);
-      },
-    });
-    await pipeline(Readable.fromWeb(res.body as never), cap, createWriteStream(dest));
+    await pipeline(Readable.fromWeb(res.body as never), capMeta(), createWriteStream(dest));
   }
 
-  /** Unmounts the view and stops rclone (only when no sandbox reads through it any more). */
+  /** A registry store: the layer's manifest names its blobs; the metadata blob is checked against its digest. */
+  private async fetchOciMeta(oci: OciStoreRef, hex: string, dest: string): Promise<void> {
+    const { meta, data } = await resolveOciLayer(oci, hex).catch((e: unknown) => {
+      if (e instanceof WarrenError && e.code === 'not_found') throw new WarrenError('not_found', `the blob store has no layer sha256:${hex}`);
+      throw e;
+    });
+    if (meta.size > MAX_META) throw new WarrenError('invalid_argument', 'a layer metadata image is too large');
+    const blob = await oci.client.blobStream(meta.digest);
+    await pipeline(Readable.from(blob.stream), capMeta(), createWriteStream(dest));
+    if (blob.digest() !== meta.digest) throw new WarrenError('invalid_argument', `the metadata of layer ${hex} does not match its digest`);
+    // The view reads the data blob by its own digest: where, and how big, goes beside the metadata.
+    const src = join(this.o.sourcesDir, `${hex}.src`);
+    await writeFile(`${src}.tmp`, `${data.size} ${oci.client.blobsUrl}${data.digest}\n`);
+    await rename(`${src}.tmp`, src);
+  }
+
+  /** Unmounts the view and stops its daemon (only when no sandbox reads through it any more). */
   async stop(): Promise<void> {
-    await runFile('fusermount3', ['-u', '-z', this.o.mountDir]).catch(() => undefined);
+    await runFile('umount', ['-l', this.o.mountDir]).catch(() => undefined);
     const pid = Number((await readFile(this.pidFile, 'utf8').catch(() => '')).trim());
     if (pid > 0) {
       try {

@@ -84,6 +84,11 @@ export class Warren {
     return (await this.t.json<{ layers: Layer[] }>('GET', '/v1/layers')).layers;
   }
 
+  /** Copies layers (an image's, or named/digests) to a registry blob store (`oci://host/repo`). */
+  async publishLayers(to: string, what: { image?: string; layers?: string[] }): Promise<{ digest: string; sent: boolean }[]> {
+    return (await this.t.json<{ layers: { digest: string; sent: boolean }[] }>('POST', '/v1/layers/publish', { json: { to, ...what } })).layers;
+  }
+
   async deleteLayer(name: string): Promise<void> {
     await this.t.empty('DELETE', `/v1/layers/${encodeURIComponent(name)}`);
   }

@@ -34,10 +34,11 @@ export interface WarrenOptions {
   defaultTtlSeconds?: number;
   maxSandboxes?: number;
   /**
-   * A blob store to read layer data from on demand (`<url>/<hex>.erofs|.data`, HTTP with ranges
-   * and directory listings): layers this node lacks are mounted without downloading them.
+   * A blob store to read layer data from on demand: `http(s)://…` serving `<url>/<hex>.erofs|.data`
+   * with range requests (never listed), or a registry repository `oci://host/repo` (`oci+http://`
+   * for plain HTTP): layers this node lacks are mounted without downloading them.
    */
-  blobStore?: { url: string; key?: string; cacheMaxBytes?: number; trimSeconds?: number };
+  blobStore?: { url: string; key?: string; cacheMaxBytes?: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -92,10 +93,11 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     ? new RemoteBlobs({
         url: o.blobStore.url,
         key: o.blobStore.key,
+        binary: join(nativeDir, 'warren-blobfs'),
+        sourcesDir: join(o.dataDir, 'layers', 'blobs'),
         mountDir: join(o.dataDir, 'mnt', 'remote'),
         cacheDir: join(o.dataDir, 'cache', 'blobs'),
         cacheMaxBytes: o.blobStore.cacheMaxBytes ?? 20 * 2 ** 30,
-        trimSeconds: o.blobStore.trimSeconds,
         runDir: join(o.dataDir, 'cache'),
         log: (m) => o.logger.info(m),
       })

@@ -55,6 +55,10 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     const q = query(c.url, api.UploadLayerQuery);
     sendJson(c.res, 201, await d.images.uploadLayer(q.name, c.req));
   });
+  on(ROUTES.publishLayers, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can publish layers');
+    sendJson(c.res, 200, await d.images.publish(await jsonBody(c.req, api.PublishLayersRequest)));
+  });
   // The node's blob store over HTTP, for other nodes' on-demand views (ranges, HEAD, a listing).
   const blobDir = join(d.layers.root, 'blobs');
   on(ROUTES.listBlobs, async (c) => {

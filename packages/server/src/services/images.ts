@@ -3,9 +3,19 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
-import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer } from '@warren/api';
+import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer, type PublishLayersRequest, type PublishLayersResponse } from '@warren/api';
 import type { Edge } from '@warren/edge';
-import { gunzipIfCompressed, importArchive, parseImageRef, pullImage, type FsOps, type IdMap, type LayerStore } from '@warren/images';
+import {
+  gunzipIfCompressed,
+  importArchive,
+  parseImageRef,
+  parseOciStoreUrl,
+  publishLayers,
+  pullImage,
+  type FsOps,
+  type IdMap,
+  type LayerStore,
+} from '@warren/images';
 
 export interface ImageServiceOptions {
   idMap: IdMap;
@@ -145,6 +155,31 @@ export class ImageService {
   async deleteLayer(name: string): Promise<void> {
     if (!(await this.store.deleteLayerName(name))) throw new WarrenError('not_found', `layer "${name}" does not exist`, { layer: name });
     await this.collectGarbage();
+  }
+
+  /** Copies layers to a registry blob store; they stay pinned here while they are sent. */
+  async publish(req: PublishLayersRequest): Promise<PublishLayersResponse> {
+    const digests: string[] = [];
+    if (req.image) {
+      const img = this.store.getImage(req.image);
+      if (!img) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
+      digests.push(...img.layers);
+    }
+    for (const ref of req.layers ?? []) {
+      const d = this.store.resolveLayer(ref);
+      if (!d) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
+      digests.push(d);
+    }
+    if (!digests.length) throw new WarrenError('invalid_argument', 'name an image or layers to publish');
+    const unique = [...new Set(digests)];
+    const to = parseOciStoreUrl(req.to);
+    if (!to) throw new WarrenError('invalid_argument', `not a registry blob store: ${req.to}`);
+    for (const d of unique) this.store.pin(d);
+    try {
+      return { layers: await publishLayers(this.store, to, unique) };
+    } finally {
+      for (const d of unique) this.store.unpin(d);
+    }
   }
 
   /** Frees layers that no image, named layer or live sandbox uses (and unmounts them). */
