@@ -487,12 +487,12 @@ static int fetch_blocks(struct blob *b, uint32_t i, uint32_t j) {
 // on a jump, so random reads fetch only what they touch.
 struct job {
   struct blob *b;
-  uint32_t k;
+  uint32_t i, j;
   struct job *next;
 };
 static struct job *jobs, **jobs_end = &jobs;
 static pthread_cond_t jobs_cv = PTHREAD_COND_INITIALIZER;
-static uint32_t ahead_max = 8;
+static uint32_t ahead_max = 8, ahead_run = 2;
 
 static void *prefetcher(void *arg) {
   (void)arg;
@@ -503,7 +503,7 @@ static void *prefetcher(void *arg) {
     jobs = j->next;
     if (!jobs) jobs_end = &jobs;
     pthread_mutex_unlock(&g.mu);
-    fetch_blocks(j->b, j->k, j->k);
+    fetch_blocks(j->b, j->i, j->j);
     free(j);
     pthread_mutex_lock(&g.mu);
     trim_locked();
@@ -519,17 +519,27 @@ static void read_ahead_locked(struct blob *b, uint32_t first, uint32_t last) {
   b->next = last + 1;
   // Nothing ahead into a cache near its limit: it would only push out blocks read before.
   if (g.cached >= g.max_bytes / 10 * 9) return;
+  // Runs of absent blocks, in requests of up to ahead_run blocks, fetched side by side.
   uint64_t now = g.tick;
-  for (uint32_t k = last + 1; k <= last + b->window && k < b->nblocks; k++) {
-    if (b->state[k] != ABSENT) continue;
-    struct job *j = malloc(sizeof *j);
-    if (!j) return;
-    *j = (struct job){b, k, NULL};
-    b->state[k] = FETCHING;
-    b->used[k] = now;
-    *jobs_end = j;
-    jobs_end = &j->next;
+  uint32_t end = last + b->window < b->nblocks - 1 ? last + b->window : b->nblocks - 1;
+  for (uint32_t k = last + 1; k <= end;) {
+    if (b->state[k] != ABSENT) {
+      k++;
+      continue;
+    }
+    uint32_t j = k;
+    while (j + 1 <= end && j + 1 - k < ahead_run && b->state[j + 1] == ABSENT) j++;
+    struct job *job = malloc(sizeof *job);
+    if (!job) return;
+    *job = (struct job){b, k, j, NULL};
+    for (uint32_t x = k; x <= j; x++) {
+      b->state[x] = FETCHING;
+      b->used[x] = now;
+    }
+    *jobs_end = job;
+    jobs_end = &job->next;
     pthread_cond_signal(&jobs_cv);
+    k = j + 1;
   }
 }
 
@@ -765,6 +775,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--block") && v) g.block = (uint32_t)strtoul(v, NULL, 10), i++;
     else if (!strcmp(a, "--threads") && v) threads = (unsigned)strtoul(v, NULL, 10), i++;
     else if (!strcmp(a, "--readahead") && v) ahead_max = (uint32_t)strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--readahead-run") && v) ahead_run = (uint32_t)strtoul(v, NULL, 10), i++;
     else if (a[0] != '-' && !mnt) mnt = a;
     else usage();
   }

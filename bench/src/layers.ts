@@ -1,10 +1,13 @@
 // Warren layers benchmark: a sandbox from a 1 GiB image that reads 5 % of it, started cold with
 // on-demand layer data, after an eager full download, and from the node's cache; and create time
-// with 50 workspace layers over one base. Prints numbers; asserts nothing.
+// with 50 workspace layers over one base. On-demand data comes from a plain HTTP store (a Node
+// server) and from a real OCI registry (docker-registry). Prints numbers; asserts nothing.
 // Usage: npm run bench:layers [-- --gib 1 --workspaces 50]
 import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,6 +38,34 @@ async function startBlobServer(dir: string): Promise<{ url: string; served: () =
     served: async () => Number(await (await fetch(`${url}/__served`)).text()),
     stop: () => child.kill(),
   };
+}
+
+/** A real OCI registry (the docker-registry package) on loopback, storing under `dir`. */
+async function startRegistry(dir: string): Promise<{ port: number; stop: () => void }> {
+  await mkdir(dir, { recursive: true });
+  const port = await new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+  await writeFile(
+    join(dir, 'config.yml'),
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\nhttp:\n  addr: 127.0.0.1:${port}\n`,
+  );
+  const child = spawn('docker-registry', ['serve', join(dir, 'config.yml')], { stdio: 'ignore' });
+  for (
+    let i = 0;
+    !(await fetch(`http://127.0.0.1:${port}/v2/`).then(
+      (r) => r.ok,
+      () => false,
+    ));
+    i++
+  ) {
+    if (i > 100) throw new Error('the registry did not start');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { port, stop: () => child.kill() };
 }
 
 async function node(dataDir: string, blobUrl?: string): Promise<{ w: RunningWarren; c: Warren }> {
@@ -72,6 +103,7 @@ async function main(): Promise<void> {
   await chmod(root, 0o711);
   const nodes: RunningWarren[] = [];
   let store: Awaited<ReturnType<typeof startBlobServer>> | null = null;
+  let stopRegistry = (): void => undefined;
   try {
     // The source node holds the image: busybox + one layer of 64 files of random data.
     const src = await node(join(root, 'source'));
@@ -98,42 +130,67 @@ async function main(): Promise<void> {
       base0 = await store!.served();
     };
 
-    // Cold, on demand: metadata fetched when the image is named, data when read.
-    const od = await node(join(root, 'ondemand'), url);
-    nodes.push(od.w);
+    // Cold, on demand: metadata fetched when the image is named, data when read. From the plain
+    // HTTP store, then from a registry the layers were published to.
+    const onDemand = async (label: string, storeUrl: string, dir: string, fetched: () => Promise<number>): Promise<{ cold: number; disk: number }> => {
+      const od = await node(join(root, dir), storeUrl);
+      nodes.push(od.w);
+      const before = await fetched();
+      spawnSync('sync'); // writes still going to disk would slow the reads below
+      const p0 = performance.now();
+      await fetch(`${od.w.url}/v1/images/${encodeURIComponent('bench:1')}`, {
+        method: 'PUT',
+        headers: { authorization: 'Bearer bench', 'content-type': 'application/json' },
+        body: JSON.stringify({ layers }),
+      }).then((r) => (r.ok ? r.json() : Promise.reject(new Error(`${r.status}`))));
+      const metaMs = performance.now() - p0;
+      const cold = await firstCommand(od.c, 'bench:1');
+      await new Promise((r) => setTimeout(r, 500)); // read-ahead still in flight counts too
+      const coldBytes = (await fetched()) - before;
+      const coldMs = metaMs + cold.createMs + cold.readMs;
+      console.log(
+        `${label}, cold: name image ${fmt(metaMs)} + create ${fmt(cold.createMs)} + read 5 % ${fmt(cold.readMs)} = ${fmt(coldMs)}; fetched ${mib(coldBytes)} of ${mib(layer.sizeBytes)} (${((100 * coldBytes) / layer.sizeBytes).toFixed(1)} %)`,
+      );
+      const warm: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const r = await firstCommand(od.c, 'bench:1');
+        warm.push(r.createMs + r.readMs);
+      }
+      // Cached on the node's disk but not in memory: what "already cached" means after a while.
+      const disk: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        spawnSync('sh', ['-c', 'sync; echo 3 > /proc/sys/vm/drop_caches']);
+        const r = await firstCommand(od.c, 'bench:1');
+        disk.push(r.createMs + r.readMs);
+      }
+      console.log(
+        `${label}, cached: in memory (n=5) create + read p50 ${fmt(pct(warm, 50))}; on disk, page cache dropped (n=3) p50 ${fmt(pct(disk, 50))}; fetched ${mib((await fetched()) - before - coldBytes)} more`,
+      );
+      return { cold: coldMs, disk: pct(disk, 50) };
+    };
     await resetServed();
-    const p0 = performance.now();
-    await fetch(`${od.w.url}/v1/images/${encodeURIComponent('bench:1')}`, {
-      method: 'PUT',
-      headers: { authorization: 'Bearer bench', 'content-type': 'application/json' },
-      body: JSON.stringify({ layers }),
-    }).then((r) => (r.ok ? r.json() : Promise.reject(new Error(`${r.status}`))));
-    const metaMs = performance.now() - p0;
-    const cold = await firstCommand(od.c, 'bench:1');
-    const coldBytes = await served();
-    console.log(
-      `on demand, cold: name image ${fmt(metaMs)} + create ${fmt(cold.createMs)} + read 5 % ${fmt(cold.readMs)} = ${fmt(metaMs + cold.createMs + cold.readMs)}; fetched ${mib(coldBytes)} of ${mib(layer.sizeBytes)} (${((100 * coldBytes) / layer.sizeBytes).toFixed(1)} %)`,
-    );
-    await resetServed();
-    const warm: number[] = [];
-    for (let i = 0; i < 5; i++) {
-      const r = await firstCommand(od.c, 'bench:1');
-      warm.push(r.createMs + r.readMs);
-    }
-    console.log(`on demand, cached in memory (same node again, n=5): create + read p50 ${fmt(pct(warm, 50))}; fetched ${mib(await served())}`);
-    // Cached on the node's disk but not in memory: what "already cached" means after a while.
-    const disk: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      spawnSync('sh', ['-c', 'sync; echo 3 > /proc/sys/vm/drop_caches']);
-      const r = await firstCommand(od.c, 'bench:1');
-      disk.push(r.createMs + r.readMs);
-    }
-    console.log(`on demand, cached on disk (page cache dropped, n=3): create + read p50 ${fmt(pct(disk, 50))}; fetched ${mib(await served())}`);
+    const http = await onDemand('plain HTTP store (Node)', url, 'ondemand', served);
+
+    const registry = await startRegistry(join(root, 'registry'));
+    stopRegistry = registry.stop;
+    const oci = `oci+http://127.0.0.1:${registry.port}/bench/layers`;
+    const t1 = performance.now();
+    await src.c.publishLayers(oci, { layers });
+    console.log(`published the image's layers to the registry in ${fmt(performance.now() - t1)}`);
+    // Bytes fetched: what the node's cache holds (blocks are fetched once, nothing is evicted here).
+    const cacheBytes = async (): Promise<number> => {
+      const dir = join(root, 'ondemand-oci', 'cache', 'blobs');
+      let n = 0;
+      for (const f of await readdir(dir).catch(() => [] as string[])) if (f.endsWith('.data')) n += (await stat(join(dir, f))).blocks * 512;
+      return n;
+    };
+    const reg = await onDemand('registry store (docker-registry)', oci, 'ondemand-oci', cacheBytes);
 
     // Eager: download the layer whole, then start.
     const eg = await node(join(root, 'eager'));
     nodes.push(eg.w);
     await resetServed();
+    spawnSync('sync');
     const e0 = performance.now();
     for (const ext of ['erofs', 'data']) {
       const dest = join(root, 'eager', 'layers', 'blobs', `${layer.digest.slice(7)}.${ext}`);
@@ -151,10 +208,15 @@ async function main(): Promise<void> {
     console.log(
       `eager full download: fetch ${fmt(fetchMs)} + create ${fmt(eager.createMs)} + read 5 % ${fmt(eager.readMs)} = ${fmt(fetchMs + eager.createMs + eager.readMs)}; fetched ${mib(await served())}`,
     );
-    const cachedMs = pct(disk, 50);
-    console.log(
-      `ratios: cold on-demand / cached on disk = ${((metaMs + cold.createMs + cold.readMs) / cachedMs).toFixed(2)}x, eager / cold on-demand = ${((fetchMs + eager.createMs + eager.readMs) / (metaMs + cold.createMs + cold.readMs)).toFixed(2)}x`,
-    );
+    const eagerMs = fetchMs + eager.createMs + eager.readMs;
+    for (const [label, r] of [
+      ['plain HTTP store', http],
+      ['registry store', reg],
+    ] as const) {
+      console.log(
+        `ratios, ${label}: cold on-demand / cached on disk = ${(r.cold / r.disk).toFixed(2)}x, eager / cold on-demand = ${(eagerMs / r.cold).toFixed(2)}x`,
+      );
+    }
 
     // 50 workspace layers over one base.
     const names: string[] = [];
@@ -185,6 +247,7 @@ async function main(): Promise<void> {
   } finally {
     for (const n of nodes.reverse()) await n.close().catch(() => undefined);
     store?.stop();
+    stopRegistry();
     await rm(root, { recursive: true, force: true });
   }
 }
