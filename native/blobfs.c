@@ -1,7 +1,7 @@
 // warren-blobfs: a read-only FUSE view of the layer data files in a blob store, read on demand.
 //
-//   warren-blobfs MOUNTPOINT --url URL --cache DIR --max-bytes N [--sources DIR] [--block BYTES]
-//                 [--readahead BLOCKS] [--threads N]
+//   warren-blobfs MOUNTPOINT --url URL --sources DIR --cache DIR --max-bytes N [--readahead BLOCKS]
+//                 [--readahead-run BLOCKS] [--threads N]
 //
 // The view is one flat directory of `<hex>.data` files. A name is found without listing the
 // store: from the node's cache (a file cached before, also with the store down), from a source
@@ -11,6 +11,10 @@
 // present in `<hex>.map`); a block is fetched once, by one reader, and served from the cache
 // after that. When the cache holds more than --max-bytes, the least recently read blocks of files
 // nobody has open are punched out. The store's bearer key comes from WARREN_BLOB_KEY.
+//
+// Every block is checked as it arrives against its sha256 in `<sources>/<hex>.blocks` (32 bytes
+// per 1 MiB block, checked by Warren against the layer digest): a block that does not match is
+// never marked present, and the read fails.
 //
 // The map of a block is written after its data, so a killed daemon leaves a consistent cache;
 // after a host crash the maps are trusted only if the last exit was clean (synced) or the boot
@@ -22,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
+#include <openssl/evp.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -34,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BLOCK (1u << 20) // the unit of fetching, caching and checking
 #define MAP_MAGIC "WBFSMAP1"
 #define MAP_HEADER 24
 #define NAME_LEN 69 // 64 hex + ".data"
@@ -48,6 +54,7 @@ struct blob {
   int fd, mapfd;
   uint8_t *state; // per block: ABSENT, PRESENT, FETCHING
   uint64_t *used; // per block: tick of the last read
+  uint8_t *hashes; // per block: its sha256
   int opens;
   uint32_t next, window; // read-ahead: the block after the last read, and how far ahead to fetch
 };
@@ -65,7 +72,7 @@ static struct {
   uint64_t cached; // bytes of blocks present
   uint64_t tick;
   uint64_t fetched, fetches, evicted; // counters, in the statfs-free log line at exit
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .block = 1 << 20};
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .block = BLOCK};
 
 static void logf_(const char *fmt, ...) {
   char buf[512];
@@ -173,10 +180,35 @@ static int head_size(const char *url, uint64_t *size) {
 
 struct sink {
   CURL *c;
-  int fd;
-  uint64_t start, want, got, total;
-  int bad;
+  struct blob *b;
+  uint64_t start, want, got;
+  int bad; // 1: not the range asked for; 2: the cache cannot be written; 3: a block does not match its digest
+  EVP_MD_CTX *md;
+  uint32_t k;       // the block being hashed
+  uint64_t inblock; // bytes of it hashed so far
 };
+
+/* Hashes bytes arriving in order; checks each block as it completes. 0, or -1 on a mismatch. */
+static int check_blocks(struct sink *s, const char *p, size_t len) {
+  while (len > 0) {
+    uint64_t blen = block_bytes(s->b, s->k);
+    size_t take = blen - s->inblock < len ? (size_t)(blen - s->inblock) : len;
+    if (s->inblock == 0) EVP_DigestInit_ex(s->md, EVP_sha256(), NULL);
+    EVP_DigestUpdate(s->md, p, take);
+    s->inblock += take;
+    p += take;
+    len -= take;
+    if (s->inblock == blen) {
+      unsigned char h[32];
+      unsigned int hl = 0;
+      EVP_DigestFinal_ex(s->md, h, &hl);
+      if (hl != 32 || memcmp(h, s->b->hashes + (size_t)s->k * 32, 32) != 0) return -1;
+      s->k++;
+      s->inblock = 0;
+    }
+  }
+  return 0;
+}
 
 static size_t on_header(char *p, size_t sz, size_t n, void *arg) {
   struct sink *s = arg;
@@ -188,7 +220,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *arg) {
     memcpy(line, p + 14, m);
     line[m] = 0;
     if (sscanf(line, " bytes %" SCNu64 "-%" SCNu64 "/%" SCNu64, &a, &b, &t) != 3 || a != s->start || b + 1 != s->start + s->want ||
-        t != s->total)
+        t != s->b->size)
       s->bad = 1;
   }
   return len;
@@ -200,12 +232,16 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg) {
   long status = 0;
   curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &status);
   // 206 with the range asked for, or 200 with the whole file when that is what was asked for.
-  if (s->bad || !(status == 206 || (status == 200 && s->start == 0 && s->want == s->total)) || s->got + len > s->want) {
+  if (s->bad || !(status == 206 || (status == 200 && s->start == 0 && s->want == s->b->size)) || s->got + len > s->want) {
     if (!s->bad) s->bad = 1;
     return 0;
   }
+  if (check_blocks(s, p, len) < 0) {
+    s->bad = 3;
+    return 0;
+  }
   for (size_t off = 0; off < len;) {
-    ssize_t w = pwrite(s->fd, p + off, len - off, (off_t)(s->start + s->got + off));
+    ssize_t w = pwrite(s->b->fd, p + off, len - off, (off_t)(s->start + s->got + off));
     if (w < 0) {
       if (errno == EINTR) continue;
       s->bad = 2;
@@ -225,7 +261,9 @@ static int fetch_range(struct blob *b, uint64_t start, uint64_t want) {
   for (int attempt = 0; attempt < tries; attempt++) {
     CURL *c = thread_curl();
     if (!c) return -EIO;
-    struct sink s = {.c = c, .fd = b->fd, .start = start, .want = want, .total = b->size};
+    static __thread EVP_MD_CTX *md;
+    if (!md && !(md = EVP_MD_CTX_new())) return -EIO;
+    struct sink s = {.c = c, .b = b, .start = start, .want = want, .md = md, .k = (uint32_t)(start / g.block)};
     curl_easy_setopt(c, CURLOPT_URL, b->url);
     curl_easy_setopt(c, CURLOPT_RANGE, range);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -242,7 +280,7 @@ static int fetch_range(struct blob *b, uint64_t start, uint64_t want) {
       return 0;
     }
     logf_("GET %s bytes %s: %s, status %ld, %" PRIu64 " of %" PRIu64 " bytes%s", b->url, range,
-          rc == CURLE_OK ? "ok" : curl_easy_strerror(rc), status, s.got, want, s.bad == 1 ? ", wrong range" : s.bad == 2 ? ", cache write failed" : "");
+          rc == CURLE_OK ? "ok" : curl_easy_strerror(rc), status, s.got, want, s.bad == 1 ? ", wrong range" : s.bad == 2 ? ", cache write failed" : s.bad == 3 ? ", a block does not match its digest" : "");
     // An answer that is not the range asked for, or a refusal, is not tried again.
     if (s.bad || (rc == CURLE_OK && status >= 400 && status < 500)) return -EIO;
     if (attempt + 1 < tries) usleep(100000u << (2 * attempt));
@@ -268,6 +306,24 @@ static fuse_ino_t ino_of(const struct blob *b) {
 
 static struct blob *blob_at(fuse_ino_t ino) { return ino >= 2 && ino - 2 < g.nblobs ? g.blobs[ino - 2] : NULL; }
 
+/* The block digests of a blob, from `<sources>/<hex>.blocks`; NULL (logged) when absent or wrong. */
+static uint8_t *load_hashes(const char *hex, uint32_t nblocks) {
+  char name[80];
+  snprintf(name, sizeof name, "%s.blocks", hex);
+  int fd = openat(g.srcfd, name, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  size_t want = (size_t)nblocks * 32;
+  uint8_t *h = malloc(want ? want : 1);
+  if (fd < 0 || !h || fstat(fd, &st) < 0 || (size_t)st.st_size != want || pread(fd, h, want, 0) != (ssize_t)want) {
+    logf_("no usable block digests for %s (%s)", hex, fd < 0 ? strerror(errno) : "wrong size");
+    if (fd >= 0) close(fd);
+    free(h);
+    return NULL;
+  }
+  close(fd);
+  return h;
+}
+
 static int write_map_header(int fd, uint64_t size) {
   unsigned char h[MAP_HEADER] = {0};
   memcpy(h, MAP_MAGIC, 8);
@@ -287,6 +343,12 @@ static struct blob *open_blob(const char *hex, uint64_t size, const char *url, i
   b->nblocks = (uint32_t)((size + g.block - 1) / g.block);
   b->next = UINT32_MAX;
   b->url = strdup(url);
+  b->hashes = load_hashes(hex, b->nblocks);
+  if (!b->hashes) {
+    free(b->url);
+    free(b);
+    return NULL;
+  }
   b->state = calloc(b->nblocks ? b->nblocks : 1, 1);
   b->used = calloc(b->nblocks ? b->nblocks : 1, sizeof *b->used);
   snprintf(name, sizeof name, "%s.data", hex);
@@ -330,6 +392,7 @@ fail:
   if (b->fd >= 0) close(b->fd);
   if (b->mapfd >= 0) close(b->mapfd);
   free(b->url);
+  free(b->hashes);
   free(b->state);
   free(b->used);
   free(b);
@@ -758,7 +821,8 @@ static const struct fuse_lowlevel_ops ops = {
 };
 
 static void usage(void) {
-  fprintf(stderr, "usage: warren-blobfs MOUNTPOINT --url URL --cache DIR --max-bytes N [--sources DIR] [--block BYTES] [--readahead BLOCKS] [--threads N]\n");
+  fprintf(stderr, "usage: warren-blobfs MOUNTPOINT --url URL --sources DIR --cache DIR --max-bytes N [--readahead BLOCKS] [--readahead-run BLOCKS] "
+                  "[--threads N]\n");
   exit(2);
 }
 
@@ -772,14 +836,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--cache") && v) g.cache = v, i++;
     else if (!strcmp(a, "--sources") && v) g.sources = v, i++;
     else if (!strcmp(a, "--max-bytes") && v) g.max_bytes = strtoull(v, NULL, 10), i++;
-    else if (!strcmp(a, "--block") && v) g.block = (uint32_t)strtoul(v, NULL, 10), i++;
     else if (!strcmp(a, "--threads") && v) threads = (unsigned)strtoul(v, NULL, 10), i++;
     else if (!strcmp(a, "--readahead") && v) ahead_max = (uint32_t)strtoul(v, NULL, 10), i++;
     else if (!strcmp(a, "--readahead-run") && v) ahead_run = (uint32_t)strtoul(v, NULL, 10), i++;
     else if (a[0] != '-' && !mnt) mnt = a;
     else usage();
   }
-  if (!mnt || !g.url || !g.cache || !g.max_bytes || g.block < 4096 || (g.block & (g.block - 1)) || !threads) usage();
+  if (!mnt || !g.url || !g.sources || !g.cache || !g.max_bytes || !threads) usage();
   size_t ul = strlen(g.url);
   while (ul > 0 && g.url[ul - 1] == '/') ul--;
   g.url = strndup(g.url, ul);
@@ -804,7 +867,7 @@ int main(int argc, char **argv) {
     logf_("cannot open %s: %s", g.cache, strerror(errno));
     return 1;
   }
-  g.srcfd = g.sources ? open(g.sources, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : g.cachefd;
+  g.srcfd = open(g.sources, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (g.srcfd < 0) {
     logf_("cannot open %s: %s", g.sources, strerror(errno));
     return 1;

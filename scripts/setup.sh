@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # `--test`: also what only the tests use (a real OCI registry to pull from).
-pkgs=(runc erofs-utils busybox-static debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev fuse3 iproute2 tar)
+pkgs=(runc erofs-utils busybox-static debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev libssl-dev fuse3 iproute2 tar)
 [ "${1:-}" = --test ] && pkgs+=(docker-registry)
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }

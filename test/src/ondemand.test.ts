@@ -1,9 +1,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { createReadStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +20,8 @@ const served = new Map<string, number>();
 let storeDown = false;
 /** The store answers every GET with the whole file, whatever range was asked for. */
 let ignoreRanges = false;
+/** The store changes one byte of every file of this kind it sends (`.data`, `.erofs`). */
+let tamper: string | null = null;
 /** Requests for a listing of the store (the on-demand view must never need one). */
 let listings = 0;
 
@@ -53,19 +55,28 @@ function blobServer(dir: string): Server {
         return;
       }
       served.set(name, (served.get(name) ?? 0) + (end - start + 1));
-      await pipeline(createReadStream(join(dir, name), { start, end }), res).catch(() => undefined);
+      let first = tamper !== null && name.endsWith(tamper);
+      const flip = async function* (src: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+        for await (const c of src) {
+          if (first && c.length) c[0] = (c[0] ?? 0) ^ 0xff;
+          first = false;
+          yield c;
+        }
+      };
+      await pipeline(createReadStream(join(dir, name), { start, end }), flip, res).catch(() => undefined);
     })();
   });
 }
 
 const BIG = 32 << 20;
+let big: Buffer;
 let layerHex = '';
 let baseDigest = '';
 let layerDigest = '';
 
 before(async () => {
   source = await startTestWarren({ images: ['busybox:latest'] });
-  const big = randomBytes(BIG);
+  big = randomBytes(BIG);
   const tar = makeTar([
     { path: 'data/', type: 'dir' },
     { path: 'data/small.txt', content: 'small file\n' },
@@ -160,6 +171,22 @@ test('a layer the node lacks is mounted from the blob store and only the chunks 
     ignoreRanges = false;
   }
   assert.equal((await third.exec('dd if=/data/big.bin bs=1M skip=28 count=1 2>/dev/null | wc -c')).stdout.trim(), String(1 << 20));
+  // A store that sends other bytes than the layer's: the block fails its digest, the read fails,
+  // and nothing of it is kept; the true bytes are read once the store sends them.
+  const md5At = (mib: number): string =>
+    createHash('md5')
+      .update(big.subarray(mib << 20, (mib + 1) << 20))
+      .digest('hex');
+  const readAt = (mib: number): string => `dd if=/data/big.bin bs=1M skip=${mib} count=1 2>/dev/null | md5sum | cut -d' ' -f1`;
+  // (Block 14: nothing above has read it, or read ahead to it.)
+  tamper = '.data';
+  try {
+    const bad = await third.exec('dd if=/data/big.bin bs=1M skip=14 count=1 2>&1 >/dev/null; echo rc=$?', { timeoutMs: 120_000 });
+    assert.match(bad.stdout, /rc=[1-9]/, bad.stdout);
+  } finally {
+    tamper = null;
+  }
+  assert.equal((await third.exec(readAt(14))).stdout.trim(), md5At(14));
   await third.delete();
 
   // The view's daemon is killed: the next start mounts a new one over the same cache, which serves
@@ -237,6 +264,34 @@ test('over its limit, the cache lets go of layers no sandbox uses first; they ar
   assert.ok(refetched >= (8 << 20) - left * 1024 && refetched < 10 << 20, `evicted blocks are fetched again, only they (${refetched})`);
   await again.delete();
   await b.delete();
+  await node.close();
+  node = undefined;
+});
+
+test('a layer whose metadata or block digests from the store do not match its digest is refused, and nothing of it kept', async () => {
+  await node?.close().catch(() => undefined); // left by a test that failed
+  node = await startTestWarren({ images: ['busybox:latest'], blobStore: { url: storeUrl, cacheMaxBytes: 1 << 30 } });
+  const blobs = join(node.dataDir, 'layers', 'blobs');
+  for (const kind of ['.erofs', '.blocks']) {
+    tamper = kind;
+    try {
+      const put = await http(node, 'PUT', `/v1/images/${encodeURIComponent('od/app:1')}`, { layers: [baseDigest, layerDigest] });
+      assert.equal(put.status, 400, put.text);
+      assert.match(put.text, /does not match its digest/);
+    } finally {
+      tamper = null;
+    }
+    assert.deepEqual(
+      (await readdir(blobs)).filter((n) => n.startsWith(layerHex)),
+      [],
+      `nothing of the layer is kept after a bad ${kind}`,
+    );
+  }
+  const put = await http(node, 'PUT', `/v1/images/${encodeURIComponent('od/app:1')}`, { layers: [baseDigest, layerDigest] });
+  assert.equal(put.status, 200, put.text);
+  const sb = await node.client.sandboxes.create({ image: 'od/app:1' });
+  assert.equal((await sb.exec('cat /data/small.txt')).stdout, 'small file\n');
+  await sb.delete();
   await node.close();
   node = undefined;
 });

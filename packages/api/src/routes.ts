@@ -230,7 +230,7 @@ export const ROUTES = {
   getBlob: r({
     method: 'GET',
     path: '/v1/blobs/{file}',
-    summary: 'One layer blob (`<hex>.erofs` or `<hex>.data`), with byte ranges (admin)',
+    summary: 'One layer blob (`<hex>.erofs`, `<hex>.data` or `<hex>.blocks`), with byte ranges (admin)',
     rawResponse: 'application/octet-stream',
     status: 200,
   }),

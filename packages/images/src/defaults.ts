@@ -4,7 +4,7 @@ import { buildBusyboxRootfs } from './busybox.js';
 import { buildDebianRootfs } from './debian.js';
 import { mkfsErofs } from './erofs.js';
 import { DEFAULT_ID_MAP, type IdMap } from './idmap.js';
-import { fileDigest, type LayerStore } from './layer-store.js';
+import { layerDigest, type LayerStore } from './layer-store.js';
 import { shiftOwnership } from './rootfs.js';
 import { runFile } from './exec-file.js';
 
@@ -14,6 +14,14 @@ export const DEFAULT_IMAGES = {
   'debian-python:latest': { file: 'debian-python.v2.erofs', build: (dir: string, signal?: AbortSignal) => buildDebianRootfs(dir, { signal }) },
 } as const;
 export type DefaultImageName = keyof typeof DEFAULT_IMAGES;
+
+/** A default image's layer in the cache: its files, digest and block digests. */
+export interface PreparedImage {
+  file: string;
+  data: string;
+  digest: string;
+  blocks: Buffer;
+}
 
 export interface PrepareOptions {
   cacheDir: string;
@@ -27,24 +35,35 @@ export interface PrepareOptions {
  * Builds each default image's EROFS layer into `cacheDir` once (ownership shifted into the
  * sandbox id range), with its digest beside it. Later calls find the cache and return at once.
  */
-export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<DefaultImageName, { file: string; data: string; digest: string }>> {
+export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<DefaultImageName, PreparedImage>> {
   const idMap = opts.idMap ?? DEFAULT_ID_MAP;
   await mkdir(opts.cacheDir, { recursive: true });
   await removeStaleBuilds(opts.cacheDir);
-  const out = new Map<DefaultImageName, { file: string; data: string; digest: string }>();
+  const out = new Map<DefaultImageName, PreparedImage>();
   for (const name of opts.only ?? (Object.keys(DEFAULT_IMAGES) as DefaultImageName[])) {
     const spec = DEFAULT_IMAGES[name];
     const file = join(opts.cacheDir, spec.file);
     const data = file.replace(/\.erofs$/, '.data');
-    const digestFile = `${file}.sha256`;
+    // The layer digest and block digests (see layerDigest), written after the files they describe.
+    const digestFile = `${file}.digest`;
+    const blocksFile = `${file}.blocks`;
     const cached = await readFile(digestFile, 'utf8').catch(() => '');
-    if (cached && (await stat(file).catch(() => null)) && (await stat(data).catch(() => null))) {
-      out.set(name, { file, data, digest: cached.trim() });
+    const blocks = cached ? await readFile(blocksFile).catch(() => null) : null;
+    if (cached && blocks && (await stat(file).catch(() => null)) && (await stat(data).catch(() => null))) {
+      out.set(name, { file, data, digest: cached.trim(), blocks });
+      continue;
+    }
+    // No digest may describe a file other than the one next to it.
+    await rm(digestFile, { force: true });
+    if ((await stat(file).catch(() => null)) && (await stat(data).catch(() => null))) {
+      // Built before, digested the old way: digested again, not rebuilt.
+      const known = await layerDigest(file, data);
+      await writeFile(blocksFile, known.blocks);
+      await writeFile(digestFile, known.digest + '\n');
+      out.set(name, { file, data, ...known });
       continue;
     }
     opts.log?.(`building ${name} (once; cached in ${opts.cacheDir})`);
-    // No digest may describe a file other than the one next to it.
-    await rm(digestFile, { force: true });
     const work = await mkdtemp(join(opts.cacheDir, '.build-'));
     try {
       const rootfs = join(work, 'rootfs');
@@ -54,11 +73,12 @@ export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<De
       const tmp = join(work, spec.file);
       const tmpData = join(work, 'layer.data');
       await mkfsErofs(tmp, rootfs, { data: tmpData, signal: opts.signal });
-      const digest = await fileDigest(tmp, tmpData);
+      const known = await layerDigest(tmp, tmpData);
       await rename(tmpData, data);
       await rename(tmp, file);
-      await writeFile(digestFile, digest + '\n');
-      out.set(name, { file, data, digest });
+      await writeFile(blocksFile, known.blocks);
+      await writeFile(digestFile, known.digest + '\n');
+      out.set(name, { file, data, ...known });
     } finally {
       await removeBuildDir(work);
     }
@@ -90,11 +110,11 @@ async function removeStaleBuilds(cacheDir: string): Promise<void> {
 }
 
 /** Puts the cached default images into a node's layer store under their names. */
-export async function installDefaultImages(store: LayerStore, prepared: Map<DefaultImageName, { file: string; data: string; digest: string }>): Promise<void> {
-  for (const [name, { file, data, digest }] of prepared) {
+export async function installDefaultImages(store: LayerStore, prepared: Map<DefaultImageName, PreparedImage>): Promise<void> {
+  for (const [name, { file, data, digest, blocks }] of prepared) {
     const existing = store.getImage(name);
     if (existing && existing.layers.length === 1 && existing.layers[0] === digest) continue;
-    await store.addLayerFile(file, data, digest);
+    await store.addLayerFile(file, data, { digest, blocks });
     await store.setImage(name, [digest]);
   }
 }

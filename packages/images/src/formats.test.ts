@@ -1,8 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { archiveLayers } from './archive.js';
+import { BLOCK_BYTES, blockDigests, layerDigest } from './layer-store.js';
 import { parseImageRef } from './registry.js';
 import { blobfsArgs } from './remote.js';
 import { readTar, type TarEntry } from './tar.js';
@@ -117,7 +121,6 @@ test('the on-demand view reads the blob store in blocks with a bounded, local ca
   assert.equal(opt('--sources'), '/s');
   assert.equal(opt('--cache'), '/c');
   assert.equal(opt('--max-bytes'), String(4 << 20));
-  assert.equal(opt('--block'), String(1 << 20));
   assert.throws(() => blobfsArgs({ ...o, cacheMaxBytes: 1024 }), /at least one block/);
   // A registry store: blobs by digest, over HTTPS unless asked otherwise.
   const r = blobfsArgs({ ...o, url: 'oci://registry.example:5000/warren/layers' });
@@ -126,5 +129,29 @@ test('the on-demand view reads the blob store in blocks with a bounded, local ca
   assert.equal(h[h.indexOf('--url') + 1], 'http://10.0.0.5:5000/v2/layers/blobs/');
   for (const bad of ['ftp://x/y', 'oci://host', 'oci://host/Bad_Repo', 'store:8080/blobs', 'http://a b']) {
     assert.throws(() => blobfsArgs({ ...o, url: bad }), /blob store/, bad);
+  }
+});
+
+test('a layer digest covers its metadata and the digest of every 1 MiB block of its data', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-digest-'));
+  try {
+    const meta = Buffer.from('metadata image');
+    const data = randomBytes(2 * BLOCK_BYTES + 12345);
+    await writeFile(join(dir, 'm'), meta);
+    await writeFile(join(dir, 'd'), data);
+    await writeFile(join(dir, 'e'), '');
+    const sha = (b: Buffer): Buffer => createHash('sha256').update(b).digest();
+    const blocks = Buffer.concat([sha(data.subarray(0, BLOCK_BYTES)), sha(data.subarray(BLOCK_BYTES, 2 * BLOCK_BYTES)), sha(data.subarray(2 * BLOCK_BYTES))]);
+    const got = await layerDigest(join(dir, 'm'), join(dir, 'd'));
+    assert.deepEqual(got.blocks, blocks);
+    assert.equal(got.digest, `sha256:${sha(Buffer.concat([meta, blocks])).toString('hex')}`);
+    // One byte changed anywhere changes the digest; an empty data file has no blocks.
+    data[BLOCK_BYTES + 7] = (data[BLOCK_BYTES + 7] ?? 0) ^ 1;
+    await writeFile(join(dir, 'd'), data);
+    assert.notEqual((await layerDigest(join(dir, 'm'), join(dir, 'd'))).digest, got.digest);
+    assert.equal((await blockDigests(join(dir, 'e'))).length, 0);
+    assert.equal((await layerDigest(join(dir, 'm'), null)).digest, `sha256:${sha(meta).toString('hex')}`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 });

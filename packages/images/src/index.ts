@@ -1,6 +1,6 @@
 export { DEFAULT_ID_MAP, shiftId } from './idmap.js';
 export type { IdMap } from './idmap.js';
-export { LayerStore, checkLayerName, digestHex, fileDigest } from './layer-store.js';
+export { LayerStore, checkLayerName, digestHex, layerDigest, blockDigests, BLOCK_BYTES } from './layer-store.js';
 export type { BlobSource, LayerInfo, NamedLayer } from './layer-store.js';
 export { OPAQUE_XATTR, layerPath, unpackLayer } from './unpack.js';
 export type { FsOps, UnpackResult } from './unpack.js';

@@ -8,11 +8,44 @@ import { mkfsErofs } from './erofs.js';
 import type { IdMap } from './idmap.js';
 import { unpackLayer, type FsOps } from './unpack.js';
 
-/** Computes `sha256:<hex>` of files read one after another. */
-export async function fileDigest(...files: string[]): Promise<string> {
+/** Bytes of layer data each block digest covers: the on-demand view's unit of fetching and checking. */
+export const BLOCK_BYTES = 1 << 20;
+
+/** The sha256 of each BLOCK_BYTES block of a file (the last one may be short), one after another. */
+export async function blockDigests(file: string): Promise<Buffer> {
+  const out: Buffer[] = [];
+  let h = createHash('sha256');
+  let n = 0;
+  for await (const chunk of createReadStream(file, { highWaterMark: BLOCK_BYTES })) {
+    let c = chunk as Buffer;
+    while (c.length) {
+      const take = Math.min(c.length, BLOCK_BYTES - n);
+      h.update(c.subarray(0, take));
+      n += take;
+      c = c.subarray(take);
+      if (n === BLOCK_BYTES) {
+        out.push(h.digest());
+        h = createHash('sha256');
+        n = 0;
+      }
+    }
+  }
+  if (n > 0) out.push(h.digest());
+  return Buffer.concat(out);
+}
+
+/**
+ * A layer's identity: sha256 over its metadata image followed by the block digests of its data
+ * file (returned too). A node that reads the data on demand checks the metadata and the block
+ * digests against the layer digest once, then each block it fetches against its block digest.
+ * A layer without a data file is the sha256 of its metadata image.
+ */
+export async function layerDigest(meta: string, data: string | null): Promise<{ digest: string; blocks: Buffer }> {
   const h = createHash('sha256');
-  for (const file of files) for await (const chunk of createReadStream(file)) h.update(chunk as Buffer);
-  return `sha256:${h.digest('hex')}`;
+  for await (const chunk of createReadStream(meta)) h.update(chunk as Buffer);
+  const blocks = data ? await blockDigests(data) : Buffer.alloc(0);
+  h.update(blocks);
+  return { digest: `sha256:${h.digest('hex')}`, blocks };
 }
 
 /**
@@ -128,7 +161,8 @@ export class LayerStore {
   /** Whether the node has a layer's metadata (fetching it from the blob store when it can). */
   async ensureMeta(digest: string): Promise<boolean> {
     const meta = this.layerPath(digest);
-    if (await exists(meta)) return true;
+    // A layer read on demand needs its block digests too (fetched with the metadata).
+    if ((await exists(meta)) && (!this.dataIsRemote(digest) || (await exists(join(this.root, 'blobs', `${digestHex(digest)}.blocks`))))) return true;
     if (!this.remote) return false;
     const tmp = join(this.root, 'tmp', `${digestHex(digest)}.meta.${process.pid}.${++saves}`);
     try {
@@ -140,9 +174,12 @@ export class LayerStore {
     }
   }
 
-  /** Adds a layer's metadata image and data file (hard-linked when possible); returns its digest. */
-  async addLayerFile(meta: string, data: string | null, knownDigest?: string): Promise<string> {
-    const digest = knownDigest ?? (await fileDigest(...(data ? [meta, data] : [meta])));
+  /**
+   * Adds a layer's metadata image and data file (hard-linked when possible), with its block
+   * digests beside them; returns its digest.
+   */
+  async addLayerFile(meta: string, data: string | null, known?: { digest: string; blocks: Buffer }): Promise<string> {
+    const { digest, blocks } = known ?? (await layerDigest(meta, data));
     const dest = this.layerPath(digest);
     if (await exists(dest)) return digest;
     const hex = digestHex(digest);
@@ -156,7 +193,12 @@ export class LayerStore {
       }
     };
     // Data first: a metadata image in place means the whole layer is.
-    if (data) await put(data, join(this.root, 'blobs', `${hex}.data`));
+    if (data) {
+      const tmp = join(this.root, 'tmp', `${hex}.blocks.${process.pid}.${++saves}`);
+      await writeFile(tmp, blocks);
+      await rename(tmp, join(this.root, 'blobs', `${hex}.blocks`));
+      await put(data, join(this.root, 'blobs', `${hex}.data`));
+    }
     await put(meta, dest);
     return digest;
   }
@@ -217,9 +259,10 @@ export class LayerStore {
       const file = join(work, 'layer.erofs');
       const data = join(work, 'layer.data');
       await mkfsErofs(file, dir, { data, signal: o.signal });
-      const digest = await fileDigest(file, data);
+      const known = await layerDigest(file, data);
+      const digest = known.digest;
       this.pin(digest);
-      await this.addLayerFile(file, data, digest);
+      await this.addLayerFile(file, data, known);
       this.layerIndex.sources[unpacked.diffId] = digest;
       await this.saveLayerIndex();
       return { digest, diffId: unpacked.diffId, sizeBytes: await this.layerSize(digest) };
@@ -238,9 +281,10 @@ export class LayerStore {
       const file = join(work, 'layer.erofs');
       const data = join(work, 'layer.data');
       await mkfsErofs(file, dir, { data, exclude, excludeRegex, signal });
-      const digest = await fileDigest(file, data);
+      const known = await layerDigest(file, data);
+      const digest = known.digest;
       this.pin(digest);
-      await this.addLayerFile(file, data, digest);
+      await this.addLayerFile(file, data, known);
       return { digest, diffId: '', sizeBytes: await this.layerSize(digest) };
     } finally {
       await rm(work, { recursive: true, force: true });
@@ -308,7 +352,7 @@ export class LayerStore {
     for (const d of this.pinned.keys()) keep.add(d);
     const removed: string[] = [];
     for (const n of await readdir(join(this.root, 'blobs'))) {
-      const m = /^([0-9a-f]{64})\.(erofs|data|src)$/.exec(n);
+      const m = /^([0-9a-f]{64})\.(erofs|data|blocks|src)$/.exec(n);
       if (!m) continue;
       const digest = `sha256:${m[1]}`;
       if (keep.has(digest)) continue;

@@ -7,12 +7,13 @@ import { digestHex, type LayerStore } from './layer-store.js';
 import { RegistryClient } from './registry.js';
 
 // A blob store in an OCI registry: each layer is an artifact manifest tagged with the layer's hex
-// digest, whose two blobs are the metadata image and the data file. Any registry that speaks the
+// digest, whose blobs are the metadata image, the data file and the data's block digests. Any registry that speaks the
 // distribution API holds them; nodes read the data file's blob with range requests.
 
 export const LAYER_ARTIFACT = 'application/vnd.warren.layer.v1';
 export const META_MEDIA_TYPE = 'application/vnd.warren.layer.meta.v1.erofs';
 export const DATA_MEDIA_TYPE = 'application/vnd.warren.layer.data.v1';
+export const BLOCKS_MEDIA_TYPE = 'application/vnd.warren.layer.blocks.v1';
 const MANIFEST_TYPE = 'application/vnd.oci.image.manifest.v1+json';
 const EMPTY = Buffer.from('{}');
 const EMPTY_DIGEST = `sha256:${createHash('sha256').update(EMPTY).digest('hex')}`;
@@ -40,7 +41,7 @@ interface Desc {
 }
 
 /** The metadata and data blobs of a layer in a registry store. */
-export async function resolveOciLayer(store: OciStoreRef, hex: string): Promise<{ meta: Desc; data: Desc }> {
+export async function resolveOciLayer(store: OciStoreRef, hex: string): Promise<{ meta: Desc; data: Desc; blocks: Desc }> {
   const { doc } = await store.client.manifest(hex);
   const find = (type: string): Desc | undefined =>
     (doc.layers ?? []).find(
@@ -48,8 +49,9 @@ export async function resolveOciLayer(store: OciStoreRef, hex: string): Promise<
     );
   const meta = find(META_MEDIA_TYPE);
   const data = find(DATA_MEDIA_TYPE);
-  if (!meta || !data) throw new WarrenError('invalid_argument', `the registry's manifest for layer ${hex} is not a Warren layer`);
-  return { meta, data };
+  const blocks = find(BLOCKS_MEDIA_TYPE);
+  if (!meta || !data || !blocks) throw new WarrenError('invalid_argument', `the registry's manifest for layer ${hex} is not a Warren layer`);
+  return { meta, data, blocks };
 }
 
 async function fileDesc(path: string, mediaType: string): Promise<Desc> {
@@ -73,15 +75,22 @@ export async function publishLayers(
     const hex = digestHex(digest);
     const metaPath = layers.layerPath(digest);
     const dataPath = join(layers.root, 'blobs', `${hex}.data`);
+    const blocksPath = join(layers.root, 'blobs', `${hex}.blocks`);
     if (!(await stat(metaPath).catch(() => null))) throw new WarrenError('not_found', `no layer ${digest} on this node`);
-    if (!(await stat(dataPath).catch(() => null))) throw new WarrenError('conflict', `layer ${digest} has no data file on this node`);
-    const blobs = [await fileDesc(metaPath, META_MEDIA_TYPE), await fileDesc(dataPath, DATA_MEDIA_TYPE)];
+    for (const p of [dataPath, blocksPath]) {
+      if (!(await stat(p).catch(() => null))) throw new WarrenError('conflict', `layer ${digest} has no ${p.split('.').pop()} file on this node`);
+    }
+    const files = [
+      [metaPath, META_MEDIA_TYPE],
+      [dataPath, DATA_MEDIA_TYPE],
+      [blocksPath, BLOCKS_MEDIA_TYPE],
+    ] as const;
+    const blobs: Desc[] = [];
     let sent = false;
-    for (const [b, path] of [
-      [blobs[0], metaPath],
-      [blobs[1], dataPath],
-    ] as const) {
-      if (!b || (await store.client.hasBlob(b.digest))) continue;
+    for (const [path, type] of files) {
+      const b = await fileDesc(path, type);
+      blobs.push(b);
+      if (await store.client.hasBlob(b.digest)) continue;
       await store.client.pushBlob(b.digest, b.size, () => createReadStream(path) as AsyncIterable<Buffer>);
       sent = true;
     }

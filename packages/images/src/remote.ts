@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, type Hash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -6,7 +7,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { WarrenError } from '@warren/api';
 import { runFile } from './exec-file.js';
-import type { BlobSource } from './layer-store.js';
+import { BLOCK_BYTES, type BlobSource } from './layer-store.js';
 import { parseOciStoreUrl, resolveOciLayer, type OciStoreRef } from './oci-store.js';
 
 export interface RemoteBlobsOptions {
@@ -30,8 +31,6 @@ export interface RemoteBlobsOptions {
   runDir: string;
   /** A bearer token the store wants (another Warren node's admin key). */
   key?: string;
-  /** Bytes fetched per range request (a power of two; default 1 MiB). */
-  blockBytes?: number;
   log?: (msg: string) => void;
 }
 
@@ -39,26 +38,34 @@ export interface RemoteBlobsOptions {
 const MAX_META = 512 << 20;
 
 /** warren-blobfs's arguments for a view of a blob store (pure). */
-export function blobfsArgs(o: Pick<RemoteBlobsOptions, 'url' | 'sourcesDir' | 'mountDir' | 'cacheDir' | 'cacheMaxBytes' | 'blockBytes'>): string[] {
-  const block = o.blockBytes ?? 1 << 20;
-  if (!Number.isSafeInteger(o.cacheMaxBytes) || o.cacheMaxBytes < block) {
-    throw new WarrenError('invalid_argument', `the blob cache must hold at least one block (${block} bytes)`);
+export function blobfsArgs(o: Pick<RemoteBlobsOptions, 'url' | 'sourcesDir' | 'mountDir' | 'cacheDir' | 'cacheMaxBytes'>): string[] {
+  if (!Number.isSafeInteger(o.cacheMaxBytes) || o.cacheMaxBytes < BLOCK_BYTES) {
+    throw new WarrenError('invalid_argument', `the blob cache must hold at least one block (${BLOCK_BYTES} bytes)`);
   }
   const oci = parseOciStoreUrl(o.url);
   if (!oci && !/^https?:\/\/[^\s]+$/.test(o.url)) throw new WarrenError('invalid_argument', `the blob store URL must be http(s):// or oci://: ${o.url}`);
   const url = oci ? oci.client.blobsUrl : o.url;
-  return [o.mountDir, '--url', url, '--sources', o.sourcesDir, '--cache', o.cacheDir, '--max-bytes', String(o.cacheMaxBytes), '--block', String(block)];
+  return [o.mountDir, '--url', url, '--sources', o.sourcesDir, '--cache', o.cacheDir, '--max-bytes', String(o.cacheMaxBytes)];
 }
 
-/** A byte counter that fails a metadata download past MAX_META. */
-function capMeta(): Transform {
+/** Largest block digest list accepted (32 bytes per MiB: a 512 GiB layer). */
+const MAX_BLOCKS = 16 << 20;
+
+/** Hashes what passes through, and fails past `max` bytes. */
+function hashCapped(h: Hash, max: number, what: string): Transform {
   let n = 0;
   return new Transform({
     transform(c: Buffer, _e, cb) {
       n += c.length;
-      cb(n > MAX_META ? new WarrenError('invalid_argument', 'a layer metadata image is too large') : null, c);
+      h.update(c);
+      cb(n > max ? new WarrenError('invalid_argument', `${what} is too large`) : null, c);
     },
   });
+}
+
+async function writeAtomic(path: string, content: string | Buffer): Promise<void> {
+  await writeFile(`${path}.tmp`, content);
+  await rename(`${path}.tmp`, path);
 }
 
 function isMounted(mountinfo: string, dir: string): boolean {
@@ -120,31 +127,61 @@ export class RemoteBlobs implements BlobSource {
     this.o.log?.(`on-demand layers from ${this.o.url}`);
   }
 
+  /**
+   * Fetches a layer's metadata image into `dest` and its block digests beside the metadata,
+   * and checks both against the layer digest; the view checks each data block against them.
+   */
   async fetchMeta(hex: string, dest: string): Promise<void> {
-    if (this.oci) return this.fetchOciMeta(this.oci, hex, dest);
-    const url = `${this.o.url.replace(/\/+$/, '')}/${hex}.erofs`;
+    const h = createHash('sha256');
+    let blocks: Buffer;
+    if (this.oci) {
+      const {
+        meta,
+        data,
+        blocks: list,
+      } = await resolveOciLayer(this.oci, hex).catch((e: unknown) => {
+        if (e instanceof WarrenError && e.code === 'not_found') throw new WarrenError('not_found', `the blob store has no layer sha256:${hex}`);
+        throw e;
+      });
+      if (meta.size > MAX_META) throw new WarrenError('invalid_argument', 'a layer metadata image is too large');
+      const blob = await this.oci.client.blobStream(meta.digest);
+      await pipeline(Readable.from(blob.stream), hashCapped(h, MAX_META, 'a layer metadata image'), createWriteStream(dest));
+      blocks = await this.oci.client.blobBytes(list.digest, MAX_BLOCKS);
+      // The view reads the data blob by its own digest: where, and how big, goes beside the metadata.
+      await writeAtomic(join(this.o.sourcesDir, `${hex}.src`), `${data.size} ${this.oci.client.blobsUrl}${data.digest}\n`);
+    } else {
+      const meta = await this.get(hex, 'erofs');
+      await pipeline(Readable.fromWeb(meta.body as never), hashCapped(h, MAX_META, 'a layer metadata image'), createWriteStream(dest));
+      const list = await this.get(hex, 'blocks');
+      const chunks: Buffer[] = [];
+      await pipeline(
+        Readable.fromWeb(list.body as never),
+        hashCapped(createHash('sha256'), MAX_BLOCKS, 'a layer block list'),
+        async (src: AsyncIterable<Buffer>) => {
+          for await (const c of src) chunks.push(c);
+        },
+      );
+      blocks = Buffer.concat(chunks);
+    }
+    h.update(blocks);
+    if (h.digest('hex') !== hex) throw new WarrenError('invalid_argument', `layer sha256:${hex} from the blob store does not match its digest`);
+    await writeAtomic(join(this.o.sourcesDir, `${hex}.blocks`), blocks);
+  }
+
+  private async get(hex: string, ext: string): Promise<Response & { body: ReadableStream }> {
+    const url = `${this.o.url.replace(/\/+$/, '')}/${hex}.${ext}`;
     const res = await fetch(url, { headers: this.o.key ? { authorization: `Bearer ${this.o.key}` } : {} }).catch((e: unknown) => {
       throw new WarrenError('unavailable', `the blob store cannot be reached: ${String((e as Error).cause ?? e)}`);
     });
-    if (res.status === 404) throw new WarrenError('not_found', `the blob store has no layer sha256:${hex}`);
-    if (!res.ok || !res.body) throw new WarrenError('unavailable', `the blob store answered ${res.status} for ${hex}.erofs`);
-    await pipeline(Readable.fromWeb(res.body as never), capMeta(), createWriteStream(dest));
-  }
-
-  /** A registry store: the layer's manifest names its blobs; the metadata blob is checked against its digest. */
-  private async fetchOciMeta(oci: OciStoreRef, hex: string, dest: string): Promise<void> {
-    const { meta, data } = await resolveOciLayer(oci, hex).catch((e: unknown) => {
-      if (e instanceof WarrenError && e.code === 'not_found') throw new WarrenError('not_found', `the blob store has no layer sha256:${hex}`);
-      throw e;
-    });
-    if (meta.size > MAX_META) throw new WarrenError('invalid_argument', 'a layer metadata image is too large');
-    const blob = await oci.client.blobStream(meta.digest);
-    await pipeline(Readable.from(blob.stream), capMeta(), createWriteStream(dest));
-    if (blob.digest() !== meta.digest) throw new WarrenError('invalid_argument', `the metadata of layer ${hex} does not match its digest`);
-    // The view reads the data blob by its own digest: where, and how big, goes beside the metadata.
-    const src = join(this.o.sourcesDir, `${hex}.src`);
-    await writeFile(`${src}.tmp`, `${data.size} ${oci.client.blobsUrl}${data.digest}\n`);
-    await rename(`${src}.tmp`, src);
+    if (res.status === 404) {
+      await res.body?.cancel();
+      throw new WarrenError('not_found', `the blob store has no layer sha256:${hex} (${ext})`);
+    }
+    if (!res.ok || !res.body) {
+      await res.body?.cancel();
+      throw new WarrenError('unavailable', `the blob store answered ${res.status} for ${hex}.${ext}`);
+    }
+    return res as Response & { body: ReadableStream };
   }
 
   /** Unmounts the view and stops its daemon (only when no sandbox reads through it any more). */

@@ -8,7 +8,7 @@ import { parseImageRef } from '@warren/images';
 import { jsonBody, query, sendEmpty, sendJson } from './io.js';
 import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
-const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data)$/;
+const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data|blocks)$/;
 
 const adminOnly = (c: Authed, what: string): void => {
   if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', `only an admin key can delete ${what}`);
