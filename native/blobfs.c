@@ -661,6 +661,8 @@ static void fill_attr(fuse_ino_t ino, const struct blob *b, struct stat *st) {
 static void op_init(void *data, struct fuse_conn_info *conn) {
   (void)data;
   if (conn->capable & FUSE_CAP_ASYNC_DIO) conn->want |= FUSE_CAP_ASYNC_DIO;
+  // Reads are answered by splicing the cache file's pages to the kernel, not copying them.
+  if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
   conn->max_readahead = g.block;
   conn->max_background = 64;
 }

@@ -30,7 +30,8 @@ const server = createServer((req, res) => {
     });
     if (req.method === 'HEAD') return void res.end();
     served += end - start + 1;
-    await pipeline(createReadStream(join(dir, name), { start, end }), res).catch(() => undefined);
+    // 1 MiB reads (the stream's default is 64 KiB): a store's cost per byte, not per read call.
+    await pipeline(createReadStream(join(dir, name), { start, end, highWaterMark: 1 << 20 }), res).catch(() => undefined);
   })();
 });
 server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${(server.address() as AddressInfo).port}`));
