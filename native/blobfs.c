@@ -555,7 +555,7 @@ struct job {
 };
 static struct job *jobs, **jobs_end = &jobs;
 static pthread_cond_t jobs_cv = PTHREAD_COND_INITIALIZER;
-static uint32_t ahead_max = 8, ahead_run = 2;
+static uint32_t ahead_max = 8, ahead_run = 4;
 
 static void *prefetcher(void *arg) {
   (void)arg;

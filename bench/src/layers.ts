@@ -164,7 +164,7 @@ async function main(): Promise<void> {
         disk.push(r.createMs + r.readMs);
       }
       console.log(
-        `${label}, cached: in memory (n=5) create + read p50 ${fmt(pct(warm, 50))}; on disk, page cache dropped (n=3) p50 ${fmt(pct(disk, 50))}; fetched ${mib((await fetched()) - before - coldBytes)} more`,
+        `${label}, cached: in memory (n=5) create + read p50 ${fmt(pct(warm, 50))}; on disk, page cache dropped (n=3) p50 ${fmt(pct(disk, 50))}; fetched ${mib(Math.max(0, (await fetched()) - before - coldBytes))} more`,
       );
       return { cold: coldMs, disk: pct(disk, 50) };
     };
