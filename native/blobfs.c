@@ -13,8 +13,8 @@
 // nobody has open are punched out. The store's bearer key comes from WARREN_BLOB_KEY.
 //
 // Every block is checked as it arrives against its sha256 in `<sources>/<hex>.blocks` (32 bytes
-// per 1 MiB block, checked by Warren against the layer digest): a block that does not match is
-// never marked present, and the read fails.
+// per 1 MiB block, checked by Warren against the layer digest) before it is written to the cache:
+// a block that does not match is never kept, and the read fails.
 //
 // The map of a block is written after its data, so a killed daemon leaves a consistent cache;
 // after a host crash the maps are trusted only if the last exit was clean (synced) or the boot
@@ -182,30 +182,40 @@ struct sink {
   CURL *c;
   struct blob *b;
   uint64_t start, want, got;
-  int bad; // 1: not the range asked for; 2: the cache cannot be written; 3: a block does not match its digest
-  EVP_MD_CTX *md;
-  uint32_t k;       // the block being hashed
-  uint64_t inblock; // bytes of it hashed so far
+  int bad;          // 1: not the range asked for; 2: the cache cannot be written; 3: a block does not match its digest
+  uint8_t *buf;     // the block arriving (BLOCK bytes)
+  uint32_t k;       // its index
+  uint64_t inblock; // bytes of it received so far
 };
 
-/* Hashes bytes arriving in order; checks each block as it completes. 0, or -1 on a mismatch. */
-static int check_blocks(struct sink *s, const char *p, size_t len) {
+/* Takes bytes arriving in order into the block buffer; each block, once whole, is checked against
+ * its digest and then written to the cache in one call. 0, or -1 (s->bad set). */
+static int take_bytes(struct sink *s, const char *p, size_t len) {
   while (len > 0) {
     uint64_t blen = block_bytes(s->b, s->k);
     size_t take = blen - s->inblock < len ? (size_t)(blen - s->inblock) : len;
-    if (s->inblock == 0) EVP_DigestInit_ex(s->md, EVP_sha256(), NULL);
-    EVP_DigestUpdate(s->md, p, take);
+    memcpy(s->buf + s->inblock, p, take);
     s->inblock += take;
     p += take;
     len -= take;
-    if (s->inblock == blen) {
-      unsigned char h[32];
-      unsigned int hl = 0;
-      EVP_DigestFinal_ex(s->md, h, &hl);
-      if (hl != 32 || memcmp(h, s->b->hashes + (size_t)s->k * 32, 32) != 0) return -1;
-      s->k++;
-      s->inblock = 0;
+    if (s->inblock < blen) continue;
+    unsigned char h[32];
+    unsigned int hl = 0;
+    if (!EVP_Digest(s->buf, blen, h, &hl, EVP_sha256(), NULL) || hl != 32 || memcmp(h, s->b->hashes + (size_t)s->k * 32, 32) != 0) {
+      s->bad = 3;
+      return -1;
     }
+    for (uint64_t off = 0; off < blen;) {
+      ssize_t w = pwrite(s->b->fd, s->buf + off, blen - off, (off_t)((uint64_t)s->k * g.block + off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        s->bad = 2;
+        return -1;
+      }
+      off += (uint64_t)w;
+    }
+    s->k++;
+    s->inblock = 0;
   }
   return 0;
 }
@@ -236,19 +246,7 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg) {
     if (!s->bad) s->bad = 1;
     return 0;
   }
-  if (check_blocks(s, p, len) < 0) {
-    s->bad = 3;
-    return 0;
-  }
-  for (size_t off = 0; off < len;) {
-    ssize_t w = pwrite(s->b->fd, p + off, len - off, (off_t)(s->start + s->got + off));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      s->bad = 2;
-      return 0;
-    }
-    off += (size_t)w;
-  }
+  if (take_bytes(s, p, len) < 0) return 0;
   s->got += len;
   return len;
 }
@@ -261,9 +259,10 @@ static int fetch_range(struct blob *b, uint64_t start, uint64_t want) {
   for (int attempt = 0; attempt < tries; attempt++) {
     CURL *c = thread_curl();
     if (!c) return -EIO;
-    static __thread EVP_MD_CTX *md;
-    if (!md && !(md = EVP_MD_CTX_new())) return -EIO;
-    struct sink s = {.c = c, .b = b, .start = start, .want = want, .md = md, .k = (uint32_t)(start / g.block)};
+    static __thread uint8_t *buf;
+    if (!buf && !(buf = malloc(BLOCK))) return -EIO;
+    struct sink s = {.c = c, .b = b, .start = start, .want = want, .buf = buf, .k = (uint32_t)(start / g.block)};
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_URL, b->url);
     curl_easy_setopt(c, CURLOPT_RANGE, range);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);

@@ -1,16 +1,15 @@
 // Warren layers benchmark: a sandbox from a 1 GiB image that reads 5 % of it, started cold with
 // on-demand layer data, after an eager full download, and from the node's cache; and create time
-// with 50 workspace layers over one base. On-demand data comes from a plain HTTP store (a Node
-// server) and from a real OCI registry (docker-registry). Prints numbers; asserts nothing.
+// with 50 workspace layers over one base. On-demand data comes from a static HTTP server (nginx)
+// and from a real OCI registry (docker-registry). Prints numbers; asserts nothing.
 // Usage: npm run bench:layers [-- --gib 1 --workspaces 50]
 import { spawn, spawnSync } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
@@ -26,29 +25,49 @@ const WORKSPACES = Number(values.workspaces);
 const quiet = { info: () => undefined, warn: () => undefined };
 const mib = (n: number): string => `${(n / 2 ** 20).toFixed(1)} MiB`;
 
-/** The blob store: a plain HTTP server (ranges, HEAD) in its own process, counting bytes. */
-async function startBlobServer(dir: string): Promise<{ url: string; served: () => Promise<number>; stop: () => void }> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./blob-server.js', import.meta.url)), dir], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.once('data', (d: Buffer) => resolve(d.toString().trim()));
-    child.once('exit', () => reject(new Error('the blob server exited')));
-  });
-  return {
-    url,
-    served: async () => Number(await (await fetch(`${url}/__served`)).text()),
-    stop: () => child.kill(),
-  };
+/** The blob store: nginx serving a directory (ranges, sendfile), as a static file server would. */
+async function startNginx(dir: string, root: string): Promise<{ url: string; stop: () => void }> {
+  await mkdir(dir, { recursive: true });
+  const port = await freePort();
+  const conf = join(dir, 'nginx.conf');
+  await writeFile(
+    conf,
+    [
+      'daemon off; master_process off; worker_processes 1;',
+      `error_log ${dir}/error.log error; pid ${dir}/nginx.pid;`,
+      'events { worker_connections 256; }',
+      `http { access_log off; sendfile on; tcp_nopush on; server { listen 127.0.0.1:${port}; root ${root}; } }`,
+    ].join('\n'),
+  );
+  const child = spawn(existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx', ['-c', conf, '-p', dir], { stdio: 'ignore' });
+  const url = `http://127.0.0.1:${port}`;
+  for (
+    let i = 0;
+    !(await fetch(`${url}/`).then(
+      () => true,
+      () => false,
+    ));
+    i++
+  ) {
+    if (i > 100) throw new Error('nginx did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url, stop: () => child.kill() };
 }
 
-/** A real OCI registry (the docker-registry package) on loopback, storing under `dir`. */
-async function startRegistry(dir: string): Promise<{ port: number; stop: () => void }> {
-  await mkdir(dir, { recursive: true });
-  const port = await new Promise<number>((resolve) => {
+async function freePort(): Promise<number> {
+  return new Promise<number>((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
       const p = (s.address() as AddressInfo).port;
       s.close(() => resolve(p));
     });
   });
+}
+
+/** A real OCI registry (the docker-registry package) on loopback, storing under `dir`. */
+async function startRegistry(dir: string): Promise<{ port: number; stop: () => void }> {
+  await mkdir(dir, { recursive: true });
+  const port = await freePort();
   await writeFile(
     join(dir, 'config.yml'),
     `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\nhttp:\n  addr: 127.0.0.1:${port}\n`,
@@ -102,8 +121,7 @@ async function main(): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'warren-bench-layers-'));
   await chmod(root, 0o711);
   const nodes: RunningWarren[] = [];
-  let store: Awaited<ReturnType<typeof startBlobServer>> | null = null;
-  let stopRegistry = (): void => undefined;
+  const stops: (() => void)[] = [];
   try {
     // The source node holds the image: busybox + one layer of 64 files of random data.
     const src = await node(join(root, 'source'));
@@ -122,12 +140,16 @@ async function main(): Promise<void> {
     const base = (await src.c.images()).find((i) => i.name === 'busybox:latest')?.layers ?? [];
     const layers = [...base, layer.digest];
     const blobs = join(root, 'source', 'layers', 'blobs');
-    store = await startBlobServer(blobs);
+    const store = await startNginx(join(root, 'nginx'), blobs);
+    stops.push(store.stop);
     const url = store.url;
-    let base0 = 0;
-    const served = async (): Promise<number> => (await store!.served()) - base0;
-    const resetServed = async (): Promise<void> => {
-      base0 = await store!.served();
+    // Bytes fetched on demand: what the node's cache holds (each block is fetched once, and nothing
+    // is evicted here).
+    const cacheBytes = (dir: string) => async (): Promise<number> => {
+      const cache = join(root, dir, 'cache', 'blobs');
+      let n = 0;
+      for (const f of await readdir(cache).catch(() => [] as string[])) if (f.endsWith('.data')) n += (await stat(join(cache, f))).blocks * 512;
+      return n;
     };
 
     // Cold, on demand: metadata fetched when the image is named, data when read. From the plain
@@ -168,34 +190,35 @@ async function main(): Promise<void> {
       );
       return { cold: coldMs, disk: pct(disk, 50) };
     };
-    await resetServed();
-    const http = await onDemand('plain HTTP store (Node)', url, 'ondemand', served);
+    const http = await onDemand('HTTP store (nginx)', url, 'ondemand', cacheBytes('ondemand'));
 
     const registry = await startRegistry(join(root, 'registry'));
-    stopRegistry = registry.stop;
+    stops.push(registry.stop);
     const oci = `oci+http://127.0.0.1:${registry.port}/bench/layers`;
     const t1 = performance.now();
     await src.c.publishLayers(oci, { layers });
     console.log(`published the image's layers to the registry in ${fmt(performance.now() - t1)}`);
-    // Bytes fetched: what the node's cache holds (blocks are fetched once, nothing is evicted here).
-    const cacheBytes = async (): Promise<number> => {
-      const dir = join(root, 'ondemand-oci', 'cache', 'blobs');
-      let n = 0;
-      for (const f of await readdir(dir).catch(() => [] as string[])) if (f.endsWith('.data')) n += (await stat(join(dir, f))).blocks * 512;
-      return n;
-    };
-    const reg = await onDemand('registry store (docker-registry)', oci, 'ondemand-oci', cacheBytes);
+    const reg = await onDemand('registry store (docker-registry)', oci, 'ondemand-oci', cacheBytes('ondemand-oci'));
 
     // Eager: download the layer whole, then start.
     const eg = await node(join(root, 'eager'));
     nodes.push(eg.w);
-    await resetServed();
     spawnSync('sync');
+    let eagerBytes = 0;
     const e0 = performance.now();
     for (const ext of ['erofs', 'data']) {
       const dest = join(root, 'eager', 'layers', 'blobs', `${layer.digest.slice(7)}.${ext}`);
       const res = await fetch(`${url}/${layer.digest.slice(7)}.${ext}`);
-      await pipeline(Readable.fromWeb(res.body as never), createWriteStream(`${dest}.tmp`));
+      await pipeline(
+        Readable.fromWeb(res.body as never),
+        async function* (src: AsyncIterable<Buffer>) {
+          for await (const c of src) {
+            eagerBytes += c.length;
+            yield c;
+          }
+        },
+        createWriteStream(`${dest}.tmp`),
+      );
       await rename(`${dest}.tmp`, dest);
     }
     const fetchMs = performance.now() - e0;
@@ -206,11 +229,11 @@ async function main(): Promise<void> {
     });
     const eager = await firstCommand(eg.c, 'bench:1');
     console.log(
-      `eager full download: fetch ${fmt(fetchMs)} + create ${fmt(eager.createMs)} + read 5 % ${fmt(eager.readMs)} = ${fmt(fetchMs + eager.createMs + eager.readMs)}; fetched ${mib(await served())}`,
+      `eager full download: fetch ${fmt(fetchMs)} + create ${fmt(eager.createMs)} + read 5 % ${fmt(eager.readMs)} = ${fmt(fetchMs + eager.createMs + eager.readMs)}; fetched ${mib(eagerBytes)}`,
     );
     const eagerMs = fetchMs + eager.createMs + eager.readMs;
     for (const [label, r] of [
-      ['plain HTTP store', http],
+      ['HTTP store', http],
       ['registry store', reg],
     ] as const) {
       console.log(
@@ -246,8 +269,7 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const n of nodes.reverse()) await n.close().catch(() => undefined);
-    store?.stop();
-    stopRegistry();
+    for (const stop of stops) stop();
     await rm(root, { recursive: true, force: true });
   }
 }
