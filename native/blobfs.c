@@ -6,10 +6,10 @@
 // The view is one flat directory of `<hex>.data` files. A name is found without listing the
 // store: from the node's cache (a file cached before, also with the store down), from a source
 // file Warren wrote (`<sources>/<hex>.src`: "SIZE URL", for stores that do not name files by
-// layer, such as a registry's blobs), or by one HEAD of `URL/<hex>.data`. Reads fetch the missing blocks they touch with
-// HTTP range requests into a sparse cache file (`<cache>/<hex>.data`, with a map of the blocks
-// present in `<hex>.map`); a block is fetched once, by one reader, and served from the cache
-// after that. When the cache holds more than --max-bytes, the least recently read blocks of files
+// layer, such as a registry's blobs), or by one HEAD of `URL/<hex>.data`. Reads fetch the
+// missing 1 MiB blocks they touch with HTTP range requests into a sparse cache file
+// (`<cache>/<hex>.data`, with a map of the blocks present in `<hex>.map`); a block is fetched
+// once, by one reader, and served from the cache after that. When the cache holds more than --max-bytes, the least recently read blocks of files
 // nobody has open are punched out. The store's bearer key comes from WARREN_BLOB_KEY.
 //
 // Every block is checked as it arrives against its sha256 in `<sources>/<hex>.blocks` (32 bytes
@@ -544,9 +544,10 @@ static int fetch_blocks(struct blob *b, uint32_t i, uint32_t j) {
   return err;
 }
 
-// Read-ahead: a file read block after block gets the blocks after it fetched in parallel, a window
-// that starts at 2 and doubles with each new block read in sequence (up to --readahead blocks) and drops to nothing
-// on a jump, so random reads fetch only what they touch.
+// Read-ahead: a file read block after block gets the blocks after it fetched in parallel, in
+// requests of up to --readahead-run blocks; the window starts at 2, doubles with each new block
+// read in sequence (up to --readahead blocks) and drops to nothing on a jump, so random reads
+// fetch only what they touch.
 struct job {
   struct blob *b;
   uint32_t i, j;

@@ -12,12 +12,15 @@ import { parseOciStoreUrl, resolveOciLayer, type OciStoreRef } from './oci-store
 
 export interface RemoteBlobsOptions {
   /**
-   * The blob store: an HTTP(S) base URL serving `<url>/<hex>.erofs` and `<url>/<hex>.data` with
+   * The blob store: an HTTP(S) base URL serving `<url>/<hex>.erofs`, `.data` and `.blocks` with
    * range requests (never listed), or a registry repository, `oci://host/repo` (`oci+http://` for
    * plain HTTP), holding each layer as an artifact tagged with its hex digest.
    */
   url: string;
-  /** Where the view finds `<hex>.src` ("SIZE URL") for layers a registry store names by blob digest. */
+  /**
+   * Where the view finds each remote layer's `<hex>.blocks` (block digests, checked against the
+   * layer digest) and, for a registry store, `<hex>.src` ("SIZE URL" of the data blob).
+   */
   sourcesDir: string;
   /** The on-demand view's program (`native/build/warren-blobfs`). */
   binary: string;
@@ -63,9 +66,17 @@ function hashCapped(h: Hash, max: number, what: string): Transform {
   });
 }
 
+let writes = 0;
+
+/** Writes a file whole or not at all (concurrent writers of the same content each use their own temporary). */
 async function writeAtomic(path: string, content: string | Buffer): Promise<void> {
-  await writeFile(`${path}.tmp`, content);
-  await rename(`${path}.tmp`, path);
+  const tmp = `${path}.${process.pid}.${++writes}.tmp`;
+  try {
+    await writeFile(tmp, content);
+    await rename(tmp, path);
+  } finally {
+    await rm(tmp, { force: true });
+  }
 }
 
 function isMounted(mountinfo: string, dir: string): boolean {
