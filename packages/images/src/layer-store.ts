@@ -125,8 +125,10 @@ export class LayerStore {
     this.images = new Map(Object.entries(parsed));
     const layers = JSON.parse(await readFile(this.layerIndexPath(), 'utf8').catch(() => '{}')) as Partial<LayerIndex>;
     this.layerIndex = { named: layers.named ?? {}, sources: layers.sources ?? {} };
-    // Leftovers of conversions that died with the process.
+    // Leftovers of conversions that died with the process, and of block lists and sources an
+    // on-demand fetch was writing beside the blobs.
     for (const n of await readdir(join(this.root, 'tmp'))) await rm(join(this.root, 'tmp', n), { recursive: true, force: true });
+    for (const n of await readdir(join(this.root, 'blobs'))) if (n.endsWith('.tmp')) await rm(join(this.root, 'blobs', n), { force: true });
   }
 
   /** Where layer data this node lacks is read from (on demand); none: every layer is local. */
