@@ -10,7 +10,8 @@
 // missing 1 MiB blocks they touch with HTTP range requests into a sparse cache file
 // (`<cache>/<hex>.data`, with a map of the blocks present in `<hex>.map`); a block is fetched
 // once, by one reader, and served from the cache after that. When the cache holds more than --max-bytes, the least recently read blocks of files
-// nobody has open are punched out. The store's bearer key comes from WARREN_BLOB_KEY.
+// nobody has open are punched out. What the store gets as `Authorization` comes from
+// WARREN_BLOB_AUTH (e.g. "Bearer KEY" or "Basic ...").
 //
 // Every block is checked as it arrives against its sha256 in `<sources>/<hex>.blocks` (32 bytes
 // per 1 MiB block, checked by Warren against the layer digest) before it is written to the cache:
@@ -850,14 +851,14 @@ int main(int argc, char **argv) {
   g.url = strndup(g.url, ul);
   if (strncmp(g.url, "http://", 7) && strncmp(g.url, "https://", 8)) usage();
 
-  const char *key = getenv("WARREN_BLOB_KEY");
-  if (key && *key) {
+  const char *auth = getenv("WARREN_BLOB_AUTH");
+  if (auth && *auth) {
     char *h;
-    if (asprintf(&h, "Authorization: Bearer %s", key) < 0) return 1;
+    if (strpbrk(auth, "\r\n") || asprintf(&h, "Authorization: %s", auth) < 0) usage();
     g.headers = curl_slist_append(NULL, h);
     free(h);
   }
-  unsetenv("WARREN_BLOB_KEY");
+  unsetenv("WARREN_BLOB_AUTH");
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0 || pthread_key_create(&curl_key, free_curl) != 0) return 1;
 
   if (mkdir(g.cache, 0700) < 0 && errno != EEXIST) {

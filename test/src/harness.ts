@@ -31,7 +31,7 @@ export async function startTestWarren(
     defaultTtlSeconds?: number;
     maxSandboxes?: number;
     runtime?: 'native' | 'runc';
-    blobStore?: { url: string; key?: string; cacheMaxBytes?: number };
+    blobStore?: { url: string; key?: string; username?: string; password?: string; cacheMaxBytes?: number };
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));

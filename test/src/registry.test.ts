@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
@@ -32,24 +32,35 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-before(async () => {
-  storage = await mkdtemp(join(tmpdir(), 'warren-registry-'));
-  regPort = await freePort();
-  const config = join(storage, 'config.yml');
+/** A docker-registry on loopback storing under `dir`, with `extra` configuration (YAML). */
+async function startRegistry(dir: string, extra = ''): Promise<{ port: number; child: ChildProcess }> {
+  const port = await freePort();
+  const config = join(dir, 'config.yml');
   await writeFile(
     config,
-    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${storage}/data\nhttp:\n  addr: 127.0.0.1:${regPort}\n`,
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\nhttp:\n  addr: 127.0.0.1:${port}\n${extra}`,
   );
-  registry = spawn('docker-registry', ['serve', config], { stdio: 'ignore' });
+  const child = spawn('docker-registry', ['serve', config], { stdio: 'ignore' });
   for (let i = 0; ; i++) {
-    const ok = await fetch(`http://127.0.0.1:${regPort}/v2/`).then(
-      (r) => r.ok,
+    const up = await fetch(`http://127.0.0.1:${port}/v2/`).then(
+      (r) => r.status === 200 || r.status === 401,
       () => false,
     );
-    if (ok) break;
-    if (i > 100) throw new Error('the registry did not start');
+    if (up) break;
+    if (i > 100) {
+      child.kill('SIGKILL');
+      throw new Error('the registry did not start');
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
+  return { port, child };
+}
+
+before(async () => {
+  storage = await mkdtemp(join(tmpdir(), 'warren-registry-'));
+  const reg = await startRegistry(storage);
+  registry = reg.child;
+  regPort = reg.port;
   proxy = createServer((req, res) => {
     if (req.url?.includes('/blobs/')) blobGets.push(req.url);
     const up = request({ host: '127.0.0.1', port: regPort, path: req.url, method: req.method, headers: req.headers }, (r) => {
@@ -223,5 +234,56 @@ test('layers published to a registry are read from it on demand by another node,
     assert.equal(none.status, 404, none.text);
   } finally {
     await node.close();
+  }
+});
+
+test('a registry that wants credentials: publish, on-demand reads and pulls work with them, and are refused clearly without', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-registry-auth-'));
+  const hash = execFileSync('htpasswd', ['-Bbn', 'warren', 's3cret']).toString().trim();
+  await writeFile(join(dir, 'htpasswd'), hash + '\n');
+  const reg = await startRegistry(dir, `auth:\n  htpasswd:\n    realm: warren\n    path: ${dir}/htpasswd\n`);
+  const auth = { username: 'warren', password: 's3cret' };
+  let node: TestWarren | undefined;
+  try {
+    const data = randomBytes(3 << 20);
+    const up = await http(t, 'POST', '/v1/layers?name=reg/private', makeTar([{ path: 'private/data.bin', content: data }]), {
+      'content-type': 'application/x-tar',
+    });
+    assert.equal(up.status, 201, up.text);
+    const digest = (up.json as { digest: string }).digest;
+    const store = `oci+http://127.0.0.1:${reg.port}/warren/private`;
+    const refused = await http(t, 'POST', '/v1/layers/publish', { to: store, layers: [digest] });
+    assert.equal(refused.status, 403, refused.text);
+    assert.match(refused.text, /wants credentials/);
+    const wrong = await http(t, 'POST', '/v1/layers/publish', { to: store, layers: [digest], auth: { username: 'warren', password: 'nope' } });
+    assert.equal(wrong.status, 403, wrong.text);
+    const pub = await http(t, 'POST', '/v1/layers/publish', { to: store, image: 'busybox:latest', layers: [digest], auth });
+    assert.equal(pub.status, 200, pub.text);
+    const base = (await t.client.images()).find((i) => i.name === 'busybox:latest')?.layers ?? [];
+
+    // A node with the credentials reads the layer on demand (its view sends them too); one without is refused.
+    node = await startTestWarren({ images: [], blobStore: { url: store, cacheMaxBytes: 1 << 30 } });
+    const denied = await http(node, 'PUT', `/v1/images/${encodeURIComponent('reg/private:1')}`, { layers: [...base, digest] });
+    assert.equal(denied.status, 403, denied.text);
+    await node.close();
+    node = await startTestWarren({ images: [], blobStore: { url: store, username: 'warren', password: 's3cret', cacheMaxBytes: 1 << 30 } });
+    const put = await http(node, 'PUT', `/v1/images/${encodeURIComponent('reg/private:1')}`, { layers: [...base, digest] });
+    assert.equal(put.status, 200, put.text);
+    const sb = await node.client.sandboxes.create({ image: 'reg/private:1' });
+    const want = createHash('md5')
+      .update(data.subarray(1 << 20, 2 << 20))
+      .digest('hex');
+    assert.equal((await sb.exec("dd if=/private/data.bin bs=1M skip=1 count=1 2>/dev/null | md5sum | cut -d' ' -f1")).stdout.trim(), want);
+    await sb.delete();
+
+    // Pulls: without credentials a clear refusal; with them the registry answers (no such tag).
+    const anon = await http(t, 'POST', '/v1/images/pull', { ref: `127.0.0.1:${reg.port}/warren/private:nope` });
+    assert.match(anon.text, /"code":"permission_denied"/);
+    const authed = await http(t, 'POST', '/v1/images/pull', { ref: `127.0.0.1:${reg.port}/warren/private:nope`, auth });
+    assert.match(authed.text, /"code":"not_found"/);
+  } finally {
+    await node?.close();
+    reg.child.kill('SIGKILL');
+    await rm(dir, { recursive: true, force: true });
   }
 });

@@ -48,9 +48,16 @@ export const CommitRequest = z.strictObject({
 });
 export type CommitRequest = z.infer<typeof CommitRequest>;
 
+/** A user name and password for a registry: sent as Basic auth, or to its token service. Never stored. */
+export const RegistryAuth = z.strictObject({
+  username: z.string().min(1).max(256),
+  password: z.string().max(4096),
+});
+
 export const PullImageRequest = z.strictObject({
   ref: z.string().min(1).max(512),
   name: ImageName.optional(),
+  auth: RegistryAuth.optional(),
 });
 
 export const PutImageRequest = z.strictObject({
@@ -71,6 +78,7 @@ export const PublishLayersRequest = z.strictObject({
   image: ImageName.optional(),
   /** Layers by digest or name. */
   layers: z.array(z.string().min(1).max(256)).max(128).optional(),
+  auth: RegistryAuth.optional(),
 });
 export type PublishLayersRequest = z.infer<typeof PublishLayersRequest>;
 

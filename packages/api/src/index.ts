@@ -35,6 +35,7 @@ export {
   ImageEvent,
   CommitRequest,
   PullImageRequest,
+  RegistryAuth,
   PutImageRequest,
   PublishLayersRequest,
   PublishLayersResponse,

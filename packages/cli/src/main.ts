@@ -15,7 +15,8 @@ const USAGE = `warren — sandboxes for agents
   warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes] [--runtime native|runc]
             [--blob-url URL [--blob-cache-gib 20]]   read layers this node lacks on demand from a blob store:
                                      a registry repository oci://HOST/REPO (oci+http:// for plain HTTP), or
-                                     another node's http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key
+                                     another node's http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key;
+                                     WARREN_BLOB_USER/WARREN_BLOB_PASSWORD for a store that wants Basic auth
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
@@ -32,7 +33,14 @@ const USAGE = `warren — sandboxes for agents
   warren layers publish --to oci://HOST/REPO [--image NAME] [LAYER...]   copy layers to a registry blob store
   warren commit ID NAME [--exclude PATH]...            the sandbox's changes as a new image
 
-Environment: WARREN_URL, WARREN_API_KEY (client); WARREN_DATA_DIR, WARREN_IMAGE_CACHE (server).`;
+Environment: WARREN_URL, WARREN_API_KEY, WARREN_REGISTRY_USER/PASSWORD (images pull, layers publish)
+(client); WARREN_DATA_DIR, WARREN_IMAGE_CACHE (server).`;
+
+/** Registry credentials from WARREN_REGISTRY_USER and WARREN_REGISTRY_PASSWORD, if set. */
+function registryAuth(): { username: string; password: string } | undefined {
+  const username = process.env.WARREN_REGISTRY_USER;
+  return username ? { username, password: process.env.WARREN_REGISTRY_PASSWORD ?? '' } : undefined;
+}
 
 function kv(list: string[] | undefined): Record<string, string> {
   const out: Record<string, string> = {};
@@ -84,7 +92,13 @@ async function run(argv: string[]): Promise<number> {
         adminKey: process.env.WARREN_API_KEY,
         runtime: values.runtime,
         blobStore: values['blob-url']
-          ? { url: values['blob-url'], key: process.env.WARREN_BLOB_KEY, cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30 }
+          ? {
+              url: values['blob-url'],
+              key: process.env.WARREN_BLOB_KEY,
+              username: process.env.WARREN_BLOB_USER,
+              password: process.env.WARREN_BLOB_PASSWORD,
+              cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30,
+            }
           : undefined,
       });
       return -1; // keeps running
@@ -234,7 +248,11 @@ async function run(argv: string[]): Promise<number> {
           })();
           image = await w.importImage(values.name, upload, { onProgress: (p) => p.layer && bar(`layer ${p.layer}/${p.layers}`, p.layer / (p.layers ?? 1)) });
         } else {
-          image = await w.pullImage(what, { name: values.name, onProgress: (p) => p.layer && bar(`layer ${p.layer}/${p.layers}`, p.layer / (p.layers ?? 1)) });
+          image = await w.pullImage(what, {
+            name: values.name,
+            auth: registryAuth(),
+            onProgress: (p) => p.layer && bar(`layer ${p.layer}/${p.layers}`, p.layer / (p.layers ?? 1)),
+          });
         }
         bar.done();
         console.log(`${image.name}  ${image.layers.length} layers  ${fmtBytes(image.sizeBytes)}`);
@@ -269,7 +287,7 @@ async function run(argv: string[]): Promise<number> {
         if (!values.to || (!values.image && !positionals.length)) {
           throw new WarrenError('invalid_argument', 'usage: warren layers publish --to oci://HOST/REPO [--image NAME] [LAYER...]');
         }
-        for (const l of await w.publishLayers(values.to, { image: values.image, layers: positionals.length ? positionals : undefined })) {
+        for (const l of await w.publishLayers(values.to, { image: values.image, layers: positionals.length ? positionals : undefined, auth: registryAuth() })) {
           console.log(`${l.digest}  ${l.sent ? 'sent' : 'already there'}`);
         }
         return 0;

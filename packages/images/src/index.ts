@@ -18,7 +18,7 @@ export type { RunResult } from './exec-file.js';
 export { archiveLayers, importArchive } from './archive.js';
 export type { ImportProgress, LayerRef } from './archive.js';
 export { RegistryClient, parseImageRef, pullImage } from './registry.js';
-export type { ImageRef } from './registry.js';
+export type { ImageRef, RegistryCredentials } from './registry.js';
 export { RemoteBlobs, blobfsArgs } from './remote.js';
 export { publishLayers, parseOciStoreUrl } from './oci-store.js';
 export type { RemoteBlobsOptions } from './remote.js';

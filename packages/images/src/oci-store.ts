@@ -4,7 +4,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import { digestHex, type LayerStore } from './layer-store.js';
-import { RegistryClient } from './registry.js';
+import { RegistryClient, type RegistryCredentials } from './registry.js';
 
 // A blob store in an OCI registry: each layer is an artifact manifest tagged with the layer's hex
 // digest, whose blobs are the metadata image, the data file and the data's block digests. Any registry that speaks the
@@ -25,13 +25,13 @@ export interface OciStoreRef {
 }
 
 /** A blob store URL naming a registry repository, or null for a plain HTTP store. */
-export function parseOciStoreUrl(url: string, fetchFn?: typeof fetch): OciStoreRef | null {
+export function parseOciStoreUrl(url: string, credentials?: RegistryCredentials): OciStoreRef | null {
   const m = /^oci(\+http)?:\/\/([^/\s]+)\/([a-z0-9]+(?:[._-][a-z0-9]+)*(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)\/?$/.exec(url);
   if (!m) {
     if (url.startsWith('oci')) throw new WarrenError('invalid_argument', `not a registry blob store (oci://host/repository): ${url}`);
     return null;
   }
-  return { client: new RegistryClient({ registry: m[2] ?? '', repository: m[3] ?? '', reference: 'latest' }, fetchFn, m[1] !== undefined), url };
+  return { client: new RegistryClient({ registry: m[2] ?? '', repository: m[3] ?? '', reference: 'latest' }, fetch, m[1] !== undefined, credentials), url };
 }
 
 interface Desc {

@@ -64,15 +64,28 @@ async function readCapped(res: Response, max: number, what: string): Promise<Buf
 
 const sha256 = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 
-/** A minimal OCI distribution client: manifests and blobs, anonymous bearer tokens. */
+/** A user name and password for a registry (Basic auth, or to get bearer tokens with). */
+export interface RegistryCredentials {
+  username: string;
+  password: string;
+}
+
+/** `Authorization` for Basic auth with these credentials. */
+export function basicAuth(c: RegistryCredentials): string {
+  return `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
+}
+
+/** A minimal OCI distribution client: manifests and blobs; Basic auth and bearer tokens. */
 export class RegistryClient {
-  private token: string | null = null;
+  /** The `Authorization` the registry asked for, once it has. */
+  private auth: string | null = null;
 
   constructor(
     readonly ref: ImageRef,
     private readonly fetchFn: typeof fetch = fetch,
     /** Plain HTTP whatever the host (loopback hosts always are). */
     private readonly plainHttp = false,
+    private readonly credentials?: RegistryCredentials,
   ) {}
 
   private base(): string {
@@ -94,7 +107,7 @@ export class RegistryClient {
     const go = (): Promise<Response> =>
       this.fetchFn(url, {
         method,
-        headers: { ...o.headers, ...(o.accept ? { accept: o.accept } : {}), ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
+        headers: { ...o.headers, ...(o.accept ? { accept: o.accept } : {}), ...(this.auth ? { authorization: this.auth } : {}) },
         ...(o.body !== undefined ? { body: o.body, duplex: 'half' } : {}),
         redirect: method === 'GET' || method === 'HEAD' ? 'follow' : 'manual',
       } as RequestInit).catch((e: unknown) => {
@@ -105,10 +118,17 @@ export class RegistryClient {
       });
     let res = await go();
     // A streamed body cannot be sent twice: those requests come after a small one got the token.
-    if (res.status === 401 && !this.token && !(o.body instanceof Readable)) {
+    if (res.status === 401 && !this.auth && !(o.body instanceof Readable)) {
       await res.body?.cancel();
-      this.token = await this.anonymousToken(res.headers.get('www-authenticate') ?? '');
+      this.auth = await this.authorize(res.headers.get('www-authenticate') ?? '');
       res = await go();
+    }
+    if (res.status === 401 || res.status === 403) {
+      await res.body?.cancel();
+      throw new WarrenError(
+        'permission_denied',
+        `the registry ${this.ref.registry} refused ${this.credentials ? 'the credentials' : 'an anonymous client'} (${res.status})`,
+      );
     }
     if ((o.ok ?? []).includes(res.status)) return res;
     if (res.status === 404) {
@@ -154,17 +174,22 @@ export class RegistryClient {
     await res.body?.cancel();
   }
 
-  private async anonymousToken(challenge: string): Promise<string> {
+  /** Answers a challenge: Basic with the credentials, or a bearer token (anonymous without them). */
+  private async authorize(challenge: string): Promise<string> {
+    if (/^Basic /i.test(challenge)) {
+      if (!this.credentials) throw new WarrenError('permission_denied', `the registry ${this.ref.registry} wants credentials`);
+      return basicAuth(this.credentials);
+    }
     const params: Record<string, string | undefined> = Object.fromEntries([...challenge.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
     if (!/^Bearer /i.test(challenge) || !params.realm) throw new WarrenError('permission_denied', `the registry ${this.ref.registry} wants credentials`);
     const u = new URL(params.realm);
     if (params.service) u.searchParams.set('service', params.service);
     u.searchParams.set('scope', params.scope ?? `repository:${this.ref.repository}:pull`);
-    const res = await this.fetchFn(u).catch(() => null);
+    const res = await this.fetchFn(u, this.credentials ? { headers: { authorization: basicAuth(this.credentials) } } : {}).catch(() => null);
     const body = res?.ok ? ((await res.json()) as { token?: string; access_token?: string }) : null;
     const token = body?.token ?? body?.access_token;
-    if (!token) throw new WarrenError('permission_denied', `no anonymous pull token from ${u.host}`);
-    return token;
+    if (!token) throw new WarrenError('permission_denied', `no ${this.credentials ? '' : 'anonymous '}token from ${u.host}`);
+    return `Bearer ${token}`;
   }
 
   /** A manifest or index by tag or digest, checked against the digest when given one. */
@@ -215,9 +240,15 @@ export class RegistryClient {
 export async function pullImage(
   ref: string,
   store: LayerStore,
-  o: { idMap: IdMap; ops: FsOps; fetch?: typeof fetch; onProgress?: (ev: { phase: 'layer'; layer: number; layers: number; bytes: number }) => void },
+  o: {
+    idMap: IdMap;
+    ops: FsOps;
+    fetch?: typeof fetch;
+    credentials?: RegistryCredentials;
+    onProgress?: (ev: { phase: 'layer'; layer: number; layers: number; bytes: number }) => void;
+  },
 ): Promise<string[]> {
-  const client = new RegistryClient(parseImageRef(ref), o.fetch);
+  const client = new RegistryClient(parseImageRef(ref), o.fetch, false, o.credentials);
   let { doc } = await client.manifest(client.ref.reference);
   if (doc.manifests) {
     const pick = doc.manifests.find((d) => d.platform?.os === 'linux' && d.platform.architecture === 'amd64') ?? doc.manifests[0];

@@ -9,6 +9,7 @@ import { WarrenError } from '@warren/api';
 import { runFile } from './exec-file.js';
 import { BLOCK_BYTES, type BlobSource } from './layer-store.js';
 import { parseOciStoreUrl, resolveOciLayer, type OciStoreRef } from './oci-store.js';
+import { basicAuth, type RegistryCredentials } from './registry.js';
 
 export interface RemoteBlobsOptions {
   /**
@@ -34,6 +35,8 @@ export interface RemoteBlobsOptions {
   runDir: string;
   /** A bearer token the store wants (another Warren node's admin key). */
   key?: string;
+  /** A user name and password the store wants (Basic auth; a registry's token service too). */
+  credentials?: RegistryCredentials;
   log?: (msg: string) => void;
 }
 
@@ -96,7 +99,13 @@ export class RemoteBlobs implements BlobSource {
   constructor(private readonly o: RemoteBlobsOptions) {
     this.dataDir = o.mountDir;
     blobfsArgs(o);
-    this.oci = parseOciStoreUrl(o.url);
+    this.oci = parseOciStoreUrl(o.url, o.credentials);
+  }
+
+  /** What the store gets as `Authorization`, if anything. */
+  private get authorization(): string | undefined {
+    if (this.o.credentials) return basicAuth(this.o.credentials);
+    return this.o.key ? `Bearer ${this.o.key}` : undefined;
   }
 
   private get pidFile(): string {
@@ -114,8 +123,9 @@ export class RemoteBlobs implements BlobSource {
     await Promise.all([mkdir(this.o.mountDir, { recursive: true }), mkdir(this.o.cacheDir, { recursive: true }), mkdir(this.o.runDir, { recursive: true })]);
     const log = join(this.o.runDir, 'blobfs.log');
     const out = await open(log, 'a');
-    // The key goes in the view's environment, not on its command line (which every host user can read).
-    const env = { ...process.env, WARREN_BLOB_KEY: this.o.key ?? '' };
+    // Credentials go in the view's environment, not on its command line (which every host user
+    // can read).
+    const env = { ...process.env, WARREN_BLOB_AUTH: this.authorization ?? '' };
     let child: ChildProcess;
     try {
       child = spawn(this.o.binary, blobfsArgs(this.o), { detached: true, stdio: ['ignore', 'ignore', out.fd], env });
@@ -181,7 +191,8 @@ export class RemoteBlobs implements BlobSource {
 
   private async get(hex: string, ext: string): Promise<Response & { body: ReadableStream }> {
     const url = `${this.o.url.replace(/\/+$/, '')}/${hex}.${ext}`;
-    const res = await fetch(url, { headers: this.o.key ? { authorization: `Bearer ${this.o.key}` } : {} }).catch((e: unknown) => {
+    const auth = this.authorization;
+    const res = await fetch(url, { headers: auth ? { authorization: auth } : {} }).catch((e: unknown) => {
       throw new WarrenError('unavailable', `the blob store cannot be reached: ${String((e as Error).cause ?? e)}`);
     });
     if (res.status === 404) {

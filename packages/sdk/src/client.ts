@@ -65,8 +65,11 @@ export class Warren {
   }
 
   /** Pulls an image from an OCI registry (`host:port/repo:tag`). */
-  async pullImage(ref: string, opts: { name?: string; onProgress?: (ev: ImageProgress) => void } = {}): Promise<Image> {
-    const res = await this.t.request('POST', '/v1/images/pull', { json: { ref, name: opts.name }, accept: 'application/x-ndjson' });
+  async pullImage(
+    ref: string,
+    opts: { name?: string; auth?: { username: string; password: string }; onProgress?: (ev: ImageProgress) => void } = {},
+  ): Promise<Image> {
+    const res = await this.t.request('POST', '/v1/images/pull', { json: { ref, name: opts.name, auth: opts.auth }, accept: 'application/x-ndjson' });
     return progressResult(res, opts.onProgress);
   }
 
@@ -85,7 +88,10 @@ export class Warren {
   }
 
   /** Copies layers (an image's, or named/digests) to a registry blob store (`oci://host/repo`). */
-  async publishLayers(to: string, what: { image?: string; layers?: string[] }): Promise<{ digest: string; sent: boolean }[]> {
+  async publishLayers(
+    to: string,
+    what: { image?: string; layers?: string[]; auth?: { username: string; password: string } },
+  ): Promise<{ digest: string; sent: boolean }[]> {
     return (await this.t.json<{ layers: { digest: string; sent: boolean }[] }>('POST', '/v1/layers/publish', { json: { to, ...what } })).layers;
   }
 

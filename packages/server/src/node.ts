@@ -38,7 +38,7 @@ export interface WarrenOptions {
    * with range requests (never listed), or a registry repository `oci://host/repo` (`oci+http://`
    * for plain HTTP): layers this node lacks are mounted without downloading them.
    */
-  blobStore?: { url: string; key?: string; cacheMaxBytes?: number };
+  blobStore?: { url: string; key?: string; username?: string; password?: string; cacheMaxBytes?: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -93,6 +93,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     ? new RemoteBlobs({
         url: o.blobStore.url,
         key: o.blobStore.key,
+        credentials: o.blobStore.username !== undefined ? { username: o.blobStore.username, password: o.blobStore.password ?? '' } : undefined,
         binary: join(nativeDir, 'warren-blobfs'),
         sourcesDir: join(o.dataDir, 'layers', 'blobs'),
         mountDir: join(o.dataDir, 'mnt', 'remote'),

@@ -39,7 +39,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.pullImage, async (c) => {
     const body = await jsonBody(c.req, api.PullImageRequest);
     parseImageRef(body.ref); // a bad reference is a 400, not a stream
-    await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, emit));
+    await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, emit, body.auth));
   });
   on(ROUTES.putImage, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can name images from digests');

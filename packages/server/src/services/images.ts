@@ -15,6 +15,7 @@ import {
   type FsOps,
   type IdMap,
   type LayerStore,
+  type RegistryCredentials,
 } from '@warren/images';
 
 export interface ImageServiceOptions {
@@ -99,11 +100,11 @@ export class ImageService {
   }
 
   /** An image from an OCI registry; layers converted before are not fetched again. */
-  async pullImage(ref: string, name: string | undefined, emit: (ev: ImageEvent) => void): Promise<Image> {
+  async pullImage(ref: string, name: string | undefined, emit: (ev: ImageEvent) => void, credentials?: RegistryCredentials): Promise<Image> {
     const parsed = parseImageRef(ref);
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
     return this.nameImage(imageName, () =>
-      pullImage(ref, this.store, { idMap: this.o.idMap, ops: this.o.ops, onProgress: (p) => emit({ type: 'progress', ...p }) }),
+      pullImage(ref, this.store, { idMap: this.o.idMap, ops: this.o.ops, credentials, onProgress: (p) => emit({ type: 'progress', ...p }) }),
     );
   }
 
@@ -172,7 +173,7 @@ export class ImageService {
     }
     if (!digests.length) throw new WarrenError('invalid_argument', 'name an image or layers to publish');
     const unique = [...new Set(digests)];
-    const to = parseOciStoreUrl(req.to);
+    const to = parseOciStoreUrl(req.to, req.auth);
     if (!to) throw new WarrenError('invalid_argument', `not a registry blob store: ${req.to}`);
     for (const d of unique) this.store.pin(d);
     try {
