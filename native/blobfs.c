@@ -49,6 +49,7 @@ enum { ABSENT = 0, PRESENT = 1, FETCHING = 2 };
 
 struct blob {
   char hex[65];
+  fuse_ino_t ino; // blobs[ino - 2]
   uint64_t size;
   uint32_t nblocks;
   char *url;
@@ -63,7 +64,6 @@ struct blob {
 static struct {
   const char *url, *cache, *sources;
   uint64_t max_bytes;
-  uint32_t block;
   int cachefd, srcfd;
   struct curl_slist *headers;
   pthread_mutex_t mu;
@@ -72,8 +72,8 @@ static struct {
   size_t nblobs, cap;
   uint64_t cached; // bytes of blocks present
   uint64_t tick;
-  uint64_t fetched, fetches, evicted; // counters, in the statfs-free log line at exit
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .block = BLOCK};
+  uint64_t fetched, fetches, evicted; // counters, logged at exit
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void logf_(const char *fmt, ...) {
   char buf[512];
@@ -105,8 +105,8 @@ static int parse_name(const char *name, char hex[65]) {
 }
 
 static uint64_t block_bytes(const struct blob *b, uint32_t i) {
-  uint64_t start = (uint64_t)i * g.block;
-  return b->size - start < g.block ? b->size - start : g.block;
+  uint64_t start = (uint64_t)i * BLOCK;
+  return b->size - start < BLOCK ? b->size - start : BLOCK;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ static int take_bytes(struct sink *s, const char *p, size_t len) {
       return -1;
     }
     for (uint64_t off = 0; off < blen;) {
-      ssize_t w = pwrite(s->b->fd, s->buf + off, blen - off, (off_t)((uint64_t)s->k * g.block + off));
+      ssize_t w = pwrite(s->b->fd, s->buf + off, blen - off, (off_t)((uint64_t)s->k * BLOCK + off));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
         s->bad = 2;
@@ -262,7 +262,7 @@ static int fetch_range(struct blob *b, uint64_t start, uint64_t want) {
     if (!c) return -EIO;
     static __thread uint8_t *buf;
     if (!buf && !(buf = malloc(BLOCK))) return -EIO;
-    struct sink s = {.c = c, .b = b, .start = start, .want = want, .buf = buf, .k = (uint32_t)(start / g.block)};
+    struct sink s = {.c = c, .b = b, .start = start, .want = want, .buf = buf, .k = (uint32_t)(start / BLOCK)};
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
     curl_easy_setopt(c, CURLOPT_URL, b->url);
     curl_easy_setopt(c, CURLOPT_RANGE, range);
@@ -298,12 +298,6 @@ static struct blob *find_blob(const char *hex) {
   return NULL;
 }
 
-static fuse_ino_t ino_of(const struct blob *b) {
-  for (size_t i = 0; i < g.nblobs; i++)
-    if (g.blobs[i] == b) return (fuse_ino_t)(i + 2);
-  return 0;
-}
-
 static struct blob *blob_at(fuse_ino_t ino) { return ino >= 2 && ino - 2 < g.nblobs ? g.blobs[ino - 2] : NULL; }
 
 /* The block digests of a blob, from `<sources>/<hex>.blocks`; NULL (logged) when absent or wrong. */
@@ -328,7 +322,8 @@ static int write_map_header(int fd, uint64_t size) {
   unsigned char h[MAP_HEADER] = {0};
   memcpy(h, MAP_MAGIC, 8);
   memcpy(h + 8, &size, 8);
-  memcpy(h + 16, &g.block, 4);
+  uint32_t block = BLOCK;
+  memcpy(h + 16, &block, 4);
   return pwrite(fd, h, sizeof h, 0) == (ssize_t)sizeof h ? 0 : -1;
 }
 
@@ -340,7 +335,7 @@ static struct blob *open_blob(const char *hex, uint64_t size, const char *url, i
   if (!b) return NULL;
   memcpy(b->hex, hex, 65);
   b->size = size;
-  b->nblocks = (uint32_t)((size + g.block - 1) / g.block);
+  b->nblocks = (uint32_t)((size + BLOCK - 1) / BLOCK);
   b->next = UINT32_MAX;
   b->url = strdup(url);
   b->hashes = load_hashes(hex, b->nblocks);
@@ -364,7 +359,7 @@ static struct blob *open_blob(const char *hex, uint64_t size, const char *url, i
     uint32_t blk;
     memcpy(&sz, h + 8, 8);
     memcpy(&blk, h + 16, 4);
-    if (sz == size && blk == g.block && pread(b->mapfd, b->state, b->nblocks, MAP_HEADER) == (ssize_t)b->nblocks) {
+    if (sz == size && blk == BLOCK && pread(b->mapfd, b->state, b->nblocks, MAP_HEADER) == (ssize_t)b->nblocks) {
       fresh = 0;
       for (uint32_t i = 0; i < b->nblocks; i++) {
         if (b->state[i] != PRESENT) b->state[i] = ABSENT;
@@ -385,6 +380,7 @@ static struct blob *open_blob(const char *hex, uint64_t size, const char *url, i
     g.blobs = n;
     g.cap = cap;
   }
+  b->ino = (fuse_ino_t)(g.nblobs + 2);
   g.blobs[g.nblobs++] = b;
   return b;
 fail:
@@ -518,7 +514,7 @@ static void trim_locked(void) {
     b->state[c[i].k] = ABSENT;
     g.cached -= len;
     g.evicted += len;
-    if (fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)c[i].k * g.block, (off_t)len) < 0)
+    if (fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)c[i].k * BLOCK, (off_t)len) < 0)
       logf_("cannot punch out a block of %s: %s", b->hex, strerror(errno));
   }
   free(c);
@@ -527,7 +523,7 @@ static void trim_locked(void) {
 /* Fetches blocks [i, j] of b, which the caller marked FETCHING, and marks them present (or
  * absent again); called without g.mu. */
 static int fetch_blocks(struct blob *b, uint32_t i, uint32_t j) {
-  uint64_t start = (uint64_t)i * g.block, end = (uint64_t)(j + 1) * g.block;
+  uint64_t start = (uint64_t)i * BLOCK, end = (uint64_t)(j + 1) * BLOCK;
   if (end > b->size) end = b->size;
   int err = fetch_range(b, start, end - start);
   if (!err) {
@@ -656,7 +652,7 @@ static void fill_attr(fuse_ino_t ino, const struct blob *b, struct stat *st) {
   st->st_nlink = 1;
   st->st_size = (off_t)b->size;
   st->st_blocks = (blkcnt_t)((b->size + 511) / 512);
-  st->st_blksize = (blksize_t)g.block;
+  st->st_blksize = (blksize_t)BLOCK;
 }
 
 static void op_init(void *data, struct fuse_conn_info *conn) {
@@ -664,7 +660,7 @@ static void op_init(void *data, struct fuse_conn_info *conn) {
   if (conn->capable & FUSE_CAP_ASYNC_DIO) conn->want |= FUSE_CAP_ASYNC_DIO;
   // Reads are answered by splicing the cache file's pages to the kernel, not copying them.
   if (conn->capable & FUSE_CAP_SPLICE_WRITE) conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
-  conn->max_readahead = g.block;
+  conn->max_readahead = BLOCK;
   conn->max_background = 64;
 }
 
@@ -695,10 +691,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
       return;
     }
   }
-  struct fuse_entry_param e = {.attr_timeout = FOREVER, .entry_timeout = FOREVER};
-  pthread_mutex_lock(&g.mu);
-  e.ino = ino_of(b);
-  pthread_mutex_unlock(&g.mu);
+  struct fuse_entry_param e = {.ino = b->ino, .attr_timeout = FOREVER, .entry_timeout = FOREVER};
   fill_attr(e.ino, b, &e.attr);
   fuse_reply_entry(req, &e);
 }
@@ -758,7 +751,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
     return;
   }
   if ((uint64_t)off + size > b->size) size = (size_t)(b->size - (uint64_t)off);
-  int err = ensure(b, (uint32_t)((uint64_t)off / g.block), (uint32_t)(((uint64_t)off + size - 1) / g.block));
+  int err = ensure(b, (uint32_t)((uint64_t)off / BLOCK), (uint32_t)(((uint64_t)off + size - 1) / BLOCK));
   if (err) {
     fuse_reply_err(req, -err);
     return;
@@ -804,9 +797,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
   (void)ino;
-  struct statvfs s = {.f_bsize = g.block, .f_frsize = g.block, .f_namemax = 255};
+  struct statvfs s = {.f_bsize = BLOCK, .f_frsize = BLOCK, .f_namemax = 255};
   pthread_mutex_lock(&g.mu);
-  s.f_blocks = g.cached / g.block;
+  s.f_blocks = g.cached / BLOCK;
   s.f_files = g.nblobs + 1;
   pthread_mutex_unlock(&g.mu);
   fuse_reply_statfs(req, &s);

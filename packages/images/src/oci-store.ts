@@ -64,12 +64,7 @@ async function fileDesc(path: string, mediaType: string): Promise<Desc> {
  * Copies layers into a registry store (blobs the registry has are not sent again). Layers whose
  * data lives in another store, or inside their metadata image, cannot be published from here.
  */
-export async function publishLayers(
-  layers: LayerStore,
-  store: OciStoreRef,
-  digests: string[],
-  onLayer?: (digest: string, sent: boolean) => void,
-): Promise<{ digest: string; sent: boolean }[]> {
+export async function publishLayers(layers: LayerStore, store: OciStoreRef, digests: string[]): Promise<{ digest: string; sent: boolean }[]> {
   const out: { digest: string; sent: boolean }[] = [];
   for (const digest of digests) {
     const hex = digestHex(digest);
@@ -109,7 +104,6 @@ export async function publishLayers(
     };
     await store.client.putManifest(hex, Buffer.from(JSON.stringify(manifest)), MANIFEST_TYPE);
     out.push({ digest, sent });
-    onLayer?.(digest, sent);
   }
   return out;
 }

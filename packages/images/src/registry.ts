@@ -48,7 +48,7 @@ interface Descriptor {
 }
 
 /** A response body, refused once it passes `max` bytes (a registry is not trusted with memory). */
-async function readCapped(res: Response, max: number, what: string): Promise<Buffer> {
+export async function readCapped(res: Response, max: number, what: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let n = 0;
   for await (const c of (res.body ?? []) as AsyncIterable<Uint8Array>) {

@@ -9,7 +9,7 @@ import { WarrenError } from '@warren/api';
 import { runFile } from './exec-file.js';
 import { BLOCK_BYTES, type BlobSource } from './layer-store.js';
 import { parseOciStoreUrl, resolveOciLayer, type OciStoreRef } from './oci-store.js';
-import { basicAuth, type RegistryCredentials } from './registry.js';
+import { basicAuth, readCapped, type RegistryCredentials } from './registry.js';
 
 export interface RemoteBlobsOptions {
   /**
@@ -173,16 +173,7 @@ export class RemoteBlobs implements BlobSource {
     } else {
       const meta = await this.get(hex, 'erofs');
       await pipeline(Readable.fromWeb(meta.body as never), hashCapped(h, MAX_META, 'a layer metadata image'), createWriteStream(dest));
-      const list = await this.get(hex, 'blocks');
-      const chunks: Buffer[] = [];
-      await pipeline(
-        Readable.fromWeb(list.body as never),
-        hashCapped(createHash('sha256'), MAX_BLOCKS, 'a layer block list'),
-        async (src: AsyncIterable<Buffer>) => {
-          for await (const c of src) chunks.push(c);
-        },
-      );
-      blocks = Buffer.concat(chunks);
+      blocks = await readCapped(await this.get(hex, 'blocks'), MAX_BLOCKS, 'a layer block list');
     }
     h.update(blocks);
     if (h.digest('hex') !== hex) throw new WarrenError('invalid_argument', `layer sha256:${hex} from the blob store does not match its digest`);
