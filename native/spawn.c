@@ -72,7 +72,7 @@ struct mnt {
 };
 
 struct spec {
-	char *root, *sock, *log, *hostname, *cwd, *overlay, *overlaydir;
+	char *root, *sock, *log, *hostname, *cwd, *overlay, *overlaydir, *netns;
 	char *uidmap, *gidmap;
 	int clone_flags, cgroupns;
 	char *cg[MAX_ITEMS];
@@ -175,6 +175,8 @@ static int parse(struct spec *sp, char **f, int n, const char **bad)
 			sp->gidmap = v;
 		else if (!strcmp(k, "ns"))
 			r = parse_ns(sp, v);
+		else if (!strcmp(k, "netns"))
+			sp->netns = v;
 		else if (!strcmp(k, "cg"))
 			r = push(sp->cg, &sp->ncg, v);
 		else if (!strcmp(k, "cgw"))
@@ -226,6 +228,9 @@ static int parse(struct spec *sp, char **f, int n, const char **bad)
 	if (!sp->root || !sp->sock || !sp->log || !sp->uidmap || !sp->gidmap || !sp->cwd || sp->nargv == 0 ||
 	    (sp->clone_flags & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)) != (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) ||
 	    sp->argv[0][0] != '/')
+		return -1;
+	*bad = "netns (join a network namespace) and a new one (ns=net) exclude each other";
+	if (sp->netns && (sp->clone_flags & CLONE_NEWNET))
 		return -1;
 	sp->env[sp->nenv] = NULL;
 	sp->argv[sp->nargv] = NULL;
@@ -515,7 +520,9 @@ __attribute__((noreturn)) static void child(struct spec *sp, int sync, int lfd, 
 	if (rootfd < 0)
 		fail("root", sp->root);
 	for (int i = 0; i < sp->nmounts; i++)
-		do_mount(rootfd, &sp->mounts[i]);
+		/* With a joined network namespace, stage 1 mounted sysfs already (see there). */
+		if (!(sp->netns && !strcmp(sp->mounts[i].type, "sysfs")))
+			do_mount(rootfd, &sp->mounts[i]);
 	for (int i = 0; i < sp->ndevs; i++)
 		bind_dev(rootfd, sp->devs[i]);
 	for (int i = 0; i < sp->nlinks; i++)
@@ -669,6 +676,27 @@ __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 		fail("overlay dir", sp->overlaydir);
 	if (sp->overlay)
 		mount_overlay(sp->overlay, sp->root);
+	/* A network namespace the edge prepared (veth, addresses): owned by the host's user
+	 * namespace, so root in the sandbox cannot reconfigure it. */
+	if (sp->netns) {
+		int nfd = open(sp->netns, O_RDONLY | O_CLOEXEC);
+		if (nfd < 0 || setns(nfd, CLONE_NEWNET) < 0)
+			fail("join network namespace", sp->netns);
+		close(nfd);
+		/* sysfs may only be mounted by a user namespace that owns the network namespace: the
+		 * sandbox's does not own this one, so its /sys (showing this namespace's devices) is
+		 * mounted here, read-only, and reaches the sandbox locked under its root. */
+		if (!sp->root || !sp->overlay) {
+			errno = EINVAL;
+			fail("netns without an overlay root", NULL);
+		}
+		char sys[PATH_MAX];
+		snprintf(sys, sizeof sys, "%s/sys", sp->root);
+		if (mkdir(sys, 0555) < 0 && errno != EEXIST)
+			fail("mount point", sys);
+		if (mount("sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			fail("sysfs", sys);
+	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		fail("socketpair", NULL);

@@ -16,6 +16,10 @@
  *   TAG mknod HEXPATH TYPE MODE MAJOR MINOR   TYPE c, b or p; MODE octal (layer unpacking)
  *   TAG xattr HEXPATH NAME HEXVALUE       lsetxattr (never follows a symlink)
  *   TAG ping
+ *   TAG netns                             a new network namespace (loopback up, sandbox
+ *                                         sysctls), held open here: "TAG ok FD"; it is
+ *                                         /proc/<this pid>/fd/FD to others
+ *   TAG netns-close FD                    lets go of one (it lives on while processes use it)
  *   TAG spawn KEY=VALUE...               start a sandbox's init in new namespaces (spawn.c);
  *                                         the reply "TAG ok PID" comes once it has exec'd
  *   TAG run LOG SOCK FILE ARG...          start FILE (PATH-searched) with stdin/stdout on
@@ -28,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -36,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ctype.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -284,6 +291,101 @@ static void reap(void)
 	}
 }
 
+/* The network namespace this helper lives in, to come back to after making one. */
+static int host_netns = -1;
+#define MAX_NETNS 65536
+static unsigned char netns_held[MAX_NETNS];
+
+static int write_sysctl(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t w = write(fd, value, strlen(value));
+	close(fd);
+	return w < 0 ? -1 : 0;
+}
+
+/*
+ * Sysctls of a sandbox's network namespace: root inside has no capability over a namespace the
+ * host made, so low ports and ping sockets are opened to every uid; no IPv6 on interfaces that
+ * come later (the veth).
+ */
+static const char *const NETNS_SYSCTLS[][2] = {
+	{ "/proc/sys/net/ipv4/ip_unprivileged_port_start", "0" },
+	{ "/proc/sys/net/ipv4/ping_group_range", "0 2147483647" },
+	{ "/proc/sys/net/ipv6/conf/default/disable_ipv6", "1" },
+};
+
+static int setup_netns(void)
+{
+	for (size_t i = 0; i < sizeof NETNS_SYSCTLS / sizeof NETNS_SYSCTLS[0]; i++)
+		if (write_sysctl(NETNS_SYSCTLS[i][0], NETNS_SYSCTLS[i][1]) < 0 && errno != ENOENT)
+			return -1;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	struct ifreq ifr = { 0 };
+	strcpy(ifr.ifr_name, "lo");
+	int r = ioctl(s, SIOCGIFFLAGS, &ifr);
+	if (r == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		r = ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	int e = errno;
+	close(s);
+	errno = e;
+	return r;
+}
+
+static void do_netns(const char *tag)
+{
+	if (host_netns < 0 && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+		reply_err(tag, errno, "netns: own namespace");
+		return;
+	}
+	if (unshare(CLONE_NEWNET) < 0) {
+		reply_err(tag, errno, "netns: unshare");
+		return;
+	}
+	int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int e = fd < 0 ? errno : 0;
+	if (fd >= 0 && setup_netns() < 0) {
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	if (setns(host_netns, CLONE_NEWNET) < 0) {
+		/* Stuck in the wrong namespace: nothing this helper does after could be trusted. */
+		perror("warren-hostd: back to the host network namespace");
+		exit(1);
+	}
+	if (fd < 0) {
+		reply_err(tag, e, "netns");
+		return;
+	}
+	if (fd >= MAX_NETNS) {
+		close(fd);
+		reply_err(tag, EMFILE, "netns");
+		return;
+	}
+	netns_held[fd] = 1;
+	printf("%s\tok\t%d\n", tag, fd);
+}
+
+static void do_netns_close(const char *tag, char **f)
+{
+	char *end;
+	long fd = strtol(f[0], &end, 10);
+	if (*end || fd < 0 || fd >= MAX_NETNS || !netns_held[fd]) {
+		reply_err(tag, EBADF, "netns-close");
+		return;
+	}
+	netns_held[fd] = 0;
+	close((int)fd);
+	reply_ok(tag);
+}
+
 static void handle(char *line)
 {
 	char *f[MAX_FIELDS + 1] = { 0 };
@@ -325,6 +427,10 @@ static void handle(char *line)
 		do_tmpfs(tag, a);
 	else if (!strcmp(cmd, "umount") && na == 1)
 		do_umount(tag, a);
+	else if (!strcmp(cmd, "netns") && na == 0)
+		do_netns(tag);
+	else if (!strcmp(cmd, "netns-close") && na == 1)
+		do_netns_close(tag, a);
 	else if (!strcmp(cmd, "spawn"))
 		spawn_start(tag, a, na);
 	else if (!strcmp(cmd, "run"))

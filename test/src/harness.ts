@@ -1,10 +1,10 @@
 import { mkdtemp, readdir, rm, chmod } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { CgroupV1, SANDBOX_CONTROLLERS, findNamespaceInit, processStartTime, readOwnCgroupParent } from '@warren/edge';
+import { CgroupV1, SANDBOX_CONTROLLERS, findNamespaceInit, nodeTag, processStartTime, readOwnCgroupParent } from '@warren/edge';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startWarren, type RunningWarren } from '@warren/server';
+import { startWarren, type RunningWarren, type WarrenOptions } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import type { DefaultImageName } from '@warren/images';
 
@@ -32,6 +32,7 @@ export async function startTestWarren(
     maxSandboxes?: number;
     runtime?: 'native' | 'runc';
     blobStore?: { url: string; key?: string; username?: string; password?: string; cacheMaxBytes?: number };
+    network?: WarrenOptions['network'];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -48,6 +49,7 @@ export async function startTestWarren(
     maxSandboxes: opts.maxSandboxes,
     runtime: opts.runtime,
     blobStore: opts.blobStore,
+    network: opts.network,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });
@@ -147,6 +149,12 @@ export async function forceCleanup(dataDir: string): Promise<void> {
     } catch {
       /* gone */
     }
+  }
+  // Its sandbox network: the node's nftables table (its veths went with the namespaces).
+  try {
+    execFileSync('nft', ['delete', 'table', 'inet', `warren_${nodeTag(dataDir)}`], { stdio: 'ignore' });
+  } catch {
+    /* none */
   }
   const mounts = (await readFile('/proc/self/mounts', 'utf8'))
     .split('\n')

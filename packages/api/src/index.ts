@@ -14,13 +14,15 @@ export {
   Lifetime,
   ListSandboxesQuery,
   ListSandboxesResponse,
-  NetworkPolicy,
+  NetworkPolicyBody,
   Resources,
   Sandbox,
   SandboxState,
   SetTimeoutRequest,
   StateResponse,
 } from './sandbox.js';
+export { NetworkPolicy, NetworkUsage, SandboxNetwork, formatIpv4, parseIpv4, parseNetworkRule, prefixMask } from './network.js';
+export type { NetworkRule } from './network.js';
 export { CommandOutputQuery, CreateSessionRequest, CreateSessionResponse, ExecEvent, ExecRequest, ExecResult, KillRequest } from './exec.js';
 export type { ExitEvent } from './exec.js';
 export { DeleteFileQuery, FileEntry, FilePathQuery, ListFilesQuery, ListFilesResponse, MkdirRequest, MoveRequest, WriteFileQuery } from './files.js';

@@ -4,6 +4,11 @@ export const Quota = z.strictObject({
   sandboxes: z.number().int().min(0).optional(),
   cpu: z.number().min(0).optional(),
   memoryMiB: z.number().int().min(0).optional(),
+  /**
+   * The widest CIDR this key's sandboxes may allow, as a prefix length: 0 lets them allow any
+   * address (0.0.0.0/0). Default for user keys 16; admin keys are not limited.
+   */
+  cidrMinPrefix: z.number().int().min(0).max(32).optional(),
 });
 export const CreateKeyRequest = z.strictObject({
   tenant: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),

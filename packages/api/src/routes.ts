@@ -53,6 +53,22 @@ export const ROUTES = {
   }),
   pause: r({ method: 'POST', path: '/v1/sandboxes/{id}/pause', summary: 'Freeze a sandbox', response: s.StateResponse, status: 200 }),
   resume: r({ method: 'POST', path: '/v1/sandboxes/{id}/resume', summary: 'Thaw a sandbox', response: s.StateResponse, status: 200 }),
+  setNetwork: r({
+    method: 'PATCH',
+    path: '/v1/sandboxes/{id}/network',
+    summary: 'Replace the network rules of a running sandbox; new connections follow them at once',
+    body: s.NetworkPolicyBody,
+    response: s.Sandbox,
+    status: 200,
+  }),
+  portProxy: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/ports/{port}/{path}',
+    summary:
+      "Any method: HTTP (and a WebSocket upgrade) proxied to that port on the sandbox's address, with the caller's key (which is not passed on); 502 unavailable when nothing listens there",
+    rawResponse: '*/*',
+    status: 200,
+  }),
   commit: r({
     method: 'POST',
     path: '/v1/sandboxes/{id}/commit',

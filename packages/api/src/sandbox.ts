@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { NetworkPolicy, SandboxNetwork } from './network.js';
 
 const name = z.string().min(1).max(256);
 const labelKey = z.string().regex(/^[A-Za-z0-9._\-/]{1,63}$/, 'label keys are 1-63 of [A-Za-z0-9._-/]');
@@ -50,11 +51,8 @@ export const Lifetime = z.strictObject({
     .optional(),
 });
 
-export const NetworkPolicy = z.strictObject({
-  egress: z.enum(['deny', 'allow']).optional(),
-  allow: z.array(z.string().max(253)).max(256).optional(),
-  deny: z.array(z.string().max(253)).max(256).optional(),
-});
+/** The body of PATCH /v1/sandboxes/{id}/network: the whole new rule set. */
+export const NetworkPolicyBody = NetworkPolicy;
 
 export const FileSpec = z.strictObject({
   path: absPath,
@@ -110,6 +108,7 @@ export const Sandbox = z.object({
   lastActivityAt: z.string(),
   idleTimeoutSeconds: z.number().nullable(),
   usage: z.object({ cpuSeconds: z.number(), memoryBytes: z.number() }),
+  network: SandboxNetwork,
   error: ApiErrorObject.optional(),
 });
 export type Sandbox = z.infer<typeof Sandbox>;

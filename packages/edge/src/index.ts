@@ -14,3 +14,8 @@ export { HostHelper } from './host/hostd.js';
 export type { Mounts, SandboxSpawner, Spawner } from './host/hostd.js';
 export { CgroupV1, parseProcCgroup, readOwnCgroupParent, sandboxCgroupParent } from './host/cgroups.js';
 export { InitCall } from './init/call.js';
+export { SandboxNetwork } from './net/sandbox-network.js';
+export type { NetAttachment, NetHost, SandboxNetworkOptions } from './net/sandbox-network.js';
+export { compilePolicy, nameAllowed, widestAllowPrefix } from './net/policy.js';
+export type { CompiledPolicy } from './net/policy.js';
+export { nodeTag } from './net/addresses.js';

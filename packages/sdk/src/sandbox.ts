@@ -1,4 +1,4 @@
-import type { CreateSandboxRequest, ExecEvent, ExecRequest, ExecResult, FileEntry, Image, Sandbox as SandboxInfo } from '@warren/api';
+import type { CreateSandboxRequest, ExecEvent, ExecRequest, ExecResult, FileEntry, Image, NetworkPolicy, Sandbox as SandboxInfo } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { ndjson, type Transport } from './transport.js';
 
@@ -26,6 +26,12 @@ export class Sandbox {
   /** Re-reads the sandbox from the server. */
   async refresh(): Promise<SandboxInfo> {
     this.info = await this.t.json<SandboxInfo>('GET', this.path());
+    return this.info;
+  }
+
+  /** Replaces the sandbox's network rules; its new connections follow them at once. */
+  async setNetwork(policy: NetworkPolicy): Promise<SandboxInfo> {
+    this.info = await this.t.json<SandboxInfo>('PATCH', this.path('/network'), { json: policy });
     return this.info;
   }
 

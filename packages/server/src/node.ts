@@ -4,7 +4,8 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
-import { CgroupV1, ContainerBackend, Edge, HostHelper, readOwnCgroupParent, type ContainerRuntime } from '@warren/edge';
+import { CgroupV1, ContainerBackend, Edge, HostHelper, SandboxNetwork, readOwnCgroupParent, type ContainerRuntime } from '@warren/edge';
+import { parseNetworkRule } from '@warren/api';
 import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, RemoteBlobs, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
@@ -39,6 +40,13 @@ export interface WarrenOptions {
    * for plain HTTP): layers this node lacks are mounted without downloading them.
    */
   blobStore?: { url: string; key?: string; username?: string; password?: string; cacheMaxBytes?: number };
+  /**
+   * Sandbox networking (default on): `false` gives every sandbox loopback only. `hosts` maps
+   * names to addresses for the egress proxy (before DNS; the operator's word, so internal
+   * addresses are allowed there); `subnet` is the sandboxes' /18 (default: a free one in
+   * 10.200.0.0/13); `poolSize` network namespaces are kept ready.
+   */
+  network?: false | { hosts?: Record<string, string>; subnet?: string; poolSize?: number; maxConnectionsPerSandbox?: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -65,6 +73,32 @@ async function installPlatformFile(src: string, dest: string): Promise<void> {
   await copyFile(src, tmp);
   await chmod(tmp, 0o755);
   await rename(tmp, dest);
+}
+
+async function openNetwork(
+  host: HostHelper,
+  dataDir: string,
+  o: Exclude<WarrenOptions['network'], false | undefined>,
+  logger: Logger,
+): Promise<SandboxNetwork> {
+  let block;
+  if (o.subnet) {
+    const r = parseNetworkRule(o.subnet);
+    if (r.kind !== 'cidr' || r.prefix !== 18) throw new Error(`network subnet "${o.subnet}" must be an IPv4 /18`);
+    block = { base: r.base, prefix: r.prefix };
+  }
+  const net = new SandboxNetwork({
+    host,
+    dataDir,
+    runDir: join(dataDir, 'run'),
+    block,
+    hosts: o.hosts,
+    poolSize: o.poolSize,
+    maxConnectionsPerSandbox: o.maxConnectionsPerSandbox,
+    logger,
+  });
+  await net.open();
+  return net;
 }
 
 const defaultNativeDir = (): string => fileURLToPath(new URL('../../../native/build/', import.meta.url));
@@ -136,6 +170,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     runtime: o.runtime,
   });
   await backend.open();
+  const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
   const store = new SqliteStore(join(o.dataDir, 'warren.db'));
   const ncpu = cpus().length;
   const memMiB = Math.floor(totalmem() / 1024 / 1024);
@@ -147,6 +182,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     onExpired: (id, reason) => service?.expire(id, reason),
     onDied: (id) => service?.died(id),
     logger: o.logger,
+    network: network ?? undefined,
   });
   service = new SandboxService(store, edge, layers, {
     nodeId,
@@ -156,6 +192,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   });
   const recovered = await service.recover();
   if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
+  await network?.sweep();
   edge.start();
   const flush = setInterval(() => service?.flushActivity(), 5000);
   flush.unref();

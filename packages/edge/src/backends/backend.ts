@@ -7,6 +7,8 @@ export interface BackendCreateSpec {
   layers: string[];
   resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>>;
   signal?: AbortSignal;
+  /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
+  netns?: string;
 }
 
 export interface SandboxStats {

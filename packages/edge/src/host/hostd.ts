@@ -108,6 +108,20 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
     return Number(await this.send(file, ['run', opts.logFile, opts.listenSocket ?? '-', file, ...args]));
   }
 
+  /** The helper's pid: a namespace it holds is /proc/PID/fd/FD to other programs. */
+  get pid(): number {
+    return this.child.pid ?? 0;
+  }
+
+  /** A new network namespace (loopback up, sandbox sysctls) that the helper holds open; its fd. */
+  async netns(): Promise<number> {
+    return Number(await this.send('making a network namespace', ['netns']));
+  }
+
+  async netnsClose(fd: number): Promise<void> {
+    await this.send('closing a network namespace', ['netns-close', String(fd)]);
+  }
+
   async spawnSandbox(fields: string[]): Promise<number> {
     return Number(await this.send('starting the sandbox', ['spawn', ...fields]));
   }

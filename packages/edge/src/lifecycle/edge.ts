@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ExecRequest, FileEntry } from '@warren/api';
+import type { ExecRequest, FileEntry, NetworkPolicy, NetworkUsage } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { Backend, BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
@@ -8,6 +8,7 @@ import { failure, finishCall } from '../init/call.js';
 import { REPLY, REQ } from '../init/frame.js';
 import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
 import { argvToScript, envList } from './shell.js';
+import type { SandboxNetwork } from '../net/sandbox-network.js';
 
 /** What the edge must know of a sandbox to run, police and recover it. */
 export interface EdgeSandboxSpec {
@@ -21,6 +22,8 @@ export interface EdgeSandboxSpec {
   idleTimeoutMs: number | null;
   lastActivityMs: number;
   paused: boolean;
+  /** Its network rules (default: nothing leaves). */
+  network?: NetworkPolicy;
 }
 
 export interface EdgeCapacity {
@@ -44,6 +47,8 @@ export interface EdgeOptions {
   logger?: { warn(msg: string, meta?: unknown): void };
   maxFileBytes?: number;
   commandRetentionMs?: number;
+  /** Sandbox networking; without it every sandbox has loopback only and no rules can open more. */
+  network?: SandboxNetwork;
 }
 
 interface Live {
@@ -121,8 +126,17 @@ export class Edge {
     this.admit(spec.resources);
     this.reserve(spec.resources, 1);
     let sb: BackendSandbox | null = null;
+    const net = this.o.network;
     try {
-      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources });
+      const link = net ? await net.attach(spec.id, spec.network) : null;
+      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath });
+      if (net && link) {
+        await net.started(spec.id);
+        // Every DNS query leaving the sandbox is answered by the node; name its link's far end.
+        await ch
+          .writeFileFrom(sb.initSocket, '/etc/resolv.conf', Buffer.from(`nameserver ${link.gateway}\n`), { mode: 0o644, maxBytes: 4096 })
+          .catch(() => undefined);
+      }
       const user = spec.user ?? undefined;
       if (user) {
         // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.
@@ -141,6 +155,7 @@ export class Edge {
       this.live.set(spec.id, newLive(spec, sb));
     } catch (e) {
       if (sb) await this.o.backend.destroy(spec.id).catch(() => undefined);
+      await net?.detach(spec.id).catch(() => undefined);
       this.reserve(spec.resources, -1);
       throw e;
     } finally {
@@ -168,6 +183,8 @@ export class Edge {
   async adopt(spec: EdgeSandboxSpec): Promise<boolean> {
     const sb = await this.o.backend.adopt(spec.id, spec.layers);
     if (!sb) return false;
+    // A sandbox from before its node had networking keeps the empty namespace it has.
+    await this.o.network?.adopt(spec.id, spec.network);
     spec.paused = false;
     this.live.set(spec.id, newLive(spec, sb));
     this.allocated.cpu += spec.resources.cpu;
@@ -193,6 +210,11 @@ export class Edge {
     return l;
   }
 
+  /** Counts as activity on the sandbox (and resumes it when paused), e.g. traffic to its ports. */
+  async markActive(id: string): Promise<void> {
+    await this.touch(id);
+  }
+
   lastActivity(id: string): number | null {
     return this.live.get(id)?.spec.lastActivityMs ?? null;
   }
@@ -209,6 +231,7 @@ export class Edge {
       this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
     }
     await this.o.backend.destroy(id);
+    await this.o.network?.detach(id);
     // Layers no sandbox stands on any more may be let go (on-demand ones then leave the cache).
     if (l) {
       const inUse = this.layersInUse();
@@ -275,6 +298,39 @@ export class Edge {
     const out = new Set<string>();
     for (const l of this.live.values()) for (const d of l.spec.layers) out.add(d);
     return out;
+  }
+
+  /** Whether sandboxes on this node can have a network beyond loopback. */
+  get networking(): boolean {
+    return this.o.network !== undefined;
+  }
+
+  /** New network rules for a running sandbox. */
+  async setNetwork(id: string, policy: NetworkPolicy): Promise<void> {
+    const l = this.get(id);
+    if (!this.o.network?.has(id)) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: it started without a network', { id });
+    await this.o.network.update(id, policy);
+    l.spec.network = policy;
+  }
+
+  /** The sandbox's rules as applied (normalised), its address and what its network did. */
+  async network(
+    id: string,
+  ): Promise<{ policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] }; address: string | null; usage: NetworkUsage | null }> {
+    this.get(id);
+    const n = this.o.network;
+    return { policy: n?.policy(id) ?? { egress: 'deny', allow: [], deny: [] }, address: n?.address(id) ?? null, usage: (await n?.usage(id)) ?? null };
+  }
+
+  /** Where the host reaches the sandbox (its link address), or null without a network. */
+  sandboxAddress(id: string): string | null {
+    this.get(id);
+    return this.o.network?.address(id) ?? null;
+  }
+
+  /** Per-sandbox network counters, Prometheus text. */
+  async networkMetrics(): Promise<string> {
+    return (await this.o.network?.metrics()) ?? '';
   }
 
   isPaused(id: string): boolean {
@@ -559,6 +615,7 @@ export class Edge {
       const ids = [...this.live.keys()];
       for (let i = 0; i < ids.length; i += 16) await Promise.all(ids.slice(i, i + 16).map((id) => this.destroy(id).catch(() => undefined)));
     }
+    await this.o.network?.close({ keep: opts.keep && this.live.size > 0 });
     await this.o.backend.close({ keepLayers: opts.keep && this.live.size > 0 });
   }
 }

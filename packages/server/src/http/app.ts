@@ -1,6 +1,7 @@
 import { imageRoutes } from './routes-images.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { ROUTES, WarrenError, buildOpenApi } from '@warren/api';
+import { ROUTES, WarrenError, buildOpenApi, serializeError } from '@warren/api';
+import type { Duplex } from 'node:stream';
 import { Router } from './router.js';
 import { sendError, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
@@ -8,6 +9,7 @@ import { sandboxRoutes } from './routes-sandboxes.js';
 import { commandRoutes } from './routes-commands.js';
 import { fileRoutes } from './routes-files.js';
 import { opsRoutes } from './routes-ops.js';
+import { PortProxy, matchPortPath } from './routes-ports.js';
 
 export type AppDeps = RouteDeps;
 
@@ -33,6 +35,8 @@ export function createApp(d: AppDeps): Server {
     c.res.end(openapi);
   });
 
+  const ports = new PortProxy(d);
+
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     metrics.requests++;
     const url = new URL(req.url ?? '/', 'http://localhost');
@@ -45,7 +49,8 @@ export function createApp(d: AppDeps): Server {
           `# TYPE warren_http_errors_total counter\nwarren_http_errors_total ${metrics.errors}\n` +
           `# TYPE warren_sandboxes gauge\nwarren_sandboxes ${u.sandboxes}\n` +
           `# TYPE warren_allocated_cpu gauge\nwarren_allocated_cpu ${u.cpu}\n` +
-          `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${u.memoryMiB}\n`,
+          `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${u.memoryMiB}\n` +
+          (await d.edge.networkMetrics()),
       );
       return;
     }
@@ -56,13 +61,15 @@ export function createApp(d: AppDeps): Server {
       );
       return;
     }
+    const port = matchPortPath(url);
+    if (port) return ports.http(req, res, port);
     const m = router.match(req.method ?? 'GET', url.pathname);
     if (m === null) throw new WarrenError('not_found', `no route ${req.method ?? ''} ${url.pathname}`);
     if (m === 'method') throw new WarrenError('invalid_argument', `method ${req.method ?? ''} is not allowed on ${url.pathname}`);
     await m.handler({ req, res, params: m.params, url });
   };
 
-  return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
       metrics.errors++;
       if (!(err instanceof WarrenError)) d.logger.warn('request failed', { method: req.method, url: req.url, error: String(err), stack: (err as Error).stack });
@@ -70,4 +77,23 @@ export function createApp(d: AppDeps): Server {
       req.resume();
     });
   });
+  // Upgrades (WebSocket) are only served by the port proxy.
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => undefined);
+    const fail = (err: unknown): void => {
+      const e = err instanceof WarrenError ? err : new WarrenError('internal', 'internal error');
+      const body = JSON.stringify(serializeError(e).body);
+      socket.end(
+        `HTTP/1.1 ${e.status} ${e.code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    };
+    try {
+      const m = matchPortPath(new URL(req.url ?? '/', 'http://localhost'));
+      if (!m) return fail(new WarrenError('not_found', 'only /v1/sandboxes/{id}/ports/{port}/... takes an upgrade'));
+      ports.upgrade(req, socket, head, m).catch(fail);
+    } catch (e) {
+      fail(e);
+    }
+  });
+  return server;
 }

@@ -36,6 +36,10 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     const body = await jsonBody(c.req, api.SetTimeoutRequest);
     sendJson(c.res, 200, await svc.toApi(svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
   });
+  on(ROUTES.setNetwork, async (c) => {
+    const body = await jsonBody(c.req, api.NetworkPolicyBody);
+    sendJson(c.res, 200, await svc.toApi(await svc.setNetwork(c.caller, sandboxId(c), body)));
+  });
   on(ROUTES.pause, async (c) => {
     await svc.pause(c.caller, sandboxId(c));
     sendJson(c.res, 200, { state: 'paused' });

@@ -1,6 +1,6 @@
-import type { CreateSandboxRequest, ExecRequest, ListSandboxesQuery, ListSandboxesResponse, Sandbox } from '@warren/api';
+import type { CreateSandboxRequest, ExecRequest, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import type { Command, Edge, EdgeSandboxSpec } from '@warren/edge';
+import { compilePolicy, widestAllowPrefix, type Command, type Edge, type EdgeSandboxSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
@@ -17,6 +17,8 @@ export interface Caller {
   role: 'admin' | 'user';
   quota: KeyRecord['quota'];
 }
+
+const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connectionsDenied: 0, allowed: {}, denied: {} };
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
@@ -38,10 +40,7 @@ export class SandboxService {
     const backend = req.backend ?? 'container';
     if (backend !== 'container')
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on this node yet; use "container"`, { backend });
-    const net = req.network;
-    if (net && (net.egress === 'allow' || (net.allow?.length ?? 0) > 0)) {
-      throw new WarrenError('invalid_argument', 'sandboxes have loopback only for now: egress rules cannot be honoured yet', { network: net });
-    }
+    const network = this.checkNetwork(caller, req.network);
     const image = this.layers.getImage(req.image);
     if (!image) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
     // Extra layers go over the image's, the last one on top.
@@ -81,6 +80,7 @@ export class SandboxService {
       idleTimeoutSeconds: req.lifetime?.idleTimeoutSeconds ?? null,
       error: null,
       requestId: req.requestId ?? null,
+      network,
     };
     try {
       this.store.insertSandbox(rec);
@@ -112,6 +112,36 @@ export class SandboxService {
     return { ...rec, state: 'running' };
   }
 
+  /**
+   * Rules a sandbox may have: they parse (the schema checked each entry), the node can honour
+   * them, and the caller may open the CIDRs they name.
+   */
+  private checkNetwork(caller: Caller, policy: NetworkPolicy | undefined): NetworkPolicy {
+    const p = policy ?? { egress: 'deny' };
+    const compiled = compilePolicy(p);
+    const opens = compiled.egress === 'allow' || compiled.allowNames.size > 0 || compiled.allowSuffixes.length > 0 || compiled.allowCidrs.length > 0;
+    if (opens && !this.edge.networking)
+      throw new WarrenError('invalid_argument', 'sandboxes on this node have loopback only (it runs without sandbox networking)', { network: p });
+    const widest = widestAllowPrefix(compiled);
+    const min = caller.role === 'admin' ? 0 : (caller.quota.cidrMinPrefix ?? 16);
+    if (widest !== null && widest < min) {
+      throw new WarrenError('permission_denied', `this key may allow CIDRs of /${min} or narrower; the rules ask for a /${widest}`, {
+        network: p,
+        cidrMinPrefix: min,
+      });
+    }
+    return { egress: compiled.source.egress, allow: compiled.source.allow, deny: compiled.source.deny };
+  }
+
+  /** New network rules for a running sandbox: new connections follow them at once. */
+  async setNetwork(caller: Caller, id: string, policy: NetworkPolicy): Promise<SandboxRecord> {
+    const rec = this.live(caller, id);
+    const network = this.checkNetwork(caller, policy);
+    await this.edge.setNetwork(id, network);
+    this.store.updateSandbox(id, { network });
+    return { ...rec, network };
+  }
+
   private checkQuota(caller: Caller, r: { cpu: number; memoryMiB: number }): void {
     const q = caller.quota;
     if (q.sandboxes === undefined && q.cpu === undefined && q.memoryMiB === undefined) return;
@@ -137,6 +167,7 @@ export class SandboxService {
       idleTimeoutMs: rec.idleTimeoutSeconds === null ? null : rec.idleTimeoutSeconds * 1000,
       lastActivityMs: rec.lastActivityAt,
       paused: rec.state === 'paused',
+      network: rec.network,
     };
   }
 
@@ -158,6 +189,9 @@ export class SandboxService {
     const live = this.edge.has(rec.id);
     const state = live ? (this.edge.isPaused(rec.id) ? 'paused' : 'running') : rec.state;
     const usage = live && withUsage ? await this.edge.stats(rec.id).catch(() => ({ cpuSeconds: 0, memoryBytes: 0 })) : { cpuSeconds: 0, memoryBytes: 0 };
+    const net = live ? await this.edge.network(rec.id).catch(() => null) : null;
+    const policy = net?.policy ?? { egress: rec.network?.egress ?? 'deny', allow: rec.network?.allow ?? [], deny: rec.network?.deny ?? [] };
+    const network = { ...policy, address: net?.address ?? null, usage: net?.usage ?? EMPTY_NET_USAGE };
     const s: Sandbox = {
       id: rec.id,
       state,
@@ -174,6 +208,7 @@ export class SandboxService {
       lastActivityAt: new Date((live ? this.edge.lastActivity(rec.id) : null) ?? rec.lastActivityAt).toISOString(),
       idleTimeoutSeconds: rec.idleTimeoutSeconds,
       usage,
+      network,
     };
     if (rec.error) s.error = rec.error;
     return s;

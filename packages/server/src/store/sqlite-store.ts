@@ -74,7 +74,7 @@ export class SqliteStore implements Store {
     })();
   }
 
-  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error'>>): void {
+  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): void {
     const cur = this.getSandbox(id);
     if (!cur) return;
     const next = { ...cur, ...patch };

@@ -1,4 +1,4 @@
-import type { SandboxState } from '@warren/api';
+import type { NetworkPolicy, SandboxState } from '@warren/api';
 
 /** A sandbox as the control plane keeps it. */
 export interface SandboxRecord {
@@ -21,13 +21,15 @@ export interface SandboxRecord {
   idleTimeoutSeconds: number | null;
   error: { code: string; message: string } | null;
   requestId: string | null;
+  /** Network rules as last set (absent in records from before sandboxes had networks). */
+  network?: NetworkPolicy;
 }
 
 export interface KeyRecord {
   hash: string;
   tenant: string;
   role: 'admin' | 'user';
-  quota: { sandboxes?: number; cpu?: number; memoryMiB?: number };
+  quota: { sandboxes?: number; cpu?: number; memoryMiB?: number; cidrMinPrefix?: number };
   createdAt: number;
 }
 
@@ -43,7 +45,7 @@ export interface ListFilter {
 /** The control plane's state: SQLite embedded, PostgreSQL in a cluster. */
 export interface Store {
   insertSandbox(r: SandboxRecord): void;
-  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error'>>): void;
+  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): void;
   getSandbox(id: string): SandboxRecord | undefined;
   findByRequestId(tenant: string, requestId: string): SandboxRecord | undefined;
   listSandboxes(f: ListFilter): SandboxRecord[];

@@ -148,6 +148,7 @@ export class ContainerBackend implements Backend {
         cpu: spec.resources.cpu,
         memoryMiB: spec.resources.memoryMiB,
         pids: spec.resources.pids,
+        netnsPath: spec.netns,
       });
       started = true;
       let init: InitRecord | null;

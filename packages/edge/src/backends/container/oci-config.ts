@@ -11,6 +11,8 @@ export interface ContainerSpec {
   memoryMiB: number;
   pids: number;
   hostname?: string;
+  /** A network namespace to join (the edge prepares it); without one, a new empty one. */
+  netnsPath?: string;
 }
 
 export const INIT_PATH = '/.warren/warren-init';
@@ -82,7 +84,15 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
     linux: {
       uidMappings: [{ containerID: 0, hostID: spec.idMap.hostStart, size: spec.idMap.size }],
       gidMappings: [{ containerID: 0, hostID: spec.idMap.hostStart, size: spec.idMap.size }],
-      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }, { type: 'user' }, { type: 'cgroup' }],
+      namespaces: [
+        { type: 'pid' },
+        spec.netnsPath ? { type: 'network', path: spec.netnsPath } : { type: 'network' },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+        { type: 'user' },
+        { type: 'cgroup' },
+      ],
       cgroupsPath: spec.cgroupsPath,
       resources: {
         devices: [{ allow: false, access: 'rwm' }],

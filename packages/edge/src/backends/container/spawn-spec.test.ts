@@ -67,8 +67,14 @@ test('what the spawner cannot honour is refused, not dropped', () => {
   const withSeccomp = { ...clone(), linux: { ...clone().linux, seccomp: { defaultAction: 'SCMP_ACT_ALLOW' } } };
   assert.throws(() => fields(withSeccomp), /seccomp/);
   const joined = clone();
-  joined.linux.namespaces.push({ type: 'network', path: '/run/netns/x' });
+  joined.linux.namespaces.push({ type: 'ipc', path: '/run/ipc/x' });
   assert.throws(() => fields(joined), /existing namespace/);
+  // A network namespace the edge prepared is joined by path, not made.
+  const net = clone();
+  net.linux.namespaces = net.linux.namespaces.map((n) => (n.type === 'network' ? { type: 'network', path: '/proc/1/fd/5' } : n));
+  const f = fields(net);
+  assert.deepEqual(values(f, 'netns'), ['/proc/1/fd/5']);
+  assert.ok(!values(f, 'ns')[0]!.split(',').includes('net'));
   const user = clone();
   user.process.user.uid = 1000;
   assert.throws(() => fields(user), /user/);

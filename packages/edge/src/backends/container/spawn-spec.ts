@@ -227,9 +227,13 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
     unsupported('capability sets that differ from the bounding set');
   if (/[=\t\n\0]/.test(linux.cgroupsPath) || !linux.cgroupsPath.startsWith('/')) unsupported('this cgroups path');
 
-  const ns = linux.namespaces.map((n) => {
-    if (n.path) unsupported('joining an existing namespace');
-    return NAMESPACES[n.type] ?? unsupported(`namespace ${n.type}`);
+  // A network namespace the edge prepared is joined (by path); every other one is made new.
+  const netns = linux.namespaces.find((n) => n.type === 'network' && n.path)?.path ?? null;
+  if (netns !== null && /[\t\n\0]/.test(netns)) unsupported('this network namespace path');
+  const ns = linux.namespaces.flatMap((n) => {
+    if (n.path && n.type === 'network') return [];
+    if (n.path) unsupported('joining an existing namespace other than a network one');
+    return [NAMESPACES[n.type] ?? unsupported(`namespace ${n.type}`)];
   });
   const map = (m: { containerID: number; hostID: number; size: number }): string => `${m.containerID}:${m.hostID}:${m.size}`;
   const dirOf = (controller: string): string => join(paths.cgroupRoot, controller, linux.cgroupsPath);
@@ -251,6 +255,7 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
     f.push(`overlay=${[lower.join(':'), upper, work].join(US)}`);
     if (lowerBase) f.push(`overlaydir=${lowerBase}`);
   }
+  if (netns !== null) f.push(`netns=${netns}`);
   if (config.hostname) f.push(`hostname=${config.hostname}`);
   for (const c of SANDBOX_CONTROLLERS) f.push(`cg=${dirOf(c)}`);
   for (const [file, value] of cgroupWrites(linux.resources, dirOf)) f.push(`cgw=${file}=${value}`);

