@@ -20,6 +20,9 @@
  *                                         sysctls), held open here: "TAG ok FD"; it is
  *                                         /proc/<this pid>/fd/FD to others
  *   TAG netns-close FD                    lets go of one (it lives on while processes use it)
+ *   TAG sysfs NETNS TARGET                a read-only sysfs of network namespace NETNS (a path)
+ *                                         at TARGET: a sandbox's user namespace may not mount
+ *                                         the sysfs of a network namespace it does not own
  *   TAG spawn KEY=VALUE...               start a sandbox's init in new namespaces (spawn.c);
  *                                         the reply "TAG ok PID" comes once it has exec'd
  *   TAG run LOG SOCK FILE ARG...          start FILE (PATH-searched) with stdin/stdout on
@@ -386,6 +389,32 @@ static void do_netns_close(const char *tag, char **f)
 	reply_ok(tag);
 }
 
+static void do_sysfs(const char *tag, char **f)
+{
+	if (host_netns < 0 && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+		reply_err(tag, errno, "sysfs: own namespace");
+		return;
+	}
+	int nfd = open(f[0], O_RDONLY | O_CLOEXEC);
+	if (nfd < 0 || setns(nfd, CLONE_NEWNET) < 0) {
+		reply_err(tag, errno, "sysfs: join network namespace");
+		if (nfd >= 0)
+			close(nfd);
+		return;
+	}
+	close(nfd);
+	int r = mount("sysfs", f[1], "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	int e = errno;
+	if (setns(host_netns, CLONE_NEWNET) < 0) {
+		perror("warren-hostd: back to the host network namespace");
+		exit(1);
+	}
+	if (r < 0)
+		reply_err(tag, e, "sysfs");
+	else
+		reply_ok(tag);
+}
+
 static void handle(char *line)
 {
 	char *f[MAX_FIELDS + 1] = { 0 };
@@ -431,6 +460,8 @@ static void handle(char *line)
 		do_netns(tag);
 	else if (!strcmp(cmd, "netns-close") && na == 1)
 		do_netns_close(tag, a);
+	else if (!strcmp(cmd, "sysfs") && na == 2)
+		do_sysfs(tag, a);
 	else if (!strcmp(cmd, "spawn"))
 		spawn_start(tag, a, na);
 	else if (!strcmp(cmd, "run"))

@@ -416,6 +416,33 @@ describe('sandbox network policy', () => {
     }
   });
 
+  test('a node restarted with its sandboxes kept takes their networks back; they stay confined meanwhile', async () => {
+    const sb = await box(t, { egress: 'deny', allow: ['pypi.org', `${cidrHost}/32`] });
+    const id = sb.id;
+    const dataDir = t.dataDir;
+    await t.close({ keep: true });
+    // While no Warren runs, the node's rules still hold: the proxy is gone, nothing else opens.
+    const table = execFileSync('nft', ['list', 'tables']).toString();
+    assert.match(table, /warren_/);
+    const hosts = { 'pypi.org': web, 'files.pythonhosted.org': web, 'registry.npmjs.org': web };
+    t = await startTestWarren({ dataDir, images: ['busybox:latest', 'debian-python:latest'], network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32 } });
+    const back = await t.client.sandboxes.get(id);
+    try {
+      assert.equal(back.info.state, 'running');
+      assert.equal(await probe(back, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(back, 'connect', cidrHost, '8000'), 'connected');
+      assert.equal(await probe(back, 'resolve', 'registry.npmjs.org'), 'nxdomain');
+      await back.setNetwork({ egress: 'deny' });
+      assert.equal(await probe(back, 'connect', cidrHost, '8000'), 'timeout');
+      // A new sandbox does not get the kept one's address.
+      const fresh = await box(t, { egress: 'deny' });
+      assert.notEqual((await fresh.refresh()).network.address, back.info.network.address);
+      await fresh.delete();
+    } finally {
+      await back.delete();
+    }
+  });
+
   test('bad rules are refused at create with the rule named; wide CIDRs need a key that may', async () => {
     for (const rule of ['*', '*.com', 'foo..bar', 'pypi.org/x', '::/0', '10.0.0.1/8']) {
       const r = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: [rule] } });

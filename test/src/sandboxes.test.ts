@@ -175,7 +175,7 @@ describe('sandbox lifecycle through the API', () => {
     await a.delete();
   });
 
-  test('isolation: own namespaces, root maps to an unprivileged host range, loopback only', async () => {
+  test('isolation: own namespaces, root maps to an unprivileged host range, its own link only', async () => {
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
       const r = await sb.exec('cat /proc/self/uid_map; echo; hostname; ls /sys/class/net; echo; cat /proc/1/cmdline | tr "\\0" " "; echo; ps -o pid= | wc -l');
@@ -183,7 +183,8 @@ describe('sandbox lifecycle through the API', () => {
       const [uidMap, , host, ...rest] = r.stdout.split('\n');
       assert.match(uidMap ?? '', /^\s*0\s+100000\s+65536/);
       assert.equal(host, 'sandbox');
-      assert.deepEqual(rest.slice(0, rest.indexOf('')), ['lo']);
+      // Its own network namespace: loopback and its link to the host (nothing of the host's).
+      assert.deepEqual(rest.slice(0, rest.indexOf('')), ['eth0', 'lo']);
       assert.match(r.stdout, /\/\.warren\/warren-init/);
       // The platform mount is read-only and the init socket has no path inside.
       assert.notEqual((await sb.exec('touch /.warren/x')).exitCode, 0);

@@ -17,6 +17,8 @@ export interface Mounts {
   /** A tmpfs (nosuid, nodev, noexec) with the given mount options. */
   tmpfs(target: string, options: string): Promise<void>;
   umount(target: string): Promise<void>;
+  /** A read-only sysfs of a network namespace (a path) mounted at target, on the host. */
+  sysfs(netns: string, target: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -120,6 +122,11 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
 
   async netnsClose(fd: number): Promise<void> {
     await this.send('closing a network namespace', ['netns-close', String(fd)]);
+  }
+
+  /** A read-only sysfs of a network namespace (a path) mounted at target, on the host. */
+  async sysfs(netns: string, target: string): Promise<void> {
+    await this.send('sysfs mount', ['sysfs', netns, target]);
   }
 
   async spawnSandbox(fields: string[]): Promise<number> {

@@ -129,14 +129,8 @@ export class Edge {
     const net = this.o.network;
     try {
       const link = net ? await net.attach(spec.id, spec.network) : null;
-      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath });
-      if (net && link) {
-        await net.started(spec.id);
-        // Every DNS query leaving the sandbox is answered by the node; name its link's far end.
-        await ch
-          .writeFileFrom(sb.initSocket, '/etc/resolv.conf', Buffer.from(`nameserver ${link.gateway}\n`), { mode: 0o644, maxBytes: 4096 })
-          .catch(() => undefined);
-      }
+      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath, resolvConf: link?.resolvConf });
+      if (net) await net.started(spec.id);
       const user = spec.user ?? undefined;
       if (user) {
         // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.

@@ -40,6 +40,8 @@ export interface NetAttachment {
   nsPath: string;
   address: string;
   gateway: string;
+  /** The node's resolv.conf for sandboxes (bound read-only at /etc/resolv.conf). */
+  resolvConf: string;
 }
 
 interface Attached extends EgressTarget {
@@ -117,6 +119,14 @@ export class SandboxNetwork {
     return join(this.o.runDir, 'net');
   }
 
+  /**
+   * One resolv.conf for every sandbox: the kernel sends all their DNS traffic to the node's
+   * server, whatever address it is aimed at; this names one of the host's own (the block's first).
+   */
+  private get resolvConf(): string {
+    return join(this.netDir, 'resolv.conf');
+  }
+
   /** Picks (or finds again) the node's block, starts the proxy and installs the node's rules. */
   async open(): Promise<void> {
     await mkdir(join(this.netDir, 'slots'), { recursive: true });
@@ -131,6 +141,7 @@ export class SandboxNetwork {
       this.block = { base: parseIpv4(a!)!, prefix: Number(p) };
     } else this.block = pickBlock(parseProcRoutes(await readFile('/proc/net/route', 'utf8')), this.ifPrefix, this.tag);
     await writeFile(stateFile, JSON.stringify({ block: formatCidr(this.block) }) + '\n');
+    await writeFile(this.resolvConf, `nameserver ${formatIpv4(this.block.base)}\noptions timeout:2 attempts:2\n`, { mode: 0o644 });
     this.ownAddresses = Object.values(networkInterfaces())
       .flat()
       .map((i) => (i && i.family === 'IPv4' ? parseIpv4(i.address) : null))
@@ -186,7 +197,12 @@ export class SandboxNetwork {
       await this.detach(id);
       throw e;
     }
-    return { nsPath: `/proc/${this.o.host.pid}/fd/${ready.fd}`, address: formatIpv4(ready.slot.sandboxIp), gateway: formatIpv4(ready.slot.hostIp) };
+    return {
+      nsPath: `/proc/${this.o.host.pid}/fd/${ready.fd}`,
+      address: formatIpv4(ready.slot.sandboxIp),
+      gateway: formatIpv4(ready.slot.hostIp),
+      resolvConf: this.resolvConf,
+    };
   }
 
   /** The sandbox's init holds its namespace now: the helper lets go of it. */

@@ -28,9 +28,10 @@ export interface ImageServiceOptions {
 
 /**
  * What the platform itself leaves in a sandbox's writable layer, never committed: the platform
- * mount point and shell histories (paths relative to the layer; mkfs.erofs syntax).
+ * mount point, the resolv.conf mount point and shell histories (paths relative to the layer;
+ * mkfs.erofs syntax).
  */
-export const COMMIT_RESIDUES = { paths: ['.warren'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };
+export const COMMIT_RESIDUES = { paths: ['.warren', 'etc/resolv.conf'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };
 
 /** Counts bytes through a stream and refuses more than `max`. */
 function limit(max: number, onBytes?: (n: number) => void): Transform {

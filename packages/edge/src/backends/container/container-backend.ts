@@ -139,6 +139,10 @@ export class ContainerBackend implements Backend {
       if (this.runtime === 'runc') {
         await this.o.mounts.overlay(overlay.lower, overlay.upper, overlay.work, rootfs);
         mounted = true;
+        if (spec.netns) {
+          await mkdir(join(rootfs, 'sys')).catch(() => undefined);
+          await this.o.mounts.sysfs(spec.netns, join(rootfs, 'sys'));
+        }
       }
       const config = buildOciConfig({
         rootfs,
@@ -149,6 +153,7 @@ export class ContainerBackend implements Backend {
         memoryMiB: spec.resources.memoryMiB,
         pids: spec.resources.pids,
         netnsPath: spec.netns,
+        resolvConf: spec.resolvConf,
       });
       started = true;
       let init: InitRecord | null;

@@ -11,8 +11,13 @@ export interface ContainerSpec {
   memoryMiB: number;
   pids: number;
   hostname?: string;
-  /** A network namespace to join (the edge prepares it); without one, a new empty one. */
+  /**
+   * A network namespace to join (the edge prepares it); without one, a new empty one. Its /sys
+   * is then mounted from the host side (the sandbox's user namespace does not own it).
+   */
   netnsPath?: string;
+  /** A host file bound read-only at /etc/resolv.conf. */
+  resolvConf?: string;
 }
 
 export const INIT_PATH = '/.warren/warren-init';
@@ -78,8 +83,11 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
       { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
       { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
-      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      ...(spec.netnsPath ? [] : [{ destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] }]),
       { destination: PLATFORM_MOUNT, type: 'bind', source: spec.platformDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+      ...(spec.resolvConf
+        ? [{ destination: '/etc/resolv.conf', type: 'bind', source: spec.resolvConf, options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'] }]
+        : []),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: spec.idMap.hostStart, size: spec.idMap.size }],
