@@ -1,6 +1,7 @@
 // Runs every compiled test: unit tests next to the code, then integration tests in test/.
 // Usage: node scripts/run-tests.mjs [--unit|--integration] [name-filter]
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -100,6 +101,10 @@ function sweep() {
         /* gone */
       }
     }
+    // Its sandbox network's nftables table (named from the data dir, as edge/src/net/addresses.ts does).
+    const n = createHash('sha256').update(base).digest().readUInt32BE(0);
+    const table = `warren_${(n % 36 ** 4).toString(36).padStart(4, '0')}`;
+    if (spawnSync('nft', ['delete', 'table', 'inet', table], { stdio: 'ignore' }).status === 0) console.error(`swept leftover nftables table ${table}`);
   }
   const mounts = readFileSync('/proc/self/mounts', 'utf8')
     .split('\n')

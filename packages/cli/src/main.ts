@@ -17,8 +17,13 @@ const USAGE = `warren — sandboxes for agents
                                      a registry repository oci://HOST/REPO (oci+http:// for plain HTTP), or
                                      another node's http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key;
                                      WARREN_BLOB_USER/WARREN_BLOB_PASSWORD for a store that wants Basic auth
+            [--no-network]            sandboxes get loopback only
+            [--egress-hosts FILE]     names the egress proxy resolves from FILE (hosts(5) lines) before DNS
+            [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
+                [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...
+  warren network ID [--egress deny|allow] [--allow RULE]... [--deny RULE]...   replace a running sandbox's rules
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
   warren shell ID                    a persistent shell: one command per line
   warren cp SRC DST                  one side is ID:/path
@@ -35,6 +40,23 @@ const USAGE = `warren — sandboxes for agents
 
 Environment: WARREN_URL, WARREN_API_KEY, WARREN_REGISTRY_USER/PASSWORD (images pull, layers publish)
 (client); WARREN_DATA_DIR, WARREN_IMAGE_CACHE (server).`;
+
+/** A network policy from --egress, --allow and --deny. */
+function networkFlags(v: { egress?: string; allow?: string[]; deny?: string[] }): { egress: 'deny' | 'allow'; allow: string[]; deny: string[] } {
+  if (v.egress !== undefined && v.egress !== 'deny' && v.egress !== 'allow') throw new WarrenError('invalid_argument', '--egress is deny or allow');
+  return { egress: v.egress ?? 'deny', allow: v.allow ?? [], deny: v.deny ?? [] };
+}
+
+/** hosts(5) lines: an address, then names; # comments. */
+function parseHosts(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const [addr, ...names] = line.replace(/#.*/, '').trim().split(/\s+/);
+    if (!addr) continue;
+    for (const n of names) out[n.toLowerCase()] = addr;
+  }
+  return out;
+}
 
 /** Registry credentials from WARREN_REGISTRY_USER and WARREN_REGISTRY_PASSWORD, if set. */
 function registryAuth(): { username: string; password: string } | undefined {
@@ -79,6 +101,9 @@ async function run(argv: string[]): Promise<number> {
           runtime: { type: 'string', default: 'native' },
           'blob-url': { type: 'string' },
           'blob-cache-gib': { type: 'string', default: '20' },
+          'no-network': { type: 'boolean', default: false },
+          'egress-hosts': { type: 'string' },
+          'sandbox-subnet': { type: 'string' },
         },
       });
       if (values.runtime !== 'native' && values.runtime !== 'runc') throw new Error('--runtime is native or runc');
@@ -100,6 +125,9 @@ async function run(argv: string[]): Promise<number> {
               cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30,
             }
           : undefined,
+        network: values['no-network']
+          ? false
+          : { hosts: values['egress-hosts'] ? parseHosts(await readFile(values['egress-hosts'], 'utf8')) : undefined, subnet: values['sandbox-subnet'] },
       });
       return -1; // keeps running
     }
@@ -121,6 +149,9 @@ async function run(argv: string[]): Promise<number> {
           user: { type: 'string' },
           workdir: { type: 'string' },
           layer: { type: 'string', multiple: true },
+          egress: { type: 'string' },
+          allow: { type: 'string', multiple: true },
+          deny: { type: 'string', multiple: true },
         },
       });
       const image = positionals[0];
@@ -136,8 +167,19 @@ async function run(argv: string[]): Promise<number> {
         env: kv(values.env),
         user: values.user,
         workdir: values.workdir,
+        network: values.egress || values.allow || values.deny ? networkFlags(values) : undefined,
       });
       console.log(sb.id);
+      return 0;
+    }
+    case 'network': {
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: { egress: { type: 'string' }, allow: { type: 'string', multiple: true }, deny: { type: 'string', multiple: true } },
+      });
+      const info = await (await sandbox(positionals[0])).setNetwork(networkFlags(values));
+      console.log(JSON.stringify(info.network, null, 2));
       return 0;
     }
     case 'exec': {

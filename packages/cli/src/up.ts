@@ -13,6 +13,7 @@ export interface UpFlags {
   adminKey?: string;
   runtime?: WarrenOptions['runtime'];
   blobStore?: WarrenOptions['blobStore'];
+  network?: WarrenOptions['network'];
 }
 
 const log = {
@@ -31,6 +32,7 @@ export async function up(f: UpFlags): Promise<void> {
     images: f.images,
     runtime: f.runtime,
     blobStore: f.blobStore,
+    network: f.network,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

@@ -3,12 +3,10 @@ import type { NetworkUsage } from '@warren/api';
 /** Names kept per map; beyond it, counts go to "(other)" so that random names cannot grow memory. */
 const MAX_NAMES = 100;
 
-/** A sandbox's connection counts by name, and the bytes it moved through the proxy. */
+/** A sandbox's connection counts by name (its bytes are counted by its link). */
 export class NetCounters {
   connectionsAllowed = 0;
   connectionsDenied = 0;
-  proxyBytesIn = 0;
-  proxyBytesOut = 0;
   readonly allowed = new Map<string, number>();
   readonly denied = new Map<string, number>();
 
@@ -22,21 +20,13 @@ export class NetCounters {
     bump(this.denied, name);
   }
 
-  bytesIn(n: number): void {
-    this.proxyBytesIn += n;
-  }
-
-  bytesOut(n: number): void {
-    this.proxyBytesOut += n;
-  }
-
   /** The usage object, with the link's byte counts and the kernel's refusals added. */
   usage(link: { bytesIn: number; bytesOut: number } | null, directDenied: number): NetworkUsage {
     const denied = Object.fromEntries(this.denied);
     if (directDenied > 0) denied['(direct address)'] = directDenied;
     return {
-      bytesIn: link?.bytesIn ?? this.proxyBytesIn,
-      bytesOut: link?.bytesOut ?? this.proxyBytesOut,
+      bytesIn: link?.bytesIn ?? 0,
+      bytesOut: link?.bytesOut ?? 0,
       connectionsAllowed: this.connectionsAllowed,
       connectionsDenied: this.connectionsDenied + directDenied,
       allowed: Object.fromEntries(this.allowed),

@@ -157,9 +157,6 @@ export class EgressProxy {
     });
     client.once('close', () => up.destroy());
     up.write(first);
-    t.counters.bytesOut(first.length);
-    client.on('data', (d: Buffer) => t.counters.bytesOut(d.length));
-    up.on('data', (d: Buffer) => t.counters.bytesIn(d.length));
     client.pipe(up);
     up.pipe(client);
     client.resume();

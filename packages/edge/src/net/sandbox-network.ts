@@ -119,6 +119,15 @@ export class SandboxNetwork {
     return join(this.o.runDir, 'net');
   }
 
+  /** The node's block, and whether it turned IPv4 forwarding on (to turn it off when it stops). */
+  private get stateFile(): string {
+    return join(this.o.dataDir, 'network.json');
+  }
+
+  private async saveState(): Promise<void> {
+    await writeFile(this.stateFile, JSON.stringify({ block: formatCidr(this.block), turnedForwardingOn: this.turnedForwardingOn }) + '\n');
+  }
+
   /**
    * One resolv.conf for every sandbox: the kernel sends all their DNS traffic to the node's
    * server, whatever address it is aimed at; this names one of the host's own (the block's first).
@@ -130,17 +139,17 @@ export class SandboxNetwork {
   /** Picks (or finds again) the node's block, starts the proxy and installs the node's rules. */
   async open(): Promise<void> {
     await mkdir(join(this.netDir, 'slots'), { recursive: true });
-    const stateFile = join(this.o.dataDir, 'network.json');
-    const saved = await readFile(stateFile, 'utf8').then(
-      (t) => (JSON.parse(t) as { block?: string }).block,
-      () => undefined,
+    const saved = await readFile(this.stateFile, 'utf8').then(
+      (t) => JSON.parse(t) as { block?: string; turnedForwardingOn?: boolean },
+      () => ({}) as { block?: string; turnedForwardingOn?: boolean },
     );
+    this.turnedForwardingOn = saved.turnedForwardingOn === true;
     if (this.o.block) this.block = this.o.block;
-    else if (saved) {
-      const [a, p] = saved.split('/');
+    else if (saved.block) {
+      const [a, p] = saved.block.split('/');
       this.block = { base: parseIpv4(a!)!, prefix: Number(p) };
     } else this.block = pickBlock(parseProcRoutes(await readFile('/proc/net/route', 'utf8')), this.ifPrefix, this.tag);
-    await writeFile(stateFile, JSON.stringify({ block: formatCidr(this.block) }) + '\n');
+    await this.saveState();
     await writeFile(this.resolvConf, `nameserver ${formatIpv4(this.block.base)}\noptions timeout:2 attempts:2\n`, { mode: 0o644 });
     this.ownAddresses = Object.values(networkInterfaces())
       .flat()
@@ -260,6 +269,7 @@ export class SandboxNetwork {
     if ((await readFile(f, 'utf8')).trim() !== '1') {
       await writeFile(f, '1');
       this.turnedForwardingOn = true;
+      await this.saveState();
       this.o.logger.info('turned on IPv4 forwarding for sandboxes with CIDR rules');
     }
     this.forwarding = true;
@@ -467,6 +477,10 @@ export class SandboxNetwork {
     await Promise.all(this.pool.splice(0).map((r) => this.o.host.netnsClose(r.fd).catch(() => undefined)));
     if (opts.keep) return;
     await this.nft(`table inet ${this.table}\ndelete table inet ${this.table}\n`).catch(() => undefined);
-    if (this.turnedForwardingOn) await writeFile('/proc/sys/net/ipv4/ip_forward', '0').catch(() => undefined);
+    if (this.turnedForwardingOn) {
+      await writeFile('/proc/sys/net/ipv4/ip_forward', '0').catch(() => undefined);
+      this.turnedForwardingOn = false;
+      await this.saveState().catch(() => undefined);
+    }
   }
 }
