@@ -76,6 +76,13 @@ try:
             except BlockingIOError: alive += 1
             except Exception: pass
         print('open %d of %d' % (alive, n))
+    elif cmd == 'burst':
+        n = int(args[2]); refused = 0
+        for i in range(n):
+            try:
+                socket.create_connection((args[0], int(args[1])), timeout=2).close()
+            except ConnectionRefusedError: refused += 1
+        print('refused %d of %d' % (refused, n))
     elif cmd == 'dns':
         server, name, qtype = args[0], args[1], int(args[2]) if len(args) > 2 else 1
         q = struct.pack('>HHHHHH', random.randint(0, 65535), 0x0100, 1, 0, 0, 0)
@@ -193,7 +200,10 @@ describe('sandbox network policy', () => {
       { stdio: 'ignore' },
     );
     const hosts = { 'pypi.org': web, 'files.pythonhosted.org': web, 'registry.npmjs.org': web };
-    t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'], network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32 } });
+    t = await startTestWarren({
+      images: ['busybox:latest', 'debian-python:latest'],
+      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100 },
+    });
   });
 
   after(async () => {
@@ -367,6 +377,12 @@ describe('sandbox network policy', () => {
       const open = Number(/open (\d+) of 64/.exec(held)?.[1]);
       assert.ok(open <= 32 && open >= 16, held);
       assert.equal(await probe(quiet, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      // New connections past 100 a second (a burst of 200) are refused by the kernel.
+      await new Promise((r) => setTimeout(r, 2100));
+      const burst = await probe(noisy, 'burst', 'pypi.org', '80', '1000');
+      const refused = Number(/refused (\d+) of 1000/.exec(burst)?.[1]);
+      assert.ok(refused >= 100, burst);
+      assert.equal(await probe(quiet, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
       await new Promise((r) => setTimeout(r, 1100));
       const u = (await noisy.refresh()).network.usage;
       assert.ok((u.denied['(direct address)'] ?? 0) >= 100_000, JSON.stringify(u));
@@ -425,7 +441,11 @@ describe('sandbox network policy', () => {
     const table = execFileSync('nft', ['list', 'tables']).toString();
     assert.match(table, /warren_/);
     const hosts = { 'pypi.org': web, 'files.pythonhosted.org': web, 'registry.npmjs.org': web };
-    t = await startTestWarren({ dataDir, images: ['busybox:latest', 'debian-python:latest'], network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32 } });
+    t = await startTestWarren({
+      dataDir,
+      images: ['busybox:latest', 'debian-python:latest'],
+      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100 },
+    });
     const back = await t.client.sandboxes.get(id);
     try {
       assert.equal(back.info.state, 'running');

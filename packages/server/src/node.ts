@@ -46,7 +46,7 @@ export interface WarrenOptions {
    * addresses are allowed there); `subnet` is the sandboxes' /18 (default: a free one in
    * 10.200.0.0/13); `poolSize` network namespaces are kept ready.
    */
-  network?: false | { hosts?: Record<string, string>; subnet?: string; poolSize?: number; maxConnectionsPerSandbox?: number };
+  network?: false | { hosts?: Record<string, string>; subnet?: string; poolSize?: number; maxConnectionsPerSandbox?: number; newConnectionsPerSecond?: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -95,6 +95,7 @@ async function openNetwork(
     hosts: o.hosts,
     poolSize: o.poolSize,
     maxConnectionsPerSandbox: o.maxConnectionsPerSandbox,
+    newConnectionsPerSecond: o.newConnectionsPerSecond,
     logger,
   });
   await net.open();

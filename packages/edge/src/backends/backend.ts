@@ -9,8 +9,6 @@ export interface BackendCreateSpec {
   signal?: AbortSignal;
   /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
   netns?: string;
-  /** A host file to bind read-only at /etc/resolv.conf (with a network namespace). */
-  resolvConf?: string;
 }
 
 export interface SandboxStats {

@@ -129,8 +129,14 @@ export class Edge {
     const net = this.o.network;
     try {
       const link = net ? await net.attach(spec.id, spec.network) : null;
-      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath, resolvConf: link?.resolvConf });
-      if (net) await net.started(spec.id);
+      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath });
+      if (net && link) {
+        await net.started(spec.id);
+        // The node answers every DNS query a sandbox sends; its resolv.conf names its link's far
+        // end. A file of the sandbox's own (not a mount: /etc stays movable); never committed.
+        const conf = Buffer.from(`nameserver ${link.gateway}\noptions timeout:2 attempts:2\n`);
+        await ch.writeFileFrom(sb.initSocket, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
+      }
       const user = spec.user ?? undefined;
       if (user) {
         // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.
@@ -224,8 +230,11 @@ export class Edge {
       this.allocated.cpu -= l.spec.resources.cpu;
       this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
     }
-    await this.o.backend.destroy(id);
-    await this.o.network?.detach(id);
+    try {
+      await this.o.backend.destroy(id);
+    } finally {
+      await this.o.network?.detach(id);
+    }
     // Layers no sandbox stands on any more may be let go (on-demand ones then leave the cache).
     if (l) {
       const inUse = this.layersInUse();

@@ -10,11 +10,14 @@ test('the ruleset is one transaction that replaces the table, scoped to this nod
     block: { base: parseIpv4('10.200.0.0')!, prefix: 18 },
     ports: { http: 4001, tls: 4002, dns: 4003 },
     maxConnections: 256,
+    newConnectionsPerSecond: 500,
   });
   assert.match(r, /^table inet warren_ab12\ndelete table inet warren_ab12\n/);
   assert.match(r, /iifname "wnab12\*" tcp dport 443 redirect to :4002/);
   assert.match(r, /iifname "wnab12\*" ip saddr != 10\.200\.0\.0\/18 drop/);
   assert.match(r, /ct count over 256/);
+  assert.match(r, /limit rate over 500\/second burst 1000 packets/);
+  assert.match(r, /limit rate over 500\/second burst 1000 packets/);
   assert.doesNotMatch(r, /iifname "wn\*"/);
 });
 

@@ -11,6 +11,8 @@ export interface RulesetParams {
   ports: { http: number; tls: number; dns: number };
   /** Concurrent connections one sandbox may hold to the proxy. */
   maxConnections: number;
+  /** New proxy connections one sandbox may open per second (a burst of twice that first). */
+  newConnectionsPerSecond: number;
 }
 
 const cidr = (c: Cidr): string => `${formatIpv4(c.base)}/${c.prefix}`;
@@ -35,6 +37,7 @@ table inet ${p.table} {
   set cidr_deny { type ipv4_addr . ipv4_addr; flags interval; }
   set denied { type ipv4_addr; flags dynamic; counter; size 65536; }
   set conns { type ipv4_addr; flags dynamic; size 65536; }
+  set connrate { type ipv4_addr; flags dynamic,timeout; timeout 10s; size 65536; }
   chain pre_raw {
     type filter hook prerouting priority raw; policy accept;
     ${sb} meta nfproto != ipv4 drop
@@ -59,6 +62,7 @@ table inet ${p.table} {
   }
   chain sandbox_in {
     ct state established,related accept
+    tcp dport ${proxyPorts} ct state new add @connrate { ip saddr limit rate over ${p.newConnectionsPerSecond}/second burst ${2 * p.newConnectionsPerSecond} packets } add @denied { ip saddr } reject with tcp reset
     tcp dport ${proxyPorts} ct state new add @conns { ip saddr ct count over ${p.maxConnections} } add @denied { ip saddr } reject with tcp reset
     tcp dport ${proxyPorts} accept
     udp dport ${p.ports.dns} accept

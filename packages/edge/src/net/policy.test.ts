@@ -34,6 +34,15 @@ test('CIDRs: allow covers, deny subtracts, the widest prefix is reported', () =>
   assert.equal(widestAllowPrefix(compilePolicy({ allow: ['pypi.org'] })), null);
 });
 
+test('nested and repeated CIDRs are kept once, the widest', () => {
+  const p = compilePolicy({ allow: ['10.1.0.0/16', '10.0.0.0/8', '10.0.0.0/8', '192.0.2.0/24', '192.0.2.7'] });
+  assert.deepEqual(
+    p.allowCidrs.map((c) => c.prefix),
+    [8, 24],
+  );
+  assert.deepEqual(p.source.allow, ['10.1.0.0/16', '10.0.0.0/8', '10.0.0.0/8', '192.0.2.0/24', '192.0.2.7/32']);
+});
+
 test('bad rules are refused with the rule named', () => {
   for (const bad of [
     '*',

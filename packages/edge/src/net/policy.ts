@@ -49,7 +49,19 @@ export function compilePolicy(p: NetworkPolicy | undefined): CompiledPolicy {
       }
     }
   }
+  c.allowCidrs = coalesceCidrs(c.allowCidrs);
+  c.denyCidrs = coalesceCidrs(c.denyCidrs);
   return c;
+}
+
+/**
+ * The same ranges without duplicates or ranges inside others (two CIDRs are nested or
+ * disjoint): the kernel's interval sets refuse overlapping elements.
+ */
+export function coalesceCidrs(list: Cidr[]): Cidr[] {
+  const out: Cidr[] = [];
+  for (const c of [...list].sort((a, b) => a.prefix - b.prefix || a.base - b.base)) if (!out.some((o) => cidrHas(o, c.base))) out.push(c);
+  return out;
 }
 
 const underAny = (name: string, suffixes: string[]): boolean => suffixes.some((s) => name.endsWith(`.${s}`));

@@ -32,6 +32,8 @@ export interface SandboxNetworkOptions {
   /** Names the proxy resolves without DNS (the operator's word: any address is allowed). */
   hosts?: Record<string, string>;
   maxConnectionsPerSandbox?: number;
+  /** New proxy connections a sandbox may open per second (default 500, a burst of twice that). */
+  newConnectionsPerSecond?: number;
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
@@ -40,12 +42,12 @@ export interface NetAttachment {
   nsPath: string;
   address: string;
   gateway: string;
-  /** The node's resolv.conf for sandboxes (bound read-only at /etc/resolv.conf). */
-  resolvConf: string;
 }
 
 interface Attached extends EgressTarget {
   slot: Slot;
+  /** Rule changes in flight, one after another (each is a diff against the last). */
+  applying: Promise<void>;
   /** The helper's fd of the namespace until the sandbox's init holds it. */
   fd: number | null;
 }
@@ -128,14 +130,6 @@ export class SandboxNetwork {
     await writeFile(this.stateFile, JSON.stringify({ block: formatCidr(this.block), turnedForwardingOn: this.turnedForwardingOn }) + '\n');
   }
 
-  /**
-   * One resolv.conf for every sandbox: the kernel sends all their DNS traffic to the node's
-   * server, whatever address it is aimed at; this names one of the host's own (the block's first).
-   */
-  private get resolvConf(): string {
-    return join(this.netDir, 'resolv.conf');
-  }
-
   /** Picks (or finds again) the node's block, starts the proxy and installs the node's rules. */
   async open(): Promise<void> {
     await mkdir(join(this.netDir, 'slots'), { recursive: true });
@@ -150,7 +144,6 @@ export class SandboxNetwork {
       this.block = { base: parseIpv4(a!)!, prefix: Number(p) };
     } else this.block = pickBlock(parseProcRoutes(await readFile('/proc/net/route', 'utf8')), this.ifPrefix, this.tag);
     await this.saveState();
-    await writeFile(this.resolvConf, `nameserver ${formatIpv4(this.block.base)}\noptions timeout:2 attempts:2\n`, { mode: 0o644 });
     this.ownAddresses = Object.values(networkInterfaces())
       .flat()
       .map((i) => (i && i.family === 'IPv4' ? parseIpv4(i.address) : null))
@@ -165,7 +158,14 @@ export class SandboxNetwork {
     }
     const ports = await this.proxy.listen();
     await this.nft(
-      buildRuleset({ table: this.table, ifPrefix: this.ifPrefix, block: this.block, ports, maxConnections: this.o.maxConnectionsPerSandbox ?? 256 }),
+      buildRuleset({
+        table: this.table,
+        ifPrefix: this.ifPrefix,
+        block: this.block,
+        ports,
+        maxConnections: this.o.maxConnectionsPerSandbox ?? 256,
+        newConnectionsPerSecond: this.o.newConnectionsPerSecond ?? 500,
+      }),
     );
     this.o.logger.info('sandbox network ready', { block: formatCidr(this.block), table: this.table, ports });
   }
@@ -197,6 +197,7 @@ export class SandboxNetwork {
       gateway: ready.slot.hostIp,
       counters: new NetCounters(),
       active: 0,
+      applying: Promise.resolve(),
     };
     this.register(a);
     try {
@@ -210,7 +211,6 @@ export class SandboxNetwork {
       nsPath: `/proc/${this.o.host.pid}/fd/${ready.fd}`,
       address: formatIpv4(ready.slot.sandboxIp),
       gateway: formatIpv4(ready.slot.hostIp),
-      resolvConf: this.resolvConf,
     };
   }
 
@@ -228,7 +228,16 @@ export class SandboxNetwork {
     const index = Number(await readFile(join(this.netDir, 'slots', id), 'utf8').catch(() => 'NaN'));
     if (!Number.isInteger(index) || index < 0 || index >= slotCount(this.block)) return false;
     const s = slot(this.block, this.ifPrefix, index);
-    const a: Attached = { id, slot: s, fd: null, policy: compilePolicy(undefined), gateway: s.hostIp, counters: new NetCounters(), active: 0 };
+    const a: Attached = {
+      id,
+      slot: s,
+      fd: null,
+      policy: compilePolicy(undefined),
+      gateway: s.hostIp,
+      counters: new NetCounters(),
+      active: 0,
+      applying: Promise.resolve(),
+    };
     this.register(a);
     await this.apply(a, compilePolicy(policy));
     return true;
@@ -247,7 +256,13 @@ export class SandboxNetwork {
     this.byAddress.set(formatIpv4(a.slot.sandboxIp), a);
   }
 
-  private async apply(a: Attached, next: CompiledPolicy): Promise<void> {
+  private apply(a: Attached, next: CompiledPolicy): Promise<void> {
+    const run = a.applying.then(() => this.applyNow(a, next));
+    a.applying = run.catch(() => undefined);
+    return run;
+  }
+
+  private async applyNow(a: Attached, next: CompiledPolicy): Promise<void> {
     const cmds = cidrCommands(
       this.table,
       a.slot.sandboxIp,
@@ -281,14 +296,18 @@ export class SandboxNetwork {
     if (!a) return;
     this.bySandbox.delete(id);
     this.byAddress.delete(formatIpv4(a.slot.sandboxIp));
+    // Rules still being applied land first, so that what is removed is what is there.
+    await a.applying;
     const cmds = cidrCommands(this.table, a.slot.sandboxIp, { allow: a.policy.allowCidrs, deny: a.policy.denyCidrs }, { allow: [], deny: [] });
+    if (a.fd !== null) await this.o.host.netnsClose(a.fd).catch(() => undefined);
     try {
-      if (a.fd !== null) await this.o.host.netnsClose(a.fd).catch(() => undefined);
       if (cmds) await this.nft(cmds);
-    } finally {
       this.used.delete(a.slot.index);
-      await unlink(join(this.netDir, 'slots', id)).catch(() => undefined);
+    } catch (e) {
+      // Its address keeps its CIDR rules in the kernel: it is never given to another sandbox.
+      this.o.logger.warn("could not remove a sandbox's CIDR rules; its address stays out of use", { id, error: String(e) });
     }
+    await unlink(join(this.netDir, 'slots', id)).catch(() => undefined);
   }
 
   has(id: string): boolean {

@@ -28,8 +28,8 @@ export interface ImageServiceOptions {
 
 /**
  * What the platform itself leaves in a sandbox's writable layer, never committed: the platform
- * mount point, the resolv.conf mount point and shell histories (paths relative to the layer;
- * mkfs.erofs syntax).
+ * mount point, the resolv.conf the node writes and shell histories (paths relative to the
+ * layer; mkfs.erofs syntax).
  */
 export const COMMIT_RESIDUES = { paths: ['.warren', 'etc/resolv.conf'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };
 

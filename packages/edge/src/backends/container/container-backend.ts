@@ -153,7 +153,6 @@ export class ContainerBackend implements Backend {
         memoryMiB: spec.resources.memoryMiB,
         pids: spec.resources.pids,
         netnsPath: spec.netns,
-        resolvConf: spec.resolvConf,
       });
       started = true;
       let init: InitRecord | null;

@@ -16,8 +16,6 @@ export interface ContainerSpec {
    * is then mounted from the host side (the sandbox's user namespace does not own it).
    */
   netnsPath?: string;
-  /** A host file bound read-only at /etc/resolv.conf. */
-  resolvConf?: string;
 }
 
 export const INIT_PATH = '/.warren/warren-init';
@@ -85,9 +83,6 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
       ...(spec.netnsPath ? [] : [{ destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] }]),
       { destination: PLATFORM_MOUNT, type: 'bind', source: spec.platformDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
-      ...(spec.resolvConf
-        ? [{ destination: '/etc/resolv.conf', type: 'bind', source: spec.resolvConf, options: ['bind', 'ro', 'nosuid', 'nodev', 'noexec'] }]
-        : []),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: spec.idMap.hostStart, size: spec.idMap.size }],
