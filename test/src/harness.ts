@@ -33,6 +33,9 @@ export async function startTestWarren(
     runtime?: 'native' | 'runc';
     blobStore?: { url: string; key?: string; username?: string; password?: string; cacheMaxBytes?: number };
     network?: WarrenOptions['network'];
+    swap?: WarrenOptions['swap'];
+    overcommit?: WarrenOptions['overcommit'];
+    memoryFloorMiB?: number;
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -50,6 +53,10 @@ export async function startTestWarren(
     runtime: opts.runtime,
     blobStore: opts.blobStore,
     network: opts.network,
+    swap: opts.swap,
+    overcommit: opts.overcommit,
+    // Tests run on busy machines: no pausing for memory pressure unless a test asks for it.
+    memoryFloorMiB: opts.memoryFloorMiB ?? 0,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

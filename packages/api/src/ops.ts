@@ -24,10 +24,16 @@ export const Node = z.object({
   state: z.enum(['ready', 'draining', 'down']),
   capacity: z.object({ cpu: z.number(), memoryMiB: z.number(), sandboxes: z.number() }),
   allocated: z.object({ cpu: z.number(), memoryMiB: z.number() }),
+  /** What admission counts: running sandboxes' requests, paused ones' resident memory. */
+  committed: z.object({ cpu: z.number(), memoryMiB: z.number() }),
+  /** What the sandboxes use now: CPUs (recent), memory resident and in swap. */
+  used: z.object({ cpu: z.number(), memoryMiB: z.number(), swapMiB: z.number() }),
   sandboxes: z.number(),
+  paused: z.number(),
   lastHeartbeatAt: z.string(),
 });
 export const ListNodesResponse = z.object({ nodes: z.array(Node) });
+export type ListNodesResponse = z.infer<typeof ListNodesResponse>;
 
 export const Info = z.object({
   version: z.string(),

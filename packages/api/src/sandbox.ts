@@ -49,6 +49,8 @@ export const Lifetime = z.strictObject({
     .min(1)
     .max(30 * 86400)
     .optional(),
+  /** Whether time spent paused counts against ttlSeconds (default false: a paused sandbox's TTL stands still). */
+  ttlCountsPaused: z.boolean().optional(),
 });
 
 /** The body of PATCH /v1/sandboxes/{id}/network: the whole new rule set. */
@@ -107,7 +109,17 @@ export const Sandbox = z.object({
   expiresAt: z.string().nullable(),
   lastActivityAt: z.string(),
   idleTimeoutSeconds: z.number().nullable(),
-  usage: z.object({ cpuSeconds: z.number(), memoryBytes: z.number() }),
+  pauseAfterIdleSeconds: z.number().nullable(),
+  usage: z.object({
+    cpuSeconds: z.number(),
+    /** CPUs used lately (cores, since the previous reading a second or more before). */
+    cpuRecent: z.number(),
+    memoryBytes: z.number(),
+    /** Of the sandbox's memory, what sits in swap (a paused sandbox's, mostly). */
+    swapBytes: z.number(),
+    /** Seconds since the last call on the sandbox (or since its last command ended). */
+    idleSeconds: z.number(),
+  }),
   network: SandboxNetwork,
   error: ApiErrorObject.optional(),
 });

@@ -20,6 +20,8 @@ const USAGE = `warren — sandboxes for agents
             [--no-network]            sandboxes get loopback only
             [--egress-hosts FILE]     names the egress proxy resolves from FILE (hosts(5) lines) before DNS
             [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
+            [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop)
+            [--cpu-overcommit 10] [--memory-overcommit 1.5] [--memory-floor-mib N]
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
                 [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...
@@ -104,6 +106,10 @@ async function run(argv: string[]): Promise<number> {
           'no-network': { type: 'boolean', default: false },
           'egress-hosts': { type: 'string' },
           'sandbox-subnet': { type: 'string' },
+          'zram-swap-mib': { type: 'string' },
+          'cpu-overcommit': { type: 'string' },
+          'memory-overcommit': { type: 'string' },
+          'memory-floor-mib': { type: 'string' },
         },
       });
       if (values.runtime !== 'native' && values.runtime !== 'runc') throw new Error('--runtime is native or runc');
@@ -125,6 +131,12 @@ async function run(argv: string[]): Promise<number> {
               cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30,
             }
           : undefined,
+        swap: values['zram-swap-mib'] ? { zramMiB: Number(values['zram-swap-mib']) } : undefined,
+        overcommit: {
+          cpu: values['cpu-overcommit'] ? Number(values['cpu-overcommit']) : undefined,
+          memory: values['memory-overcommit'] ? Number(values['memory-overcommit']) : undefined,
+        },
+        memoryFloorMiB: values['memory-floor-mib'] ? Number(values['memory-floor-mib']) : undefined,
         network: values['no-network']
           ? false
           : { hosts: values['egress-hosts'] ? parseHosts(await readFile(values['egress-hosts'], 'utf8')) : undefined, subnet: values['sandbox-subnet'] },
@@ -244,9 +256,23 @@ async function run(argv: string[]): Promise<number> {
       let cursor: string | undefined;
       do {
         const page = await w.sandboxes.list({ labels: kv(values.label), state: values.state as never, cursor });
-        for (const s of page.sandboxes) console.log(`${s.id}  ${s.info.state.padEnd(8)} ${s.info.image.padEnd(24)} ${s.info.createdAt}`);
+        for (const s of page.sandboxes) {
+          const u = s.info.usage;
+          const mem = `${(u.memoryBytes / 2 ** 20).toFixed(1)}M${u.swapBytes ? `+${(u.swapBytes / 2 ** 20).toFixed(0)}M swap` : ''}`;
+          console.log(
+            `${s.id}  ${s.info.state.padEnd(8)} ${s.info.image.padEnd(24)} cpu ${u.cpuRecent.toFixed(2).padStart(5)} (${u.cpuSeconds.toFixed(1)}s)  mem ${mem.padEnd(16)} idle ${String(u.idleSeconds).padStart(5)}s  ${s.info.createdAt}`,
+          );
+        }
         cursor = page.nextCursor ?? undefined;
       } while (cursor);
+      const [node] = (await w.nodes()).nodes;
+      if (node) {
+        const mib = (n: number): string => `${(n / 1024).toFixed(1)}G`;
+        console.log(
+          `node ${node.id}: ${node.sandboxes} sandboxes (${node.paused} paused); cpu requested ${node.allocated.cpu} / committed ${node.committed.cpu} / used ${node.used.cpu.toFixed(2)} of ${node.capacity.cpu}; ` +
+            `memory requested ${mib(node.allocated.memoryMiB)} / committed ${mib(node.committed.memoryMiB)} / used ${mib(node.used.memoryMiB)} (+${mib(node.used.swapMiB)} swap) of ${mib(node.capacity.memoryMiB)}`,
+        );
+      }
       return 0;
     }
     case 'rm':

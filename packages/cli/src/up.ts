@@ -14,6 +14,9 @@ export interface UpFlags {
   runtime?: WarrenOptions['runtime'];
   blobStore?: WarrenOptions['blobStore'];
   network?: WarrenOptions['network'];
+  swap?: WarrenOptions['swap'];
+  overcommit?: WarrenOptions['overcommit'];
+  memoryFloorMiB?: number;
 }
 
 const log = {
@@ -33,6 +36,9 @@ export async function up(f: UpFlags): Promise<void> {
     runtime: f.runtime,
     blobStore: f.blobStore,
     network: f.network,
+    swap: f.swap,
+    overcommit: f.overcommit,
+    memoryFloorMiB: f.memoryFloorMiB,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

@@ -19,3 +19,5 @@ export type { NetAttachment, NetHost, SandboxNetworkOptions } from './net/sandbo
 export { compilePolicy, nameAllowed, widestAllowPrefix } from './net/policy.js';
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
+export { setupZramSwap, swapTotalBytes } from './host/swap.js';
+export type { ZramSwap } from './host/swap.js';

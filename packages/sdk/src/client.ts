@@ -6,6 +6,7 @@ import {
   type Info,
   type Layer,
   type ListSandboxesResponse,
+  type ListNodesResponse,
   type Sandbox as SandboxInfo,
   type SandboxState,
 } from '@warren/api';
@@ -101,6 +102,11 @@ export class Warren {
 
   info(): Promise<Info> {
     return this.t.json<Info>('GET', '/v1/info');
+  }
+
+  /** The nodes: capacity, what their sandboxes requested, what admission counts, what they use. */
+  nodes(): Promise<ListNodesResponse> {
+    return this.t.json<ListNodesResponse>('GET', '/v1/nodes');
   }
 
   /** Creates an API key for a tenant (admin keys only); the key is shown once. */

@@ -4,7 +4,7 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
-import { CgroupV1, ContainerBackend, Edge, HostHelper, SandboxNetwork, readOwnCgroupParent, type ContainerRuntime } from '@warren/edge';
+import { CgroupV1, ContainerBackend, Edge, HostHelper, SandboxNetwork, readOwnCgroupParent, setupZramSwap, type ContainerRuntime } from '@warren/edge';
 import { parseNetworkRule } from '@warren/api';
 import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, RemoteBlobs, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
@@ -47,6 +47,16 @@ export interface WarrenOptions {
    * 10.200.0.0/13); `poolSize` network namespaces are kept ready.
    */
   network?: false | { hosts?: Record<string, string>; subnet?: string; poolSize?: number; maxConnectionsPerSandbox?: number; newConnectionsPerSecond?: number };
+  /**
+   * What the node promises: requests are admitted up to its CPUs × `cpu` and its memory ×
+   * `memory` (default 10 and 1.5); a paused sandbox counts only what stays resident.
+   * `cpus`/`memoryMiB` replace what the machine has (for tests and shared hosts).
+   */
+  overcommit?: { cpu?: number; memory?: number; cpus?: number; memoryMiB?: number };
+  /** Available memory the node keeps by pausing its longest-idle sandboxes (MiB; 0: off). */
+  memoryFloorMiB?: number;
+  /** Compressed swap in RAM (zram) for paused sandboxes' memory, set up at start, removed at stop. */
+  swap?: { zramMiB: number };
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -173,13 +183,23 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   await backend.open();
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
   const store = new SqliteStore(join(o.dataDir, 'warren.db'));
-  const ncpu = cpus().length;
-  const memMiB = Math.floor(totalmem() / 1024 / 1024);
+  const ncpu = o.overcommit?.cpus ?? cpus().length;
+  const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
+  const zram = o.swap ? await setupZramSwap(o.swap.zramMiB) : null;
+  if (zram) o.logger.info('zram swap on', { device: zram.device, sizeMiB: zram.sizeMiB });
   let service: SandboxService | null = null;
   const edge = new Edge({
     nodeId,
     backend,
-    capacity: { cpu: ncpu * 1024, memoryMiB: memMiB * 128, sandboxes: o.maxSandboxes ?? 4096, maxCpuPerSandbox: ncpu, maxMemoryMiBPerSandbox: memMiB },
+    capacity: {
+      cpu: ncpu * (o.overcommit?.cpu ?? 10),
+      memoryMiB: Math.floor(memMiB * (o.overcommit?.memory ?? 1.5)),
+      sandboxes: o.maxSandboxes ?? 4096,
+      maxCpuPerSandbox: ncpu,
+      maxMemoryMiBPerSandbox: memMiB,
+    },
+    memoryFloorMiB: o.memoryFloorMiB,
+    onStateChanged: (id, s) => service?.stateChanged(id, s),
     onExpired: (id, reason) => service?.expire(id, reason),
     onDied: (id) => service?.died(id),
     logger: o.logger,
@@ -228,6 +248,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
         // Kept sandboxes read their layers through it: it stays for the next start.
         if (remote && (!opts.keep || ids.length === 0)) await remote.stop();
         await mounts.close();
+        await zram?.close();
         store.close();
       })();
       return closing;

@@ -14,6 +14,8 @@ export interface BackendCreateSpec {
 export interface SandboxStats {
   cpuSeconds: number;
   memoryBytes: number;
+  /** Of its memory, what sits in swap. */
+  swapBytes: number;
 }
 
 /** What a running sandbox exposes to the edge: the socket of its init. */
@@ -39,8 +41,12 @@ export interface Backend {
   adopt(id: string, layers: string[]): Promise<BackendSandbox | null>;
   destroy(id: string): Promise<void>;
   pause(id: string): Promise<void>;
+  /** Gives back what memory a paused sandbox can spare; resolves the bytes still resident. */
+  reclaim(id: string): Promise<number>;
   resume(id: string): Promise<void>;
   stats(id: string): Promise<SandboxStats>;
+  /** The same for all of this backend's sandboxes together. */
+  totals(): Promise<SandboxStats>;
   /** Whether a sandbox's processes are gone (its init exited or was killed). */
   exited(sb: BackendSandbox): Promise<boolean>;
   /** The host directory of a sandbox's writable layer, in overlay form (for commit). */

@@ -77,6 +77,24 @@ export class CgroupV1 {
     return Number((await readFile(this.file('memory', path, 'memory.usage_in_bytes'), 'utf8').catch(() => '0')).trim()) || 0;
   }
 
+  /**
+   * Reclaims what the kernel can of a (frozen) cgroup's memory: page cache is dropped, anonymous
+   * memory goes to swap when the host has some (v1 memory.force_empty). Returns the bytes still
+   * resident. The kernel gives up quietly (EBUSY) on what it cannot reclaim.
+   */
+  async reclaim(path: string): Promise<number> {
+    await writeFile(this.file('memory', path, 'memory.force_empty'), '0').catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EBUSY' && e.code !== 'EAGAIN') throw e;
+    });
+    return this.memoryBytes(path);
+  }
+
+  /** Bytes of a cgroup's memory in swap (memory.stat total_swap; 0 without swap accounting). */
+  async swapBytes(path: string): Promise<number> {
+    const stat = await readFile(this.file('memory', path, 'memory.stat'), 'utf8').catch(() => '');
+    return Number(/^total_swap (\d+)$/m.exec(stat)?.[1] ?? 0);
+  }
+
   async cpuSeconds(path: string): Promise<number> {
     const ns = Number((await readFile(this.file('cpuacct', path, 'cpuacct.usage'), 'utf8').catch(() => '0')).trim()) || 0;
     return ns / 1e9;

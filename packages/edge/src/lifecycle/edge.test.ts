@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WarrenError } from '@warren/api';
 import type { Backend, BackendCreateSpec, BackendSandbox } from '../backends/backend.js';
-import { Edge, parseSessionId, type EdgeSandboxSpec } from './edge.js';
+import { Edge, parseSessionId, type EdgeOptions, type EdgeSandboxSpec } from './edge.js';
 
 /** A strict fake backend: records calls, fails creates on demand, throws on anything unexpected. */
 class FakeBackend implements Backend {
@@ -28,8 +28,15 @@ class FakeBackend implements Backend {
   async resume(id: string): Promise<void> {
     this.calls.push(`resume ${id}`);
   }
-  async stats(): Promise<{ cpuSeconds: number; memoryBytes: number }> {
-    return { cpuSeconds: 0, memoryBytes: 0 };
+  async reclaim(id: string): Promise<number> {
+    this.calls.push(`reclaim ${id}`);
+    return 3 * 2 ** 20;
+  }
+  async stats(): Promise<{ cpuSeconds: number; memoryBytes: number; swapBytes: number }> {
+    return { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
+  }
+  async totals(): Promise<{ cpuSeconds: number; memoryBytes: number; swapBytes: number }> {
+    return { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
   }
   async exited(sb: BackendSandbox): Promise<boolean> {
     return this.dead.has(sb.id);
@@ -62,13 +69,15 @@ const spec = (id: string, over: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec 
   ...over,
 });
 
-function edge(backend: FakeBackend, events: string[] = []): Edge {
+function edge(backend: FakeBackend, events: string[] = [], over: Partial<EdgeOptions> = {}): Edge {
   return new Edge({
+    memoryFloorMiB: 0,
     nodeId: 'n1',
     backend,
     capacity: { cpu: 2, memoryMiB: 1024, sandboxes: 2, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 },
     onExpired: (id, why) => events.push(`expired ${id} ${why}`),
     onDied: (id) => events.push(`died ${id}`),
+    ...over,
   });
 }
 
@@ -81,14 +90,14 @@ test('admission: per-sandbox limits, then the node fills up; a failed create giv
   );
   b.failCreate = true;
   await assert.rejects(e.create(spec('sb_a')), (err: WarrenError) => err.message === 'runtime failed');
-  assert.deepEqual(e.usage(), { cpu: 0, memoryMiB: 0, sandboxes: 0 });
+  assert.deepEqual(e.usage(), { cpu: 0, memoryMiB: 0, sandboxes: 0, paused: 0 });
   b.failCreate = false;
   await e.create(spec('sb_b'));
   await e.create(spec('sb_c'));
-  assert.deepEqual(e.usage(), { cpu: 2, memoryMiB: 1024, sandboxes: 2 });
+  assert.deepEqual(e.usage(), { cpu: 2, memoryMiB: 1024, sandboxes: 2, paused: 0 });
   await assert.rejects(e.create(spec('sb_d')), (err: WarrenError) => err.code === 'resource_exhausted');
   await e.destroy('sb_b');
-  assert.deepEqual(e.usage(), { cpu: 1, memoryMiB: 512, sandboxes: 1 });
+  assert.deepEqual(e.usage(), { cpu: 1, memoryMiB: 512, sandboxes: 1, paused: 0 });
   await e.create(spec('sb_d'));
   assert.deepEqual(
     b.calls.filter((c) => c.startsWith('create')),
@@ -105,9 +114,70 @@ test('pause is idempotent and a concurrent resume thaws once', async () => {
   await Promise.all([e.resume('sb_p'), e.resume('sb_p')]);
   assert.deepEqual(
     b.calls.filter((c) => c !== 'create sb_p'),
-    ['pause sb_p', 'resume sb_p'],
+    ['pause sb_p', 'reclaim sb_p', 'resume sb_p'],
   );
   assert.equal(e.isPaused('sb_p'), false);
+});
+
+test('a paused sandbox counts what stays resident and no CPU: the node admits more', async () => {
+  const b = new FakeBackend();
+  const e = edge(b, [], { capacity: { cpu: 2, memoryMiB: 1100, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 } });
+  await e.create(spec('sb_1'));
+  await e.create(spec('sb_2'));
+  await assert.rejects(e.create(spec('sb_3')), (err: WarrenError) => err.code === 'resource_exhausted');
+  await e.pause('sb_1');
+  assert.deepEqual(e.usage(), { cpu: 1, memoryMiB: 512 + 3, sandboxes: 2, paused: 1 });
+  assert.deepEqual(e.requested(), { cpu: 2, memoryMiB: 1024 });
+  await e.create(spec('sb_3'));
+  // Resuming takes its whole request back: the node is over, and admits nothing more.
+  await e.resume('sb_1');
+  await assert.rejects(e.create(spec('sb_4')), (err: WarrenError) => err.code === 'resource_exhausted');
+});
+
+test('time paused does not count against the TTL unless asked; the owner hears of every change', async () => {
+  const b = new FakeBackend();
+  const changes: string[] = [];
+  const e = edge(b, [], { onStateChanged: (id, s) => changes.push(`${id} ${s.paused ? 'paused' : 'running'}`) });
+  const t0 = Date.now() + 60_000;
+  await e.create(spec('sb_a', { expiresAtMs: t0 }));
+  await e.create(spec('sb_b', { expiresAtMs: t0, ttlCountsPaused: true }));
+  await Promise.all([e.pause('sb_a'), e.pause('sb_b')]);
+  await new Promise((r) => setTimeout(r, 60));
+  await Promise.all([e.resume('sb_a'), e.resume('sb_b')]);
+  const moved = (e.expiry('sb_a') ?? 0) - t0;
+  assert.ok(moved >= 50 && moved < 1000, String(moved));
+  assert.equal(e.expiry('sb_b'), t0);
+  assert.deepEqual(changes.sort(), ['sb_a paused', 'sb_a running', 'sb_b paused', 'sb_b running']);
+});
+
+test('the sweep pauses sandboxes idle past pauseAfterIdle, and the longest-idle first under memory pressure', async () => {
+  const b = new FakeBackend();
+  const e = edge(b, [], { capacity: { cpu: 8, memoryMiB: 8192, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 } });
+  await e.create(spec('sb_auto', { pauseAfterIdleMs: 5, lastActivityMs: Date.now() - 10 }));
+  await e.create(spec('sb_busy', { pauseAfterIdleMs: 60_000 }));
+  e.start();
+  try {
+    await new Promise((r) => setTimeout(r, 1300));
+  } finally {
+    await e.close({ keep: true });
+  }
+  assert.equal(e.isPaused('sb_auto'), true);
+  assert.equal(e.isPaused('sb_busy'), false);
+  // A floor no node can meet: every idle sandbox is paused, the longest idle first.
+  const b2 = new FakeBackend();
+  const e2 = edge(b2, [], { memoryFloorMiB: 1e9, capacity: { cpu: 8, memoryMiB: 8192, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 } });
+  await e2.create(spec('sb_new', { lastActivityMs: Date.now() - 1000 }));
+  await e2.create(spec('sb_old', { lastActivityMs: Date.now() - 5000 }));
+  e2.start();
+  try {
+    await new Promise((r) => setTimeout(r, 1300));
+  } finally {
+    await e2.close({ keep: true });
+  }
+  assert.deepEqual(
+    b2.calls.filter((c) => c.startsWith('pause')),
+    ['pause sb_old', 'pause sb_new'],
+  );
 });
 
 test('the sweep reports TTL and idle expiry and dead sandboxes', async () => {

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { totalmem } from 'node:os';
 import type { ExecRequest, FileEntry, NetworkPolicy, NetworkUsage } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { Backend, BackendSandbox, SandboxStats } from '../backends/backend.js';
@@ -24,6 +26,10 @@ export interface EdgeSandboxSpec {
   paused: boolean;
   /** Its network rules (default: nothing leaves). */
   network?: NetworkPolicy;
+  /** Paused (frozen, memory reclaimed) after this long without activity; null or absent: never. */
+  pauseAfterIdleMs?: number | null;
+  /** Whether time spent paused counts against the TTL (default: it does not). */
+  ttlCountsPaused?: boolean;
 }
 
 export interface EdgeCapacity {
@@ -49,6 +55,17 @@ export interface EdgeOptions {
   commandRetentionMs?: number;
   /** Sandbox networking; without it every sandbox has loopback only and no rules can open more. */
   network?: SandboxNetwork;
+  /**
+   * Told whenever a sandbox is paused or resumed, also by the edge itself (idle, memory pressure,
+   * a call on a paused sandbox), with its TTL deadline (moved on by the time it was paused).
+   */
+  onStateChanged?: (id: string, s: { paused: boolean; expiresAtMs: number | null }) => void;
+  /**
+   * Memory the node keeps available (MiB, /proc/meminfo MemAvailable): below it, the
+   * longest-idle running sandboxes are paused (and their memory reclaimed) one by one. Default:
+   * 5 % of the node's memory, at least 512 MiB; 0 turns it off.
+   */
+  memoryFloorMiB?: number;
 }
 
 interface Live {
@@ -62,6 +79,12 @@ interface Live {
   pendingRequests: Map<string, Promise<Command>>;
   prunedAt: number;
   resuming: Promise<void> | null;
+  pausing: Promise<void> | null;
+  /** When it was paused, and what stayed resident after reclaim (what admission counts then). */
+  pausedAtMs: number | null;
+  residentWhilePaused: number;
+  /** The last CPU sample: when, total seconds then, and the rate since the one before (cores). */
+  cpuSample: { atMs: number; seconds: number; rate: number } | null;
 }
 
 const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
@@ -98,8 +121,39 @@ export class Edge {
     return this.o.capacity;
   }
 
-  usage(): { cpu: number; memoryMiB: number; sandboxes: number } {
-    return { ...this.allocated, sandboxes: this.live.size + this.reserved };
+  /**
+   * What admission counts: CPUs and memory requested by running sandboxes; a paused one counts
+   * the memory still resident after its reclaim and no CPU.
+   */
+  usage(): { cpu: number; memoryMiB: number; sandboxes: number; paused: number } {
+    let cpu = this.allocated.cpu;
+    let memoryMiB = this.allocated.memoryMiB;
+    let paused = 0;
+    for (const l of this.live.values()) {
+      if (!l.spec.paused || l.pausing) continue;
+      paused++;
+      cpu -= l.spec.resources.cpu;
+      memoryMiB -= l.spec.resources.memoryMiB - Math.ceil(l.residentWhilePaused / 2 ** 20);
+    }
+    return { cpu, memoryMiB, sandboxes: this.live.size + this.reserved, paused };
+  }
+
+  private nodeCpu: { atMs: number; seconds: number; rate: number } | null = null;
+
+  /** What the node's sandboxes use together: CPUs lately, memory resident and in swap (MiB). */
+  async used(): Promise<{ cpu: number; memoryMiB: number; swapMiB: number }> {
+    const t = await this.o.backend.totals();
+    const now = Date.now();
+    const prev = this.nodeCpu;
+    if (!prev) this.nodeCpu = { atMs: now, seconds: t.cpuSeconds, rate: 0 };
+    else if (now - prev.atMs >= 1000)
+      this.nodeCpu = { atMs: now, seconds: t.cpuSeconds, rate: Math.max(0, (t.cpuSeconds - prev.seconds) / ((now - prev.atMs) / 1000)) };
+    return { cpu: this.nodeCpu?.rate ?? 0, memoryMiB: Math.round(t.memoryBytes / 2 ** 20), swapMiB: Math.round(t.swapBytes / 2 ** 20) };
+  }
+
+  /** What the node's sandboxes requested in all (paused ones included), for reports. */
+  requested(): { cpu: number; memoryMiB: number } {
+    return { ...this.allocated };
   }
 
   /** Checks that the node can take a sandbox of this size; throws resource_exhausted if not. */
@@ -223,6 +277,11 @@ export class Edge {
     this.get(id).spec.expiresAtMs = expiresAtMs;
   }
 
+  /** The sandbox's TTL deadline as it stands (it moves on when the sandbox was paused). */
+  expiry(id: string): number | null {
+    return this.get(id).spec.expiresAtMs;
+  }
+
   async destroy(id: string): Promise<void> {
     const l = this.live.get(id);
     if (l) {
@@ -243,20 +302,38 @@ export class Edge {
     }
   }
 
+  /**
+   * Freezes a sandbox and reclaims its memory: page cache dropped, anonymous memory to swap when
+   * the node has swap. Its processes, sessions, open files and writable layer stay as they are.
+   */
   async pause(id: string): Promise<void> {
     const l = this.get(id);
+    if (l.resuming) await l.resuming;
     if (l.spec.paused) return;
-    await this.o.backend.pause(id);
-    l.spec.paused = true;
+    l.pausing ??= (async () => {
+      await this.o.backend.pause(id);
+      l.spec.paused = true;
+      l.pausedAtMs = Date.now();
+      l.residentWhilePaused = await this.o.backend.reclaim(id).catch(() => 0);
+      this.o.onStateChanged?.(id, { paused: true, expiresAtMs: l.spec.expiresAtMs });
+    })().finally(() => {
+      l.pausing = null;
+    });
+    await l.pausing;
   }
 
   async resume(id: string): Promise<void> {
     const l = this.get(id);
+    if (l.pausing) await l.pausing.catch(() => undefined);
     if (!l.spec.paused) return;
     l.resuming ??= this.o.backend.resume(id).then(
       () => {
         l.spec.paused = false;
         l.resuming = null;
+        // Time paused does not count against the TTL unless the sandbox asked for it.
+        if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += Date.now() - l.pausedAtMs;
+        l.pausedAtMs = null;
+        this.o.onStateChanged?.(id, { paused: false, expiresAtMs: l.spec.expiresAtMs });
       },
       (e: unknown) => {
         l.resuming = null;
@@ -340,9 +417,16 @@ export class Edge {
     return this.get(id).spec.paused;
   }
 
-  stats(id: string): Promise<SandboxStats> {
-    this.get(id);
-    return this.o.backend.stats(id);
+  /** CPU (total, and recent: cores used since the previous sample a second or more ago), memory, swap, idle time. */
+  async stats(id: string): Promise<SandboxStats & { cpuRecent: number; idleSeconds: number }> {
+    const l = this.get(id);
+    const st = await this.o.backend.stats(id);
+    const now = Date.now();
+    const prev = l.cpuSample;
+    if (!prev) l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: 0 };
+    else if (now - prev.atMs >= 1000)
+      l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: Math.max(0, (st.cpuSeconds - prev.seconds) / ((now - prev.atMs) / 1000)) };
+    return { ...st, cpuRecent: l.spec.paused ? 0 : (l.cpuSample?.rate ?? 0), idleSeconds: Math.max(0, (now - l.spec.lastActivityMs) / 1000) };
   }
 
   // ---- commands ----
@@ -581,8 +665,43 @@ export class Edge {
     for (const [id, l] of this.live) {
       const s = l.spec;
       const running = [...l.commands.values()].some((c) => !c.done);
-      if (s.expiresAtMs !== null && now >= s.expiresAtMs) this.o.onExpired(id, 'ttl');
+      const ttlRuns = !s.paused || s.ttlCountsPaused === true;
+      if (ttlRuns && s.expiresAtMs !== null && now >= s.expiresAtMs) this.o.onExpired(id, 'ttl');
       else if (s.idleTimeoutMs !== null && !running && now - s.lastActivityMs >= s.idleTimeoutMs) this.o.onExpired(id, 'idle');
+      else if (!s.paused && !l.pausing && !l.resuming && s.pauseAfterIdleMs != null && !running && now - s.lastActivityMs >= s.pauseAfterIdleMs) {
+        this.pause(id).catch((e: unknown) => this.o.logger?.warn('auto-pause failed', { id, error: String(e) }));
+      }
+    }
+    void this.relievePressure();
+  }
+
+  private relieving = false;
+
+  /**
+   * When the node's available memory falls under its floor, pauses the longest-idle running
+   * sandboxes (no command running) one by one until it is back above: their memory goes to swap
+   * or is dropped, instead of the kernel OOM-killing something.
+   */
+  private async relievePressure(): Promise<void> {
+    const floor = this.o.memoryFloorMiB ?? Math.max(512, Math.floor(totalmem() / 2 ** 20 / 20));
+    if (this.relieving || floor <= 0) return;
+    this.relieving = true;
+    try {
+      let avail = await memAvailableMiB();
+      if (avail >= floor) return;
+      const idle = [...this.live]
+        .filter(([, l]) => !l.spec.paused && !l.pausing && ![...l.commands.values()].some((c) => !c.done))
+        .sort(([, a], [, b]) => a.spec.lastActivityMs - b.spec.lastActivityMs);
+      let paused = 0;
+      for (const [id] of idle) {
+        if (avail >= floor) break;
+        await this.pause(id).catch(() => undefined);
+        paused++;
+        avail = await memAvailableMiB();
+      }
+      this.o.logger?.warn('memory pressure: paused the longest-idle sandboxes', { paused, availableMiB: avail, floorMiB: floor });
+    } finally {
+      this.relieving = false;
     }
   }
 
@@ -623,8 +742,27 @@ export class Edge {
   }
 }
 
+/** The node's available memory (/proc/meminfo MemAvailable), MiB. */
+async function memAvailableMiB(): Promise<number> {
+  const m = /MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
+  return Number(m?.[1] ?? 0) / 1024;
+}
+
 function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
-  return { spec, sb, commands: new Map(), requestIds: new Map(), requestIdOf: new Map(), pendingRequests: new Map(), prunedAt: 0, resuming: null };
+  return {
+    spec,
+    sb,
+    commands: new Map(),
+    requestIds: new Map(),
+    requestIdOf: new Map(),
+    pendingRequests: new Map(),
+    prunedAt: 0,
+    resuming: null,
+    pausing: null,
+    pausedAtMs: spec.paused ? Date.now() : null,
+    residentWhilePaused: 0,
+    cpuSample: null,
+  };
 }
 
 /** The init's own session number inside an API session id (`ss_<n>_<random>`). */

@@ -9,6 +9,8 @@ export function opsRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listNodes, async (c) => {
     const cap = d.edge.capacity();
     const u = d.edge.usage();
+    const requested = d.edge.requested();
+    const used = await d.edge.used();
     sendJson(c.res, 200, {
       nodes: [
         {
@@ -16,8 +18,11 @@ export function opsRoutes(on: On, d: RouteDeps): void {
           address: d.nodeAddress(),
           state: 'ready',
           capacity: { cpu: cap.cpu, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
-          allocated: { cpu: u.cpu, memoryMiB: u.memoryMiB },
+          allocated: requested,
+          committed: { cpu: u.cpu, memoryMiB: u.memoryMiB },
+          used,
           sandboxes: u.sandboxes,
+          paused: u.paused,
           lastHeartbeatAt: new Date().toISOString(),
         },
       ],

@@ -78,6 +78,8 @@ export class SandboxService {
       expiresAt: now + ttl * 1000,
       lastActivityAt: now,
       idleTimeoutSeconds: req.lifetime?.idleTimeoutSeconds ?? null,
+      pauseAfterIdleSeconds: req.lifetime?.pauseAfterIdleSeconds ?? null,
+      ttlCountsPaused: req.lifetime?.ttlCountsPaused ?? false,
       error: null,
       requestId: req.requestId ?? null,
       network,
@@ -168,6 +170,8 @@ export class SandboxService {
       lastActivityMs: rec.lastActivityAt,
       paused: rec.state === 'paused',
       network: rec.network,
+      pauseAfterIdleMs: rec.pauseAfterIdleSeconds == null ? null : rec.pauseAfterIdleSeconds * 1000,
+      ttlCountsPaused: rec.ttlCountsPaused ?? false,
     };
   }
 
@@ -188,7 +192,11 @@ export class SandboxService {
   async toApi(rec: SandboxRecord, withUsage = true): Promise<Sandbox> {
     const live = this.edge.has(rec.id);
     const state = live ? (this.edge.isPaused(rec.id) ? 'paused' : 'running') : rec.state;
-    const usage = live && withUsage ? await this.edge.stats(rec.id).catch(() => ({ cpuSeconds: 0, memoryBytes: 0 })) : { cpuSeconds: 0, memoryBytes: 0 };
+    const none = { cpuSeconds: 0, cpuRecent: 0, memoryBytes: 0, swapBytes: 0, idleSeconds: 0 };
+    const st = live && withUsage ? await this.edge.stats(rec.id).catch(() => null) : null;
+    const usage = st
+      ? { cpuSeconds: st.cpuSeconds, cpuRecent: st.cpuRecent, memoryBytes: st.memoryBytes, swapBytes: st.swapBytes, idleSeconds: Math.round(st.idleSeconds) }
+      : none;
     const net = live ? await this.edge.network(rec.id).catch(() => null) : null;
     const policy = net?.policy ?? { egress: rec.network?.egress ?? 'deny', allow: rec.network?.allow ?? [], deny: rec.network?.deny ?? [] };
     const network = { ...policy, address: net?.address ?? null, usage: net?.usage ?? EMPTY_NET_USAGE };
@@ -207,6 +215,7 @@ export class SandboxService {
       expiresAt: iso(rec.expiresAt),
       lastActivityAt: new Date((live ? this.edge.lastActivity(rec.id) : null) ?? rec.lastActivityAt).toISOString(),
       idleTimeoutSeconds: rec.idleTimeoutSeconds,
+      pauseAfterIdleSeconds: rec.pauseAfterIdleSeconds ?? null,
       usage,
       network,
     };
@@ -256,6 +265,13 @@ export class SandboxService {
     if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) {
       this.store.updateSandbox(id, { state, error, lastActivityAt: this.edge.lastActivity(id) ?? rec.lastActivityAt });
     }
+  }
+
+  /** Called by the edge on every pause and resume (its own included): the store follows. */
+  stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): void {
+    const rec = this.store.getSandbox(id);
+    if (!rec || (rec.state !== 'running' && rec.state !== 'paused')) return;
+    this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs });
   }
 
   /** Called by the edge when a TTL or idle timeout passes. */

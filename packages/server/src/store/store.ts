@@ -19,6 +19,9 @@ export interface SandboxRecord {
   expiresAt: number | null;
   lastActivityAt: number;
   idleTimeoutSeconds: number | null;
+  /** Absent in records from before sandboxes paused themselves. */
+  pauseAfterIdleSeconds?: number | null;
+  ttlCountsPaused?: boolean;
   error: { code: string; message: string } | null;
   requestId: string | null;
   /** Network rules as last set (absent in records from before sandboxes had networks). */

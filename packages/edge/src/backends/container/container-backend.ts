@@ -251,14 +251,24 @@ export class ContainerBackend implements Backend {
     await this.o.cgroups.setFrozen(this.cgroupPath(id), true);
   }
 
+  async reclaim(id: string): Promise<number> {
+    return this.o.cgroups.reclaim(this.cgroupPath(id));
+  }
+
   async resume(id: string): Promise<void> {
     await this.o.cgroups.setFrozen(this.cgroupPath(id), false);
   }
 
   async stats(id: string): Promise<SandboxStats> {
     const p = this.cgroupPath(id);
-    const [memoryBytes, cpuSeconds] = await Promise.all([this.o.cgroups.memoryBytes(p), this.o.cgroups.cpuSeconds(p)]);
-    return { memoryBytes, cpuSeconds };
+    const [memoryBytes, cpuSeconds, swapBytes] = await Promise.all([this.o.cgroups.memoryBytes(p), this.o.cgroups.cpuSeconds(p), this.o.cgroups.swapBytes(p)]);
+    return { memoryBytes, cpuSeconds, swapBytes };
+  }
+
+  async totals(): Promise<SandboxStats> {
+    const p = this.o.cgroupParent;
+    const [memoryBytes, cpuSeconds, swapBytes] = await Promise.all([this.o.cgroups.memoryBytes(p), this.o.cgroups.cpuSeconds(p), this.o.cgroups.swapBytes(p)]);
+    return { memoryBytes, cpuSeconds, swapBytes };
   }
 
   async exited(sb: BackendSandbox): Promise<boolean> {

@@ -1,0 +1,139 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Sandbox } from '@warren/sdk';
+import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function state(t: TestWarren, id: string): Promise<{ state: string; expiresAt: string | null; usage: { memoryBytes: number; swapBytes: number } }> {
+  return (await http(t, 'GET', `/v1/sandboxes/${id}`)).json as never;
+}
+
+async function memAvailableMiB(): Promise<number> {
+  return Number(/MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) / 1024;
+}
+
+describe('pause with memory reclaim', () => {
+  let t: TestWarren;
+  before(async () => {
+    t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'], swap: { zramMiB: 1024 } });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('a paused Python sandbox gives back ≥ 80 % of its memory; its session, background command and files survive; a call resumes it', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    try {
+      await sb.files.write('/tmp/state.txt', 'kept\n');
+      const sh = await sb.shell({ cwd: '/' });
+      await sh.exec('export X=42 && cd /tmp');
+      const loop =
+        "import time\nx = bytearray(48 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\nn = 0\nwhile True:\n    n += 1\n    open('/tmp/count', 'w').write(str(n))\n    time.sleep(0.05)\n";
+      await sb.files.write('/tmp/loop.py', loop);
+      const bg = sb.exec(['python3', '/tmp/loop.py'], { timeoutMs: 120_000 }).catch(() => null);
+      await sleep(1500);
+      const before = (await state(t, sb.id)).usage.memoryBytes;
+      assert.ok(before > 48 * 2 ** 20, String(before));
+      const r = await http(t, 'POST', `/v1/sandboxes/${sb.id}/pause`);
+      assert.equal(r.status, 200);
+      const paused = await state(t, sb.id);
+      assert.equal(paused.state, 'paused');
+      assert.ok(paused.usage.memoryBytes <= before * 0.2, `${paused.usage.memoryBytes} of ${before} still resident`);
+      assert.ok(paused.usage.swapBytes > 40 * 2 ** 20, String(paused.usage.swapBytes));
+      // Frozen: the loop does not move (read from the host, which does not resume it).
+      const counter = join(t.dataDir, 'sandboxes', sb.id, 'upper', 'tmp', 'count');
+      const c1 = await readFile(counter, 'utf8');
+      await sleep(400);
+      assert.equal(await readFile(counter, 'utf8'), c1);
+      assert.equal((await state(t, sb.id)).state, 'paused', 'reading the sandbox does not resume it');
+      // A session call resumes it first, and the session is as it was.
+      assert.equal((await sh.exec('echo $X $(pwd)')).stdout, '42 /tmp\n');
+      assert.equal((await state(t, sb.id)).state, 'running');
+      await sleep(300);
+      assert.ok(Number(await readFile(counter, 'utf8')) > Number(c1), 'the background command runs on');
+      // A file call on a paused sandbox resumes it too.
+      await sb.pause();
+      assert.equal(Buffer.from(await sb.files.read('/tmp/state.txt')).toString(), 'kept\n');
+      assert.equal((await state(t, sb.id)).state, 'running');
+      await sb.delete();
+      await bg;
+    } finally {
+      await sb.delete().catch(() => undefined);
+    }
+  });
+
+  test('auto-pause after idle; paused time does not count against the TTL unless asked; idle timeout still ends it', async () => {
+    const a = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, ttlSeconds: 5 } });
+    const b = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, ttlSeconds: 4, ttlCountsPaused: true } });
+    const c = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, idleTimeoutSeconds: 4 } });
+    try {
+      const firstExpiry = Date.parse(a.info.expiresAt!);
+      await sleep(2600);
+      for (const sb of [a, b, c]) assert.equal((await state(t, sb.id)).state, 'paused', sb.id);
+      await sleep(4000);
+      // a: past its first deadline, but paused the whole time; b: its TTL ran while paused; c: idle too long.
+      assert.equal((await state(t, a.id)).state, 'paused');
+      assert.equal((await state(t, b.id)).state, 'stopped');
+      assert.equal((await state(t, c.id)).state, 'stopped');
+      assert.equal((await a.exec('echo up')).stdout, 'up\n');
+      const moved = Date.parse((await state(t, a.id)).expiresAt!) - firstExpiry;
+      assert.ok(moved >= 4000, `TTL moved on by ${moved} ms`);
+    } finally {
+      await Promise.all([a, b, c].map((sb: Sandbox) => sb.delete().catch(() => undefined)));
+    }
+  });
+});
+
+describe('oversubscription', () => {
+  test('admission counts requests of running sandboxes and what paused ones keep; the node reports requested, committed and used', async () => {
+    // A node of 2 CPUs and 1100 MiB: memory × 1.5 = 1650 MiB to promise (three 512s, not four).
+    const t = await startTestWarren({ overcommit: { cpus: 2, memoryMiB: 1100, memory: 1.5 } });
+    try {
+      const made: Sandbox[] = [];
+      for (let i = 0; i < 3; i++) made.push(await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 512 } }));
+      const full = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 512 } });
+      assert.equal(errorCode(full), 'resource_exhausted');
+      await made[0]!.pause();
+      const fourth = await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 512 } });
+      const node = (await t.client.nodes()).nodes[0]!;
+      assert.deepEqual([node.sandboxes, node.paused, node.capacity.memoryMiB, node.allocated.memoryMiB], [4, 1, 1650, 2048]);
+      // Three running requests and what the paused one kept.
+      assert.ok(node.committed.memoryMiB > 1536 && node.committed.memoryMiB < 1650, JSON.stringify(node.committed));
+      assert.ok(node.used.memoryMiB > 0);
+      // Resuming takes its request back: over the promise now, so nothing more is admitted.
+      await made[0]!.resume();
+      assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 16 } })), 'resource_exhausted');
+      await fourth.delete();
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('under memory pressure the longest-idle sandboxes are paused, and the busy one is not killed', async () => {
+    const floor = Math.floor((await memAvailableMiB()) - 700);
+    const t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'], memoryFloorMiB: floor });
+    try {
+      const older = await t.client.sandboxes.create({ image: 'busybox:latest' });
+      await sleep(50);
+      const newer = await t.client.sandboxes.create({ image: 'busybox:latest' });
+      const hog = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 2048 } });
+      // 1 GiB, touched page by page, held for 3 s: available memory falls under the floor.
+      const r = await hog.exec(
+        ['python3', '-c', 'import time\nx = bytearray(1 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1\ntime.sleep(3)\nprint("ok")'],
+        { timeoutMs: 60_000 },
+      );
+      assert.equal(r.stdout, 'ok\n');
+      assert.equal(r.exitCode, 0);
+      assert.equal((await state(t, older.id)).state, 'paused');
+      assert.equal((await state(t, newer.id)).state, 'paused');
+      assert.equal((await state(t, hog.id)).state, 'running');
+      // Paused for pressure, they come back on the next call.
+      assert.equal((await older.exec('echo back')).stdout, 'back\n');
+    } finally {
+      await t.close();
+    }
+  });
+});
