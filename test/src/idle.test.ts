@@ -137,3 +137,55 @@ describe('oversubscription', () => {
     }
   });
 });
+
+describe('warm pools', () => {
+  test('a matching create claims a ready sandbox and gets its own env, files, labels and lifetime; the pool refills; others do not match', async () => {
+    const t = await startTestWarren();
+    try {
+      const pool = await t.client.pools.create({ image: 'busybox:latest', resources: { memoryMiB: 256 }, size: 3 });
+      assert.equal(pool.size, 3);
+      const waitReady = async (n: number): Promise<void> => {
+        for (let i = 0; i < 200 && (await t.client.pools.list())[0]!.ready < n; i++) await sleep(50);
+        assert.equal((await t.client.pools.list())[0]!.ready, n);
+      };
+      await waitReady(3);
+      const nodeBefore = (await t.client.nodes()).nodes[0]!;
+      assert.equal(nodeBefore.sandboxes, 3);
+      const sb = await t.client.sandboxes.create({
+        image: 'busybox:latest',
+        resources: { memoryMiB: 256 },
+        env: { MINE: 'yes' },
+        labels: { job: 'pool-test' },
+        lifetime: { ttlSeconds: 120 },
+        files: [{ path: '/tmp/given.txt', content: Buffer.from('given').toString('base64') }],
+      });
+      const [after] = await t.client.pools.list();
+      assert.equal(after!.claims, 1);
+      assert.ok(after!.claimsPerSecond > 0);
+      assert.equal((await sb.exec('echo $MINE; cat /tmp/given.txt')).stdout, 'yes\ngiven');
+      assert.deepEqual(sb.info.labels, { job: 'pool-test' });
+      assert.ok(Date.parse(sb.info.expiresAt!) - Date.now() > 100_000);
+      // The claimed one is a sandbox like any other, and the pool makes a new one.
+      assert.equal((await t.client.sandboxes.list({ labels: { job: 'pool-test' } })).sandboxes.length, 1);
+      await waitReady(3);
+      // Another spec, or another tenant, does not take from it.
+      const other = await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 128 } });
+      const key = (await http(t, 'POST', '/v1/keys', { tenant: 'someone-else' })).json as { key: string };
+      const theirs = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 256 } }, { authorization: `Bearer ${key.key}` });
+      assert.equal(theirs.status, 201);
+      assert.equal((await t.client.pools.list())[0]!.claims, 1);
+      // Deleting the pool removes its unclaimed sandboxes, not the claimed one.
+      await t.client.pools.delete(pool.id);
+      assert.equal((await t.client.nodes()).nodes[0]!.sandboxes, 3);
+      assert.equal((await sb.exec('echo still')).stdout, 'still\n');
+      assert.equal(errorCode(await http(t, 'DELETE', `/v1/pools/${pool.id}`)), 'not_found');
+      await Promise.all([
+        sb.delete(),
+        other.delete(),
+        http(t, 'DELETE', `/v1/sandboxes/${(theirs.json as { id: string }).id}`, undefined, { authorization: `Bearer ${key.key}` }),
+      ]);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -42,6 +42,7 @@ export {
   PublishLayersRequest,
   PublishLayersResponse,
 } from './images.js';
+export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
 export { CreateKeyRequest, CreateKeyResponse, Info, ListNodesResponse, Node, Quota } from './ops.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';

@@ -4,6 +4,7 @@ import * as x from './exec.js';
 import * as f from './files.js';
 import * as i from './images.js';
 import * as o from './ops.js';
+import * as p from './pools.js';
 
 /** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
 export interface RouteSpec {
@@ -262,6 +263,16 @@ export const ROUTES = {
     status: 201,
   }),
   info: r({ method: 'GET', path: '/v1/info', summary: 'What this server offers', response: o.Info, status: 200 }),
+  createPool: r({
+    method: 'POST',
+    path: '/v1/pools',
+    summary: 'Keep `size` sandboxes of one spec ready; matching creates of this tenant claim them',
+    body: p.CreatePoolRequest,
+    response: p.Pool,
+    status: 201,
+  }),
+  listPools: r({ method: 'GET', path: '/v1/pools', summary: "This tenant's warm pools", response: p.ListPoolsResponse, status: 200 }),
+  deletePool: r({ method: 'DELETE', path: '/v1/pools/{id}', summary: 'Remove a pool and its unclaimed sandboxes', status: 204 }),
   openapi: r({ method: 'GET', path: '/v1/openapi.json', summary: 'This document', status: 200 }),
 } satisfies Record<string, RouteSpec>;
 

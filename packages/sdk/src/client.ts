@@ -1,6 +1,8 @@
 import {
   WarrenError,
   type CreateKeyRequest,
+  type CreatePoolRequest,
+  type Pool,
   type Image,
   type ImageEvent,
   type Info,
@@ -43,11 +45,13 @@ export interface ListOptions {
  */
 export class Warren {
   readonly sandboxes: Sandboxes;
+  readonly pools: Pools;
   private readonly t: Transport;
 
   constructor(opts: ClientOptions) {
     this.t = new Transport(opts);
     this.sandboxes = new Sandboxes(this.t);
+    this.pools = new Pools(this.t);
   }
 
   async images(): Promise<Image[]> {
@@ -112,6 +116,23 @@ export class Warren {
   /** Creates an API key for a tenant (admin keys only); the key is shown once. */
   async createKey(req: CreateKeyRequest): Promise<string> {
     return (await this.t.json<{ key: string }>('POST', '/v1/keys', { json: req })).key;
+  }
+}
+
+/** Warm pools: sandboxes of one spec kept ready; matching creates claim them. */
+export class Pools {
+  constructor(private readonly t: Transport) {}
+
+  create(req: CreatePoolRequest): Promise<Pool> {
+    return this.t.json<Pool>('POST', '/v1/pools', { json: req });
+  }
+
+  async list(): Promise<Pool[]> {
+    return (await this.t.json<{ pools: Pool[] }>('GET', '/v1/pools')).pools;
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.t.empty('DELETE', `/v1/pools/${encodeURIComponent(id)}`);
   }
 }
 

@@ -11,6 +11,7 @@ import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
 import { SandboxService } from './services/sandboxes.js';
 import { ImageService } from './services/images.js';
+import { PoolService } from './services/pools.js';
 import { createApp } from './http/app.js';
 
 export interface Logger {
@@ -211,17 +212,20 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     defaults: { cpu: 1, memoryMiB: 512, pids: 1024 },
     logger: o.logger,
   });
+  const pools = new PoolService(store, edge, service, { logger: o.logger });
+  service.pools = pools;
   const recovered = await service.recover();
   if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
   await network?.sweep();
   edge.start();
+  pools.start();
   const flush = setInterval(() => service?.flushActivity(), 5000);
   flush.unref();
 
   const images = new ImageService(layers, edge, { idMap: DEFAULT_ID_MAP, ops: mounts, maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30, logger: o.logger });
   const auth = new Auth(store, adminKey);
   let url = '';
-  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, nodeAddress: () => url, logger: o.logger });
+  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, pools, nodeAddress: () => url, logger: o.logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
@@ -241,6 +245,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
           server.close(() => resolve());
           server.closeAllConnections();
         });
+        pools.close();
         service?.flushActivity();
         const ids = edge.ids();
         await edge.close({ keep: opts.keep ?? false });

@@ -191,21 +191,7 @@ export class Edge {
         const conf = Buffer.from(`nameserver ${link.gateway}\noptions timeout:2 attempts:2\n`);
         await ch.writeFileFrom(sb.initSocket, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
       }
-      const user = spec.user ?? undefined;
-      if (user) {
-        // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.
-        await ch.makeDir(sb.initSocket, '/', user).catch((e: unknown) => {
-          throw e instanceof WarrenError && e.code === 'not_found'
-            ? new WarrenError('invalid_argument', `user "${user}" does not exist in the image`, { user })
-            : e;
-        });
-      }
-      if (spec.workdir) {
-        await ch.makeDir(sb.initSocket, spec.workdir, user);
-        // The user works there: the workdir is theirs even when the image already had it.
-        if (user) await this.runAsRoot(sb.initSocket, [BUSYBOX, 'chown', user, spec.workdir]);
-      }
-      for (const f of files) await ch.writeFileFrom(sb.initSocket, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
+      await this.configure(sb, spec, files);
       this.live.set(spec.id, newLive(spec, sb));
     } catch (e) {
       if (sb) await this.o.backend.destroy(spec.id).catch(() => undefined);
@@ -215,6 +201,37 @@ export class Edge {
     } finally {
       this.reserved--;
     }
+  }
+
+  /** Applies a sandbox's user, workdir and files (at create, or when a pool's sandbox is claimed). */
+  private async configure(sb: BackendSandbox, spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }>): Promise<void> {
+    const user = spec.user ?? undefined;
+    if (user) {
+      // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.
+      await ch.makeDir(sb.initSocket, '/', user).catch((e: unknown) => {
+        throw e instanceof WarrenError && e.code === 'not_found'
+          ? new WarrenError('invalid_argument', `user "${user}" does not exist in the image`, { user })
+          : e;
+      });
+    }
+    if (spec.workdir) {
+      await ch.makeDir(sb.initSocket, spec.workdir, user);
+      // The user works there: the workdir is theirs even when the image already had it.
+      if (user) await this.runAsRoot(sb.initSocket, [BUSYBOX, 'chown', user, spec.workdir]);
+    }
+    for (const f of files) await ch.writeFileFrom(sb.initSocket, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
+  }
+
+  /**
+   * Hands a running sandbox (a warm pool's) to a caller: its spec becomes `spec` (same layers,
+   * resources and network; the caller's env, user, workdir, lifetime), then user, workdir and
+   * files are applied. On failure the sandbox is left as it was; the caller removes it.
+   */
+  async claim(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
+    const l = this.get(spec.id);
+    if (l.spec.paused || l.pausing) await this.resume(spec.id);
+    await this.configure(l.sb, spec, files);
+    l.spec = { ...spec, layers: l.spec.layers, resources: l.spec.resources, network: l.spec.network, paused: false };
   }
 
   private reserve(r: EdgeSandboxSpec['resources'], sign: 1 | -1): void {

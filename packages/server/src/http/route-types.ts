@@ -4,6 +4,7 @@ import type { LayerStore } from '@warren/images';
 import type { Auth } from '../services/auth.js';
 import type { Caller, SandboxService } from '../services/sandboxes.js';
 import type { ImageService } from '../services/images.js';
+import type { PoolService } from '../services/pools.js';
 import type { RouteContext } from './router.js';
 
 /** A request that passed authentication. */
@@ -19,6 +20,7 @@ export interface RouteDeps {
   edge: Edge;
   layers: LayerStore;
   images: ImageService;
+  pools: PoolService;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Where this node's edge is reached (known once the server listens). */
   nodeAddress: () => string;

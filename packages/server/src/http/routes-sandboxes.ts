@@ -36,6 +36,15 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     const body = await jsonBody(c.req, api.SetTimeoutRequest);
     sendJson(c.res, 200, await svc.toApi(svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
   });
+  on(ROUTES.createPool, async (c) => {
+    const body = await jsonBody(c.req, api.CreatePoolRequest);
+    sendJson(c.res, 201, d.pools.create(c.caller, body));
+  });
+  on(ROUTES.listPools, async (c) => sendJson(c.res, 200, { pools: d.pools.list(c.caller) }));
+  on(ROUTES.deletePool, async (c) => {
+    await d.pools.delete(c.caller, c.params.id ?? '');
+    sendEmpty(c.res);
+  });
   on(ROUTES.setNetwork, async (c) => {
     const body = await jsonBody(c.req, api.NetworkPolicyBody);
     sendJson(c.res, 200, await svc.toApi(await svc.setNetwork(c.caller, sandboxId(c), body)));

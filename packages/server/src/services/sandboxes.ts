@@ -18,12 +18,21 @@ export interface Caller {
   quota: KeyRecord['quota'];
 }
 
+/** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
+export function poolKey(tenant: string, layers: string[], resources: SandboxRecord['resources'], network: NetworkPolicy): string {
+  const n = { egress: network.egress ?? 'deny', allow: [...(network.allow ?? [])].sort(), deny: [...(network.deny ?? [])].sort() };
+  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, n]);
+}
+
 const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connectionsDenied: 0, allowed: {}, denied: {} };
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** The control plane's view of sandboxes: records in the store, lifecycle on the node's edge. */
 export class SandboxService {
+  /** Warm pools, when the node keeps them (set once at start). */
+  pools: { claim(key: string): string | null } | null = null;
+
   constructor(
     private readonly store: Store,
     private readonly edge: Edge,
@@ -40,34 +49,21 @@ export class SandboxService {
     const backend = req.backend ?? 'container';
     if (backend !== 'container')
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on this node yet; use "container"`, { backend });
-    const network = this.checkNetwork(caller, req.network);
-    const image = this.layers.getImage(req.image);
-    if (!image) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
-    // Extra layers go over the image's, the last one on top.
-    const extra = (req.layers ?? []).map((ref) => {
-      const digest = this.layers.resolveLayer(ref);
-      if (!digest) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
-      return digest;
-    });
-    const r = req.resources ?? {};
-    const resources = {
-      cpu: r.cpu ?? this.o.defaults.cpu,
-      memoryMiB: r.memoryMiB ?? this.o.defaults.memoryMiB,
-      pids: r.pids ?? this.o.defaults.pids,
-      diskMiB: r.diskMiB ?? null,
-    };
+    const { network, layers, resources } = this.resolve(caller, req);
     this.checkQuota(caller, resources);
-    this.edge.admit(resources);
+    // A warm pool of the same spec hands over one of its sandboxes: no admission, no start.
+    const pooled = this.pools?.claim(poolKey(caller.tenant, layers, resources, network)) ?? null;
+    if (!pooled) this.edge.admit(resources);
     const now = Date.now();
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
     const rec: SandboxRecord = {
-      id: newSandboxId(now),
+      id: pooled ?? newSandboxId(now),
       tenant: caller.tenant,
       node: this.o.nodeId,
       state: 'creating',
       backend,
       image: req.image,
-      layers: [...image.layers, ...extra],
+      layers,
       layerNames: req.layers ?? [],
       labels: req.labels ?? {},
       resources,
@@ -94,8 +90,10 @@ export class SandboxService {
     }
     try {
       const files = (req.files ?? []).map((f) => ({ path: f.path, content: Buffer.from(f.content, 'base64'), mode: f.mode }));
-      await this.edge.create(this.edgeSpec(rec), files);
+      if (pooled) await this.edge.claim(this.edgeSpec(rec), files);
+      else await this.edge.create(this.edgeSpec(rec), files);
     } catch (e) {
+      if (pooled) await this.edge.destroy(rec.id).catch(() => undefined);
       const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
       this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
       this.o.logger.warn('create failed', {
@@ -112,6 +110,32 @@ export class SandboxService {
     }
     this.store.updateSandbox(rec.id, { state: 'running' });
     return { ...rec, state: 'running' };
+  }
+
+  /**
+   * What a create (or a pool) asks for, resolved: the image's layers and the extra ones (last on
+   * top), resources with the node's defaults, the network rules checked and normalised.
+   */
+  resolve(
+    caller: Caller,
+    req: Pick<CreateSandboxRequest, 'image' | 'layers' | 'resources' | 'network'>,
+  ): { layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy } {
+    const network = this.checkNetwork(caller, req.network);
+    const image = this.layers.getImage(req.image);
+    if (!image) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
+    const extra = (req.layers ?? []).map((ref) => {
+      const digest = this.layers.resolveLayer(ref);
+      if (!digest) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
+      return digest;
+    });
+    const r = req.resources ?? {};
+    const resources = {
+      cpu: r.cpu ?? this.o.defaults.cpu,
+      memoryMiB: r.memoryMiB ?? this.o.defaults.memoryMiB,
+      pids: r.pids ?? this.o.defaults.pids,
+      diskMiB: r.diskMiB ?? null,
+    };
+    return { layers: [...image.layers, ...extra], resources, network };
   }
 
   /**

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import type { KeyRecord, ListFilter, SandboxRecord, Store } from './store.js';
+import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store } from './store.js';
 
 const SCHEMA = `
 PRAGMA journal_mode = WAL;
@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS exec_requests (
   request_id TEXT NOT NULL,
   command_id TEXT NOT NULL,
   PRIMARY KEY (sandbox_id, request_id)
+);
+CREATE TABLE IF NOT EXISTS pools (
+  id TEXT PRIMARY KEY,
+  doc TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS api_keys (
   hash TEXT PRIMARY KEY,
@@ -62,6 +66,9 @@ export class SqliteStore implements Store {
       execRequest: db.prepare<[string, string], { command_id: string }>('SELECT command_id FROM exec_requests WHERE sandbox_id = ? AND request_id = ?'),
       putExecRequest: db.prepare('INSERT OR IGNORE INTO exec_requests (sandbox_id, request_id, command_id) VALUES (?, ?, ?)'),
       deleteExecRequests: db.prepare('DELETE FROM exec_requests WHERE sandbox_id = ?'),
+      putPool: db.prepare('INSERT OR REPLACE INTO pools (id, doc) VALUES (?, ?)'),
+      listPools: db.prepare<[], Row>('SELECT doc FROM pools ORDER BY id'),
+      deletePool: db.prepare('DELETE FROM pools WHERE id = ?'),
       putKey: db.prepare('INSERT OR REPLACE INTO api_keys (hash, tenant, role, quota, created_at) VALUES (?, ?, ?, ?, ?)'),
       getKey: db.prepare<[string], { hash: string; tenant: string; role: string; quota: string; created_at: number }>('SELECT * FROM api_keys WHERE hash = ?'),
     };
@@ -140,6 +147,18 @@ export class SqliteStore implements Store {
 
   deleteExecRequests(sandboxId: string): void {
     this.stmts.deleteExecRequests.run(sandboxId);
+  }
+
+  putPool(p: PoolRecord): void {
+    this.stmts.putPool.run(p.id, JSON.stringify(p));
+  }
+
+  listPools(): PoolRecord[] {
+    return this.stmts.listPools.all().map((r) => JSON.parse(r.doc) as PoolRecord);
+  }
+
+  deletePool(id: string): void {
+    this.stmts.deletePool.run(id);
   }
 
   putKey(k: KeyRecord): void {

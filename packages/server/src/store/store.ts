@@ -36,6 +36,20 @@ export interface KeyRecord {
   createdAt: number;
 }
 
+/** A warm pool as the control plane keeps it (its sandboxes live on the edge only until claimed). */
+export interface PoolRecord {
+  id: string;
+  tenant: string;
+  image: string;
+  /** Layer digests, bottom first (the image's, then the extra ones). */
+  layers: string[];
+  layerNames: string[];
+  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
+  network: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] };
+  size: number;
+  createdAt: number;
+}
+
 export interface ListFilter {
   tenant: string;
   labels?: Array<[string, string]>;
@@ -62,6 +76,9 @@ export interface Store {
   putExecRequest(sandboxId: string, requestId: string, commandId: string): void;
   /** Forgets a sandbox's exec requestIds (when it stops). */
   deleteExecRequests(sandboxId: string): void;
+  putPool(p: PoolRecord): void;
+  listPools(): PoolRecord[];
+  deletePool(id: string): void;
   putKey(k: KeyRecord): void;
   getKey(hash: string): KeyRecord | undefined;
   close(): void;

@@ -1,0 +1,180 @@
+import { WarrenError, type CreatePoolRequest, type Pool } from '@warren/api';
+import type { Edge, EdgeSandboxSpec } from '@warren/edge';
+import type { PoolRecord, Store } from '../store/store.js';
+import { newSandboxId } from './ids.js';
+import { poolKey, type Caller, type SandboxService } from './sandboxes.js';
+
+interface PoolState {
+  rec: PoolRecord;
+  key: string;
+  /** Sandboxes made for it and not yet claimed, oldest first. */
+  ready: string[];
+  creating: number;
+  claims: number;
+  /** Times of recent claims (for claims per second). */
+  recent: number[];
+  lastError: string | null;
+  /** After a failed refill, no new try before this time. */
+  retryAt: number;
+}
+
+export interface PoolServiceOptions {
+  logger: { warn(msg: string, meta?: unknown): void };
+  /** How often the pools are topped up (default 100 ms). */
+  refillEveryMs?: number;
+}
+
+/**
+ * Warm pools: sandboxes of one spec made ahead, in the background, never on a request's path.
+ * A pool's sandboxes run on the edge and are not in the store until a create claims one (a
+ * restart therefore removes them as leftovers, and the pools fill up again).
+ */
+export class PoolService {
+  private readonly pools = new Map<string, PoolState>();
+  private timer: NodeJS.Timeout | null = null;
+  private filling = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly edge: Edge,
+    private readonly sandboxes: SandboxService,
+    private readonly o: PoolServiceOptions,
+  ) {}
+
+  /** Loads the pools kept in the store and starts topping them up. */
+  start(): void {
+    for (const rec of this.store.listPools()) this.pools.set(rec.id, this.state(rec));
+    this.timer = setInterval(() => void this.refill(), this.o.refillEveryMs ?? 100);
+    this.timer.unref();
+  }
+
+  private state(rec: PoolRecord): PoolState {
+    return {
+      rec,
+      key: poolKey(rec.tenant, rec.layers, rec.resources, rec.network),
+      ready: [],
+      creating: 0,
+      claims: 0,
+      recent: [],
+      lastError: null,
+      retryAt: 0,
+    };
+  }
+
+  create(caller: Caller, req: CreatePoolRequest): Pool {
+    const { layers, resources, network } = this.sandboxes.resolve(caller, req);
+    const rec: PoolRecord = {
+      id: `pool_${newSandboxId().slice(3)}`,
+      tenant: caller.tenant,
+      image: req.image,
+      layers,
+      layerNames: req.layers ?? [],
+      resources,
+      network: { egress: network.egress ?? 'deny', allow: network.allow ?? [], deny: network.deny ?? [] },
+      size: req.size,
+      createdAt: Date.now(),
+    };
+    this.edge.admit(resources);
+    this.store.putPool(rec);
+    const st = this.state(rec);
+    this.pools.set(rec.id, st);
+    void this.refill();
+    return this.toApi(st);
+  }
+
+  list(caller: Caller): Pool[] {
+    return [...this.pools.values()].filter((p) => p.rec.tenant === caller.tenant || caller.role === 'admin').map((p) => this.toApi(p));
+  }
+
+  async delete(caller: Caller, id: string): Promise<void> {
+    const p = this.pools.get(id);
+    if (!p || (p.rec.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `pool ${id} does not exist`, { id });
+    this.pools.delete(id);
+    this.store.deletePool(id);
+    for (const sid of p.ready.splice(0)) await this.edge.destroy(sid).catch(() => undefined);
+  }
+
+  /** A ready sandbox of the pool with this key, taken out of it; null when none is ready. */
+  claim(key: string): string | null {
+    for (const p of this.pools.values()) {
+      if (p.key !== key) continue;
+      while (p.ready.length) {
+        const id = p.ready.shift()!;
+        if (!this.edge.has(id)) continue; // it died meanwhile
+        const now = Date.now();
+        p.claims++;
+        p.recent.push(now);
+        while (p.recent.length && p.recent[0]! < now - 10_000) p.recent.shift();
+        return id;
+      }
+    }
+    return null;
+  }
+
+  /** Tops every pool up, one sandbox at a time per pool. */
+  private async refill(): Promise<void> {
+    if (this.filling) return;
+    this.filling = true;
+    try {
+      for (const p of [...this.pools.values()]) {
+        p.ready = p.ready.filter((id) => this.edge.has(id));
+        while (this.pools.has(p.rec.id) && p.ready.length + p.creating < p.rec.size && Date.now() >= p.retryAt) {
+          const id = newSandboxId();
+          p.creating++;
+          try {
+            await this.edge.create(this.spec(p.rec, id));
+            if (this.pools.has(p.rec.id)) p.ready.push(id);
+            else await this.edge.destroy(id).catch(() => undefined);
+            p.lastError = null;
+          } catch (e) {
+            p.lastError = e instanceof Error ? e.message : String(e);
+            p.retryAt = Date.now() + 2000;
+            this.o.logger.warn('could not refill a warm pool', { pool: p.rec.id, error: p.lastError });
+          } finally {
+            p.creating--;
+          }
+        }
+      }
+    } finally {
+      this.filling = false;
+    }
+  }
+
+  private spec(rec: PoolRecord, id: string): EdgeSandboxSpec {
+    return {
+      id,
+      layers: rec.layers,
+      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids },
+      env: {},
+      user: null,
+      workdir: null,
+      expiresAtMs: null,
+      idleTimeoutMs: null,
+      lastActivityMs: Date.now(),
+      paused: false,
+      network: rec.network,
+    };
+  }
+
+  private toApi(p: PoolState): Pool {
+    const now = Date.now();
+    const recent = p.recent.filter((t) => t >= now - 10_000).length;
+    return {
+      id: p.rec.id,
+      image: p.rec.image,
+      layers: p.rec.layerNames,
+      resources: p.rec.resources,
+      network: p.rec.network,
+      size: p.rec.size,
+      ready: p.ready.length,
+      claims: p.claims,
+      claimsPerSecond: recent / 10,
+      lastError: p.lastError,
+      createdAt: new Date(p.rec.createdAt).toISOString(),
+    };
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+}
