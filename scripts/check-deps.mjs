@@ -12,6 +12,7 @@ export const ALLOWED = {
   cli: ['api', 'sdk', 'server', 'images'],
   test: ['api', 'sdk', 'server', 'images', 'edge'],
   bench: ['api', 'sdk', 'server', 'images', 'edge'],
+  'examples/rollout': ['sdk'],
 };
 
 function files(dir, out = []) {
@@ -25,7 +26,7 @@ function files(dir, out = []) {
 
 const problems = [];
 for (const [pkg, allowed] of Object.entries(ALLOWED)) {
-  const src = pkg === 'test' || pkg === 'bench' ? join(pkg, 'src') : join('packages', pkg, 'src');
+  const src = pkg === 'test' || pkg === 'bench' || pkg.startsWith('examples/') ? join(pkg, 'src') : join('packages', pkg, 'src');
   let list = [];
   try {
     list = files(src);
