@@ -32,7 +32,7 @@ const { values } = parseArgs({
 const BATCH = values.batch;
 const warren = connect();
 
-let state: State = await readFile(values.state, 'utf8').then(
+const state: State = await readFile(values.state, 'utf8').then(
   (t) => JSON.parse(t) as State,
   () => ({ results: {}, steps: {} }),
 );
