@@ -1,0 +1,178 @@
+// Warren benchmark: idle density and pause/resume. Fills one node with idle debian-python
+// sandboxes (each with a live shell session and a sleeping Python process), pausing each once it
+// is set up, until admission stops, the target count is reached or the host runs low; then
+// measures pause, resume and the first command after a transparent resume at that density, and
+// warm-pool claims. Prints numbers; asserts nothing.
+// Usage: npm run bench:idle [-- --max 2000 --zram-mib 16384]
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Warren, WarrenError, type Sandbox, type Shell } from '@warren/sdk';
+import { pct, pool } from './stats.js';
+
+const { values } = parseArgs({
+  options: {
+    max: { type: 'string', default: '2000' },
+    'zram-mib': { type: 'string', default: '16384' },
+    'min-free-mib': { type: 'string', default: '2048' },
+    sample: { type: 'string', default: '100' },
+  },
+});
+const MAX = Number(values.max);
+const MIN_FREE_MIB = Number(values['min-free-mib']);
+const SAMPLE = Number(values.sample);
+const CLI = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
+
+async function memAvailableMiB(): Promise<number> {
+  return Number(/MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) / 1024;
+}
+
+async function startNode(dataDir: string): Promise<{ client: Warren; stop: () => Promise<void> }> {
+  const key = 'bench-key';
+  const child = spawn(
+    process.execPath,
+    [
+      CLI,
+      'up',
+      '--port',
+      '0',
+      '--data-dir',
+      dataDir,
+      '--images',
+      'busybox:latest,debian-python:latest',
+      '--zram-swap-mib',
+      values['zram-mib'],
+      '--memory-floor-mib',
+      '0',
+    ],
+    { env: { ...process.env, WARREN_API_KEY: key }, stdio: ['ignore', 'pipe', 'ignore'] },
+  );
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /running at (http:\/\/\S+)/.exec(out);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.on('exit', () => reject(new Error('warren up exited')));
+  });
+  return {
+    client: new Warren({ url, apiKey: key }),
+    stop: () =>
+      new Promise((resolve) => {
+        child.on('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+const ms = (xs: number[]): string => `p50 ${pct(xs, 50).toFixed(1)} ms, p99 ${pct(xs, 99).toFixed(1)} ms`;
+const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
+
+async function main(): Promise<void> {
+  console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
+  const dir = await mkdtemp(join(tmpdir(), 'warren-bench-idle-'));
+  const node = await startNode(dir);
+  const c = node.client;
+  const boxes: Array<{ sb: Sandbox; sh: Shell }> = [];
+  try {
+    // Fill.
+    const running: number[] = [];
+    const pausedMem: number[] = [];
+    const createMs: number[] = [];
+    let stop = 'the target count';
+    const t0 = performance.now();
+    while (boxes.length < MAX) {
+      if ((await memAvailableMiB()) < MIN_FREE_MIB) {
+        stop = `the host's available memory (< ${MIN_FREE_MIB} MiB)`;
+        break;
+      }
+      let sb: Sandbox;
+      const t = performance.now();
+      try {
+        sb = await c.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 256, cpu: 0.5 }, labels: { bench: 'idle' } });
+      } catch (e) {
+        if (e instanceof WarrenError && e.code === 'resource_exhausted') {
+          stop = `admission (${e.message})`;
+          break;
+        }
+        throw e;
+      }
+      createMs.push(performance.now() - t);
+      const sh = await sb.shell({ cwd: '/' });
+      await sh.exec('python3 -c "import time; time.sleep(10**6)" > /dev/null 2>&1 &');
+      await new Promise((r) => setTimeout(r, 30));
+      const before = await sb.refresh();
+      await sb.pause();
+      const after = await sb.refresh();
+      if (boxes.length % 20 === 0) {
+        running.push(before.usage.memoryBytes);
+        pausedMem.push(after.usage.memoryBytes);
+      }
+      boxes.push({ sb, sh });
+      if (boxes.length % 250 === 0)
+        console.log(
+          `  ${boxes.length} idle sandboxes, ${((performance.now() - t0) / 1000).toFixed(0)} s, host available ${(await memAvailableMiB()).toFixed(0)} MiB`,
+        );
+    }
+    const node1 = (await c.nodes()).nodes[0]!;
+    console.log(`held ${boxes.length} idle paused debian-python sandboxes (each a shell session + a sleeping python3); stopped by ${stop}`);
+    console.log(`create while filling: ${ms(createMs)}`);
+    console.log(`memory per sandbox: running ${mib(pct(running, 50))} (median), paused ${mib(pct(pausedMem, 50))} resident`);
+    console.log(
+      `node: ${node1.sandboxes} sandboxes, ${node1.paused} paused; memory used ${node1.used.memoryMiB} MiB + ${node1.used.swapMiB} MiB in swap (uncompressed); committed ${node1.committed.memoryMiB} of ${node1.capacity.memoryMiB} MiB; host available ${(await memAvailableMiB()).toFixed(0)} MiB`,
+    );
+
+    // Latencies at that density, on a sample spread over the node.
+    const sample = boxes.filter((_, i) => i % Math.max(1, Math.floor(boxes.length / SAMPLE)) === 0).slice(0, SAMPLE);
+    const resume: number[] = [];
+    const pause: number[] = [];
+    const first: number[] = [];
+    for (const { sb } of sample) {
+      let t = performance.now();
+      await sb.resume();
+      resume.push(performance.now() - t);
+      t = performance.now();
+      await sb.pause();
+      pause.push(performance.now() - t);
+    }
+    for (const { sh } of sample) {
+      const t = performance.now();
+      await sh.exec('echo hi');
+      first.push(performance.now() - t);
+      const sb = boxes.find((b) => b.sh === sh)!.sb;
+      await sb.pause();
+    }
+    console.log(`pause (freeze + reclaim, a woken sandbox): ${ms(pause)}`);
+    console.log(`resume: ${ms(resume)}`);
+    console.log(`first command on a paused sandbox (transparent resume, shell session): ${ms(first)}`);
+
+    // Warm pool: claims.
+    const p = await c.pools.create({ image: 'busybox:latest', resources: { memoryMiB: 64, cpu: 0.1 }, size: 100 });
+    for (let i = 0; i < 600 && (await c.pools.list()).find((x) => x.id === p.id)!.ready < 100; i++) await new Promise((r) => setTimeout(r, 100));
+    const claimOne: number[] = [];
+    const claimed: Sandbox[] = [];
+    for (let i = 0; i < 30; i++) {
+      const t = performance.now();
+      claimed.push(await c.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 64, cpu: 0.1 } }));
+      claimOne.push(performance.now() - t);
+    }
+    const burst = await pool(60, 16, () => c.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 64, cpu: 0.1 } }));
+    claimed.push(...burst.results);
+    const stats = (await c.pools.list()).find((x) => x.id === p.id)!;
+    console.log(
+      `warm pool claim, one at a time: ${ms(claimOne)}; 60 claims with 16 in flight: ${((60 / burst.wallMs) * 1000).toFixed(0)} claims/s (${stats.claims} claims)`,
+    );
+    await c.pools.delete(p.id);
+    for (const sb of claimed) await sb.delete();
+  } finally {
+    console.log('stopping (removes every sandbox)...');
+    await node.stop();
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+await main();
