@@ -180,6 +180,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     spawner: mounts,
     cgroups: new CgroupV1(),
     runtime: o.runtime,
+    pageoutPath: join(nativeDir, 'warren-pageout'),
   });
   await backend.open();
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);

@@ -78,15 +78,11 @@ export class CgroupV1 {
   }
 
   /**
-   * Reclaims what the kernel can of a (frozen) cgroup's memory: page cache is dropped, anonymous
-   * memory goes to swap when the host has some (v1 memory.force_empty). Returns the bytes still
-   * resident. The kernel gives up quietly (EBUSY) on what it cannot reclaim.
+   * The v1 soft limit: under memory pressure the kernel reclaims first from cgroups over theirs.
+   * Null: none.
    */
-  async reclaim(path: string): Promise<number> {
-    await writeFile(this.file('memory', path, 'memory.force_empty'), '0').catch((e: NodeJS.ErrnoException) => {
-      if (e.code !== 'EBUSY' && e.code !== 'EAGAIN') throw e;
-    });
-    return this.memoryBytes(path);
+  async setSoftLimit(path: string, bytes: number | null): Promise<void> {
+    await writeFile(this.file('memory', path, 'memory.soft_limit_in_bytes'), bytes === null ? '-1' : String(bytes));
   }
 
   /** Bytes of a cgroup's memory in swap (memory.stat total_swap; 0 without swap accounting). */

@@ -39,6 +39,8 @@ export interface ContainerBackendOptions {
   spawner: Spawner & SandboxSpawner;
   cgroups: CgroupV1;
   runtime?: ContainerRuntime;
+  /** native/build/warren-pageout: pages a paused sandbox's private memory out. */
+  pageoutPath: string;
 }
 
 /** Container sandboxes: EROFS layers + overlay, a user namespace and the rest, warren-init as PID 1. */
@@ -251,12 +253,22 @@ export class ContainerBackend implements Backend {
     await this.o.cgroups.setFrozen(this.cgroupPath(id), true);
   }
 
+  /**
+   * A paused sandbox's private memory goes out (anonymous pages to swap, when the host has
+   * some), its shared pages stay (native/pageout.c says why); its page cache is reclaimed first
+   * when the host needs memory (soft limit 0).
+   */
   async reclaim(id: string): Promise<number> {
-    return this.o.cgroups.reclaim(this.cgroupPath(id));
+    const p = this.cgroupPath(id);
+    const pids = await this.o.cgroups.procs('pids', p);
+    if (pids.length) await this.o.spawner.run(this.o.pageoutPath, pids.map(String), { logFile: '/dev/null' });
+    await this.o.cgroups.setSoftLimit(p, 0).catch(() => undefined);
+    return this.o.cgroups.memoryBytes(p);
   }
 
   async resume(id: string): Promise<void> {
     await this.o.cgroups.setFrozen(this.cgroupPath(id), false);
+    await this.o.cgroups.setSoftLimit(this.cgroupPath(id), null).catch(() => undefined);
   }
 
   async stats(id: string): Promise<SandboxStats> {

@@ -1,0 +1,88 @@
+/*
+ * warren-pageout PID...: asks the kernel to page out the memory of these (frozen) processes,
+ * the private memory of a paused sandbox, with process_madvise(MADV_PAGEOUT): anonymous pages go
+ * to swap (when the host has some), file pages mapped by this process alone are dropped, and
+ * pages shared with other processes (the image's libraries, mapped by every sandbox) are left
+ * alone. Reclaiming a whole memory cgroup (memory.force_empty) evicts those shared pages too:
+ * the next sandbox faults them back in, is charged for them, and its own pause walks every
+ * mapping of them again, so a pause grew slower with every sandbox on the node.
+ *
+ * Prints the bytes advised; exits 0 unless no process could be read at all.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+
+#define BATCH 512
+
+static long pageout(pid_t pid)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		return -1;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *maps = fopen(path, "re");
+	if (!maps) {
+		close(pidfd);
+		return -1;
+	}
+	struct iovec iov[BATCH];
+	int n = 0;
+	long total = 0;
+	char line[4096];
+	while (fgets(line, sizeof line, maps)) {
+		unsigned long start, end;
+		char perms[8];
+		if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3)
+			continue;
+		/* The kernel's special mappings cannot be paged out (and fail the whole call). */
+		if (strstr(line, "[vsyscall]") || strstr(line, "[vvar") || strstr(line, "[vdso]") || perms[0] != 'r')
+			continue;
+		iov[n].iov_base = (void *)start;
+		iov[n].iov_len = end - start;
+		if (++n == BATCH) {
+			ssize_t r = syscall(SYS_process_madvise, pidfd, iov, n, MADV_PAGEOUT, 0);
+			if (r > 0)
+				total += r;
+			n = 0;
+		}
+	}
+	if (n > 0) {
+		ssize_t r = syscall(SYS_process_madvise, pidfd, iov, n, MADV_PAGEOUT, 0);
+		if (r > 0)
+			total += r;
+	}
+	fclose(maps);
+	close(pidfd);
+	return total;
+}
+
+int main(int argc, char **argv)
+{
+	long total = 0;
+	int ok = 0;
+	for (int i = 1; i < argc; i++) {
+		char *e;
+		long pid = strtol(argv[i], &e, 10);
+		if (*e || pid <= 0)
+			continue;
+		long r = pageout((pid_t)pid);
+		if (r >= 0) {
+			total += r;
+			ok++;
+		}
+	}
+	printf("%ld\n", total);
+	return ok > 0 || argc == 1 ? 0 : 1;
+}
