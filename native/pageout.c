@@ -1,11 +1,10 @@
 /*
- * warren-pageout PID...: asks the kernel to page out the memory of these (frozen) processes,
- * the private memory of a paused sandbox, with process_madvise(MADV_PAGEOUT): anonymous pages go
- * to swap (when the host has some), file pages mapped by this process alone are dropped, and
- * pages shared with other processes (the image's libraries, mapped by every sandbox) are left
- * alone. Reclaiming a whole memory cgroup (memory.force_empty) evicts those shared pages too:
- * the next sandbox faults them back in, is charged for them, and its own pause walks every
- * mapping of them again, so a pause grew slower with every sandbox on the node.
+ * warren-pageout PID...: asks the kernel to page out the anonymous memory of these (frozen)
+ * processes, a paused sandbox's, with process_madvise(MADV_PAGEOUT): it goes to swap (when the
+ * host has some). File pages stay: reclaiming one walks every mapping of its file, and the
+ * image's files are mapped by every sandbox on the node; an evicted page is faulted back in by
+ * the next sandbox, charged to it, and walked again at its pause. Emptying the memory cgroup
+ * (memory.force_empty), or paging out file mappings too, made each pause slower than the last.
  *
  * Prints the bytes advised; exits 0 unless no process could be read at all.
  */
@@ -42,12 +41,14 @@ static long pageout(pid_t pid)
 	long total = 0;
 	char line[4096];
 	while (fgets(line, sizeof line, maps)) {
-		unsigned long start, end;
-		char perms[8];
-		if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3)
+		unsigned long start, end, offset, inode;
+		char perms[8], dev[16];
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &start, &end, perms, &offset, dev, &inode) != 6)
 			continue;
-		/* The kernel's special mappings cannot be paged out (and fail the whole call). */
-		if (strstr(line, "[vsyscall]") || strstr(line, "[vvar") || strstr(line, "[vdso]") || perms[0] != 'r')
+		/* Anonymous memory only: a file page is unmapped by walking every mapping of its file,
+		 * one per sandbox running the image (see above). The kernel's special mappings cannot be
+		 * paged out (and fail the whole call). */
+		if (inode != 0 || strstr(line, "[vsyscall]") || strstr(line, "[vvar") || strstr(line, "[vdso]") || perms[0] != 'r')
 			continue;
 		iov[n].iov_base = (void *)start;
 		iov[n].iov_len = end - start;

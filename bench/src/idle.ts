@@ -85,6 +85,7 @@ async function main(): Promise<void> {
     const createMs: number[] = [];
     let stop = 'the target count';
     const t0 = performance.now();
+    const availAtStart = await memAvailableMiB();
     while (boxes.length < MAX) {
       if ((await memAvailableMiB()) < MIN_FREE_MIB) {
         stop = `the host's available memory (< ${MIN_FREE_MIB} MiB)`;
@@ -104,7 +105,8 @@ async function main(): Promise<void> {
       createMs.push(performance.now() - t);
       const sh = await sb.shell({ cwd: '/' });
       await sh.exec('python3 -c "import time; time.sleep(10**6)" > /dev/null 2>&1 &');
-      await new Promise((r) => setTimeout(r, 30));
+      // Every 20th: let Python finish starting before its memory is read.
+      await new Promise((r) => setTimeout(r, boxes.length % 20 === 0 ? 500 : 30));
       const before = await sb.refresh();
       await sb.pause();
       const after = await sb.refresh();
@@ -121,7 +123,10 @@ async function main(): Promise<void> {
     const node1 = (await c.nodes()).nodes[0]!;
     console.log(`held ${boxes.length} idle paused debian-python sandboxes (each a shell session + a sleeping python3); stopped by ${stop}`);
     console.log(`create while filling: ${ms(createMs)}`);
-    console.log(`memory per sandbox: running ${mib(pct(running, 50))} (median), paused ${mib(pct(pausedMem, 50))} resident`);
+    const perBox = ((availAtStart - (await memAvailableMiB())) / Math.max(1, boxes.length)) * 2 ** 20;
+    console.log(
+      `memory per sandbox (its cgroup, median of every 20th): running ${mib(pct(running, 50))}, paused ${mib(pct(pausedMem, 50))} (the rest in swap); the host's available memory fell by ${mib(perBox)} per paused sandbox (zram, kernel and Warren included)`,
+    );
     console.log(
       `node: ${node1.sandboxes} sandboxes, ${node1.paused} paused; memory used ${node1.used.memoryMiB} MiB + ${node1.used.swapMiB} MiB in swap (uncompressed); committed ${node1.committed.memoryMiB} of ${node1.capacity.memoryMiB} MiB; host available ${(await memAvailableMiB()).toFixed(0)} MiB`,
     );

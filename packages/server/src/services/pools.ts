@@ -118,7 +118,7 @@ export class PoolService {
     try {
       for (const p of [...this.pools.values()]) {
         p.ready = p.ready.filter((id) => this.edge.has(id));
-        while (this.pools.has(p.rec.id) && p.ready.length + p.creating < p.rec.size && Date.now() >= p.retryAt) {
+        while (this.pools.has(p.rec.id) && p.ready.length + p.creating < p.rec.size && Date.now() >= p.retryAt && !this.claiming(p)) {
           const id = newSandboxId();
           p.creating++;
           try {
@@ -138,6 +138,15 @@ export class PoolService {
     } finally {
       this.filling = false;
     }
+  }
+
+  /**
+   * Whether claims are coming in fast right now (one in the last 200 ms) while the pool still
+   * has a quarter of its size ready: refilling then would take CPU from the claims.
+   */
+  private claiming(p: PoolState): boolean {
+    const last = p.recent[p.recent.length - 1];
+    return last !== undefined && Date.now() - last < 200 && p.ready.length >= p.rec.size / 4;
   }
 
   private spec(rec: PoolRecord, id: string): EdgeSandboxSpec {
