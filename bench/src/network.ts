@@ -60,7 +60,7 @@ const ms = (xs: number[]): string => `p50 ${pct(xs, 50).toFixed(1)} ms, p95 ${pc
 async function createLatency(c: Warren, network: unknown): Promise<{ steady: number[]; burst: number[] }> {
   const create = async (): Promise<{ ms: number; sb: Sandbox }> => {
     const t = performance.now();
-    const sb = await c.sandboxes.create({ image: 'busybox:latest', network: network as never });
+    const sb = await c.sandboxes.create({ image: 'busybox:latest', network: network as never, resources: { cpu: 0.05, memoryMiB: 64 } });
     return { ms: performance.now() - t, sb };
   };
   // Warm-up: images mounted, first pool filled.

@@ -110,7 +110,8 @@ describe('sandbox lifecycle through the API', () => {
         const { sandboxes, errors } = await t.client.sandboxes.createMany(50, {
           image: 'busybox:latest',
           labels: { job: 'dense' },
-          resources: { memoryMiB: 64 },
+          // Small requests: admission promises CPUs x 10 and memory x 1.5.
+          resources: { memoryMiB: 64, cpu: 0.05 },
         });
         made.push(...sandboxes.map((s) => s.id));
         assert.deepEqual(errors, []);
