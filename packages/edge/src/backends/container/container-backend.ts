@@ -57,7 +57,11 @@ export class ContainerBackend implements Backend {
     this.runtime = o.runtime ?? 'native';
   }
 
+  /** Whether the kernel accounts swap per cgroup (memory.memsw.*), found at open. */
+  private memsw = false;
+
   async open(): Promise<void> {
+    this.memsw = existsSync(join(this.o.cgroups.mountRoot, 'memory', 'memory.memsw.limit_in_bytes'));
     await Promise.all([mkdir(join(this.o.dataDir, 'sandboxes'), { recursive: true }), mkdir(this.rootMount, { recursive: true })]);
     await mkdir(this.runDir, { recursive: true, mode: 0o711 });
     const mounts = await readFile('/proc/self/mountinfo', 'utf8');
@@ -154,6 +158,7 @@ export class ContainerBackend implements Backend {
         cpu: spec.resources.cpu,
         memoryMiB: spec.resources.memoryMiB,
         pids: spec.resources.pids,
+        capSwap: this.memsw,
         netnsPath: spec.netns,
       });
       started = true;

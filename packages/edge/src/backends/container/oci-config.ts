@@ -9,6 +9,11 @@ export interface ContainerSpec {
   idMap: IdMap;
   cpu: number;
   memoryMiB: number;
+  /**
+   * Also cap memory + swap at the memory limit (where the kernel accounts swap): a running
+   * sandbox cannot swap its way past its limit; pausing moves pages to swap within it.
+   */
+  capSwap?: boolean;
   pids: number;
   hostname?: string;
   /**
@@ -99,7 +104,7 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
       cgroupsPath: spec.cgroupsPath,
       resources: {
         devices: [{ allow: false, access: 'rwm' }],
-        memory: { limit: spec.memoryMiB * 1024 * 1024 },
+        memory: spec.capSwap ? { limit: spec.memoryMiB * 1024 * 1024, swap: spec.memoryMiB * 1024 * 1024 } : { limit: spec.memoryMiB * 1024 * 1024 },
         cpu: { quota: Math.max(1000, Math.round(spec.cpu * period)), period },
         pids: { limit: spec.pids },
       },

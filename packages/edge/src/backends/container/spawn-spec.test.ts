@@ -60,6 +60,12 @@ test('limits become cgroup writes under the sandbox cgroup of each controller, d
   assert.deepEqual(w[4], ['/cg/devices/x/devices.deny', 'a']);
   assert.ok(w.slice(5).every(([file]) => file === '/cg/devices/x/devices.allow'));
   assert.ok(values(fields(), 'cg').includes('/sys/fs/cgroup/memory/own/warren/sb_1'));
+  // Memory + swap capped at the memory limit, written after it (the kernel refuses it below).
+  const capped = cgroupWrites({ memory: { limit: 1 << 26, swap: 1 << 26 } }, (c) => `/cg/${c}/x`);
+  assert.deepEqual(capped, [
+    ['/cg/memory/x/memory.limit_in_bytes', String(1 << 26)],
+    ['/cg/memory/x/memory.memsw.limit_in_bytes', String(1 << 26)],
+  ]);
 });
 
 test('what the spawner cannot honour is refused, not dropped', () => {
