@@ -401,6 +401,7 @@ describe('sandbox network policy', () => {
       assert.equal(r.text, 'path=/a/b?c=1 auth=False');
       assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/8081/`)), 'unavailable');
       assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/70000/`)), 'invalid_argument');
+      assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/%E0%A4%A/ports/8080/`)), 'invalid_argument');
       const other = await http(t, 'POST', '/v1/keys', { tenant: 'someone-else' });
       const otherKey = (other.json as { key: string }).key;
       assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/8080/`, undefined, { authorization: `Bearer ${otherKey}` })), 'not_found');

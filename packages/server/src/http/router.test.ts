@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { WarrenError } from '@warren/api';
 import { Router } from './router.js';
 
 test('routes match params and tell a wrong method from a missing path', async () => {
@@ -13,4 +14,9 @@ test('routes match params and tell a wrong method from a missing path', async ()
   assert.equal(r.match('PUT', '/v1/sandboxes/sb_1'), 'method');
   assert.equal(r.match('GET', '/v1/nothing'), null);
   assert.equal(r.match('GET', '/v1/sandboxes/a/b'), null);
+  // A malformed escape is the caller's error, not the server's.
+  assert.throws(
+    () => r.match('GET', '/v1/sandboxes/%E0%A4%A'),
+    (e: WarrenError) => e.code === 'invalid_argument',
+  );
 });

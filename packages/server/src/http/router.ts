@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RouteSpec } from '@warren/api';
+import { WarrenError, type RouteSpec } from '@warren/api';
 
 export interface RouteContext {
   req: IncomingMessage;
@@ -45,7 +45,11 @@ export class Router {
       if (r.method !== method && !(method === 'HEAD' && r.method === 'GET')) continue;
       const params: Record<string, string> = {};
       r.names.forEach((n, i) => {
-        params[n] = decodeURIComponent(m[i + 1] ?? '');
+        try {
+          params[n] = decodeURIComponent(m[i + 1] ?? '');
+        } catch {
+          throw new WarrenError('invalid_argument', `the ${n} in the path is not valid percent-encoding`);
+        }
       });
       return { handler: r.handler, params };
     }

@@ -41,7 +41,13 @@ export function matchPortPath(url: URL): { id: string; port: number; path: strin
   if (!m) return null;
   const port = Number(m[2]);
   if (port < 1 || port > 65535) throw new WarrenError('invalid_argument', `port ${m[2]} is not a TCP port`);
-  return { id: decodeURIComponent(m[1]!), port, path: (m[3] ?? '/') + url.search };
+  let id: string;
+  try {
+    id = decodeURIComponent(m[1]!);
+  } catch {
+    throw new WarrenError('invalid_argument', 'the sandbox id in the path is not valid percent-encoding');
+  }
+  return { id, port, path: (m[3] ?? '/') + url.search };
 }
 
 /**
