@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WarrenError } from '@warren/api';
+import type { WarrenError } from '@warren/api';
 import { Router } from './router.js';
 
 test('routes match params and tell a wrong method from a missing path', async () => {
