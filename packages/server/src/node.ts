@@ -187,8 +187,6 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const store = new SqliteStore(join(o.dataDir, 'warren.db'));
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
-  const zram = o.swap ? await setupZramSwap(o.swap.zramMiB) : null;
-  if (zram) o.logger.info('zram swap on', { device: zram.device, sizeMiB: zram.sizeMiB });
   let service: SandboxService | null = null;
   const edge = new Edge({
     nodeId,
@@ -231,6 +229,17 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
   });
+  // Last, when nothing after can fail: the swap is the host's, and must not outlive a failed start.
+  const zram = o.swap
+    ? await setupZramSwap(o.swap.zramMiB).catch(async (e: unknown) => {
+        server.close();
+        await edge.close({ keep: true });
+        await mounts.close();
+        store.close();
+        throw e;
+      })
+    : null;
+  if (zram) o.logger.info('zram swap on', { device: zram.device, sizeMiB: zram.sizeMiB });
   const addr = server.address() as AddressInfo;
   url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${addr.port}`;
 

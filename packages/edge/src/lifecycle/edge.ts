@@ -716,7 +716,7 @@ export class Edge {
         paused++;
         avail = await memAvailableMiB();
       }
-      this.o.logger?.warn('memory pressure: paused the longest-idle sandboxes', { paused, availableMiB: avail, floorMiB: floor });
+      if (paused > 0) this.o.logger?.warn('memory pressure: paused the longest-idle sandboxes', { paused, availableMiB: avail, floorMiB: floor });
     } finally {
       this.relieving = false;
     }
