@@ -447,6 +447,7 @@ export class SandboxNetwork {
       // Closing a namespace removes its veth (both ends) with it.
       await Promise.all(fds.map((fd) => this.o.host.netnsClose(fd).catch(() => undefined)));
       for (const s of slots) this.used.delete(s.index);
+      if (e instanceof WarrenError && e.code === 'resource_exhausted') throw e;
       throw new WarrenError('unavailable', 'could not set up the sandbox network', {}, { cause: e });
     }
   }
