@@ -1,14 +1,14 @@
 // Warren benchmark: create latency and throughput, exec round trips, idle memory per sandbox,
 // against raw runc and podman in the same run. Prints numbers; asserts nothing.
 // Usage: npm run bench [-- --idle 500 --creates 200]
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { chmodSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Warren, type Sandbox } from '@warren/sdk';
 import { podman, rawRunc } from './baselines.js';
+import { startWarrenUp } from './warren-up.js';
 import { fmt, pct, pool } from './stats.js';
 
 const { values } = parseArgs({
@@ -23,44 +23,17 @@ const IDLE = Number(values.idle);
 const CREATES = Number(values.creates);
 const LATENCY_N = Number(values.latency);
 const EXECS = Number(values.execs);
-const CLI = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
 
 async function memAvailable(): Promise<number> {
   const m = /MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
   return Number(m?.[1] ?? 0) * 1024;
 }
 
-async function startServer(dataDir: string): Promise<{ url: string; key: string; stop: () => Promise<void> }> {
-  const key = 'bench-key';
-  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', '--data-dir', dataDir, '--images', 'busybox:latest,debian-python:latest'], {
-    env: { ...process.env, WARREN_API_KEY: key },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /running at (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    child.on('exit', () => reject(new Error('warren up exited')));
-  });
-  return {
-    url,
-    key,
-    stop: () =>
-      new Promise((resolve) => {
-        child.on('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
-}
-
 async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
   const dataDir = await mkdtemp('/tmp/warren-bench-');
   chmodSync(dataDir, 0o711);
-  const srv = await startServer(dataDir);
+  const srv = await startWarrenUp(dataDir, [], { logs: true });
   const w = new Warren({ url: srv.url, apiKey: srv.key });
   const made: Sandbox[] = [];
   let warrenRate = 0;

@@ -4,13 +4,12 @@
 // measures pause, resume and the first command after a transparent resume at that density, and
 // warm-pool claims. Prints numbers; asserts nothing.
 // Usage: npm run bench:idle [-- --max 2000 --zram-mib 16384]
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Warren, WarrenError, type Sandbox, type Shell } from '@warren/sdk';
+import { WarrenError, type Sandbox, type Shell } from '@warren/sdk';
+import { startWarrenUp } from './warren-up.js';
 import { pct, pool } from './stats.js';
 
 const { values } = parseArgs({
@@ -24,49 +23,9 @@ const { values } = parseArgs({
 const MAX = Number(values.max);
 const MIN_FREE_MIB = Number(values['min-free-mib']);
 const SAMPLE = Number(values.sample);
-const CLI = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
 
 async function memAvailableMiB(): Promise<number> {
   return Number(/MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) / 1024;
-}
-
-async function startNode(dataDir: string): Promise<{ client: Warren; stop: () => Promise<void> }> {
-  const key = 'bench-key';
-  const child = spawn(
-    process.execPath,
-    [
-      CLI,
-      'up',
-      '--port',
-      '0',
-      '--data-dir',
-      dataDir,
-      '--images',
-      'busybox:latest,debian-python:latest',
-      '--zram-swap-mib',
-      values['zram-mib'],
-      '--memory-floor-mib',
-      '0',
-    ],
-    { env: { ...process.env, WARREN_API_KEY: key }, stdio: ['ignore', 'pipe', 'ignore'] },
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /running at (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    child.on('exit', () => reject(new Error('warren up exited')));
-  });
-  return {
-    client: new Warren({ url, apiKey: key }),
-    stop: () =>
-      new Promise((resolve) => {
-        child.on('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
 }
 
 const ms = (xs: number[]): string => `p50 ${pct(xs, 50).toFixed(1)} ms, p99 ${pct(xs, 99).toFixed(1)} ms`;
@@ -75,7 +34,7 @@ const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
   const dir = await mkdtemp(join(tmpdir(), 'warren-bench-idle-'));
-  const node = await startNode(dir);
+  const node = await startWarrenUp(dir, ['--zram-swap-mib', values['zram-mib'], '--memory-floor-mib', '0']);
   const c = node.client;
   const boxes: Array<{ sb: Sandbox; sh: Shell }> = [];
   try {

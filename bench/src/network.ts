@@ -7,9 +7,9 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Warren, type Sandbox } from '@warren/sdk';
+import type { Sandbox, Warren } from '@warren/sdk';
+import { startWarrenUp } from './warren-up.js';
 import { pct } from './stats.js';
 
 const { values } = parseArgs({
@@ -22,37 +22,6 @@ const { values } = parseArgs({
 const CREATES = Number(values.creates);
 const BURST = Number(values.burst);
 const MIB = Number(values.mib);
-const CLI = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
-
-interface Node {
-  client: Warren;
-  stop(): Promise<void>;
-}
-
-async function startNode(dataDir: string, args: string[]): Promise<Node> {
-  const key = 'bench-key';
-  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', '--data-dir', dataDir, '--images', 'busybox:latest', ...args], {
-    env: { ...process.env, WARREN_API_KEY: key },
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /running at (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    child.on('exit', () => reject(new Error('warren up exited')));
-  });
-  return {
-    client: new Warren({ url, apiKey: key }),
-    stop: () =>
-      new Promise((resolve) => {
-        child.on('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
-}
 
 const ms = (xs: number[]): string => `p50 ${pct(xs, 50).toFixed(1)} ms, p95 ${pct(xs, 95).toFixed(1)} ms`;
 
@@ -108,7 +77,7 @@ async function main(): Promise<void> {
     for (const mode of ['off', 'on'] as const) {
       const dir = await mkdtemp(join(tmpdir(), 'warren-bench-net-'));
       dirs.push(dir);
-      const node = await startNode(dir, mode === 'off' ? ['--no-network'] : []);
+      const node = await startWarrenUp(dir, mode === 'off' ? ['--no-network', '--images', 'busybox:latest'] : ['--images', 'busybox:latest']);
       try {
         results[mode] = await createLatency(node.client, mode === 'off' ? undefined : { egress: 'deny', allow: ['download.example'] });
       } finally {
@@ -125,7 +94,7 @@ async function main(): Promise<void> {
     const dir = await mkdtemp(join(tmpdir(), 'warren-bench-net-'));
     dirs.push(dir);
     await writeFile(join(dir, 'hosts'), `${server} download.example\n`);
-    const node = await startNode(dir, ['--egress-hosts', join(dir, 'hosts')]);
+    const node = await startWarrenUp(dir, ['--egress-hosts', join(dir, 'hosts'), '--images', 'busybox:latest']);
     try {
       const sb = await node.client.sandboxes.create({ image: 'busybox:latest', network: { egress: 'deny', allow: ['download.example', `${server}/32`] } });
       const rate = async (url: string): Promise<number> => {
