@@ -16,8 +16,8 @@ export { CgroupV1, parseProcCgroup, readOwnCgroupParent, sandboxCgroupParent } f
 export { InitCall } from './init/call.js';
 export { SandboxNetwork } from './net/sandbox-network.js';
 export type { NetAttachment, NetHost, SandboxNetworkOptions } from './net/sandbox-network.js';
-export { compilePolicy, nameAllowed, widestAllowPrefix } from './net/policy.js';
+export { compilePolicy, widestAllowPrefix } from './net/policy.js';
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
-export { setupZramSwap, swapTotalBytes } from './host/swap.js';
+export { setupZramSwap } from './host/swap.js';
 export type { ZramSwap } from './host/swap.js';

@@ -11,12 +11,6 @@ export interface ZramSwap {
   close(): Promise<void>;
 }
 
-/** Swap the host has now, in bytes (/proc/meminfo SwapTotal). */
-export async function swapTotalBytes(): Promise<number> {
-  const m = /SwapTotal:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
-  return Number(m?.[1] ?? 0) * 1024;
-}
-
 /**
  * A zram swap device of `sizeMiB` (uncompressed) at high priority: paused sandboxes' anonymous
  * memory goes there compressed (lz4 when the kernel has it), so a paused Python process costs a

@@ -410,13 +410,18 @@ export class Edge {
     l.spec.network = policy;
   }
 
-  /** The sandbox's rules as applied (normalised), its address and what its network did. */
+  /**
+   * The sandbox's rules as applied (normalised), its address and, with `withUsage`, what its
+   * network did (link counters and the kernel's refusals: file reads, now and then an nft run).
+   */
   async network(
     id: string,
+    withUsage = true,
   ): Promise<{ policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] }; address: string | null; usage: NetworkUsage | null }> {
     this.get(id);
     const n = this.o.network;
-    return { policy: n?.policy(id) ?? { egress: 'deny', allow: [], deny: [] }, address: n?.address(id) ?? null, usage: (await n?.usage(id)) ?? null };
+    const usage = withUsage ? ((await n?.usage(id)) ?? null) : null;
+    return { policy: n?.policy(id) ?? { egress: 'deny', allow: [], deny: [] }, address: n?.address(id) ?? null, usage };
   }
 
   /** Where the host reaches the sandbox (its link address), or null without a network. */

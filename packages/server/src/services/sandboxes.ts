@@ -221,7 +221,8 @@ export class SandboxService {
     const usage = st
       ? { cpuSeconds: st.cpuSeconds, cpuRecent: st.cpuRecent, memoryBytes: st.memoryBytes, swapBytes: st.swapBytes, idleSeconds: Math.round(st.idleSeconds) }
       : none;
-    const net = live ? await this.edge.network(rec.id).catch(() => null) : null;
+    // The create answer skips usage reads, as for CPU and memory: nothing has happened yet.
+    const net = live ? await this.edge.network(rec.id, withUsage).catch(() => null) : null;
     const policy = net?.policy ?? { egress: rec.network?.egress ?? 'deny', allow: rec.network?.allow ?? [], deny: rec.network?.deny ?? [] };
     const network = { ...policy, address: net?.address ?? null, usage: net?.usage ?? EMPTY_NET_USAGE };
     const s: Sandbox = {
