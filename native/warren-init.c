@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -32,6 +33,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "fn.h"
 
 #define PROTO_VERSION "1"
 #define LISTEN_FD 3
@@ -900,6 +903,13 @@ struct cmd {
 	int in_eof, failed, exited, status, timed_out, finishing, done;
 	struct conn *conn;
 	int64_t deadline, grace;
+	/* FnCall (op F): pid is the call's PID 1, learned from its supervisor through st_fd. */
+	int fn, st_fd, kill_pending, zqueued;
+	char st[64];
+	size_t stn;
+	/* The call's side of its descriptors (request, stdin, stdout, stderr, error report,
+	 * status), held while it waits for the zygote. */
+	int cfd[6];
 };
 
 typedef struct {
@@ -1159,7 +1169,7 @@ static void cmd_ep(struct cmd *m)
 		fb_str('m', msg);
 		conn_final(m->conn, 'f', fb.d, fb.len);
 		m->conn = NULL;
-	} else {
+	} else if (!m->fn) {
 		fb_reset();
 		fb_num('p', m->pid);
 		if (clive(m->conn))
@@ -2306,6 +2316,468 @@ static void xop_exited(struct xop *x, int status)
 		conn_done(c);
 }
 
+/* -------------------------------------------------------------- FnCall */
+
+/*
+ * In a FnCall worker (WARREN_FN=1 in the init's environment) op F runs one call in namespaces
+ * and a root of its own (native/fn.c). A supervisor process enters them, forks the call as PID 1
+ * of the new pid namespace, and reports on a status pipe: "p<pid>\n" once the call runs, then
+ * "s<wait status>\n" when it is over; errors before the call's code runs come back on the usual
+ * error pipe. Python calls are forked from a zygote that paid for the interpreter's start once
+ * (native/fn-zygote.py); other languages, and Python where no zygote can run, are exec'd.
+ */
+static int fn_mode;
+static unsigned long fn_tmpfs_kib;
+
+enum { ZY_NONE, ZY_STARTING, ZY_READY, ZY_BROKEN };
+static int zy_state;
+static pid_t zy_pid;
+static int zy_fd = -1;
+
+#define ZYGOTE_PATH "/.warren/fn-zygote.py"
+#define FN_NFD 6
+
+/* The request's files: a `P` path field, then a `B` field with the bytes (repeat). Written by the
+ * call's own process, inside its own root. Returns 0 or errno with msg set. */
+static int fn_write_files(const field_t *f, size_t nf, char *msg, size_t msz)
+{
+	const field_t *pf = NULL;
+	for (size_t i = 0; i < nf; i++) {
+		if (f[i].k == 'P') {
+			pf = &f[i];
+			continue;
+		}
+		if (f[i].k != 'B')
+			continue;
+		char *p = fpath(pf);
+		pf = NULL;
+		if (!p) {
+			snprintf(msg, msz, "files: invalid path");
+			return EINVAL;
+		}
+		char *slash = strrchr(p, '/');
+		int e = 0;
+		const char *what = "mkdir";
+		if (slash != p) {
+			*slash = 0;
+			e = mkdir_p(p, 0755, NULL, &what);
+			*slash = '/';
+		}
+		int fd = e ? -1 : open(p, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (!e && fd < 0)
+			e = errno, what = "open";
+		for (uint32_t off = 0; !e && off < f[i].n;) {
+			ssize_t w = write(fd, f[i].v + off, f[i].n - off);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				e = errno, what = "write";
+			else
+				off += (uint32_t)w;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (e) {
+			snprintf(msg, msz, "files: %s %s: %s", what, p, strerror(e));
+			free(p);
+			return e;
+		}
+		free(p);
+	}
+	return 0;
+}
+
+/* Up to 6 descriptors with one byte, on the zygote's socket. */
+static int send_fds(int sock, const int *fds, int n)
+{
+	char b = 'c';
+	struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * FN_NFD)];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+	memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)n);
+	ssize_t r;
+	do
+		r = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	return r == 1 ? 0 : -1;
+}
+
+static void fn_close_cfds(struct cmd *m)
+{
+	for (int i = 0; i < FN_NFD; i++) {
+		if (m->cfd[i] >= 0)
+			close(m->cfd[i]);
+		m->cfd[i] = -1;
+	}
+}
+
+static void fn_fail(struct cmd *m, int err, const char *msg)
+{
+	fn_close_cfds(m);
+	m->zqueued = 0;
+	m->failed = 1;
+	m->exited = 1;
+	cmd_close_out(m);
+	if (m->ep_fd >= 0)
+		close(m->ep_fd);
+	if (m->st_fd >= 0)
+		close(m->st_fd);
+	m->ep_fd = m->st_fd = -1;
+	fb_reset();
+	fb_num('n', err);
+	fb_str('m', msg);
+	conn_final(m->conn, 'f', fb.d, fb.len);
+	m->conn = NULL;
+	m->done = 1;
+}
+
+/* Closes every descriptor from 3 up but the call's own (cfd[0] may be -1). */
+static void close_except(const int *keep, int n)
+{
+	int k[FN_NFD];
+	int nk = 0;
+	for (int i = 0; i < n; i++)
+		if (keep[i] >= 3)
+			k[nk++] = keep[i];
+	for (int i = 1; i < nk; i++)
+		for (int j = i; j > 0 && k[j - 1] > k[j]; j--) {
+			int t = k[j];
+			k[j] = k[j - 1];
+			k[j - 1] = t;
+		}
+	unsigned lo = 3;
+	for (int i = 0; i < nk; i++) {
+		if ((unsigned)k[i] > lo)
+			syscall(SYS_close_range, lo, (unsigned)k[i] - 1, 0u);
+		lo = (unsigned)k[i] + 1;
+	}
+	syscall(SYS_close_range, lo, ~0u, 0u);
+}
+
+/* The supervisor of one exec'd call: enters the call's namespaces, forks the call, waits for it. */
+static void __attribute__((noreturn)) fn_supervise(struct cmd *m, const field_t *f, size_t nf)
+{
+	int ep = m->cfd[4], st = m->cfd[5];
+	close_except(m->cfd, FN_NFD);
+	child_ep = ep;
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGCHLD, SIG_DFL);
+	if (warren_fn_enter(fn_tmpfs_kib) < 0)
+		child_fail(errno ? errno : EIO, "isolate: %s", warren_fn_error());
+	pid_t pid = fork();
+	if (pid < 0)
+		child_fail(errno, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(st);
+		char msg[480];
+		struct spawn_args sa;
+		if (warren_fn_inner() < 0)
+			child_fail(errno ? errno : EIO, "isolate: %s", warren_fn_error());
+		int e = fn_write_files(f, nf, msg, sizeof msg);
+		if (e)
+			child_fail(e, "%s", msg);
+		if (spawn_args_build(f, nf, &sa))
+			child_fail(EINVAL, "exec: invalid request");
+		const field_t *c = fget(f, nf, 'c');
+		if (c && c->n && !fhasnul(c)) {
+			const char *what;
+			e = mkdir_p(sa.cwd, 0755, NULL, &what);
+			if (e)
+				child_fail(e, "cwd: %s: %s", sa.cwd, strerror(e));
+		}
+		child_main(&sa, m->cfd[1], m->cfd[2], m->cfd[3], ep);
+	}
+	for (int i = 0; i < 5; i++)
+		close(m->cfd[i]);
+	dprintf(st, "p%d\n", pid);
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			_exit(1);
+	dprintf(st, "s%d\n", status);
+	_exit(0);
+}
+
+static void fn_exec(struct cmd *m, const field_t *f, size_t nf)
+{
+	if (!fget(f, nf, 'a')) {
+		fn_fail(m, ENOEXEC, "fn: no interpreter to run (the image's python3 cannot run the zygote)");
+		return;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		fn_fail(m, errno, "fn: fork failed");
+		return;
+	}
+	if (pid == 0)
+		fn_supervise(m, f, nf);
+	fn_close_cfds(m);
+}
+
+static void zy_dead(void);
+
+static void zy_send(struct cmd *m)
+{
+	if (send_fds(zy_fd, m->cfd, FN_NFD) < 0) {
+		fn_fail(m, EIO, "fn: the python zygote does not take calls");
+		zy_dead();
+		return;
+	}
+	fn_close_cfds(m);
+	m->zqueued = 0;
+}
+
+/* The zygote: python3 from the image's PATH, started with the first Python call's environment. */
+static void zy_start(const field_t *f, size_t nf)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		zy_state = ZY_BROKEN;
+		return;
+	}
+	struct spawn_args sa;
+	char kib[32];
+	snprintf(kib, sizeof kib, "%lu", fn_tmpfs_kib);
+	pid_t pid = fork();
+	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		for (int s = 1; s < NSIG; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_DFL);
+		int nul = open("/dev/null", O_RDWR);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(sv[1], 3) < 0)
+			_exit(127);
+		syscall(SYS_close_range, 4u, ~0u, 0u);
+		setrlimit(RLIMIT_NOFILE, &saved_nofile);
+		char **env = NULL;
+		if (spawn_args_build(f, nf, &sa) == 0)
+			env = sa.env;
+		char *argv[] = { "python3", ZYGOTE_PATH, kib, NULL };
+		const char *path = env ? env_get(env, "PATH") : NULL;
+		if (!path)
+			path = DEFAULT_PATH;
+		char full[PATH_MAX];
+		for (const char *p = path; *p;) {
+			const char *e = strchr(p, ':');
+			size_t dl = e ? (size_t)(e - p) : strlen(p);
+			if (dl && dl + 9 < sizeof full) {
+				memcpy(full, p, dl);
+				memcpy(full + dl, "/python3", 9);
+				execve(full, argv, env ? env : (char *[]){ NULL });
+			}
+			if (!e)
+				break;
+			p = e + 1;
+		}
+		_exit(127);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		zy_state = ZY_BROKEN;
+		return;
+	}
+	set_nonblock(sv[0]);
+	zy_pid = pid;
+	zy_fd = sv[0];
+	zy_state = ZY_STARTING;
+}
+
+/* The zygote is gone. One that never became ready will not: its Python calls are exec'd. */
+static void zy_dead(void)
+{
+	int broken = zy_state == ZY_STARTING;
+	if (zy_fd >= 0)
+		close(zy_fd);
+	zy_fd = -1;
+	if (zy_pid > 0)
+		kill(zy_pid, SIGKILL);
+	zy_pid = 0;
+	zy_state = broken ? ZY_BROKEN : ZY_NONE;
+	for (struct cmd *m = cmds; m; m = m->next) {
+		if (!m->zqueued)
+			continue;
+		m->zqueued = 0;
+		/* The exec path needs the request's fields: kept in the request memfd. */
+		off_t n = lseek(m->cfd[0], 0, SEEK_END);
+		char *p = n > 0 ? malloc((size_t)n) : NULL;
+		field_t *f = NULL;
+		size_t nf = 0;
+		if (!p || pread(m->cfd[0], p, (size_t)n, 0) != n || parse_fields(p, (size_t)n, &f, &nf) < 0)
+			fn_fail(m, EIO, "fn: the python zygote failed to start");
+		else
+			fn_exec(m, f, nf);
+		free(f);
+		free(p);
+	}
+}
+
+static void zy_readable(void)
+{
+	char b[16];
+	ssize_t n = recv(zy_fd, b, sizeof b, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		zy_dead();
+		return;
+	}
+	if (zy_state == ZY_STARTING && b[0] == 'r') {
+		zy_state = ZY_READY;
+		for (struct cmd *m = cmds; m; m = m->next)
+			if (m->zqueued)
+				zy_send(m);
+	}
+}
+
+static int memfd_with(const char *name, const void *d, size_t n)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	for (size_t off = 0; off < n;) {
+		ssize_t w = write(fd, (const char *)d + off, n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			close(fd);
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+/*
+ * F: `l` "python" (forked from the zygote) or absent; `a` argv (the exec path, and Python's
+ * where no zygote runs); `C` the Python code; `e` the whole environment; `c` cwd; `t` timeout
+ * ms; `I` stdin bytes; `P`/`B` files. Replies like E: `o`/`r` output, then `x` with the status.
+ */
+static void op_fn(struct conn *c, const char *p, size_t n, const field_t *f, size_t nf)
+{
+	unsigned long long t = 0;
+	const field_t *tf = fget(f, nf, 't');
+	if (tf && tf->n && fnum(tf, 10, 1000000000000ULL, &t) < 0) {
+		conn_fail(c, EINVAL, "fn: invalid request");
+		return;
+	}
+	const field_t *lf = fget(f, nf, 'l'), *in = fget(f, nf, 'I');
+	int python = lf && lf->n == 6 && !memcmp(lf->v, "python", 6);
+	struct cmd *m = xrealloc(NULL, sizeof *m);
+	memset(m, 0, sizeof *m);
+	m->fn = 1;
+	m->in_fd = -1;
+	for (int i = 0; i < FN_NFD; i++)
+		m->cfd[i] = -1;
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, ep[2] = { -1, -1 }, st[2] = { -1, -1 };
+	m->cfd[0] = python ? memfd_with("fn-request", p, n) : -2;
+	m->cfd[1] = memfd_with("fn-stdin", in ? in->v : "", in ? in->n : 0);
+	if (m->cfd[0] == -1 || m->cfd[1] < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+	    pipe2(ep, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) {
+		int e = errno;
+		int all[] = { out[0], out[1], err[0], err[1], ep[0], ep[1], st[0], st[1] };
+		for (int i = 0; i < 8; i++)
+			if (all[i] >= 0)
+				close(all[i]);
+		if (m->cfd[0] == -2)
+			m->cfd[0] = -1;
+		fn_close_cfds(m);
+		free(m);
+		conn_fail(c, e, "fn: %s", strerror(e));
+		return;
+	}
+	if (m->cfd[0] == -2)
+		m->cfd[0] = -1;
+	m->cfd[2] = out[1];
+	m->cfd[3] = err[1];
+	m->cfd[4] = ep[1];
+	m->cfd[5] = st[1];
+	m->out_fd = out[0];
+	m->err_fd = err[0];
+	m->ep_fd = ep[0];
+	m->st_fd = st[0];
+	set_nonblock(m->out_fd);
+	set_nonblock(m->err_fd);
+	set_nonblock(m->ep_fd);
+	set_nonblock(m->st_fd);
+	m->conn = c;
+	m->deadline = t ? now_ms + (int64_t)t : 0;
+	m->next = cmds;
+	cmds = m;
+	c->cmd = m;
+	if (python && zy_state == ZY_NONE)
+		zy_start(f, nf);
+	if (python && zy_state == ZY_READY)
+		zy_send(m);
+	else if (python && zy_state == ZY_STARTING)
+		m->zqueued = 1;
+	else
+		fn_exec(m, f, nf);
+}
+
+/* The supervisor's "p<pid>" and "s<status>" lines. */
+static void fn_status(struct cmd *m)
+{
+	for (;;) {
+		ssize_t r = read(m->st_fd, m->st + m->stn, sizeof m->st - 1 - m->stn);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (r <= 0) {
+			close(m->st_fd);
+			m->st_fd = -1;
+			/* The supervisor died before the call's end (or never ran it). */
+			if (m->pid > 0 && !m->exited)
+				kill(m->pid, SIGKILL);
+			if (!m->exited)
+				cmd_exited(m, W_EXITCODE(0, SIGKILL));
+			return;
+		}
+		m->stn += (size_t)r;
+		m->st[m->stn] = 0;
+		char *nl;
+		while ((nl = strchr(m->st, '\n'))) {
+			*nl = 0;
+			long v = strtol(m->st + 1, NULL, 10);
+			if (m->st[0] == 'p' && v > 0 && !m->pid) {
+				m->pid = (pid_t)v;
+				if (m->kill_pending)
+					kill(m->pid, SIGKILL);
+			} else if (m->st[0] == 's' && !m->exited) {
+				cmd_exited(m, (int)v);
+			}
+			size_t used = (size_t)(nl - m->st) + 1;
+			memmove(m->st, nl + 1, m->stn - used + 1);
+			m->stn -= used;
+		}
+		if (m->stn == sizeof m->st - 1)
+			m->stn = 0;
+	}
+}
+
+/* Ends a call at once: SIGKILL to its PID 1 ends its whole pid namespace. */
+static void fn_kill(struct cmd *m)
+{
+	if (m->exited)
+		return;
+	if (m->pid > 0)
+		kill(m->pid, SIGKILL);
+	else
+		m->kill_pending = 1;
+}
+
 /* ---------------------------------------------------------- dispatch */
 
 static void handle_request(struct conn *c, int type, const char *p, size_t n)
@@ -2318,6 +2790,12 @@ static void handle_request(struct conn *c, int type, const char *p, size_t n)
 	}
 	c->op = (char)type;
 	c->state = CS_OP;
+	/* A FnCall worker's init keeps CAP_SYS_ADMIN for its calls' namespaces: it runs nothing else. */
+	if (fn_mode && type != 'H' && type != 'F') {
+		conn_fail(c, EPERM, "a FnCall worker runs only FnCalls");
+		free(f);
+		return;
+	}
 	switch (type) {
 	case 'H':
 		fb_reset();
@@ -2326,6 +2804,12 @@ static void handle_request(struct conn *c, int type, const char *p, size_t n)
 		conn_final(c, 'k', fb.d, fb.len);
 		break;
 	case 'E': op_exec(c, f, nf); break;
+	case 'F':
+		if (fn_mode)
+			op_fn(c, p, n, f, nf);
+		else
+			conn_fail(c, EPERM, "fn: this sandbox is not a FnCall worker");
+		break;
 	case 'N': op_new_session(c, f, nf); break;
 	case 'Q': op_query(c, f, nf); break;
 	case 'D': op_delete_session(c, f, nf); break;
@@ -2393,6 +2877,14 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 		}
 		return;
 	}
+	case 'F':
+		if (type == 'k' && parse_signal(p, n) >= 0) {
+			if (c->cmd)
+				fn_kill(c->cmd);
+			return;
+		}
+		c->gone = 1;
+		return;
 	case 'W':
 		if (type == 'i' && c->ffd >= 0)
 			client_data(c, p, n);
@@ -2517,6 +3009,9 @@ static void cleanup(void)
 		if (c->cmd) {
 			c->cmd->conn = NULL;
 			cmd_close_stdin(c->cmd);
+			/* Nobody waits for a FnCall's answer any more. */
+			if (c->cmd->fn)
+				fn_kill(c->cmd);
 		}
 		if (c->sess && c->sess->conn == c) {
 			struct sess *s = c->sess;
@@ -2551,6 +3046,11 @@ static void cleanup(void)
 		cmd_close_out(m);
 		if (m->ep_fd >= 0)
 			close(m->ep_fd);
+		if (m->fn) {
+			if (m->st_fd >= 0)
+				close(m->st_fd);
+			fn_close_cfds(m);
+		}
 		*pp = m->next;
 		free(m);
 	}
@@ -2594,6 +3094,11 @@ static void reap(void)
 	pid_t pid;
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 		int found = 0;
+		if (pid == zy_pid) {
+			zy_pid = 0;
+			zy_dead();
+			continue;
+		}
 		for (struct cmd *m = cmds; m && !found; m = m->next)
 			if (m->pid == pid && !m->exited) {
 				cmd_exited(m, st);
@@ -2627,7 +3132,10 @@ static int64_t run_timers(int *busy)
 		if (m->deadline && !m->exited && now_ms >= m->deadline) {
 			m->timed_out = 1;
 			m->deadline = 0;
-			kill_tree(m->pid, SIGKILL, KT_GROUP | KT_SELF | KT_DESC | KT_SID);
+			if (m->fn)
+				fn_kill(m);
+			else
+				kill_tree(m->pid, SIGKILL, KT_GROUP | KT_SELF | KT_DESC | KT_SID);
 		}
 		if (m->grace && now_ms >= m->grace) {
 			m->grace = 0;
@@ -2737,7 +3245,7 @@ static int64_t run_timers(int *busy)
 }
 
 /* poll set */
-enum { K_LISTEN, K_SIG, K_CONN, K_CIN, K_COUT, K_CERR, K_CEP, K_SIN, K_SOUT, K_SERR, K_SEP };
+enum { K_LISTEN, K_SIG, K_CONN, K_CIN, K_COUT, K_CERR, K_CEP, K_SIN, K_SOUT, K_SERR, K_SEP, K_CST, K_ZY };
 struct pent {
 	int kind;
 	void *obj;
@@ -2811,6 +3319,9 @@ int main(void)
 	if (rl.rlim_cur > saved_nofile.rlim_cur)
 		setrlimit(RLIMIT_NOFILE, &rl);
 
+	const char *fnv = getenv("WARREN_FN"), *kib = getenv("WARREN_FN_TMPFS_KIB");
+	fn_mode = fnv && !strcmp(fnv, "1");
+	fn_tmpfs_kib = kib ? strtoul(kib, NULL, 10) : 0;
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
@@ -2849,6 +3360,8 @@ int main(void)
 				padd(m->in_fd, POLLOUT, K_CIN, m);
 			if (m->ep_fd >= 0)
 				padd(m->ep_fd, POLLIN, K_CEP, m);
+			if (m->fn && m->st_fd >= 0)
+				padd(m->st_fd, POLLIN, K_CST, m);
 			if (m->ep_fd < 0 && !m->failed && !m->finishing && !cbp(m->conn)) {
 				if (m->out_fd >= 0)
 					padd(m->out_fd, POLLIN, K_COUT, m);
@@ -2868,6 +3381,8 @@ int main(void)
 					padd(s->err_fd, POLLIN, K_SERR, s);
 			}
 		}
+		if (zy_fd >= 0)
+			padd(zy_fd, POLLIN, K_ZY, NULL);
 		int timeout = -1;
 		if (busy)
 			timeout = 0;
@@ -2935,6 +3450,16 @@ int main(void)
 					cmd_ep(m);
 				break;
 			}
+			case K_CST: {
+				struct cmd *m = o;
+				if (!m->done && m->st_fd == fd)
+					fn_status(m);
+				break;
+			}
+			case K_ZY:
+				if (zy_fd == fd)
+					zy_readable();
+				break;
 			case K_SIN: {
 				struct sess *s = o;
 				if (s->in_fd == fd)

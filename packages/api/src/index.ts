@@ -43,6 +43,7 @@ export {
   PublishLayersResponse,
 } from './images.js';
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
+export { FnBatchRequest, FnBatchResponse, FnFile, FnLanguage, FnRunRequest, FnRunResult } from './fn.js';
 export { CreateKeyRequest, CreateKeyResponse, Info, ListNodesResponse, Node, Quota } from './ops.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';

@@ -5,6 +5,7 @@ import * as f from './files.js';
 import * as i from './images.js';
 import * as o from './ops.js';
 import * as p from './pools.js';
+import * as fn from './fn.js';
 
 /** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
 export interface RouteSpec {
@@ -273,6 +274,22 @@ export const ROUTES = {
   }),
   listPools: r({ method: 'GET', path: '/v1/pools', summary: "This tenant's warm pools", response: p.ListPoolsResponse, status: 200 }),
   deletePool: r({ method: 'DELETE', path: '/v1/pools/{id}', summary: 'Remove a pool and its unclaimed sandboxes', status: 204 }),
+  fnRun: r({
+    method: 'POST',
+    path: '/v1/fn/run',
+    summary: 'Run one stateless call (python, bash, node) in a warm FnCall worker',
+    body: fn.FnRunRequest,
+    response: fn.FnRunResult,
+    status: 200,
+  }),
+  fnBatch: r({
+    method: 'POST',
+    path: '/v1/fn/batch',
+    summary: 'Run many stateless calls; results in the order of the calls',
+    body: fn.FnBatchRequest,
+    response: fn.FnBatchResponse,
+    status: 200,
+  }),
   openapi: r({ method: 'GET', path: '/v1/openapi.json', summary: 'This document', status: 200 }),
 } satisfies Record<string, RouteSpec>;
 

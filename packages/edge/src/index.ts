@@ -21,3 +21,5 @@ export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
 export { setupZramSwap } from './host/swap.js';
 export type { ZramSwap } from './host/swap.js';
+export { fnArgv } from './fn/fn-call.js';
+export type { FnCallOutcome, FnCallSpec } from './fn/fn-call.js';

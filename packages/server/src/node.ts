@@ -12,6 +12,7 @@ import { Auth } from './services/auth.js';
 import { SandboxService } from './services/sandboxes.js';
 import { ImageService } from './services/images.js';
 import { PoolService } from './services/pools.js';
+import { FnService, type FnOptions } from './services/fn.js';
 import { createApp } from './http/app.js';
 
 export interface Logger {
@@ -58,6 +59,8 @@ export interface WarrenOptions {
   memoryFloorMiB?: number;
   /** Compressed swap in RAM (zram) for paused sandboxes' memory, set up at start, removed at stop. */
   swap?: { zramMiB: number };
+  /** FnCall workers: warm pools, limits (see FnOptions). */
+  fn?: Omit<FnOptions, 'logger'>;
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
   logger: Logger;
@@ -132,6 +135,8 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   await mkdir(platformDir, { recursive: true, mode: 0o755 });
   await installPlatformFile(join(nativeDir, 'warren-init'), join(platformDir, 'warren-init'));
   await installPlatformFile(HOST_BUSYBOX, join(platformDir, 'busybox'));
+  await installPlatformFile(join(nativeDir, 'libwarren-fn.so'), join(platformDir, 'libwarren-fn.so'));
+  await installPlatformFile(join(nativeDir, 'fn-zygote.py'), join(platformDir, 'fn-zygote.py'));
 
   const layers = new LayerStore(join(o.dataDir, 'layers'));
   await layers.open();
@@ -188,6 +193,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
   let service: SandboxService | null = null;
+  let fn: FnService | null = null;
   const edge = new Edge({
     nodeId,
     backend,
@@ -201,7 +207,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     memoryFloorMiB: o.memoryFloorMiB,
     onStateChanged: (id, s) => service?.stateChanged(id, s),
     onExpired: (id, reason) => service?.expire(id, reason),
-    onDied: (id) => service?.died(id),
+    onDied: (id) => (fn?.owns(id) ? fn.died(id) : service?.died(id)),
     logger: o.logger,
     network: network ?? undefined,
   });
@@ -213,18 +219,20 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   });
   const pools = new PoolService(store, edge, service, { logger: o.logger });
   service.pools = pools;
+  fn = new FnService(edge, layers, { ...o.fn, logger: o.logger });
   const recovered = await service.recover();
   if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
   await network?.sweep();
   edge.start();
   pools.start();
+  fn.start();
   const flush = setInterval(() => service?.flushActivity(), 5000);
   flush.unref();
 
   const images = new ImageService(layers, edge, { idMap: DEFAULT_ID_MAP, ops: mounts, maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30, logger: o.logger });
   const auth = new Auth(store, adminKey);
   let url = '';
-  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, pools, nodeAddress: () => url, logger: o.logger });
+  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, pools, fn, nodeAddress: () => url, logger: o.logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
@@ -256,6 +264,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
           server.closeAllConnections();
         });
         pools.close();
+        await fn?.close();
         service?.flushActivity();
         const ids = edge.ids();
         await edge.close({ keep: opts.keep ?? false });

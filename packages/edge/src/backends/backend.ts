@@ -9,6 +9,8 @@ export interface BackendCreateSpec {
   signal?: AbortSignal;
   /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
   netns?: string;
+  /** A FnCall worker (see ContainerSpec.fn): it serves only per-call isolated runs. */
+  fn?: boolean;
 }
 
 export interface SandboxStats {

@@ -12,6 +12,7 @@ export const REQ = {
   remove: 'X',
   mkdir: 'M',
   move: 'V',
+  fn: 'F',
   data: 'i',
   eof: 'j',
   signal: 'k',

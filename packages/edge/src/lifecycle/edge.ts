@@ -11,6 +11,7 @@ import { REPLY, REQ } from '../init/frame.js';
 import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
 import { argvToScript, envList } from './shell.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
+import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 
 /** What the edge must know of a sandbox to run, police and recover it. */
 export interface EdgeSandboxSpec {
@@ -30,6 +31,8 @@ export interface EdgeSandboxSpec {
   pauseAfterIdleMs?: number | null;
   /** Whether time spent paused counts against the TTL (default: it does not). */
   ttlCountsPaused?: boolean;
+  /** A FnCall worker: no network, and it runs only {@link Edge.fnCall}s. */
+  fn?: boolean;
 }
 
 export interface EdgeCapacity {
@@ -182,8 +185,8 @@ export class Edge {
     let sb: BackendSandbox | null = null;
     const net = this.o.network;
     try {
-      const link = net ? await net.attach(spec.id, spec.network) : null;
-      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath });
+      const link = net && !spec.fn ? await net.attach(spec.id, spec.network) : null;
+      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath, fn: spec.fn });
       if (net && link) {
         await net.started(spec.id);
         // The node answers every DNS query a sandbox sends; its resolv.conf names its link's far
@@ -518,6 +521,17 @@ export class Edge {
     }
     void cmd.pump();
     return cmd;
+  }
+
+  /** Runs one call on a FnCall worker (resumed first if it was paused). */
+  async fnCall(id: string, spec: FnCallSpec): Promise<FnCallOutcome> {
+    const l = await this.touch(id);
+    if (!l.spec.fn) throw new WarrenError('internal', 'not a FnCall worker', { id });
+    try {
+      return await runFnCall(l.sb.initSocket, spec);
+    } finally {
+      l.spec.lastActivityMs = Date.now();
+    }
   }
 
   command(id: string, commandId: string): Command {

@@ -9,6 +9,7 @@ import { sandboxRoutes } from './routes-sandboxes.js';
 import { commandRoutes } from './routes-commands.js';
 import { fileRoutes } from './routes-files.js';
 import { opsRoutes } from './routes-ops.js';
+import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
 
 export type AppDeps = RouteDeps;
@@ -30,6 +31,7 @@ export function createApp(d: AppDeps): Server {
   fileRoutes(on, d);
   opsRoutes(on, d);
   imageRoutes(on, d);
+  fnRoutes(on, d);
   router.add(ROUTES.openapi, async (c) => {
     c.res.writeHead(200, { 'content-type': 'application/json' });
     c.res.end(openapi);

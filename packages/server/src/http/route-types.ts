@@ -5,6 +5,7 @@ import type { Auth } from '../services/auth.js';
 import type { Caller, SandboxService } from '../services/sandboxes.js';
 import type { ImageService } from '../services/images.js';
 import type { PoolService } from '../services/pools.js';
+import type { FnService } from '../services/fn.js';
 import type { RouteContext } from './router.js';
 
 /** A request that passed authentication. */
@@ -21,6 +22,7 @@ export interface RouteDeps {
   layers: LayerStore;
   images: ImageService;
   pools: PoolService;
+  fn: FnService;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Where this node's edge is reached (known once the server listens). */
   nodeAddress: () => string;

@@ -160,6 +160,7 @@ export class ContainerBackend implements Backend {
         pids: spec.resources.pids,
         capSwap: this.memsw,
         netnsPath: spec.netns,
+        fn: spec.fn,
       });
       started = true;
       let init: InitRecord | null;

@@ -21,6 +21,11 @@ export interface ContainerSpec {
    * is then mounted from the host side (the sandbox's user namespace does not own it).
    */
   netnsPath?: string;
+  /**
+   * A FnCall worker: its init keeps CAP_SYS_ADMIN in the sandbox's user namespace to give every
+   * call namespaces and a writable layer of its own (native/fn.c); the calls themselves drop it.
+   */
+  fn?: boolean;
 }
 
 export const INIT_PATH = '/.warren/warren-init';
@@ -65,15 +70,20 @@ export const DENIED_SYSCALLS = [
  */
 export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
   const period = 100_000;
+  const caps = spec.fn ? [...CAPS, 'CAP_SYS_ADMIN'] : CAPS;
   return {
     ociVersion: '1.0.2',
     process: {
       terminal: false,
       user: { uid: 0, gid: 0 },
       args: [INIT_PATH],
-      env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'WARREN_LISTEN_FD=3'],
+      env: [
+        'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        'WARREN_LISTEN_FD=3',
+        ...(spec.fn ? ['WARREN_FN=1', `WARREN_FN_TMPFS_KIB=${spec.memoryMiB * 1024}`] : []),
+      ],
       cwd: '/',
-      capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
+      capabilities: { bounding: caps, effective: caps, permitted: caps },
       // Below any sane host's hard limit: raising past it needs privileges the sandbox lacks.
       rlimits: [{ type: 'RLIMIT_NOFILE', hard: 4096, soft: 4096 }],
       noNewPrivileges: true,

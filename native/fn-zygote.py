@@ -1,0 +1,192 @@
+# The Python zygote of a Warren FnCall worker, started by warren-init (native/warren-init.c, op F)
+# as `python3 /.warren/fn-zygote.py TMPFS_KIB` with fd 3 a socket to the init. It pays for the
+# interpreter's start once; each call is a fork of it that enters namespaces and a root of its own
+# (native/fn.c through ctypes) and runs the code as `python3 -c` would.
+#
+# Per call the init sends one byte with six descriptors: the request (the F frame's fields, in a
+# memfd), stdin (a memfd), stdout, stderr, the error pipe and the status pipe. Errors before the
+# code runs go to the error pipe as warren-init's child errors do (int errno + message); the
+# supervisor writes "p<pid>\n" and "s<wait status>\n" to the status pipe.
+import array
+import ctypes
+import os
+import signal
+import socket
+import struct
+import sys
+
+# What calls commonly import, imported once here instead of in every call.
+import collections  # noqa: F401
+import functools  # noqa: F401
+import itertools  # noqa: F401
+import json  # noqa: F401
+import math  # noqa: F401
+import re  # noqa: F401
+import traceback
+import types
+
+NFD = 6
+TMPFS_KIB = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+lib = ctypes.CDLL("/.warren/libwarren-fn.so", use_errno=True)
+lib.warren_fn_enter.argtypes = [ctypes.c_ulong]
+lib.warren_fn_error.restype = ctypes.c_char_p
+
+
+def fields(data):
+    out, i = [], 0
+    while i + 5 <= len(data):
+        k = chr(data[i])
+        (n,) = struct.unpack_from("<I", data, i + 1)
+        out.append((k, data[i + 5 : i + 5 + n]))
+        i += 5 + n
+    return out
+
+
+def report(ep, err, msg):
+    try:
+        os.write(ep, struct.pack("i", err) + msg.encode("utf-8", "replace")[:470] + b"\0")
+    finally:
+        os._exit(127)
+
+
+def lib_error():
+    return (lib.warren_fn_error() or b"").decode("utf-8", "replace")
+
+
+def write_files(req, ep):
+    path = None
+    for k, v in req:
+        if k == "P":
+            path = v.decode("utf-8", "surrogateescape")
+        elif k == "B" and path is not None:
+            try:
+                parent = os.path.dirname(path)
+                if parent:
+                    os.makedirs(parent, 0o755, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(v)
+            except OSError as e:
+                report(ep, e.errno or 5, "files: %s: %s" % (path, e.strerror))
+            path = None
+
+
+def run(req, fds):
+    """The call itself: PID 1 of its own pid namespace, in its own root."""
+    _, stdin, stdout, stderr, ep, _ = fds
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if lib.warren_fn_inner() < 0:
+        report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
+    write_files(req, ep)
+    code = b"".join(v for k, v in req if k == "C")
+    env = {}
+    cwd = "/tmp"
+    for k, v in req:
+        if k == "e":
+            key, _, val = v.partition(b"=")
+            env[key.decode("utf-8", "surrogateescape")] = val.decode("utf-8", "surrogateescape")
+        elif k == "c":
+            cwd = v.decode("utf-8", "surrogateescape")
+    try:
+        os.makedirs(cwd, 0o755, exist_ok=True)
+        os.chdir(cwd)
+    except OSError as e:
+        report(ep, e.errno or 5, "cwd: %s: %s" % (cwd, e.strerror))
+    os.dup2(stdin, 0)
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    for fd in fds[:5]:  # the error pipe too: its end tells the init the code runs
+        os.close(fd)
+    os.setsid()
+    os.umask(0o022)
+    os.environ.clear()
+    os.environ.update(env)
+    for s in (signal.SIGPIPE, signal.SIGCHLD):
+        signal.signal(s, signal.SIG_DFL)
+    main = types.ModuleType("__main__")
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    sys.argv = ["-c"]
+    sys.path[0] = ""
+    status = 0
+    try:
+        exec(compile(code, "<string>", "exec"), main.__dict__)
+    except SystemExit as e:
+        if e.code is None:
+            status = 0
+        elif isinstance(e.code, int):
+            status = e.code & 0xFF
+        else:
+            print(e.code, file=sys.stderr)
+            status = 1
+    except BaseException as e:
+        tb = e.__traceback__.tb_next if e.__traceback__ else None
+        traceback.print_exception(type(e), e, tb)
+        status = 1
+    try:
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        status = 120 if status == 0 else status
+    os._exit(status)
+
+
+def supervise(fds):
+    """A fork of the zygote for one call: enters its namespaces, forks the call, waits for it."""
+    req_fd, _, _, _, ep, st = fds
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    req = fields(os.pread(req_fd, os.fstat(req_fd).st_size, 0))
+    if lib.warren_fn_enter(TMPFS_KIB) < 0:
+        report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
+    pid = os.fork()
+    if pid == 0:
+        os.close(st)
+        run(req, fds)
+    for fd in fds:
+        if fd != st:
+            os.close(fd)
+    os.write(st, b"p%d\n" % pid)
+    _, status = os.waitpid(pid, 0)
+    os.write(st, b"s%d\n" % status)
+    os._exit(0)
+
+
+def serve():
+    sock = socket.socket(fileno=3)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
+    sys.stdout.flush()
+    sock.send(b"r")
+    space = socket.CMSG_SPACE(NFD * 4)
+    while True:
+        msg, anc, _, _ = sock.recvmsg(1, space)
+        if not msg:
+            os._exit(0)
+        fds = array.array("i")
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % 4])
+        fds = list(fds)
+        if len(fds) != NFD:
+            for fd in fds:
+                os.close(fd)
+            continue
+        if os.fork() == 0:
+            sock.close()
+            try:
+                supervise(fds)
+            finally:
+                os._exit(1)
+        for fd in fds:
+            os.close(fd)
+
+
+serve()

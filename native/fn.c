@@ -1,0 +1,136 @@
+/*
+ * Per-call isolation in a FnCall worker (a container sandbox whose init keeps CAP_SYS_ADMIN in
+ * the sandbox's own user namespace; its calls never do). Every call gets new mount, pid, IPC and
+ * UTS namespaces and a fresh writable layer, so nothing of one call (files, processes, System V
+ * IPC, /dev/shm) is there for the next, and the worker is reused instead of a new sandbox per call.
+ *
+ * Built into warren-init and as a shared object that the Python zygote loads with ctypes: it uses
+ * only libc calls that every glibc has had since 2.2.5 (no stat family, no fortified wrappers), so
+ * the object loads into an image's Python whatever its glibc.
+ */
+#define _GNU_SOURCE
+#include "fn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define STAGE "/.warren"
+
+static char err[256];
+
+const char *warren_fn_error(void) { return err; }
+
+static int fail(const char *step, const char *path)
+{
+	int e = errno ? errno : EIO;
+	snprintf(err, sizeof err, "%s%s%s: %s", step, path ? " " : "", path ? path : "", strerror(e));
+	return -e;
+}
+
+/* The same paths a container sandbox has hidden and read-only in its /proc (oci-config.ts). */
+static const char *const masked[] = { "/proc/acpi",	"/proc/asound",	     "/proc/kcore",	 "/proc/keys",
+				      "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+				      "/proc/scsi" };
+static const char *const readonly[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger" };
+
+int warren_fn_enter(unsigned long tmpfs_kib)
+{
+	char opts[64];
+	errno = 0;
+	if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+		return fail("unshare", NULL);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail("make mounts private", NULL);
+	/* The stage covers the platform directory in this namespace only; it holds the call's
+	 * writable layer and, after pivot_root, is reachable from nowhere but the overlay. */
+	snprintf(opts, sizeof opts, "mode=0700,size=%luk", tmpfs_kib ? tmpfs_kib : 65536);
+	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return fail("tmpfs", STAGE);
+	if (mkdir(STAGE "/u", 0755) < 0 || mkdir(STAGE "/w", 0700) < 0 || mkdir(STAGE "/r", 0755) < 0)
+		return fail("mkdir", STAGE);
+	/* The worker's root as the lower layer: what the image holds, never what a call wrote. */
+	if (mount("overlay", STAGE "/r", "overlay", MS_NODEV, "lowerdir=/,upperdir=" STAGE "/u,workdir=" STAGE "/w,userxattr") < 0)
+		return fail("overlay", STAGE "/r");
+	/* /dev read-only (its nodes still work), with a new /dev/shm and this IPC namespace's mqueue. */
+	if (mount("/dev", STAGE "/r/dev", NULL, MS_BIND | MS_REC, NULL) < 0)
+		return fail("bind", "/dev");
+	if (mount("shm", STAGE "/r/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=65536k") < 0)
+		return fail("tmpfs", "/dev/shm");
+	if (mount("mqueue", STAGE "/r/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 && errno != ENOENT)
+		return fail("mqueue", "/dev/mqueue");
+	if (mount(NULL, STAGE "/r/dev", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, NULL) < 0)
+		return fail("read-only", "/dev");
+	if (mount("/sys", STAGE "/r/sys", NULL, MS_BIND | MS_REC, NULL) < 0 && errno != ENOENT)
+		return fail("bind", "/sys");
+	mount(NULL, STAGE "/r/sys", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	/* The worker's /proc, masks and all, stays under the call's own /proc (warren_fn_inner):
+	 * the kernel mounts a new proc only where one is already fully visible. */
+	if (mount("/proc", STAGE "/r/proc", NULL, MS_BIND | MS_REC, NULL) < 0)
+		return fail("bind", "/proc");
+	if (chdir(STAGE "/r") < 0)
+		return fail("chdir", STAGE "/r");
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return fail("pivot_root", NULL);
+	if (umount2(".", MNT_DETACH) < 0)
+		return fail("detach the worker's root", NULL);
+	if (chdir("/") < 0)
+		return fail("chdir", "/");
+	return 0;
+}
+
+static int drop_sys_admin(void)
+{
+	if (prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) < 0)
+		return fail("drop CAP_SYS_ADMIN", NULL);
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) < 0)
+		return fail("capget", NULL);
+	d[CAP_SYS_ADMIN / 32].effective &= ~(1u << (CAP_SYS_ADMIN % 32));
+	d[CAP_SYS_ADMIN / 32].permitted &= ~(1u << (CAP_SYS_ADMIN % 32));
+	d[CAP_SYS_ADMIN / 32].inheritable &= ~(1u << (CAP_SYS_ADMIN % 32));
+	if (syscall(SYS_capset, &h, d) < 0)
+		return fail("capset", NULL);
+	return 0;
+}
+
+int warren_fn_inner(void)
+{
+	errno = 0;
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return fail("mount", "/proc");
+	for (size_t i = 0; i < sizeof masked / sizeof masked[0]; i++) {
+		/* A directory gets an empty read-only tmpfs, a file /dev/null (which of the two it
+		 * is shows in the error; the stat calls are left out on purpose, see the top). */
+		if (mount("tmpfs", masked[i], "tmpfs", MS_RDONLY, NULL) == 0 || errno == ENOENT)
+			continue;
+		if (errno != ENOTDIR || mount("/dev/null", masked[i], NULL, MS_BIND, NULL) < 0)
+			return fail("mask", masked[i]);
+	}
+	for (size_t i = 0; i < sizeof readonly / sizeof readonly[0]; i++) {
+		if (mount(readonly[i], readonly[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return fail("read-only bind", readonly[i]);
+		}
+		if (mount(NULL, readonly[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			return fail("read-only", readonly[i]);
+	}
+	/* The call, not the worker's init or zygote, is what the OOM killer should pick. */
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom >= 0) {
+		if (write(oom, "500", 3) < 0) {
+		}
+		close(oom);
+	}
+	return drop_sys_admin();
+}

@@ -1,0 +1,363 @@
+import { cpus } from 'node:os';
+import { isAbsolute, posix } from 'node:path';
+import { WarrenError, type FnRunRequest, type FnRunResult } from '@warren/api';
+import type { Edge, EdgeSandboxSpec, FnCallSpec } from '@warren/edge';
+import type { LayerStore } from '@warren/images';
+import { newSandboxId } from './ids.js';
+import type { Caller } from './sandboxes.js';
+
+export interface FnOptions {
+  /** The image of calls that name none (default debian-python:latest). */
+  defaultImage?: string;
+  /** Workers kept warm from the start, per image; `language` python also starts its zygote. */
+  pools?: Array<{ image: string; language?: FnRunRequest['language']; size: number }>;
+  /** The most workers of one image (default twice the CPUs, at least 4). */
+  maxWorkersPerImage?: number;
+  /** Calls one tenant may have waiting, all images together (default 10 000). */
+  queueLimit?: number;
+  /** What each worker, and so each call, may use (default 1 CPU, 512 MiB, 256 pids). */
+  resources?: { cpu: number; memoryMiB: number; pids: number };
+  /** Workers beyond a pool's size are removed after this long without a call (default 30 s). */
+  idleMs?: number;
+  logger: { warn(msg: string, meta?: unknown): void };
+}
+
+interface Worker {
+  id: string;
+  busy: boolean;
+  lastUsedMs: number;
+}
+
+interface Waiting {
+  tenant: string;
+  spec: FnCallSpec;
+  enqueuedMs: number;
+  resolve: (r: FnRunResult) => void;
+  reject: (e: unknown) => void;
+  retried: boolean;
+}
+
+/** The workers of one image, and the calls waiting for them, per tenant. */
+interface Group {
+  image: string;
+  layers: string[];
+  workers: Worker[];
+  creating: number;
+  /** Kept at least this many (the configured pool). */
+  min: number;
+  warmLanguage: FnRunRequest['language'] | null;
+  queues: Map<string, Waiting[]>;
+  /** Tenants with waiting calls, in the order they are served (round robin). */
+  turn: string[];
+  lastError: WarrenError | null;
+  retryAtMs: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_MAX_OUTPUT = 1024 * 1024;
+const BASE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8' };
+
+/**
+ * FnCall: short stateless calls in warm, reused workers. A worker is a container sandbox whose
+ * init gives each call new namespaces and a fresh writable layer (native/fn.c), so a call never
+ * pays for a sandbox and never sees another's leftovers. Each worker runs one call at a time (its
+ * cgroup is the call's CPU, memory and pids limit); calls wait in per-tenant queues served round
+ * robin, and an image gets more workers while calls wait, up to a limit.
+ */
+export class FnService {
+  private readonly groups = new Map<string, Group>();
+  private readonly queued = new Map<string, number>();
+  private readonly owned = new Set<string>();
+  private readonly maxWorkers: number;
+  private readonly queueLimit: number;
+  private readonly resources: { cpu: number; memoryMiB: number; pids: number };
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  constructor(
+    private readonly edge: Edge,
+    private readonly layers: LayerStore,
+    private readonly o: FnOptions,
+  ) {
+    this.maxWorkers = o.maxWorkersPerImage ?? Math.max(4, 2 * cpus().length);
+    this.queueLimit = o.queueLimit ?? 10_000;
+    this.resources = o.resources ?? { cpu: 1, memoryMiB: 512, pids: 256 };
+  }
+
+  /** Starts the configured pools and the removal of idle workers. */
+  start(): void {
+    for (const p of this.o.pools ?? []) {
+      const g = this.group(p.image);
+      g.min = Math.max(g.min, p.size);
+      g.warmLanguage ??= p.language ?? null;
+    }
+    this.timer = setInterval(() => this.tick(), 1000);
+    this.timer.unref();
+    this.tick();
+  }
+
+  /** Whether a sandbox id is one of the FnCall workers. */
+  owns(id: string): boolean {
+    return this.owned.has(id);
+  }
+
+  /** The edge saw a worker die: it is forgotten (and replaced when calls need one). */
+  died(id: string): void {
+    for (const g of this.groups.values()) g.workers = g.workers.filter((w) => w.id !== id);
+    this.owned.delete(id);
+    void this.edge.destroy(id).catch(() => undefined);
+  }
+
+  async run(caller: Caller, req: FnRunRequest): Promise<FnRunResult> {
+    const [r] = await this.enqueue(caller, [req]);
+    return r!;
+  }
+
+  /** Runs calls, all or none admitted; each settles on its own (an error for one is its result). */
+  async batch(caller: Caller, reqs: FnRunRequest[]): Promise<Array<FnRunResult | { error: { code: string; message: string } }>> {
+    const settled = await Promise.allSettled(this.enqueue(caller, reqs));
+    return settled.map((s) => {
+      if (s.status === 'fulfilled') return s.value;
+      const e = s.reason instanceof WarrenError ? s.reason : new WarrenError('internal', 'internal error');
+      return { error: { code: e.code, message: e.message } };
+    });
+  }
+
+  private enqueue(caller: Caller, reqs: FnRunRequest[]): Array<Promise<FnRunResult>> {
+    if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
+    // Everything is checked before anything waits: a bad call rejects the whole request.
+    const prepared = reqs.map((req) => ({ g: this.group(req.image ?? this.o.defaultImage ?? 'debian-python:latest'), spec: callSpec(req) }));
+    const waiting = this.queued.get(caller.tenant) ?? 0;
+    if (waiting + reqs.length > this.queueLimit) {
+      throw new WarrenError('resource_exhausted', `this tenant has ${waiting} calls waiting; at most ${this.queueLimit} may wait`, {
+        queued: waiting,
+        queueLimit: this.queueLimit,
+      });
+    }
+    const now = Date.now();
+    const promises = prepared.map(
+      ({ g, spec }) =>
+        new Promise<FnRunResult>((resolve, reject) => {
+          const w: Waiting = { tenant: caller.tenant, spec, enqueuedMs: now, resolve, reject, retried: false };
+          this.push(g, w);
+        }),
+    );
+    for (const g of new Set(prepared.map((p) => p.g))) {
+      g.warmLanguage ??= prepared.find((p) => p.g === g)!.spec.language;
+      this.dispatch(g);
+      this.grow(g);
+    }
+    return promises;
+  }
+
+  private push(g: Group, w: Waiting, front = false): void {
+    let q = g.queues.get(w.tenant);
+    if (!q) {
+      q = [];
+      g.queues.set(w.tenant, q);
+      g.turn.push(w.tenant);
+    }
+    if (front) q.unshift(w);
+    else q.push(w);
+    this.queued.set(w.tenant, (this.queued.get(w.tenant) ?? 0) + 1);
+  }
+
+  /** The next waiting call, taking tenants in turn. */
+  private next(g: Group): Waiting | null {
+    while (g.turn.length) {
+      const tenant = g.turn.shift()!;
+      const q = g.queues.get(tenant);
+      const w = q?.shift();
+      if (!w) {
+        g.queues.delete(tenant);
+        continue;
+      }
+      if (q!.length) g.turn.push(tenant);
+      else g.queues.delete(tenant);
+      const n = (this.queued.get(tenant) ?? 1) - 1;
+      if (n) this.queued.set(tenant, n);
+      else this.queued.delete(tenant);
+      return w;
+    }
+    return null;
+  }
+
+  private waitingIn(g: Group): number {
+    let n = 0;
+    for (const q of g.queues.values()) n += q.length;
+    return n;
+  }
+
+  private group(image: string): Group {
+    const img = this.layers.getImage(image);
+    if (!img) throw new WarrenError('not_found', `image "${image}" does not exist`, { image });
+    const key = img.layers.join(',');
+    let g = this.groups.get(key);
+    if (!g) {
+      g = { image, layers: img.layers, workers: [], creating: 0, min: 0, warmLanguage: null, queues: new Map(), turn: [], lastError: null, retryAtMs: 0 };
+      this.groups.set(key, g);
+    }
+    return g;
+  }
+
+  /** Hands free workers the waiting calls. */
+  private dispatch(g: Group): void {
+    for (const worker of g.workers) {
+      if (worker.busy) continue;
+      const w = this.next(g);
+      if (!w) return;
+      worker.busy = true;
+      void this.runOn(g, worker, w);
+    }
+  }
+
+  private async runOn(g: Group, worker: Worker, w: Waiting): Promise<void> {
+    const start = Date.now();
+    try {
+      const out = await this.edge.fnCall(worker.id, w.spec);
+      const end = Date.now();
+      w.resolve({
+        stdout: out.stdout.toString('utf8'),
+        stderr: out.stderr.toString('utf8'),
+        exitCode: out.exitCode,
+        signal: out.signal,
+        durationMs: end - start,
+        queuedMs: start - w.enqueuedMs,
+        timedOut: out.timedOut,
+        truncated: out.truncated,
+      });
+    } catch (e) {
+      if (e instanceof WarrenError && (e.code === 'unavailable' || e.code === 'not_found' || e.code === 'internal')) {
+        // The worker is gone or broken, not the call: a new worker takes it (once).
+        this.retire(g, worker);
+        if (!w.retried) {
+          w.retried = true;
+          this.push(g, w, true);
+          this.grow(g);
+          return;
+        }
+      }
+      w.reject(e);
+    } finally {
+      worker.busy = false;
+      worker.lastUsedMs = Date.now();
+      this.dispatch(g);
+    }
+  }
+
+  /** More workers while calls wait and the image may have more. */
+  private grow(g: Group): void {
+    if (this.closed || Date.now() < g.retryAtMs) return;
+    const idle = g.workers.filter((w) => !w.busy).length;
+    const want = Math.max(
+      g.min - g.workers.length - g.creating,
+      Math.min(this.waitingIn(g) - idle - g.creating, this.maxWorkers - g.workers.length - g.creating),
+    );
+    for (let i = 0; i < want; i++) void this.addWorker(g);
+  }
+
+  private async addWorker(g: Group): Promise<void> {
+    const id = newSandboxId();
+    g.creating++;
+    this.owned.add(id);
+    try {
+      await this.edge.create(this.workerSpec(g, id));
+      if (g.warmLanguage === 'python') {
+        // The zygote starts with the first Python call: this one, not a caller's.
+        await this.edge.fnCall(id, { ...callSpec({ language: 'python', code: 'pass' }), timeoutMs: 30_000 }).catch(() => undefined);
+      }
+      if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
+      g.workers.push({ id, busy: false, lastUsedMs: Date.now() });
+      g.lastError = null;
+    } catch (e) {
+      this.owned.delete(id);
+      await this.edge.destroy(id).catch(() => undefined);
+      g.lastError = e instanceof WarrenError ? e : new WarrenError('internal', 'a FnCall worker failed to start', {}, { cause: e });
+      g.retryAtMs = Date.now() + 1000;
+      if (!this.closed) this.o.logger.warn('a FnCall worker failed to start', { image: g.image, error: String(e) });
+      // With no worker at all, nothing would ever serve what waits: it fails now.
+      if (g.workers.length === 0 && g.creating === 1) for (let w = this.next(g); w; w = this.next(g)) w.reject(g.lastError);
+    } finally {
+      g.creating--;
+    }
+    this.dispatch(g);
+  }
+
+  private workerSpec(g: Group, id: string): EdgeSandboxSpec {
+    return {
+      id,
+      layers: g.layers,
+      resources: this.resources,
+      env: {},
+      user: null,
+      workdir: null,
+      expiresAtMs: null,
+      idleTimeoutMs: null,
+      lastActivityMs: Date.now(),
+      paused: false,
+      fn: true,
+    };
+  }
+
+  private retire(g: Group, worker: Worker): void {
+    g.workers = g.workers.filter((w) => w !== worker);
+    this.owned.delete(worker.id);
+    void this.edge.destroy(worker.id).catch(() => undefined);
+  }
+
+  /** Removes workers idle past idleMs beyond each pool's size; keeps pools at their size. */
+  private tick(): void {
+    const now = Date.now();
+    const idleMs = this.o.idleMs ?? 30_000;
+    for (const g of this.groups.values()) {
+      for (const w of [...g.workers]) {
+        if (g.workers.length <= g.min) break;
+        if (!w.busy && now - w.lastUsedMs > idleMs) this.retire(g, w);
+      }
+      this.grow(g);
+    }
+  }
+
+  /** Workers per image (for /v1/nodes and tests). */
+  stats(): Array<{ image: string; workers: number; busy: number; queued: number }> {
+    return [...this.groups.values()].map((g) => ({
+      image: g.image,
+      workers: g.workers.length,
+      busy: g.workers.filter((w) => w.busy).length,
+      queued: this.waitingIn(g),
+    }));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    const err = new WarrenError('unavailable', 'this node is shutting down');
+    for (const g of this.groups.values()) for (let w = this.next(g); w; w = this.next(g)) w.reject(err);
+    const ids = [...this.owned];
+    this.owned.clear();
+    for (const g of this.groups.values()) g.workers = [];
+    await Promise.all(ids.map((id) => this.edge.destroy(id).catch(() => undefined)));
+  }
+}
+
+/** A request as the worker runs it: defaults applied, files resolved against cwd. */
+export function callSpec(req: FnRunRequest): FnCallSpec {
+  const cwd = req.cwd ?? '/tmp';
+  const files = (req.files ?? []).map((f) => {
+    const path = posix.normalize(isAbsolute(f.path) ? f.path : posix.join(cwd, f.path));
+    if (path.includes('\0') || path === '/' || /^\/(proc|sys|dev)(\/|$)/.test(path))
+      throw new WarrenError('invalid_argument', `file path "${f.path}" is not allowed`, { path: f.path });
+    return { path, content: Buffer.from(f.content, f.encoding === 'base64' ? 'base64' : 'utf8') };
+  });
+  return {
+    language: req.language,
+    code: req.code,
+    stdin: req.stdin === undefined ? undefined : Buffer.from(req.stdin),
+    env: Object.entries({ ...BASE_ENV, ...req.env }).map(([k, v]) => `${k}=${v}`),
+    cwd,
+    timeoutMs: req.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    files,
+    maxOutputBytes: req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+    zygote: !Object.keys(req.env ?? {}).some((k) => k.startsWith('PYTHON')),
+  };
+}
