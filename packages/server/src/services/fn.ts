@@ -109,8 +109,7 @@ export class FnService {
   }
 
   async run(caller: Caller, req: FnRunRequest): Promise<FnRunResult> {
-    const [r] = await this.enqueue(caller, [req]);
-    return r!;
+    return this.enqueue(caller, [req])[0]!;
   }
 
   /** Runs calls, all or none admitted; each settles on its own (an error for one is its result). */
