@@ -1,12 +1,12 @@
 # The Python zygote of a Warren FnCall worker, started by warren-init (native/warren-init.c, op F)
 # as `python3 /.warren/fn-zygote.py TMPFS_KIB` with fd 3 a socket to the init. It pays for the
-# interpreter's start once; each call is a fork of it that enters namespaces and a root of its own
-# (native/fn.c through ctypes) and runs the code as `python3 -c` would.
+# interpreter's start once; each call is one fork of it, PID 1 of a new pid namespace, that takes
+# namespaces and a root of its own (native/fn.c through ctypes) and runs the code as `python3 -c`.
 #
 # Per call the init sends one byte with six descriptors: the request (the F frame's fields, in a
 # memfd), stdin (a memfd), stdout, stderr, the error pipe and the status pipe. Errors before the
 # code runs go to the error pipe as warren-init's child errors do (int errno + message); the
-# supervisor writes "p<pid>\n" and "s<wait status>\n" to the status pipe.
+# zygote writes "p<pid>\n" to the status pipe after the fork and "s<wait status>\n" at the end.
 import array
 import ctypes
 import os
@@ -17,6 +17,7 @@ import sys
 
 # What calls commonly import, imported once here instead of in every call.
 import collections  # noqa: F401
+import gc
 import functools  # noqa: F401
 import itertools  # noqa: F401
 import json  # noqa: F401
@@ -28,7 +29,7 @@ import types
 NFD = 6
 TMPFS_KIB = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 lib = ctypes.CDLL("/.warren/libwarren-fn.so", use_errno=True)
-lib.warren_fn_enter.argtypes = [ctypes.c_ulong]
+lib.warren_fn_isolate.argtypes = [ctypes.c_ulong, ctypes.c_int]
 lib.warren_fn_error.restype = ctypes.c_char_p
 
 
@@ -47,6 +48,13 @@ def report(ep, err, msg):
         os.write(ep, struct.pack("i", err) + msg.encode("utf-8", "replace")[:470] + b"\0")
     finally:
         os._exit(127)
+
+
+def report_soft(ep, err, msg):
+    try:
+        os.write(ep, struct.pack("i", err) + msg.encode("utf-8", "replace")[:470] + b"\0")
+    except OSError:
+        pass
 
 
 def lib_error():
@@ -75,7 +83,8 @@ def run(req, fds):
     """The call itself: PID 1 of its own pid namespace, in its own root."""
     _, stdin, stdout, stderr, ep, _ = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    if lib.warren_fn_inner() < 0:
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    if lib.warren_fn_isolate(TMPFS_KIB, 0) < 0:
         report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
     write_files(req, ep)
     code = b"".join(v for k, v in req if k == "C")
@@ -95,8 +104,9 @@ def run(req, fds):
     os.dup2(stdin, 0)
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
-    for fd in fds[:5]:  # the error pipe too: its end tells the init the code runs
-        os.close(fd)
+    # Everything else goes: the error pipe (its end tells the init the code runs), the socket,
+    # and other calls' status pipes. A sandbox's descriptors stay below 4096.
+    os.closerange(3, 4096)
     os.setsid()
     os.umask(0o022)
     os.environ.clear()
@@ -140,29 +150,33 @@ def run(req, fds):
     os._exit(status)
 
 
-def supervise(fds):
-    """A fork of the zygote for one call: enters its namespaces, forks the call, waits for it."""
-    req_fd, _, _, _, ep, st = fds
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    req = fields(os.pread(req_fd, os.fstat(req_fd).st_size, 0))
-    if lib.warren_fn_enter(TMPFS_KIB) < 0:
-        report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
-    pid = os.fork()
-    if pid == 0:
-        os.close(st)
-        run(req, fds)
-    for fd in fds:
-        if fd != st:
-            os.close(fd)
-    os.write(st, b"p%d\n" % pid)
-    _, status = os.waitpid(pid, 0)
-    os.write(st, b"s%d\n" % status)
-    os._exit(0)
+calls = {}  # pid -> status pipe, of calls still running
+
+
+def reap(*_):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        st = calls.pop(pid, None)
+        if st is not None:
+            try:
+                os.write(st, b"s%d\n" % status)
+            except OSError:
+                pass
+            os.close(st)
 
 
 def serve():
     sock = socket.socket(fileno=3)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
+    signal.signal(signal.SIGCHLD, reap)
+    # What the start left behind is never collected: a call's collections then touch (and copy)
+    # none of the zygote's memory.
+    gc.collect()
+    gc.freeze()
     sys.stdout.flush()
     sock.send(b"r")
     space = socket.CMSG_SPACE(NFD * 4)
@@ -179,14 +193,28 @@ def serve():
             for fd in fds:
                 os.close(fd)
             continue
-        if os.fork() == 0:
-            sock.close()
-            try:
-                supervise(fds)
-            finally:
-                os._exit(1)
-        for fd in fds:
-            os.close(fd)
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+        try:
+            pid = -1
+            if lib.warren_fn_next_pid_ns() == 0:
+                pid = os.fork()
+            else:
+                report_soft(fds[4], ctypes.get_errno() or 5, "isolate: " + lib_error())
+            if pid == 0:
+                try:
+                    run(fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0)), fds)
+                finally:
+                    os._exit(1)
+            st = fds[5]
+            if pid > 0:
+                os.write(st, b"p%d\n" % pid)
+                calls[pid] = st
+            else:
+                os.close(st)
+            for fd in fds[:5]:
+                os.close(fd)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
 
 
 serve()

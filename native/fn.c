@@ -42,11 +42,58 @@ static const char *const masked[] = { "/proc/acpi",	"/proc/asound",	     "/proc/
 				      "/proc/scsi" };
 static const char *const readonly[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger" };
 
-int warren_fn_enter(unsigned long tmpfs_kib)
+int warren_fn_next_pid_ns(void)
+{
+	/* unshare refuses a second new pid namespace while the first is still the one for
+	 * children: going back to our own first makes room for the next. */
+	static int own = -1;
+	errno = 0;
+	if (own < 0 && (own = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC)) < 0)
+		return fail("open", "/proc/self/ns/pid");
+	if (setns(own, CLONE_NEWPID) < 0)
+		return fail("setns", "pid");
+	return unshare(CLONE_NEWPID) < 0 ? fail("unshare", "pid") : 0;
+}
+
+/* A new proc on a mount point inside the stage, with the sandbox's usual paths hidden or read-only. */
+static int call_proc(void)
+{
+	char p[128];
+	if (mount("proc", STAGE "/r/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return fail("mount", "/proc");
+	for (size_t i = 0; i < sizeof masked / sizeof masked[0]; i++) {
+		snprintf(p, sizeof p, STAGE "/r%s", masked[i]);
+		/* A directory gets an empty read-only tmpfs, a file /dev/null (which of the two it
+		 * is shows in the error; the stat calls are left out on purpose, see the top). */
+		if (mount("tmpfs", p, "tmpfs", MS_RDONLY, NULL) == 0 || errno == ENOENT)
+			continue;
+		if (errno != ENOTDIR || mount("/dev/null", p, NULL, MS_BIND, NULL) < 0)
+			return fail("mask", masked[i]);
+	}
+	for (size_t i = 0; i < sizeof readonly / sizeof readonly[0]; i++) {
+		snprintf(p, sizeof p, STAGE "/r%s", readonly[i]);
+		if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return fail("read-only bind", readonly[i]);
+		}
+		if (mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			return fail("read-only", readonly[i]);
+	}
+	return 0;
+}
+
+static int drop_sys_admin(void);
+
+int warren_fn_isolate(unsigned long tmpfs_kib, int unshared)
 {
 	char opts[64];
 	errno = 0;
-	if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+	if (getpid() != 1) {
+		errno = EINVAL;
+		return fail("isolate", "(not PID 1 of a new pid namespace)");
+	}
+	if (!unshared && unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
 		return fail("unshare", NULL);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail("make mounts private", NULL);
@@ -72,10 +119,11 @@ int warren_fn_enter(unsigned long tmpfs_kib)
 	if (mount("/sys", STAGE "/r/sys", NULL, MS_BIND | MS_REC, NULL) < 0 && errno != ENOENT)
 		return fail("bind", "/sys");
 	mount(NULL, STAGE "/r/sys", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	/* The worker's /proc, masks and all, stays under the call's own /proc (warren_fn_inner):
-	 * the kernel mounts a new proc only where one is already fully visible. */
-	if (mount("/proc", STAGE "/r/proc", NULL, MS_BIND | MS_REC, NULL) < 0)
-		return fail("bind", "/proc");
+	/* This process is PID 1 of the call's pid namespace: the proc mounted now shows it. (The
+	 * kernel mounts a new proc only where one is fully visible: the worker's /proc is.) */
+	int r = call_proc();
+	if (r < 0)
+		return r;
 	if (chdir(STAGE "/r") < 0)
 		return fail("chdir", STAGE "/r");
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
@@ -84,7 +132,14 @@ int warren_fn_enter(unsigned long tmpfs_kib)
 		return fail("detach the worker's root", NULL);
 	if (chdir("/") < 0)
 		return fail("chdir", "/");
-	return 0;
+	/* The call, not the worker's init or zygote, is what the OOM killer should pick. */
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom >= 0) {
+		if (write(oom, "500", 3) < 0) {
+		}
+		close(oom);
+	}
+	return drop_sys_admin();
 }
 
 static int drop_sys_admin(void)
@@ -101,36 +156,4 @@ static int drop_sys_admin(void)
 	if (syscall(SYS_capset, &h, d) < 0)
 		return fail("capset", NULL);
 	return 0;
-}
-
-int warren_fn_inner(void)
-{
-	errno = 0;
-	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		return fail("mount", "/proc");
-	for (size_t i = 0; i < sizeof masked / sizeof masked[0]; i++) {
-		/* A directory gets an empty read-only tmpfs, a file /dev/null (which of the two it
-		 * is shows in the error; the stat calls are left out on purpose, see the top). */
-		if (mount("tmpfs", masked[i], "tmpfs", MS_RDONLY, NULL) == 0 || errno == ENOENT)
-			continue;
-		if (errno != ENOTDIR || mount("/dev/null", masked[i], NULL, MS_BIND, NULL) < 0)
-			return fail("mask", masked[i]);
-	}
-	for (size_t i = 0; i < sizeof readonly / sizeof readonly[0]; i++) {
-		if (mount(readonly[i], readonly[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
-			if (errno == ENOENT)
-				continue;
-			return fail("read-only bind", readonly[i]);
-		}
-		if (mount(NULL, readonly[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-			return fail("read-only", readonly[i]);
-	}
-	/* The call, not the worker's init or zygote, is what the OOM killer should pick. */
-	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	if (oom >= 0) {
-		if (write(oom, "500", 3) < 0) {
-		}
-		close(oom);
-	}
-	return drop_sys_admin();
 }

@@ -6,19 +6,19 @@
 #define WARREN_FN_H
 
 /*
- * In the process that will supervise one call: new mount, pid, IPC and UTS namespaces, and a
- * fresh root (an overlay of the worker's root under a new tmpfs of `tmpfs_kib`, with /dev read-only,
- * a new /dev/shm and /dev/mqueue). The next child forked is PID 1 of the new pid namespace.
- * Returns 0, or -errno with warren_fn_error() saying which step failed.
+ * In the worker's init or zygote, before it forks a call: the next child forked is PID 1 of a new
+ * pid namespace (later children get new ones again). Returns 0 or -errno.
  */
-int warren_fn_enter(unsigned long tmpfs_kib);
+int warren_fn_next_pid_ns(void);
 
 /*
- * In that child, before the call's code runs: a /proc of its own pid namespace with the usual
- * paths hidden or read-only, the OOM killer's preference, and CAP_SYS_ADMIN dropped for good.
- * Returns 0 or -errno (see warren_fn_error()).
+ * In the call's process, PID 1 of its new pid namespace, before its code runs: new mount, IPC and
+ * UTS namespaces (unless `unshared`: it was cloned with them), a fresh root (an overlay of the
+ * worker's root on a new tmpfs of `tmpfs_kib`, /dev read-only with a new /dev/shm and mqueue, a
+ * /proc of its own with the usual paths hidden or read-only), the OOM killer's preference, and
+ * CAP_SYS_ADMIN dropped for good. Returns 0, or -errno with warren_fn_error() naming the step.
  */
-int warren_fn_inner(void);
+int warren_fn_isolate(unsigned long tmpfs_kib, int unshared);
 
 const char *warren_fn_error(void);
 

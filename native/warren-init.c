@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -903,7 +904,7 @@ struct cmd {
 	int in_eof, failed, exited, status, timed_out, finishing, done;
 	struct conn *conn;
 	int64_t deadline, grace;
-	/* FnCall (op F): pid is the call's PID 1, learned from its supervisor through st_fd. */
+	/* FnCall (op F): pid is the call's PID 1; a zygote's call reports it on st_fd. */
 	int fn, st_fd, kill_pending, zqueued;
 	char st[64];
 	size_t stn;
@@ -2319,12 +2320,12 @@ static void xop_exited(struct xop *x, int status)
 /* -------------------------------------------------------------- FnCall */
 
 /*
- * In a FnCall worker (WARREN_FN=1 in the init's environment) op F runs one call in namespaces
- * and a root of its own (native/fn.c). A supervisor process enters them, forks the call as PID 1
- * of the new pid namespace, and reports on a status pipe: "p<pid>\n" once the call runs, then
- * "s<wait status>\n" when it is over; errors before the call's code runs come back on the usual
- * error pipe. Python calls are forked from a zygote that paid for the interpreter's start once
- * (native/fn-zygote.py); other languages, and Python where no zygote can run, are exec'd.
+ * In a FnCall worker (WARREN_FN=1 in the init's environment) op F runs one call as PID 1 of new
+ * pid, mount, IPC and UTS namespaces with a root of its own (native/fn.c). Exec'd calls (bash,
+ * node, and Python where no zygote runs) are cloned by the init and reaped like commands. Python
+ * calls are forked by a zygote that paid for the interpreter's start once (native/fn-zygote.py);
+ * it reports on a status pipe: "p<pid>\n" once forked, "s<wait status>\n" when the call is over.
+ * Errors before the call's code runs come back on the usual error pipe either way.
  */
 static int fn_mode;
 static unsigned long fn_tmpfs_kib;
@@ -2462,66 +2463,50 @@ static void close_except(const int *keep, int n)
 	syscall(SYS_close_range, lo, ~0u, 0u);
 }
 
-/* The supervisor of one exec'd call: enters the call's namespaces, forks the call, waits for it. */
-static void __attribute__((noreturn)) fn_supervise(struct cmd *m, const field_t *f, size_t nf)
+/* The call itself on the exec path: PID 1 of its new namespaces, cloned by the init. */
+static void __attribute__((noreturn)) fn_child(struct cmd *m, const field_t *f, size_t nf)
 {
-	int ep = m->cfd[4], st = m->cfd[5];
+	int ep = m->cfd[4];
 	close_except(m->cfd, FN_NFD);
 	child_ep = ep;
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGCHLD, SIG_DFL);
-	if (warren_fn_enter(fn_tmpfs_kib) < 0)
+	char msg[480];
+	struct spawn_args sa;
+	if (warren_fn_isolate(fn_tmpfs_kib, 1) < 0)
 		child_fail(errno ? errno : EIO, "isolate: %s", warren_fn_error());
-	pid_t pid = fork();
-	if (pid < 0)
-		child_fail(errno, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		close(st);
-		char msg[480];
-		struct spawn_args sa;
-		if (warren_fn_inner() < 0)
-			child_fail(errno ? errno : EIO, "isolate: %s", warren_fn_error());
-		int e = fn_write_files(f, nf, msg, sizeof msg);
+	int e = fn_write_files(f, nf, msg, sizeof msg);
+	if (e)
+		child_fail(e, "%s", msg);
+	if (spawn_args_build(f, nf, &sa))
+		child_fail(EINVAL, "exec: invalid request");
+	if (sa.cwd) {
+		const char *what;
+		e = mkdir_p(sa.cwd, 0755, NULL, &what);
 		if (e)
-			child_fail(e, "%s", msg);
-		if (spawn_args_build(f, nf, &sa))
-			child_fail(EINVAL, "exec: invalid request");
-		const field_t *c = fget(f, nf, 'c');
-		if (c && c->n && !fhasnul(c)) {
-			const char *what;
-			e = mkdir_p(sa.cwd, 0755, NULL, &what);
-			if (e)
-				child_fail(e, "cwd: %s: %s", sa.cwd, strerror(e));
-		}
-		child_main(&sa, m->cfd[1], m->cfd[2], m->cfd[3], ep);
+			child_fail(e, "cwd: %s: %s", sa.cwd, strerror(e));
 	}
-	for (int i = 0; i < 5; i++)
-		close(m->cfd[i]);
-	dprintf(st, "p%d\n", pid);
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			_exit(1);
-	dprintf(st, "s%d\n", status);
-	_exit(0);
+	child_main(&sa, m->cfd[1], m->cfd[2], m->cfd[3], ep);
 }
 
+/* Exec'd calls are cloned straight into their namespaces and reaped by the init like commands. */
 static void fn_exec(struct cmd *m, const field_t *f, size_t nf)
 {
 	if (!fget(f, nf, 'a')) {
 		fn_fail(m, ENOEXEC, "fn: no interpreter to run (the image's python3 cannot run the zygote)");
 		return;
 	}
-	pid_t pid = fork();
+	/* fork-like clone (no new stack), as the native spawner's: the child returns here. */
+	pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD), NULL, NULL, NULL, 0UL);
 	if (pid < 0) {
-		fn_fail(m, errno, "fn: fork failed");
+		fn_fail(m, errno, "fn: clone failed");
 		return;
 	}
 	if (pid == 0)
-		fn_supervise(m, f, nf);
+		fn_child(m, f, nf);
+	m->pid = pid;
 	fn_close_cfds(m);
+	if (m->st_fd >= 0)
+		close(m->st_fd);
+	m->st_fd = -1;
 }
 
 static void zy_dead(void);
@@ -2728,7 +2713,7 @@ static void op_fn(struct conn *c, const char *p, size_t n, const field_t *f, siz
 		fn_exec(m, f, nf);
 }
 
-/* The supervisor's "p<pid>" and "s<status>" lines. */
+/* The zygote's "p<pid>" and "s<status>" lines for a call. */
 static void fn_status(struct cmd *m)
 {
 	for (;;) {
@@ -2738,7 +2723,7 @@ static void fn_status(struct cmd *m)
 		if (r <= 0) {
 			close(m->st_fd);
 			m->st_fd = -1;
-			/* The supervisor died before the call's end (or never ran it). */
+			/* The zygote died before the call's end (or never forked it). */
 			if (m->pid > 0 && !m->exited)
 				kill(m->pid, SIGKILL);
 			if (!m->exited)

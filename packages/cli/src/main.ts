@@ -22,6 +22,8 @@ const USAGE = `warren — sandboxes for agents
             [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
             [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop)
             [--cpu-overcommit 10] [--memory-overcommit 1.5] [--memory-floor-mib N]
+            [--fn-pool IMAGE[:LANGUAGE]=N]...   FnCall workers kept warm (python: its zygote started too)
+            [--fn-max-workers N] [--fn-queue-limit N]   FnCall workers per image; calls a tenant may have waiting
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
                 [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...
@@ -39,6 +41,8 @@ const USAGE = `warren — sandboxes for agents
   warren layers [push FILE --name NAME | rm NAME...]   standalone layers for --layer
   warren layers publish --to oci://HOST/REPO [--image NAME] [LAYER...]   copy layers to a registry blob store
   warren commit ID NAME [--exclude PATH]...            the sandbox's changes as a new image
+  warren fn run -l python|bash|node FILE|- [--image I] [--timeout MS] [--stdin FILE] [--file PATH=LOCAL]... [--env K=V]...
+                                     one stateless call; prints its output, exits with its exit code
 
 Environment: WARREN_URL, WARREN_API_KEY, WARREN_REGISTRY_USER/PASSWORD (images pull, layers publish)
 (client); WARREN_DATA_DIR, WARREN_IMAGE_CACHE (server).`;
@@ -64,6 +68,13 @@ function parseHosts(text: string): Record<string, string> {
 function registryAuth(): { username: string; password: string } | undefined {
   const username = process.env.WARREN_REGISTRY_USER;
   return username ? { username, password: process.env.WARREN_REGISTRY_PASSWORD ?? '' } : undefined;
+}
+
+/** IMAGE[:LANGUAGE]=N, the image's own tag included (debian-python:latest:python=4). */
+function parseFnPool(spec: string): { image: string; language?: 'python' | 'bash' | 'node'; size: number } {
+  const m = /^(.+?)(?::(python|bash|node))?=(\d+)$/.exec(spec);
+  if (!m) throw new WarrenError('invalid_argument', `--fn-pool wants IMAGE[:LANGUAGE]=N, got "${spec}"`);
+  return { image: m[1]!, language: m[2] as 'python' | 'bash' | 'node' | undefined, size: Number(m[3]) };
 }
 
 function kv(list: string[] | undefined): Record<string, string> {
@@ -110,6 +121,9 @@ async function run(argv: string[]): Promise<number> {
           'cpu-overcommit': { type: 'string' },
           'memory-overcommit': { type: 'string' },
           'memory-floor-mib': { type: 'string' },
+          'fn-pool': { type: 'string', multiple: true },
+          'fn-max-workers': { type: 'string' },
+          'fn-queue-limit': { type: 'string' },
         },
       });
       if (values.runtime !== 'native' && values.runtime !== 'runc') throw new Error('--runtime is native or runc');
@@ -137,6 +151,11 @@ async function run(argv: string[]): Promise<number> {
           memory: values['memory-overcommit'] ? Number(values['memory-overcommit']) : undefined,
         },
         memoryFloorMiB: values['memory-floor-mib'] ? Number(values['memory-floor-mib']) : undefined,
+        fn: {
+          pools: (values['fn-pool'] ?? []).map(parseFnPool),
+          maxWorkersPerImage: values['fn-max-workers'] ? Number(values['fn-max-workers']) : undefined,
+          queueLimit: values['fn-queue-limit'] ? Number(values['fn-queue-limit']) : undefined,
+        },
         network: values['no-network']
           ? false
           : { hosts: values['egress-hosts'] ? parseHosts(await readFile(values['egress-hosts'], 'utf8')) : undefined, subnet: values['sandbox-subnet'] },
@@ -371,6 +390,46 @@ async function run(argv: string[]): Promise<number> {
       console.log(`${image.name}  ${image.layers.length} layers  ${fmtBytes(image.sizeBytes)}`);
       return 0;
     }
+    case 'fn': {
+      const [sub, ...args] = rest;
+      if (sub !== 'run') throw new WarrenError('invalid_argument', 'usage: warren fn run -l LANGUAGE FILE|-');
+      const { values, positionals } = parseArgs({
+        args,
+        allowPositionals: true,
+        options: {
+          language: { type: 'string', short: 'l' },
+          image: { type: 'string' },
+          timeout: { type: 'string' },
+          stdin: { type: 'string' },
+          file: { type: 'string', multiple: true },
+          env: { type: 'string', multiple: true },
+        },
+      });
+      const lang = values.language;
+      if (lang !== 'python' && lang !== 'bash' && lang !== 'node') throw new WarrenError('invalid_argument', '-l is python, bash or node');
+      const src = positionals[0];
+      if (!src) throw new WarrenError('invalid_argument', 'name the file with the code (- for stdin)');
+      const code = src === '-' ? await readStdin() : await readFile(src, 'utf8');
+      const files = await Promise.all(
+        Object.entries(kv(values.file)).map(async ([path, local]) => ({ path, content: (await readFile(local)).toString('base64'), encoding: 'base64' as const })),
+      );
+      const r = await (
+        await client()
+      ).fn.run({
+        language: lang,
+        code,
+        image: values.image,
+        timeoutMs: values.timeout ? Number(values.timeout) : undefined,
+        stdin: values.stdin ? await readFile(values.stdin, 'utf8') : undefined,
+        files,
+        env: values.env ? kv(values.env) : undefined,
+      });
+      process.stdout.write(r.stdout);
+      process.stderr.write(r.stderr);
+      if (r.timedOut) console.error(`warren: the call timed out after ${r.durationMs} ms`);
+      if (r.truncated) console.error('warren: the output was cut at its limit (the call was stopped)');
+      return r.exitCode ?? 128 + (r.signal === 'SIGKILL' ? 9 : 1);
+    }
     case undefined:
     case 'help':
     case '--help':
@@ -382,6 +441,12 @@ async function run(argv: string[]): Promise<number> {
       console.error(`unknown command "${cmd}"\n\n${USAGE}`);
       return 2;
   }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function fmtBytes(n: number): string {

@@ -17,6 +17,7 @@ export interface UpFlags {
   swap?: WarrenOptions['swap'];
   overcommit?: WarrenOptions['overcommit'];
   memoryFloorMiB?: number;
+  fn?: WarrenOptions['fn'];
 }
 
 const log = {
@@ -39,6 +40,7 @@ export async function up(f: UpFlags): Promise<void> {
     swap: f.swap,
     overcommit: f.overcommit,
     memoryFloorMiB: f.memoryFloorMiB,
+    fn: f.fn,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

@@ -2,6 +2,9 @@ import {
   WarrenError,
   type CreateKeyRequest,
   type CreatePoolRequest,
+  type FnBatchResponse,
+  type FnRunRequest,
+  type FnRunResult,
   type Pool,
   type Image,
   type ImageEvent,
@@ -46,12 +49,14 @@ export interface ListOptions {
 export class Warren {
   readonly sandboxes: Sandboxes;
   readonly pools: Pools;
+  readonly fn: Fn;
   private readonly t: Transport;
 
   constructor(opts: ClientOptions) {
     this.t = new Transport(opts);
     this.sandboxes = new Sandboxes(this.t);
     this.pools = new Pools(this.t);
+    this.fn = new Fn(this.t);
   }
 
   async images(): Promise<Image[]> {
@@ -116,6 +121,22 @@ export class Warren {
   /** Creates an API key for a tenant (admin keys only); the key is shown once. */
   async createKey(req: CreateKeyRequest): Promise<string> {
     return (await this.t.json<{ key: string }>('POST', '/v1/keys', { json: req })).key;
+  }
+}
+
+/**
+ * FnCall: short stateless calls (python, bash, node) in warm workers; nothing of one call is
+ * seen by the next. `run` answers one call; `batch` many, in order, an error per failed call.
+ */
+export class Fn {
+  constructor(private readonly t: Transport) {}
+
+  async run(req: FnRunRequest): Promise<FnRunResult> {
+    return this.t.json<FnRunResult>('POST', '/v1/fn/run', { json: req });
+  }
+
+  async batch(calls: FnRunRequest[]): Promise<FnBatchResponse['results']> {
+    return (await this.t.json<FnBatchResponse>('POST', '/v1/fn/batch', { json: { calls } })).results;
   }
 }
 

@@ -1,8 +1,21 @@
-export { Warren, Sandboxes, Pools, connect } from './client.js';
+export { Warren, Sandboxes, Pools, Fn, connect } from './client.js';
 export type { ImageProgress, ListOptions } from './client.js';
 export type { Body } from './node-http.js';
 export { Sandbox, SandboxFiles, Shell } from './sandbox.js';
 export type { CreateOptions, ExecOptions } from './sandbox.js';
 export type { ClientOptions, FetchLike } from './transport.js';
 export { WarrenError } from '@warren/api';
-export type { ErrorCode, ExecEvent, ExecResult, FileEntry, Image, ImageEvent, Layer, Pool, Sandbox as SandboxInfo } from '@warren/api';
+export type {
+  ErrorCode,
+  ExecEvent,
+  ExecResult,
+  FileEntry,
+  FnBatchResponse,
+  FnRunRequest,
+  FnRunResult,
+  Image,
+  ImageEvent,
+  Layer,
+  Pool,
+  Sandbox as SandboxInfo,
+} from '@warren/api';

@@ -1,0 +1,134 @@
+/**
+ * FnCall: calls/s and latency of `print(1)` in Python and `echo` in bash with 16 concurrent
+ * clients, against a fresh sandbox per call (create + exec + delete) and `podman run --rm` per
+ * call on the same machine. `npm run bench:fn`; FN_CALLS (default 2000), FN_WORKERS (default 4).
+ */
+import { spawnSync, execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { HostHelper } from '@warren/edge';
+import type { Warren } from '@warren/sdk';
+import { pct, pool } from './stats.js';
+import { startWarrenUp } from './warren-up.js';
+
+const run = promisify(execFile);
+const CONCURRENCY = 16;
+const CALLS = Number(process.env.FN_CALLS ?? 2000);
+const WORKERS = Number(process.env.FN_WORKERS ?? 4);
+const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
+const HOSTD = fileURLToPath(new URL('../../native/build/warren-hostd', import.meta.url));
+
+interface Row {
+  name: string;
+  perSec: number;
+  p50: number;
+  p99: number;
+  cpuMsPerCall: number | null;
+}
+
+function line(r: Row): string {
+  const cpu = r.cpuMsPerCall === null ? '' : `  host CPU ${r.cpuMsPerCall.toFixed(1)} ms/call`;
+  return `${r.name.padEnd(44)} ${r.perSec.toFixed(1).padStart(8)} calls/s   p50 ${r.p50.toFixed(1).padStart(7)} ms   p99 ${r.p99.toFixed(1).padStart(7)} ms${cpu}`;
+}
+
+/** Host CPU time (all processes) in ms, from /proc/stat. */
+function hostCpuMs(): number {
+  const f = spawnSync('head', ['-1', '/proc/stat']).stdout.toString().trim().split(/\s+/).slice(1).map(Number);
+  const busy = f.reduce((a, b) => a + b, 0) - (f[3] ?? 0) - (f[4] ?? 0);
+  return (busy * 1000) / 100;
+}
+
+async function measure(name: string, total: number, task: (i: number) => Promise<void>): Promise<Row> {
+  const c0 = hostCpuMs();
+  const r = await pool(total, CONCURRENCY, task);
+  const cpu = hostCpuMs() - c0;
+  return { name, perSec: (total / r.wallMs) * 1000, p50: pct(r.latencies, 50), p99: pct(r.latencies, 99), cpuMsPerCall: cpu / total };
+}
+
+async function fnRows(w: Warren): Promise<Row[]> {
+  const check = (r: { exitCode: number | null; stdout: string }, want: string): void => {
+    if (r.exitCode !== 0 || r.stdout !== want) throw new Error(`unexpected result: ${JSON.stringify(r)}`);
+  };
+  // Warm: every worker up, its zygote started.
+  await pool(WORKERS * 8, CONCURRENCY, async () => check(await w.fn.run({ language: 'python', code: 'print(1)' }), '1\n'));
+  await pool(WORKERS * 8, CONCURRENCY, async () => check(await w.fn.run({ language: 'bash', code: 'echo 1' }), '1\n'));
+  const rows = [
+    await measure(`FnCall python print(1)`, CALLS, async () => check(await w.fn.run({ language: 'python', code: 'print(1)' }), '1\n')),
+    await measure(`FnCall bash echo`, CALLS, async () => check(await w.fn.run({ language: 'bash', code: 'echo 1' }), '1\n')),
+  ];
+  const batch = Array.from({ length: 100 }, () => ({ language: 'python' as const, code: 'print(1)' }));
+  rows.push(
+    await measure(`FnCall python print(1), batches of 100`, Math.max(4, Math.round(CALLS / 100)), async () => {
+      const rs = await w.fn.batch(batch);
+      for (const r of rs) if ('error' in r) throw new Error(r.error.message);
+    }).then((r) => ({ ...r, name: r.name, perSec: r.perSec * 100, cpuMsPerCall: r.cpuMsPerCall === null ? null : r.cpuMsPerCall / 100 })),
+  );
+  return rows;
+}
+
+async function freshSandboxRow(w: Warren, total: number): Promise<Row> {
+  return measure('fresh sandbox per call (create+exec+delete)', total, async () => {
+    const sb = await w.sandboxes.create({ image: 'debian-python:latest', resources: { cpu: 0.05, memoryMiB: 128 } });
+    try {
+      const r = await sb.exec(['python3', '-c', 'print(1)']);
+      if (r.stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(r.stdout)}`);
+    } finally {
+      await sb.delete();
+    }
+  });
+}
+
+/** `podman run --rm` of the same Debian + Python root per call; null without podman. */
+async function podmanRow(total: number): Promise<Row | null> {
+  if (spawnSync('podman', ['--version']).status !== 0) return null;
+  const meta = join(IMAGE_CACHE, 'debian-python.v2.erofs');
+  if (!existsSync(meta)) return null;
+  const dir = await mkdtemp('/tmp/warren-bench-fn-');
+  const root = join(dir, 'root');
+  const image = 'localhost/warren-bench-debian-python:latest';
+  const hostd = new HostHelper(HOSTD);
+  let mounted = false;
+  try {
+    await mkdir(root);
+    await hostd.erofs(meta, root, join(IMAGE_CACHE, 'debian-python.v2.data'));
+    mounted = true;
+    const tar = spawnSync('tar', ['-C', root, '-c', '.'], { maxBuffer: 1024 * 1024 * 1024 });
+    const imp = spawnSync('podman', ['import', '-', image], { input: tar.stdout });
+    if (imp.status !== 0) throw new Error(`podman import failed: ${imp.stderr.toString()}`);
+    await run('podman', ['run', '--rm', '--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=4096:4096', '--network', 'none', image, 'python3', '-c', 'print(1)']);
+    return await measure('podman run --rm python3 -c print(1)', total, async () => {
+      const { stdout } = await run('podman', ['run', '--rm', '--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=4096:4096', '--network', 'none', image, 'python3', '-c', 'print(1)'], { timeout: 120_000 });
+      if (stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(stdout)}`);
+    });
+  } finally {
+    spawnSync('podman', ['rmi', '-f', image], { stdio: 'ignore' });
+    if (mounted) await hostd.umount(root).catch(() => undefined);
+    await hostd.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const dataDir = await mkdtemp('/tmp/warren-bench-fn-data-');
+  const node = await startWarrenUp(dataDir, ['--no-network', '--fn-pool', `debian-python:latest:python=${WORKERS}`, '--fn-max-workers', String(WORKERS)]);
+  try {
+    console.log(`FnCall benchmark: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${CONCURRENCY} concurrent clients, ${WORKERS} workers, ${CALLS} calls per row`);
+    const rows = await fnRows(node.client);
+    for (const r of rows) console.log(line(r));
+    const fresh = await freshSandboxRow(node.client, Math.min(300, CALLS));
+    console.log(line(fresh));
+    const pod = await podmanRow(Math.min(64, CALLS));
+    console.log(pod ? line(pod) : 'podman run --rm: podman is not installed (scripts/bench-setup.sh installs it)');
+    const py = rows[0]!;
+    console.log(`\nPython FnCall vs fresh sandbox: ${(py.perSec / fresh.perSec).toFixed(1)}x; vs podman run --rm: ${pod ? `${(py.perSec / pod.perSec).toFixed(1)}x` : 'n/a'}`);
+  } finally {
+    await node.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
