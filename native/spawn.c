@@ -53,6 +53,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -509,6 +511,18 @@ __attribute__((noreturn)) static void child(struct spec *sp, int sync, int lfd, 
 		_exit(127); /* the parent gave up */
 	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
 		fail("become root of the user namespace", NULL);
+	/* A network namespace of our own (no prepared one joined) has loopback, up. */
+	if (sp->clone_flags & CLONE_NEWNET) {
+		int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		struct ifreq ifr = { 0 };
+		strcpy(ifr.ifr_name, "lo");
+		if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+			fail("loopback", NULL);
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+			fail("loopback up", NULL);
+		close(s);
+	}
 	/* After the parent put us in our cgroups, so that they are the namespace's root. */
 	if (sp->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
 		fail("cgroup namespace", NULL);

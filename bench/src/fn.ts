@@ -99,9 +99,43 @@ async function podmanRow(total: number): Promise<Row | null> {
     const tar = spawnSync('tar', ['-C', root, '-c', '.'], { maxBuffer: 1024 * 1024 * 1024 });
     const imp = spawnSync('podman', ['import', '-', image], { input: tar.stdout });
     if (imp.status !== 0) throw new Error(`podman import failed: ${imp.stderr.toString()}`);
-    await run('podman', ['run', '--rm', '--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=4096:4096', '--network', 'none', image, 'python3', '-c', 'print(1)']);
+    await run('podman', [
+      'run',
+      '--rm',
+      '--runtime',
+      'runc',
+      '--ulimit',
+      'nofile=1024:1024',
+      '--ulimit',
+      'nproc=4096:4096',
+      '--network',
+      'none',
+      image,
+      'python3',
+      '-c',
+      'print(1)',
+    ]);
     return await measure('podman run --rm python3 -c print(1)', total, async () => {
-      const { stdout } = await run('podman', ['run', '--rm', '--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=4096:4096', '--network', 'none', image, 'python3', '-c', 'print(1)'], { timeout: 120_000 });
+      const { stdout } = await run(
+        'podman',
+        [
+          'run',
+          '--rm',
+          '--runtime',
+          'runc',
+          '--ulimit',
+          'nofile=1024:1024',
+          '--ulimit',
+          'nproc=4096:4096',
+          '--network',
+          'none',
+          image,
+          'python3',
+          '-c',
+          'print(1)',
+        ],
+        { timeout: 120_000 },
+      );
       if (stdout !== '1\n') throw new Error(`unexpected output ${JSON.stringify(stdout)}`);
     });
   } finally {
@@ -116,7 +150,9 @@ async function main(): Promise<void> {
   const dataDir = await mkdtemp('/tmp/warren-bench-fn-data-');
   const node = await startWarrenUp(dataDir, ['--no-network', '--fn-pool', `debian-python:latest:python=${WORKERS}`, '--fn-max-workers', String(WORKERS)]);
   try {
-    console.log(`FnCall benchmark: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${CONCURRENCY} concurrent clients, ${WORKERS} workers, ${CALLS} calls per row`);
+    console.log(
+      `FnCall benchmark: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${CONCURRENCY} concurrent clients, ${WORKERS} workers, ${CALLS} calls per row`,
+    );
     const rows = await fnRows(node.client);
     for (const r of rows) console.log(line(r));
     const fresh = await freshSandboxRow(node.client, Math.min(300, CALLS));
@@ -124,7 +160,9 @@ async function main(): Promise<void> {
     const pod = await podmanRow(Math.min(64, CALLS));
     console.log(pod ? line(pod) : 'podman run --rm: podman is not installed (scripts/bench-setup.sh installs it)');
     const py = rows[0]!;
-    console.log(`\nPython FnCall vs fresh sandbox: ${(py.perSec / fresh.perSec).toFixed(1)}x; vs podman run --rm: ${pod ? `${(py.perSec / pod.perSec).toFixed(1)}x` : 'n/a'}`);
+    console.log(
+      `\nPython FnCall vs fresh sandbox: ${(py.perSec / fresh.perSec).toFixed(1)}x; vs podman run --rm: ${pod ? `${(py.perSec / pod.perSec).toFixed(1)}x` : 'n/a'}`,
+    );
   } finally {
     await node.stop();
     await rm(dataDir, { recursive: true, force: true });

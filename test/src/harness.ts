@@ -36,6 +36,7 @@ export async function startTestWarren(
     swap?: WarrenOptions['swap'];
     overcommit?: WarrenOptions['overcommit'];
     memoryFloorMiB?: number;
+    fn?: WarrenOptions['fn'];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -57,6 +58,7 @@ export async function startTestWarren(
     overcommit: opts.overcommit,
     // Tests run on busy machines: no pausing for memory pressure unless a test asks for it.
     memoryFloorMiB: opts.memoryFloorMiB ?? 0,
+    fn: opts.fn,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

@@ -411,7 +411,11 @@ async function run(argv: string[]): Promise<number> {
       if (!src) throw new WarrenError('invalid_argument', 'name the file with the code (- for stdin)');
       const code = src === '-' ? await readStdin() : await readFile(src, 'utf8');
       const files = await Promise.all(
-        Object.entries(kv(values.file)).map(async ([path, local]) => ({ path, content: (await readFile(local)).toString('base64'), encoding: 'base64' as const })),
+        Object.entries(kv(values.file)).map(async ([path, local]) => ({
+          path,
+          content: (await readFile(local)).toString('base64'),
+          encoding: 'base64' as const,
+        })),
       );
       const r = await (
         await client()

@@ -1,0 +1,217 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Warren, type FnRunResult } from '@warren/sdk';
+import { CLI, errorCode, forceCleanup, hostLeftovers, http, startTestWarren, type TestWarren } from './harness.js';
+
+const run = promisify(execFile);
+const py = (code: string, more: Record<string, unknown> = {}): Record<string, unknown> => ({ language: 'python', code, ...more });
+
+function ok(r: FnRunResult, stdout: string): void {
+  assert.equal(r.stderr, '', r.stderr);
+  assert.equal(r.exitCode, 0, JSON.stringify(r));
+  assert.equal(r.stdout, stdout);
+}
+
+describe('FnCall', () => {
+  let t: TestWarren;
+  before(async () => {
+    // One worker: consecutive calls land on the same one, which is what isolation must hold for.
+    t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'], network: false, fn: { maxWorkersPerImage: 1, queueLimit: 8 } });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('python, bash and node calls answer stdout, stderr, exit code, duration; stdin, files, env and cwd reach the code', async () => {
+    const r = await t.client.fn.run({
+      language: 'python',
+      code: 'import os, sys\nprint(sys.stdin.read().upper(), open("in/data.txt").read(), os.environ["GREETING"], os.getcwd())\nprint("warn", file=sys.stderr)\nsys.exit(3)',
+      stdin: 'abc',
+      files: [{ path: 'in/data.txt', content: 'ZGF0YQ==', encoding: 'base64' }],
+      env: { GREETING: 'hi' },
+      cwd: '/work',
+    });
+    assert.equal(r.stdout, 'ABC data hi /work\n');
+    assert.equal(r.stderr, 'warn\n');
+    assert.equal(r.exitCode, 3);
+    assert.equal(r.timedOut, false);
+    assert.ok(r.durationMs >= 0 && r.queuedMs >= 0);
+    ok(await t.client.fn.run({ language: 'bash', code: 'read x; echo "$x" $((6*7)) $0', stdin: 'in\n' }), 'in 42 bash\n');
+    // Python errors read as they do from `python3 -c`.
+    const e = await t.client.fn.run({ language: 'python', code: 'def f():\n  raise ValueError("boom")\nf()' });
+    assert.equal(e.exitCode, 1);
+    assert.match(e.stderr, /^Traceback \(most recent call last\):\n {2}File "<string>", line 3, in <module>\n[\s\S]*ValueError: boom\n$/);
+    // An interpreter the image lacks is the request's fault.
+    const node = await http(t, 'POST', '/v1/fn/run', { language: 'node', code: 'console.log(1)' });
+    assert.equal(node.status, 400);
+    assert.equal(errorCode(node), 'invalid_argument');
+    assert.match(JSON.stringify(node.json), /node/);
+    const bad = await http(t, 'POST', '/v1/fn/run', { language: 'python', code: 'print(1)', image: 'nope:latest' });
+    assert.equal(errorCode(bad), 'not_found');
+    const badPath = await http(t, 'POST', '/v1/fn/run', { language: 'bash', code: 'true', files: [{ path: '/proc/self/attr', content: 'x' }] });
+    assert.equal(errorCode(badPath), 'invalid_argument');
+  });
+
+  test('nothing of a call is there for the next: files, processes, listeners, System V IPC, /dev/shm, environment, module state', async () => {
+    const first = await t.client.fn.run({
+      language: 'python',
+      env: { LEAK: 'yes' },
+      code: [
+        'import os, json, socket, subprocess',
+        'open("/tmp/leak", "w").write("x"); open("/etc/leak", "w").write("x"); open("/dev/shm/leak", "w").write("x")',
+        'os.environ["SET_IN_CALL"] = "1"; json.LEAKED = True',
+        'subprocess.Popen(["sleep", "300"], start_new_session=True)',
+        's = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 7777)); s.listen()',
+        'subprocess.Popen(["python3", "-c", "import socket,time\\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\'127.0.0.1\', 7778)); s.listen(); time.sleep(300)"], start_new_session=True)',
+        'subprocess.run(["ipcmk", "-M", "4096"], check=True, capture_output=True)',
+        'import time; time.sleep(0.3)',
+        'print(len([p for p in os.listdir("/proc") if p.isdigit()]) > 1)',
+      ].join('\n'),
+    });
+    ok(first, 'True\n');
+    const second = await t.client.fn.run({
+      language: 'python',
+      code: [
+        'import os, json, socket, subprocess',
+        'print([p for p in ("/tmp/leak", "/etc/leak", "/dev/shm/leak") if os.path.exists(p)])',
+        'print([p for p in os.listdir("/proc") if p.isdigit()])',
+        'print("LEAK" in os.environ, "SET_IN_CALL" in os.environ, hasattr(json, "LEAKED"))',
+        'refused = []',
+        'for port in (7777, 7778):',
+        '    try:',
+        '        socket.create_connection(("127.0.0.1", port), timeout=2).close()',
+        '    except ConnectionRefusedError:',
+        '        refused.append(port)',
+        'print(refused)',
+        'print(subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout.count("0x"))',
+      ].join('\n'),
+    });
+    ok(second, "[]\n['1']\nFalse False False\n[7777, 7778]\n0\n");
+    // Nor for a bash call on the same worker.
+    ok(await t.client.fn.run({ language: 'bash', code: 'ls -A /tmp /dev/shm; [ -e /etc/leak ] || echo clean' }), '/dev/shm:\n\n/tmp:\nclean\n');
+  });
+
+  test('a call cannot undo its isolation: no CAP_SYS_ADMIN, /dev and /proc/sys read-only, the worker root out of reach', async () => {
+    const r = await t.client.fn.run({
+      language: 'bash',
+      code: [
+        'grep CapEff /proc/self/status',
+        'umount /proc 2>/dev/null && echo umounted',
+        'mount -t tmpfs x /mnt 2>/dev/null && echo mounted',
+        'touch /dev/x 2>/dev/null && echo wrote-dev',
+        'echo 1 > /proc/sys/kernel/ns_last_pid 2>/dev/null && echo wrote-sysctl',
+        'ls /.warren | wc -l',
+        'cat /proc/kcore 2>/dev/null | head -c1 | wc -c',
+      ].join('\n'),
+    });
+    assert.equal(r.exitCode, 0, JSON.stringify(r));
+    const capEff = BigInt('0x' + (/CapEff:\s+([0-9a-f]+)/.exec(r.stdout)?.[1] ?? 'ffff'));
+    assert.equal(capEff & (1n << 21n), 0n, 'CAP_SYS_ADMIN is gone');
+    assert.doesNotMatch(r.stdout, /umounted|mounted|wrote-dev|wrote-sysctl/);
+    assert.match(r.stdout, /\n0\n0\n$/);
+  });
+
+  test('timeouts, crashes, memory and pid limits and the output cap cost only the call that hit them', async () => {
+    const slow = await t.client.fn.run({ language: 'python', code: 'while True: pass', timeoutMs: 500 });
+    assert.equal(slow.timedOut, true);
+    assert.equal(slow.signal, 'SIGKILL');
+    assert.ok(slow.durationMs >= 450 && slow.durationMs < 5000, String(slow.durationMs));
+    // Background work of a timed-out call goes with it.
+    const bg = await t.client.fn.run({ language: 'bash', code: 'sleep 100 & sleep 100', timeoutMs: 300 });
+    assert.equal(bg.timedOut, true);
+    const crash = await t.client.fn.run({ language: 'python', code: 'import ctypes; ctypes.string_at(0)' });
+    assert.equal(crash.signal, 'SIGSEGV');
+    assert.equal(crash.exitCode, null);
+    // 512 MiB per worker: the kernel's OOM killer takes the call, not the worker.
+    const oom = await t.client.fn.run({ language: 'python', code: 'x = bytearray(2 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1', timeoutMs: 60_000 });
+    assert.equal(oom.signal, 'SIGKILL', JSON.stringify(oom));
+    assert.equal(oom.timedOut, false);
+    const bomb = await t.client.fn.run({ language: 'bash', code: 'for i in $(seq 400); do sleep 30 & done 2>/dev/null; wait', timeoutMs: 3000 });
+    assert.equal(bomb.timedOut, true);
+    const loud = await t.client.fn.run({ language: 'python', code: 'import sys\nwhile True: sys.stdout.write("y" * 65536)', maxOutputBytes: 100_000 });
+    assert.equal(loud.truncated, true);
+    assert.equal(loud.stdout.length, 100_000);
+    assert.equal(loud.timedOut, false);
+    // The worker serves the next call as if nothing happened (pids of the bomb free again).
+    let after: FnRunResult | null = null;
+    for (let i = 0; i < 20; i++) {
+      after = await t.client.fn.run(py('print(sum(range(10)))') as never);
+      if (after.exitCode === 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    ok(after!, '45\n');
+    const n = (await t.client.nodes()).nodes[0]!;
+    assert.equal(n.sandboxes, 1, 'one worker all along');
+  });
+
+  test('a batch answers in order, an error per call that could not run', async () => {
+    const calls = Array.from({ length: 6 }, (_, i) => py(`import time; time.sleep(0.05); print(${i})`));
+    calls.splice(3, 0, { language: 'node', code: '1' });
+    const results = await t.client.fn.batch(calls as never);
+    assert.equal(results.length, 7);
+    results.forEach((r, i) => {
+      if (i === 3) assert.equal('error' in r && r.error.code, 'invalid_argument');
+      else ok(r as FnRunResult, `${i < 3 ? i : i - 1}\n`);
+    });
+    const bad = await http(t, 'POST', '/v1/fn/batch', { calls: [] });
+    assert.equal(errorCode(bad), 'invalid_argument');
+  });
+
+  test("calls queue fairly: another tenant's call does not wait behind a batch; a full queue answers resource_exhausted", async () => {
+    const other = new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant: 'other' }) });
+    const tooMany = await http(t, 'POST', '/v1/fn/batch', { calls: Array.from({ length: 9 }, () => py('print(1)')) });
+    assert.equal(tooMany.status, 429);
+    assert.equal(errorCode(tooMany), 'resource_exhausted');
+    const slow = Array.from({ length: 8 }, (_, i) => py(`import time; time.sleep(0.25); print(${i})`));
+    const t0 = Date.now();
+    const big = t.client.fn.batch(slow as never).then((r) => ({ r, at: Date.now() - t0 }));
+    await new Promise((r) => setTimeout(r, 150));
+    // 7 of the batch wait; one more fits the limit of 8, the next does not.
+    const extra = http(t, 'POST', '/v1/fn/run', py('print("extra")'));
+    await new Promise((r) => setTimeout(r, 50));
+    const full = await http(t, 'POST', '/v1/fn/run', py('print(1)'));
+    assert.equal(errorCode(full), 'resource_exhausted');
+    const mine = await other.fn.run(py('print("other")') as never);
+    const mineAt = Date.now() - t0;
+    ok(mine, 'other\n');
+    const { r, at } = await big;
+    assert.ok(r.every((x) => !('error' in x) && x.exitCode === 0));
+    // One worker: the other tenant's call ran after at most one more of the batch, not after all 8.
+    assert.ok(mineAt < at - 1000, `other tenant done at ${mineAt} ms, batch at ${at} ms`);
+    assert.ok(mine.queuedMs < 1000, String(mine.queuedMs));
+    assert.equal(((await extra).json as FnRunResult).stdout, 'extra\n');
+  });
+
+  test('warren fn run -l python FILE prints the output and exits with the code', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'warren-fn-cli-'));
+    try {
+      await writeFile(join(dir, 'main.py'), 'import sys\nprint(open("/tmp/in.txt").read().strip() * 2)\nsys.exit(5)\n');
+      await writeFile(join(dir, 'in.txt'), 'ab\n');
+      const env = { ...process.env, WARREN_URL: t.url, WARREN_API_KEY: t.key };
+      const err = await run(process.execPath, [CLI, 'fn', 'run', '-l', 'python', join(dir, 'main.py'), '--file', `/tmp/in.txt=${join(dir, 'in.txt')}`], {
+        env,
+      }).catch((e: { code: number; stdout: string }) => e);
+      assert.equal((err as { code: number }).code, 5);
+      assert.equal((err as { stdout: string }).stdout, 'abab\n');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a stop that keeps sandboxes still removes its workers (a restart would find them as leftovers)', async () => {
+    const dataDir = t.dataDir;
+    const ids = (await readdir(join(dataDir, 'sandboxes'))).filter((n) => n.startsWith('sb_'));
+    assert.ok(ids.length >= 1);
+    try {
+      await t.close({ keep: true, removeData: false });
+      for (const id of ids) assert.deepEqual(hostLeftovers(id), [], id);
+    } finally {
+      await forceCleanup(dataDir);
+    }
+  });
+});
