@@ -1,7 +1,10 @@
 /**
  * FnCall: calls/s and latency of `print(1)` in Python and `echo` in bash with 16 concurrent
  * clients, against a fresh sandbox per call (create + exec + delete) and `podman run --rm` per
- * call on the same machine. `npm run bench:fn`; FN_CALLS (default 2000), FN_WORKERS (default 4).
+ * call on the same machine. Closed loop (each client sends its next call when the last answers:
+ * the most calls/s, and latency = 16 / rate) and paced (16 clients together offering a fixed
+ * rate: the latency of a call at that load). `npm run bench:fn`; FN_CALLS (default 2000),
+ * FN_WORKERS (default 4).
  */
 import { spawnSync, execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
@@ -49,6 +52,34 @@ async function measure(name: string, total: number, task: (i: number) => Promise
   return { name, perSec: (total / r.wallMs) * 1000, p50: pct(r.latencies, 50), p99: pct(r.latencies, 99), cpuMsPerCall: cpu / total };
 }
 
+/** Calls offered at `rate`/s by up to `clients` at once (a call waits for a free client). */
+async function paced(name: string, rate: number, total: number, clients: number, task: () => Promise<void>): Promise<Row> {
+  const latencies: number[] = [];
+  let free = clients;
+  const waiters: Array<() => void> = [];
+  const c0 = hostCpuMs();
+  const t0 = performance.now();
+  const all: Array<Promise<void>> = [];
+  for (let i = 0; i < total; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const now = performance.now();
+    if (due > now) await new Promise((r) => setTimeout(r, due - now));
+    if (free === 0) await new Promise<void>((r) => waiters.push(r));
+    free--;
+    const s = performance.now();
+    all.push(
+      task().finally(() => {
+        latencies.push(performance.now() - s);
+        free++;
+        waiters.shift()?.();
+      }),
+    );
+  }
+  await Promise.all(all);
+  const wall = performance.now() - t0;
+  return { name, perSec: (total / wall) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99), cpuMsPerCall: (hostCpuMs() - c0) / total };
+}
+
 async function fnRows(w: Warren): Promise<Row[]> {
   const check = (r: { exitCode: number | null; stdout: string }, want: string): void => {
     if (r.exitCode !== 0 || r.stdout !== want) throw new Error(`unexpected result: ${JSON.stringify(r)}`);
@@ -60,6 +91,13 @@ async function fnRows(w: Warren): Promise<Row[]> {
     await measure(`FnCall python print(1)`, CALLS, async () => check(await w.fn.run({ language: 'python', code: 'print(1)' }), '1\n')),
     await measure(`FnCall bash echo`, CALLS, async () => check(await w.fn.run({ language: 'bash', code: 'echo 1' }), '1\n')),
   ];
+  for (const rate of [100, 200]) {
+    rows.push(
+      await paced(`FnCall python print(1), paced at ${rate}/s`, rate, Math.min(CALLS, rate * 10), CONCURRENCY, async () =>
+        check(await w.fn.run({ language: 'python', code: 'print(1)' }), '1\n'),
+      ),
+    );
+  }
   const batch = Array.from({ length: 100 }, () => ({ language: 'python' as const, code: 'print(1)' }));
   rows.push(
     await measure(`FnCall python print(1), batches of 100`, Math.max(4, Math.round(CALLS / 100)), async () => {

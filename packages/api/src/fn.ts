@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AbsPath, Env } from './sandbox.js';
+import { AbsPath, Env, Resources } from './sandbox.js';
 
 export const FnLanguage = z.enum(['python', 'bash', 'node']);
 
@@ -35,6 +35,9 @@ export const FnRunRequest = z.strictObject({
   files: z.array(FnFile).max(256).optional().describe('written before the code runs'),
   env: Env.optional().describe('added to PATH, HOME, LANG (and replaces them where named)'),
   cwd: AbsPath.optional().describe('default /tmp'),
+  resources: Resources.pick({ cpu: true, memoryMiB: true, pids: true })
+    .optional()
+    .describe("the call's CPU, memory (its writable files count) and pids limits; default: the server's (1 CPU, 512 MiB, 256)"),
   maxOutputBytes: z
     .number()
     .int()

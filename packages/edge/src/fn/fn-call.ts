@@ -59,6 +59,8 @@ export async function runFnCall(socket: string, spec: FnCallSpec): Promise<FnCal
   if (spec.stdin?.length) fields.push(['I', spec.stdin]);
   for (const f of spec.files) fields.push(['P', f.path], ['B', f.content]);
   const call = await InitCall.open(socket, REQ.fn, fields);
+  // The init kills a call at its timeout; a worker that answers nothing long after is broken.
+  const guard = setTimeout(() => call.close(), spec.timeoutMs + 15_000);
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   let room = spec.maxOutputBytes;
@@ -98,6 +100,7 @@ export async function runFnCall(socket: string, spec: FnCallSpec): Promise<FnCal
       }
     }
   } finally {
+    clearTimeout(guard);
     call.close();
   }
 }

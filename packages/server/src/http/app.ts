@@ -52,6 +52,7 @@ export function createApp(d: AppDeps): Server {
           `# TYPE warren_sandboxes gauge\nwarren_sandboxes ${u.sandboxes}\n` +
           `# TYPE warren_allocated_cpu gauge\nwarren_allocated_cpu ${u.cpu}\n` +
           `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${u.memoryMiB}\n` +
+          d.fn.metrics() +
           (await d.edge.networkMetrics()),
       );
       return;

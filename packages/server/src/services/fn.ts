@@ -9,13 +9,13 @@ import type { Caller } from './sandboxes.js';
 export interface FnOptions {
   /** The image of calls that name none (default debian-python:latest). */
   defaultImage?: string;
-  /** Workers kept warm from the start, per image; `language` python also starts its zygote. */
+  /** Workers kept warm from the start, per image (default resources); python also starts its zygote. */
   pools?: Array<{ image: string; language?: FnRunRequest['language']; size: number }>;
   /** The most workers of one image (default twice the CPUs, at least 4). */
   maxWorkersPerImage?: number;
   /** Calls one tenant may have waiting, all images together (default 10 000). */
   queueLimit?: number;
-  /** What each worker, and so each call, may use (default 1 CPU, 512 MiB, 256 pids). */
+  /** What each worker, and so each call, may use unless the call asks (default 1 CPU, 512 MiB, 256 pids). */
   resources?: { cpu: number; memoryMiB: number; pids: number };
   /** Workers beyond a pool's size are removed after this long without a call (default 30 s). */
   idleMs?: number;
@@ -37,10 +37,11 @@ interface Waiting {
   retried: boolean;
 }
 
-/** The workers of one image, and the calls waiting for them, per tenant. */
+/** The workers of one image and one size, and the calls waiting for them, per tenant. */
 interface Group {
   image: string;
   layers: string[];
+  resources: { cpu: number; memoryMiB: number; pids: number };
   workers: Worker[];
   creating: number;
   /** Kept at least this many (the configured pool). */
@@ -73,6 +74,7 @@ export class FnService {
   private readonly resources: { cpu: number; memoryMiB: number; pids: number };
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
+  private readonly counts = { calls: 0, timedOut: 0, failed: 0, rejected: 0 };
 
   constructor(
     private readonly edge: Edge,
@@ -125,9 +127,10 @@ export class FnService {
   private enqueue(caller: Caller, reqs: FnRunRequest[]): Array<Promise<FnRunResult>> {
     if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     // Everything is checked before anything waits: a bad call rejects the whole request.
-    const prepared = reqs.map((req) => ({ g: this.group(req.image ?? this.o.defaultImage ?? 'debian-python:latest'), spec: callSpec(req) }));
+    const prepared = reqs.map((req) => ({ g: this.group(req.image ?? this.o.defaultImage ?? 'debian-python:latest', req.resources), spec: callSpec(req) }));
     const waiting = this.queued.get(caller.tenant) ?? 0;
     if (waiting + reqs.length > this.queueLimit) {
+      this.counts.rejected += reqs.length;
       throw new WarrenError('resource_exhausted', `this tenant has ${waiting} calls waiting; at most ${this.queueLimit} may wait`, {
         queued: waiting,
         queueLimit: this.queueLimit,
@@ -187,13 +190,32 @@ export class FnService {
     return n;
   }
 
-  private group(image: string): Group {
+  private group(image: string, asked: FnRunRequest['resources'] = {}): Group {
     const img = this.layers.getImage(image);
     if (!img) throw new WarrenError('not_found', `image "${image}" does not exist`, { image });
-    const key = img.layers.join(',');
+    const resources = { cpu: asked.cpu ?? this.resources.cpu, memoryMiB: asked.memoryMiB ?? this.resources.memoryMiB, pids: asked.pids ?? this.resources.pids };
+    const cap = this.edge.capacity();
+    if (resources.cpu > cap.maxCpuPerSandbox || resources.memoryMiB > cap.maxMemoryMiBPerSandbox) {
+      throw new WarrenError('invalid_argument', `a call on this node may have at most ${cap.maxCpuPerSandbox} CPUs and ${cap.maxMemoryMiBPerSandbox} MiB`, {
+        resources,
+      });
+    }
+    const key = `${img.layers.join(',')}|${resources.cpu}|${resources.memoryMiB}|${resources.pids}`;
     let g = this.groups.get(key);
     if (!g) {
-      g = { image, layers: img.layers, workers: [], creating: 0, min: 0, warmLanguage: null, queues: new Map(), turn: [], lastError: null, retryAtMs: 0 };
+      g = {
+        image,
+        layers: img.layers,
+        resources,
+        workers: [],
+        creating: 0,
+        min: 0,
+        warmLanguage: null,
+        queues: new Map(),
+        turn: [],
+        lastError: null,
+        retryAtMs: 0,
+      };
       this.groups.set(key, g);
     }
     return g;
@@ -215,6 +237,8 @@ export class FnService {
     try {
       const out = await this.edge.fnCall(worker.id, w.spec);
       const end = Date.now();
+      this.counts.calls++;
+      if (out.timedOut) this.counts.timedOut++;
       w.resolve({
         stdout: out.stdout.toString('utf8'),
         stderr: out.stderr.toString('utf8'),
@@ -236,6 +260,7 @@ export class FnService {
           return;
         }
       }
+      this.counts.failed++;
       w.reject(e);
     } finally {
       worker.busy = false;
@@ -286,7 +311,7 @@ export class FnService {
     return {
       id,
       layers: g.layers,
-      resources: this.resources,
+      resources: g.resources,
       env: {},
       user: null,
       workdir: null,
@@ -325,6 +350,26 @@ export class FnService {
       busy: g.workers.filter((w) => w.busy).length,
       queued: this.waitingIn(g),
     }));
+  }
+
+  /** Prometheus lines. */
+  metrics(): string {
+    let workers = 0;
+    let busy = 0;
+    let queued = 0;
+    for (const s of this.stats()) {
+      workers += s.workers;
+      busy += s.busy;
+      queued += s.queued;
+    }
+    return (
+      `# TYPE warren_fn_calls_total counter\nwarren_fn_calls_total ${this.counts.calls}\n` +
+      `# TYPE warren_fn_calls_timed_out_total counter\nwarren_fn_calls_timed_out_total ${this.counts.timedOut}\n` +
+      `# TYPE warren_fn_calls_failed_total counter\nwarren_fn_calls_failed_total ${this.counts.failed}\n` +
+      `# TYPE warren_fn_calls_rejected_total counter\nwarren_fn_calls_rejected_total ${this.counts.rejected}\n` +
+      `# TYPE warren_fn_workers gauge\nwarren_fn_workers ${workers}\n# TYPE warren_fn_workers_busy gauge\nwarren_fn_workers_busy ${busy}\n` +
+      `# TYPE warren_fn_queued gauge\nwarren_fn_queued ${queued}\n`
+    );
   }
 
   async close(): Promise<void> {
