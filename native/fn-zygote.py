@@ -79,31 +79,7 @@ def write_files(req, ep):
             path = None
 
 
-# Code compiled here, before the fork, by its text: a reward function run a thousand times is
-# compiled once (compiling costs a call about as much as the rest of its Python work together).
-compiled = collections.OrderedDict()
-CACHE_ENTRIES = 64
-CACHE_MAX_TEXT = 64 * 1024
-
-
-def compiled_code(code):
-    cc = compiled.get(code)
-    if cc is not None:
-        compiled.move_to_end(code)
-        return cc
-    if len(code) > CACHE_MAX_TEXT:
-        return None
-    try:
-        cc = compile(code, "<string>", "exec")
-    except BaseException:  # the call compiles it again and reports the error as python3 -c would
-        return None
-    compiled[code] = cc
-    if len(compiled) > CACHE_ENTRIES:
-        compiled.popitem(last=False)
-    return cc
-
-
-def run(req, fds, cc):
+def run(req, fds):
     """The call itself: PID 1 of its own pid namespace, in its own root."""
     _, stdin, stdout, stderr, ep, _ = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -144,7 +120,7 @@ def run(req, fds, cc):
     sys.path[0] = ""
     status = 0
     try:
-        exec(cc if cc is not None else compile(code, "<string>", "exec"), main.__dict__)
+        exec(compile(code, "<string>", "exec"), main.__dict__)
     except SystemExit as e:
         if e.code is None:
             status = 0
@@ -217,8 +193,6 @@ def serve():
             for fd in fds:
                 os.close(fd)
             continue
-        req = fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0))
-        cc = compiled_code(b"".join(v for k, v in req if k == "C"))
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
         try:
             pid = -1
@@ -228,7 +202,7 @@ def serve():
                 report_soft(fds[4], ctypes.get_errno() or 5, "isolate: " + lib_error())
             if pid == 0:
                 try:
-                    run(req, fds, cc)
+                    run(fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0)), fds)
                 finally:
                     os._exit(1)
             st = fds[5]
