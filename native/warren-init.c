@@ -2522,15 +2522,14 @@ static void zy_send(struct cmd *m)
 	m->zqueued = 0;
 }
 
-/* The zygote: python3 from the image's PATH, started with the first Python call's environment. */
-static void zy_start(const field_t *f, size_t nf)
+/* The zygote: python3 from the default PATH. */
+static void zy_start(void)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		zy_state = ZY_BROKEN;
 		return;
 	}
-	struct spawn_args sa;
 	char kib[32];
 	snprintf(kib, sizeof kib, "%lu", fn_tmpfs_kib);
 	pid_t pid = fork();
@@ -2546,13 +2545,11 @@ static void zy_start(const field_t *f, size_t nf)
 			_exit(127);
 		syscall(SYS_close_range, 4u, ~0u, 0u);
 		setrlimit(RLIMIT_NOFILE, &saved_nofile);
-		char **env = NULL;
-		if (spawn_args_build(f, nf, &sa) == 0)
-			env = sa.env;
+		/* An environment of its own, never a call's: every call is a copy of the zygote's
+		 * memory, so nothing of one call may be in it. */
+		char *env[] = { "PATH=" DEFAULT_PATH, "LANG=C.UTF-8", "HOME=/root", NULL };
 		char *argv[] = { "python3", ZYGOTE_PATH, kib, NULL };
-		const char *path = env ? env_get(env, "PATH") : NULL;
-		if (!path)
-			path = DEFAULT_PATH;
+		const char *path = DEFAULT_PATH;
 		char full[PATH_MAX];
 		for (const char *p = path; *p;) {
 			const char *e = strchr(p, ':');
@@ -2560,7 +2557,7 @@ static void zy_start(const field_t *f, size_t nf)
 			if (dl && dl + 9 < sizeof full) {
 				memcpy(full, p, dl);
 				memcpy(full + dl, "/python3", 9);
-				execve(full, argv, env ? env : (char *[]){ NULL });
+				execve(full, argv, env);
 			}
 			if (!e)
 				break;
@@ -2704,7 +2701,7 @@ static void op_fn(struct conn *c, const char *p, size_t n, const field_t *f, siz
 	cmds = m;
 	c->cmd = m;
 	if (python && zy_state == ZY_NONE)
-		zy_start(f, nf);
+		zy_start();
 	if (python && zy_state == ZY_READY)
 		zy_send(m);
 	else if (python && zy_state == ZY_STARTING)

@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -94,6 +95,44 @@ describe('FnCall', () => {
     ok(second, "[]\n['1']\nFalse False False\n[7777, 7778]\n0\n");
     // Nor for a bash call on the same worker.
     ok(await t.client.fn.run({ language: 'bash', code: 'ls -A /tmp /dev/shm; [ -e /etc/leak ] || echo clean' }), '/dev/shm:\n\n/tmp:\nclean\n');
+  });
+
+  test('a call finds nothing of an earlier call in its own memory (code, environment, stdin, files)', async () => {
+    const token = randomBytes(16).toString('hex');
+    const mark = `WRNLEAK[${token}]`;
+    ok(
+      await t.client.fn.run({
+        language: 'python',
+        code: `# ${mark}\nimport sys; sys.stdin.read(); open("f.txt").read(); print("ok")`,
+        env: { SECRET: mark },
+        stdin: mark,
+        files: [{ path: 'f.txt', content: mark }],
+      }),
+      'ok\n',
+    );
+    const scan = await t.client.fn.run({
+      language: 'python',
+      timeoutMs: 30_000,
+      code: [
+        'import re',
+        'found = set()',
+        'pat = re.compile(rb"WRNLEAK\\[([0-9a-f]{32})\\]")',
+        'with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:',
+        '    for line in maps:',
+        '        span, perms = line.split()[:2]',
+        '        lo, hi = (int(x, 16) for x in span.split("-"))',
+        '        if "r" not in perms or hi - lo > 1 << 28:',
+        '            continue',
+        '        try:',
+        '            mem.seek(lo)',
+        '            found.update(m.decode() for m in pat.findall(mem.read(hi - lo)))',
+        '        except OSError:',
+        '            pass',
+        'print(sorted(found))',
+      ].join('\n'),
+    });
+    assert.equal(scan.exitCode, 0, scan.stderr);
+    assert.ok(!scan.stdout.includes(token), scan.stdout);
   });
 
   test('a call cannot undo its isolation: no CAP_SYS_ADMIN, /dev and /proc/sys read-only, the worker root out of reach', async () => {
