@@ -79,14 +79,8 @@ def write_files(req, ep):
             path = None
 
 
-def run(req, fds):
-    """The call itself: PID 1 of its own pid namespace, in its own root."""
-    _, stdin, stdout, stderr, ep, _ = fds
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    if lib.warren_fn_isolate(TMPFS_KIB, 0) < 0:
-        report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
-    write_files(req, ep)
+def parts(req):
+    """The code, environment and cwd of a request."""
     code = b"".join(v for k, v in req if k == "C")
     env = {}
     cwd = "/tmp"
@@ -96,6 +90,37 @@ def run(req, fds):
             env[key.decode("utf-8", "surrogateescape")] = val.decode("utf-8", "surrogateescape")
         elif k == "c":
             cwd = v.decode("utf-8", "surrogateescape")
+    return code, env, cwd
+
+
+def warm():
+    """
+    Runs, on made-up input, the Python a call runs before its code, and the compiler: a first run
+    sets up state and specialises bytecode, which every call would otherwise write (and so copy)
+    for itself: compiling print(1) cost a call 0.8 ms before, 0.07 ms after. Nothing of any call
+    is involved.
+    """
+    req = b"".join(struct.pack("<cI", k, len(v)) + v for k, v in ((b"C", b"pass"), (b"e", b"A=1"), (b"c", b"/")))
+    own = dict(os.environ)
+    for _ in range(64):
+        parts(fields(req))
+        lib_error()
+        os.makedirs("/", 0o755, exist_ok=True)
+        os.environ.clear()
+        os.environ.update(own)
+        types.ModuleType("__main__")
+        exec(compile("import os\nx = str([i for i in range(3)]) + repr({'a': 1}) + f'{os.sep}'\n", "<string>", "exec"), {})
+
+
+def run(req, fds):
+    """The call itself: PID 1 of its own pid namespace, in its own root."""
+    _, stdin, stdout, stderr, ep, _ = fds
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    if lib.warren_fn_isolate(TMPFS_KIB, 0) < 0:
+        report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
+    write_files(req, ep)
+    code, env, cwd = parts(req)
     try:
         os.makedirs(cwd, 0o755, exist_ok=True)
         os.chdir(cwd)
@@ -175,6 +200,7 @@ def serve():
     signal.signal(signal.SIGCHLD, reap)
     # What the start left behind is never collected: a call's collections then touch (and copy)
     # none of the zygote's memory.
+    warm()
     gc.collect()
     gc.freeze()
     sys.stdout.flush()
