@@ -10,6 +10,7 @@
 import array
 import ctypes
 import os
+import select
 import signal
 import socket
 import struct
@@ -116,7 +117,7 @@ def run(req, fds):
     """The call itself: PID 1 of its own pid namespace, in its own root."""
     _, stdin, stdout, stderr, ep, _ = fds
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.set_wakeup_fd(-1)
     if lib.warren_fn_isolate(TMPFS_KIB, 0) < 0:
         report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
     write_files(req, ep)
@@ -178,8 +179,8 @@ def run(req, fds):
 calls = {}  # pid -> status pipe, of calls still running
 
 
-def reap(*_):
-    while True:
+def reap():
+    while calls:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -195,9 +196,52 @@ def reap(*_):
             os.close(st)
 
 
+def take(sock):
+    """One call from the init: fork it, tell its pid. False when the init is gone."""
+    try:
+        msg, anc, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(NFD * 4))
+    except BlockingIOError:
+        return True
+    if not msg:
+        return False
+    fds = array.array("i")
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % 4])
+    fds = list(fds)
+    if len(fds) != NFD:
+        for fd in fds:
+            os.close(fd)
+        return True
+    pid = -1
+    if lib.warren_fn_next_pid_ns() == 0:
+        pid = os.fork()
+    else:
+        report_soft(fds[4], ctypes.get_errno() or 5, "isolate: " + lib_error())
+    if pid == 0:
+        try:
+            run(fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0)), fds)
+        finally:
+            os._exit(1)
+    st = fds[5]
+    if pid > 0:
+        os.write(st, b"p%d\n" % pid)
+        calls[pid] = st
+    else:
+        os.close(st)
+    for fd in fds[:5]:
+        os.close(fd)
+    return True
+
+
 def serve():
     sock = socket.socket(fileno=3)
-    signal.signal(signal.SIGCHLD, reap)
+    sock.setblocking(False)
+    # Children are reaped here, in the loop: SIGCHLD only wakes it (through a pipe the signal
+    # handler writes to, so an exit just before poll() still wakes it).
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     # What the start left behind is never collected: a call's collections then touch (and copy)
     # none of the zygote's memory.
     warm()
@@ -205,42 +249,19 @@ def serve():
     gc.freeze()
     sys.stdout.flush()
     sock.send(b"r")
-    space = socket.CMSG_SPACE(NFD * 4)
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     while True:
-        msg, anc, _, _ = sock.recvmsg(1, space)
-        if not msg:
-            os._exit(0)
-        fds = array.array("i")
-        for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(data[: len(data) - len(data) % 4])
-        fds = list(fds)
-        if len(fds) != NFD:
-            for fd in fds:
-                os.close(fd)
-            continue
-        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
-        try:
-            pid = -1
-            if lib.warren_fn_next_pid_ns() == 0:
-                pid = os.fork()
-            else:
-                report_soft(fds[4], ctypes.get_errno() or 5, "isolate: " + lib_error())
-            if pid == 0:
+        for fd, _ in poller.poll():
+            if fd == wake_r:
                 try:
-                    run(fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0)), fds)
-                finally:
-                    os._exit(1)
-            st = fds[5]
-            if pid > 0:
-                os.write(st, b"p%d\n" % pid)
-                calls[pid] = st
-            else:
-                os.close(st)
-            for fd in fds[:5]:
-                os.close(fd)
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+                    os.read(wake_r, 512)
+                except BlockingIOError:
+                    pass
+            elif not take(sock):
+                os._exit(0)
+        reap()
 
 
 serve()

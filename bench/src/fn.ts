@@ -186,7 +186,9 @@ async function podmanRow(total: number): Promise<Row | null> {
 
 async function main(): Promise<void> {
   const dataDir = await mkdtemp('/tmp/warren-bench-fn-data-');
-  const node = await startWarrenUp(dataDir, ['--no-network', '--fn-pool', `debian-python:latest:python=${WORKERS}`, '--fn-max-workers', String(WORKERS)]);
+  const node = await startWarrenUp(dataDir, ['--no-network', '--fn-pool', `debian-python:latest:python=${WORKERS}`, '--fn-max-workers', String(WORKERS)], {
+    logs: process.env.FN_LOGS === '1',
+  });
   try {
     console.log(
       `FnCall benchmark: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${CONCURRENCY} concurrent clients, ${WORKERS} workers, ${CALLS} calls per row`,

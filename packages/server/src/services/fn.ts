@@ -252,6 +252,7 @@ export class FnService {
     } catch (e) {
       if (e instanceof WarrenError && (e.code === 'unavailable' || e.code === 'not_found' || e.code === 'internal')) {
         // The worker is gone or broken, not the call: a new worker takes it (once).
+        this.o.logger.warn('a FnCall worker failed a call; it is replaced', { worker: worker.id, error: e.message, retried: w.retried });
         this.retire(g, worker);
         if (!w.retried) {
           w.retried = true;
