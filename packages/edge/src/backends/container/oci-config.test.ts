@@ -43,3 +43,13 @@ test('runc run hands exactly one extra fd and makes no session keyring', () => {
     'sb_1',
   ]);
 });
+
+test('only a FnCall worker keeps CAP_SYS_ADMIN, and its init is told so', () => {
+  type P = { process: { env: string[]; capabilities: { bounding: string[]; effective: string[] } } };
+  const plain = buildOciConfig(spec) as P;
+  assert.ok(!plain.process.capabilities.bounding.includes('CAP_SYS_ADMIN'));
+  assert.ok(!plain.process.env.some((e) => e.startsWith('WARREN_FN')));
+  const fn = buildOciConfig({ ...spec, fn: true }) as P;
+  assert.ok(fn.process.capabilities.bounding.includes('CAP_SYS_ADMIN') && fn.process.capabilities.effective.includes('CAP_SYS_ADMIN'));
+  assert.ok(fn.process.env.includes('WARREN_FN=1') && fn.process.env.includes(`WARREN_FN_TMPFS_KIB=${512 * 1024}`));
+});
