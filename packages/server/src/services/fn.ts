@@ -254,7 +254,7 @@ export class FnService {
         // The worker is gone or broken, not the call: a new worker takes it (once).
         this.o.logger.warn('a FnCall worker failed a call; it is replaced', { worker: worker.id, error: e.message, retried: w.retried });
         this.retire(g, worker);
-        if (!w.retried) {
+        if (!w.retried && !this.closed) {
           w.retried = true;
           this.push(g, w, true);
           this.grow(g);
