@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "fn.h"
+#include "seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,9 +38,9 @@ static int fail(const char *step, const char *path)
 }
 
 /* The same paths a container sandbox has hidden and read-only in its /proc (oci-config.ts). */
-static const char *const masked[] = { "/proc/acpi",	"/proc/asound",	     "/proc/kcore",	 "/proc/keys",
-				      "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
-				      "/proc/scsi" };
+static const char *const masked[] = { "/proc/acpi",	 "/proc/asound",      "/proc/kcore",	    "/proc/keys",
+				      "/proc/latency_stats", "/proc/timer_list",  "/proc/timer_stats", "/proc/sched_debug",
+				      "/proc/scsi",	 "/proc/kpagecgroup", "/proc/kpageflags",  "/proc/kpagecount" };
 static const char *const readonly[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger" };
 
 int warren_fn_next_pid_ns(void)
@@ -139,7 +140,13 @@ int warren_fn_isolate(unsigned long tmpfs_kib, int unshared)
 		}
 		close(oom);
 	}
-	return drop_sys_admin();
+	r = drop_sys_admin();
+	if (r < 0)
+		return r;
+	/* The filter every other sandbox process has: no mounts or namespaces of its own. */
+	if (warren_seccomp_install(1) < 0)
+		return fail("seccomp", NULL);
+	return 0;
 }
 
 static int drop_sys_admin(void)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "fn.h"
+#include "seccomp.h"
 
 #define PROTO_VERSION "1"
 #define LISTEN_FD 3
@@ -50,6 +51,20 @@
 #define L_MAX_ENTRIES 100000
 #define L_MAX_DEPTH 256
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/*
+ * Runs before main: nothing in the sandbox, the init included, runs unfiltered. A FnCall worker's
+ * init keeps mount and namespace calls for its calls' namespaces (each call adds the strict filter
+ * itself, fn.c). Fails closed: a sandbox whose filter cannot be installed does not start.
+ */
+__attribute__((constructor)) static void seccomp_at_start(void)
+{
+	const char *fn = getenv("WARREN_FN");
+	if (warren_seccomp_install(!(fn && !strcmp(fn, "1"))) != 0) {
+		fprintf(stderr, "warren-init: seccomp: %s\n", strerror(errno));
+		_exit(1);
+	}
+}
 
 /* ------------------------------------------------------------------ utils */
 
