@@ -5,6 +5,8 @@ import { runFile } from './exec-file.js';
 
 /** Where Debian's busybox-static puts its binary. */
 export const HOST_BUSYBOX = '/bin/busybox';
+/** The platform's shell for commands and sessions (Debian's bash-static: runs in any image). */
+export const HOST_BASH = '/bin/bash-static';
 
 /** Builds a minimal busybox root filesystem in `dir` (ownership as on the host: root). */
 export async function buildBusyboxRootfs(dir: string, busybox = HOST_BUSYBOX): Promise<void> {

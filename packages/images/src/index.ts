@@ -8,7 +8,7 @@ export { readTar } from './tar.js';
 export type { TarEntry } from './tar.js';
 export { DEFAULT_IMAGES, installDefaultImages, prepareDefaultImages, removeBuildDir } from './defaults.js';
 export type { DefaultImageName, PrepareOptions } from './defaults.js';
-export { buildBusyboxRootfs, HOST_BUSYBOX } from './busybox.js';
+export { buildBusyboxRootfs, HOST_BASH, HOST_BUSYBOX } from './busybox.js';
 export { buildDebianRootfs, hostDebianMirror } from './debian.js';
 export { mkfsErofs, mkfsErofsArgs } from './erofs.js';
 export type { MkfsOptions } from './erofs.js';

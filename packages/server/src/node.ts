@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { CgroupV1, ContainerBackend, Edge, HostHelper, SandboxNetwork, readOwnCgroupParent, setupZramSwap, type ContainerRuntime } from '@warren/edge';
 import { parseNetworkRule } from '@warren/api';
-import { DEFAULT_ID_MAP, HOST_BUSYBOX, LayerStore, RemoteBlobs, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
+import { DEFAULT_ID_MAP, HOST_BASH, HOST_BUSYBOX, LayerStore, RemoteBlobs, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
 import { SandboxService } from './services/sandboxes.js';
@@ -135,6 +135,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   await mkdir(platformDir, { recursive: true, mode: 0o755 });
   await installPlatformFile(join(nativeDir, 'warren-init'), join(platformDir, 'warren-init'));
   await installPlatformFile(HOST_BUSYBOX, join(platformDir, 'busybox'));
+  await installPlatformFile(HOST_BASH, join(platformDir, 'bash'));
   await installPlatformFile(join(nativeDir, 'libwarren-fn.so'), join(platformDir, 'libwarren-fn.so'));
   await installPlatformFile(join(nativeDir, 'fn-zygote.py'), join(platformDir, 'fn-zygote.py'));
 

@@ -28,8 +28,6 @@ export interface BackendSandbox {
   initPid: number | null;
   /** Its start time (clock ticks after boot): with the pid, it names the process even after the pid is reused. */
   initStartTime: number | null;
-  /** Whether the image has bash (sessions and shell strings prefer it). */
-  hasBash: boolean;
 }
 
 /**

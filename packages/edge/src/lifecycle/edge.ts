@@ -91,6 +91,12 @@ interface Live {
 }
 
 const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
+/**
+ * Shell strings and sessions run the platform's own static bash from the read-only platform
+ * mount, never the image's /bin/sh or /bin/bash: a sandbox that overwrites those changes only
+ * what it runs itself, not the next command or session.
+ */
+const SHELL = `${PLATFORM_MOUNT}/bash`;
 const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
 const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
@@ -496,7 +502,7 @@ export class Edge {
       const script = typeof req.cmd === 'string' ? req.cmd : argvToScript(req.cmd);
       call = await ch.runInSession(sock, { session: parseSessionId(req.session), script, env: envList(req.env), cwd: req.cwd, timeoutMs });
     } else {
-      const argv = typeof req.cmd === 'string' ? [l.sb.hasBash ? '/bin/bash' : '/bin/sh', '-c', req.cmd] : req.cmd;
+      const argv = typeof req.cmd === 'string' ? [SHELL, '-c', req.cmd] : req.cmd;
       const wantsStdin = req.stdin !== undefined || req.keepStdinOpen === true;
       ({ call } = await ch.startCommand(sock, {
         argv,
@@ -569,7 +575,7 @@ export class Edge {
 
   async createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
     const l = await this.touch(id);
-    const argv = l.sb.hasBash ? ['/bin/bash', '--noprofile', '--norc', '-i'] : ['/bin/sh', '-i'];
+    const argv = [SHELL, '--noprofile', '--norc', '-i'];
     const initId = await ch.newSession(l.sb.initSocket, {
       argv,
       cwd: p.cwd ?? l.spec.workdir ?? undefined,

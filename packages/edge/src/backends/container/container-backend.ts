@@ -48,7 +48,6 @@ export class ContainerBackend implements Backend {
   readonly name = 'container';
   readonly runtime: ContainerRuntime;
   private readonly layers: LayerMounts;
-  private readonly bashByLayer = new Map<string, boolean>();
   /** runc is CPU-bound; more parallel starts than cores only thrash. */
   private readonly starts = new Semaphore(Math.max(2, cpus().length * 2));
 
@@ -102,8 +101,8 @@ export class ContainerBackend implements Backend {
     return `${this.o.cgroupParent}/${id}`;
   }
 
-  private sandbox(id: string, hasBash: boolean, init: InitRecord | null): BackendSandbox {
-    return { id, initSocket: this.socketPath(id), hasBash, initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
+  private sandbox(id: string, init: InitRecord | null): BackendSandbox {
+    return { id, initSocket: this.socketPath(id), initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
   }
 
   /**
@@ -114,18 +113,6 @@ export class ContainerBackend implements Backend {
     const pid = await findNamespaceInit(await this.o.cgroups.procs('pids', this.cgroupPath(id)));
     const startTime = pid === null ? null : await processStartTime(pid);
     return pid === null || startTime === null ? null : { pid, startTime };
-  }
-
-  private async hasBash(layers: string[]): Promise<boolean> {
-    for (const d of layers) {
-      let b = this.bashByLayer.get(d);
-      if (b === undefined) {
-        b = (await this.layers.hasFile(d, 'bin/bash')) || (await this.layers.hasFile(d, 'usr/bin/bash'));
-        this.bashByLayer.set(d, b);
-      }
-      if (b) return true;
-    }
-    return false;
   }
 
   async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
@@ -171,7 +158,7 @@ export class ContainerBackend implements Backend {
         await this.starts.run(() => this.startWithSocket(spec.id, dir));
         init = await this.findInit(spec.id);
       }
-      const sb = this.sandbox(spec.id, await this.hasBash(spec.layers), init);
+      const sb = this.sandbox(spec.id, init);
       // The start returns once the init is exec'd; a hello proves it is up and serving.
       await hello(sb.initSocket);
       return sb;
@@ -211,7 +198,7 @@ export class ContainerBackend implements Backend {
   async adopt(id: string, layers: string[]): Promise<BackendSandbox | null> {
     const init = await this.findInit(id);
     if (init === null) return null;
-    const sb = this.sandbox(id, await this.hasBash(layers).catch(() => false), init);
+    const sb = this.sandbox(id, init);
     try {
       await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
       await hello(sb.initSocket);
