@@ -6,7 +6,16 @@ import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { CgroupV1, ContainerBackend, Edge, HostHelper, SandboxNetwork, readOwnCgroupParent, setupZramSwap, type ContainerRuntime } from '@warren/edge';
 import { parseNetworkRule } from '@warren/api';
-import { DEFAULT_ID_MAP, HOST_BASH, HOST_BUSYBOX, LayerStore, RemoteBlobs, installDefaultImages, prepareDefaultImages, type DefaultImageName } from '@warren/images';
+import {
+  DEFAULT_ID_MAP,
+  HOST_BASH,
+  HOST_BUSYBOX,
+  LayerStore,
+  RemoteBlobs,
+  installDefaultImages,
+  prepareDefaultImages,
+  type DefaultImageName,
+} from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
 import { Auth } from './services/auth.js';
 import { SandboxService } from './services/sandboxes.js';

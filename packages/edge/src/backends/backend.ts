@@ -38,7 +38,7 @@ export interface Backend {
   readonly name: string;
   create(spec: BackendCreateSpec): Promise<BackendSandbox>;
   /** Finds a sandbox that was running before this process started; null if it is gone. */
-  adopt(id: string, layers: string[]): Promise<BackendSandbox | null>;
+  adopt(id: string): Promise<BackendSandbox | null>;
   destroy(id: string): Promise<void>;
   pause(id: string): Promise<void>;
   /** Gives back what memory a paused sandbox can spare; resolves the bytes still resident. */

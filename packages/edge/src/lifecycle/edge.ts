@@ -261,7 +261,7 @@ export class Edge {
 
   /** Takes back a sandbox after a restart; false when its processes are gone. */
   async adopt(spec: EdgeSandboxSpec): Promise<boolean> {
-    const sb = await this.o.backend.adopt(spec.id, spec.layers);
+    const sb = await this.o.backend.adopt(spec.id);
     if (!sb) return false;
     // A sandbox from before its node had networking keeps the empty namespace it has.
     await this.o.network?.adopt(spec.id, spec.network);

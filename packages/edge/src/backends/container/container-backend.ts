@@ -195,7 +195,7 @@ export class ContainerBackend implements Backend {
     }
   }
 
-  async adopt(id: string, layers: string[]): Promise<BackendSandbox | null> {
+  async adopt(id: string): Promise<BackendSandbox | null> {
     const init = await this.findInit(id);
     if (init === null) return null;
     const sb = this.sandbox(id, init);
