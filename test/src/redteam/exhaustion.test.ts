@@ -1,0 +1,76 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Sandbox } from '@warren/sdk';
+import { http, startTestWarren, type TestWarren } from '../harness.js';
+
+/**
+ * One sandbox attacks its own limits while a neighbour keeps working: the attack stays inside
+ * (the attacker's own command fails or is killed), the neighbour and the edge keep serving.
+ */
+describe('red team: exhaustion stays inside the sandbox', () => {
+  let t: TestWarren;
+  let attacker: Sandbox;
+  let neighbour: Sandbox;
+  before(async () => {
+    t = await startTestWarren({ images: ['debian-python:latest'], network: false });
+    attacker = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { cpu: 0.5, memoryMiB: 256, pids: 128 } });
+    neighbour = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  async function neighbourFine(): Promise<void> {
+    const r = await neighbour.exec('echo alive && python3 -c "print(sum(range(100)))"');
+    assert.equal(r.stdout, 'alive\n4950\n');
+    assert.equal((await http(t, 'GET', '/healthz')).status, 200);
+  }
+
+  test('a fork bomb meets the pids limit; the sandbox and its neighbour still serve', async () => {
+    const r = await attacker.exec('bomb() { bomb | bomb & }; bomb; sleep 2', { timeoutMs: 5000 });
+    assert.ok(r.timedOut || r.exitCode !== 0 || /Resource temporarily unavailable|fork/.test(r.stderr), JSON.stringify(r).slice(0, 300));
+    await neighbourFine();
+    // The bomb's processes went with its command; the sandbox runs commands again.
+    let ok = false;
+    for (let i = 0; i < 50 && !ok; i++) {
+      ok = (await attacker.exec('echo back').catch(() => ({ stdout: '' }))).stdout === 'back\n';
+      if (!ok) await new Promise((res) => setTimeout(res, 200));
+    }
+    assert.ok(ok, 'the sandbox recovers');
+  });
+
+  test('a memory bomb is OOM-killed inside its sandbox; its init and its neighbour live', async () => {
+    const r = await attacker.exec(['python3', '-c', 'x = []\nwhile True: x.append(bytearray(16 << 20))'], { timeoutMs: 60_000 });
+    assert.equal(r.signal, 'SIGKILL', JSON.stringify(r).slice(0, 300));
+    assert.equal((await attacker.exec('echo survived')).stdout, 'survived\n');
+    assert.equal((await t.client.sandboxes.get(attacker.id)).info.state, 'running');
+    await neighbourFine();
+  });
+
+  test('flooding output is cut at the cap; a recursive walk of /proc and /sys ends and harms nothing', async () => {
+    const flood = await attacker.exec('yes AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', { maxOutputBytes: 64 * 1024, timeoutMs: 3000 });
+    assert.equal(flood.truncated, true);
+    assert.ok(flood.stdout.length <= 64 * 1024);
+    const walk = await attacker.exec(
+      'find /proc /sys -xdev 2>/dev/null | wc -l; cat $(find /proc/self /sys/kernel -maxdepth 2 -type f 2>/dev/null | head -300) >/dev/null 2>&1; echo walked',
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    assert.match(walk.stdout, /^\d+\nwalked\n$/);
+    await neighbourFine();
+  });
+
+  test('CPU is capped: a busy loop gets about its share', async () => {
+    const r = await attacker.exec(
+      ['python3', '-c', 'import os, time\nt = time.time()\nwhile time.time() - t < 2: pass\nprint(round(sum(os.times()[:2]) / 2, 2))'],
+      {
+        timeoutMs: 30_000,
+      },
+    );
+    // 0.5 CPU: about 1 s of CPU in 2 s (generous bounds for a busy 2-core machine).
+    const used = Number(r.stdout);
+    assert.ok(used > 0.2 && used < 0.75, r.stdout);
+    await neighbourFine();
+  });
+});
