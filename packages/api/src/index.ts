@@ -44,7 +44,7 @@ export {
 } from './images.js';
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
 export { FnBatchRequest, FnBatchResponse, FnFile, FnLanguage, FnRunRequest, FnRunResult } from './fn.js';
-export { CreateKeyRequest, CreateKeyResponse, Info, ListNodesResponse, Node, Quota } from './ops.js';
+export { AuditEntry, AuditQuery, CreateKeyRequest, CreateKeyResponse, Info, KeyRole, ListAuditResponse, ListNodesResponse, Node, Quota } from './ops.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';
 export { CONTRACT_NOTES, buildOpenApi } from './openapi.js';

@@ -10,13 +10,41 @@ export const Quota = z.strictObject({
    */
   cidrMinPrefix: z.number().int().min(0).max(32).optional(),
 });
+/**
+ * `admin`: everything, every tenant. `builder`: its tenant's sandboxes, and makes images (commit,
+ * import, pull, layer upload). `runner`: its tenant's sandboxes and FnCalls; makes no images.
+ * `user`: as builder (the role keys had before roles were split).
+ */
+export const KeyRole = z.enum(['admin', 'builder', 'runner', 'user']);
+export type KeyRole = z.infer<typeof KeyRole>;
 export const CreateKeyRequest = z.strictObject({
   tenant: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/),
-  role: z.enum(['admin', 'user']).optional(),
+  role: KeyRole.optional(),
   quota: Quota.optional(),
 });
 export type CreateKeyRequest = z.infer<typeof CreateKeyRequest>;
-export const CreateKeyResponse = z.object({ key: z.string(), tenant: z.string(), role: z.enum(['admin', 'user']) });
+export const CreateKeyResponse = z.object({ key: z.string(), keyId: z.string(), tenant: z.string(), role: KeyRole });
+
+/** One mutating call, as the audit log keeps it. */
+export const AuditEntry = z.object({
+  at: z.string(),
+  /** `admin` for the bootstrap key, `k_` + 16 hex of its hash for the others; null when no key was valid. */
+  keyId: z.string().nullable(),
+  tenant: z.string().nullable(),
+  method: z.string(),
+  path: z.string(),
+  sandbox: z.string().nullable(),
+  status: z.number(),
+  /** The error code when the call failed. */
+  code: z.string().nullable(),
+});
+export const AuditQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(10_000).optional(),
+  tenant: z.string().max(64).optional(),
+  sandbox: z.string().max(64).optional(),
+});
+export const ListAuditResponse = z.object({ entries: z.array(AuditEntry) });
+export type AuditEntry = z.infer<typeof AuditEntry>;
 
 export const Node = z.object({
   id: z.string(),

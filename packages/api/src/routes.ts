@@ -255,6 +255,14 @@ export const ROUTES = {
   listLayers: r({ method: 'GET', path: '/v1/layers', summary: 'List named layers', response: i.ListLayersResponse, status: 200 }),
   deleteLayer: r({ method: 'DELETE', path: '/v1/layers/{name}', summary: 'Delete a layer name; its blob is freed when nothing else uses it', status: 204 }),
   listNodes: r({ method: 'GET', path: '/v1/nodes', summary: 'List nodes', response: o.ListNodesResponse, status: 200 }),
+  audit: r({
+    method: 'GET',
+    path: '/v1/audit',
+    summary: 'The newest mutating calls first: key, tenant, sandbox, outcome (admin)',
+    query: o.AuditQuery,
+    response: o.ListAuditResponse,
+    status: 200,
+  }),
   createKey: r({
     method: 'POST',
     path: '/v1/keys',

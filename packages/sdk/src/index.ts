@@ -6,6 +6,7 @@ export type { CreateOptions, ExecOptions } from './sandbox.js';
 export type { ClientOptions, FetchLike } from './transport.js';
 export { WarrenError } from '@warren/api';
 export type {
+  AuditEntry,
   ErrorCode,
   ExecEvent,
   ExecResult,

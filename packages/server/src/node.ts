@@ -22,6 +22,7 @@ import { SandboxService } from './services/sandboxes.js';
 import { ImageService } from './services/images.js';
 import { PoolService } from './services/pools.js';
 import { FnService, type FnOptions } from './services/fn.js';
+import { AuditLog } from './services/audit.js';
 import { createApp } from './http/app.js';
 
 export interface Logger {
@@ -241,8 +242,9 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
 
   const images = new ImageService(layers, edge, { idMap: DEFAULT_ID_MAP, ops: mounts, maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30, logger: o.logger });
   const auth = new Auth(store, adminKey);
+  const audit = new AuditLog(store);
   let url = '';
-  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, pools, fn, nodeAddress: () => url, logger: o.logger });
+  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, pools, fn, audit, nodeAddress: () => url, logger: o.logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
@@ -276,6 +278,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
         pools.close();
         await fn?.close();
         service?.flushActivity();
+        audit.close();
         const ids = edge.ids();
         await edge.close({ keep: opts.keep ?? false });
         if (!opts.keep) for (const id of ids) store.updateSandbox(id, { state: 'stopped' });

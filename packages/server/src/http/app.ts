@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { Router } from './router.js';
 import { sendError, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
+import type { Caller } from '../services/sandboxes.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
 import { commandRoutes } from './routes-commands.js';
 import { fileRoutes } from './routes-files.js';
@@ -21,11 +22,25 @@ export function createApp(d: AppDeps): Server {
   const openapi = JSON.stringify(buildOpenApi(d.version));
 
   const on: On = (spec, h) => {
+    const mutating = spec.method !== 'GET';
     router.add(spec, async (ctx) => {
-      const caller = d.auth.authenticate(ctx.req.headers.authorization);
-      await h({ ...ctx, caller });
+      let caller: Caller | null = null;
+      const audit: { sandbox?: string } = {};
+      try {
+        caller = d.auth.authenticate(ctx.req.headers.authorization);
+        await h({ ...ctx, caller, audit });
+        if (mutating) record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, ctx.res.statusCode, null);
+      } catch (e) {
+        if (mutating) {
+          const err = e instanceof WarrenError ? e : new WarrenError('internal', 'internal error');
+          record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, err.status, err.code);
+        }
+        throw e;
+      }
     });
   };
+  const record = (path: string, method: string, caller: Caller | null, sandbox: string | undefined, status: number, code: string | null): void =>
+    d.audit.record({ keyId: caller?.keyId ?? null, tenant: caller?.tenant ?? null, method, path, sandbox: sandbox ?? null, status, code });
   sandboxRoutes(on, d);
   commandRoutes(on, d);
   fileRoutes(on, d);

@@ -6,10 +6,11 @@ import type { Caller, SandboxService } from '../services/sandboxes.js';
 import type { ImageService } from '../services/images.js';
 import type { PoolService } from '../services/pools.js';
 import type { FnService } from '../services/fn.js';
+import type { AuditLog } from '../services/audit.js';
 import type { RouteContext } from './router.js';
 
-/** A request that passed authentication. */
-export type Authed = RouteContext & { caller: Caller };
+/** A request that passed authentication; `audit.sandbox` names the sandbox a call made (create). */
+export type Authed = RouteContext & { caller: Caller; audit: { sandbox?: string } };
 
 /** Registers an authenticated handler for a route of the contract. */
 export type On = (spec: RouteSpec, h: (c: Authed) => Promise<void>) => void;
@@ -23,6 +24,7 @@ export interface RouteDeps {
   images: ImageService;
   pools: PoolService;
   fn: FnService;
+  audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Where this node's edge is reached (known once the server listens). */
   nodeAddress: () => string;

@@ -10,6 +10,11 @@ import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from '
 
 const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data|blocks)$/;
 
+/** Commit, import, pull and layer uploads make images: not for runner keys. */
+const builds = (c: Authed): void => {
+  if (c.caller.role === 'runner') throw new WarrenError('permission_denied', 'a runner key cannot make images (commit, import, pull, layer upload)');
+};
+
 const adminOnly = (c: Authed, what: string): void => {
   if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', `only an admin key can delete ${what}`);
 };
@@ -33,10 +38,12 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     c.res.end();
   };
   on(ROUTES.importImage, async (c) => {
+    builds(c);
     const q = query(c.url, api.ImportImageQuery);
     await progressStream(c, (emit) => d.images.importImage(q.name, c.req, emit));
   });
   on(ROUTES.pullImage, async (c) => {
+    builds(c);
     const body = await jsonBody(c.req, api.PullImageRequest);
     parseImageRef(body.ref); // a bad reference is a 400, not a stream
     await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, emit, body.auth));
@@ -52,6 +59,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     sendEmpty(c.res);
   });
   on(ROUTES.uploadLayer, async (c) => {
+    builds(c);
     const q = query(c.url, api.UploadLayerQuery);
     sendJson(c.res, 201, await d.images.uploadLayer(q.name, c.req));
   });
@@ -101,6 +109,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     sendEmpty(c.res);
   });
   on(ROUTES.commit, async (c) => {
+    builds(c);
     const body = await jsonBody(c.req, api.CommitRequest);
     const id = liveSandboxId(d, c);
     const rec = d.sandboxes.record(c.caller, sandboxId(c));

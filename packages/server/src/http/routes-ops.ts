@@ -1,6 +1,6 @@
 import * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
-import { jsonBody, sendJson } from './io.js';
+import { jsonBody, query, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
 
 /** Images, nodes, keys and server info. */
@@ -32,7 +32,11 @@ export function opsRoutes(on: On, d: RouteDeps): void {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can create keys');
     const body = await jsonBody(c.req, api.CreateKeyRequest);
     const role = body.role ?? 'user';
-    sendJson(c.res, 201, { key: d.auth.createKey(body.tenant, role, body.quota ?? {}), tenant: body.tenant, role });
+    sendJson(c.res, 201, { ...d.auth.createKey(body.tenant, role, body.quota ?? {}), tenant: body.tenant, role });
+  });
+  on(ROUTES.audit, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the audit log');
+    sendJson(c.res, 200, { entries: d.audit.list(query(c.url, api.AuditQuery)) });
   });
   on(ROUTES.info, async (c) =>
     sendJson(c.res, 200, {

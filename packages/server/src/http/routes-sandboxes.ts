@@ -8,7 +8,9 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   const svc = d.sandboxes;
   on(ROUTES.createSandbox, async (c) => {
     const body = await jsonBody(c.req, api.CreateSandboxRequest);
-    sendJson(c.res, 201, await svc.toApi(await svc.create(c.caller, body), false));
+    const rec = await svc.create(c.caller, body);
+    c.audit.sandbox = rec.id;
+    sendJson(c.res, 201, await svc.toApi(rec, false));
   });
   on(ROUTES.batchCreate, async (c) => {
     const body = await jsonBody(c.req, api.BatchCreateRequest);

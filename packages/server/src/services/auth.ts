@@ -1,9 +1,11 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { WarrenError } from '@warren/api';
+import { WarrenError, type KeyRole } from '@warren/api';
 import type { KeyRecord, Store } from '../store/store.js';
 import type { Caller } from './sandboxes.js';
 
 export const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+/** What names a key in the audit log: part of its hash, never the key. */
+const keyId = (hash: string): string => `k_${hash.slice(0, 16)}`;
 
 /**
  * API keys: stored hashed, looked up once per process and then found by the presented key (no
@@ -27,10 +29,10 @@ export class Auth {
     if (cached) return cached;
     const hash = hashKey(m[1]);
     let caller: Caller | undefined;
-    if (timingSafeEqual(Buffer.from(hash, 'hex'), this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {} };
+    if (timingSafeEqual(Buffer.from(hash, 'hex'), this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {}, keyId: 'admin' };
     else {
       const k = this.store.getKey(hash);
-      if (k) caller = { tenant: k.tenant, role: k.role, quota: k.quota };
+      if (k) caller = { tenant: k.tenant, role: k.role, quota: k.quota, keyId: keyId(hash) };
     }
     if (!caller) throw new WarrenError('unauthenticated', 'unknown API key');
     if (this.cache.size > 10_000) this.cache.clear();
@@ -39,9 +41,10 @@ export class Auth {
   }
 
   /** Makes a new key for a tenant; the key itself is returned once and never stored. */
-  createKey(tenant: string, role: 'admin' | 'user', quota: KeyRecord['quota']): string {
+  createKey(tenant: string, role: KeyRole, quota: KeyRecord['quota']): { key: string; keyId: string } {
     const key = `wk_${randomBytes(24).toString('base64url')}`;
-    this.store.putKey({ hash: hashKey(key), tenant, role, quota, createdAt: Date.now() });
-    return key;
+    const hash = hashKey(key);
+    this.store.putKey({ hash, tenant, role, quota, createdAt: Date.now() });
+    return { key, keyId: keyId(hash) };
   }
 }

@@ -1,4 +1,4 @@
-import type { CreateSandboxRequest, ExecRequest, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
+import type { CreateSandboxRequest, ExecRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { compilePolicy, widestAllowPrefix, type Command, type Edge, type EdgeSandboxSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
@@ -14,8 +14,10 @@ export interface SandboxServiceOptions {
 
 export interface Caller {
   tenant: string;
-  role: 'admin' | 'user';
+  role: KeyRole;
   quota: KeyRecord['quota'];
+  /** Names the key in the audit log. */
+  keyId: string;
 }
 
 /** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
@@ -129,6 +131,15 @@ export class SandboxService {
       return digest;
     });
     const r = req.resources ?? {};
+    // Fail closed: a limit this node cannot enforce is refused, never recorded and ignored.
+    if (r.diskMiB !== undefined)
+      throw new WarrenError(
+        'invalid_argument',
+        'resources.diskMiB cannot be enforced on this node (its kernel has no file system project quotas); leave it out',
+        {
+          diskMiB: r.diskMiB,
+        },
+      );
     const resources = {
       cpu: r.cpu ?? this.o.defaults.cpu,
       memoryMiB: r.memoryMiB ?? this.o.defaults.memoryMiB,

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import type { AuditEntry } from '@warren/api';
 import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store } from './store.js';
 
 const SCHEMA = `
@@ -40,9 +41,32 @@ CREATE TABLE IF NOT EXISTS api_keys (
   quota TEXT NOT NULL,
   created_at INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  key_id TEXT,
+  tenant TEXT,
+  method TEXT NOT NULL,
+  path TEXT NOT NULL,
+  sandbox TEXT,
+  status INTEGER NOT NULL,
+  code TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant, seq);
+CREATE INDEX IF NOT EXISTS audit_sandbox ON audit (sandbox, seq);
 `;
 
 type Row = { doc: string };
+type AuditRow = {
+  at: number;
+  key_id: string | null;
+  tenant: string | null;
+  method: string;
+  path: string;
+  sandbox: string | null;
+  status: number;
+  code: string | null;
+};
 
 /** The embedded store: one SQLite file, WAL mode, every statement prepared once. */
 export class SqliteStore implements Store {
@@ -71,6 +95,10 @@ export class SqliteStore implements Store {
       deletePool: db.prepare('DELETE FROM pools WHERE id = ?'),
       putKey: db.prepare('INSERT OR REPLACE INTO api_keys (hash, tenant, role, quota, created_at) VALUES (?, ?, ?, ?, ?)'),
       getKey: db.prepare<[string], { hash: string; tenant: string; role: string; quota: string; created_at: number }>('SELECT * FROM api_keys WHERE hash = ?'),
+      audit: db.prepare('INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      listAudit: db.prepare<[string | null, string | null, string | null, string | null, number], AuditRow>(
+        'SELECT * FROM audit WHERE (? IS NULL OR tenant = ?) AND (? IS NULL OR sandbox = ?) ORDER BY seq DESC LIMIT ?',
+      ),
     };
   }
 
@@ -171,10 +199,31 @@ export class SqliteStore implements Store {
     return {
       hash: r.hash,
       tenant: r.tenant,
-      role: r.role === 'admin' ? 'admin' : 'user',
+      role: r.role === 'admin' || r.role === 'builder' || r.role === 'runner' ? r.role : 'user',
       quota: JSON.parse(r.quota) as KeyRecord['quota'],
       createdAt: r.created_at,
     };
+  }
+
+  appendAudit(entries: AuditEntry[]): void {
+    this.db.transaction(() => {
+      for (const e of entries) this.stmts.audit.run(Date.parse(e.at), e.keyId, e.tenant, e.method, e.path, e.sandbox, e.status, e.code);
+    })();
+  }
+
+  listAudit(q: { limit: number; tenant?: string; sandbox?: string }): AuditEntry[] {
+    const t = q.tenant ?? null;
+    const s = q.sandbox ?? null;
+    return this.stmts.listAudit.all(t, t, s, s, q.limit).map((r) => ({
+      at: new Date(r.at).toISOString(),
+      keyId: r.key_id,
+      tenant: r.tenant,
+      method: r.method,
+      path: r.path,
+      sandbox: r.sandbox,
+      status: r.status,
+      code: r.code,
+    }));
   }
 
   close(): void {

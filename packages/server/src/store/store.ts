@@ -1,4 +1,4 @@
-import type { NetworkPolicy, SandboxState } from '@warren/api';
+import type { AuditEntry, KeyRole, NetworkPolicy, SandboxState } from '@warren/api';
 
 /** A sandbox as the control plane keeps it. */
 export interface SandboxRecord {
@@ -31,7 +31,7 @@ export interface SandboxRecord {
 export interface KeyRecord {
   hash: string;
   tenant: string;
-  role: 'admin' | 'user';
+  role: KeyRole;
   quota: { sandboxes?: number; cpu?: number; memoryMiB?: number; cidrMinPrefix?: number };
   createdAt: number;
 }
@@ -80,6 +80,10 @@ export interface Store {
   listPools(): PoolRecord[];
   deletePool(id: string): void;
   putKey(k: KeyRecord): void;
+  /** Appends audit entries (one transaction). */
+  appendAudit(entries: AuditEntry[]): void;
+  /** The newest first. */
+  listAudit(q: { limit: number; tenant?: string; sandbox?: string }): AuditEntry[];
   getKey(hash: string): KeyRecord | undefined;
   close(): void;
 }

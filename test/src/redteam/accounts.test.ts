@@ -1,0 +1,103 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Warren, type AuditEntry } from '@warren/sdk';
+import { errorCode, http, startTestWarren, type TestWarren } from '../harness.js';
+
+describe('red team: accounts', () => {
+  let t: TestWarren;
+  before(async () => {
+    t = await startTestWarren({ images: ['busybox:latest'], network: false });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  const keyFor = async (tenant: string, role: string): Promise<{ key: string; keyId: string }> => {
+    const r = await http(t, 'POST', '/v1/keys', { tenant, role });
+    assert.equal(r.status, 201, r.text);
+    return r.json as { key: string; keyId: string };
+  };
+  const as = (key: string): TestWarren => ({ ...t, key });
+
+  test('a runner key cannot make images; a builder key can; keys stay in their tenant; keys are stored hashed', async () => {
+    const runner = await keyFor('acme', 'runner');
+    const builder = await keyFor('acme', 'builder');
+    const other = await keyFor('rival', 'builder');
+    const sb = await new Warren({ url: t.url, apiKey: runner.key }).sandboxes.create({ image: 'busybox:latest' });
+    try {
+      const denied = await http(as(runner.key), 'POST', `/v1/sandboxes/${sb.id}/commit`, { name: 'acme/runner-made' });
+      assert.equal(denied.status, 403);
+      assert.equal(errorCode(denied), 'permission_denied');
+      assert.equal(
+        errorCode(await http(as(runner.key), 'POST', '/v1/layers?name=acme/x', Buffer.from(''), { 'content-type': 'application/x-tar' })),
+        'permission_denied',
+      );
+      assert.equal(
+        errorCode(await http(as(runner.key), 'POST', '/v1/images/import?name=acme/y', Buffer.from(''), { 'content-type': 'application/x-tar' })),
+        'permission_denied',
+      );
+      const made = await http(as(builder.key), 'POST', `/v1/sandboxes/${sb.id}/commit`, { name: 'acme/builder-made' });
+      assert.equal(made.status, 201, made.text);
+      // Another tenant neither sees nor touches it.
+      assert.equal(errorCode(await http(as(other.key), 'GET', `/v1/sandboxes/${sb.id}`)), 'not_found');
+      assert.equal(errorCode(await http(as(other.key), 'POST', `/v1/sandboxes/${sb.id}/exec`, { cmd: 'true' })), 'not_found');
+      assert.equal(errorCode(await http(as(other.key), 'DELETE', `/v1/sandboxes/${sb.id}`)), 'not_found');
+      // Neither the key nor anything that reverses to it is in the database.
+      const db = await readFile(join(t.dataDir, 'warren.db'));
+      for (const k of [runner.key, builder.key, other.key]) assert.ok(!db.includes(Buffer.from(k)), 'a plain key in the store');
+      assert.equal(errorCode(await http(as(runner.key + 'x'), 'GET', '/v1/sandboxes')), 'unauthenticated');
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('every mutating call is in the audit log with its key, sandbox and outcome; only admins read it', async () => {
+    const runner = await keyFor('audited', 'runner');
+    const w = new Warren({ url: t.url, apiKey: runner.key });
+    const sb = await w.sandboxes.create({ image: 'busybox:latest' });
+    await sb.exec('echo hi');
+    const refused = await http(as(runner.key), 'POST', `/v1/sandboxes/${sb.id}/commit`, { name: 'audited/x' });
+    assert.equal(refused.status, 403);
+    await sb.delete();
+    await http(as('wk_not-a-key'), 'POST', '/v1/sandboxes', { image: 'busybox:latest' });
+    assert.equal(errorCode(await http(as(runner.key), 'GET', '/v1/audit')), 'permission_denied');
+    const r = await http(t, 'GET', '/v1/audit?tenant=audited&limit=50');
+    assert.equal(r.status, 200, r.text);
+    const entries = (r.json as { entries: AuditEntry[] }).entries;
+    const mine = entries.filter((e) => e.sandbox === sb.id).reverse();
+    assert.deepEqual(
+      mine.map((e) => [e.keyId, e.method, e.path.replace(sb.id, 'ID'), e.status, e.code]),
+      [
+        [runner.keyId, 'POST', '/v1/sandboxes', 201, null],
+        [runner.keyId, 'POST', '/v1/sandboxes/ID/exec', 200, null],
+        [runner.keyId, 'POST', '/v1/sandboxes/ID/commit', 403, 'permission_denied'],
+        [runner.keyId, 'DELETE', '/v1/sandboxes/ID', 204, null],
+      ],
+    );
+    assert.ok(mine.every((e) => e.tenant === 'audited' && !Number.isNaN(Date.parse(e.at))));
+    const anon = (await http(t, 'GET', '/v1/audit?limit=20')).json as { entries: AuditEntry[] };
+    assert.ok(anon.entries.some((e) => e.keyId === null && e.status === 401 && e.code === 'unauthenticated'));
+  });
+});
+
+describe('red team: fail closed', () => {
+  let t: TestWarren;
+  before(async () => {
+    t = await startTestWarren({ images: ['busybox:latest'], network: false });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('a limit the node cannot enforce is refused, not ignored; network rules it cannot apply too', async () => {
+    const disk = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { diskMiB: 100 } });
+    assert.equal(errorCode(disk), 'invalid_argument');
+    assert.match(disk.text, /diskMiB/);
+    // This node runs without sandbox networking: rules that open egress are refused.
+    const net = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: ['pypi.org'] } });
+    assert.equal(errorCode(net), 'invalid_argument');
+    assert.equal(((await http(t, 'GET', '/v1/sandboxes')).json as { sandboxes: unknown[] }).sandboxes.length, 0);
+  });
+});
