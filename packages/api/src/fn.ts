@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ExecResult } from './exec.js';
 import { AbsPath, Env, Resources } from './sandbox.js';
 
 export const FnLanguage = z.enum(['python', 'bash', 'node']);
@@ -48,18 +49,8 @@ export const FnRunRequest = z.strictObject({
 });
 export type FnRunRequest = z.infer<typeof FnRunRequest>;
 
-export const FnRunResult = z.object({
-  stdout: z.string(),
-  stderr: z.string(),
-  exitCode: z.number().int().nullable(),
-  signal: z.string().nullable(),
-  /** From the start of the call on its worker to its end. */
-  durationMs: z.number(),
-  /** Time spent waiting for a free worker. */
-  queuedMs: z.number(),
-  timedOut: z.boolean(),
-  truncated: z.boolean(),
-});
+/** What an exec answers (durationMs: from the start on its worker to its end), and queuedMs: time spent waiting for a free worker. */
+export const FnRunResult = ExecResult.omit({ commandId: true }).extend({ queuedMs: z.number() });
 export type FnRunResult = z.infer<typeof FnRunResult>;
 
 export const FnBatchRequest = z.strictObject({ calls: z.array(FnRunRequest).min(1).max(1000) });

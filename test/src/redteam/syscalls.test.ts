@@ -92,7 +92,7 @@ const DENIED = [
 function check(raw: string): void {
   const out = JSON.parse(raw) as Record<string, number>;
   for (const name of DENIED) assert.equal(out[name], EPERM, `${name}: errno ${out[name]}`);
-  // clone3 answers "not implemented", so libc falls back to clone, whose flags the filter sees.
+  // clone3 answers ENOSYS, so libc falls back to clone, whose flags the filter sees.
   assert.equal(out.clone3, ENOSYS);
   assert.equal(out.getpid, 0);
   assert.equal(out.plain_clone, 0);
