@@ -5,6 +5,8 @@ export const Image = z.object({
   layers: z.array(z.string()),
   sizeBytes: z.number(),
   createdAt: z.string(),
+  /** The tenant that made it (only its keys see and use it); null: every tenant's (default images, an admin's). */
+  tenant: z.string().nullable(),
 });
 export type Image = z.infer<typeof Image>;
 export const ListImagesResponse = z.object({ images: z.array(Image) });

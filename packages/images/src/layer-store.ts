@@ -58,6 +58,10 @@ export interface BlobSource {
   fetchMeta(hex: string, dest: string): Promise<void>;
 }
 
+function toImage(name: string, rec: ImageRecord): Image {
+  return { name, layers: rec.layers, sizeBytes: rec.sizeBytes, createdAt: rec.createdAt, tenant: rec.tenant ?? null };
+}
+
 export function digestHex(digest: string): string {
   const m = /^sha256:([0-9a-f]{64})$/.exec(digest);
   if (!m?.[1]) throw new WarrenError('invalid_argument', `not a layer digest: ${digest}`);
@@ -68,6 +72,8 @@ interface ImageRecord {
   layers: string[];
   sizeBytes: number;
   createdAt: string;
+  /** Its tenant; absent or null: every tenant's. */
+  tenant?: string | null;
 }
 
 /** A layer made from a tar: its EROFS blob's digest and the tar's own (the OCI diffID). */
@@ -212,23 +218,23 @@ export class LayerStore {
     return meta + data;
   }
 
-  /** Names an image as a stack of layers, bottom first. */
-  async setImage(name: string, layers: string[]): Promise<Image> {
+  /** Names an image as a stack of layers, bottom first; `tenant` owns it (null: every tenant's). */
+  async setImage(name: string, layers: string[], tenant: string | null = null): Promise<Image> {
     let sizeBytes = 0;
     for (const l of layers) sizeBytes += await this.layerSize(l);
-    const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString() };
+    const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString(), tenant };
     this.images.set(name, rec);
     await this.saveIndex();
-    return { name, ...rec };
+    return toImage(name, rec);
   }
 
   getImage(name: string): Image | undefined {
     const rec = this.images.get(name);
-    return rec ? { name, ...rec } : undefined;
+    return rec ? toImage(name, rec) : undefined;
   }
 
   listImages(): Image[] {
-    return [...this.images.entries()].map(([name, rec]) => ({ name, ...rec })).sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.images.entries()].map(([name, rec]) => toImage(name, rec)).sort((a, b) => a.name.localeCompare(b.name));
   }
 
   /** Removes an image's name (its layers go at the next garbage collection). */

@@ -53,6 +53,38 @@ describe('red team: accounts', () => {
     }
   });
 
+  test("a tenant's images are its own: others neither list, use, nor replace them", async () => {
+    const maker = await keyFor('imgco', 'builder');
+    const runner = await keyFor('imgco', 'runner');
+    const rival = await keyFor('rivalco', 'builder');
+    const sb = await new Warren({ url: t.url, apiKey: maker.key }).sandboxes.create({ image: 'busybox:latest' });
+    try {
+      await sb.exec('echo made > /made.txt');
+      const made = await http(as(maker.key), 'POST', `/v1/sandboxes/${sb.id}/commit`, { name: 'imgco/tool' });
+      assert.equal(made.status, 201, made.text);
+      assert.equal((made.json as { tenant: string | null }).tenant, 'imgco');
+      const names = async (key: string): Promise<string[]> =>
+        ((await http(as(key), 'GET', '/v1/images')).json as { images: Array<{ name: string }> }).images.map((i) => i.name);
+      assert.ok((await names(runner.key)).includes('imgco/tool'));
+      assert.ok(!(await names(rival.key)).includes('imgco/tool'));
+      assert.ok((await names(rival.key)).includes('busybox:latest'), 'default images are everyone’s');
+      assert.ok((await names(t.key)).includes('imgco/tool'), 'an admin sees all');
+      // The same tenant's runner uses it; another tenant cannot, not even through FnCall.
+      const mine = await new Warren({ url: t.url, apiKey: runner.key }).sandboxes.create({ image: 'imgco/tool' });
+      assert.equal((await mine.exec('cat /made.txt')).stdout, 'made\n');
+      await mine.delete();
+      assert.equal(errorCode(await http(as(rival.key), 'POST', '/v1/sandboxes', { image: 'imgco/tool' })), 'not_found');
+      assert.equal(errorCode(await http(as(rival.key), 'POST', '/v1/fn/run', { language: 'bash', code: 'true', image: 'imgco/tool' })), 'not_found');
+      // Nor replace it (or a default image) under the same name.
+      const other = await new Warren({ url: t.url, apiKey: rival.key }).sandboxes.create({ image: 'busybox:latest' });
+      assert.equal(errorCode(await http(as(rival.key), 'POST', `/v1/sandboxes/${other.id}/commit`, { name: 'imgco/tool' })), 'permission_denied');
+      assert.equal(errorCode(await http(as(rival.key), 'POST', `/v1/sandboxes/${other.id}/commit`, { name: 'busybox:latest' })), 'permission_denied');
+      await other.delete();
+    } finally {
+      await sb.delete();
+    }
+  });
+
   test('every mutating call is in the audit log with its key, sandbox and outcome; only admins read it', async () => {
     const runner = await keyFor('audited', 'runner');
     const w = new Warren({ url: t.url, apiKey: runner.key });

@@ -15,6 +15,9 @@ const builds = (c: Authed): void => {
   if (c.caller.role === 'runner') throw new WarrenError('permission_denied', 'a runner key cannot make images (commit, import, pull, layer upload)');
 };
 
+/** Whose a new image is: the caller's tenant's, or every tenant's when an admin makes it. */
+const imageOwner = (c: Authed): string | null => (c.caller.role === 'admin' ? null : c.caller.tenant);
+
 const adminOnly = (c: Authed, what: string): void => {
   if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', `only an admin key can delete ${what}`);
 };
@@ -40,13 +43,13 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.importImage, async (c) => {
     builds(c);
     const q = query(c.url, api.ImportImageQuery);
-    await progressStream(c, (emit) => d.images.importImage(q.name, c.req, emit));
+    await progressStream(c, (emit) => d.images.importImage(q.name, imageOwner(c), c.req, emit));
   });
   on(ROUTES.pullImage, async (c) => {
     builds(c);
     const body = await jsonBody(c.req, api.PullImageRequest);
     parseImageRef(body.ref); // a bad reference is a 400, not a stream
-    await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, emit, body.auth));
+    await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, imageOwner(c), emit, body.auth));
   });
   on(ROUTES.putImage, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can name images from digests');
@@ -113,6 +116,6 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     const body = await jsonBody(c.req, api.CommitRequest);
     const id = liveSandboxId(d, c);
     const rec = d.sandboxes.record(c.caller, sandboxId(c));
-    sendJson(c.res, 201, await d.images.commit(id, rec.layers, body));
+    sendJson(c.res, 201, await d.images.commit(id, rec.layers, imageOwner(c), body));
   });
 }

@@ -5,7 +5,9 @@ import type { On, RouteDeps } from './route-types.js';
 
 /** Images, nodes, keys and server info. */
 export function opsRoutes(on: On, d: RouteDeps): void {
-  on(ROUTES.listImages, async (c) => sendJson(c.res, 200, { images: d.layers.listImages() }));
+  on(ROUTES.listImages, async (c) =>
+    sendJson(c.res, 200, { images: d.layers.listImages().filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin') }),
+  );
   on(ROUTES.listNodes, async (c) => {
     const cap = d.edge.capacity();
     const u = d.edge.usage();

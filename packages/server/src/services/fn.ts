@@ -4,7 +4,7 @@ import { WarrenError, type FnRunRequest, type FnRunResult } from '@warren/api';
 import type { Edge, EdgeSandboxSpec, FnCallSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import { newSandboxId } from './ids.js';
-import type { Caller } from './sandboxes.js';
+import { visibleImage, type Caller } from './sandboxes.js';
 
 export interface FnOptions {
   /** The image of calls that name none (default debian-python:latest). */
@@ -89,7 +89,7 @@ export class FnService {
   /** Starts the configured pools and the removal of idle workers. */
   start(): void {
     for (const p of this.o.pools ?? []) {
-      const g = this.group(p.image);
+      const g = this.group(null, p.image);
       g.min = Math.max(g.min, p.size);
       g.warmLanguage ??= p.language ?? null;
     }
@@ -127,7 +127,10 @@ export class FnService {
   private enqueue(caller: Caller, reqs: FnRunRequest[]): Array<Promise<FnRunResult>> {
     if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     // Everything is checked before anything waits: a bad call rejects the whole request.
-    const prepared = reqs.map((req) => ({ g: this.group(req.image ?? this.o.defaultImage ?? 'debian-python:latest', req.resources), spec: callSpec(req) }));
+    const prepared = reqs.map((req) => ({
+      g: this.group(caller, req.image ?? this.o.defaultImage ?? 'debian-python:latest', req.resources),
+      spec: callSpec(req),
+    }));
     const waiting = this.queued.get(caller.tenant) ?? 0;
     if (waiting + reqs.length > this.queueLimit) {
       this.counts.rejected += reqs.length;
@@ -190,8 +193,8 @@ export class FnService {
     return n;
   }
 
-  private group(image: string, asked: FnRunRequest['resources'] = {}): Group {
-    const img = this.layers.getImage(image);
+  private group(caller: Caller | null, image: string, asked: FnRunRequest['resources'] = {}): Group {
+    const img = caller ? visibleImage(this.layers, caller, image) : this.layers.getImage(image);
     if (!img) throw new WarrenError('not_found', `image "${image}" does not exist`, { image });
     const resources = { cpu: asked.cpu ?? this.resources.cpu, memoryMiB: asked.memoryMiB ?? this.resources.memoryMiB, pids: asked.pids ?? this.resources.pids };
     const cap = this.edge.capacity();

@@ -77,7 +77,8 @@ export class ImageService {
    * An image from a `docker save` or OCI layout tarball: received to a scratch file (the
    * formats need random access), then each layer converted. Progress goes to `emit`.
    */
-  async importImage(name: string, body: NodeJS.ReadableStream, emit: (ev: ImageEvent) => void): Promise<Image> {
+  async importImage(name: string, owner: string | null, body: NodeJS.ReadableStream, emit: (ev: ImageEvent) => void): Promise<Image> {
+    this.mayName(name, owner);
     const scratch = await this.scratch();
     try {
       const file = join(scratch, 'upload');
@@ -92,7 +93,7 @@ export class ImageService {
         }),
         createWriteStream(file),
       );
-      return await this.nameImage(name, () =>
+      return await this.nameImage(name, owner, () =>
         importArchive(file, this.store, { idMap: this.o.idMap, ops: this.o.ops, scratch, onProgress: (p) => emit({ type: 'progress', ...p }) }),
       );
     } finally {
@@ -101,10 +102,17 @@ export class ImageService {
   }
 
   /** An image from an OCI registry; layers converted before are not fetched again. */
-  async pullImage(ref: string, name: string | undefined, emit: (ev: ImageEvent) => void, credentials?: RegistryCredentials): Promise<Image> {
+  async pullImage(
+    ref: string,
+    name: string | undefined,
+    owner: string | null,
+    emit: (ev: ImageEvent) => void,
+    credentials?: RegistryCredentials,
+  ): Promise<Image> {
     const parsed = parseImageRef(ref);
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
-    return this.nameImage(imageName, () =>
+    this.mayName(imageName, owner);
+    return this.nameImage(imageName, owner, () =>
       pullImage(ref, this.store, { idMap: this.o.idMap, ops: this.o.ops, credentials, onProgress: (p) => emit({ type: 'progress', ...p }) }),
     );
   }
@@ -113,11 +121,12 @@ export class ImageService {
    * Names an image from the layers `make` adds (pinned while they have no name); when anything
    * fails, what it added and nothing else holds is collected.
    */
-  private async nameImage(name: string, make: () => Promise<string[]>): Promise<Image> {
+  private async nameImage(name: string, owner: string | null, make: () => Promise<string[]>): Promise<Image> {
     try {
       const digests = await make();
       try {
-        return await this.store.setImage(name, digests);
+        this.mayName(name, owner);
+        return await this.store.setImage(name, digests, owner);
       } finally {
         for (const d of digests) this.store.unpin(d);
       }
@@ -131,14 +140,25 @@ export class ImageService {
    * A sandbox's writable layer (frozen meanwhile), minus `exclude` and the platform's residues,
    * as a new layer over its current ones: the image `name`.
    */
-  async commit(id: string, layers: string[], req: CommitRequest): Promise<Image> {
+  async commit(id: string, layers: string[], owner: string | null, req: CommitRequest): Promise<Image> {
+    this.mayName(req.name, owner);
     const exclude = [...COMMIT_RESIDUES.paths, ...(req.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
     const info = await this.edge.frozen(id, (upper) => this.store.addLayerDir(upper, exclude, COMMIT_RESIDUES.regex));
     try {
-      return await this.store.setImage(req.name, [...layers, info.digest]);
+      this.mayName(req.name, owner);
+      return await this.store.setImage(req.name, [...layers, info.digest], owner);
     } finally {
       this.store.unpin(info.digest);
     }
+  }
+
+  /**
+   * A tenant names only images that are new or its own (`owner` null: an admin, who may replace
+   * any; its images are every tenant's).
+   */
+  private mayName(name: string, owner: string | null): void {
+    const cur = this.store.getImage(name);
+    if (cur && owner !== null && cur.tenant !== owner) throw new WarrenError('permission_denied', `the image name "${name}" is taken`, { image: name });
   }
 
   /** Names an image from layer digests this node has, or its blob store has (metadata fetched now). */

@@ -1,4 +1,4 @@
-import type { CreateSandboxRequest, ExecRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
+import type { CreateSandboxRequest, ExecRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { compilePolicy, widestAllowPrefix, type Command, type Edge, type EdgeSandboxSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
@@ -18,6 +18,14 @@ export interface Caller {
   quota: KeyRecord['quota'];
   /** Names the key in the audit log. */
   keyId: string;
+}
+
+/** An image the caller may use: every tenant's, its tenant's, or any for an admin; not_found otherwise. */
+export function visibleImage(layers: LayerStore, caller: Caller, name: string): Image {
+  const img = layers.getImage(name);
+  if (!img || (img.tenant !== null && img.tenant !== caller.tenant && caller.role !== 'admin'))
+    throw new WarrenError('not_found', `image "${name}" does not exist`, { image: name });
+  return img;
 }
 
 /** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
@@ -123,8 +131,7 @@ export class SandboxService {
     req: Pick<CreateSandboxRequest, 'image' | 'layers' | 'resources' | 'network'>,
   ): { layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy } {
     const network = this.checkNetwork(caller, req.network);
-    const image = this.layers.getImage(req.image);
-    if (!image) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
+    const image = visibleImage(this.layers, caller, req.image);
     const extra = (req.layers ?? []).map((ref) => {
       const digest = this.layers.resolveLayer(ref);
       if (!digest) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
