@@ -46,6 +46,7 @@
 #include <ctype.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
+#include <linux/btrfs.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -189,6 +190,75 @@ static void do_xattr(const char *tag, char **f)
 		reply_err(tag, errno, "xattr");
 	else
 		reply_ok(tag);
+}
+
+/* A name for a subvolume: one path component. */
+static int component_ok(const char *n)
+{
+	return *n && strlen(n) < BTRFS_PATH_NAME_MAX && !strchr(n, '/') && strcmp(n, ".") && strcmp(n, "..");
+}
+
+/*
+ * "subvol DIRHEX NAME KIB": a btrfs subvolume NAME in DIR, its space (data and metadata) limited
+ * to KIB by a qgroup the file system enforces (quotas must be enabled on it).
+ */
+static void do_subvol(const char *tag, char **f)
+{
+	long plen = unhex(f[0]);
+	char *end;
+	unsigned long long kib = strtoull(f[2], &end, 10);
+	if (plen <= 0 || (long)strlen(f[0]) != plen || f[0][0] != '/' || !component_ok(f[1]) || *end || !kib) {
+		reply_err(tag, EINVAL, "subvol");
+		return;
+	}
+	int dfd = open(f[0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		reply_err(tag, errno, "subvol: open");
+		return;
+	}
+	struct btrfs_ioctl_vol_args va = { 0 };
+	strcpy(va.name, f[1]);
+	if (ioctl(dfd, BTRFS_IOC_SUBVOL_CREATE, &va) < 0) {
+		reply_err(tag, errno, "subvol: create");
+		close(dfd);
+		return;
+	}
+	int sfd = openat(dfd, f[1], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct btrfs_ioctl_qgroup_limit_args la = { 0 }; /* qgroupid 0: the subvolume of the fd */
+	la.lim.flags = BTRFS_QGROUP_LIMIT_MAX_RFER;
+	la.lim.max_rfer = kib * 1024;
+	if (sfd < 0 || ioctl(sfd, BTRFS_IOC_QGROUP_LIMIT, &la) < 0) {
+		int e = errno;
+		ioctl(dfd, BTRFS_IOC_SNAP_DESTROY, &va);
+		reply_err(tag, e, "subvol: limit");
+	} else {
+		reply_ok(tag);
+	}
+	if (sfd >= 0)
+		close(sfd);
+	close(dfd);
+}
+
+/* "subvol-delete DIRHEX NAME": the subvolume and everything in it, at once. */
+static void do_subvol_delete(const char *tag, char **f)
+{
+	long plen = unhex(f[0]);
+	if (plen <= 0 || (long)strlen(f[0]) != plen || f[0][0] != '/' || !component_ok(f[1])) {
+		reply_err(tag, EINVAL, "subvol-delete");
+		return;
+	}
+	int dfd = open(f[0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		reply_err(tag, errno, "subvol-delete: open");
+		return;
+	}
+	struct btrfs_ioctl_vol_args va = { 0 };
+	strcpy(va.name, f[1]);
+	if (ioctl(dfd, BTRFS_IOC_SNAP_DESTROY, &va) < 0 && errno != ENOENT)
+		reply_err(tag, errno, "subvol-delete");
+	else
+		reply_ok(tag);
+	close(dfd);
 }
 
 static void do_umount(const char *tag, char **f)
@@ -454,6 +524,10 @@ static void handle(char *line)
 		do_xattr(tag, a);
 	else if (!strcmp(cmd, "tmpfs") && na == 2)
 		do_tmpfs(tag, a);
+	else if (!strcmp(cmd, "subvol") && na == 3)
+		do_subvol(tag, a);
+	else if (!strcmp(cmd, "subvol-delete") && na == 2)
+		do_subvol_delete(tag, a);
 	else if (!strcmp(cmd, "umount") && na == 1)
 		do_umount(tag, a);
 	else if (!strcmp(cmd, "netns") && na == 0)

@@ -37,6 +37,7 @@ export async function startTestWarren(
     overcommit?: WarrenOptions['overcommit'];
     memoryFloorMiB?: number;
     fn?: WarrenOptions['fn'];
+    disk?: WarrenOptions['disk'];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -59,6 +60,7 @@ export async function startTestWarren(
     // Tests run on busy machines: no pausing for memory pressure unless a test asks for it.
     memoryFloorMiB: opts.memoryFloorMiB ?? 0,
     fn: opts.fn,
+    disk: opts.disk,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

@@ -22,6 +22,8 @@ const USAGE = `warren — sandboxes for agents
             [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
             [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop)
             [--cpu-overcommit 10] [--memory-overcommit 1.5] [--memory-floor-mib N]
+            [--sandbox-disk-gib N] [--no-disk-quotas]   sandboxes' writable layers on a btrfs image of N GiB
+                                     (sparse; default 80 % of free space), each limited to its diskMiB (default 10 GiB)
             [--fn-pool IMAGE[:LANGUAGE]=N]...   FnCall workers kept warm (python: its zygote started too)
             [--fn-max-workers N] [--fn-queue-limit N]   FnCall workers per image; calls a tenant may have waiting
   warren down [--data-dir DIR]
@@ -122,6 +124,8 @@ async function run(argv: string[]): Promise<number> {
           'memory-overcommit': { type: 'string' },
           'memory-floor-mib': { type: 'string' },
           'fn-pool': { type: 'string', multiple: true },
+          'sandbox-disk-gib': { type: 'string' },
+          'no-disk-quotas': { type: 'boolean', default: false },
           'fn-max-workers': { type: 'string' },
           'fn-queue-limit': { type: 'string' },
         },
@@ -151,6 +155,7 @@ async function run(argv: string[]): Promise<number> {
           memory: values['memory-overcommit'] ? Number(values['memory-overcommit']) : undefined,
         },
         memoryFloorMiB: values['memory-floor-mib'] ? Number(values['memory-floor-mib']) : undefined,
+        disk: values['no-disk-quotas'] ? false : { sizeGiB: values['sandbox-disk-gib'] ? Number(values['sandbox-disk-gib']) : undefined },
         fn: {
           pools: (values['fn-pool'] ?? []).map(parseFnPool),
           maxWorkersPerImage: values['fn-max-workers'] ? Number(values['fn-max-workers']) : undefined,

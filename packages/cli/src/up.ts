@@ -18,6 +18,7 @@ export interface UpFlags {
   overcommit?: WarrenOptions['overcommit'];
   memoryFloorMiB?: number;
   fn?: WarrenOptions['fn'];
+  disk?: WarrenOptions['disk'];
 }
 
 const log = {
@@ -41,6 +42,7 @@ export async function up(f: UpFlags): Promise<void> {
     overcommit: f.overcommit,
     memoryFloorMiB: f.memoryFloorMiB,
     fn: f.fn,
+    disk: f.disk,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

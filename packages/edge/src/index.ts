@@ -20,6 +20,8 @@ export { compilePolicy, widestAllowPrefix } from './net/policy.js';
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
 export { setupZramSwap } from './host/swap.js';
+export { openSandboxDisk } from './host/sandbox-disk.js';
+export type { SandboxDisk } from './host/sandbox-disk.js';
 export type { ZramSwap } from './host/swap.js';
 export { fnArgv } from './fn/fn-call.js';
 export type { FnCallOutcome, FnCallSpec } from './fn/fn-call.js';

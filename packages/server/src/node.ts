@@ -4,7 +4,17 @@ import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
-import { CgroupV1, ContainerBackend, Edge, HostHelper, SandboxNetwork, readOwnCgroupParent, setupZramSwap, type ContainerRuntime } from '@warren/edge';
+import {
+  CgroupV1,
+  ContainerBackend,
+  Edge,
+  HostHelper,
+  SandboxNetwork,
+  openSandboxDisk,
+  readOwnCgroupParent,
+  setupZramSwap,
+  type ContainerRuntime,
+} from '@warren/edge';
 import { parseNetworkRule } from '@warren/api';
 import {
   DEFAULT_ID_MAP,
@@ -69,6 +79,13 @@ export interface WarrenOptions {
   memoryFloorMiB?: number;
   /** Compressed swap in RAM (zram) for paused sandboxes' memory, set up at start, removed at stop. */
   swap?: { zramMiB: number };
+  /**
+   * Sandboxes' writable layers on a btrfs file system of their own with per-sandbox quotas
+   * (default on): `sizeGiB` for its sparse image (default 80 % of the data dir's free space),
+   * `defaultMiB` for a sandbox that asks for no limit (default 10 GiB). `false`: plain
+   * directories, and a create asking for diskMiB is refused.
+   */
+  disk?: false | { sizeGiB?: number; defaultMiB?: number };
   /** FnCall workers: warm pools, limits (see FnOptions). */
   fn?: Omit<FnOptions, 'logger'>;
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
@@ -184,6 +201,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   }
 
   const mounts = new HostHelper(join(nativeDir, 'warren-hostd'));
+  const disk = o.disk === false ? null : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, log: (m, meta) => o.logger.info(m, meta) });
   const backend = new ContainerBackend({
     dataDir: o.dataDir,
     platformDir,
@@ -197,6 +215,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     cgroups: new CgroupV1(),
     runtime: o.runtime,
     pageoutPath: join(nativeDir, 'warren-pageout'),
+    diskQuotas: disk?.quotas ?? false,
   });
   await backend.open();
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
@@ -225,7 +244,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   service = new SandboxService(store, edge, layers, {
     nodeId,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
-    defaults: { cpu: 1, memoryMiB: 512, pids: 1024 },
+    defaults: { cpu: 1, memoryMiB: 512, pids: 1024, diskMiB: disk?.quotas ? ((o.disk ? o.disk.defaultMiB : undefined) ?? 10240) : null },
     logger: o.logger,
   });
   const pools = new PoolService(store, edge, service, { logger: o.logger });
@@ -285,6 +304,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
         // Kept sandboxes read their layers through it: it stays for the next start.
         if (remote && (!opts.keep || ids.length === 0)) await remote.stop();
         await mounts.close();
+        await disk?.close({ keep: (opts.keep ?? false) && ids.length > 0 });
         await zram?.close();
         store.close();
       })();

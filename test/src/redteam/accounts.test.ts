@@ -117,7 +117,8 @@ describe('red team: accounts', () => {
 describe('red team: fail closed', () => {
   let t: TestWarren;
   before(async () => {
-    t = await startTestWarren({ images: ['busybox:latest'], network: false });
+    // A node whose sandboxes' directory has no quotas (`--no-disk-quotas`).
+    t = await startTestWarren({ images: ['busybox:latest'], network: false, disk: false });
   });
   after(async () => {
     await t?.close();

@@ -13,6 +13,7 @@ describe('red team: exhaustion stays inside the sandbox', () => {
   let neighbour: Sandbox;
   before(async () => {
     t = await startTestWarren({ images: ['debian-python:latest'], network: false });
+    // Every sandbox here has a disk quota (the default, 10 GiB, where none is asked for).
     attacker = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { cpu: 0.5, memoryMiB: 256, pids: 128 } });
     neighbour = await t.client.sandboxes.create({ image: 'debian-python:latest' });
   });
@@ -59,6 +60,33 @@ describe('red team: exhaustion stays inside the sandbox', () => {
     );
     assert.match(walk.stdout, /^\d+\nwalked\n$/);
     await neighbourFine();
+  });
+
+  test('filling the disk stops at the sandbox’s quota (data and files); the neighbour and the node stay writable', async () => {
+    const small = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { diskMiB: 32 } });
+    try {
+      const fill = await small.exec(
+        'dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1 | grep -o "Disk quota exceeded" | head -1; sync; du -sm /tmp/fill | cut -f1',
+        { timeoutMs: 60_000 },
+      );
+      assert.match(fill.stdout, /Disk quota exceeded/);
+      assert.ok(Number(fill.stdout.trim().split('\n').pop()) <= 32, fill.stdout);
+      // Many small files end at the same limit (metadata counts).
+      const files = await small.exec(
+        'rm -f /tmp/fill; mkdir /tmp/many && cd /tmp/many && i=0; while echo x > f$i 2>/dev/null; do i=$((i+1)); [ $i -ge 200000 ] && break; done; echo $i',
+        {
+          timeoutMs: 120_000,
+        },
+      );
+      assert.ok(Number(files.stdout.trim()) < 200000, files.stdout);
+      // Freed space is usable again.
+      assert.equal((await small.exec('rm -rf /tmp/many; sync; head -c 1000000 /dev/zero > /tmp/again && echo ok')).stdout, 'ok\n');
+      assert.equal((await neighbour.exec('head -c 50000000 /dev/zero > /tmp/big && echo ok; rm /tmp/big')).stdout, 'ok\n');
+      assert.equal(await small.files.write('/tmp/api.txt', 'x'.repeat(1000)).then(() => 'ok'), 'ok');
+      await neighbourFine();
+    } finally {
+      await small.delete();
+    }
   });
 
   test('CPU is capped: a busy loop gets about its share', async () => {

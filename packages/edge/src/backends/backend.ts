@@ -5,7 +5,7 @@ export interface BackendCreateSpec {
   id: string;
   /** Layer digests, bottom first. */
   layers: string[];
-  resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>>;
+  resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>> & { diskMiB?: number | null };
   signal?: AbortSignal;
   /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
   netns?: string;

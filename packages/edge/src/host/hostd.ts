@@ -19,6 +19,10 @@ export interface Mounts {
   umount(target: string): Promise<void>;
   /** A read-only sysfs of a network namespace (a path) mounted at target, on the host. */
   sysfs(netns: string, target: string): Promise<void>;
+  /** A btrfs subvolume `name` in `dir` whose space the file system limits to `kib` (a qgroup). */
+  subvolume(dir: string, name: string, kib: number): Promise<void>;
+  /** Deletes a subvolume and all in it; a missing one is no error. */
+  deleteSubvolume(dir: string, name: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -104,6 +108,14 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
 
   async umount(target: string): Promise<void> {
     await this.send('umount', ['umount', target]);
+  }
+
+  async subvolume(dir: string, name: string, kib: number): Promise<void> {
+    await this.send('making a subvolume', ['subvol', Buffer.from(dir).toString('hex'), name, String(Math.ceil(kib))]);
+  }
+
+  async deleteSubvolume(dir: string, name: string): Promise<void> {
+    await this.send('deleting a subvolume', ['subvol-delete', Buffer.from(dir).toString('hex'), name]);
   }
 
   async run(file: string, args: string[], opts: { logFile: string; listenSocket?: string }): Promise<number> {

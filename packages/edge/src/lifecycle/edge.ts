@@ -17,7 +17,8 @@ import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js
 export interface EdgeSandboxSpec {
   id: string;
   layers: string[];
-  resources: { cpu: number; memoryMiB: number; pids: number };
+  /** diskMiB: the writable layer's limit (null or absent: none; only on a node with disk quotas). */
+  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB?: number | null };
   env: Record<string, string>;
   user: string | null;
   workdir: string | null;

@@ -153,7 +153,7 @@ export class PoolService {
     return {
       id,
       layers: rec.layers,
-      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids },
+      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
       env: {},
       user: null,
       workdir: null,

@@ -8,7 +8,8 @@ import { newSandboxId } from './ids.js';
 export interface SandboxServiceOptions {
   nodeId: string;
   defaultTtlSeconds: number;
-  defaults: { cpu: number; memoryMiB: number; pids: number };
+  /** diskMiB: a sandbox's writable layer when it asks for no limit; null on a node without disk quotas. */
+  defaults: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
@@ -139,10 +140,10 @@ export class SandboxService {
     });
     const r = req.resources ?? {};
     // Fail closed: a limit this node cannot enforce is refused, never recorded and ignored.
-    if (r.diskMiB !== undefined)
+    if (r.diskMiB !== undefined && this.o.defaults.diskMiB === null)
       throw new WarrenError(
         'invalid_argument',
-        'resources.diskMiB cannot be enforced on this node (its kernel has no file system project quotas); leave it out',
+        'resources.diskMiB cannot be enforced on this node (no disk quotas on its sandboxes’ file system); leave it out',
         {
           diskMiB: r.diskMiB,
         },
@@ -151,7 +152,7 @@ export class SandboxService {
       cpu: r.cpu ?? this.o.defaults.cpu,
       memoryMiB: r.memoryMiB ?? this.o.defaults.memoryMiB,
       pids: r.pids ?? this.o.defaults.pids,
-      diskMiB: r.diskMiB ?? null,
+      diskMiB: r.diskMiB ?? this.o.defaults.diskMiB,
     };
     return { layers: [...image.layers, ...extra], resources, network };
   }
@@ -203,7 +204,7 @@ export class SandboxService {
     return {
       id: rec.id,
       layers: rec.layers,
-      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids },
+      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
       env: rec.env,
       user: rec.user,
       workdir: rec.workdir,

@@ -41,6 +41,11 @@ export interface ContainerBackendOptions {
   runtime?: ContainerRuntime;
   /** native/build/warren-pageout: pages a paused sandbox's private memory out. */
   pageoutPath: string;
+  /**
+   * The sandboxes' directory is btrfs with quotas on (host/sandbox-disk.ts): each sandbox's dir
+   * is a subvolume limited to its diskMiB.
+   */
+  diskQuotas?: boolean;
 }
 
 /** Container sandboxes: EROFS layers + overlay, a user namespace and the rest, warren-init as PID 1. */
@@ -122,7 +127,10 @@ export class ContainerBackend implements Backend {
     let started = false;
     try {
       const lower = await Promise.all(spec.layers.map((d) => this.layers.path(d)));
-      await mkdir(dir);
+      const diskMiB = spec.resources.diskMiB;
+      if (this.o.diskQuotas && diskMiB) await this.o.mounts.subvolume(join(this.o.dataDir, 'sandboxes'), spec.id, diskMiB * 1024);
+      else if (diskMiB) throw new WarrenError('invalid_argument', 'this node cannot limit a sandbox’s disk (no quotas on its sandboxes’ file system)');
+      else await mkdir(dir);
       await Promise.all([mkdir(join(dir, 'upper')), mkdir(join(dir, 'work')), this.runtime === 'runc' ? mkdir(rootfs) : null]);
       await chown(join(dir, 'upper'), this.o.idMap.hostStart, this.o.idMap.hostStart);
       // overlay wants the top layer first.
@@ -239,6 +247,8 @@ export class ContainerBackend implements Backend {
     }
     if (what.mounted) await this.o.mounts.umount(join(dir, 'rootfs')).catch(() => undefined);
     await Promise.all([unlink(this.socketPath(id)).catch(() => undefined), unlink(this.logPath(id)).catch(() => undefined)]);
+    // A subvolume goes whole, at once; a plain directory (or what is left) the slow way.
+    if (this.o.diskQuotas) await this.o.mounts.deleteSubvolume(join(this.o.dataDir, 'sandboxes'), id).catch(() => undefined);
     await rm(dir, { recursive: true, force: true, maxRetries: 2 });
   }
 
