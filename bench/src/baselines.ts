@@ -45,6 +45,9 @@ export async function rawRunc(total: number, concurrency: number): Promise<{ per
   }
 }
 
+/** podman with runc (crun fails here), ulimits below this host's hard limits, no network. */
+export const PODMAN_FLAGS = ['--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=4096:4096', '--network', 'none'];
+
 /** Sustained `podman run -d --runtime runc` creates/s, or null when podman is not installed. */
 export async function podman(total: number, concurrency: number): Promise<{ perSec: number; latencies: number[] } | null> {
   if (spawnSync('podman', ['--version']).status !== 0) return null;
@@ -59,27 +62,7 @@ export async function podman(total: number, concurrency: number): Promise<{ perS
     const r = await pool(total, concurrency, async (i) => {
       const name = `wbench-${process.pid}-${i}`;
       names.push(name);
-      await run(
-        'podman',
-        [
-          'run',
-          '-d',
-          '--runtime',
-          'runc',
-          '--ulimit',
-          'nofile=1024:1024',
-          '--ulimit',
-          'nproc=4096:4096',
-          '--network',
-          'none',
-          '--name',
-          name,
-          image,
-          'sleep',
-          '3600',
-        ],
-        { timeout: 60_000 },
-      );
+      await run('podman', ['run', '-d', ...PODMAN_FLAGS, '--name', name, image, 'sleep', '3600'], { timeout: 60_000 });
     });
     return { perSec: (total / r.wallMs) * 1000, latencies: r.latencies };
   } finally {

@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { HostHelper } from '@warren/edge';
 import type { Warren } from '@warren/sdk';
+import { PODMAN_FLAGS } from './baselines.js';
 import { pct, pool } from './stats.js';
 import { startWarrenUp } from './warren-up.js';
 
@@ -137,23 +138,7 @@ async function podmanRow(total: number): Promise<Row | null> {
     const tar = spawnSync('tar', ['-C', root, '-c', '.'], { maxBuffer: 1024 * 1024 * 1024 });
     const imp = spawnSync('podman', ['import', '-', image], { input: tar.stdout });
     if (imp.status !== 0) throw new Error(`podman import failed: ${imp.stderr.toString()}`);
-    // runc, as the native runtime fails here; ulimits below the host's hard limits (see baselines.ts).
-    const args = [
-      'run',
-      '--rm',
-      '--runtime',
-      'runc',
-      '--ulimit',
-      'nofile=1024:1024',
-      '--ulimit',
-      'nproc=4096:4096',
-      '--network',
-      'none',
-      image,
-      'python3',
-      '-c',
-      'print(1)',
-    ];
+    const args = ['run', '--rm', ...PODMAN_FLAGS, image, 'python3', '-c', 'print(1)'];
     await run('podman', args);
     return await measure('podman run --rm python3 -c print(1)', total, async () => {
       const { stdout } = await run('podman', args, { timeout: 120_000 });

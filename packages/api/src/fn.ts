@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ExecResult } from './exec.js';
+import { ExecRequest, ExecResult } from './exec.js';
 import { AbsPath, Env, Resources } from './sandbox.js';
 
 export const FnLanguage = z.enum(['python', 'bash', 'node']);
@@ -21,10 +21,7 @@ export const FnRunRequest = z.strictObject({
     .string()
     .max(1024 * 1024)
     .describe('python: as `python3 -c`; bash: as `bash -c`; node: as `node -e`'),
-  stdin: z
-    .string()
-    .max(16 * 1024 * 1024)
-    .optional(),
+  stdin: ExecRequest.shape.stdin,
   timeoutMs: z
     .number()
     .int()

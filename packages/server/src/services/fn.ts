@@ -4,7 +4,7 @@ import { WarrenError, type FnRunRequest, type FnRunResult } from '@warren/api';
 import type { Edge, EdgeSandboxSpec, FnCallSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import { newSandboxId } from './ids.js';
-import { visibleImage, type Caller } from './sandboxes.js';
+import { unclaimedSpec, visibleImage, type Caller } from './sandboxes.js';
 
 export interface FnOptions {
   /** The image of calls that name none (default debian-python:latest). */
@@ -312,19 +312,7 @@ export class FnService {
   }
 
   private workerSpec(g: Group, id: string): EdgeSandboxSpec {
-    return {
-      id,
-      layers: g.layers,
-      resources: g.resources,
-      env: {},
-      user: null,
-      workdir: null,
-      expiresAtMs: null,
-      idleTimeoutMs: null,
-      lastActivityMs: Date.now(),
-      paused: false,
-      fn: true,
-    };
+    return unclaimedSpec(id, g.layers, g.resources, { fn: true });
   }
 
   private retire(g: Group, worker: Worker): void {

@@ -2,7 +2,7 @@ import { WarrenError, type CreatePoolRequest, type Pool } from '@warren/api';
 import type { Edge, EdgeSandboxSpec } from '@warren/edge';
 import type { PoolRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
-import { poolKey, type Caller, type SandboxService } from './sandboxes.js';
+import { poolKey, unclaimedSpec, type Caller, type SandboxService } from './sandboxes.js';
 
 interface PoolState {
   rec: PoolRecord;
@@ -150,19 +150,8 @@ export class PoolService {
   }
 
   private spec(rec: PoolRecord, id: string): EdgeSandboxSpec {
-    return {
-      id,
-      layers: rec.layers,
-      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
-      env: {},
-      user: null,
-      workdir: null,
-      expiresAtMs: null,
-      idleTimeoutMs: null,
-      lastActivityMs: Date.now(),
-      paused: false,
-      network: rec.network,
-    };
+    const { cpu, memoryMiB, pids, diskMiB } = rec.resources;
+    return unclaimedSpec(id, rec.layers, { cpu, memoryMiB, pids, diskMiB }, { network: rec.network });
   }
 
   private toApi(p: PoolState): Pool {
