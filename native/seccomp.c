@@ -4,8 +4,8 @@
  *
  * Denied with EPERM in every sandbox: reading or steering other processes (ptrace,
  * process_vm_*, pidfd_getfd, kcmp), kernel attack surface no agent needs (bpf, perf_event_open,
- * userfaultfd, io_uring, which also bypasses socket filters), the key management calls (every
- * sandbox's root is the same host uid, so keys would be shared), file handles (open_by_handle_at
+ * userfaultfd, io_uring, which also bypasses socket filters), the key management calls (the
+ * kernel's keyrings are not namespaced), file handles (open_by_handle_at
  * reads files by inode number, past any path rule), modules, kexec, reboot, swap, clocks,
  * accounting and quotas. Every non-x86_64 entry (i386 int 0x80, x32) is denied too: a filter
  * that checks only x86_64 numbers could otherwise be bypassed through another syscall table.

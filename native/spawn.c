@@ -16,6 +16,9 @@
  *   log=PATH           the init's stderr (appended)
  *   ns=LIST            comma list of user,mnt,pid,ipc,uts,net,cgroup
  *   uidmap=IN:OUT:N    gidmap=IN:OUT:N
+ *   layermap=IN:OUT:N  the overlay's lower layers are mounted idmapped (ids IN.. on disk seen as
+ *                      OUT..) in the spawn's mount namespace: layers are stored once, in one id
+ *                      range, and every sandbox sees them in its own
  *   hostname=NAME
  *   cg=DIR             a cgroup directory to create (parents too) and put the init in (repeat)
  *   cgw=FILE=VALUE     a cgroup file to write before the init runs (repeat; split at the last '=')
@@ -75,7 +78,8 @@ struct mnt {
 
 struct spec {
 	char *root, *sock, *log, *hostname, *cwd, *overlay, *overlaydir, *netns;
-	char *uidmap, *gidmap;
+	char *uidmap, *gidmap, *layermap;
+	int layerns;
 	int clone_flags, cgroupns;
 	char *cg[MAX_ITEMS];
 	int ncg;
@@ -175,6 +179,8 @@ static int parse(struct spec *sp, char **f, int n, const char **bad)
 			sp->uidmap = v;
 		else if (!strcmp(k, "gidmap"))
 			sp->gidmap = v;
+		else if (!strcmp(k, "layermap"))
+			sp->layermap = v;
 		else if (!strcmp(k, "ns"))
 			r = parse_ns(sp, v);
 		else if (!strcmp(k, "netns"))
@@ -292,6 +298,92 @@ static int write_map(pid_t pid, const char *file, const char *map)
 	snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
 	snprintf(line, sizeof line, "%lu %lu %lu\n", a, b, c);
 	return write_file(path, line);
+}
+
+int idmap_userns(const char *map)
+{
+	int pp[2];
+	if (pipe2(pp, O_CLOEXEC) < 0)
+		return -1;
+	/* fork-like clone into a new user namespace: the child only holds it until the maps are written
+	 * and the namespace is open here. */
+	pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWUSER | SIGCHLD), NULL, NULL, NULL, 0UL);
+	if (pid == 0) {
+		char c;
+		close(pp[1]);
+		while (read(pp[0], &c, 1) < 0 && errno == EINTR) {
+		}
+		_exit(0);
+	}
+	int e = errno, fd = -1;
+	close(pp[0]);
+	if (pid > 0) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/ns/user", pid);
+		if (write_map(pid, "uid_map", map) == 0 && write_map(pid, "gid_map", map) == 0)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		e = errno;
+	}
+	close(pp[1]);
+	if (pid > 0)
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+		}
+	errno = e;
+	return fd;
+}
+
+/*
+ * Making a user namespace is a clone and two map writes (~0.2 ms here, more from a larger
+ * process); sandboxes reuse ranges, so the namespace of each recent map is kept (least recently
+ * used one closed first). Made in warren-hostd itself, so every spawn forked later inherits it.
+ */
+#define USERNS_CACHE 512
+static struct {
+	char map[48];
+	int fd;
+	unsigned long used;
+} userns_cache[USERNS_CACHE];
+static unsigned long userns_clock;
+
+int idmap_userns_cached(const char *map)
+{
+	int lru = 0;
+	if (strlen(map) >= sizeof userns_cache[0].map) {
+		errno = EINVAL;
+		return -1;
+	}
+	for (int i = 0; i < USERNS_CACHE; i++) {
+		if (userns_cache[i].used && !strcmp(userns_cache[i].map, map)) {
+			userns_cache[i].used = ++userns_clock;
+			return userns_cache[i].fd;
+		}
+		if (userns_cache[i].used < userns_cache[lru].used)
+			lru = i;
+	}
+	int fd = idmap_userns(map);
+	if (fd < 0)
+		return -1;
+	if (userns_cache[lru].used)
+		close(userns_cache[lru].fd);
+	strcpy(userns_cache[lru].map, map);
+	userns_cache[lru].fd = fd;
+	userns_cache[lru].used = ++userns_clock;
+	return fd;
+}
+
+int idmap_mount(const char *src, const char *target, int userns)
+{
+	int t = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (t < 0)
+		return -1;
+	struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, .userns_fd = (uint64_t)userns };
+	int r = mount_setattr(t, "", AT_EMPTY_PATH, &a, sizeof a);
+	if (r == 0)
+		r = move_mount(t, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+	int e = errno;
+	close(t);
+	errno = e;
+	return r;
 }
 
 /* ---- the child: from clone to exec ---- */
@@ -584,6 +676,20 @@ __attribute__((noreturn)) static void child(struct spec *sp, int sync, int lfd, 
 	fail("exec", sp->argv[0]);
 }
 
+/* Each lower layer of an overlay spec (LOWER^UPPER^WORK, LOWER colon-joined) mounted idmapped over
+ * itself, in this (private) mount namespace only. */
+static void idmap_lowers(const char *spec, int u)
+{
+	static char buf[PATH_MAX * 64];
+	snprintf(buf, sizeof buf, "%s", spec);
+	char *end = strchr(buf, SEP);
+	if (end)
+		*end = 0;
+	for (char *save = NULL, *l = strtok_r(buf, ":", &save); l; l = strtok_r(NULL, ":", &save))
+		if (idmap_mount(l, l, u) < 0)
+			fail("idmapped layer", l);
+}
+
 /* ---- stage 1: a private mount namespace for the root, then the init ---- */
 
 /*
@@ -688,6 +794,8 @@ __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 	/* Relative lower dirs resolve from overlaydir: mount options must fit in one page. */
 	if (sp->overlaydir && chdir(sp->overlaydir) < 0)
 		fail("overlay dir", sp->overlaydir);
+	if (sp->overlay && sp->layermap)
+		idmap_lowers(sp->overlay, sp->layerns);
 	if (sp->overlay)
 		mount_overlay(sp->overlay, sp->root);
 	/* A network namespace the edge prepared (veth, addresses): owned by the host's user
@@ -786,6 +894,10 @@ void spawn_start(const char *tag, char **f, int n)
 	}
 	if (npending == SPAWN_MAX_PENDING || strlen(tag) >= sizeof pending[0].tag) {
 		printf("%s\terr\t%d\tspawn: too many at once\n", tag, EAGAIN);
+		return;
+	}
+	if (sp.layermap && (sp.layerns = idmap_userns_cached(sp.layermap)) < 0) {
+		printf("%s\terr\t%d\tspawn: layer id map %s: %s\n", tag, errno, sp.layermap, strerror(errno));
 		return;
 	}
 	int rep[2];

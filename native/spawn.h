@@ -16,6 +16,12 @@ int spawn_pollfds(struct pollfd *p, int max);
 void spawn_ready(struct pollfd *p, int n);
 /* A listening Unix socket bound at path, any old file there replaced (warren-hostd.c). */
 int listen_at(const char *path);
+/* A user namespace whose uid and gid maps are MAP ("IN:OUT:N"), as an fd (for idmapped mounts). */
+int idmap_userns(const char *map);
+/* The same, kept for reuse (the fd belongs to the cache: do not close it). */
+int idmap_userns_cached(const char *map);
+/* A clone of the mount at src, idmapped through userns, nodev and nosuid, mounted at target. */
+int idmap_mount(const char *src, const char *target, int userns);
 /* Spawns in flight. */
 int spawn_busy(void);
 

@@ -12,6 +12,9 @@
  *   TAG erofs FILE TARGET [DATA]          read-only file-backed EROFS mount; DATA: its blob
  *                                         device (file data), a file too
  *   TAG tmpfs TARGET OPTIONS              tmpfs mount (nosuid, nodev, noexec)
+ *   TAG idmap SOURCE TARGET MAP           a clone of the mount at SOURCE, idmapped (MAP
+ *                                         "IN:OUT:N": ids IN.. on disk seen as OUT..), nodev
+ *                                         and nosuid, mounted at TARGET
  *   TAG umount TARGET                     lazy unmount; "not mounted" is ok
  *   TAG mknod HEXPATH TYPE MODE MAJOR MINOR   TYPE c, b or p; MODE octal (layer unpacking)
  *   TAG xattr HEXPATH NAME HEXVALUE       lsetxattr (never follows a symlink)
@@ -116,6 +119,23 @@ static void do_overlay(const char *tag, char **f)
 	else
 		reply_ok(tag);
 	free(opts);
+}
+
+static void do_idmap(const char *tag, char **f)
+{
+	if (!*f[0] || !*f[1]) {
+		reply_err(tag, EINVAL, "idmap");
+		return;
+	}
+	int u = idmap_userns_cached(f[2]);
+	if (u < 0) {
+		reply_err(tag, errno, "idmap: user namespace");
+		return;
+	}
+	if (idmap_mount(f[0], f[1], u) < 0)
+		reply_err(tag, errno, "idmap");
+	else
+		reply_ok(tag);
 }
 
 static void do_erofs(const char *tag, char **f, int n)
@@ -516,6 +536,8 @@ static void handle(char *line)
 		reply_ok(tag);
 	else if (!strcmp(cmd, "overlay") && na == 4)
 		do_overlay(tag, a);
+	else if (!strcmp(cmd, "idmap") && na == 3)
+		do_idmap(tag, a);
 	else if (!strcmp(cmd, "erofs") && (na == 2 || na == 3))
 		do_erofs(tag, a, na);
 	else if (!strcmp(cmd, "mknod") && na == 5)

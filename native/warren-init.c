@@ -56,10 +56,14 @@
  * Runs before main: nothing in the sandbox, the init included, runs unfiltered. A FnCall worker's
  * init keeps mount and namespace calls for its calls' namespaces (each call adds the strict filter
  * itself, fn.c). Fails closed: a sandbox whose filter cannot be installed does not start.
+ * WARREN_UNHARDENED=1 (set by the edge only for the hardening benchmark's baseline node) skips it;
+ * a process inside that sets it gains nothing, as it runs under its parent's filter already.
  */
 __attribute__((constructor)) static void seccomp_at_start(void)
 {
-	const char *fn = getenv("WARREN_FN");
+	const char *fn = getenv("WARREN_FN"), *off = getenv("WARREN_UNHARDENED");
+	if (off && !strcmp(off, "1"))
+		return;
 	if (warren_seccomp_install(!(fn && !strcmp(fn, "1"))) != 0) {
 		fprintf(stderr, "warren-init: seccomp: %s\n", strerror(errno));
 		_exit(1);

@@ -43,6 +43,8 @@ export async function up(f: UpFlags): Promise<void> {
     memoryFloorMiB: f.memoryFloorMiB,
     fn: f.fn,
     disk: f.disk,
+    // No flag: the hardening benchmark's baseline node, and nothing else, sets this.
+    unhardened: process.env.WARREN_UNHARDENED_BENCH === '1',
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

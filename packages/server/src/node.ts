@@ -86,6 +86,11 @@ export interface WarrenOptions {
    * directories, and a create asking for diskMiB is refused.
    */
   disk?: false | { sizeGiB?: number; defaultMiB?: number };
+  /**
+   * For the hardening benchmark's baseline only (bench/src/hardening.ts): sandboxes without
+   * seccomp, masked paths, disk quotas or id ranges of their own. Never for a node anyone uses.
+   */
+  unhardened?: boolean;
   /** FnCall workers: warm pools, limits (see FnOptions). */
   fn?: Omit<FnOptions, 'logger'>;
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
@@ -201,7 +206,9 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   }
 
   const mounts = new HostHelper(join(nativeDir, 'warren-hostd'));
-  const disk = o.disk === false ? null : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, log: (m, meta) => o.logger.info(m, meta) });
+  if (o.unhardened) o.logger.warn('UNHARDENED node (benchmark baseline): sandboxes run without seccomp, masked paths, disk quotas or id ranges of their own');
+  const disk =
+    o.disk === false || o.unhardened ? null : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, log: (m, meta) => o.logger.info(m, meta) });
   const backend = new ContainerBackend({
     dataDir: o.dataDir,
     platformDir,
@@ -216,6 +223,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     runtime: o.runtime,
     pageoutPath: join(nativeDir, 'warren-pageout'),
     diskQuotas: disk?.quotas ?? false,
+    unhardened: o.unhardened,
   });
   await backend.open();
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);

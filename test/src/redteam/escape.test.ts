@@ -49,6 +49,55 @@ describe('red team: escape checks', () => {
     }
   });
 
+  test('root in each sandbox is a host uid range of its own; image files and committed files keep their owners', async () => {
+    const a = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    const b = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    let c: typeof a | null = null;
+    try {
+      const range = async (sb: typeof a): Promise<number> => {
+        const [inside, outside, size] = (await sb.exec('cat /proc/self/uid_map')).stdout.trim().split(/\s+/).map(Number);
+        assert.equal(inside, 0);
+        assert.equal(size, 65536);
+        assert.ok(outside! >= 2 ** 30 && outside! < 2 ** 31, `host range ${outside}`);
+        return outside!;
+      };
+      const [ra, rb] = [await range(a), await range(b)];
+      assert.notEqual(ra, rb, 'two sandboxes share no host uid');
+      // The image's files keep their owners (its layers are mounted idmapped into each range).
+      const owners = 'stat -c "%u:%g %n" /bin/bash /etc/shadow /var/mail /tmp';
+      const want = '0:0 /bin/bash\n0:42 /etc/shadow\n0:8 /var/mail\n0:0 /tmp\n';
+      assert.equal((await a.exec(owners)).stdout, want);
+      assert.equal((await b.exec(owners)).stdout, want);
+      const made = await a.exec('mkdir /srv/x && echo hi > /srv/x/f && chown -R 1234:5678 /srv/x && sleep 30 & sleep 0.2; pgrep -x sleep | head -1');
+      assert.equal(made.exitCode, 0, made.stderr);
+      // On the host, a's file and a's process belong to a's range.
+      const { stat, readFile } = await import('node:fs/promises');
+      const st = await stat(`${t.dataDir}/sandboxes/${a.id}/upper/srv/x/f`);
+      assert.deepEqual([st.uid, st.gid], [ra + 1234, ra + 5678]);
+      const { readdir } = await import('node:fs/promises');
+      const sleepers: number[] = [];
+      for (const pid of (await readdir('/proc')).filter((n) => /^\d+$/.test(n))) {
+        const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+        if (/^Name:\s+sleep$/m.test(status) && (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')) === 'sleep\x0030\x00')
+          sleepers.push(Number(/^Uid:\s+(\d+)/m.exec(status)?.[1]));
+      }
+      assert.deepEqual(sleepers, [ra], "a's process runs as a's root on the host");
+      // A commit stores the layer in the one range layers are kept in: a new sandbox sees the
+      // owners a set, in its own range.
+      await a.commit('ranges/owned:v1');
+      c = await t.client.sandboxes.create({ image: 'ranges/owned:v1' });
+      const rc = await range(c);
+      assert.ok(rc !== ra && rc !== rb);
+      assert.equal((await c.exec('stat -c "%u:%g" /srv/x /srv/x/f /etc/shadow')).stdout, '1234:5678\n1234:5678\n0:42\n');
+      assert.doesNotMatch(await readFile('/proc/self/mountinfo', 'utf8'), /\/mnt\/commit\//, 'the commit view is unmounted');
+    } finally {
+      await a.delete();
+      await b.delete();
+      await c?.delete();
+      await t.client.deleteImage('ranges/owned:v1').catch(() => undefined);
+    }
+  });
+
   test("another sandbox's files cannot be reached by path, symlink or hard link, through commands or the files API", async () => {
     const a = await t.client.sandboxes.create({ image: 'debian-python:latest' });
     const b = await t.client.sandboxes.create({ image: 'debian-python:latest' });

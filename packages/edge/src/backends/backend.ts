@@ -49,8 +49,11 @@ export interface Backend {
   totals(): Promise<SandboxStats>;
   /** Whether a sandbox's processes are gone (its init exited or was killed). */
   exited(sb: BackendSandbox): Promise<boolean>;
-  /** The host directory of a sandbox's writable layer, in overlay form (for commit). */
-  upperDir(id: string): string;
+  /**
+   * Runs fn with a host view of a sandbox's writable layer, in overlay form and in the id range
+   * layers are stored in (for commit); the view is gone when fn settles.
+   */
+  withUpperDir<T>(id: string, fn: (dir: string) => Promise<T>): Promise<T>;
   /** Told when no sandbox uses these layers any more (it may unmount them). */
   releaseLayers(digests: string[]): Promise<void>;
   /** Lets go of removed layers (unmounts them). */

@@ -17,6 +17,11 @@ export interface Mounts {
   /** A tmpfs (nosuid, nodev, noexec) with the given mount options. */
   tmpfs(target: string, options: string): Promise<void>;
   umount(target: string): Promise<void>;
+  /**
+   * A clone of the mount at source, idmapped (ids `from`.. on disk seen as `to`.., `size` of
+   * them), nodev and nosuid, mounted at target.
+   */
+  idmap(source: string, target: string, map: { from: number; to: number; size: number }): Promise<void>;
   /** A read-only sysfs of a network namespace (a path) mounted at target, on the host. */
   sysfs(netns: string, target: string): Promise<void>;
   /** A btrfs subvolume `name` in `dir` whose space the file system limits to `kib` (a qgroup). */
@@ -87,6 +92,10 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
 
   async overlay(lower: string[], upper: string, work: string, target: string): Promise<void> {
     await this.send('overlay mount', ['overlay', lower.join(':'), upper, work, target]);
+  }
+
+  async idmap(source: string, target: string, map: { from: number; to: number; size: number }): Promise<void> {
+    await this.send('idmapped mount', ['idmap', source, target, `${map.from}:${map.to}:${map.size}`]);
   }
 
   async erofs(file: string, target: string, data?: string | null): Promise<void> {

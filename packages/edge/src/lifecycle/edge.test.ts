@@ -45,8 +45,8 @@ class FakeBackend implements Backend {
 
   async releaseLayers(): Promise<void> {}
 
-  upperDir(id: string): string {
-    return `/nonexistent/${id}`;
+  async withUpperDir<T>(id: string, fn: (dir: string) => Promise<T>): Promise<T> {
+    return fn(`/nonexistent/${id}`);
   }
 
   async list(): Promise<string[]> {

@@ -379,7 +379,7 @@ export class Edge {
       const wasPaused = l.spec.paused;
       if (!wasPaused) await this.o.backend.pause(id);
       try {
-        return await fn(this.o.backend.upperDir(id));
+        return await this.o.backend.withUpperDir(id, fn);
       } finally {
         if (!wasPaused && this.live.has(id)) await this.o.backend.resume(id);
       }

@@ -1,5 +1,5 @@
 import { cpus } from 'node:os';
-import { chown, mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { chown, mkdir, readdir, readFile, rm, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
@@ -10,6 +10,7 @@ import type { CgroupV1 } from '../../host/cgroups.js';
 import { findNamespaceInit, processExited, processStartTime } from '../../host/proc.js';
 import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
+import { IdRanges } from './id-ranges.js';
 import { Semaphore } from '../../lifecycle/semaphore.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
 import { SANDBOX_CONTROLLERS, spawnFields, type SpawnPaths } from './spawn-spec.js';
@@ -33,6 +34,7 @@ export interface ContainerBackendOptions {
   runcPath: string;
   runcRoot: string;
   cgroupParent: string;
+  /** The host id range layers are stored in; each sandbox sees them in a range of its own. */
   idMap: IdMap;
   store: LayerStore;
   mounts: Mounts;
@@ -46,6 +48,11 @@ export interface ContainerBackendOptions {
    * is a subvolume limited to its diskMiB.
    */
   diskQuotas?: boolean;
+  /**
+   * The hardening benchmark's baseline only: every sandbox in the layers' id range, no seccomp
+   * filter, no masked paths (see oci-config.ts). Never on a node anyone uses.
+   */
+  unhardened?: boolean;
 }
 
 /** Container sandboxes: EROFS layers + overlay, a user namespace and the rest, warren-init as PID 1. */
@@ -55,6 +62,9 @@ export class ContainerBackend implements Backend {
   private readonly layers: LayerMounts;
   /** runc is CPU-bound; more parallel starts than cores only thrash. */
   private readonly starts = new Semaphore(Math.max(2, cpus().length * 2));
+  /** Each sandbox's host id range (root inside is its hostStart). */
+  private readonly ranges = new IdRanges();
+  private readonly rangeOf = new Map<string, IdMap>();
 
   constructor(private readonly o: ContainerBackendOptions) {
     this.layers = new LayerMounts(o.store, o.mounts, join(o.dataDir, 'mnt', 'layers'));
@@ -71,6 +81,18 @@ export class ContainerBackend implements Backend {
     const mounts = await readFile('/proc/self/mountinfo', 'utf8');
     if (!mounts.split('\n').some((l) => l.split(' ')[4] === this.runDir)) await this.o.mounts.tmpfs(this.runDir, 'mode=0711,size=64m');
     await this.layers.recover();
+    // A commit's view an earlier run left mounted (it stopped mid-commit).
+    for (const id of await readdir(join(this.o.dataDir, 'mnt', 'commit')).catch(() => [])) {
+      await this.o.mounts.umount(join(this.o.dataDir, 'mnt', 'commit', id)).catch(() => undefined);
+      await rmdir(join(this.o.dataDir, 'mnt', 'commit', id)).catch(() => undefined);
+    }
+    // The ranges sandboxes of an earlier run hold: the owner of each writable layer says.
+    for (const id of await this.list()) {
+      const st = await stat(this.upperDir(id)).catch(() => null);
+      if (!st) continue;
+      this.ranges.claim(st.uid);
+      this.rangeOf.set(id, { hostStart: st.uid, size: this.o.idMap.size });
+    }
   }
 
   private dir(id: string): string {
@@ -125,18 +147,35 @@ export class ContainerBackend implements Backend {
     const rootfs = this.runtime === 'native' ? this.rootMount : join(dir, 'rootfs');
     let mounted = false;
     let started = false;
+    const idMap = this.o.unhardened ? this.o.idMap : this.ranges.take();
+    if (!idMap) throw new WarrenError('resource_exhausted', 'this node has no host id range left for another sandbox');
+    this.rangeOf.set(spec.id, idMap);
+    const layerMap = { from: this.o.idMap.hostStart, to: idMap.hostStart, size: idMap.size };
     try {
-      const lower = await Promise.all(spec.layers.map((d) => this.layers.path(d)));
+      let lower = await Promise.all(spec.layers.map((d) => this.layers.path(d)));
       const diskMiB = spec.resources.diskMiB;
       if (this.o.diskQuotas && diskMiB) await this.o.mounts.subvolume(join(this.o.dataDir, 'sandboxes'), spec.id, diskMiB * 1024);
       else if (diskMiB) throw new WarrenError('invalid_argument', 'this node cannot limit a sandbox’s disk (no quotas on its sandboxes’ file system)');
       else await mkdir(dir);
       await Promise.all([mkdir(join(dir, 'upper')), mkdir(join(dir, 'work')), this.runtime === 'runc' ? mkdir(rootfs) : null]);
-      await chown(join(dir, 'upper'), this.o.idMap.hostStart, this.o.idMap.hostStart);
+      await chown(join(dir, 'upper'), idMap.hostStart, idMap.hostStart);
+      // runc needs the root mounted on the host, over idmapped mounts of its layers on the host
+      // too; the native spawner mounts both in the sandbox's own mount namespace, so the host's
+      // mount table does not grow with every sandbox.
+      if (this.runtime === 'runc') {
+        mounted = true;
+        const lowers = join(dir, 'lower');
+        await mkdir(lowers);
+        lower = await Promise.all(
+          lower.map(async (l, i) => {
+            await mkdir(join(lowers, String(i)));
+            await this.o.mounts.idmap(l, join(lowers, String(i)), layerMap);
+            return join(lowers, String(i));
+          }),
+        );
+      }
       // overlay wants the top layer first.
       const overlay = { lower: lower.reverse(), upper: join(dir, 'upper'), work: join(dir, 'work'), lowerBase: this.layers.dir };
-      // runc needs the root mounted on the host; the native spawner mounts it in the sandbox's
-      // own mount namespace, so the host's mount table does not grow with every sandbox.
       if (this.runtime === 'runc') {
         await this.o.mounts.overlay(overlay.lower, overlay.upper, overlay.work, rootfs);
         mounted = true;
@@ -149,18 +188,19 @@ export class ContainerBackend implements Backend {
         rootfs,
         platformDir: this.o.platformDir,
         cgroupsPath: this.cgroupPath(spec.id),
-        idMap: this.o.idMap,
+        idMap,
         cpu: spec.resources.cpu,
         memoryMiB: spec.resources.memoryMiB,
         pids: spec.resources.pids,
         capSwap: this.memsw,
         netnsPath: spec.netns,
         fn: spec.fn,
+        unhardened: this.o.unhardened,
       });
       started = true;
       let init: InitRecord | null;
       if (this.runtime === 'native') {
-        init = await this.startNative(spec.id, config, overlay);
+        init = await this.startNative(spec.id, config, overlay, layerMap);
       } else {
         await writeFile(join(dir, 'config.json'), JSON.stringify(config));
         await this.starts.run(() => this.startWithSocket(spec.id, dir));
@@ -177,12 +217,18 @@ export class ContainerBackend implements Backend {
   }
 
   /** The native spawner (native/spawn.c through warren-hostd). */
-  private async startNative(id: string, config: Record<string, unknown>, overlay: SpawnPaths['overlay']): Promise<InitRecord> {
+  private async startNative(
+    id: string,
+    config: Record<string, unknown>,
+    overlay: SpawnPaths['overlay'],
+    layerMap: SpawnPaths['layerMap'],
+  ): Promise<InitRecord> {
     const fields = spawnFields(config as unknown as Parameters<typeof spawnFields>[0], {
       socket: this.socketPath(id),
       log: this.logPath(id),
       cgroupRoot: this.o.cgroups.mountRoot,
       overlay,
+      layerMap,
     });
     const pid = await this.o.spawner.spawnSandbox(fields);
     const startTime = await processStartTime(pid);
@@ -245,11 +291,21 @@ export class ContainerBackend implements Backend {
       }
       await this.o.cgroups.remove(this.cgroupPath(id), SANDBOX_CONTROLLERS);
     }
-    if (what.mounted) await this.o.mounts.umount(join(dir, 'rootfs')).catch(() => undefined);
+    if (what.mounted) {
+      await this.o.mounts.umount(join(dir, 'rootfs')).catch(() => undefined);
+      const lowers = await readdir(join(dir, 'lower')).catch(() => []);
+      await Promise.all(lowers.map((n) => this.o.mounts.umount(join(dir, 'lower', n)).catch(() => undefined)));
+    }
     await Promise.all([unlink(this.socketPath(id)).catch(() => undefined), unlink(this.logPath(id)).catch(() => undefined)]);
     // A subvolume goes whole, at once; a plain directory (or what is left) the slow way.
     if (this.o.diskQuotas) await this.o.mounts.deleteSubvolume(join(this.o.dataDir, 'sandboxes'), id).catch(() => undefined);
     await rm(dir, { recursive: true, force: true, maxRetries: 2 });
+    // Its processes are gone and so are its files: the range may serve another sandbox.
+    const range = this.rangeOf.get(id);
+    if (range && !existsSync(dir)) {
+      this.ranges.release(range.hostStart);
+      this.rangeOf.delete(id);
+    }
   }
 
   async pause(id: string): Promise<void> {
@@ -302,8 +358,29 @@ export class ContainerBackend implements Backend {
     for (const d of digests) await this.layers.unmount(d);
   }
 
-  upperDir(id: string): string {
+  private upperDir(id: string): string {
     return join(this.dir(id), 'upper');
+  }
+
+  /**
+   * The writable layer's files are owned by the sandbox's range: an idmapped view shows them in
+   * the range layers are stored in, so a commit makes the same layer whichever sandbox it came from.
+   */
+  async withUpperDir<T>(id: string, fn: (dir: string) => Promise<T>): Promise<T> {
+    const range = this.rangeOf.get(id);
+    if (!range || range.hostStart === this.o.idMap.hostStart) return fn(this.upperDir(id));
+    const view = join(this.o.dataDir, 'mnt', 'commit', id);
+    await mkdir(view, { recursive: true });
+    try {
+      await this.o.mounts.idmap(this.upperDir(id), view, { from: range.hostStart, to: this.o.idMap.hostStart, size: range.size });
+      try {
+        return await fn(view);
+      } finally {
+        await this.o.mounts.umount(view);
+      }
+    } finally {
+      await rmdir(view).catch(() => undefined);
+    }
   }
 
   async list(): Promise<string[]> {

@@ -53,3 +53,13 @@ test('only a FnCall worker keeps CAP_SYS_ADMIN, and its init is told so', () => 
   assert.ok(fn.process.capabilities.bounding.includes('CAP_SYS_ADMIN') && fn.process.capabilities.effective.includes('CAP_SYS_ADMIN'));
   assert.ok(fn.process.env.includes('WARREN_FN=1') && fn.process.env.includes(`WARREN_FN_TMPFS_KIB=${512 * 1024}`));
 });
+
+test('only the benchmark baseline drops the seccomp filter and the masked and read-only paths', () => {
+  type C = { process: { env: string[] }; linux: { maskedPaths: string[]; readonlyPaths: string[] } };
+  const on = buildOciConfig(spec) as C;
+  assert.ok(on.linux.maskedPaths.includes('/proc/kcore') && on.linux.readonlyPaths.includes('/proc/sys'));
+  assert.ok(!on.process.env.some((e) => e.startsWith('WARREN_UNHARDENED')));
+  const off = buildOciConfig({ ...spec, unhardened: true }) as C;
+  assert.deepEqual([off.linux.maskedPaths, off.linux.readonlyPaths], [[], []]);
+  assert.ok(off.process.env.includes('WARREN_UNHARDENED=1'));
+});

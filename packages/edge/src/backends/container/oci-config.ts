@@ -26,6 +26,11 @@ export interface ContainerSpec {
    * call namespaces and a writable layer of its own (native/fn.c); the calls themselves drop it.
    */
   fn?: boolean;
+  /**
+   * The hardening benchmark's baseline only (bench/src/hardening.ts): no seccomp filter, no
+   * masked or read-only /proc and /sys paths. Never for a sandbox anyone uses.
+   */
+  unhardened?: boolean;
 }
 
 export const INIT_PATH = '/.warren/warren-init';
@@ -81,6 +86,7 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
         'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
         'WARREN_LISTEN_FD=3',
         ...(spec.fn ? ['WARREN_FN=1', `WARREN_FN_TMPFS_KIB=${spec.memoryMiB * 1024}`] : []),
+        ...(spec.unhardened ? ['WARREN_UNHARDENED=1'] : []),
       ],
       cwd: '/',
       capabilities: { bounding: caps, effective: caps, permitted: caps },
@@ -118,25 +124,27 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
         cpu: { quota: Math.max(1000, Math.round(spec.cpu * period)), period },
         pids: { limit: spec.pids },
       },
-      maskedPaths: [
-        '/proc/acpi',
-        '/proc/asound',
-        '/proc/kcore',
-        '/proc/keys',
-        '/proc/latency_stats',
-        '/proc/timer_list',
-        '/proc/timer_stats',
-        '/proc/sched_debug',
-        '/proc/scsi',
-        '/proc/kpagecgroup',
-        '/proc/kpageflags',
-        '/proc/kpagecount',
-        '/sys/firmware',
-        '/sys/devices/virtual/powercap',
-        '/sys/kernel/debug',
-        '/sys/fs/cgroup',
-      ],
-      readonlyPaths: ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
+      maskedPaths: spec.unhardened
+        ? []
+        : [
+            '/proc/acpi',
+            '/proc/asound',
+            '/proc/kcore',
+            '/proc/keys',
+            '/proc/latency_stats',
+            '/proc/timer_list',
+            '/proc/timer_stats',
+            '/proc/sched_debug',
+            '/proc/scsi',
+            '/proc/kpagecgroup',
+            '/proc/kpageflags',
+            '/proc/kpagecount',
+            '/sys/firmware',
+            '/sys/devices/virtual/powercap',
+            '/sys/kernel/debug',
+            '/sys/fs/cgroup',
+          ],
+      readonlyPaths: spec.unhardened ? [] : ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'],
     },
   };
 }

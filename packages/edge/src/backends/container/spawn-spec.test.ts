@@ -88,3 +88,11 @@ test('what the spawner cannot honour is refused, not dropped', () => {
   caps.process.capabilities = { ...caps.process.capabilities, ambient: ['CAP_KILL'] };
   assert.throws(() => fields(caps), /capability/);
 });
+
+test('lower layers are idmapped into the sandbox range only when it differs from theirs', () => {
+  const overlay = { lower: ['/l/a', '/l/b'], upper: '/d/upper', work: '/d/work', lowerBase: '/l' };
+  const f = (layerMap?: { from: number; to: number; size: number }): string[] => spawnFields(config as unknown as Config, { ...paths, overlay, layerMap });
+  assert.deepEqual(values(f({ from: 100000, to: 2 ** 30, size: 65536 }), 'layermap'), [`100000:${2 ** 30}:65536`]);
+  assert.deepEqual(values(f({ from: 100000, to: 100000, size: 65536 }), 'layermap'), []);
+  assert.deepEqual(values(f(), 'layermap'), []);
+});

@@ -213,6 +213,11 @@ export interface SpawnPaths {
    * first). Absent: the root is already mounted.
    */
   overlay?: { lower: string[]; upper: string; work: string; lowerBase?: string };
+  /**
+   * The lower layers are stored with ids from `from` on and the sandbox's ids start at `to`: the
+   * spawner mounts each idmapped (in its own mount namespace) before the overlay.
+   */
+  layerMap?: { from: number; to: number; size: number };
 }
 
 /** The fields of a warren-hostd `spawn` request for an OCI config. */
@@ -256,6 +261,8 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
     if (lower.length === 0 || [...lower, upper, work, lowerBase ?? ''].some((d) => /[,:\x1f]/.test(d))) unsupported('overlay directories with , or :');
     f.push(`overlay=${[lower.join(':'), upper, work].join(US)}`);
     if (lowerBase) f.push(`overlaydir=${lowerBase}`);
+    const lm = paths.layerMap;
+    if (lm && lm.from !== lm.to) f.push(`layermap=${lm.from}:${lm.to}:${lm.size}`);
   }
   if (netns !== null) f.push(`netns=${netns}`);
   if (config.hostname) f.push(`hostname=${config.hostname}`);
