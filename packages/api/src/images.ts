@@ -25,6 +25,8 @@ export const Layer = z.object({
   digest: z.string(),
   sizeBytes: z.number(),
   createdAt: z.string(),
+  /** The tenant that uploaded it (only its keys see and use it); null: every tenant's (an admin's). */
+  tenant: z.string().nullable(),
 });
 export type Layer = z.infer<typeof Layer>;
 export const ListLayersResponse = z.object({ layers: z.array(Layer) });

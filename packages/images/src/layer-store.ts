@@ -88,11 +88,13 @@ export interface NamedLayer {
   digest: string;
   sizeBytes: number;
   createdAt: string;
+  /** Its tenant; null: every tenant's. */
+  tenant: string | null;
 }
 
 interface LayerIndex {
-  /** Standalone layers by name (`workspace/swe-123`). */
-  named: Record<string, { digest: string; createdAt: string }>;
+  /** Standalone layers by name (`workspace/swe-123`); no tenant (older indexes): every tenant's. */
+  named: Record<string, { digest: string; createdAt: string; tenant?: string | null }>;
   /** diffID → EROFS digest: the same tar is converted once. */
   sources: Record<string, string>;
 }
@@ -315,13 +317,20 @@ export class LayerStore {
     else this.pinned.delete(digest);
   }
 
-  async nameLayer(name: string, digest: string): Promise<NamedLayer> {
+  /** Names a stored layer; `tenant` owns the name (null: every tenant's). */
+  async nameLayer(name: string, digest: string, tenant: string | null = null): Promise<NamedLayer> {
     checkLayerName(name);
     digestHex(digest);
     const createdAt = new Date().toISOString();
-    this.layerIndex.named[name] = { digest, createdAt };
+    this.layerIndex.named[name] = { digest, createdAt, tenant };
     await this.saveLayerIndex();
-    return { name, digest, sizeBytes: await this.layerSize(digest), createdAt };
+    return { name, digest, sizeBytes: await this.layerSize(digest), createdAt, tenant };
+  }
+
+  /** A named layer's record, or undefined. */
+  getLayerName(name: string): NamedLayer | undefined {
+    const l = this.layerIndex.named[name];
+    return l && { name, digest: l.digest, sizeBytes: 0, createdAt: l.createdAt, tenant: l.tenant ?? null };
   }
 
   async deleteLayerName(name: string): Promise<boolean> {
@@ -335,18 +344,26 @@ export class LayerStore {
     const out: NamedLayer[] = [];
     for (const [name, l] of Object.entries(this.layerIndex.named)) {
       const size = await this.layerSize(l.digest);
-      out.push({ name, digest: l.digest, sizeBytes: size, createdAt: l.createdAt });
+      out.push({ name, digest: l.digest, sizeBytes: size, createdAt: l.createdAt, tenant: l.tenant ?? null });
     }
     return out.sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** A layer by name or by `sha256:` digest of a stored blob; undefined when unknown. */
-  resolveLayer(ref: string): string | undefined {
+  /**
+   * A layer by name or by `sha256:` digest of a stored blob; undefined when unknown. With
+   * `tenant` (undefined: no check), only what that tenant may use: names and images that are
+   * every tenant's or its own (a digest counts when such an image or name holds it).
+   */
+  resolveLayer(ref: string, tenant?: string): string | undefined {
+    const mine = (t: string | null | undefined): boolean => tenant === undefined || t === null || t === undefined || t === tenant;
     if (ref.startsWith('sha256:')) {
-      const known = [...this.images.values()].some((i) => i.layers.includes(ref)) || Object.values(this.layerIndex.named).some((l) => l.digest === ref);
+      const known =
+        [...this.images.values()].some((i) => mine(i.tenant) && i.layers.includes(ref)) ||
+        Object.values(this.layerIndex.named).some((l) => mine(l.tenant) && l.digest === ref);
       return known ? ref : undefined;
     }
-    return this.layerIndex.named[ref]?.digest;
+    const l = this.layerIndex.named[ref];
+    return l && mine(l.tenant) ? l.digest : undefined;
   }
 
   /**

@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Warren, type AuditEntry } from '@warren/sdk';
 import { errorCode, http, startTestWarren, type TestWarren } from '../harness.js';
+import { makeTar } from '../tar-writer.js';
 
 describe('red team: accounts', () => {
   let t: TestWarren;
@@ -83,6 +84,40 @@ describe('red team: accounts', () => {
     } finally {
       await sb.delete();
     }
+  });
+
+  test("a tenant's named layers are its own: others neither list, stack, publish by digest, nor replace them", async () => {
+    const maker = await keyFor('layco', 'builder');
+    const runner = await keyFor('layco', 'runner');
+    const rival = await keyFor('rivallay', 'builder');
+    const tar = makeTar([{ path: 'answers/key.txt', content: 'the-answer\n' }]);
+    const up = await http(as(maker.key), 'POST', '/v1/layers?name=layco/answers', tar, { 'content-type': 'application/x-tar' });
+    assert.equal(up.status, 201, up.text);
+    const layer = up.json as { digest: string; tenant: string | null };
+    assert.equal(layer.tenant, 'layco');
+    const names = async (key: string): Promise<string[]> =>
+      ((await http(as(key), 'GET', '/v1/layers')).json as { layers: Array<{ name: string }> }).layers.map((l) => l.name);
+    assert.ok((await names(runner.key)).includes('layco/answers'));
+    assert.ok(!(await names(rival.key)).includes('layco/answers'));
+    assert.ok((await names(t.key)).includes('layco/answers'), 'an admin sees all');
+    // Its tenant stacks it; another tenant gets not_found, by name and by digest.
+    const mine = await new Warren({ url: t.url, apiKey: runner.key }).sandboxes.create({ image: 'busybox:latest', layers: ['layco/answers'] });
+    try {
+      assert.equal((await mine.exec('cat /answers/key.txt')).stdout, 'the-answer\n');
+    } finally {
+      await mine.delete();
+    }
+    for (const ref of ['layco/answers', layer.digest])
+      assert.equal(errorCode(await http(as(rival.key), 'POST', '/v1/sandboxes', { image: 'busybox:latest', layers: [ref] })), 'not_found', ref);
+    // Nor is the name taken over; its own tenant replaces it.
+    const other = makeTar([{ path: 'answers/key.txt', content: 'forged\n' }]);
+    assert.equal(
+      errorCode(await http(as(rival.key), 'POST', '/v1/layers?name=layco/answers', other, { 'content-type': 'application/x-tar' })),
+      'permission_denied',
+    );
+    const again = await http(as(maker.key), 'POST', '/v1/layers?name=layco/answers', other, { 'content-type': 'application/x-tar' });
+    assert.equal(again.status, 201, again.text);
+    assert.equal((await http(t, 'DELETE', `/v1/layers/${encodeURIComponent('layco/answers')}`)).status, 204);
   });
 
   test('every mutating call is in the audit log with its key, sandbox and outcome; only admins read it', async () => {

@@ -64,7 +64,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.uploadLayer, async (c) => {
     builds(c);
     const q = query(c.url, api.UploadLayerQuery);
-    sendJson(c.res, 201, await d.images.uploadLayer(q.name, c.req));
+    sendJson(c.res, 201, await d.images.uploadLayer(q.name, imageOwner(c), c.req));
   });
   on(ROUTES.publishLayers, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can publish layers');
@@ -105,7 +105,11 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     }
     await pipeline(createReadStream(join(blobDir, name), { start, end }), c.res).catch(() => c.res.destroy());
   });
-  on(ROUTES.listLayers, async (c) => sendJson(c.res, 200, { layers: await d.layers.listLayers() }));
+  on(ROUTES.listLayers, async (c) => {
+    const all = await d.layers.listLayers();
+    const owner = imageOwner(c);
+    sendJson(c.res, 200, { layers: owner === null ? all : all.filter((l) => l.tenant === null || l.tenant === owner) });
+  });
   on(ROUTES.deleteLayer, async (c) => {
     adminOnly(c, 'layers');
     await d.images.deleteLayer(c.params.name ?? '');

@@ -60,14 +60,20 @@ export class ImageService {
     return mkdtemp(join(this.store.root, 'tmp', 'import-'));
   }
 
-  /** A standalone layer from a tar (gzip or not), named. */
-  async uploadLayer(name: string, body: NodeJS.ReadableStream): Promise<Layer> {
+  /**
+   * A standalone layer from a tar (gzip or not), named; `owner`'s (null: an admin's, every
+   * tenant's). A name another tenant holds is not taken over.
+   */
+  async uploadLayer(name: string, owner: string | null, body: NodeJS.ReadableStream): Promise<Layer> {
+    this.mayNameLayer(name, owner);
     const limited = body.pipe(limit(this.o.maxUploadBytes));
     body.on('error', (e: Error) => limited.destroy(e));
     const source = gunzipIfCompressed(limited, 'the layer');
     const info = await this.store.addLayerTar(source, { idMap: this.o.idMap, ops: this.o.ops });
     try {
-      return await this.store.nameLayer(name, info.digest);
+      // Again: another tenant may have taken the name while this one was sent.
+      this.mayNameLayer(name, owner);
+      return await this.store.nameLayer(name, info.digest, owner);
     } finally {
       this.store.unpin(info.digest);
     }
@@ -159,6 +165,11 @@ export class ImageService {
   private mayName(name: string, owner: string | null): void {
     const cur = this.store.getImage(name);
     if (cur && owner !== null && cur.tenant !== owner) throw new WarrenError('permission_denied', `the image name "${name}" is taken`, { image: name });
+  }
+
+  private mayNameLayer(name: string, owner: string | null): void {
+    const cur = this.store.getLayerName(name);
+    if (cur && owner !== null && cur.tenant !== owner) throw new WarrenError('permission_denied', `the layer name "${name}" is taken`, { layer: name });
   }
 
   /** Names an image from layer digests this node has, or its blob store has (metadata fetched now). */

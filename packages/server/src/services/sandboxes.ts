@@ -151,7 +151,7 @@ export class SandboxService {
     const network = this.checkNetwork(caller, req.network);
     const image = visibleImage(this.layers, caller, req.image);
     const extra = (req.layers ?? []).map((ref) => {
-      const digest = this.layers.resolveLayer(ref);
+      const digest = this.layers.resolveLayer(ref, caller.role === 'admin' ? undefined : caller.tenant);
       if (!digest) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
       return digest;
     });
