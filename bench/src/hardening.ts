@@ -53,7 +53,12 @@ async function execs(nodes: BenchNode[], samples: Samples[], n: number): Promise
   try {
     for (const node of nodes) sbs.push(await node.client.sandboxes.create({ image: 'debian-python:latest' }));
     const shells = await Promise.all(sbs.map((sb) => sb.shell()));
-    for (let k = 0; k < sbs.length; k++) for (let i = 0; i < 20; i++) (await sbs[k]!.exec(['true']), await shells[k]!.exec('true'));
+    for (let k = 0; k < sbs.length; k++) {
+      for (let i = 0; i < 20; i++) {
+        await sbs[k]!.exec(['true']);
+        await shells[k]!.exec('true');
+      }
+    }
     for (let b = 0; b < n / 50; b++) {
       for (const k of b % 2 ? [1, 0] : [0, 1]) {
         for (let i = 0; i < 50; i++) {
