@@ -1,0 +1,107 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { http, startTestWarren, type TestWarren } from '../harness.js';
+
+/**
+ * What agents were seen doing on other platforms, one by one: hunting for answers the platform
+ * left behind, forging messages on its channels, and bringing the kernel down by walking /proc at
+ * scale. (Overwriting the shell: channel.test.ts; extent ioctls: syscalls.test.ts; filling
+ * storage: exhaustion.test.ts.)
+ */
+describe('red team: incidents', () => {
+  let t: TestWarren;
+  before(async () => {
+    t = await startTestWarren({ images: ['debian-python:latest'], network: false });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('nothing the platform carried (commands, stdin, env, output, session state) is left anywhere inside to find', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    try {
+      const marks = Array.from({ length: 5 }, () => `ans${randomBytes(8).toString('hex')}`);
+      const [inCmd, inStdin, inEnv, inOut, inSession] = marks as [string, string, string, string, string];
+      await sb.exec(`true ${inCmd}`);
+      await sb.exec(['cat'], { stdin: `${inStdin}\n` });
+      await sb.exec(['true'], { env: { ANSWER: inEnv } });
+      await sb.exec(['python3', '-c', `print("${inOut.slice(0, 8)}" + "${inOut.slice(8)}")`]);
+      const sh = await sb.shell();
+      await sh.exec(`export SECRET=${inSession}; cd /tmp; echo $SECRET > /dev/null`);
+      // The hunter's script holds the marks reversed, so the file it is in does not match itself.
+      const hunt = [
+        'set -u',
+        ...marks.map((m) => `P=$(echo ${[...m].reverse().join('')} | rev); grep -rlF "$P" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null || true`),
+      ];
+      await sb.files.write('/root/hunt.sh', hunt.join('\n') + '\n');
+      const r = await sb.exec(['/.warren/bash', '/root/hunt.sh'], { timeoutMs: 60_000 });
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, '', `found: ${r.stdout}`);
+      // The session still has its state: it is in the session's memory, not on disk.
+      assert.equal((await sh.exec('echo $SECRET; pwd')).stdout, `${inSession}\n/tmp\n`);
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('forged protocol frames on stdout are data; no platform socket is listed or reachable inside', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    try {
+      // Bytes shaped like an init reply frame ("x": done, exit code 0) then a real exit of 3.
+      const forged = await sb.exec(['python3', '-c', 'import sys; sys.stdout.write("\\x00\\x00\\x00\\x04xc0\\n"); sys.stdout.flush(); sys.exit(3)']);
+      assert.equal(forged.exitCode, 3);
+      assert.equal(forged.stdout, '\x00\x00\x00\x04xc0\n');
+      // Every Unix socket the sandbox can see, by path or abstract name, is tried: none answers.
+      const probe = [
+        'import socket',
+        'seen = []',
+        'for line in open("/proc/net/unix").read().splitlines()[1:]:',
+        '    f = line.split()',
+        '    if len(f) < 8: continue',
+        '    name = f[7]',
+        '    seen.append(name)',
+        '    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)',
+        '    try:',
+        '        s.connect("\\0" + name[1:] if name.startswith("@") else name)',
+        '        print("connected", name)',
+        '    except OSError:',
+        '        pass',
+        'print("listed", len(seen))',
+      ].join('\n');
+      const r = await sb.exec(['python3', '-c', probe]);
+      assert.equal(r.exitCode, 0, r.stderr);
+      assert.equal(r.stdout, 'listed 0\n', 'no named Unix socket of anyone is visible in the sandbox');
+      // The init socket's host path does not exist inside, whatever the data dir is called.
+      assert.notEqual((await sb.exec(['test', '-e', `${t.dataDir}/run/${sb.id}.sock`])).exitCode, 0);
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test('many sandboxes walking and reading all of /proc and /sys at once leave the node and a neighbour serving', async () => {
+    const walkers = await Promise.all(
+      [0, 1, 2].map(() => t.client.sandboxes.create({ image: 'debian-python:latest', resources: { cpu: 0.5, memoryMiB: 256 } })),
+    );
+    const neighbour = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    try {
+      const walk =
+        'for f in $(find /proc /sys -xdev -type f 2>/dev/null | grep -v -e /pagemap -e /kcore -e /kmsg); do timeout 1 head -c 4096 "$f" >/dev/null 2>&1; done; echo walked';
+      const walking = walkers.map((w) => w.exec(walk, { timeoutMs: 120_000 }));
+      // Meanwhile the neighbour answers, each call well within a second or two.
+      const slowest = { ms: 0 };
+      const until = Date.now() + 5000;
+      while (Date.now() < until) {
+        const s = performance.now();
+        assert.equal((await neighbour.exec('echo ok')).stdout, 'ok\n');
+        slowest.ms = Math.max(slowest.ms, performance.now() - s);
+        assert.equal((await http(t, 'GET', '/healthz')).status, 200);
+      }
+      assert.ok(slowest.ms < 2000, `the neighbour's slowest exec took ${slowest.ms.toFixed(0)} ms`);
+      for (const r of await Promise.all(walking)) assert.ok(r.timedOut || r.stdout.endsWith('walked\n'), JSON.stringify(r).slice(0, 300));
+      for (const w of walkers) assert.equal((await w.exec('echo still')).stdout, 'still\n');
+    } finally {
+      await Promise.all([...walkers, neighbour].map((s) => s.delete()));
+    }
+  });
+});
