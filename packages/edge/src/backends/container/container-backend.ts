@@ -162,7 +162,7 @@ export class ContainerBackend implements Backend {
       // runc needs the root mounted on the host, over idmapped mounts of its layers on the host
       // too; the native spawner mounts both in the sandbox's own mount namespace, so the host's
       // mount table does not grow with every sandbox.
-      if (this.runtime === 'runc') {
+      if (this.runtime === 'runc' && layerMap.from !== layerMap.to) {
         mounted = true;
         const lowers = join(dir, 'lower');
         await mkdir(lowers);
