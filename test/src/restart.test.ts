@@ -21,6 +21,9 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   await sh.exec('cd /etc; STATE=kept');
   await keep.files.write('/root/note', 'before restart');
   await keep.exec('echo ran >> /root/steps', { requestId: 'step-1' });
+  await keep.exec('echo mine > /root/owned; chown 7:7 /root/owned');
+  const rangeOf = async (sb: { exec(cmd: string): Promise<{ stdout: string }> }): Promise<string> => (await sb.exec('cat /proc/self/uid_map')).stdout.trim();
+  const keptRange = await rangeOf(keep);
   await keep.pause();
   await first.close({ keep: true });
 
@@ -40,6 +43,17 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   // A retried step after the restart never runs a second time.
   await assert.rejects(k.exec('echo ran >> /root/steps', { requestId: 'step-1' }), (e: WarrenError) => e.code === 'conflict');
   assert.equal(await k.files.readText('/root/steps'), 'ran\n');
+  // The new node knows which host id ranges its adopted sandboxes hold: a new sandbox gets
+  // another, and a commit of an adopted one keeps the owners set inside.
+  const fresh = await c.sandboxes.create({ image: 'busybox:latest' });
+  assert.notEqual(await rangeOf(fresh), keptRange);
+  assert.equal(await rangeOf(k), keptRange);
+  await fresh.delete();
+  await k.commit('restart/kept:v1');
+  const fromCommit = await c.sandboxes.create({ image: 'restart/kept:v1' });
+  assert.equal((await fromCommit.exec('stat -c %u:%g /root/owned; cat /root/owned')).stdout, '7:7\nmine\n');
+  await fromCommit.delete();
+  await c.deleteImage('restart/kept:v1');
   const d = await c.sandboxes.get(doomed.id);
   assert.equal(d.info.state, 'failed');
   assert.ok(d.info.error?.message);
