@@ -32,3 +32,16 @@ test('the runc runtime starts the same sandbox from the same config; a node rest
   assert.deepEqual([...hostLeftovers(sb.id), ...hostLeftovers(native.id)], []);
   assert.doesNotMatch(await readFile('/proc/self/mounts', 'utf8'), new RegExp(second.dataDir));
 });
+
+test('under runc without a sandbox network, loopback is up as with the native runtime', async () => {
+  const t = await startTestWarren({ runtime: 'runc', network: false, images: ['debian-python:latest'] });
+  opened.push(t);
+  const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+  const r = await sb.exec([
+    'python3',
+    '-c',
+    'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); c = socket.create_connection(s.getsockname()); print("ok")',
+  ]);
+  assert.equal(r.stdout, 'ok\n', r.stderr);
+  await sb.delete();
+});
