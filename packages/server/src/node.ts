@@ -209,6 +209,8 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   if (o.unhardened) o.logger.warn('UNHARDENED node (benchmark baseline): sandboxes run without seccomp, masked paths, disk quotas or id ranges of their own');
   const disk =
     o.disk === false || o.unhardened ? null : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, log: (m, meta) => o.logger.info(m, meta) });
+  if (disk?.quotas && o.disk && o.disk.defaultMiB !== undefined && o.disk.defaultMiB > disk.sizeMiB / 2)
+    throw new Error(`the default sandbox disk (${o.disk.defaultMiB} MiB) is more than half of the sandboxes’ file system (${disk.sizeMiB} MiB)`);
   const backend = new ContainerBackend({
     dataDir: o.dataDir,
     platformDir,
@@ -241,6 +243,8 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
       sandboxes: o.maxSandboxes ?? 4096,
       maxCpuPerSandbox: ncpu,
       maxMemoryMiBPerSandbox: memMiB,
+      // Half the sandboxes' file system: one sandbox filling its quota leaves room for the rest.
+      maxDiskMiBPerSandbox: disk?.quotas ? Math.floor(disk.sizeMiB / 2) : undefined,
     },
     memoryFloorMiB: o.memoryFloorMiB,
     onStateChanged: (id, s) => service?.stateChanged(id, s),
@@ -252,7 +256,13 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   service = new SandboxService(store, edge, layers, {
     nodeId,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
-    defaults: { cpu: 1, memoryMiB: 512, pids: 1024, diskMiB: disk?.quotas ? ((o.disk ? o.disk.defaultMiB : undefined) ?? 10240) : null },
+    defaults: {
+      cpu: 1,
+      memoryMiB: 512,
+      pids: 1024,
+      // 10 GiB unless set, and never more than a quarter of the sandboxes' file system.
+      diskMiB: disk?.quotas ? ((o.disk ? o.disk.defaultMiB : undefined) ?? Math.min(10240, Math.floor(disk.sizeMiB / 4))) : null,
+    },
     logger: o.logger,
   });
   const pools = new PoolService(store, edge, service, { logger: o.logger });

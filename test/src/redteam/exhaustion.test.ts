@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Sandbox } from '@warren/sdk';
-import { http, startTestWarren, type TestWarren } from '../harness.js';
+import { errorCode, http, startTestWarren, type TestWarren } from '../harness.js';
 
 /**
  * One sandbox attacks its own limits while a neighbour keeps working: the attack stays inside
@@ -83,6 +83,9 @@ describe('red team: exhaustion stays inside the sandbox', () => {
       assert.equal((await small.exec('rm -rf /tmp/many; sync; head -c 1000000 /dev/zero > /tmp/again && echo ok')).stdout, 'ok\n');
       assert.equal((await neighbour.exec('head -c 50000000 /dev/zero > /tmp/big && echo ok; rm /tmp/big')).stdout, 'ok\n');
       assert.equal(await small.files.write('/tmp/api.txt', 'x'.repeat(1000)).then(() => 'ok'), 'ok');
+      // No sandbox may be promised more than half the file system the sandboxes share.
+      const huge = await http(t, 'POST', '/v1/sandboxes', { image: 'debian-python:latest', resources: { diskMiB: 2 ** 30 } });
+      assert.equal(errorCode(huge), 'resource_exhausted', huge.text);
       await neighbourFine();
     } finally {
       await small.delete();

@@ -10,6 +10,8 @@ const run = promisify(execFile);
 export interface SandboxDisk {
   dir: string;
   quotas: boolean;
+  /** Size of the file system the sandboxes' writable layers share, in MiB. */
+  sizeMiB: number;
   close(opts: { keep: boolean }): Promise<void>;
 }
 
@@ -32,13 +34,17 @@ async function mountedAt(dir: string): Promise<string | null> {
 export async function openSandboxDisk(dataDir: string, o: { sizeGiB?: number; log: (msg: string, meta?: unknown) => void }): Promise<SandboxDisk> {
   const dir = join(dataDir, 'sandboxes');
   const image = join(dataDir, 'sandboxes.btrfs');
-  const plain: SandboxDisk = { dir, quotas: false, close: async () => undefined };
+  const sizeMiB = async (): Promise<number> => {
+    const st = await statfs(dir);
+    return Math.floor((st.blocks * st.bsize) / 2 ** 20);
+  };
+  const plain = async (): Promise<SandboxDisk> => ({ dir, quotas: false, sizeMiB: await sizeMiB(), close: async () => undefined });
   let fs = await mountedAt(dir);
   if (fs === null) {
     const held = (await readdir(dir).catch(() => [] as string[])).length > 0;
     if (held) {
       o.log('sandbox disk quotas off: the sandboxes directory is not empty', { dir });
-      return plain;
+      return plain();
     }
     if (!existsSync(image)) {
       const st = await statfs(dataDir);
@@ -53,12 +59,13 @@ export async function openSandboxDisk(dataDir: string, o: { sizeGiB?: number; lo
   }
   if (fs !== 'btrfs') {
     o.log('sandbox disk quotas off: the sandboxes directory is not btrfs', { dir, fs });
-    return plain;
+    return plain();
   }
   await run('btrfs', ['quota', 'enable', dir]);
   return {
     dir,
     quotas: true,
+    sizeMiB: await sizeMiB(),
     async close(c) {
       if (c.keep) return;
       await run('umount', [dir]).catch(() => run('umount', ['-l', dir]));

@@ -207,3 +207,13 @@ test('session ids carry the init session number and nothing else passes', () => 
     );
   }
 });
+
+test('a sandbox asking for more disk than one may have on the node is refused before anything starts', async () => {
+  const b = new FakeBackend();
+  const e = edge(b, [], { capacity: { cpu: 8, memoryMiB: 8192, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024, maxDiskMiBPerSandbox: 1000 } });
+  const big = { ...spec('sb_big'), resources: { ...spec('sb_big').resources, diskMiB: 1001 } };
+  await assert.rejects(e.create(big), (err: WarrenError) => err.code === 'resource_exhausted' && /1000 MiB of disk/.test(err.message));
+  assert.deepEqual(b.calls, []);
+  await e.create({ ...big, resources: { ...big.resources, diskMiB: 1000 } });
+  assert.equal(e.usage().sandboxes, 1);
+});

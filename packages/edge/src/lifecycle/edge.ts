@@ -44,6 +44,11 @@ export interface EdgeCapacity {
   /** The most one sandbox may ask for. */
   maxCpuPerSandbox: number;
   maxMemoryMiBPerSandbox: number;
+  /**
+   * The most disk one sandbox may ask for (absent: no limit): disk is thin-provisioned, and no
+   * single sandbox may be able to fill the file system its neighbours write to.
+   */
+  maxDiskMiBPerSandbox?: number;
 }
 
 export interface EdgeOptions {
@@ -173,6 +178,12 @@ export class Edge {
       throw new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxCpuPerSandbox} CPUs and ${c.maxMemoryMiBPerSandbox} MiB`, {
         requested: r,
         limit: { cpu: c.maxCpuPerSandbox, memoryMiB: c.maxMemoryMiBPerSandbox },
+      });
+    }
+    if (c.maxDiskMiBPerSandbox !== undefined && (r.diskMiB ?? 0) > c.maxDiskMiBPerSandbox) {
+      throw new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxDiskMiBPerSandbox} MiB of disk`, {
+        requested: r,
+        limit: { diskMiB: c.maxDiskMiBPerSandbox },
       });
     }
     const u = this.usage();
