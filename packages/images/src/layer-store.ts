@@ -327,10 +327,10 @@ export class LayerStore {
     return { name, digest, sizeBytes: await this.layerSize(digest), createdAt, tenant };
   }
 
-  /** A named layer's record, or undefined. */
-  getLayerName(name: string): NamedLayer | undefined {
+  /** Who holds a layer name: a tenant, null (every tenant's) or undefined (nobody, it is free). */
+  layerNameTenant(name: string): string | null | undefined {
     const l = this.layerIndex.named[name];
-    return l && { name, digest: l.digest, sizeBytes: 0, createdAt: l.createdAt, tenant: l.tenant ?? null };
+    return l && (l.tenant ?? null);
   }
 
   async deleteLayerName(name: string): Promise<boolean> {

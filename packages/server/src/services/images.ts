@@ -168,8 +168,8 @@ export class ImageService {
   }
 
   private mayNameLayer(name: string, owner: string | null): void {
-    const cur = this.store.getLayerName(name);
-    if (cur && owner !== null && cur.tenant !== owner) throw new WarrenError('permission_denied', `the layer name "${name}" is taken`, { layer: name });
+    const holder = this.store.layerNameTenant(name);
+    if (holder !== undefined && owner !== null && holder !== owner) throw new WarrenError('permission_denied', `the layer name "${name}" is taken`, { layer: name });
   }
 
   /** Names an image from layer digests this node has, or its blob store has (metadata fetched now). */
