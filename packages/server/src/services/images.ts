@@ -169,7 +169,8 @@ export class ImageService {
 
   private mayNameLayer(name: string, owner: string | null): void {
     const holder = this.store.layerNameTenant(name);
-    if (holder !== undefined && owner !== null && holder !== owner) throw new WarrenError('permission_denied', `the layer name "${name}" is taken`, { layer: name });
+    if (holder !== undefined && owner !== null && holder !== owner)
+      throw new WarrenError('permission_denied', `the layer name "${name}" is taken`, { layer: name });
   }
 
   /** Names an image from layer digests this node has, or its blob store has (metadata fetched now). */
