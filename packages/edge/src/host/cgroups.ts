@@ -91,6 +91,11 @@ export class CgroupV1 {
     return Number(/^total_swap (\d+)$/m.exec(stat)?.[1] ?? 0);
   }
 
+  /** The CFS quota (microseconds per period; -1: none). */
+  async setCpuQuota(path: string, quotaUs: number): Promise<void> {
+    await writeFile(this.file('cpu', path, 'cpu.cfs_quota_us'), String(quotaUs));
+  }
+
   async cpuSeconds(path: string): Promise<number> {
     const ns = Number((await readFile(this.file('cpuacct', path, 'cpuacct.usage'), 'utf8').catch(() => '0')).trim()) || 0;
     return ns / 1e9;
