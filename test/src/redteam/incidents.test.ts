@@ -18,7 +18,7 @@ describe('red team: incidents', () => {
     await t?.close();
   });
 
-  test('nothing the platform carried (commands, stdin, env, output, session state) is left anywhere inside to find', async () => {
+  test('nothing the platform carried (commands, stdin, env, output, session state) nor its keys are anywhere inside to find', async () => {
     const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
     try {
       const marks = Array.from({ length: 5 }, () => `ans${randomBytes(8).toString('hex')}`);
@@ -30,9 +30,12 @@ describe('red team: incidents', () => {
       const sh = await sb.shell();
       await sh.exec(`export SECRET=${inSession}; cd /tmp; echo $SECRET > /dev/null`);
       // The hunter's script holds the marks reversed, so the file it is in does not match itself.
+      // The node's admin key (the API's, in its data dir) too: nothing of the host is mounted here.
+      const hunted = [...marks, t.key];
+      assert.ok(t.key.length >= 8);
       const hunt = [
         'set -u',
-        ...marks.map((m) => `P=$(echo ${[...m].reverse().join('')} | rev); grep -rlF "$P" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null || true`),
+        ...hunted.map((m) => `P=$(echo ${[...m].reverse().join('')} | rev); grep -rlF "$P" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null || true`),
       ];
       await sb.files.write('/root/hunt.sh', hunt.join('\n') + '\n');
       const r = await sb.exec(['/.warren/bash', '/root/hunt.sh'], { timeoutMs: 60_000 });
