@@ -1,6 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Sandbox } from '@warren/sdk';
+import { readFile } from 'node:fs/promises';
+import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
 import { errorCode, http, startTestWarren, type TestWarren } from '../harness.js';
 
 /**
@@ -89,6 +91,27 @@ describe('red team: exhaustion stays inside the sandbox', () => {
       await neighbourFine();
     } finally {
       await small.delete();
+    }
+  });
+
+  test("the platform's set-up of a sandbox is not charged to a small CPU quota; the quota holds from then on", async () => {
+    // 4 MiB of files written by the platform at create, under 1 ms of CPU per 100 ms period.
+    const files = [{ path: '/root/repo.bin', content: Buffer.alloc(4 << 20, 7).toString('base64') }];
+    const r = await http(t, 'POST', '/v1/sandboxes', { image: 'debian-python:latest', resources: { cpu: 0.01 }, files });
+    assert.equal(r.status, 201, r.text);
+    const id = (r.json as { id: string }).id;
+    try {
+      const dir = new CgroupV1().dir('cpu', `${readOwnCgroupParent()}/${id}`);
+      const stat = await readFile(`${dir}/cpu.stat`, 'utf8');
+      assert.match(stat, /^nr_throttled 0$/m, 'no period of the set-up was throttled');
+      assert.equal((await readFile(`${dir}/cpu.cfs_quota_us`, 'utf8')).trim(), '1000');
+      const spin = await http(t, 'POST', `/v1/sandboxes/${id}/exec`, {
+        cmd: ['python3', '-c', 'import time\nt = time.time()\nwhile time.time() - t < 0.5: pass'],
+      });
+      assert.equal(spin.status, 200, spin.text);
+      assert.doesNotMatch(await readFile(`${dir}/cpu.stat`, 'utf8'), /^nr_throttled 0$/m, 'its own work is');
+    } finally {
+      await http(t, 'DELETE', `/v1/sandboxes/${id}`);
     }
   });
 

@@ -36,7 +36,13 @@ export interface BackendSandbox {
  */
 export interface Backend {
   readonly name: string;
+  /**
+   * Starts a sandbox. Its CPU limit may wait for `started`: what the platform does in it before
+   * handing it over (its init's start, resolv.conf, workdir, files) is not the sandbox's to pay for.
+   */
   create(spec: BackendCreateSpec): Promise<BackendSandbox>;
+  /** The platform's set-up in a new sandbox is done: its CPU limit applies from now on. */
+  started(id: string): Promise<void>;
   /** Finds a sandbox that was running before this process started; null if it is gone. */
   adopt(id: string): Promise<BackendSandbox | null>;
   destroy(id: string): Promise<void>;

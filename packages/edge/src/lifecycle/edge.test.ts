@@ -11,6 +11,10 @@ class FakeBackend implements Backend {
   failCreate = false;
   dead = new Set<string>();
 
+  async started(id: string): Promise<void> {
+    this.calls.push(`started ${id}`);
+  }
+
   async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
     this.calls.push(`create ${spec.id}`);
     if (this.failCreate) throw new WarrenError('internal', 'runtime failed');
@@ -113,7 +117,7 @@ test('pause is idempotent and a concurrent resume thaws once', async () => {
   await e.pause('sb_p');
   await Promise.all([e.resume('sb_p'), e.resume('sb_p')]);
   assert.deepEqual(
-    b.calls.filter((c) => c !== 'create sb_p'),
+    b.calls.filter((c) => !['create sb_p', 'started sb_p'].includes(c)),
     ['pause sb_p', 'reclaim sb_p', 'resume sb_p'],
   );
   assert.equal(e.isPaused('sb_p'), false);
@@ -216,4 +220,14 @@ test('a sandbox asking for more disk than one may have on the node is refused be
   assert.deepEqual(b.calls, []);
   await e.create({ ...big, resources: { ...big.resources, diskMiB: 1000 } });
   assert.equal(e.usage().sandboxes, 1);
+});
+
+test("the backend hears that a sandbox is set up only after the edge's own writes into it", async () => {
+  const b = new FakeBackend();
+  const e = edge(b);
+  await e.create(spec('sb_s'));
+  assert.deepEqual(b.calls, ['create sb_s', 'started sb_s']);
+  b.failCreate = true;
+  await assert.rejects(e.create(spec('sb_t')));
+  assert.ok(!b.calls.includes('started sb_t'));
 });

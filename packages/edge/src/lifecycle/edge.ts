@@ -213,6 +213,7 @@ export class Edge {
         await ch.writeFileFrom(sb.initSocket, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
       }
       await this.configure(sb, spec, files);
+      await this.o.backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb));
     } catch (e) {
       if (sb) await this.o.backend.destroy(spec.id).catch(() => undefined);

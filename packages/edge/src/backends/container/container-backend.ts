@@ -65,6 +65,8 @@ export class ContainerBackend implements Backend {
   /** Each sandbox's host id range (root inside is its hostStart). */
   private readonly ranges = new IdRanges();
   private readonly rangeOf = new Map<string, IdMap>();
+  /** CPU quotas of sandboxes still being set up (see startNative), written at `started`. */
+  private readonly pendingQuota = new Map<string, number>();
 
   constructor(private readonly o: ContainerBackendOptions) {
     this.layers = new LayerMounts(o.store, o.mounts, join(o.dataDir, 'mnt', 'layers'));
@@ -210,7 +212,7 @@ export class ContainerBackend implements Backend {
       const sb = this.sandbox(spec.id, init);
       // The start returns once the init is exec'd; a hello proves it is up and serving.
       await hello(sb.initSocket);
-      if (cpuQuota !== null) await this.o.cgroups.setCpuQuota(this.cgroupPath(spec.id), cpuQuota);
+      if (cpuQuota !== null) this.pendingQuota.set(spec.id, cpuQuota);
       return sb;
     } catch (e) {
       await this.cleanup(spec.id, { started, mounted }).catch(() => undefined);
@@ -218,12 +220,19 @@ export class ContainerBackend implements Backend {
     }
   }
 
+  async started(id: string): Promise<void> {
+    const quota = this.pendingQuota.get(id);
+    if (quota === undefined) return;
+    this.pendingQuota.delete(id);
+    await this.o.cgroups.setCpuQuota(this.cgroupPath(id), quota);
+  }
+
   /**
    * The native spawner (native/spawn.c through warren-hostd). The CPU quota is left out of the
-   * spawn and is the caller's to write once the init answers: the mounts, pivot_root and the
-   * init's own start (1.5–2 ms of CPU here) are the platform's work, and under a small quota
-   * (cpu 0.01 is 1 ms per 100 ms) they would wait out whole periods, ~100 ms each. Nothing of
-   * the sandbox's own runs before the create returns.
+   * spawn and written at `started`: the mounts, pivot_root, the init's own start (1.5–2 ms of
+   * CPU here) and the edge's set-up (resolv.conf, workdir, files given at create) are the
+   * platform's work, and under a small quota (cpu 0.01 is 1 ms per 100 ms) they would wait out
+   * whole periods, ~100 ms each. Nothing of the sandbox's own runs before the create returns.
    */
   private async startNative(
     id: string,
@@ -310,6 +319,7 @@ export class ContainerBackend implements Backend {
     // A subvolume goes whole, at once; a plain directory (or what is left) the slow way.
     if (this.o.diskQuotas) await this.o.mounts.deleteSubvolume(join(this.o.dataDir, 'sandboxes'), id).catch(() => undefined);
     await rm(dir, { recursive: true, force: true, maxRetries: 2 });
+    this.pendingQuota.delete(id);
     // Its processes are gone and so are its files: the range may serve another sandbox.
     const range = this.rangeOf.get(id);
     if (range && !existsSync(dir)) {
