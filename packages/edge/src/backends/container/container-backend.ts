@@ -240,19 +240,19 @@ export class ContainerBackend implements Backend {
     overlay: SpawnPaths['overlay'],
     layerMap: SpawnPaths['layerMap'],
   ): Promise<{ init: InitRecord; cpuQuota: number | null }> {
-    const all = spawnFields(config as unknown as Parameters<typeof spawnFields>[0], {
+    const oci = config as unknown as Parameters<typeof spawnFields>[0];
+    const fields = spawnFields(oci, {
       socket: this.socketPath(id),
       log: this.logPath(id),
       cgroupRoot: this.o.cgroups.mountRoot,
       overlay,
       layerMap,
+      withoutCpuQuota: true,
     });
-    const quota = all.find((f) => f.startsWith('cgw=') && f.includes('/cpu.cfs_quota_us='));
-    const fields = all.filter((f) => f !== quota);
     const pid = await this.o.spawner.spawnSandbox(fields);
     const startTime = await processStartTime(pid);
     if (startTime === null) throw new WarrenError('internal', 'the sandbox init exited as it started');
-    return { init: { pid, startTime }, cpuQuota: quota === undefined ? null : Number(quota.slice(quota.lastIndexOf('=') + 1)) };
+    return { init: { pid, startTime }, cpuQuota: oci.linux.resources?.cpu?.quota ?? null };
   }
 
   /**

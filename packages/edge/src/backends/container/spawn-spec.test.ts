@@ -96,3 +96,13 @@ test('lower layers are idmapped into the sandbox range only when it differs from
   assert.deepEqual(values(f({ from: 100000, to: 100000, size: 65536 }), 'layermap'), []);
   assert.deepEqual(values(f(), 'layermap'), []);
 });
+
+test('the CPU quota can be left for the caller to write; everything else is still written', () => {
+  const all = fields();
+  const without = spawnFields(config as unknown as Config, { ...paths, withoutCpuQuota: true });
+  assert.deepEqual(
+    all.filter((f) => !f.includes('/cpu.cfs_quota_us=')),
+    without,
+  );
+  assert.equal(all.length, without.length + 1);
+});

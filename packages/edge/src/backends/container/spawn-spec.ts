@@ -218,6 +218,8 @@ export interface SpawnPaths {
    * spawner mounts each idmapped (in its own mount namespace) before the overlay.
    */
   layerMap?: { from: number; to: number; size: number };
+  /** Leave the CPU quota unwritten (the caller writes it once the platform's set-up is done). */
+  withoutCpuQuota?: boolean;
 }
 
 /** The fields of a warren-hostd `spawn` request for an OCI config. */
@@ -267,7 +269,8 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
   if (netns !== null) f.push(`netns=${netns}`);
   if (config.hostname) f.push(`hostname=${config.hostname}`);
   for (const c of SANDBOX_CONTROLLERS) f.push(`cg=${dirOf(c)}`);
-  for (const [file, value] of cgroupWrites(linux.resources, dirOf)) f.push(`cgw=${file}=${value}`);
+  for (const [file, value] of cgroupWrites(linux.resources, dirOf))
+    if (!(paths.withoutCpuQuota && file.endsWith('/cpu.cfs_quota_us'))) f.push(`cgw=${file}=${value}`);
   for (const m of config.mounts) {
     const { flags: optionFlags, data } = mountFlags(m.options);
     const flags = m.type === 'bind' ? optionFlags | MS.BIND : optionFlags;
