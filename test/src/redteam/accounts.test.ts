@@ -21,6 +21,9 @@ describe('red team: accounts', () => {
     return r.json as { key: string; keyId: string };
   };
   const as = (key: string): TestWarren => ({ ...t, key });
+  /** The names a key sees in GET /v1/images or /v1/layers. */
+  const listed = async (key: string, what: 'images' | 'layers'): Promise<string[]> =>
+    ((await http(as(key), 'GET', `/v1/${what}`)).json as Record<string, Array<{ name: string }>>)[what]!.map((x) => x.name);
 
   test('a runner key cannot make images; a builder key can; keys stay in their tenant; keys are stored hashed', async () => {
     const runner = await keyFor('acme', 'runner');
@@ -64,8 +67,7 @@ describe('red team: accounts', () => {
       const made = await http(as(maker.key), 'POST', `/v1/sandboxes/${sb.id}/commit`, { name: 'imgco/tool' });
       assert.equal(made.status, 201, made.text);
       assert.equal((made.json as { tenant: string | null }).tenant, 'imgco');
-      const names = async (key: string): Promise<string[]> =>
-        ((await http(as(key), 'GET', '/v1/images')).json as { images: Array<{ name: string }> }).images.map((i) => i.name);
+      const names = (key: string): Promise<string[]> => listed(key, 'images');
       assert.ok((await names(runner.key)).includes('imgco/tool'));
       assert.ok(!(await names(rival.key)).includes('imgco/tool'));
       assert.ok((await names(rival.key)).includes('busybox:latest'), 'default images are everyone’s');
@@ -95,8 +97,7 @@ describe('red team: accounts', () => {
     assert.equal(up.status, 201, up.text);
     const layer = up.json as { digest: string; tenant: string | null };
     assert.equal(layer.tenant, 'layco');
-    const names = async (key: string): Promise<string[]> =>
-      ((await http(as(key), 'GET', '/v1/layers')).json as { layers: Array<{ name: string }> }).layers.map((l) => l.name);
+    const names = (key: string): Promise<string[]> => listed(key, 'layers');
     assert.ok((await names(runner.key)).includes('layco/answers'));
     assert.ok(!(await names(rival.key)).includes('layco/answers'));
     assert.ok((await names(t.key)).includes('layco/answers'), 'an admin sees all');
