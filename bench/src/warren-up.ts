@@ -14,12 +14,13 @@ export interface BenchNode {
 
 /**
  * Starts `warren up` on a free port with `dataDir` and extra flags (`--images` default:
- * busybox and debian-python); resolves once it serves. Its stderr goes to ours when `logs`.
+ * busybox and debian-python); resolves once it serves. Its stderr goes to ours when `logs`;
+ * `cli`: another checkout's built CLI (default: this one's).
  */
-export async function startWarrenUp(dataDir: string, args: string[] = [], opts: { logs?: boolean } = {}): Promise<BenchNode> {
+export async function startWarrenUp(dataDir: string, args: string[] = [], opts: { logs?: boolean; cli?: string } = {}): Promise<BenchNode> {
   const key = 'bench-key';
   const images = args.includes('--images') ? [] : ['--images', 'busybox:latest,debian-python:latest'];
-  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', '--data-dir', dataDir, ...images, ...args], {
+  const child = spawn(process.execPath, [opts.cli ?? CLI, 'up', '--port', '0', '--data-dir', dataDir, ...images, ...args], {
     env: { ...process.env, WARREN_API_KEY: key },
     stdio: ['ignore', 'pipe', opts.logs ? 'inherit' : 'ignore'],
   });

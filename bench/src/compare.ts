@@ -1,0 +1,81 @@
+// Warren benchmark: this checkout against another commit, side by side in one run. The other
+// commit is checked out into a scratch worktree and built there (npm dependencies copied from
+// this checkout when its lockfile is the same, else installed); both run `warren up`, and every
+// create and batch of execs and file calls alternates between them. Prints numbers; asserts
+// nothing. Target: a change makes no hot path slower (compare the p50 ratios, not the times).
+// Usage: npm run bench:compare -- --base REF [--rounds 4 --creates 40 --execs 400]
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { startWarrenUp, type BenchNode } from './warren-up.js';
+import { creates, execs, newSamples, report, type Samples } from './side-by-side.js';
+
+const { values } = parseArgs({
+  options: {
+    base: { type: 'string', default: 'HEAD' },
+    rounds: { type: 'string', default: '4' },
+    creates: { type: 'string', default: '40' },
+    execs: { type: 'string', default: '400' },
+  },
+});
+const ROUNDS = Number(values.rounds);
+const CREATES = Number(values.creates);
+const EXECS = Number(values.execs);
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+const run = (cmd: string, args: string[], cwd: string): void => {
+  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'ignore', 'inherit'] });
+};
+
+/** Checks `ref` out into a scratch worktree and builds it; returns its directory. */
+function buildBase(ref: string): string {
+  const dir = join('/tmp', `warren-bench-base-${process.pid}`);
+  run('git', ['worktree', 'add', '--detach', dir, ref], ROOT);
+  const same = spawnSync('cmp', ['-s', join(ROOT, 'package-lock.json'), join(dir, 'package-lock.json')]).status === 0;
+  // A copy keeps the workspace links relative to the copy (a link to ours would load our packages).
+  if (same) run('cp', ['-a', join(ROOT, 'node_modules'), join(dir, 'node_modules')], ROOT);
+  else run('npm', ['ci', '--no-audit', '--no-fund'], dir);
+  run('npx', ['tsc', '-b'], dir);
+  run('make', ['-s', '-C', 'native'], dir);
+  return dir;
+}
+
+async function main(): Promise<void> {
+  console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
+  const rev = execFileSync('git', ['rev-parse', '--short', values.base], { cwd: ROOT }).toString().trim();
+  console.log(`this checkout (with its uncommitted changes) against ${values.base} (${rev})`);
+  const base = buildBase(values.base);
+  const dirs = [await mkdtemp('/tmp/warren-bench-new-'), await mkdtemp('/tmp/warren-bench-old-')];
+  for (const d of dirs) chmodSync(d, 0o711);
+  const nodes: BenchNode[] = [];
+  try {
+    nodes.push(await startWarrenUp(dirs[0]!, []));
+    nodes.push(await startWarrenUp(dirs[1]!, [], { cli: join(base, 'packages/cli/dist/main.js') }));
+    const samples: Samples[] = nodes.map(newSamples);
+    for (const n of nodes) for (const image of ['busybox:latest', 'debian-python:latest']) await (await n.client.sandboxes.create({ image })).delete();
+    for (let r = 0; r < ROUNDS; r++) {
+      await creates(nodes, samples, CREATES);
+      await execs(nodes, samples, EXECS);
+    }
+    report(['this checkout', rev], samples, [
+      [`create busybox (sequential, n=${ROUNDS * CREATES})`, 'create'],
+      [`delete (sequential, n=${ROUNDS * CREATES})`, 'del'],
+      [`exec ['true'] as a fresh command (n=${ROUNDS * EXECS})`, 'exec'],
+      [`exec 'true' on a warm session (n=${ROUNDS * EXECS})`, 'session'],
+      [`1-byte file write + read (n=${ROUNDS * EXECS})`, 'file'],
+    ]);
+  } finally {
+    for (const n of nodes) await n.stop();
+    for (const d of dirs) spawnSync('rm', ['-rf', d]);
+    if (existsSync(base)) run('git', ['worktree', 'remove', '--force', base], ROOT);
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 1;
+});

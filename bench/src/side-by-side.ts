@@ -1,0 +1,89 @@
+// Two or more Warren nodes measured in turns: every create and every batch of execs and file
+// calls alternates between them, so drift of this noisy machine hits them alike. Used by the
+// benchmarks that compare a change with its baseline (bench:hardening, bench:compare).
+import type { Sandbox } from '@warren/sdk';
+import type { BenchNode } from './warren-up.js';
+import { fmt, pct } from './stats.js';
+
+export interface Samples {
+  create: number[];
+  del: number[];
+  exec: number[];
+  session: number[];
+  file: number[];
+}
+
+export const newSamples = (): Samples => ({ create: [], del: [], exec: [], session: [], file: [] });
+
+/** The node order for turn i: forwards, then backwards, so neither always goes first. */
+const order = (n: number, i: number): number[] => {
+  const ks = Array.from({ length: n }, (_, k) => k);
+  return i % 2 ? ks.reverse() : ks;
+};
+
+/** One create + delete of busybox on each node, in turns. */
+export async function creates(nodes: BenchNode[], samples: Samples[], n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    for (const k of order(nodes.length, i)) {
+      let s = performance.now();
+      const sb = await nodes[k]!.client.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 64 } });
+      samples[k]!.create.push(performance.now() - s);
+      s = performance.now();
+      await sb.delete();
+      samples[k]!.del.push(performance.now() - s);
+    }
+  }
+}
+
+/**
+ * Round trips on one debian-python sandbox per node, in batches of 50 taken in turns: a fresh
+ * command, a command on a warm session, a 1-byte file write + read.
+ */
+export async function execs(nodes: BenchNode[], samples: Samples[], n: number): Promise<void> {
+  const sbs: Sandbox[] = [];
+  try {
+    for (const node of nodes) sbs.push(await node.client.sandboxes.create({ image: 'debian-python:latest' }));
+    const shells = await Promise.all(sbs.map((sb) => sb.shell()));
+    for (let k = 0; k < sbs.length; k++) {
+      for (let i = 0; i < 20; i++) {
+        await sbs[k]!.exec(['true']);
+        await shells[k]!.exec('true');
+      }
+    }
+    const time = async (into: number[], f: () => Promise<unknown>): Promise<void> => {
+      for (let i = 0; i < 50; i++) {
+        const s = performance.now();
+        await f();
+        into.push(performance.now() - s);
+      }
+    };
+    for (let b = 0; b < n / 50; b++) {
+      for (const k of order(nodes.length, b)) {
+        const sb = sbs[k]!;
+        await time(samples[k]!.exec, () => sb.exec(['true']));
+        await time(samples[k]!.session, () => shells[k]!.exec('true'));
+        await time(samples[k]!.file, async () => {
+          await sb.files.write('/tmp/one-byte', 'x');
+          await sb.files.read('/tmp/one-byte');
+        });
+      }
+    }
+  } finally {
+    for (const sb of sbs) await sb.delete();
+  }
+}
+
+/** Prints p50 and p90 of each row per node, and each node's p50 against the last one's. */
+export function report(labels: string[], samples: Samples[], rows: Array<[string, keyof Samples]>): void {
+  const head = labels.map((l) => l.padEnd(26)).join('');
+  console.log(`${''.padEnd(46)}${head}p50 vs ${labels.at(-1) ?? ''}`);
+  for (const [label, k] of rows) {
+    const base = pct(samples.at(-1)![k], 50);
+    const cells = samples.map((s) => `p50 ${fmt(pct(s[k], 50)).padEnd(9)} p90 ${fmt(pct(s[k], 90)).padEnd(9)}`.padEnd(26)).join('');
+    const costs = samples.slice(0, -1).map((s) => {
+      const c = ((pct(s[k], 50) - base) / base) * 100;
+      return `${c >= 0 ? '+' : ''}${c.toFixed(1)} %`;
+    });
+    console.log(`${label.padEnd(46)}${cells}${costs.join(' ')}`);
+  }
+}
