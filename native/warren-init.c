@@ -466,7 +466,7 @@ static int spawn_args_build(const field_t *f, size_t nf, struct spawn_args *sa)
 	if (!na)
 		return EINVAL;
 	sa->argv = xrealloc(NULL, (na + 1) * sizeof(char *));
-	sa->env = xrealloc(NULL, (ne + 4) * sizeof(char *));
+	sa->env = xrealloc(NULL, (ne + 5) * sizeof(char *)); /* + PATH, HOME, USER, LOGNAME defaults */
 	size_t ia = 0;
 	for (size_t i = 0; i < nf; i++) {
 		if (f[i].k == 'a') {
@@ -754,6 +754,7 @@ static void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r
 			pw.home = "/";
 		}
 	}
+	env_default(sa, "PATH", DEFAULT_PATH);
 	env_default(sa, "HOME", pw.home);
 	env_default(sa, "USER", pw.name);
 	env_default(sa, "LOGNAME", pw.name);
@@ -3286,6 +3287,56 @@ static void accept_conns(void)
 	}
 }
 
+/*
+ * Writes a file of the sandbox's own /etc as a new file renamed over the old name, so a symlink
+ * an image put there is replaced, never followed. Errors are ignored: an image without /etc, or
+ * one whose /etc is not writable, runs without the file.
+ */
+static void etc_put(const char *name, const char *text)
+{
+	char tmp[64], path[64];
+	snprintf(tmp, sizeof tmp, "/etc/.%s.warren", name);
+	snprintf(path, sizeof path, "/etc/%s", name);
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	size_t n = strlen(text);
+	int ok = write(fd, text, n) == (ssize_t)n;
+	close(fd);
+	if (!ok || rename(tmp, path) < 0)
+		unlink(tmp);
+}
+
+/*
+ * What Docker gives every container: /etc/hostname with the name the sandbox's UTS namespace
+ * has, and /etc/hosts that resolves localhost (IPv4 and IPv6) and that name (to 127.0.1.1, so it
+ * resolves with or without a network). Without them, getaddrinfo("localhost") fails in an image
+ * that ships no hosts file, and every program that binds or connects to localhost breaks.
+ */
+static void write_host_files(void)
+{
+	struct stat st;
+	if (lstat("/etc", &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	char host[HOST_NAME_MAX + 1] = "";
+	if (gethostname(host, sizeof host - 1) < 0 || !*host)
+		snprintf(host, sizeof host, "sandbox");
+	char text[HOST_NAME_MAX + 256];
+	snprintf(text, sizeof text, "%s\n", host);
+	etc_put("hostname", text);
+	snprintf(text, sizeof text,
+		 "127.0.0.1\tlocalhost\n"
+		 "::1\tlocalhost ip6-localhost ip6-loopback\n"
+		 "fe00::0\tip6-localnet\n"
+		 "ff00::0\tip6-mcastprefix\n"
+		 "ff02::1\tip6-allnodes\n"
+		 "ff02::2\tip6-allrouters\n"
+		 "127.0.1.1\t%s\n",
+		 host);
+	etc_put("hosts", text);
+}
+
 int main(void)
 {
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -3313,6 +3364,7 @@ int main(void)
 	}
 	fcntl(LISTEN_FD, F_SETFD, FD_CLOEXEC);
 	set_nonblock(LISTEN_FD);
+	write_host_files();
 
 	getrlimit(RLIMIT_NOFILE, &saved_nofile);
 	struct rlimit rl = saved_nofile;

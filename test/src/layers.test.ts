@@ -245,8 +245,10 @@ const APP_LAYER: Member[] = [
   { path: 'app/main.sh', content: 'echo hello from the app\n', mode: 0o755 },
 ];
 
-function dockerSave(layers: Buffer[]): Buffer {
-  const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: layers.map(sha) } }));
+function dockerSave(layers: Buffer[], env?: string[]): Buffer {
+  const config = Buffer.from(
+    JSON.stringify({ architecture: 'amd64', os: 'linux', config: env ? { Env: env } : undefined, rootfs: { type: 'layers', diff_ids: layers.map(sha) } }),
+  );
   const configName = `${sha(config).slice(7)}.json`;
   const members: Member[] = [{ path: configName, content: config }];
   const paths = layers.map((l, i) => `layer${i}/layer.tar`);
@@ -255,9 +257,16 @@ function dockerSave(layers: Buffer[]): Buffer {
   return makeTar(members);
 }
 
-function ociLayout(layers: Buffer[], opts: { corruptDigestOf?: number } = {}): Buffer {
+function ociLayout(layers: Buffer[], opts: { corruptDigestOf?: number; env?: string[] } = {}): Buffer {
   const gz = layers.map((l) => gzipSync(l));
-  const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: layers.map(sha) } }));
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: 'amd64',
+      os: 'linux',
+      config: opts.env ? { Env: opts.env } : undefined,
+      rootfs: { type: 'layers', diff_ids: layers.map(sha) },
+    }),
+  );
   const manifest = Buffer.from(
     JSON.stringify({
       schemaVersion: 2,
@@ -297,7 +306,7 @@ describe('import', () => {
     const sb = await t.client.sandboxes.create({ image: 'app:oci' });
     try {
       const out = await sb.exec(
-        '/app/main.sh; find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /.warren -o -path /etc/resolv.conf \\) -prune -o -print | sort',
+        '/app/main.sh; find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /.warren -o -path /etc/resolv.conf -o -path /etc/hosts -o -path /etc/hostname \\) -prune -o -print | sort',
       );
       const files = out.stdout.trim().split('\n');
       assert.equal(files[0], 'hello from the app');
@@ -309,6 +318,28 @@ describe('import', () => {
     } finally {
       await sb.delete();
     }
+  });
+
+  test("an imported image keeps its config's Env: GET /v1/images shows it and its sandboxes' processes start from it", async () => {
+    const layers = [makeTar(await busyboxLayer()), makeTar(APP_LAYER)];
+    const env = ['PATH=/app:/bin', 'APP_MODE=import', 'APP_MODE=last-wins'];
+    for (const [name, archive] of [
+      ['envimg:docker', dockerSave(layers, env)],
+      ['envimg:oci', ociLayout(layers, { env })],
+    ] as const) {
+      const done = (await importImage(name, archive)).at(-1) as { image?: { env?: unknown } } | undefined;
+      assert.deepEqual(done?.image?.env, { PATH: '/app:/bin', APP_MODE: 'last-wins' }, name);
+      assert.deepEqual((await t.client.images()).find((i) => i.name === name)?.env, { PATH: '/app:/bin', APP_MODE: 'last-wins' });
+      const sb = await t.client.sandboxes.create({ image: name });
+      try {
+        // main.sh is found on the image's PATH.
+        assert.equal((await sb.exec('main.sh; echo $APP_MODE $PATH')).stdout, 'hello from the app\nlast-wins /app:/bin\n');
+      } finally {
+        await sb.delete();
+      }
+    }
+    const bad = (await importImage('envimg:bad', dockerSave(layers, ['NOT AN ENTRY']))).at(-1);
+    assert.equal(bad?.error?.code, 'invalid_argument');
   });
 
   test('a corrupt archive or a layer that does not match its digest fails cleanly', async () => {

@@ -184,7 +184,7 @@ describe('sandbox lifecycle through the API', () => {
       const [uidMap, , host, ...rest] = r.stdout.split('\n');
       const [, hostStart, size] = (uidMap ?? '').trim().split(/\s+/).map(Number);
       assert.ok(hostStart! >= 2 ** 30 && size === 65536, uidMap);
-      assert.equal(host, 'sandbox');
+      assert.equal(host, sb.id.replace(/_/g, '-'), 'a host name of its own');
       // Its own network namespace: loopback and its link to the host (nothing of the host's).
       assert.deepEqual(rest.slice(0, rest.indexOf('')), ['eth0', 'lo']);
       assert.match(r.stdout, /\/\.warren\/warren-init/);

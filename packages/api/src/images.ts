@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Env } from './sandbox.js';
 
 export const Image = z.object({
   name: z.string(),
@@ -7,6 +8,11 @@ export const Image = z.object({
   createdAt: z.string(),
   /** The tenant that made it (only its keys see and use it); null: every tenant's (default images, an admin's). */
   tenant: z.string().nullable(),
+  /**
+   * Its own environment (the OCI config's `Env` of an imported or pulled image, a commit's
+   * source image's): what every process in its sandboxes starts from, under the create's `env`.
+   */
+  env: z.record(z.string(), z.string()),
 });
 export type Image = z.infer<typeof Image>;
 export const ListImagesResponse = z.object({ images: z.array(Image) });
@@ -70,6 +76,8 @@ export const PutImageRequest = z.strictObject({
     .array(z.string().regex(/^sha256:[0-9a-f]{64}$/))
     .min(1)
     .max(128),
+  /** The image's own environment (see Image.env). */
+  env: Env.optional(),
 });
 
 export const PublishLayersRequest = z.strictObject({

@@ -9,6 +9,7 @@ import type { LayerStore } from './layer-store.js';
 import { gunzipIfCompressed } from './gzip.js';
 import { readTar } from './tar.js';
 import type { FsOps } from './unpack.js';
+import { configEnv, type ImageConfigDoc } from './image-config.js';
 
 /** What an image archive's manifest says its layers are, bottom first. */
 export interface LayerRef {
@@ -40,6 +41,14 @@ const blobPath = (digest: string): string => {
   return `blobs/sha256/${m[1]}`;
 };
 
+/** A JSON blob of an OCI layout, checked against the digest that names it. */
+function blobJson(files: Map<string, Buffer>, digest: string): unknown {
+  const path = blobPath(digest);
+  const b = files.get(path);
+  if (b && `sha256:${createHash('sha256').update(b).digest('hex')}` !== digest) throw bad(`${path} in the archive does not match its digest`);
+  return json(files, path);
+}
+
 interface Descriptor {
   mediaType?: string;
   digest: string;
@@ -47,39 +56,47 @@ interface Descriptor {
   annotations?: Record<string, string>;
 }
 
+/** What an image archive holds: its layers, bottom first, and its config's environment. */
+export interface ArchiveImage {
+  layers: LayerRef[];
+  env: Record<string, string>;
+}
+
 /**
- * Reads the layer list of a `docker save` archive (manifest.json, legacy or OCI-style paths) or
- * of an OCI image layout (index.json → manifest, following one level of image index to
- * linux/amd64). Pure: works on the archive's small JSON files.
+ * Reads the layer list and environment of a `docker save` archive (manifest.json, legacy or
+ * OCI-style paths) or of an OCI image layout (index.json → manifest, following one level of
+ * image index to linux/amd64). Pure: works on the archive's small JSON files.
  */
-export function archiveLayers(files: Map<string, Buffer>): LayerRef[] {
+export function archiveLayers(files: Map<string, Buffer>): ArchiveImage {
   if (files.has('manifest.json')) {
     const m = json(files, 'manifest.json') as Array<{ Config?: string; Layers?: string[] }>;
     const first = Array.isArray(m) ? m[0] : undefined;
     if (!first?.Layers?.length) throw bad('manifest.json lists no layers');
-    const config = first.Config ? (json(files, first.Config) as { rootfs?: { diff_ids?: string[] } }) : {};
+    const config = first.Config ? (json(files, first.Config) as ImageConfigDoc) : {};
     const diffIds = config.rootfs?.diff_ids ?? [];
-    return first.Layers.map((path, i) => ({
+    const layers = first.Layers.map((path, i) => ({
       path,
       diffId: diffIds[i],
       blobDigest: /^blobs\/sha256\/[0-9a-f]{64}$/.test(path) ? `sha256:${path.slice(13)}` : undefined,
     }));
+    return { layers, env: configEnv(config) };
   }
   if (files.has('index.json')) {
     let desc = (json(files, 'index.json') as { manifests?: Descriptor[] }).manifests?.[0];
     for (let depth = 0; desc && depth < 2; depth++) {
-      const doc = json(files, blobPath(desc.digest)) as { manifests?: Descriptor[]; layers?: Descriptor[]; config?: Descriptor };
+      const doc = blobJson(files, desc.digest) as { manifests?: Descriptor[]; layers?: Descriptor[]; config?: Descriptor };
       if (doc.manifests) {
         desc = doc.manifests.find((d) => d.platform?.os === 'linux' && d.platform.architecture === 'amd64') ?? doc.manifests[0];
         continue;
       }
       if (!doc.layers?.length || !doc.config) throw bad('the image manifest lists no layers');
-      const config = json(files, blobPath(doc.config.digest)) as { rootfs?: { diff_ids?: string[] } };
+      const config = blobJson(files, doc.config.digest) as ImageConfigDoc;
       const diffIds = config.rootfs?.diff_ids ?? [];
-      return doc.layers.map((l, i) => {
+      const layers = doc.layers.map((l, i) => {
         if (l.mediaType?.includes('zstd')) throw bad(`layer ${l.digest} is zstd-compressed, which is not supported; use gzip or none`);
         return { path: blobPath(l.digest), blobDigest: l.digest, diffId: diffIds[i] };
       });
+      return { layers, env: configEnv(config) };
     }
     throw bad('index.json names no image manifest');
   }
@@ -120,13 +137,15 @@ export interface ImportProgress {
  * Imports an image archive file (a `docker save` tarball or an OCI image layout tarball, either
  * optionally gzipped) into the store: each layer checked against the digests the archive names
  * and converted to one EROFS blob. Returns the blobs' digests, bottom first (pinned: the caller
- * names the image, then unpins).
+ * names the image, then unpins), and the image's environment. `tenant` (undefined: an admin's)
+ * is who imports: a layer converted before is taken by its diffID, unread, only when that tenant
+ * may use it already; else its bytes are read and hashed like any other.
  */
 export async function importArchive(
   file: string,
   store: LayerStore,
-  o: { idMap: IdMap; ops: FsOps; scratch: string; onProgress?: ImportProgress },
-): Promise<string[]> {
+  o: { idMap: IdMap; ops: FsOps; scratch: string; onProgress?: ImportProgress; tenant?: string },
+): Promise<{ digests: string[]; env: Record<string, string> }> {
   let tarFile = file;
   if (await isGzip(file)) {
     tarFile = `${o.scratch}/archive.tar`;
@@ -150,14 +169,14 @@ export async function importArchive(
       small.set(path, Buffer.concat(chunks));
     }
   });
-  const refs = archiveLayers(small);
+  const { layers: refs, env } = archiveLayers(small);
   const digests: string[] = [];
   try {
     for (const [i, ref] of refs.entries()) {
       const at = entries.get(ref.path.replace(/^\.\//, ''));
       if (!at) throw bad(`the archive lacks layer ${ref.path}`);
       // A layer converted before (same diffID) is not read again.
-      const known = ref.diffId ? store.knownLayer(ref.diffId) : undefined;
+      const known = ref.diffId ? store.knownLayer(ref.diffId, o.tenant) : undefined;
       if (known) {
         store.pin(known);
         digests.push(known);
@@ -170,7 +189,7 @@ export async function importArchive(
       }
       o.onProgress?.({ phase: 'layer', layer: i + 1, layers: refs.length, bytes: at.size });
     }
-    return digests;
+    return { digests, env };
   } catch (e) {
     for (const d of digests) store.unpin(d);
     throw e;

@@ -1,5 +1,6 @@
 import { mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { DEFAULT_PATH } from '@warren/api';
 import { buildBusyboxRootfs } from './busybox.js';
 import { buildDebianRootfs } from './debian.js';
 import { mkfsErofs } from './erofs.js';
@@ -113,8 +114,8 @@ async function removeStaleBuilds(cacheDir: string): Promise<void> {
 export async function installDefaultImages(store: LayerStore, prepared: Map<DefaultImageName, PreparedImage>): Promise<void> {
   for (const [name, { file, data, digest, blocks }] of prepared) {
     const existing = store.getImage(name);
-    if (existing && existing.layers.length === 1 && existing.layers[0] === digest) continue;
+    if (existing && existing.layers.length === 1 && existing.layers[0] === digest && existing.env.PATH) continue;
     await store.addLayerFile(file, data, { digest, blocks });
-    await store.setImage(name, [digest]);
+    await store.setImage(name, [digest], null, { PATH: DEFAULT_PATH });
   }
 }

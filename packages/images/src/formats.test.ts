@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { archiveLayers } from './archive.js';
+import { configEnv } from './image-config.js';
 import { BLOCK_BYTES, blockDigests, layerDigest } from './layer-store.js';
 import { parseImageRef } from './registry.js';
 import { blobfsArgs } from './remote.js';
@@ -80,36 +81,54 @@ test('image references parse as docker reads them', () => {
   assert.throws(() => parseImageRef('Not A Ref!'), /not an image reference/);
 });
 
-test('archive manifests: docker save and OCI layout name their layers and diffIDs', () => {
+test('archive manifests: docker save and OCI layout name their layers, diffIDs and environment', () => {
   const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
   const docker = new Map([
     ['manifest.json', json([{ Config: 'c.json', Layers: ['a/layer.tar', 'b/layer.tar'] }])],
-    ['c.json', json({ rootfs: { diff_ids: ['sha256:1', 'sha256:2'] } })],
+    ['c.json', json({ rootfs: { diff_ids: ['sha256:1', 'sha256:2'] }, config: { Env: ['PATH=/opt/bin:/bin', 'A=1', 'A=2=3', 'EMPTY='] } })],
   ]);
-  assert.deepEqual(archiveLayers(docker), [
-    { path: 'a/layer.tar', diffId: 'sha256:1', blobDigest: undefined },
-    { path: 'b/layer.tar', diffId: 'sha256:2', blobDigest: undefined },
-  ]);
+  assert.deepEqual(archiveLayers(docker), {
+    layers: [
+      { path: 'a/layer.tar', diffId: 'sha256:1', blobDigest: undefined },
+      { path: 'b/layer.tar', diffId: 'sha256:2', blobDigest: undefined },
+    ],
+    env: { PATH: '/opt/bin:/bin', A: '2=3', EMPTY: '' },
+  });
+  // An OCI layout: every JSON blob is stored under its own digest, which is checked.
   const h = (c: string): string => `sha256:${c.repeat(64)}`;
-  const oci = new Map([
-    ['index.json', json({ manifests: [{ digest: h('a') }] })],
-    [
-      `blobs/sha256/${'a'.repeat(64)}`,
-      json({
-        manifests: [
-          { digest: h('b'), platform: { os: 'linux', architecture: 'arm64' } },
-          { digest: h('c'), platform: { os: 'linux', architecture: 'amd64' } },
-        ],
-      }),
+  const oci = new Map<string, Buffer>();
+  const blob = (v: unknown): string => {
+    const b = json(v);
+    const hex = createHash('sha256').update(b).digest('hex');
+    oci.set(`blobs/sha256/${hex}`, b);
+    return `sha256:${hex}`;
+  };
+  const config = blob({ rootfs: { diff_ids: [h('f')] } });
+  const manifest = blob({ config: { digest: config }, layers: [{ digest: h('e'), mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip' }] });
+  const index = blob({
+    manifests: [
+      { digest: h('b'), platform: { os: 'linux', architecture: 'arm64' } },
+      { digest: manifest, platform: { os: 'linux', architecture: 'amd64' } },
     ],
-    [
-      `blobs/sha256/${'c'.repeat(64)}`,
-      json({ config: { digest: h('d') }, layers: [{ digest: h('e'), mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip' }] }),
-    ],
-    [`blobs/sha256/${'d'.repeat(64)}`, json({ rootfs: { diff_ids: [h('f')] } })],
-  ]);
-  assert.deepEqual(archiveLayers(oci), [{ path: `blobs/sha256/${'e'.repeat(64)}`, blobDigest: h('e'), diffId: h('f') }]);
+  });
+  oci.set('index.json', json({ manifests: [{ digest: index }] }));
+  assert.deepEqual(archiveLayers(oci), { layers: [{ path: `blobs/sha256/${'e'.repeat(64)}`, blobDigest: h('e'), diffId: h('f') }], env: {} });
+  // A config whose bytes are not what its digest names is refused.
+  oci.set(`blobs/sha256/${config.slice(7)}`, json({ rootfs: { diff_ids: [h('f')] }, config: { Env: ['EVIL=1'] } }));
+  assert.throws(() => archiveLayers(oci), /does not match its digest/);
   assert.throws(() => archiveLayers(new Map()), /not an image archive/);
+});
+
+test('an image config Env must be NAME=value entries, within bounds', () => {
+  assert.deepEqual(configEnv({}), {});
+  assert.deepEqual(configEnv({ config: null }), {});
+  assert.throws(() => configEnv({ config: { Env: 'PATH=/bin' } }), /not a list/);
+  assert.throws(() => configEnv({ config: { Env: ['NOEQUALS'] } }), /not NAME=value/);
+  assert.throws(() => configEnv({ config: { Env: ['=x'] } }), /not NAME=value/);
+  assert.throws(() => configEnv({ config: { Env: ['BAD NAME=x'] } }), /not NAME=value/);
+  assert.throws(() => configEnv({ config: { Env: [7] } }), /not NAME=value/);
+  assert.throws(() => configEnv({ config: { Env: Array.from({ length: 1025 }, (_, i) => `V${i}=1`) } }), /more than 1024/);
+  assert.throws(() => configEnv({ config: { Env: [`BIG=${'x'.repeat(300 * 1024)}`] } }), /larger than/);
 });
 
 test('the on-demand view reads the blob store in blocks with a bounded, local cache', () => {

@@ -59,7 +59,7 @@ export interface BlobSource {
 }
 
 function toImage(name: string, rec: ImageRecord): Image {
-  return { name, layers: rec.layers, sizeBytes: rec.sizeBytes, createdAt: rec.createdAt, tenant: rec.tenant ?? null };
+  return { name, layers: rec.layers, sizeBytes: rec.sizeBytes, createdAt: rec.createdAt, tenant: rec.tenant ?? null, env: rec.env ?? {} };
 }
 
 export function digestHex(digest: string): string {
@@ -74,6 +74,8 @@ interface ImageRecord {
   createdAt: string;
   /** Its tenant; absent or null: every tenant's. */
   tenant?: string | null;
+  /** Its own environment (absent in records from before images carried one: none). */
+  env?: Record<string, string>;
 }
 
 /** A layer made from a tar: its EROFS blob's digest and the tar's own (the OCI diffID). */
@@ -220,11 +222,14 @@ export class LayerStore {
     return meta + data;
   }
 
-  /** Names an image as a stack of layers, bottom first; `tenant` owns it (null: every tenant's). */
-  async setImage(name: string, layers: string[], tenant: string | null = null): Promise<Image> {
+  /**
+   * Names an image as a stack of layers, bottom first, with its own environment; `tenant` owns
+   * it (null: every tenant's).
+   */
+  async setImage(name: string, layers: string[], tenant: string | null = null, env: Record<string, string> = {}): Promise<Image> {
     let sizeBytes = 0;
     for (const l of layers) sizeBytes += await this.layerSize(l);
-    const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString(), tenant };
+    const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString(), tenant, env };
     this.images.set(name, rec);
     await this.saveIndex();
     return toImage(name, rec);
@@ -301,10 +306,15 @@ export class LayerStore {
     }
   }
 
-  /** The blob an earlier conversion made of the tar with this diffID, if it is still stored. */
-  knownLayer(diffId: string): string | undefined {
+  /**
+   * The blob an earlier conversion made of the tar with this diffID, if it is still stored and
+   * `tenant` (undefined: no check) may use it: a caller that only names a diffID, without sending
+   * its bytes, gets no layer it could not stack on a create anyway.
+   */
+  knownLayer(diffId: string, tenant?: string): string | undefined {
     const d = this.layerIndex.sources[diffId];
-    return d && existsSync(this.layerPath(d)) ? d : undefined;
+    if (!d || !existsSync(this.layerPath(d))) return undefined;
+    return tenant === undefined || this.resolveLayer(d, tenant) ? d : undefined;
   }
 
   pin(digest: string): void {
@@ -400,16 +410,58 @@ export class LayerStore {
     return join(this.root, 'layers.json');
   }
 
-  private async saveIndex(): Promise<void> {
-    const tmp = `${this.indexPath()}.${process.pid}.${++saves}.tmp`;
-    await writeFile(tmp, JSON.stringify(Object.fromEntries(this.images), null, 2));
-    await rename(tmp, this.indexPath());
+  private readonly imageIndexWriter = new IndexWriter(
+    () => this.indexPath(),
+    () => JSON.stringify(Object.fromEntries(this.images), null, 2),
+  );
+  private readonly layerIndexWriter = new IndexWriter(
+    () => this.layerIndexPath(),
+    () => JSON.stringify(this.layerIndex, null, 2),
+  );
+
+  private saveIndex(): Promise<void> {
+    return this.imageIndexWriter.save();
   }
 
-  private async saveLayerIndex(): Promise<void> {
-    const tmp = `${this.layerIndexPath()}.${process.pid}.${++saves}.tmp`;
-    await writeFile(tmp, JSON.stringify(this.layerIndex, null, 2));
-    await rename(tmp, this.layerIndexPath());
+  private saveLayerIndex(): Promise<void> {
+    return this.layerIndexWriter.save();
+  }
+}
+
+/**
+ * Writes one index file from the in-memory state, one write at a time: a save asked for while
+ * one is under way waits for it and then writes the state as it is by then (saves asked for
+ * meanwhile share that write). Concurrent writes could otherwise rename an older snapshot into
+ * place last, and a name set in between would be gone at the next start.
+ */
+export class IndexWriter {
+  private running: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
+
+  constructor(
+    private readonly path: () => string,
+    private readonly snapshot: () => string,
+  ) {}
+
+  save(): Promise<void> {
+    if (this.queued) return this.queued;
+    if (!this.running) return (this.running = this.write());
+    const after = this.running.catch(() => undefined);
+    this.queued = after.then(() => {
+      this.queued = null;
+      return (this.running = this.write());
+    });
+    return this.queued;
+  }
+
+  private async write(): Promise<void> {
+    try {
+      const tmp = `${this.path()}.${process.pid}.${++saves}.tmp`;
+      await writeFile(tmp, this.snapshot());
+      await rename(tmp, this.path());
+    } finally {
+      this.running = null;
+    }
   }
 }
 

@@ -5,6 +5,7 @@ import type { IdMap } from './idmap.js';
 import type { LayerStore } from './layer-store.js';
 import type { FsOps } from './unpack.js';
 import { gunzipIfCompressed } from './gzip.js';
+import { configEnv, type ImageConfigDoc } from './image-config.js';
 
 /** A parsed image reference: registry host, repository, and tag or digest. */
 export interface ImageRef {
@@ -235,7 +236,7 @@ export class RegistryClient {
 /**
  * Pulls an image from an OCI registry into the store: the manifest (linux/amd64 from an index),
  * its config's diffIDs, then each layer not converted before, streamed and checked against
- * both digests. Returns the layer digests, bottom first, pinned.
+ * both digests. Returns the layer digests, bottom first, pinned, and the image's environment.
  */
 export async function pullImage(
   ref: string,
@@ -246,8 +247,10 @@ export async function pullImage(
     fetch?: typeof fetch;
     credentials?: RegistryCredentials;
     onProgress?: (ev: { phase: 'layer'; layer: number; layers: number; bytes: number }) => void;
+    /** Who pulls (undefined: an admin): a layer converted before is skipped only if it may use it (see importArchive). */
+    tenant?: string;
   },
-): Promise<string[]> {
+): Promise<{ digests: string[]; env: Record<string, string> }> {
   const client = new RegistryClient(parseImageRef(ref), o.fetch, false, o.credentials);
   let { doc } = await client.manifest(client.ref.reference);
   if (doc.manifests) {
@@ -256,14 +259,15 @@ export async function pullImage(
     doc = (await client.manifest(pick.digest)).doc;
   }
   if (!doc.config || !doc.layers?.length) throw new WarrenError('invalid_argument', `${ref}: the manifest lists no layers`);
-  const config = JSON.parse((await client.blobBytes(doc.config.digest)).toString('utf8')) as { rootfs?: { diff_ids?: string[] } };
+  const config = JSON.parse((await client.blobBytes(doc.config.digest)).toString('utf8')) as ImageConfigDoc;
   const diffIds = config.rootfs?.diff_ids ?? [];
+  const env = configEnv(config);
   const digests: string[] = [];
   try {
     for (const [i, l] of doc.layers.entries()) {
       if (l.mediaType?.includes('zstd')) throw new WarrenError('invalid_argument', `layer ${l.digest} is zstd-compressed, which is not supported`);
       const diffId = diffIds[i];
-      const known = diffId ? store.knownLayer(diffId) : undefined;
+      const known = diffId ? store.knownLayer(diffId, o.tenant) : undefined;
       if (known) {
         store.pin(known);
         digests.push(known);
@@ -275,7 +279,7 @@ export async function pullImage(
       }
       o.onProgress?.({ phase: 'layer', layer: i + 1, layers: doc.layers.length, bytes: l.size ?? 0 });
     }
-    return digests;
+    return { digests, env };
   } catch (e) {
     for (const d of digests) store.unpin(d);
     throw e;

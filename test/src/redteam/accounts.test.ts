@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Warren, type AuditEntry } from '@warren/sdk';
@@ -119,6 +120,41 @@ describe('red team: accounts', () => {
     const again = await http(as(maker.key), 'POST', '/v1/layers?name=layco/answers', other, { 'content-type': 'application/x-tar' });
     assert.equal(again.status, 201, again.text);
     assert.equal((await http(t, 'DELETE', `/v1/layers/${encodeURIComponent('layco/answers')}`)).status, 204);
+  });
+
+  test("naming another tenant's diffID in an import without its bytes gets nothing of that tenant's layer", async () => {
+    const owner = await keyFor('diffco', 'builder');
+    const thief = await keyFor('diffthief', 'builder');
+    const secret = makeTar([{ path: 'answers/secret.txt', content: 'private-answer\n' }]);
+    const up = await http(as(owner.key), 'POST', '/v1/layers?name=diffco/secret', secret, { 'content-type': 'application/x-tar' });
+    assert.equal(up.status, 201, up.text);
+    const layer = up.json as { digest: string };
+    // The thief knows the tar's diffID (its sha256), not necessarily its bytes: its archive names
+    // that diffID for a layer whose bytes are something else.
+    const diffId = `sha256:${createHash('sha256').update(secret).digest('hex')}`;
+    const decoy = makeTar([{ path: 'decoy.txt', content: 'nothing\n' }]);
+    const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [diffId] } }));
+    const archive = makeTar([
+      { path: 'config.json', content: config },
+      { path: 'l0/', type: 'dir' },
+      { path: 'l0/layer.tar', content: decoy },
+      { path: 'manifest.json', content: JSON.stringify([{ Config: 'config.json', Layers: ['l0/layer.tar'] }]) },
+    ]);
+    const r = await http(as(thief.key), 'POST', '/v1/images/import?name=diffthief/img', archive, { 'content-type': 'application/x-tar' });
+    const last = JSON.parse(r.text.trim().split('\n').at(-1) ?? '{}') as { type: string; image?: { layers: string[] }; error?: { code: string } };
+    assert.notEqual(last.type, 'done', `the import must not succeed with a layer it did not send: ${r.text}`);
+    assert.equal(last.error?.code, 'invalid_argument', r.text);
+    assert.ok(!(await listed(thief.key, 'images')).includes('diffthief/img'));
+    // The owner's own import of the same bytes still reuses the layer it already has.
+    const own = makeTar([
+      { path: 'config.json', content: config },
+      { path: 'l0/', type: 'dir' },
+      { path: 'l0/layer.tar', content: secret },
+      { path: 'manifest.json', content: JSON.stringify([{ Config: 'config.json', Layers: ['l0/layer.tar'] }]) },
+    ]);
+    const mine = await http(as(owner.key), 'POST', '/v1/images/import?name=diffco/img', own, { 'content-type': 'application/x-tar' });
+    const done = JSON.parse(mine.text.trim().split('\n').at(-1) ?? '{}') as { image?: { layers: string[] } };
+    assert.deepEqual(done.image?.layers, [layer.digest], mine.text);
   });
 
   test('every mutating call is in the audit log with its key, sandbox and outcome; only admins read it', async () => {

@@ -54,7 +54,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.putImage, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can name images from digests');
     const body = await jsonBody(c.req, api.PutImageRequest);
-    sendJson(c.res, 200, await d.images.putImage(api.ImageName.parse(c.params.name), body.layers));
+    sendJson(c.res, 200, await d.images.putImage(api.ImageName.parse(c.params.name), body.layers, body.env));
   });
   on(ROUTES.deleteImage, async (c) => {
     adminOnly(c, 'images');
@@ -120,6 +120,6 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     const body = await jsonBody(c.req, api.CommitRequest);
     const id = liveSandboxId(d, c);
     const rec = d.sandboxes.record(c.caller, sandboxId(c));
-    sendJson(c.res, 201, await d.images.commit(id, rec.layers, imageOwner(c), body));
+    sendJson(c.res, 201, await d.images.commit(id, rec.layers, imageOwner(c), body, rec.imageEnv));
   });
 }

@@ -38,3 +38,10 @@ test('a call spec refuses files in /proc, /sys, /dev or at /; PYTHON* variables 
   assert.equal(callSpec({ language: 'python', code: '', env: { PYTHONPATH: '/x' } }).zygote, false);
   assert.equal(callSpec({ language: 'python', code: '', stdin: 'in' }).stdin?.toString(), 'in');
 });
+
+test("a call's environment is the base, then the image's own, then the call's; an image's PYTHON* build variables keep the zygote", () => {
+  const s = callSpec({ language: 'python', code: '', env: { B: 'call' } }, { PATH: '/opt/bin:/bin', A: 'image', B: 'image', PYTHON_VERSION: '3.11' });
+  assert.ok(s.env.includes('PATH=/opt/bin:/bin') && s.env.includes('A=image') && s.env.includes('B=call') && s.env.includes('HOME=/root'), s.env.join(' '));
+  assert.equal(s.zygote, true);
+  assert.equal(callSpec({ language: 'python', code: '' }, { PYTHONDONTWRITEBYTECODE: '1' }).zygote, false);
+});

@@ -1,6 +1,6 @@
 import { cpus } from 'node:os';
 import { isAbsolute, posix } from 'node:path';
-import { WarrenError, type FnRunRequest, type FnRunResult } from '@warren/api';
+import { DEFAULT_PATH, WarrenError, type FnRunRequest, type FnRunResult } from '@warren/api';
 import type { Edge, EdgeSandboxSpec, FnCallSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import { newSandboxId } from './ids.js';
@@ -56,7 +56,9 @@ interface Group {
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_OUTPUT = 1024 * 1024;
-const BASE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8' };
+const BASE_ENV = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8' };
+/** PYTHON* variables images set for their own builds, which the interpreter does not read. */
+const IMAGE_BUILD_VARS = /^PYTHON_(VERSION|SHA256|GET_PIP_URL|GET_PIP_SHA256|PIP_VERSION|SETUPTOOLS_VERSION)$/;
 
 /**
  * FnCall: short stateless calls in warm, reused workers. A worker is a container sandbox whose
@@ -127,10 +129,10 @@ export class FnService {
   private enqueue(caller: Caller, reqs: FnRunRequest[]): Array<Promise<FnRunResult>> {
     if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     // Everything is checked before anything waits: a bad call rejects the whole request.
-    const prepared = reqs.map((req) => ({
-      g: this.group(caller, req.image ?? this.o.defaultImage ?? 'debian-python:latest', req.resources),
-      spec: callSpec(req),
-    }));
+    const prepared = reqs.map((req) => {
+      const image = req.image ?? this.o.defaultImage ?? 'debian-python:latest';
+      return { g: this.group(caller, image, req.resources), spec: callSpec(req, visibleImage(this.layers, caller, image).env) };
+    });
     const waiting = this.queued.get(caller.tenant) ?? 0;
     if (waiting + reqs.length > this.queueLimit) {
       this.counts.rejected += reqs.length;
@@ -376,8 +378,11 @@ export class FnService {
   }
 }
 
-/** A request as the worker runs it: defaults applied, files resolved against cwd. */
-export function callSpec(req: FnRunRequest): FnCallSpec {
+/**
+ * A request as the worker runs it: defaults applied, files resolved against cwd, the environment
+ * as in a sandbox of the image (the base, the image's own, then the call's).
+ */
+export function callSpec(req: FnRunRequest, imageEnv: Record<string, string> = {}): FnCallSpec {
   const cwd = req.cwd ?? '/tmp';
   const files = (req.files ?? []).map((f) => {
     const path = posix.normalize(isAbsolute(f.path) ? f.path : posix.join(cwd, f.path));
@@ -389,11 +394,12 @@ export function callSpec(req: FnRunRequest): FnCallSpec {
     language: req.language,
     code: req.code,
     stdin: req.stdin === undefined ? undefined : Buffer.from(req.stdin),
-    env: Object.entries({ ...BASE_ENV, ...req.env }).map(([k, v]) => `${k}=${v}`),
+    env: Object.entries({ ...BASE_ENV, ...imageEnv, ...req.env }).map(([k, v]) => `${k}=${v}`),
     cwd,
     timeoutMs: req.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     files,
     maxOutputBytes: req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-    zygote: !Object.keys(req.env ?? {}).some((k) => k.startsWith('PYTHON')),
+    // The zygote's interpreter started in a fixed environment: one that must read PYTHON* starts afresh.
+    zygote: ![...Object.keys(imageEnv), ...Object.keys(req.env ?? {})].some((k) => k.startsWith('PYTHON') && !IMAGE_BUILD_VARS.test(k)),
   };
 }

@@ -28,10 +28,10 @@ export interface ImageServiceOptions {
 
 /**
  * What the platform itself leaves in a sandbox's writable layer, never committed: the platform
- * mount point, the resolv.conf the node writes and shell histories (paths relative to the
+ * mount point, the resolv.conf, hosts and hostname files the node writes, and shell histories (paths relative to the
  * layer; mkfs.erofs syntax).
  */
-export const COMMIT_RESIDUES = { paths: ['.warren', 'etc/resolv.conf'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };
+export const COMMIT_RESIDUES = { paths: ['.warren', 'etc/resolv.conf', 'etc/hosts', 'etc/hostname'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };
 
 /** Counts bytes through a stream and refuses more than `max`. */
 function limit(max: number, onBytes?: (n: number) => void): Transform {
@@ -100,7 +100,13 @@ export class ImageService {
         createWriteStream(file),
       );
       return await this.nameImage(name, owner, () =>
-        importArchive(file, this.store, { idMap: this.o.idMap, ops: this.o.ops, scratch, onProgress: (p) => emit({ type: 'progress', ...p }) }),
+        importArchive(file, this.store, {
+          idMap: this.o.idMap,
+          ops: this.o.ops,
+          scratch,
+          onProgress: (p) => emit({ type: 'progress', ...p }),
+          tenant: owner ?? undefined,
+        }),
       );
     } finally {
       await rm(scratch, { recursive: true, force: true });
@@ -119,20 +125,26 @@ export class ImageService {
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
     this.mayName(imageName, owner);
     return this.nameImage(imageName, owner, () =>
-      pullImage(ref, this.store, { idMap: this.o.idMap, ops: this.o.ops, credentials, onProgress: (p) => emit({ type: 'progress', ...p }) }),
+      pullImage(ref, this.store, {
+        idMap: this.o.idMap,
+        ops: this.o.ops,
+        credentials,
+        onProgress: (p) => emit({ type: 'progress', ...p }),
+        tenant: owner ?? undefined,
+      }),
     );
   }
 
   /**
-   * Names an image from the layers `make` adds (pinned while they have no name); when anything
-   * fails, what it added and nothing else holds is collected.
+   * Names an image from the layers `make` adds (pinned while they have no name), with the
+   * environment it read; when anything fails, what it added and nothing else holds is collected.
    */
-  private async nameImage(name: string, owner: string | null, make: () => Promise<string[]>): Promise<Image> {
+  private async nameImage(name: string, owner: string | null, make: () => Promise<{ digests: string[]; env: Record<string, string> }>): Promise<Image> {
     try {
-      const digests = await make();
+      const { digests, env } = await make();
       try {
         this.mayName(name, owner);
-        return await this.store.setImage(name, digests, owner);
+        return await this.store.setImage(name, digests, owner, env);
       } finally {
         for (const d of digests) this.store.unpin(d);
       }
@@ -144,15 +156,16 @@ export class ImageService {
 
   /**
    * A sandbox's writable layer (frozen meanwhile), minus `exclude` and the platform's residues,
-   * as a new layer over its current ones: the image `name`.
+   * as a new layer over its current ones: the image `name`, with `env` (its source image's own;
+   * never the create's, which may carry a caller's secrets).
    */
-  async commit(id: string, layers: string[], owner: string | null, req: CommitRequest): Promise<Image> {
+  async commit(id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
     this.mayName(req.name, owner);
     const exclude = [...COMMIT_RESIDUES.paths, ...(req.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
     const info = await this.edge.frozen(id, (upper) => this.store.addLayerDir(upper, exclude, COMMIT_RESIDUES.regex));
     try {
       this.mayName(req.name, owner);
-      return await this.store.setImage(req.name, [...layers, info.digest], owner);
+      return await this.store.setImage(req.name, [...layers, info.digest], owner, env);
     } finally {
       this.store.unpin(info.digest);
     }
@@ -174,11 +187,11 @@ export class ImageService {
   }
 
   /** Names an image from layer digests this node has, or its blob store has (metadata fetched now). */
-  async putImage(name: string, layers: string[]): Promise<Image> {
+  async putImage(name: string, layers: string[], env: Record<string, string> = {}): Promise<Image> {
     for (const d of layers) {
       if (!(await this.store.ensureMeta(d))) throw new WarrenError('not_found', `layer ${d} is not on this node and it has no blob store`, { layer: d });
     }
-    return this.store.setImage(name, layers);
+    return this.store.setImage(name, layers, null, env);
   }
 
   async deleteImage(name: string): Promise<void> {

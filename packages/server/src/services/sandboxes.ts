@@ -1,5 +1,5 @@
 import type { CreateSandboxRequest, ExecRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { WarrenError, sandboxEnv } from '@warren/api';
 import { compilePolicy, widestAllowPrefix, type Command, type Edge, type EdgeSandboxSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store } from '../store/store.js';
@@ -77,7 +77,7 @@ export class SandboxService {
     const backend = req.backend ?? 'container';
     if (backend !== 'container')
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on this node yet; use "container"`, { backend });
-    const { network, layers, resources } = this.resolve(caller, req);
+    const { network, layers, resources, imageEnv } = this.resolve(caller, req);
     this.checkQuota(caller, resources);
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start.
     const pooled = this.pools?.claim(poolKey(caller.tenant, layers, resources, network)) ?? null;
@@ -96,6 +96,7 @@ export class SandboxService {
       labels: req.labels ?? {},
       resources,
       env: req.env ?? {},
+      imageEnv,
       user: req.user ?? null,
       workdir: req.workdir ?? null,
       createdAt: now,
@@ -147,7 +148,7 @@ export class SandboxService {
   resolve(
     caller: Caller,
     req: Pick<CreateSandboxRequest, 'image' | 'layers' | 'resources' | 'network'>,
-  ): { layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy } {
+  ): { layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy; imageEnv: Record<string, string> } {
     const network = this.checkNetwork(caller, req.network);
     const image = visibleImage(this.layers, caller, req.image);
     const extra = (req.layers ?? []).map((ref) => {
@@ -171,7 +172,7 @@ export class SandboxService {
       pids: r.pids ?? this.o.defaults.pids,
       diskMiB: r.diskMiB ?? this.o.defaults.diskMiB,
     };
-    return { layers: [...image.layers, ...extra], resources, network };
+    return { layers: [...image.layers, ...extra], resources, network, imageEnv: image.env };
   }
 
   /**
@@ -222,7 +223,7 @@ export class SandboxService {
       id: rec.id,
       layers: rec.layers,
       resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
-      env: rec.env,
+      env: sandboxEnv(rec.imageEnv, rec.env),
       user: rec.user,
       workdir: rec.workdir,
       expiresAtMs: rec.expiresAt,

@@ -12,7 +12,10 @@ export interface SandboxRecord {
   layerNames: string[];
   labels: Record<string, string>;
   resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
+  /** The create's env (what the caller asked for). */
   env: Record<string, string>;
+  /** The image's own env at create (absent in records from before images carried one: none). */
+  imageEnv?: Record<string, string>;
   user: string | null;
   workdir: string | null;
   createdAt: number;

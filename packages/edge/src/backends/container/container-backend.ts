@@ -12,7 +12,7 @@ import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
 import { IdRanges } from './id-ranges.js';
 import { Semaphore } from '../../lifecycle/semaphore.js';
-import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
+import { buildOciConfig, runcDeleteArgs, runcRunArgs, sandboxHostname } from './oci-config.js';
 import { SANDBOX_CONTROLLERS, spawnFields, type SpawnPaths } from './spawn-spec.js';
 
 /**
@@ -194,6 +194,7 @@ export class ContainerBackend implements Backend {
         cpu: spec.resources.cpu,
         memoryMiB: spec.resources.memoryMiB,
         pids: spec.resources.pids,
+        hostname: sandboxHostname(spec.id),
         capSwap: this.memsw,
         netnsPath: spec.netns,
         fn: spec.fn,

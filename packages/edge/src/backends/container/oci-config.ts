@@ -33,6 +33,14 @@ export interface ContainerSpec {
   unhardened?: boolean;
 }
 
+/**
+ * A sandbox's host name: its id with `-` for `_` (`sb-…`), a valid DNS label, so each sandbox
+ * has a name of its own, as a Docker container does (the init puts it in /etc/hosts).
+ */
+export function sandboxHostname(id: string): string {
+  return id.replace(/[^A-Za-z0-9-]/g, '-').slice(0, 63);
+}
+
 export const INIT_PATH = '/.warren/warren-init';
 export const PLATFORM_MOUNT = '/.warren';
 
