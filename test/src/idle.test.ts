@@ -112,6 +112,24 @@ describe('oversubscription', () => {
     }
   });
 
+  test('with defaults, an RL batch of 64 mostly idle one-CPU, 512 MiB sandboxes fits on this node', async () => {
+    const t = await startTestWarren();
+    const made: Sandbox[] = [];
+    try {
+      for (let i = 0; i < 64; i++) made.push(await t.client.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 1, memoryMiB: 512 } }));
+      // Each holds a shell and a waiting process, as an agent's episode does.
+      await Promise.all(made.map((sb) => sb.exec('sleep 600 >/dev/null 2>&1 &')));
+      const node = (await t.client.nodes()).nodes[0]!;
+      assert.equal(node.sandboxes, 64);
+      assert.equal(node.allocated.cpu, 64);
+      assert.ok(node.capacity.busyCpu !== null && node.used.cpu < node.capacity.busyCpu, JSON.stringify(node));
+      assert.equal((await made[63]!.exec('echo alive')).stdout, 'alive\n');
+    } finally {
+      await Promise.all(made.map((sb) => sb.delete().catch(() => undefined)));
+      await t.close();
+    }
+  });
+
   test('under memory pressure the longest-idle sandboxes are paused, and the busy one is not killed', async () => {
     // The hog takes 1 GiB: available memory falls ~700 MiB under this floor, whatever else frees meanwhile.
     const floor = Math.floor((await memAvailableMiB()) - 300);

@@ -50,11 +50,15 @@ export const Node = z.object({
   id: z.string(),
   address: z.string(),
   state: z.enum(['ready', 'draining', 'down']),
-  capacity: z.object({ cpu: z.number(), memoryMiB: z.number(), sandboxes: z.number() }),
+  /**
+   * cpu: the bound on running sandboxes' CPU limits together; busyCpu: the cores they may use
+   * together (over ~10 s) before creates are refused (null: no such check).
+   */
+  capacity: z.object({ cpu: z.number(), busyCpu: z.number().nullable(), memoryMiB: z.number(), sandboxes: z.number() }),
   allocated: z.object({ cpu: z.number(), memoryMiB: z.number() }),
   /** What admission counts: running sandboxes' requests, paused ones' resident memory. */
   committed: z.object({ cpu: z.number(), memoryMiB: z.number() }),
-  /** What the sandboxes use now: CPUs (recent), memory resident and in swap. */
+  /** What the sandboxes use now: CPUs (over ~10 s), memory resident and in swap. */
   used: z.object({ cpu: z.number(), memoryMiB: z.number(), swapMiB: z.number() }),
   sandboxes: z.number(),
   paused: z.number(),

@@ -21,7 +21,7 @@ const USAGE = `warren — sandboxes for agents
             [--egress-hosts FILE]     names the egress proxy resolves from FILE (hosts(5) lines) before DNS
             [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
             [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop)
-            [--cpu-overcommit 10] [--memory-overcommit 1.5] [--memory-floor-mib N]
+            [--cpu-overcommit 64] [--cpu-busy 0.9] [--memory-overcommit 1.5] [--memory-floor-mib N]
             [--sandbox-disk-gib N] [--no-disk-quotas]   sandboxes' writable layers on a btrfs image of N GiB
                                      (sparse; default 80 % of free space), each limited to its diskMiB (default 10 GiB)
             [--fn-pool IMAGE[:LANGUAGE]=N]...   FnCall workers kept warm (python: its zygote started too)
@@ -121,6 +121,7 @@ async function run(argv: string[]): Promise<number> {
           'sandbox-subnet': { type: 'string' },
           'zram-swap-mib': { type: 'string' },
           'cpu-overcommit': { type: 'string' },
+          'cpu-busy': { type: 'string' },
           'memory-overcommit': { type: 'string' },
           'memory-floor-mib': { type: 'string' },
           'fn-pool': { type: 'string', multiple: true },
@@ -152,6 +153,7 @@ async function run(argv: string[]): Promise<number> {
         swap: values['zram-swap-mib'] ? { zramMiB: Number(values['zram-swap-mib']) } : undefined,
         overcommit: {
           cpu: values['cpu-overcommit'] ? Number(values['cpu-overcommit']) : undefined,
+          busy: values['cpu-busy'] ? Number(values['cpu-busy']) : undefined,
           memory: values['memory-overcommit'] ? Number(values['memory-overcommit']) : undefined,
         },
         memoryFloorMiB: values['memory-floor-mib'] ? Number(values['memory-floor-mib']) : undefined,

@@ -70,11 +70,14 @@ export interface WarrenOptions {
    */
   network?: false | { hosts?: Record<string, string>; subnet?: string; poolSize?: number; maxConnectionsPerSandbox?: number; newConnectionsPerSecond?: number };
   /**
-   * What the node promises: requests are admitted up to its CPUs × `cpu` and its memory ×
-   * `memory` (default 10 and 1.5); a paused sandbox counts only what stays resident.
-   * `cpus`/`memoryMiB` replace what the machine has (for tests and shared hosts).
+   * What the node promises. Memory requests are admitted up to its memory × `memory` (default
+   * 1.5); a paused sandbox counts only what stays resident. CPU limits are caps, not
+   * reservations: a create is refused when the node's sandboxes have used more than its CPUs ×
+   * `busy` over the last ~10 s (default 0.9; 0: no such check), and CPU limits of running
+   * sandboxes may add up to its CPUs × `cpu` (default 64, a safety bound). `cpus`/`memoryMiB`
+   * replace what the machine has (for tests and shared hosts).
    */
-  overcommit?: { cpu?: number; memory?: number; cpus?: number; memoryMiB?: number };
+  overcommit?: { cpu?: number; busy?: number; memory?: number; cpus?: number; memoryMiB?: number };
   /** Available memory the node keeps by pausing its longest-idle sandboxes (MiB; 0: off). */
   memoryFloorMiB?: number;
   /** Compressed swap in RAM (zram) for paused sandboxes' memory, set up at start, removed at stop. */
@@ -238,7 +241,8 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     nodeId,
     backend,
     capacity: {
-      cpu: ncpu * (o.overcommit?.cpu ?? 10),
+      cpu: ncpu * (o.overcommit?.cpu ?? 64),
+      busyCpu: o.overcommit?.busy === 0 ? undefined : ncpu * (o.overcommit?.busy ?? 0.9),
       memoryMiB: Math.floor(memMiB * (o.overcommit?.memory ?? 1.5)),
       sandboxes: o.maxSandboxes ?? 4096,
       maxCpuPerSandbox: ncpu,

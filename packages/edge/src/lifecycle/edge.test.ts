@@ -109,6 +109,37 @@ test('admission: per-sandbox limits, then the node fills up; a failed create giv
   );
 });
 
+test('admission: a node whose sandboxes really use its CPUs refuses creates until they quiet down', async () => {
+  const b = new FakeBackend();
+  let cpuSeconds = 0;
+  b.totals = async () => ({ cpuSeconds, memoryBytes: 0, swapBytes: 0 });
+  let now = 1_000_000;
+  const e = edge(b, [], {
+    now: () => now,
+    capacity: { cpu: 128, busyCpu: 1.8, memoryMiB: 64 * 1024, sandboxes: 100, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 },
+  });
+  // Limits add up far past the node's 2 cores: mostly idle sandboxes all fit.
+  for (let i = 0; i < 64; i++) await e.create(spec(`sb_${i}`));
+  await e.sampleCpu();
+  // Two cores busy for 30 s.
+  for (let i = 0; i < 30; i++) {
+    now += 1000;
+    cpuSeconds += 2;
+    await e.sampleCpu();
+  }
+  assert.throws(
+    () => e.admit({ cpu: 1, memoryMiB: 1, pids: 1 }),
+    (err: WarrenError) => err.code === 'resource_exhausted' && err.details.resource === 'cpu',
+  );
+  assert.ok((await e.used()).cpu > 1.8);
+  // Quiet again: admitted.
+  for (let i = 0; i < 30; i++) {
+    now += 1000;
+    await e.sampleCpu();
+  }
+  e.admit({ cpu: 1, memoryMiB: 1, pids: 1 });
+});
+
 test('pause is idempotent and a concurrent resume thaws once', async () => {
   const b = new FakeBackend();
   const e = edge(b);

@@ -12,6 +12,9 @@ import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
 import { argvToScript, envList } from './shell.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
+import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
+
+export type { EdgeCapacity } from './admission.js';
 
 /** What the edge must know of a sandbox to run, police and recover it. */
 export interface EdgeSandboxSpec {
@@ -34,21 +37,6 @@ export interface EdgeSandboxSpec {
   ttlCountsPaused?: boolean;
   /** A FnCall worker: no network, and it runs only {@link Edge.fnCall}s. */
   fn?: boolean;
-}
-
-export interface EdgeCapacity {
-  /** CPUs that may be promised in total (oversubscribed). */
-  cpu: number;
-  memoryMiB: number;
-  sandboxes: number;
-  /** The most one sandbox may ask for. */
-  maxCpuPerSandbox: number;
-  maxMemoryMiBPerSandbox: number;
-  /**
-   * The most disk one sandbox may ask for (absent: no limit): disk is thin-provisioned, and no
-   * single sandbox may be able to fill the file system its neighbours write to.
-   */
-  maxDiskMiBPerSandbox?: number;
 }
 
 export interface EdgeOptions {
@@ -75,6 +63,8 @@ export interface EdgeOptions {
    * 5 % of the node's memory, at least 512 MiB; 0 turns it off.
    */
   memoryFloorMiB?: number;
+  /** The clock (default Date.now): tests advance their own. */
+  now?: () => number;
 }
 
 interface Live {
@@ -121,6 +111,7 @@ export class Edge {
 
   constructor(private readonly o: EdgeOptions) {
     this.maxFileBytes = o.maxFileBytes ?? 1024 * 1024 * 1024;
+    this.cpuLoad = new CpuLoad(o.now);
   }
 
   get nodeId(): string {
@@ -153,17 +144,19 @@ export class Edge {
     return { cpu, memoryMiB, sandboxes: this.live.size + this.reserved, paused };
   }
 
-  private nodeCpu: { atMs: number; seconds: number; rate: number } | null = null;
+  /** The cores the node's sandboxes use together, sampled by the sweep (and by `used`). */
+  private readonly cpuLoad: CpuLoad;
 
-  /** What the node's sandboxes use together: CPUs lately, memory resident and in swap (MiB). */
+  /** What the node's sandboxes use together: CPUs lately (~10 s), memory resident and in swap (MiB). */
   async used(): Promise<{ cpu: number; memoryMiB: number; swapMiB: number }> {
     const t = await this.o.backend.totals();
-    const now = Date.now();
-    const prev = this.nodeCpu;
-    if (!prev) this.nodeCpu = { atMs: now, seconds: t.cpuSeconds, rate: 0 };
-    else if (now - prev.atMs >= 1000)
-      this.nodeCpu = { atMs: now, seconds: t.cpuSeconds, rate: Math.max(0, (t.cpuSeconds - prev.seconds) / ((now - prev.atMs) / 1000)) };
-    return { cpu: this.nodeCpu?.rate ?? 0, memoryMiB: Math.round(t.memoryBytes / 2 ** 20), swapMiB: Math.round(t.swapBytes / 2 ** 20) };
+    this.cpuLoad.sample(t.cpuSeconds);
+    return { cpu: Math.round(this.cpuLoad.cores * 100) / 100, memoryMiB: Math.round(t.memoryBytes / 2 ** 20), swapMiB: Math.round(t.swapBytes / 2 ** 20) };
+  }
+
+  /** Samples what the sandboxes use, for admission (the sweep calls it every second). */
+  async sampleCpu(): Promise<void> {
+    this.cpuLoad.sample((await this.o.backend.totals()).cpuSeconds);
   }
 
   /** What the node's sandboxes requested in all (paused ones included), for reports. */
@@ -171,29 +164,9 @@ export class Edge {
     return { ...this.allocated };
   }
 
-  /** Checks that the node can take a sandbox of this size; throws resource_exhausted if not. */
+  /** Checks that the node can take a sandbox of this size; throws resource_exhausted if not (see checkAdmission). */
   admit(r: EdgeSandboxSpec['resources']): void {
-    const c = this.o.capacity;
-    if (r.cpu > c.maxCpuPerSandbox || r.memoryMiB > c.maxMemoryMiBPerSandbox) {
-      throw new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxCpuPerSandbox} CPUs and ${c.maxMemoryMiBPerSandbox} MiB`, {
-        requested: r,
-        limit: { cpu: c.maxCpuPerSandbox, memoryMiB: c.maxMemoryMiBPerSandbox },
-      });
-    }
-    if (c.maxDiskMiBPerSandbox !== undefined && (r.diskMiB ?? 0) > c.maxDiskMiBPerSandbox) {
-      throw new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxDiskMiBPerSandbox} MiB of disk`, {
-        requested: r,
-        limit: { diskMiB: c.maxDiskMiBPerSandbox },
-      });
-    }
-    const u = this.usage();
-    if (u.sandboxes + 1 > c.sandboxes || u.cpu + r.cpu > c.cpu || u.memoryMiB + r.memoryMiB > c.memoryMiB) {
-      throw new WarrenError('resource_exhausted', 'this node is full', {
-        node: this.o.nodeId,
-        allocated: u,
-        capacity: { cpu: c.cpu, memoryMiB: c.memoryMiB, sandboxes: c.sandboxes },
-      });
-    }
+    checkAdmission(this.o.nodeId, this.o.capacity, { ...this.usage(), cpuUsed: this.cpuLoad.cores }, r);
   }
 
   /** Starts a sandbox and applies its workdir and files before returning. */
@@ -717,6 +690,7 @@ export class Edge {
   private sweep(): void {
     const now = Date.now();
     if (++this.sweeps % 2 === 0) void this.checkAlive();
+    if (this.o.capacity.busyCpu !== undefined) this.sampleCpu().catch(() => undefined);
     for (const [id, l] of this.live) {
       const s = l.spec;
       const running = [...l.commands.values()].some((c) => !c.done);

@@ -19,7 +19,7 @@ export function opsRoutes(on: On, d: RouteDeps): void {
           id: d.edge.nodeId,
           address: d.nodeAddress(),
           state: 'ready',
-          capacity: { cpu: cap.cpu, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
+          capacity: { cpu: cap.cpu, busyCpu: cap.busyCpu ?? null, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
           allocated: requested,
           committed: { cpu: u.cpu, memoryMiB: u.memoryMiB },
           used,
