@@ -23,6 +23,15 @@
 #endif
 
 #define BATCH 512
+/* Bytes one process_madvise call covers at most: a call runs to its end whatever signal comes,
+ * so a page-out that is no longer wanted (the sandbox resumes) ends within one such slice. */
+#define SLICE (16UL << 20)
+
+static long advise(int pidfd, struct iovec *iov, int n)
+{
+	ssize_t r = syscall(SYS_process_madvise, pidfd, iov, n, MADV_PAGEOUT, 0);
+	return r > 0 ? r : 0;
+}
 
 static long pageout(pid_t pid)
 {
@@ -38,7 +47,7 @@ static long pageout(pid_t pid)
 	}
 	struct iovec iov[BATCH];
 	int n = 0;
-	long total = 0;
+	long total = 0, bytes = 0;
 	char line[4096];
 	while (fgets(line, sizeof line, maps)) {
 		unsigned long start, end, offset, inode;
@@ -50,20 +59,24 @@ static long pageout(pid_t pid)
 		 * paged out (and fail the whole call). */
 		if (inode != 0 || strstr(line, "[vsyscall]") || strstr(line, "[vvar") || strstr(line, "[vdso]") || perms[0] != 'r')
 			continue;
-		iov[n].iov_base = (void *)start;
-		iov[n].iov_len = end - start;
-		if (++n == BATCH) {
-			ssize_t r = syscall(SYS_process_madvise, pidfd, iov, n, MADV_PAGEOUT, 0);
-			if (r > 0)
-				total += r;
-			n = 0;
+		/* Regions and batches are cut at SLICE bytes a call. */
+		while (start < end) {
+			unsigned long len = end - start;
+			if (len > SLICE - (unsigned long)bytes)
+				len = SLICE - (unsigned long)bytes;
+			iov[n].iov_base = (void *)start;
+			iov[n].iov_len = len;
+			start += len;
+			bytes += len;
+			if (++n == BATCH || (unsigned long)bytes >= SLICE) {
+				total += advise(pidfd, iov, n);
+				n = 0;
+				bytes = 0;
+			}
 		}
 	}
-	if (n > 0) {
-		ssize_t r = syscall(SYS_process_madvise, pidfd, iov, n, MADV_PAGEOUT, 0);
-		if (r > 0)
-			total += r;
-	}
+	if (n > 0)
+		total += advise(pidfd, iov, n);
 	fclose(maps);
 	close(pidfd);
 	return total;

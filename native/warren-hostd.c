@@ -368,6 +368,19 @@ static void do_run(const char *tag, char **f, int n)
 	nchildren++;
 }
 
+/* Kills a program `run` started (named by the tag of its run request);
+ * its run request then answers with 128 + SIGKILL. A program that already ended is no error. */
+static void do_kill(const char *tag, char **f)
+{
+	for (int i = 0; i < nchildren; i++) {
+		if (strcmp(children[i].tag, f[0]) != 0)
+			continue;
+		kill(children[i].pid, SIGKILL);
+		break;
+	}
+	reply_ok(tag);
+}
+
 static void reap(void)
 {
 	int status;
@@ -562,6 +575,8 @@ static void handle(char *line)
 		spawn_start(tag, a, na);
 	else if (!strcmp(cmd, "run"))
 		do_run(tag, a, na);
+	else if (!strcmp(cmd, "kill") && na == 1)
+		do_kill(tag, a);
 	else
 		reply_err(tag, EINVAL, "unknown command");
 }

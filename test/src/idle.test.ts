@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
+import { activeSwaps } from '@warren/edge';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
 import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
@@ -14,6 +15,83 @@ async function state(t: TestWarren, id: string): Promise<{ state: string; expire
 async function memAvailableMiB(): Promise<number> {
   return Number(/MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) / 1024;
 }
+
+/** The sandbox's state once `ok` holds of it, or as it is after `withinMs`. */
+async function settled(
+  t: TestWarren,
+  id: string,
+  ok: (s: Awaited<ReturnType<typeof state>>) => boolean,
+  withinMs: number,
+): Promise<Awaited<ReturnType<typeof state>>> {
+  const end = performance.now() + withinMs;
+  for (;;) {
+    const s = await state(t, id);
+    if (ok(s) || performance.now() > end) return s;
+    await sleep(20);
+  }
+}
+
+describe('pause on a default node: swap in RAM, an answer at once, the memory back within a second', () => {
+  test('a default start sets up zram and takes it down at stop; pausing a 200 MB heap answers before its page-out, which gives ≥ 80 % back', async () => {
+    const before = await activeSwaps();
+    const t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'] });
+    try {
+      const mine = (await activeSwaps()).filter((d) => !before.includes(d));
+      if (before.length === 0) assert.equal(mine.length, 1, 'a zram device of its own');
+      const sb = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 1024 } });
+      const heap = 'import time\nx = bytearray(200 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\nopen("/tmp/ready", "w").write("1")\ntime.sleep(600)\n';
+      await sb.files.write('/tmp/heap.py', heap);
+      void sb.exec(['python3', '/tmp/heap.py'], { timeoutMs: 120_000 }).catch(() => null);
+      for (let i = 0; i < 200 && !(await sb.files.exists('/tmp/ready')); i++) await sleep(50);
+      const full = (await state(t, sb.id)).usage.memoryBytes;
+      assert.ok(full > 200 * 2 ** 20, String(full));
+      const s0 = performance.now();
+      await sb.pause();
+      const pauseMs = performance.now() - s0;
+      const right = await state(t, sb.id);
+      assert.equal(right.state, 'paused');
+      assert.ok(
+        right.usage.memoryBytes > full * 0.5,
+        `the answer came before the page-out (${right.usage.memoryBytes} of ${full} resident, pause took ${pauseMs.toFixed(1)} ms)`,
+      );
+      const later = await settled(t, sb.id, (s) => s.usage.memoryBytes <= full * 0.2, 1000);
+      assert.ok(later.usage.memoryBytes <= full * 0.2, `${later.usage.memoryBytes} of ${full} still resident a second after the pause`);
+      assert.equal(later.state, 'paused');
+      // A call resumes it: the heap comes back from swap and the process runs on.
+      assert.equal((await sb.exec('cat /tmp/ready')).stdout, '1');
+      await sb.delete();
+    } finally {
+      await t.close();
+    }
+    assert.deepEqual(await activeSwaps(), before, 'its zram is gone at stop');
+  });
+
+  test('a resume during the page-out stops it: the sandbox runs on with its memory', async () => {
+    const t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'] });
+    try {
+      const sb = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 2048 } });
+      const heap =
+        'import time\nx = bytearray(1 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1\nopen("/tmp/ready", "w").write("1")\nwhile True:\n    time.sleep(0.05)\n    open("/tmp/tick", "w").write(str(time.time()))\n';
+      await sb.files.write('/tmp/heap.py', heap);
+      void sb.exec(['python3', '/tmp/heap.py'], { timeoutMs: 120_000 }).catch(() => null);
+      for (let i = 0; i < 400 && !(await sb.files.exists('/tmp/ready')); i++) await sleep(50);
+      const full = (await state(t, sb.id)).usage.memoryBytes;
+      await sb.pause();
+      await sb.resume();
+      assert.equal((await state(t, sb.id)).state, 'running');
+      // Running again: the loop ticks, and no page-out goes on behind it (a 1 GiB one takes about
+      // a second here; the heap stays resident).
+      const t1 = (await sb.exec('cat /tmp/tick')).stdout;
+      await sleep(1500);
+      assert.notEqual((await sb.exec('cat /tmp/tick')).stdout, t1);
+      const after = (await state(t, sb.id)).usage.memoryBytes;
+      assert.ok(after > full * 0.5, `the page-out went on after the resume: ${after} of ${full} resident`);
+      await sb.delete();
+    } finally {
+      await t.close();
+    }
+  });
+});
 
 describe('pause with memory reclaim', () => {
   let t: TestWarren;
@@ -39,8 +117,9 @@ describe('pause with memory reclaim', () => {
       assert.ok(before > 48 * 2 ** 20, String(before));
       const r = await http(t, 'POST', `/v1/sandboxes/${sb.id}/pause`);
       assert.equal(r.status, 200);
-      const paused = await state(t, sb.id);
-      assert.equal(paused.state, 'paused');
+      assert.equal((await state(t, sb.id)).state, 'paused');
+      // The page-out follows the answer: well within a second for 48 MiB.
+      const paused = await settled(t, sb.id, (s) => s.usage.memoryBytes <= before * 0.2, 2000);
       assert.ok(paused.usage.memoryBytes <= before * 0.2, `${paused.usage.memoryBytes} of ${before} still resident`);
       assert.ok(paused.usage.swapBytes > 40 * 2 ** 20, String(paused.usage.swapBytes));
       // Frozen: the loop does not move (read from the host, which does not resume it).
@@ -97,6 +176,8 @@ describe('oversubscription', () => {
       const full = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 512 } });
       assert.equal(errorCode(full), 'resource_exhausted');
       await made[0]!.pause();
+      // It counts what stays resident once its page-out is done (a moment after the pause answers).
+      for (let i = 0; i < 100 && (await t.client.nodes()).nodes[0]!.paused === 0; i++) await sleep(20);
       const fourth = await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 512 } });
       const node = (await t.client.nodes()).nodes[0]!;
       assert.deepEqual([node.sandboxes, node.paused, node.capacity.memoryMiB, node.allocated.memoryMiB], [4, 1, 1650, 2048]);

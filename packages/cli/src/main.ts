@@ -20,7 +20,8 @@ const USAGE = `warren — sandboxes for agents
             [--no-network]            sandboxes get loopback only
             [--egress-hosts FILE]     names the egress proxy resolves from FILE (hosts(5) lines) before DNS
             [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
-            [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop)
+            [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop;
+                                     default: half the memory, unless the host has swap) [--no-zram-swap]
             [--cpu-overcommit 64] [--cpu-busy 0.9] [--memory-overcommit 1.5] [--memory-floor-mib N]
             [--sandbox-disk-gib N] [--no-disk-quotas]   sandboxes' writable layers on a btrfs image of N GiB
                                      (sparse; default 80 % of free space), each limited to its diskMiB (default 10 GiB)
@@ -120,6 +121,7 @@ async function run(argv: string[]): Promise<number> {
           'egress-hosts': { type: 'string' },
           'sandbox-subnet': { type: 'string' },
           'zram-swap-mib': { type: 'string' },
+          'no-zram-swap': { type: 'boolean', default: false },
           'cpu-overcommit': { type: 'string' },
           'cpu-busy': { type: 'string' },
           'memory-overcommit': { type: 'string' },
@@ -150,7 +152,7 @@ async function run(argv: string[]): Promise<number> {
               cacheMaxBytes: Number(values['blob-cache-gib']) * 2 ** 30,
             }
           : undefined,
-        swap: values['zram-swap-mib'] ? { zramMiB: Number(values['zram-swap-mib']) } : undefined,
+        swap: values['no-zram-swap'] ? false : values['zram-swap-mib'] ? { zramMiB: Number(values['zram-swap-mib']) } : undefined,
         overcommit: {
           cpu: values['cpu-overcommit'] ? Number(values['cpu-overcommit']) : undefined,
           busy: values['cpu-busy'] ? Number(values['cpu-busy']) : undefined,

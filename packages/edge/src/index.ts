@@ -19,7 +19,7 @@ export type { NetAttachment, NetHost, SandboxNetworkOptions } from './net/sandbo
 export { compilePolicy, widestAllowPrefix } from './net/policy.js';
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
-export { setupZramSwap } from './host/swap.js';
+export { activeSwaps, defaultZramMiB, openNodeSwap, removeLeftoverZram, setupZramSwap } from './host/swap.js';
 export { openSandboxDisk } from './host/sandbox-disk.js';
 export type { SandboxDisk } from './host/sandbox-disk.js';
 export type { ZramSwap } from './host/swap.js';

@@ -12,7 +12,7 @@ import {
   SandboxNetwork,
   openSandboxDisk,
   readOwnCgroupParent,
-  setupZramSwap,
+  openNodeSwap,
   type ContainerRuntime,
 } from '@warren/edge';
 import { parseNetworkRule } from '@warren/api';
@@ -80,8 +80,11 @@ export interface WarrenOptions {
   overcommit?: { cpu?: number; busy?: number; memory?: number; cpus?: number; memoryMiB?: number };
   /** Available memory the node keeps by pausing its longest-idle sandboxes (MiB; 0: off). */
   memoryFloorMiB?: number;
-  /** Compressed swap in RAM (zram) for paused sandboxes' memory, set up at start, removed at stop. */
-  swap?: { zramMiB: number };
+  /**
+   * Compressed swap in RAM (zram) for paused sandboxes' memory, set up at start, removed at stop.
+   * Default: half of the machine's memory, unless the host has swap already; `false`: none.
+   */
+  swap?: false | { zramMiB?: number };
   /**
    * Sandboxes' writable layers on a btrfs file system of their own with per-sandbox quotas
    * (default on): `sizeGiB` for its sparse image (default 80 % of the data dir's free space),
@@ -291,15 +294,21 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     server.listen(o.port, o.host, () => resolve());
   });
   // Last, when nothing after can fail: the swap is the host's, and must not outlive a failed start.
-  const zram = o.swap
-    ? await setupZramSwap(o.swap.zramMiB).catch(async (e: unknown) => {
-        server.close();
-        await edge.close({ keep: true });
-        await mounts.close();
-        store.close();
-        throw e;
-      })
-    : null;
+  const zram =
+    o.swap === false
+      ? null
+      : await openNodeSwap({
+          stateFile: join(o.dataDir, 'zram.device'),
+          sizeMiB: o.swap?.zramMiB,
+          totalMemMiB: Math.floor(totalmem() / 2 ** 20),
+          log: o.logger,
+        }).catch(async (e: unknown) => {
+          server.close();
+          await edge.close({ keep: true });
+          await mounts.close();
+          store.close();
+          throw e;
+        });
   if (zram) o.logger.info('zram swap on', { device: zram.device, sizeMiB: zram.sizeMiB });
   const addr = server.address() as AddressInfo;
   url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${addr.port}`;

@@ -47,8 +47,11 @@ export interface Backend {
   adopt(id: string): Promise<BackendSandbox | null>;
   destroy(id: string): Promise<void>;
   pause(id: string): Promise<void>;
-  /** Gives back what memory a paused sandbox can spare; resolves the bytes still resident. */
-  reclaim(id: string): Promise<number>;
+  /**
+   * Gives back what memory a paused sandbox can spare; resolves the bytes still resident.
+   * `signal` stops it early (the sandbox is resuming): it then resolves as soon as it stopped.
+   */
+  reclaim(id: string, signal?: AbortSignal): Promise<number>;
   resume(id: string): Promise<void>;
   stats(id: string): Promise<SandboxStats>;
   /** The same for all of this backend's sandboxes together. */

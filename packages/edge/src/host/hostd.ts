@@ -36,9 +36,9 @@ export interface Spawner {
   /**
    * Runs a program to its exit with stdin/stdout on /dev/null and stderr appended to `logFile`;
    * with `listenSocket`, a Unix socket listening at that path is its fd 3. Resolves the exit
-   * status (128+signal when killed).
+   * status (128+signal when killed). `signal` kills it (the status is then 137).
    */
-  run(file: string, args: string[], opts: { logFile: string; listenSocket?: string }): Promise<number>;
+  run(file: string, args: string[], opts: { logFile: string; listenSocket?: string; signal?: AbortSignal }): Promise<number>;
 }
 
 /** Starting sandbox inits without a container runtime process (native/spawn.c). */
@@ -81,13 +81,19 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
   }
 
   private send(what: string, fields: string[]): Promise<string> {
-    if (this.dead) return Promise.reject(this.dead);
+    return this.sendTagged(what, fields).reply;
+  }
+
+  /** A request and the tag that names it (a `kill` names a `run` by it). */
+  private sendTagged(what: string, fields: string[]): { tag: string; reply: Promise<string> } {
     const tag = String(this.nextTag++);
+    if (this.dead) return { tag, reply: Promise.reject(this.dead) };
     const line = [tag, ...fields.map(checkField)].join('\t') + '\n';
-    return new Promise((resolve, reject) => {
+    const reply = new Promise<string>((resolve, reject) => {
       this.pending.set(tag, { resolve, reject, what });
       this.child.stdin.write(line);
     });
+    return { tag, reply };
   }
 
   async overlay(lower: string[], upper: string, work: string, target: string): Promise<void> {
@@ -127,8 +133,17 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
     await this.send('deleting a subvolume', ['subvol-delete', Buffer.from(dir).toString('hex'), name]);
   }
 
-  async run(file: string, args: string[], opts: { logFile: string; listenSocket?: string }): Promise<number> {
-    return Number(await this.send(file, ['run', opts.logFile, opts.listenSocket ?? '-', file, ...args]));
+  async run(file: string, args: string[], opts: { logFile: string; listenSocket?: string; signal?: AbortSignal }): Promise<number> {
+    const sent = this.sendTagged(file, ['run', opts.logFile, opts.listenSocket ?? '-', file, ...args]);
+    const { signal } = opts;
+    const kill = (): void => void this.send('kill', ['kill', sent.tag]).catch(() => undefined);
+    if (signal?.aborted) kill();
+    else signal?.addEventListener('abort', kill, { once: true });
+    try {
+      return Number(await sent.reply);
+    } finally {
+      signal?.removeEventListener('abort', kill);
+    }
   }
 
   /** The helper's pid: a namespace it holds is /proc/PID/fd/FD to other programs. */

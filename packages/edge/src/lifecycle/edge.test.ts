@@ -140,6 +140,39 @@ test('admission: a node whose sandboxes really use its CPUs refuses creates unti
   e.admit({ cpu: 1, memoryMiB: 1, pids: 1 });
 });
 
+test('a pause answers once frozen; the page-out goes on behind it and a resume stops it first', async () => {
+  const b = new FakeBackend();
+  let aborted = false;
+  let finish: (bytes: number) => void = () => undefined;
+  b.reclaim = (id: string, signal?: AbortSignal) => {
+    b.calls.push(`reclaim ${id}`);
+    return new Promise<number>((resolve) => {
+      finish = resolve;
+      signal?.addEventListener('abort', () => {
+        aborted = true;
+        b.calls.push(`reclaim stopped ${id}`);
+        setImmediate(() => resolve(0));
+      });
+    });
+  };
+  const e = edge(b, [], { capacity: { cpu: 8, memoryMiB: 4096, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 } });
+  await e.create(spec('sb_r'));
+  await e.pause('sb_r');
+  assert.equal(e.isPaused('sb_r'), true, 'paused before the page-out ends');
+  // Until its page-out is done it counts as running; then only what stayed resident.
+  assert.deepEqual(e.usage(), { cpu: 1, memoryMiB: 512, sandboxes: 1, paused: 0 });
+  finish(2 * 2 ** 20);
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(e.usage(), { cpu: 0, memoryMiB: 2, sandboxes: 1, paused: 1 });
+  // Paused again, and resumed while the page-out runs: it is stopped before the thaw.
+  await e.resume('sb_r');
+  await e.pause('sb_r');
+  await e.resume('sb_r');
+  assert.equal(aborted, true);
+  assert.equal(e.isPaused('sb_r'), false);
+  assert.deepEqual(b.calls.slice(-4), ['pause sb_r', 'reclaim sb_r', 'reclaim stopped sb_r', 'resume sb_r']);
+});
+
 test('pause is idempotent and a concurrent resume thaws once', async () => {
   const b = new FakeBackend();
   const e = edge(b);

@@ -79,6 +79,8 @@ interface Live {
   prunedAt: number;
   resuming: Promise<void> | null;
   pausing: Promise<void> | null;
+  /** The page-out that follows a pause, in the background until it ends or a resume stops it. */
+  reclaim: { abort: () => void; done: Promise<void> } | null;
   /** When it was paused, and what stayed resident after reclaim (what admission counts then). */
   pausedAtMs: number | null;
   residentWhilePaused: number;
@@ -136,7 +138,8 @@ export class Edge {
     let memoryMiB = this.allocated.memoryMiB;
     let paused = 0;
     for (const l of this.live.values()) {
-      if (!l.spec.paused || l.pausing) continue;
+      // Until its page-out is done, a paused sandbox counts as a running one.
+      if (!l.spec.paused || l.pausing || l.reclaim) continue;
       paused++;
       cpu -= l.spec.resources.cpu;
       memoryMiB -= l.spec.resources.memoryMiB - Math.ceil(l.residentWhilePaused / 2 ** 20);
@@ -300,6 +303,7 @@ export class Edge {
       this.live.delete(id);
       this.allocated.cpu -= l.spec.resources.cpu;
       this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
+      await this.stopReclaim(l);
     }
     try {
       await this.o.backend.destroy(id);
@@ -315,8 +319,10 @@ export class Edge {
   }
 
   /**
-   * Freezes a sandbox and reclaims its memory: page cache dropped, anonymous memory to swap when
-   * the node has swap. Its processes, sessions, open files and writable layer stay as they are.
+   * Freezes a sandbox and answers; its memory is reclaimed in the background (page cache
+   * dropped, anonymous memory to swap when the node has swap), so a pause takes as long as a
+   * freeze whatever the sandbox holds. Its processes, sessions, open files and writable layer
+   * stay as they are. A resume during the page-out stops it.
    */
   async pause(id: string): Promise<void> {
     const l = this.get(id);
@@ -326,7 +332,7 @@ export class Edge {
       await this.o.backend.pause(id);
       l.spec.paused = true;
       l.pausedAtMs = Date.now();
-      l.residentWhilePaused = await this.o.backend.reclaim(id).catch(() => 0);
+      this.startReclaim(id, l);
       this.o.onStateChanged?.(id, { paused: true, expiresAtMs: l.spec.expiresAtMs });
     })().finally(() => {
       l.pausing = null;
@@ -334,24 +340,58 @@ export class Edge {
     await l.pausing;
   }
 
+  private startReclaim(id: string, l: Live): void {
+    const ac = new AbortController();
+    const done: Promise<void> = this.o.backend
+      .reclaim(id, ac.signal)
+      .then(
+        (bytes) => {
+          if (!ac.signal.aborted) l.residentWhilePaused = bytes;
+        },
+        (e: unknown) => {
+          if (!ac.signal.aborted) this.o.logger?.warn('page-out of a paused sandbox failed', { id, error: String(e) });
+        },
+      )
+      .finally(() => {
+        if (l.reclaim?.done === done) l.reclaim = null;
+      });
+    l.reclaim = { abort: () => ac.abort(), done };
+  }
+
+  /** Stops a page-out under way (a resume or a delete) and waits until it has. */
+  private async stopReclaim(l: Live): Promise<void> {
+    const r = l.reclaim;
+    if (!r) return;
+    r.abort();
+    await r.done;
+  }
+
+  /** Pauses a sandbox and waits for its page-out (what memory pressure needs). */
+  private async pauseReclaimed(id: string): Promise<void> {
+    await this.pause(id);
+    await this.live.get(id)?.reclaim?.done;
+  }
+
   async resume(id: string): Promise<void> {
     const l = this.get(id);
     if (l.pausing) await l.pausing.catch(() => undefined);
     if (!l.spec.paused) return;
-    l.resuming ??= this.o.backend.resume(id).then(
-      () => {
-        l.spec.paused = false;
-        l.resuming = null;
-        // Time paused does not count against the TTL unless the sandbox asked for it.
-        if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += Date.now() - l.pausedAtMs;
-        l.pausedAtMs = null;
-        this.o.onStateChanged?.(id, { paused: false, expiresAtMs: l.spec.expiresAtMs });
-      },
-      (e: unknown) => {
-        l.resuming = null;
-        throw e;
-      },
-    );
+    l.resuming ??= this.stopReclaim(l)
+      .then(() => this.o.backend.resume(id))
+      .then(
+        () => {
+          l.spec.paused = false;
+          l.resuming = null;
+          // Time paused does not count against the TTL unless the sandbox asked for it.
+          if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += Date.now() - l.pausedAtMs;
+          l.pausedAtMs = null;
+          this.o.onStateChanged?.(id, { paused: false, expiresAtMs: l.spec.expiresAtMs });
+        },
+        (e: unknown) => {
+          l.resuming = null;
+          throw e;
+        },
+      );
     await l.resuming;
   }
 
@@ -724,7 +764,7 @@ export class Edge {
       let paused = 0;
       for (const [id] of idle) {
         if (avail >= floor) break;
-        await this.pause(id).catch(() => undefined);
+        await this.pauseReclaimed(id).catch(() => undefined);
         paused++;
         avail = await memAvailableMiB();
       }
@@ -788,6 +828,7 @@ function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
     prunedAt: 0,
     resuming: null,
     pausing: null,
+    reclaim: null,
     pausedAtMs: spec.paused ? Date.now() : null,
     residentWhilePaused: 0,
     cpuSample: null,

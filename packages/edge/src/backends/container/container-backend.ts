@@ -338,10 +338,10 @@ export class ContainerBackend implements Backend {
    * some), its shared pages stay (native/pageout.c says why); its page cache is reclaimed first
    * when the host needs memory (soft limit 0).
    */
-  async reclaim(id: string): Promise<number> {
+  async reclaim(id: string, signal?: AbortSignal): Promise<number> {
     const p = this.cgroupPath(id);
     const pids = await this.o.cgroups.procs('pids', p);
-    if (pids.length) await this.o.spawner.run(this.o.pageoutPath, pids.map(String), { logFile: '/dev/null' });
+    if (pids.length && !signal?.aborted) await this.o.spawner.run(this.o.pageoutPath, pids.map(String), { logFile: '/dev/null', signal });
     await this.o.cgroups.setSoftLimit(p, 0).catch(() => undefined);
     return this.o.cgroups.memoryBytes(p);
   }
