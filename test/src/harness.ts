@@ -38,6 +38,7 @@ export async function startTestWarren(
     memoryFloorMiB?: number;
     fn?: WarrenOptions['fn'];
     disk?: WarrenOptions['disk'];
+    pullRegistries?: string[];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -61,6 +62,7 @@ export async function startTestWarren(
     memoryFloorMiB: opts.memoryFloorMiB ?? 0,
     fn: opts.fn,
     disk: opts.disk,
+    pullRegistries: opts.pullRegistries,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

@@ -94,9 +94,16 @@ async function pushBlob(repo: string, data: Buffer): Promise<void> {
 }
 
 /** Pushes an OCI image (gzipped layers) the way a client would; returns the layer blob digests. */
-async function pushImage(repo: string, tag: string, layers: Buffer[]): Promise<string[]> {
+async function pushImage(repo: string, tag: string, layers: Buffer[], o: { env?: string[]; diffIds?: string[] } = {}): Promise<string[]> {
   const gz = layers.map((l) => gzipSync(l));
-  const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: layers.map(sha) } }));
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: 'amd64',
+      os: 'linux',
+      config: o.env ? { Env: o.env } : undefined,
+      rootfs: { type: 'layers', diff_ids: o.diffIds ?? layers.map(sha) },
+    }),
+  );
   for (const b of [config, ...gz]) await pushBlob(repo, b);
   const manifest = JSON.stringify({
     schemaVersion: 2,
@@ -116,8 +123,9 @@ async function pushImage(repo: string, tag: string, layers: Buffer[]): Promise<s
 async function pull(
   ref: string,
   name?: string,
-): Promise<Array<{ type: string; image?: { name: string; layers: string[] }; error?: { code: string; message: string } }>> {
-  const r = await http(t, 'POST', '/v1/images/pull', { ref, ...(name ? { name } : {}) });
+  as: TestWarren = t,
+): Promise<Array<{ type: string; image?: { name: string; layers: string[]; env: Record<string, string> }; error?: { code: string; message: string } }>> {
+  const r = await http(as, 'POST', '/v1/images/pull', { ref, ...(name ? { name } : {}) });
   assert.equal(r.status, 200, r.text);
   return r.text
     .trim()
@@ -135,17 +143,20 @@ test('pull from a real OCI registry; a layer converted before is never fetched a
     { path: 'tmp/', type: 'dir', mode: 0o1777 },
   ];
   const baseTar = makeTar(base);
-  const [baseBlob, v1Blob] = await pushImage('team/tool', 'v1', [baseTar, makeTar([{ path: 'etc/version', content: 'v1\n' }])]);
+  const [baseBlob, v1Blob] = await pushImage('team/tool', 'v1', [baseTar, makeTar([{ path: 'etc/version', content: 'v1\n' }])], {
+    env: ['PATH=/bin', 'TOOL=v1'],
+  });
   const [, v2Blob] = await pushImage('team/tool', 'v2', [baseTar, makeTar([{ path: 'etc/version', content: 'v2\n' }])]);
 
   const events = await pull(`127.0.0.1:${proxyPort}/team/tool:v1`);
   const done = events.at(-1);
   assert.equal(done?.type, 'done', JSON.stringify(events));
   assert.equal(done?.image?.name, 'team/tool:v1');
+  assert.deepEqual(done?.image?.env, { PATH: '/bin', TOOL: 'v1' }, "the config's Env is kept");
   assert.ok(events.some((e) => e.type === 'progress'));
   const sb = await t.client.sandboxes.create({ image: 'team/tool:v1' });
   try {
-    assert.equal((await sb.exec('cat /etc/version')).stdout, 'v1\n');
+    assert.equal((await sb.exec('cat /etc/version; echo $TOOL')).stdout, 'v1\nv1\n');
   } finally {
     await sb.delete();
   }
@@ -172,6 +183,60 @@ test('an unknown tag, an unknown repository and a registry that is down each fai
   assert.equal(bad.status, 400);
   assert.match(bad.text, /not an image reference/);
   assert.ok(!(await t.client.images()).some((i) => i.name.includes('nope') || i.name.startsWith('no/')));
+});
+
+test("a tenant pulls only from registries the operator allows; a token service elsewhere is not followed, an answer's body not echoed, another tenant's diffID not taken", async () => {
+  // A registry on loopback that sends clients for tokens to another local service, or fails
+  // with a body of its own.
+  const tokenHits: string[] = [];
+  const internal = createServer((req, res) => {
+    tokenHits.push(req.url ?? '');
+    res.end(JSON.stringify({ token: 'internal' }));
+  });
+  await new Promise<void>((r) => internal.listen(0, '127.0.0.1', () => r()));
+  const internalPort = (internal.address() as AddressInfo).port;
+  const evil = createServer((req, res) => {
+    if (req.url?.startsWith('/v2/realm/')) {
+      res.writeHead(401, { 'www-authenticate': `Bearer realm="http://127.0.0.1:${internalPort}/token",service="x"` });
+      res.end();
+    } else {
+      res.writeHead(500);
+      res.end('SECRET-INTERNAL-BODY');
+    }
+  });
+  await new Promise<void>((r) => evil.listen(0, '127.0.0.1', () => r()));
+  const evilHost = `127.0.0.1:${(evil.address() as AddressInfo).port}`;
+  const node = await startTestWarren({ images: [], pullRegistries: [evilHost, `127.0.0.1:${proxyPort}`] });
+  try {
+    const key = await node.client.createKey({ tenant: 'puller', role: 'builder' });
+    const as: TestWarren = { ...node, key };
+    // Not allowed: a 403 before any stream; an admin may pull from anywhere.
+    const denied = await http(as, 'POST', '/v1/images/pull', { ref: `127.0.0.1:${regPort}/team/tool:v1` });
+    assert.equal(denied.status, 403, denied.text);
+    assert.match(denied.text, /--pull-registries/);
+    assert.equal((await pull(`127.0.0.1:${regPort}/team/tool:v1`, 'admin/tool:v1', node)).at(-1)?.type, 'done');
+    const realm = (await pull(`${evilHost}/realm/x:v1`, undefined, as)).at(-1);
+    assert.equal(realm?.error?.code, 'permission_denied', JSON.stringify(realm));
+    assert.deepEqual(tokenHits, [], 'the token service on another host was never asked');
+    const body = (await pull(`${evilHost}/other/x:v1`, undefined, as)).at(-1);
+    assert.equal(body?.error?.code, 'unavailable');
+    assert.match(body?.error?.message ?? '', /answered 500/);
+    assert.doesNotMatch(JSON.stringify(body), /SECRET/);
+
+    // Another tenant's private layer: an image whose config names its diffID over other bytes.
+    const secret = makeTar([{ path: 'answers/secret.txt', content: 'pulled-secret\n' }]);
+    const owner = await node.client.createKey({ tenant: 'owner', role: 'builder' });
+    const up = await http({ ...node, key: owner }, 'POST', '/v1/layers?name=owner/secret', secret, { 'content-type': 'application/x-tar' });
+    assert.equal(up.status, 201, up.text);
+    await pushImage('thief/img', 'v1', [makeTar([{ path: 'decoy', content: 'x' }])], { diffIds: [sha(secret)] });
+    const stolen = (await pull(`127.0.0.1:${proxyPort}/thief/img:v1`, 'puller/img:v1', as)).at(-1);
+    assert.notEqual(stolen?.type, 'done', JSON.stringify(stolen));
+    assert.equal(stolen?.error?.code, 'invalid_argument');
+  } finally {
+    await node.close();
+    evil.close();
+    internal.close();
+  }
 });
 
 test('layers published to a registry are read from it on demand by another node, checked and cached', async () => {

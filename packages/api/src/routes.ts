@@ -271,6 +271,12 @@ export const ROUTES = {
     response: o.CreateKeyResponse,
     status: 201,
   }),
+  deleteKey: r({
+    method: 'DELETE',
+    path: '/v1/keys/{keyId}',
+    summary: 'Revoke an API key (admin): it stops working at once; idempotent',
+    status: 204,
+  }),
   info: r({ method: 'GET', path: '/v1/info', summary: 'What this server offers', response: o.Info, status: 200 }),
   createPool: r({
     method: 'POST',

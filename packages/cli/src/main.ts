@@ -27,6 +27,7 @@ const USAGE = `warren — sandboxes for agents
                                      (sparse; default 80 % of free space), each limited to its diskMiB (default 10 GiB)
             [--fn-pool IMAGE[:LANGUAGE]=N]...   FnCall workers kept warm (python: its zygote started too)
             [--fn-max-workers N] [--fn-queue-limit N]   FnCall workers per image; calls a tenant may have waiting
+            [--pull-registries HOST[:PORT],...]   registries non-admin keys may pull from (default: none)
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
                 [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...
@@ -131,6 +132,7 @@ async function run(argv: string[]): Promise<number> {
           'no-disk-quotas': { type: 'boolean', default: false },
           'fn-max-workers': { type: 'string' },
           'fn-queue-limit': { type: 'string' },
+          'pull-registries': { type: 'string' },
         },
       });
       if (values.runtime !== 'native' && values.runtime !== 'runc') throw new Error('--runtime is native or runc');
@@ -159,6 +161,7 @@ async function run(argv: string[]): Promise<number> {
           memory: values['memory-overcommit'] ? Number(values['memory-overcommit']) : undefined,
         },
         memoryFloorMiB: values['memory-floor-mib'] ? Number(values['memory-floor-mib']) : undefined,
+        pullRegistries: values['pull-registries'] ? values['pull-registries'].split(',').filter(Boolean) : undefined,
         disk: values['no-disk-quotas'] ? false : { sizeGiB: values['sandbox-disk-gib'] ? Number(values['sandbox-disk-gib']) : undefined },
         fn: {
           pools: (values['fn-pool'] ?? []).map(parseFnPool),

@@ -87,6 +87,8 @@ export class RegistryClient {
     /** Plain HTTP whatever the host (loopback hosts always are). */
     private readonly plainHttp = false,
     private readonly credentials?: RegistryCredentials,
+    /** Hosts a token service (a challenge's realm) may be on, besides the registry's own; absent: any. */
+    private readonly allowHost?: (host: string) => boolean,
   ) {}
 
   private base(): string {
@@ -137,8 +139,13 @@ export class RegistryClient {
       throw new WarrenError('not_found', `${this.ref.registry}/${this.ref.repository}: ${path.split('?')[0]?.split('/').pop()} not found in the registry`);
     }
     if (!res.ok) {
-      const text = (await res.text().catch(() => '')).slice(0, 300);
-      throw new WarrenError('unavailable', `the registry answered ${res.status} to ${method} ${path.split('?')[0]}${text ? `: ${text}` : ''}`);
+      // What failed, never what it said: the body of an answer is the registry's (or whatever
+      // answers at that address), not for the caller to read.
+      await res.body?.cancel();
+      throw new WarrenError(
+        'unavailable',
+        `the registry ${this.ref.registry} answered ${res.status} to ${method} ${path.split('?')[0]?.replace(/^https?:\/\/[^/]+/, '')}`,
+      );
     }
     return res;
   }
@@ -184,6 +191,8 @@ export class RegistryClient {
     const params: Record<string, string | undefined> = Object.fromEntries([...challenge.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
     if (!/^Bearer /i.test(challenge) || !params.realm) throw new WarrenError('permission_denied', `the registry ${this.ref.registry} wants credentials`);
     const u = new URL(params.realm);
+    if (!/^https?:$/.test(u.protocol) || (this.allowHost && u.host !== this.ref.registry && !this.allowHost(u.host)))
+      throw new WarrenError('permission_denied', `the registry ${this.ref.registry} sends its clients for tokens to ${u.host}, which this node may not reach`);
     if (params.service) u.searchParams.set('service', params.service);
     u.searchParams.set('scope', params.scope ?? `repository:${this.ref.repository}:pull`);
     const res = await this.fetchFn(u, this.credentials ? { headers: { authorization: basicAuth(this.credentials) } } : {}).catch(() => null);
@@ -249,9 +258,11 @@ export async function pullImage(
     onProgress?: (ev: { phase: 'layer'; layer: number; layers: number; bytes: number }) => void;
     /** Who pulls (undefined: an admin): a layer converted before is skipped only if it may use it (see importArchive). */
     tenant?: string;
+    /** Hosts a registry's token service may be on (absent: any); see RegistryClient. */
+    allowHost?: (host: string) => boolean;
   },
 ): Promise<{ digests: string[]; env: Record<string, string> }> {
-  const client = new RegistryClient(parseImageRef(ref), o.fetch, false, o.credentials);
+  const client = new RegistryClient(parseImageRef(ref), o.fetch, false, o.credentials, o.allowHost);
   let { doc } = await client.manifest(client.ref.reference);
   if (doc.manifests) {
     const pick = doc.manifests.find((d) => d.platform?.os === 'linux' && d.platform.architecture === 'amd64') ?? doc.manifests[0];

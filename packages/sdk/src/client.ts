@@ -122,6 +122,11 @@ export class Warren {
   async createKey(req: CreateKeyRequest): Promise<string> {
     return (await this.t.json<{ key: string }>('POST', '/v1/keys', { json: req })).key;
   }
+
+  /** Revokes an API key by its keyId (admin keys only): it stops working at once. */
+  async revokeKey(keyId: string): Promise<void> {
+    await this.t.empty('DELETE', `/v1/keys/${encodeURIComponent(keyId)}`);
+  }
 }
 
 /**

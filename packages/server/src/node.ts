@@ -101,6 +101,8 @@ export interface WarrenOptions {
   fn?: Omit<FnOptions, 'logger'>;
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
+  /** Registries (`host[:port]`) non-admin keys may pull from (default none: only admins pull). */
+  pullRegistries?: string[];
   logger: Logger;
 }
 
@@ -284,7 +286,13 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const flush = setInterval(() => service?.flushActivity(), 5000);
   flush.unref();
 
-  const images = new ImageService(layers, edge, { idMap: DEFAULT_ID_MAP, ops: mounts, maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30, logger: o.logger });
+  const images = new ImageService(layers, edge, {
+    idMap: DEFAULT_ID_MAP,
+    ops: mounts,
+    maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30,
+    pullRegistries: o.pullRegistries,
+    logger: o.logger,
+  });
   const auth = new Auth(store, adminKey);
   const audit = new AuditLog(store);
   let url = '';

@@ -157,6 +157,28 @@ describe('red team: accounts', () => {
     assert.deepEqual(done.image?.layers, [layer.digest], mine.text);
   });
 
+  test('a revoked key stops working at once, and the revocation is audited; only an admin revokes', async () => {
+    const k = await keyFor('revokeco', 'builder');
+    const other = await keyFor('revokeco', 'user');
+    assert.equal((await http(as(k.key), 'GET', '/v1/sandboxes')).status, 200, 'works (and is cached) before');
+    assert.equal(errorCode(await http(as(other.key), 'DELETE', `/v1/keys/${k.keyId}`)), 'permission_denied');
+    assert.equal((await http(t, 'DELETE', `/v1/keys/${k.keyId}`)).status, 204);
+    assert.equal(errorCode(await http(as(k.key), 'GET', '/v1/sandboxes')), 'unauthenticated');
+    assert.equal((await http(t, 'DELETE', `/v1/keys/${k.keyId}`)).status, 204, 'idempotent');
+    assert.equal((await http(as(other.key), 'GET', '/v1/sandboxes')).status, 200, 'other keys of the tenant keep working');
+    const audit = (await http(t, 'GET', '/v1/audit?limit=20')).json as { entries: AuditEntry[] };
+    assert.ok(audit.entries.some((e) => e.method === 'DELETE' && e.path === `/v1/keys/${k.keyId}` && e.status === 204 && e.keyId === 'admin'));
+  });
+
+  test("/metrics names every tenant's sandboxes: it needs an admin key", async () => {
+    const user = await keyFor('metricsco', 'user');
+    assert.equal((await fetch(`${t.url}/metrics`)).status, 401);
+    assert.equal((await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${user.key}` } })).status, 403);
+    const ok = await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${t.key}` } });
+    assert.equal(ok.status, 200);
+    assert.match(await ok.text(), /warren_sandboxes /);
+  });
+
   test('every mutating call is in the audit log with its key, sandbox and outcome; only admins read it', async () => {
     const runner = await keyFor('audited', 'runner');
     const w = new Warren({ url: t.url, apiKey: runner.key });

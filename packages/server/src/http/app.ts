@@ -1,5 +1,5 @@
 import { imageRoutes } from './routes-images.js';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { ROUTES, WarrenError, buildOpenApi, serializeError } from '@warren/api';
 import type { Duplex } from 'node:stream';
 import { Router } from './router.js';
@@ -14,6 +14,13 @@ import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
 
 export type AppDeps = RouteDeps;
+
+/**
+ * The API's HTTP server settings. No limit on the time a whole request may take (Node's default,
+ * 300 s, cut off imports and uploads that take longer to send: they are bounded by their size);
+ * its headers still must come within a minute.
+ */
+export const SERVER_OPTIONS: ServerOptions = { keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 };
 
 /** Builds the HTTP server of the Warren API (routes from the contract, one error handler). */
 export function createApp(d: AppDeps): Server {
@@ -59,6 +66,8 @@ export function createApp(d: AppDeps): Server {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (url.pathname === '/healthz') return sendJson(res, 200, { ok: true });
     if (url.pathname === '/metrics') {
+      // It names every tenant's sandboxes: an admin's (a scraper sends the key as a bearer token).
+      if (d.auth.authenticate(req.headers.authorization).role !== 'admin') throw new WarrenError('permission_denied', '/metrics needs an admin key');
       const u = d.edge.usage();
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(
@@ -87,7 +96,7 @@ export function createApp(d: AppDeps): Server {
     await m.handler({ req, res, params: m.params, url });
   };
 
-  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  const server = createServer(SERVER_OPTIONS, (req, res) => {
     handle(req, res).catch((err: unknown) => {
       metrics.errors++;
       if (!(err instanceof WarrenError)) d.logger.warn('request failed', { method: req.method, url: req.url, error: String(err), stack: (err as Error).stack });

@@ -49,6 +49,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     builds(c);
     const body = await jsonBody(c.req, api.PullImageRequest);
     parseImageRef(body.ref); // a bad reference is a 400, not a stream
+    d.images.pullHosts(body.ref, imageOwner(c)); // and a registry it may not reach a 403
     await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, imageOwner(c), emit, body.auth));
   });
   on(ROUTES.putImage, async (c) => {

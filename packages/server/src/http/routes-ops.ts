@@ -1,6 +1,6 @@
 import * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
-import { jsonBody, query, sendJson } from './io.js';
+import { jsonBody, query, sendEmpty, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
 
 /** Images, nodes, keys and server info. */
@@ -35,6 +35,11 @@ export function opsRoutes(on: On, d: RouteDeps): void {
     const body = await jsonBody(c.req, api.CreateKeyRequest);
     const role = body.role ?? 'user';
     sendJson(c.res, 201, { ...d.auth.createKey(body.tenant, role, body.quota ?? {}), tenant: body.tenant, role });
+  });
+  on(ROUTES.deleteKey, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can revoke keys');
+    d.auth.revoke(c.params.keyId ?? '');
+    sendEmpty(c.res);
   });
   on(ROUTES.audit, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the audit log');

@@ -40,6 +40,22 @@ export class Auth {
     return caller;
   }
 
+  /**
+   * Revokes a key by its keyId: it is removed from the store and from the cache of presented
+   * keys, so its next call is unauthenticated. The bootstrap admin key cannot be revoked here.
+   */
+  revoke(id: string): void {
+    const m = /^k_([0-9a-f]{16})$/.exec(id);
+    if (!m?.[1])
+      throw new WarrenError(
+        id === 'admin' ? 'invalid_argument' : 'not_found',
+        id === 'admin' ? 'the bootstrap admin key is set at start-up, not revoked' : `no key ${id}`,
+        { keyId: id },
+      );
+    this.store.deleteKeyByPrefix(m[1]);
+    for (const [k, c] of this.cache) if (c.keyId === id) this.cache.delete(k);
+  }
+
   /** Makes a new key for a tenant; the key itself is returned once and never stored. */
   createKey(tenant: string, role: KeyRole, quota: KeyRecord['quota']): { key: string; keyId: string } {
     const key = `wk_${randomBytes(24).toString('base64url')}`;

@@ -23,6 +23,11 @@ export interface ImageServiceOptions {
   ops: FsOps;
   /** Largest archive or layer upload accepted, in bytes. */
   maxUploadBytes: number;
+  /**
+   * Registries (`host[:port]`) a non-admin key may pull from, and their token services may be
+   * on; an admin's pull may reach any. None: only admins pull.
+   */
+  pullRegistries?: string[];
   logger: { warn(msg: string, meta?: unknown): void };
 }
 
@@ -122,6 +127,7 @@ export class ImageService {
     credentials?: RegistryCredentials,
   ): Promise<Image> {
     const parsed = parseImageRef(ref);
+    const allowHost = this.pullHosts(ref, owner);
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
     this.mayName(imageName, owner);
     return this.nameImage(imageName, owner, () =>
@@ -131,8 +137,30 @@ export class ImageService {
         credentials,
         onProgress: (p) => emit({ type: 'progress', ...p }),
         tenant: owner ?? undefined,
+        allowHost,
       }),
     );
+  }
+
+  /**
+   * Whether `owner` (null: an admin, who may pull from anywhere) may pull `ref`: a non-admin only
+   * from the registries the operator allows (permission_denied otherwise). Returns the check for
+   * the hosts its token service may be on (undefined: any).
+   */
+  pullHosts(ref: string, owner: string | null): ((host: string) => boolean) | undefined {
+    if (owner === null) return undefined;
+    const { registry } = parseImageRef(ref);
+    const allowed = new Set((this.o.pullRegistries ?? []).map((h) => h.toLowerCase()));
+    const allowHost = (host: string): boolean => allowed.has(host.toLowerCase());
+    if (!allowHost(registry))
+      throw new WarrenError(
+        'permission_denied',
+        `this node pulls only from the registries its operator allows (warren up --pull-registries); ${registry} is not one`,
+        {
+          registry,
+        },
+      );
+    return allowHost;
   }
 
   /**

@@ -94,6 +94,7 @@ export class SqliteStore implements Store {
       listPools: db.prepare<[], Row>('SELECT doc FROM pools ORDER BY id'),
       deletePool: db.prepare('DELETE FROM pools WHERE id = ?'),
       putKey: db.prepare('INSERT OR REPLACE INTO api_keys (hash, tenant, role, quota, created_at) VALUES (?, ?, ?, ?, ?)'),
+      deleteKey: db.prepare('DELETE FROM api_keys WHERE substr(hash, 1, 16) = ?'),
       getKey: db.prepare<[string], { hash: string; tenant: string; role: string; quota: string; created_at: number }>('SELECT * FROM api_keys WHERE hash = ?'),
       audit: db.prepare('INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
       listAudit: db.prepare<[string | null, string | null, string | null, string | null, number], AuditRow>(
@@ -191,6 +192,10 @@ export class SqliteStore implements Store {
 
   putKey(k: KeyRecord): void {
     this.stmts.putKey.run(k.hash, k.tenant, k.role, JSON.stringify(k.quota), k.createdAt);
+  }
+
+  deleteKeyByPrefix(hashPrefix: string): boolean {
+    return this.stmts.deleteKey.run(hashPrefix).changes > 0;
   }
 
   getKey(hash: string): KeyRecord | undefined {

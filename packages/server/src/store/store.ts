@@ -88,5 +88,7 @@ export interface Store {
   /** The newest first. */
   listAudit(q: { limit: number; tenant?: string; sandbox?: string }): AuditEntry[];
   getKey(hash: string): KeyRecord | undefined;
+  /** Removes the key whose hash begins with `hashPrefix` (16 hex digits, what a keyId names); whether one was. */
+  deleteKeyByPrefix(hashPrefix: string): boolean;
   close(): void;
 }
