@@ -22,6 +22,9 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   await keep.files.write('/root/note', 'before restart');
   await keep.exec('echo ran >> /root/steps', { requestId: 'step-1' });
   await keep.exec('echo mine > /root/owned; chown 7:7 /root/owned');
+  // Root inside owns its writable layer's top: chowning it must not move the range the next
+  // start believes the sandbox holds (it would hand the real one to a new sandbox).
+  assert.equal((await keep.exec('chown 1234:1234 / && stat -c %u /')).stdout, '1234\n');
   const rangeOf = async (sb: { exec(cmd: string): Promise<{ stdout: string }> }): Promise<string> => (await sb.exec('cat /proc/self/uid_map')).stdout.trim();
   const keptRange = await rangeOf(keep);
   await keep.pause();

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseProcStat, processExited, processStartTime } from './proc.js';
+import { parseProcStat, parseUidMapBase, processExited, processStartTime } from './proc.js';
 
 test('stat fields are read after the last parenthesis of the command name', () => {
   const line = '4242 (we ird) (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 0';
@@ -13,4 +13,11 @@ test('a live process is not exited; another start time under its pid is', async 
   assert.equal(await processExited(process.pid, start), false);
   assert.equal(await processExited(process.pid, start + 1), true);
   assert.equal(await processExited(2 ** 22 + 1), true);
+});
+
+test("a user namespace's base is the host id its root maps to", () => {
+  assert.equal(parseUidMapBase('         0 1073807360      65536\n'), 1073807360);
+  assert.equal(parseUidMapBase('0 0 4294967295'), 0);
+  assert.equal(parseUidMapBase('      1000 1073807360      65536\n'), null, 'root is not mapped');
+  assert.equal(parseUidMapBase(''), null);
 });

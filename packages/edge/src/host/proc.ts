@@ -44,3 +44,17 @@ export async function findNamespaceInit(pids: number[]): Promise<number | null> 
   }
   return null;
 }
+
+/**
+ * The host id that root of a process's user namespace maps to (the first line of its uid_map),
+ * or null. The map is the kernel's, written once when the namespace was made: nothing inside
+ * the namespace can change it, unlike the owner of any file the sandbox can write.
+ */
+export function parseUidMapBase(uidMap: string): number | null {
+  const m = /^\s*0\s+(\d+)\s+\d+/.exec(uidMap);
+  return m?.[1] ? Number(m[1]) : null;
+}
+
+export async function userNamespaceBase(pid: number): Promise<number | null> {
+  return parseUidMapBase(await readFile(`/proc/${pid}/uid_map`, 'utf8').catch(() => ''));
+}

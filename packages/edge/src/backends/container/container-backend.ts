@@ -1,5 +1,5 @@
 import { cpus } from 'node:os';
-import { chown, mkdir, readdir, readFile, rm, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { chown, mkdir, readdir, readFile, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
@@ -7,7 +7,7 @@ import type { IdMap, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
 import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
-import { findNamespaceInit, processExited, processStartTime } from '../../host/proc.js';
+import { findNamespaceInit, processExited, processStartTime, userNamespaceBase } from '../../host/proc.js';
 import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
 import { IdRanges } from './id-ranges.js';
@@ -88,12 +88,16 @@ export class ContainerBackend implements Backend {
       await this.o.mounts.umount(join(this.o.dataDir, 'mnt', 'commit', id)).catch(() => undefined);
       await rmdir(join(this.o.dataDir, 'mnt', 'commit', id)).catch(() => undefined);
     }
-    // The ranges sandboxes of an earlier run hold: the owner of each writable layer says.
+    // The ranges sandboxes of an earlier run hold, as the kernel has them: the uid map of each
+    // live init's user namespace (which nothing inside can change; root inside can chown its
+    // writable layer to anything in its range). A dead sandbox's files are removed at recovery,
+    // before this node starts anything new.
     for (const id of await this.list()) {
-      const st = await stat(this.upperDir(id)).catch(() => null);
-      if (!st) continue;
-      this.ranges.claim(st.uid);
-      this.rangeOf.set(id, { hostStart: st.uid, size: this.o.idMap.size });
+      const init = await this.findInit(id);
+      const hostStart = init ? await userNamespaceBase(init.pid) : null;
+      if (hostStart === null) continue;
+      this.ranges.claim(hostStart);
+      this.rangeOf.set(id, { hostStart, size: this.o.idMap.size });
     }
   }
 
