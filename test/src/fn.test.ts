@@ -242,6 +242,43 @@ describe('FnCall', () => {
     }
   });
 
+  test("no code of an image runs with the worker's privilege: a builder's python3 that tries mount, unshare and fsopen gets none of them", async () => {
+    const key = await t.client.createKey({ tenant: 'fnbuilder', role: 'builder' });
+    const b = new Warren({ url: t.url, apiKey: key });
+    // The builder's image: python3 is a script that probes the kernel's mount API wherever it
+    // runs, appending to /tmp/probe-log (a zygote's would land in the worker's own root, which
+    // every later call sees beneath its own), then prints the log.
+    const probe = [
+      '#!/bin/sh',
+      '{',
+      '  echo "run uid=$(id -u) caps=$(grep CapEff /proc/self/status)"',
+      '  mount -t tmpfs none /mnt 2>/dev/null && echo MOUNTED',
+      '  unshare -m true 2>/dev/null && echo UNSHARED',
+      `  /usr/bin/python3.11 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); fd = l.syscall(430, b"tmpfs", 0); print("FSOPENED" if fd >= 0 else "fsopen refused")'`,
+      '} >> /tmp/probe-log 2>&1',
+      'cat /tmp/probe-log',
+      '',
+    ].join('\n');
+    const sb = await b.sandboxes.create({ image: 'debian-python:latest' });
+    try {
+      await sb.exec('rm -f /usr/bin/python3');
+      await sb.files.write('/usr/bin/python3', probe, { mode: 0o755 });
+      await sb.commit('fnbuilder/evil-python:1');
+    } finally {
+      await sb.delete();
+    }
+    const r = await b.fn.run({ language: 'python', image: 'fnbuilder/evil-python:1', code: 'print(1)' });
+    assert.match(r.stdout, /fsopen refused/, JSON.stringify(r));
+    assert.doesNotMatch(r.stdout, /MOUNTED|UNSHARED|FSOPENED/, JSON.stringify(r));
+    // Every run of it was a call's own, after the privilege was dropped: no zygote ran it first.
+    const runs = [...r.stdout.matchAll(/^run uid=\d+ caps=CapEff:\s+([0-9a-f]+)$/gm)].map((m) => BigInt(`0x${m[1] ?? '0'}`));
+    assert.equal(runs.length, 1, JSON.stringify(r));
+    assert.ok(
+      runs.every((caps) => ((caps >> 21n) & 1n) === 0n),
+      `CAP_SYS_ADMIN in ${JSON.stringify(r.stdout)}`,
+    );
+  });
+
   test('a stop that keeps sandboxes still removes its workers (a restart would find them as leftovers)', async () => {
     const dataDir = t.dataDir;
     const ids = (await readdir(join(dataDir, 'sandboxes'))).filter((n) => n.startsWith('sb_'));

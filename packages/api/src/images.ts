@@ -13,6 +13,8 @@ export const Image = z.object({
    * source image's): what every process in its sandboxes starts from, under the create's `env`.
    */
   env: z.record(z.string(), z.string()),
+  /** Made by Warren itself (a default image: busybox, debian-python), not imported, pulled or committed. */
+  builtIn: z.boolean(),
 });
 export type Image = z.infer<typeof Image>;
 export const ListImagesResponse = z.object({ images: z.array(Image) });

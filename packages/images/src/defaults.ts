@@ -114,8 +114,8 @@ async function removeStaleBuilds(cacheDir: string): Promise<void> {
 export async function installDefaultImages(store: LayerStore, prepared: Map<DefaultImageName, PreparedImage>): Promise<void> {
   for (const [name, { file, data, digest, blocks }] of prepared) {
     const existing = store.getImage(name);
-    if (existing && existing.layers.length === 1 && existing.layers[0] === digest && existing.env.PATH) continue;
+    if (existing && existing.layers.length === 1 && existing.layers[0] === digest && existing.builtIn) continue;
     await store.addLayerFile(file, data, { digest, blocks });
-    await store.setImage(name, [digest], null, { PATH: DEFAULT_PATH });
+    await store.setImage(name, [digest], null, { PATH: DEFAULT_PATH }, { builtIn: true });
   }
 }

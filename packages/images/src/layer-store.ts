@@ -59,7 +59,15 @@ export interface BlobSource {
 }
 
 function toImage(name: string, rec: ImageRecord): Image {
-  return { name, layers: rec.layers, sizeBytes: rec.sizeBytes, createdAt: rec.createdAt, tenant: rec.tenant ?? null, env: rec.env ?? {} };
+  return {
+    name,
+    layers: rec.layers,
+    sizeBytes: rec.sizeBytes,
+    createdAt: rec.createdAt,
+    tenant: rec.tenant ?? null,
+    env: rec.env ?? {},
+    builtIn: rec.builtIn ?? false,
+  };
 }
 
 export function digestHex(digest: string): string {
@@ -76,6 +84,8 @@ interface ImageRecord {
   tenant?: string | null;
   /** Its own environment (absent in records from before images carried one: none). */
   env?: Record<string, string>;
+  /** A default image Warren built itself (absent: not). */
+  builtIn?: boolean;
 }
 
 /** A layer made from a tar: its EROFS blob's digest and the tar's own (the OCI diffID). */
@@ -226,10 +236,16 @@ export class LayerStore {
    * Names an image as a stack of layers, bottom first, with its own environment; `tenant` owns
    * it (null: every tenant's).
    */
-  async setImage(name: string, layers: string[], tenant: string | null = null, env: Record<string, string> = {}): Promise<Image> {
+  async setImage(
+    name: string,
+    layers: string[],
+    tenant: string | null = null,
+    env: Record<string, string> = {},
+    o: { builtIn?: boolean } = {},
+  ): Promise<Image> {
     let sizeBytes = 0;
     for (const l of layers) sizeBytes += await this.layerSize(l);
-    const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString(), tenant, env };
+    const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString(), tenant, env, ...(o.builtIn ? { builtIn: true } : {}) };
     this.images.set(name, rec);
     await this.saveIndex();
     return toImage(name, rec);

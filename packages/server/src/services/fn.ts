@@ -47,6 +47,8 @@ interface Group {
   /** Kept at least this many (the configured pool). */
   min: number;
   warmLanguage: FnRunRequest['language'] | null;
+  /** Whether the image that made the group is one Warren built (see callSpec on the zygote). */
+  builtIn: boolean;
   queues: Map<string, Waiting[]>;
   /** Tenants with waiting calls, in the order they are served (round robin). */
   turn: string[];
@@ -131,7 +133,7 @@ export class FnService {
     // Everything is checked before anything waits: a bad call rejects the whole request.
     const prepared = reqs.map((req) => {
       const image = req.image ?? this.o.defaultImage ?? 'debian-python:latest';
-      return { g: this.group(caller, image, req.resources), spec: callSpec(req, visibleImage(this.layers, caller, image).env) };
+      return { g: this.group(caller, image, req.resources), spec: callSpec(req, visibleImage(this.layers, caller, image)) };
     });
     const waiting = this.queued.get(caller.tenant) ?? 0;
     if (waiting + reqs.length > this.queueLimit) {
@@ -216,6 +218,7 @@ export class FnService {
         creating: 0,
         min: 0,
         warmLanguage: null,
+        builtIn: img.builtIn,
         queues: new Map(),
         turn: [],
         lastError: null,
@@ -294,7 +297,9 @@ export class FnService {
       await this.edge.create(this.workerSpec(g, id));
       if (g.warmLanguage === 'python') {
         // The zygote starts with the first Python call: this one, not a caller's.
-        await this.edge.fnCall(id, { ...callSpec({ language: 'python', code: 'pass' }), timeoutMs: 30_000 }).catch(() => undefined);
+        await this.edge
+          .fnCall(id, { ...callSpec({ language: 'python', code: 'pass' }, { env: {}, builtIn: g.builtIn }), timeoutMs: 30_000 })
+          .catch(() => undefined);
       }
       if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
       g.workers.push({ id, busy: false, lastUsedMs: Date.now() });
@@ -380,9 +385,14 @@ export class FnService {
 
 /**
  * A request as the worker runs it: defaults applied, files resolved against cwd, the environment
- * as in a sandbox of the image (the base, the image's own, then the call's).
+ * as in a sandbox of the image (the base, the image's own, then the call's). Python calls fork
+ * from the worker's zygote only for an image Warren built itself (a default one): the zygote
+ * starts the image's python3 and imports its modules while the worker still holds CAP_SYS_ADMIN
+ * (it makes each call's namespaces), so any other image, whose python3 may be anything, has each
+ * call exec'd after the privilege is dropped instead (`image` absent: so).
  */
-export function callSpec(req: FnRunRequest, imageEnv: Record<string, string> = {}): FnCallSpec {
+export function callSpec(req: FnRunRequest, image: { env: Record<string, string>; builtIn: boolean } = { env: {}, builtIn: false }): FnCallSpec {
+  const imageEnv = image.env;
   const cwd = req.cwd ?? '/tmp';
   const files = (req.files ?? []).map((f) => {
     const path = posix.normalize(isAbsolute(f.path) ? f.path : posix.join(cwd, f.path));
@@ -400,6 +410,6 @@ export function callSpec(req: FnRunRequest, imageEnv: Record<string, string> = {
     files,
     maxOutputBytes: req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
     // The zygote's interpreter started in a fixed environment: one that must read PYTHON* starts afresh.
-    zygote: ![...Object.keys(imageEnv), ...Object.keys(req.env ?? {})].some((k) => k.startsWith('PYTHON') && !IMAGE_BUILD_VARS.test(k)),
+    zygote: image.builtIn && ![...Object.keys(imageEnv), ...Object.keys(req.env ?? {})].some((k) => k.startsWith('PYTHON') && !IMAGE_BUILD_VARS.test(k)),
   };
 }
