@@ -694,7 +694,9 @@ static void idmap_lowers(const char *spec, int u)
 
 /*
  * The overlay through the new mount API: one fsconfig per lower layer ("lowerdir+"), so the
- * number of layers is not bounded by one page of mount options. Returns -1 with errno ENOSYS or
+ * number of layers is not bounded by one page of mount options. xino: the layers are on other
+ * file systems than the writable one, and without it a directory listing's inode numbers
+ * differ from what stat says of the same files (programs that compare them break). Returns -1 with errno ENOSYS or
  * EINVAL when this kernel lacks it (the caller falls back to mount(2)).
  */
 static int overlay_fsopen(char *lower, const char *upper, const char *work, const char *target)
@@ -708,6 +710,7 @@ static int overlay_fsopen(char *lower, const char *upper, const char *work, cons
 	if (ok)
 		ok = fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) == 0 &&
 		     fsconfig(fs, FSCONFIG_SET_STRING, "workdir", work, 0) == 0 &&
+		     fsconfig(fs, FSCONFIG_SET_STRING, "xino", "on", 0) == 0 &&
 		     fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0;
 	int m = ok ? fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV) : -1;
 	int e = errno;
@@ -736,7 +739,7 @@ static void mount_overlay(const char *spec, const char *target)
 		errno = EINVAL;
 		fail("overlay", spec);
 	}
-	int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", p[0], p[1], p[2]);
+	int n = snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s,xino=on", p[0], p[1], p[2]);
 	if (n < 0 || n >= (int)sizeof opts) {
 		errno = E2BIG;
 		fail("overlay", NULL);

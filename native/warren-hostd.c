@@ -108,7 +108,7 @@ static void do_overlay(const char *tag, char **f)
 		reply_err(tag, ENOMEM, "overlay");
 		return;
 	}
-	int n = snprintf(opts, need, "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
+	int n = snprintf(opts, need, "lowerdir=%s,upperdir=%s,workdir=%s,xino=on", lower, upper, work);
 	if (n < 0 || (long)n >= page) {
 		free(opts);
 		reply_err(tag, E2BIG, "overlay");

@@ -100,6 +100,44 @@ describe('the environment of what Warren starts', () => {
   });
 });
 
+describe('files as on a plain file system', () => {
+  const inodes = [
+    'import os',
+    'bad = []',
+    'for d in ["/", "/etc", "/usr/bin", "/tmp", "/work"]:',
+    '    dev = os.lstat(d).st_dev',
+    '    for e in os.scandir(d):',
+    '        st = os.lstat(e.path)',
+    // A mount point's entry is the directory it covers, on any Linux machine.
+    '        if st.st_dev == dev and e.inode() != st.st_ino: bad.append(e.path)',
+    'print(len(bad), bad[:5])',
+  ].join('\n');
+
+  test('a directory listing reports the inode numbers stat does, in merged directories too', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    try {
+      // Written files make / and /etc merged directories (image and writable layer both).
+      await sb.exec('mkdir -p /work && echo x > /work/new && echo y > /etc/new-conf && mkdir /new-dir');
+      const r = await sb.exec(['python3', '-c', inodes]);
+      assert.equal(r.stdout, '0 []\n', r.stderr);
+    } finally {
+      await sb.delete();
+    }
+  });
+});
+
+describe('ids', () => {
+  test('a sandbox maps uids and gids 0-65535: chown within works, past it fails with EINVAL (as in any user-namespaced container)', async () => {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      const r = await sb.exec('touch /tmp/f && chown 65535:65535 /tmp/f && stat -c %u:%g /tmp/f; chown 65536 /tmp/f 2>&1; echo rc=$?');
+      assert.match(r.stdout, /^65535:65535\n.*Invalid argument\nrc=1\n$/s);
+    } finally {
+      await sb.delete();
+    }
+  });
+});
+
 describe('names', () => {
   test('localhost and the sandbox host name resolve; a server on localhost is reachable', async () => {
     const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
