@@ -199,6 +199,10 @@ describe('FnCall', () => {
     });
     const bad = await http(t, 'POST', '/v1/fn/batch', { calls: [] });
     assert.equal(errorCode(bad), 'invalid_argument');
+    // The results are held until the batch ends: what they may keep together is bounded.
+    const hoard = await http(t, 'POST', '/v1/fn/batch', { calls: Array.from({ length: 5 }, () => py('print(1)', { maxOutputBytes: 64 << 20 })) });
+    assert.equal(hoard.status, 413, hoard.text);
+    assert.equal(errorCode(hoard), 'payload_too_large');
   });
 
   test("calls queue fairly: another tenant's call does not wait behind a batch; a full queue answers resource_exhausted", async () => {

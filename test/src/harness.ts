@@ -39,6 +39,7 @@ export async function startTestWarren(
     fn?: WarrenOptions['fn'];
     disk?: WarrenOptions['disk'];
     pullRegistries?: string[];
+    maxUploadBytes?: number;
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -63,6 +64,7 @@ export async function startTestWarren(
     fn: opts.fn,
     disk: opts.disk,
     pullRegistries: opts.pullRegistries,
+    maxUploadBytes: opts.maxUploadBytes,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

@@ -359,6 +359,30 @@ describe('import', () => {
   });
 });
 
+describe('bounds', () => {
+  test('what an upload or import unpacks to is bounded, not only what was sent: gzip bombs are refused and leave nothing', async () => {
+    const small = await startTestWarren({ images: ['busybox:latest'], maxUploadBytes: 8 << 20 });
+    try {
+      // 64 MiB of zeros: about 64 KiB gzipped, under the limit on the wire.
+      const bomb = gzipSync(makeTar([{ path: 'zeros', content: Buffer.alloc(64 << 20) }]));
+      assert.ok(bomb.length < 1 << 20);
+      const blobsBefore = await readdir(join(small.dataDir, 'layers', 'blobs'));
+      const up = await http(small, 'POST', '/v1/layers?name=bomb/layer', bomb, { 'content-type': 'application/x-tar' });
+      assert.equal(up.status, 413, up.text);
+      assert.equal(errorCode(up), 'payload_too_large');
+      const archive = gzipSync(dockerSave([makeTar([{ path: 'zeros', content: Buffer.alloc(64 << 20) }])]));
+      const r = await http(small, 'POST', '/v1/images/import?name=bomb:1', archive, { 'content-type': 'application/x-tar' });
+      const last = JSON.parse(r.text.trim().split('\n').at(-1) ?? '{}') as { error?: { code: string } };
+      assert.equal(last.error?.code, 'payload_too_large', r.text);
+      assert.deepEqual(await readdir(join(small.dataDir, 'layers', 'blobs')), blobsBefore);
+      assert.deepEqual(await readdir(join(small.dataDir, 'layers', 'tmp')), []);
+      assert.ok(!(await small.client.images()).some((i) => i.name === 'bomb:1'));
+    } finally {
+      await small.close();
+    }
+  });
+});
+
 describe('garbage collection', () => {
   test('deleting an image frees the layers nothing else uses, never one a running sandbox stands on', async () => {
     const layers = [makeTar(await busyboxLayer()), makeTar([{ path: 'gc/only-here', content: 'x' }])];

@@ -92,3 +92,33 @@ test('a crash of the Warren process (SIGKILL) loses no sandbox', async () => {
     await forceCleanup(dataDir);
   }
 });
+
+test('a hung init does not stall the restart: the node serves, the others are taken back, and the hung one is kept, not destroyed', async () => {
+  const first = await startTestWarren();
+  opened.push(first);
+  const hung = await first.client.sandboxes.create({ image: 'busybox:latest' });
+  const fine = await first.client.sandboxes.create({ image: 'busybox:latest' });
+  await hung.files.write('/root/kept', 'still here');
+  await first.close({ keep: true });
+  const init = await initOf(hung.id);
+  assert.ok(init);
+  process.kill(init.pid, 'SIGSTOP');
+  try {
+    const t0 = performance.now();
+    const second = await startTestWarren({ dataDir: first.dataDir });
+    opened.push(second);
+    assert.ok(performance.now() - t0 < 30_000, 'the restart did not wait on the hung init');
+    const c = new Warren({ url: second.url, apiKey: second.key });
+    assert.equal((await (await c.sandboxes.get(fine.id)).exec('echo ok')).stdout, 'ok\n');
+    assert.equal((await c.sandboxes.get(hung.id)).info.state, 'running');
+    process.kill(init.pid, 'SIGCONT');
+    assert.equal(await (await c.sandboxes.get(hung.id)).files.readText('/root/kept'), 'still here');
+    await second.close();
+  } finally {
+    try {
+      process.kill(init.pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  }
+});

@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { assertConfined } from './confinement.js';
@@ -100,6 +101,28 @@ describe('sandbox lifecycle through the API', () => {
     assert.equal(await t.client.sandboxes.batch('resume', { job: 'batch' }), 3);
     assert.equal(await t.client.sandboxes.batch('delete', { job: 'batch' }), 3);
     for (const s of sandboxes) assert.equal((await s.refresh()).state, 'stopped');
+  });
+
+  test("a batch create decodes its files once for all its sandboxes, not once each (the server's memory stays bounded)", async () => {
+    const content = randomBytes(12 << 20);
+    const before = process.memoryUsage().arrayBuffers;
+    let peak = before;
+    const sample = setInterval(() => (peak = Math.max(peak, process.memoryUsage().arrayBuffers)), 2);
+    try {
+      const { sandboxes, errors } = await t.client.sandboxes.createMany(24, {
+        image: 'busybox:latest',
+        resources: { cpu: 0.1, memoryMiB: 64 },
+        labels: { job: 'batch-files' },
+        files: [{ path: '/data/blob', content: content.toString('base64') }],
+      });
+      assert.equal(errors.length, 0, JSON.stringify(errors));
+      assert.equal((await sandboxes[23]!.exec('md5sum /data/blob')).stdout.split(' ')[0], createHash('md5').update(content).digest('hex'));
+    } finally {
+      clearInterval(sample);
+      await t.client.sandboxes.batch('delete', { job: 'batch-files' });
+    }
+    // One decoded copy is 12 MiB; one per sandbox would be 288 MiB.
+    assert.ok(peak - before < 160 * 2 ** 20, `${((peak - before) / 2 ** 20).toFixed(0)} MiB of buffers at the peak`);
   });
 
   test('density: 250 sandboxes at once (past per-uid kernel quotas such as the 200-key limit)', async () => {

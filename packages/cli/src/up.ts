@@ -47,6 +47,8 @@ export async function up(f: UpFlags): Promise<void> {
     pullRegistries: f.pullRegistries,
     // No flag: the hardening benchmark's baseline node, and nothing else, sets this.
     unhardened: process.env.WARREN_UNHARDENED_BENCH === '1',
+    // No flag either: fault-injection tests (test/src/faults.test.ts) crash the process at a step.
+    crashAt: process.env.WARREN_TEST_CRASH_AT || undefined,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

@@ -1,4 +1,4 @@
-export { Edge, parseSessionId } from './lifecycle/edge.js';
+export { Edge, newCommandId, parseSessionId } from './lifecycle/edge.js';
 export type { EdgeCapacity, EdgeOptions, EdgeSandboxSpec } from './lifecycle/edge.js';
 export { Command } from './lifecycle/command.js';
 export type { CommandListener } from './lifecycle/command.js';

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { WarrenError } from '@warren/api';
@@ -144,13 +145,21 @@ export interface ImportProgress {
 export async function importArchive(
   file: string,
   store: LayerStore,
-  o: { idMap: IdMap; ops: FsOps; scratch: string; onProgress?: ImportProgress; tenant?: string },
+  o: { idMap: IdMap; ops: FsOps; scratch: string; onProgress?: ImportProgress; tenant?: string; maxBytes?: number },
 ): Promise<{ digests: string[]; env: Record<string, string> }> {
   let tarFile = file;
   if (await isGzip(file)) {
     tarFile = `${o.scratch}/archive.tar`;
-    await pipeline(createReadStream(file), createGunzip(), createWriteStream(tarFile)).catch((e: unknown) => {
-      throw bad(`the archive is not valid gzip: ${(e as Error).message}`);
+    const max = o.maxBytes ?? Infinity;
+    let n = 0;
+    const cap = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        n += chunk.length;
+        cb(n > max ? new WarrenError('payload_too_large', `the archive unpacks to more than ${max} bytes`, { maxBytes: max }) : null, chunk);
+      },
+    });
+    await pipeline(createReadStream(file), createGunzip(), cap, createWriteStream(tarFile)).catch((e: unknown) => {
+      throw e instanceof WarrenError ? e : bad(`the archive is not valid gzip: ${(e as Error).message}`);
     });
   }
   const entries = new Map<string, { offset: number; size: number }>();
@@ -182,7 +191,12 @@ export async function importArchive(
         digests.push(known);
       } else {
         const range = hashedRange(tarFile, at.offset, at.size);
-        const info = await store.addLayerTar(gunzipIfCompressed(range.stream, `layer ${i + 1}`), { idMap: o.idMap, ops: o.ops, expectDiffId: ref.diffId });
+        const info = await store.addLayerTar(gunzipIfCompressed(range.stream, `layer ${i + 1}`), {
+          idMap: o.idMap,
+          ops: o.ops,
+          expectDiffId: ref.diffId,
+          maxBytes: o.maxBytes,
+        });
         digests.push(info.digest);
         const got = range.digest();
         if (ref.blobDigest && got !== ref.blobDigest) throw bad(`layer ${i + 1} does not match its digest: expected ${ref.blobDigest}, got ${got}`);

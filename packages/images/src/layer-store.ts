@@ -274,12 +274,15 @@ export class LayerStore {
    * do not read it at all). Nothing half-made is ever visible under a digest, and a
    * failure leaves nothing behind. The result is pinned until `unpin` (or a name) holds it.
    */
-  async addLayerTar(source: AsyncIterable<Buffer>, o: { idMap: IdMap; ops: FsOps; expectDiffId?: string; signal?: AbortSignal }): Promise<LayerInfo> {
+  async addLayerTar(
+    source: AsyncIterable<Buffer>,
+    o: { idMap: IdMap; ops: FsOps; expectDiffId?: string; signal?: AbortSignal; maxBytes?: number },
+  ): Promise<LayerInfo> {
     const work = await mkdtemp(join(this.root, 'tmp', 'layer-'));
     try {
       const dir = join(work, 'root');
       await mkdir(dir, { mode: 0o755 });
-      const unpacked = await unpackLayer(source, dir, { idMap: o.idMap, ops: o.ops });
+      const unpacked = await unpackLayer(source, dir, { idMap: o.idMap, ops: o.ops, maxBytes: o.maxBytes });
       if (o.expectDiffId && unpacked.diffId !== o.expectDiffId)
         throw new WarrenError('invalid_argument', `layer content does not match its digest: expected ${o.expectDiffId}, got ${unpacked.diffId}`);
       const already = this.layerIndex.sources[unpacked.diffId];

@@ -260,6 +260,8 @@ export async function pullImage(
     tenant?: string;
     /** Hosts a registry's token service may be on (absent: any); see RegistryClient. */
     allowHost?: (host: string) => boolean;
+    /** The most bytes a layer may unpack to (payload_too_large past it). */
+    maxBytes?: number;
   },
 ): Promise<{ digests: string[]; env: Record<string, string> }> {
   const client = new RegistryClient(parseImageRef(ref), o.fetch, false, o.credentials, o.allowHost);
@@ -284,7 +286,12 @@ export async function pullImage(
         digests.push(known);
       } else {
         const blob = await client.blobStream(l.digest);
-        const info = await store.addLayerTar(gunzipIfCompressed(blob.stream, `layer ${l.digest}`), { idMap: o.idMap, ops: o.ops, expectDiffId: diffId });
+        const info = await store.addLayerTar(gunzipIfCompressed(blob.stream, `layer ${l.digest}`), {
+          idMap: o.idMap,
+          ops: o.ops,
+          expectDiffId: diffId,
+          maxBytes: o.maxBytes,
+        });
         digests.push(info.digest);
         if (blob.digest() !== l.digest) throw new WarrenError('invalid_argument', `layer ${l.digest} does not match its digest (${blob.digest()})`);
       }

@@ -50,7 +50,21 @@ export interface UnpackResult {
  * member must be a directory this layer made (symlinks in the tar stay data, to be resolved
  * inside a sandbox's root).
  */
-export async function unpackLayer(source: AsyncIterable<Buffer>, dir: string, o: { idMap: IdMap; ops: FsOps }): Promise<UnpackResult> {
+/**
+ * Passes a layer's tar through, refusing it past `max` bytes: what is unpacked is bounded, not
+ * only what was sent (a gzip bomb is small on the wire).
+ */
+async function* capped(source: AsyncIterable<Buffer>, max: number): AsyncGenerator<Buffer> {
+  let n = 0;
+  for await (const c of source) {
+    n += c.length;
+    if (n > max) throw new WarrenError('payload_too_large', `the layer unpacks to more than ${max} bytes`, { maxBytes: max });
+    yield c;
+  }
+}
+
+export async function unpackLayer(source: AsyncIterable<Buffer>, dir: string, o: { idMap: IdMap; ops: FsOps; maxBytes?: number }): Promise<UnpackResult> {
+  if (o.maxBytes !== undefined) source = capped(source, o.maxBytes);
   /** What each path in the layer is, as made so far ('' is the root). */
   const kinds = new Map<string, TarEntry['type'] | 'whiteout'>([['', 'dir']]);
   const dirTimes: Array<[string, number]> = [];

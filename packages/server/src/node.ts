@@ -103,6 +103,11 @@ export interface WarrenOptions {
   maxUploadBytes?: number;
   /** Registries (`host[:port]`) non-admin keys may pull from (default none: only admins pull). */
   pullRegistries?: string[];
+  /**
+   * For fault-injection tests only: the process kills itself (SIGKILL) when it reaches this
+   * step (`exec:stored`, `exec:started`, `delete:stored`, `network:stored`).
+   */
+  crashAt?: string;
   logger: Logger;
 }
 
@@ -234,6 +239,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     pageoutPath: join(nativeDir, 'warren-pageout'),
     diskQuotas: disk?.quotas ?? false,
     unhardened: o.unhardened,
+    logger: o.logger,
   });
   await backend.open();
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
@@ -262,8 +268,14 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     logger: o.logger,
     network: network ?? undefined,
   });
+  const crashAt = o.crashAt;
   service = new SandboxService(store, edge, layers, {
     nodeId,
+    failpoint: crashAt
+      ? (step) => {
+          if (step === crashAt) process.kill(process.pid, 'SIGKILL');
+        }
+      : undefined,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
     defaults: {
       cpu: 1,

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Warren, type AuditEntry } from '@warren/sdk';
+import { Warren, type AuditEntry, type WarrenError } from '@warren/sdk';
 import { errorCode, http, startTestWarren, type TestWarren } from '../harness.js';
 import { makeTar } from '../tar-writer.js';
 
@@ -177,6 +177,35 @@ describe('red team: accounts', () => {
     const ok = await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${t.key}` } });
     assert.equal(ok.status, 200);
     assert.match(await ok.text(), /warren_sandboxes /);
+  });
+
+  test("a warm pool's sandboxes count against its key's quota, and its refills stay within it", async () => {
+    const r = await http(t, 'POST', '/v1/keys', { tenant: 'poolquota', role: 'user', quota: { sandboxes: 3 } });
+    assert.equal(r.status, 201, r.text);
+    const w = new Warren({ url: t.url, apiKey: (r.json as { key: string }).key });
+    const spec = { image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 64 } };
+    const pool = await w.pools.create({ ...spec, size: 2 });
+    try {
+      // A pool of 2 more would hold more than the quota.
+      await assert.rejects(w.pools.create({ ...spec, size: 2 }), (e: WarrenError) => e.code === 'resource_exhausted');
+      for (let i = 0; i < 100 && (await w.pools.list())[0]?.ready !== 2; i++) await new Promise((res) => setTimeout(res, 50));
+      // One sandbox of another size fits (2 in the pool + 1); a second does not.
+      const other = await w.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.2, memoryMiB: 64 } });
+      await assert.rejects(
+        w.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.2, memoryMiB: 64 } }),
+        (e: WarrenError) => e.code === 'resource_exhausted',
+      );
+      // A claim moves a pool sandbox to the caller (no more quota); the refill would pass it.
+      const claimed = await w.sandboxes.create(spec);
+      await new Promise((res) => setTimeout(res, 2500));
+      const after = (await w.pools.list())[0]!;
+      assert.equal(after.ready, 1, JSON.stringify(after));
+      assert.match(after.lastError ?? '', /quota/);
+      await claimed.delete();
+      await other.delete();
+    } finally {
+      await w.pools.delete(pool.id);
+    }
   });
 
   test('every mutating call is in the audit log with its key, sandbox and outcome; only admins read it', async () => {

@@ -95,7 +95,24 @@ export class InitCall {
   }
 
   close(): void {
+    if (this.timer) clearTimeout(this.timer);
     this.socket.destroy();
+  }
+
+  private timer: NodeJS.Timeout | null = null;
+
+  /**
+   * Fails the call with deadline_exceeded unless it ends within `ms`: an init that stopped
+   * answering (frozen, stuck, hostile) must not hold its caller forever.
+   */
+  deadline(ms: number, what: string): this {
+    this.timer = setTimeout(() => {
+      this.error ??= new WarrenError('deadline_exceeded', `the sandbox init did not answer ${what} within ${ms} ms`);
+      this.socket.destroy();
+      this.finish();
+    }, ms);
+    this.timer.unref();
+    return this;
   }
 
   private deliver(f: Frame): void {
@@ -112,6 +129,7 @@ export class InitCall {
   }
 
   private finish(): void {
+    if (this.timer) clearTimeout(this.timer);
     this.ended = true;
     const w = this.waiter;
     this.waiter = null;
@@ -140,8 +158,17 @@ export function failure(f: Frame, details: Record<string, unknown> = {}): Warren
   return errnoError(Number(fields.get('n')?.[0] ?? 0), fields.get('m')?.[0] ?? '', details);
 }
 
-/** A one-shot request: open, send, wait for `x`. */
-export async function simpleCall(socketPath: string, type: string, fields: Fields, details: Record<string, unknown> = {}): Promise<Map<string, string[]>> {
+/** How long a one-shot request may take by default (stat, mkdir, move, ending a session). */
+export const SIMPLE_CALL_TIMEOUT_MS = 60_000;
+
+/** A one-shot request: open, send, wait for `x` (deadline_exceeded after `timeoutMs`). */
+export async function simpleCall(
+  socketPath: string,
+  type: string,
+  fields: Fields,
+  details: Record<string, unknown> = {},
+  timeoutMs = SIMPLE_CALL_TIMEOUT_MS,
+): Promise<Map<string, string[]>> {
   const call = await InitCall.open(socketPath, type, fields);
-  return finishCall(call, details);
+  return finishCall(call.deadline(timeoutMs, type), details);
 }

@@ -136,7 +136,8 @@ export async function listDir(socket: string, path: string, depth: number): Prom
 export async function removePath(socket: string, path: string, recursive: boolean): Promise<void> {
   const fields: Fields = [['p', path]];
   if (recursive) fields.push(['r', '1']);
-  await simpleCall(socket, REQ.remove, fields, { path });
+  // A recursive delete of a big tree takes a while.
+  await simpleCall(socket, REQ.remove, fields, { path }, 10 * 60_000);
 }
 
 export async function makeDir(socket: string, path: string, user?: string): Promise<void> {
@@ -225,8 +226,8 @@ export async function writeFileFrom(
 }
 
 /** Checks that the init answers; resolves with its protocol version. */
-export async function hello(socket: string): Promise<string> {
-  const call = await InitCall.open(socket, REQ.hello, []);
+export async function hello(socket: string, timeoutMs = 5000): Promise<string> {
+  const call = (await InitCall.open(socket, REQ.hello, [])).deadline(timeoutMs, 'hello');
   try {
     const f = await call.next();
     if (f?.type !== REPLY.hello) throw new WarrenError('unavailable', 'the sandbox init did not answer hello');

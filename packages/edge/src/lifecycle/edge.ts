@@ -489,19 +489,20 @@ export class Edge {
   // ---- commands ----
 
   /**
-   * Starts a command, or returns the one that carried the same requestId: a retried request
-   * never runs twice, concurrent retries included.
+   * Starts a command (named `commandId`, when the caller chose it ahead), or returns the one
+   * that carried the same requestId: a retried request never runs twice, concurrent retries
+   * included.
    */
-  async exec(id: string, req: ExecRequest): Promise<Command> {
+  async exec(id: string, req: ExecRequest, commandId: string = newCommandId()): Promise<Command> {
     const l = await this.touch(id);
     const rid = req.requestId;
-    if (rid === undefined) return this.launch(l, req);
+    if (rid === undefined) return this.launch(l, req, commandId);
     const known = l.requestIds.get(rid);
     const cmd = known ? l.commands.get(known) : undefined;
     if (cmd) return cmd;
     const pending = l.pendingRequests.get(rid);
     if (pending) return pending;
-    const started = this.launch(l, req);
+    const started = this.launch(l, req, commandId);
     l.pendingRequests.set(rid, started);
     try {
       return await started;
@@ -515,12 +516,11 @@ export class Edge {
     return this.live.get(id)?.commands.has(commandId) ?? false;
   }
 
-  private async launch(l: Live, req: ExecRequest): Promise<Command> {
+  private async launch(l: Live, req: ExecRequest, cmdId: string): Promise<Command> {
     this.prune(l);
     const sock = l.sb.initSocket;
     const env = envList(l.spec.env, req.env);
     const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
-    const cmdId = `cmd_${randomBytes(9).toString('base64url')}`;
     let call;
     if (req.session) {
       if (req.stdin !== undefined || req.user !== undefined)
@@ -833,6 +833,11 @@ function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
     residentWhilePaused: 0,
     cpuSample: null,
   };
+}
+
+/** A new command id (`cmd_` and 12 random base64url characters). */
+export function newCommandId(): string {
+  return `cmd_${randomBytes(9).toString('base64url')}`;
 }
 
 /** The init's own session number inside an API session id (`ss_<n>_<random>`). */

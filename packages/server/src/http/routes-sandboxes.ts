@@ -2,6 +2,7 @@ import * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
 import { jsonBody, query, sendEmpty, sendJson } from './io.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
+import { decodeFiles } from '../services/sandboxes.js';
 
 /** Create, read, list, delete, timeout, pause/resume and batch routes. */
 export function sandboxRoutes(on: On, d: RouteDeps): void {
@@ -14,7 +15,10 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.batchCreate, async (c) => {
     const body = await jsonBody(c.req, api.BatchCreateRequest);
-    const results = await Promise.allSettled(Array.from({ length: body.count }, () => svc.create(c.caller, { ...body.template, requestId: undefined })));
+    // One decoded copy of the files for every create of the batch, not one each.
+    const files = decodeFiles(body.template);
+    const template = { ...body.template, files: undefined, requestId: undefined };
+    const results = await Promise.allSettled(Array.from({ length: body.count }, () => svc.create(c.caller, template, files)));
     const sandboxes: api.Sandbox[] = [];
     const errors: Array<{ code: string; message: string }> = [];
     for (const r of results) {

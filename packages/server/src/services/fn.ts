@@ -58,6 +58,8 @@ interface Group {
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_OUTPUT = 1024 * 1024;
+/** The output a batch's results may hold together while the batch runs. */
+const MAX_BATCH_OUTPUT = 256 * 1024 * 1024;
 const BASE_ENV = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8' };
 /** PYTHON* variables images set for their own builds, which the interpreter does not read. */
 const IMAGE_BUILD_VARS = /^PYTHON_(VERSION|SHA256|GET_PIP_URL|GET_PIP_SHA256|PIP_VERSION|SETUPTOOLS_VERSION)$/;
@@ -118,8 +120,19 @@ export class FnService {
     return this.enqueue(caller, [req])[0]!;
   }
 
-  /** Runs calls, all or none admitted; each settles on its own (an error for one is its result). */
+  /**
+   * Runs calls, all or none admitted; each settles on its own (an error for one is its result).
+   * Their results are held until the last one ends: the output they may keep together is
+   * bounded (MAX_BATCH_OUTPUT), or the batch is refused with payload_too_large.
+   */
   async batch(caller: Caller, reqs: FnRunRequest[]): Promise<Array<FnRunResult | { error: { code: string; message: string } }>> {
+    const outputBytes = reqs.reduce((n, r) => n + (r.maxOutputBytes ?? DEFAULT_MAX_OUTPUT), 0);
+    if (outputBytes > MAX_BATCH_OUTPUT)
+      throw new WarrenError(
+        'payload_too_large',
+        `a batch's calls may keep ${MAX_BATCH_OUTPUT} bytes of output together (maxOutputBytes, default ${DEFAULT_MAX_OUTPUT} each); these ask for ${outputBytes}`,
+        { maxBatchOutputBytes: MAX_BATCH_OUTPUT, requested: outputBytes },
+      );
     const settled = await Promise.allSettled(this.enqueue(caller, reqs));
     return settled.map((s) => {
       if (s.status === 'fulfilled') return s.value;

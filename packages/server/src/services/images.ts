@@ -21,7 +21,7 @@ import {
 export interface ImageServiceOptions {
   idMap: IdMap;
   ops: FsOps;
-  /** Largest archive or layer upload accepted, in bytes. */
+  /** Largest archive or layer upload accepted, in bytes: as sent, and as unpacked. */
   maxUploadBytes: number;
   /**
    * Registries (`host[:port]`) a non-admin key may pull from, and their token services may be
@@ -74,7 +74,7 @@ export class ImageService {
     const limited = body.pipe(limit(this.o.maxUploadBytes));
     body.on('error', (e: Error) => limited.destroy(e));
     const source = gunzipIfCompressed(limited, 'the layer');
-    const info = await this.store.addLayerTar(source, { idMap: this.o.idMap, ops: this.o.ops });
+    const info = await this.store.addLayerTar(source, { idMap: this.o.idMap, ops: this.o.ops, maxBytes: this.o.maxUploadBytes });
     try {
       // Again: another tenant may have taken the name while this one was sent.
       this.mayNameLayer(name, owner);
@@ -111,6 +111,7 @@ export class ImageService {
           scratch,
           onProgress: (p) => emit({ type: 'progress', ...p }),
           tenant: owner ?? undefined,
+          maxBytes: this.o.maxUploadBytes,
         }),
       );
     } finally {
@@ -138,6 +139,7 @@ export class ImageService {
         onProgress: (p) => emit({ type: 'progress', ...p }),
         tenant: owner ?? undefined,
         allowHost,
+        maxBytes: this.o.maxUploadBytes,
       }),
     );
   }

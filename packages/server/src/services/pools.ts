@@ -73,7 +73,10 @@ export class PoolService {
       network: { egress: network.egress ?? 'deny', allow: network.allow ?? [], deny: network.deny ?? [] },
       size: req.size,
       createdAt: Date.now(),
+      quota: caller.quota,
     };
+    // Its sandboxes are the tenant's: all of them must fit in the key's quota.
+    this.sandboxes.checkQuota(caller.tenant, caller.quota, resources, req.size);
     this.edge.admit(resources);
     this.store.putPool(rec);
     const st = this.state(rec);
@@ -92,6 +95,21 @@ export class PoolService {
     this.pools.delete(id);
     this.store.deletePool(id);
     for (const sid of p.ready.splice(0)) await this.edge.destroy(sid).catch(() => undefined);
+  }
+
+  /**
+   * What a tenant's pools keep (their sizes, however full they are now): it counts against its
+   * quota, as sandboxes of its own do.
+   */
+  held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } {
+    const u = { sandboxes: 0, cpu: 0, memoryMiB: 0 };
+    for (const p of this.pools.values()) {
+      if (p.rec.tenant !== tenant) continue;
+      u.sandboxes += p.rec.size;
+      u.cpu += p.rec.size * p.rec.resources.cpu;
+      u.memoryMiB += p.rec.size * p.rec.resources.memoryMiB;
+    }
+    return u;
   }
 
   /** A ready sandbox of the pool with this key, taken out of it; null when none is ready. */
@@ -120,6 +138,15 @@ export class PoolService {
         p.ready = p.ready.filter((id) => this.edge.has(id));
         while (this.pools.has(p.rec.id) && p.ready.length + p.creating < p.rec.size && Date.now() >= p.retryAt && !this.claiming(p)) {
           const id = newSandboxId();
+          try {
+            // A refill after claims stays within the quota of the key that made the pool (whose
+            // size counts already): the claimed sandboxes are the tenant's now.
+            this.sandboxes.checkQuota(p.rec.tenant, p.rec.quota ?? {}, p.rec.resources, 0);
+          } catch (e) {
+            p.lastError = e instanceof Error ? e.message : String(e);
+            p.retryAt = Date.now() + 2000;
+            break;
+          }
           p.creating++;
           try {
             await this.edge.create(this.spec(p.rec, id));

@@ -1,6 +1,6 @@
 import type { CreateSandboxRequest, ExecRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError, sandboxEnv } from '@warren/api';
-import { compilePolicy, widestAllowPrefix, type Command, type Edge, type EdgeSandboxSpec } from '@warren/edge';
+import { compilePolicy, newCommandId, widestAllowPrefix, type Command, type Edge, type EdgeSandboxSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
@@ -11,6 +11,8 @@ export interface SandboxServiceOptions {
   /** diskMiB: a sandbox's writable layer when it asks for no limit; null on a node without disk quotas. */
   defaults: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+  /** Named steps where a fault-injection test crashes the process (see WarrenOptions.crashAt). */
+  failpoint?: (step: string) => void;
 }
 
 export interface Caller {
@@ -52,6 +54,18 @@ export function poolKey(tenant: string, layers: string[], resources: SandboxReco
   return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, n]);
 }
 
+/** A file given at create, decoded. */
+export interface DecodedFile {
+  path: string;
+  content: Buffer;
+  mode?: number;
+}
+
+/** The files of a create request, decoded from base64 (once per request: a batch shares them). */
+export function decodeFiles(req: Pick<CreateSandboxRequest, 'files'>): DecodedFile[] {
+  return (req.files ?? []).map((f) => ({ path: f.path, content: Buffer.from(f.content, 'base64'), mode: f.mode }));
+}
+
 const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connectionsDenied: 0, allowed: {}, denied: {} };
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -59,7 +73,7 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 /** The control plane's view of sandboxes: records in the store, lifecycle on the node's edge. */
 export class SandboxService {
   /** Warm pools, when the node keeps them (set once at start). */
-  pools: { claim(key: string): string | null } | null = null;
+  pools: { claim(key: string): string | null; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
 
   constructor(
     private readonly store: Store,
@@ -68,8 +82,11 @@ export class SandboxService {
     private readonly o: SandboxServiceOptions,
   ) {}
 
-  /** Creates a sandbox, or returns the one an earlier create with the same requestId made. */
-  async create(caller: Caller, req: CreateSandboxRequest): Promise<SandboxRecord> {
+  /**
+   * Creates a sandbox, or returns the one an earlier create with the same requestId made.
+   * `files`: the request's files already decoded (a batch decodes them once for all its creates).
+   */
+  async create(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[] = decodeFiles(req)): Promise<SandboxRecord> {
     if (req.requestId) {
       const prev = this.store.findByRequestId(caller.tenant, req.requestId);
       if (prev) return prev;
@@ -78,10 +95,13 @@ export class SandboxService {
     if (backend !== 'container')
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on this node yet; use "container"`, { backend });
     const { network, layers, resources, imageEnv } = this.resolve(caller, req);
-    this.checkQuota(caller, resources);
-    // A warm pool of the same spec hands over one of its sandboxes: no admission, no start.
+    // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
+    // no more of the quota (the pool's sandboxes count already).
     const pooled = this.pools?.claim(poolKey(caller.tenant, layers, resources, network)) ?? null;
-    if (!pooled) this.edge.admit(resources);
+    if (!pooled) {
+      this.checkQuota(caller.tenant, caller.quota, resources);
+      this.edge.admit(resources);
+    }
     const now = Date.now();
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
     const rec: SandboxRecord = {
@@ -118,7 +138,6 @@ export class SandboxService {
       throw e;
     }
     try {
-      const files = (req.files ?? []).map((f) => ({ path: f.path, content: Buffer.from(f.content, 'base64'), mode: f.mode }));
       if (pooled) await this.edge.claim(this.edgeSpec(rec), files);
       else await this.edge.create(this.edgeSpec(rec), files);
     } catch (e) {
@@ -197,24 +216,39 @@ export class SandboxService {
   }
 
   /** New network rules for a running sandbox: new connections follow them at once. */
+  /**
+   * The new rules are stored before the node applies them (and put back if it cannot): a crash
+   * in between makes the next start apply the new rules, never the older, looser ones.
+   */
   async setNetwork(caller: Caller, id: string, policy: NetworkPolicy): Promise<SandboxRecord> {
     const rec = this.live(caller, id);
     const network = this.checkNetwork(caller, policy);
-    await this.edge.setNetwork(id, network);
     this.store.updateSandbox(id, { network });
+    this.o.failpoint?.('network:stored');
+    try {
+      await this.edge.setNetwork(id, network);
+    } catch (e) {
+      this.store.updateSandbox(id, { network: rec.network });
+      throw e;
+    }
     return { ...rec, network };
   }
 
-  private checkQuota(caller: Caller, r: { cpu: number; memoryMiB: number }): void {
-    const q = caller.quota;
+  /**
+   * Whether `count` more sandboxes of size `r` fit in a tenant's quota, counting its sandboxes
+   * and what its warm pools keep; resource_exhausted if not (count 0: whether it is within).
+   */
+  checkQuota(tenant: string, q: KeyRecord['quota'], r: { cpu: number; memoryMiB: number }, count = 1): void {
     if (q.sandboxes === undefined && q.cpu === undefined && q.memoryMiB === undefined) return;
-    const u = this.store.tenantUsage(caller.tenant);
+    const s = this.store.tenantUsage(tenant);
+    const p = this.pools?.held(tenant) ?? { sandboxes: 0, cpu: 0, memoryMiB: 0 };
+    const u = { sandboxes: s.sandboxes + p.sandboxes, cpu: s.cpu + p.cpu, memoryMiB: s.memoryMiB + p.memoryMiB };
     if (
-      (q.sandboxes !== undefined && u.sandboxes + 1 > q.sandboxes) ||
-      (q.cpu !== undefined && u.cpu + r.cpu > q.cpu) ||
-      (q.memoryMiB !== undefined && u.memoryMiB + r.memoryMiB > q.memoryMiB)
+      (q.sandboxes !== undefined && u.sandboxes + count > q.sandboxes) ||
+      (q.cpu !== undefined && u.cpu + count * r.cpu > q.cpu) ||
+      (q.memoryMiB !== undefined && u.memoryMiB + count * r.memoryMiB > q.memoryMiB)
     ) {
-      throw new WarrenError('resource_exhausted', `tenant "${caller.tenant}" is over its quota`, { quota: q, usage: u });
+      throw new WarrenError('resource_exhausted', `tenant "${tenant}" is over its quota`, { quota: q, usage: u, pools: p });
     }
   }
 
@@ -320,13 +354,18 @@ export class SandboxService {
     await this.stop(rec.id, 'stopped');
   }
 
+  /**
+   * Records the end first, then stops the sandbox: a crash in between leaves a record that no
+   * restart takes back (only live states are adopted; what is left of it is removed then).
+   */
   private async stop(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'] = null): Promise<void> {
-    if (this.edge.has(id)) await this.edge.destroy(id);
-    this.store.deleteExecRequests(id);
     const rec = this.store.getSandbox(id);
     if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) {
       this.store.updateSandbox(id, { state, error, lastActivityAt: this.edge.lastActivity(id) ?? rec.lastActivityAt });
     }
+    this.o.failpoint?.('delete:stored');
+    if (this.edge.has(id)) await this.edge.destroy(id);
+    this.store.deleteExecRequests(id);
   }
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
@@ -342,23 +381,46 @@ export class SandboxService {
     this.stop(id, 'stopped').catch((e: unknown) => this.o.logger.warn('expire failed', { id, error: String(e) }));
   }
 
+  /** Commands being started for a requestId (sandbox id, NUL, requestId): a concurrent retry waits for the same one. */
+  private readonly starting = new Map<string, Promise<Command>>();
+
   /**
    * Starts a command, or finds the one an earlier request with the same requestId started. The
-   * requestId is kept in the store, so a retry after a Warren restart (when the command's output
-   * is gone) fails with conflict instead of running the command a second time.
+   * requestId and the command's id are stored before the command starts (intent first): a
+   * retry after a crash or a Warren restart, when the command's output is gone, fails with
+   * conflict instead of running the command a second time. A command that could not be
+   * started at all gives its requestId back.
    */
   async exec(caller: Caller, id: string, req: ExecRequest): Promise<Command> {
     const sid = this.live(caller, id).id;
     const rid = req.requestId;
-    if (rid !== undefined) {
-      const prev = this.store.execRequest(sid, rid);
-      if (prev !== undefined && !this.edge.hasCommand(sid, prev)) {
-        throw new WarrenError('conflict', `requestId "${rid}" already ran as ${prev}, whose output is no longer kept`, { requestId: rid, commandId: prev });
-      }
+    if (rid === undefined) return this.edge.exec(sid, req);
+    const key = `${sid}\0${rid}`;
+    const inFlight = this.starting.get(key);
+    if (inFlight) return inFlight;
+    const commandId = newCommandId();
+    if (!this.store.putExecRequest(sid, rid, commandId)) {
+      const prev = this.store.execRequest(sid, rid) ?? '';
+      if (this.edge.hasCommand(sid, prev)) return this.edge.exec(sid, req);
+      throw new WarrenError('conflict', `requestId "${rid}" already ran as ${prev}, whose output is no longer kept`, { requestId: rid, commandId: prev });
     }
-    const cmd = await this.edge.exec(sid, req);
-    if (rid !== undefined) this.store.putExecRequest(sid, rid, cmd.id);
-    return cmd;
+    this.o.failpoint?.('exec:stored');
+    const started = this.edge.exec(sid, req, commandId).then(
+      (cmd) => {
+        this.o.failpoint?.('exec:started');
+        return cmd;
+      },
+      (e: unknown) => {
+        this.store.deleteExecRequest(sid, rid);
+        throw e;
+      },
+    );
+    this.starting.set(key, started);
+    try {
+      return await started;
+    } finally {
+      this.starting.delete(key);
+    }
   }
 
   /** Called by the edge when a sandbox's processes died under it. */
@@ -408,7 +470,10 @@ export class SandboxService {
   async recover(): Promise<{ adopted: number; failed: number }> {
     let adopted = 0;
     let failed = 0;
-    for (const rec of this.store.liveOnNode(this.o.nodeId)) {
+    // Several at a time: one slow sandbox (an init that does not answer) must not hold the rest.
+    const recs = this.store.liveOnNode(this.o.nodeId);
+    let next = 0;
+    const one = async (rec: SandboxRecord): Promise<void> => {
       const ok =
         rec.state !== 'creating' &&
         (await this.edge.adopt(this.edgeSpec(rec)).catch((e: unknown) => {
@@ -423,7 +488,12 @@ export class SandboxService {
         this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while Warren was not running' } });
         failed++;
       }
-    }
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(16, recs.length) }, async () => {
+        while (next < recs.length) await one(recs[next++]!);
+      }),
+    );
     const leftovers = await this.edge.removeLeftovers();
     if (leftovers.length) this.o.logger.warn('removed leftover sandboxes', { ids: leftovers });
     return { adopted, failed };

@@ -90,6 +90,7 @@ export class SqliteStore implements Store {
       execRequest: db.prepare<[string, string], { command_id: string }>('SELECT command_id FROM exec_requests WHERE sandbox_id = ? AND request_id = ?'),
       putExecRequest: db.prepare('INSERT OR IGNORE INTO exec_requests (sandbox_id, request_id, command_id) VALUES (?, ?, ?)'),
       deleteExecRequests: db.prepare('DELETE FROM exec_requests WHERE sandbox_id = ?'),
+      deleteExecRequest: db.prepare('DELETE FROM exec_requests WHERE sandbox_id = ? AND request_id = ?'),
       putPool: db.prepare('INSERT OR REPLACE INTO pools (id, doc) VALUES (?, ?)'),
       listPools: db.prepare<[], Row>('SELECT doc FROM pools ORDER BY id'),
       deletePool: db.prepare('DELETE FROM pools WHERE id = ?'),
@@ -170,8 +171,12 @@ export class SqliteStore implements Store {
     return this.stmts.execRequest.get(sandboxId, requestId)?.command_id;
   }
 
-  putExecRequest(sandboxId: string, requestId: string, commandId: string): void {
-    this.stmts.putExecRequest.run(sandboxId, requestId, commandId);
+  putExecRequest(sandboxId: string, requestId: string, commandId: string): boolean {
+    return this.stmts.putExecRequest.run(sandboxId, requestId, commandId).changes > 0;
+  }
+
+  deleteExecRequest(sandboxId: string, requestId: string): void {
+    this.stmts.deleteExecRequest.run(sandboxId, requestId);
   }
 
   deleteExecRequests(sandboxId: string): void {

@@ -51,6 +51,8 @@ export interface PoolRecord {
   network: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] };
   size: number;
   createdAt: number;
+  /** The quota of the key that made it: its refills stay within it (absent in older records: none). */
+  quota?: KeyRecord['quota'];
 }
 
 export interface ListFilter {
@@ -75,8 +77,10 @@ export interface Store {
   deleteSandbox(id: string): void;
   /** The command that first carried an exec requestId in a sandbox, if any. */
   execRequest(sandboxId: string, requestId: string): string | undefined;
-  /** Remembers which command a requestId started (first writer wins). */
-  putExecRequest(sandboxId: string, requestId: string, commandId: string): void;
+  /** Remembers which command a requestId starts (first writer wins); whether this call was the first. */
+  putExecRequest(sandboxId: string, requestId: string, commandId: string): boolean;
+  /** Forgets one requestId (its command could not be started). */
+  deleteExecRequest(sandboxId: string, requestId: string): void;
   /** Forgets a sandbox's exec requestIds (when it stops). */
   deleteExecRequests(sandboxId: string): void;
   putPool(p: PoolRecord): void;

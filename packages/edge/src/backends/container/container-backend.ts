@@ -53,6 +53,7 @@ export interface ContainerBackendOptions {
    * filter, no masked paths (see oci-config.ts). Never on a node anyone uses.
    */
   unhardened?: boolean;
+  logger?: { warn(msg: string, meta?: unknown): void };
 }
 
 /** Container sandboxes: EROFS layers + overlay, a user namespace and the rest, warren-init as PID 1. */
@@ -273,17 +274,18 @@ export class ContainerBackend implements Backend {
     }
   }
 
+  /**
+   * A sandbox whose init is alive is taken back, even one whose init does not answer its hello
+   * in time (busy, stopped): its processes and files are there, and its calls answer as the init
+   * does; only a sandbox whose init is gone is not.
+   */
   async adopt(id: string): Promise<BackendSandbox | null> {
     const init = await this.findInit(id);
     if (init === null) return null;
     const sb = this.sandbox(id, init);
-    try {
-      await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
-      await hello(sb.initSocket);
-      return sb;
-    } catch {
-      return null;
-    }
+    await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
+    await hello(sb.initSocket).catch((e: unknown) => this.o.logger?.warn('an adopted sandbox’s init did not answer', { id, error: String(e) }));
+    return sb;
   }
 
   async destroy(id: string): Promise<void> {
