@@ -15,7 +15,7 @@
  * namespaces (mount and the new mount API, pivot_root, unshare, setns, clone with a namespace
  * flag; clone3 answers ENOSYS so libc falls back to clone, whose flags a filter can see), the
  * file ioctls that swap, clone or re-tag extents (landlock cannot stop ioctls on regular files),
- * terminal input injection (TIOCSTI, TIOCLINUX), and AF_ALG sockets.
+ * terminal input injection (TIOCSTI, TIOCLINUX), and AF_ALG and AF_VSOCK sockets.
  */
 #define _GNU_SOURCE
 #include "seccomp.h"
@@ -119,10 +119,12 @@ int warren_seccomp_install(int strict)
 		for (size_t i = 0; i < N(denied_ioctls); i++)
 			DENY_IF(denied_ioctls[i], DENY_ERRNO);
 		LOAD(offsetof(struct seccomp_data, nr));
-		/* socket(AF_ALG, ...) */
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 3));
+		/* socket(AF_ALG, ...): the kernel's crypto API; socket(AF_VSOCK, ...): a channel to the
+		 * hypervisor of the machine Warren runs on (Docker's profile refuses it too). */
+		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 4));
 		LOAD(ARG_LO(0));
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_ALG, 0, 1));
+		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_ALG, 1, 0));
+		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_VSOCK, 0, 1));
 		RET(DENY_ERRNO);
 		LOAD(offsetof(struct seccomp_data, nr));
 	}

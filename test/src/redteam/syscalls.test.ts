@@ -43,6 +43,11 @@ try:
     out["af_alg"] = 0
 except OSError as e:
     out["af_alg"] = e.errno
+try:
+    socket.socket(40, socket.SOCK_STREAM)  # AF_VSOCK
+    out["af_vsock"] = 0
+except OSError as e:
+    out["af_vsock"] = e.errno
 a = os.open("/tmp/a", os.O_RDWR | os.O_CREAT, 0o600); os.write(a, b"x" * 4096)
 b = os.open("/tmp/b", os.O_RDWR | os.O_CREAT, 0o600)
 for name, cmd in (("ficlone", 0x40049409), ("ficlone_high_bits", 0x140049409), ("ficlonerange", 0x4020940D),
@@ -79,6 +84,7 @@ const DENIED = [
   'open_tree',
   'x32_getpid',
   'af_alg',
+  'af_vsock',
   'ficlone',
   'ficlone_high_bits',
   'ficlonerange',
