@@ -12,19 +12,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startWarrenUp, type BenchNode } from './warren-up.js';
-import { creates, execs, newSamples, report, type Samples } from './side-by-side.js';
+import { inTurns, report, rows, ROUND_OPTIONS, type Rounds } from './side-by-side.js';
 
-const { values } = parseArgs({
-  options: {
-    base: { type: 'string', default: 'HEAD' },
-    rounds: { type: 'string', default: '4' },
-    creates: { type: 'string', default: '40' },
-    execs: { type: 'string', default: '400' },
-  },
-});
-const ROUNDS = Number(values.rounds);
-const CREATES = Number(values.creates);
-const EXECS = Number(values.execs);
+const { values } = parseArgs({ options: { base: { type: 'string', default: 'HEAD' }, ...ROUND_OPTIONS } });
+const ROUNDS: Rounds = { rounds: Number(values.rounds), creates: Number(values.creates), execs: Number(values.execs) };
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 const run = (cmd: string, args: string[], cwd: string): void => {
@@ -55,19 +46,8 @@ async function main(): Promise<void> {
   try {
     nodes.push(await startWarrenUp(dirs[0]!, []));
     nodes.push(await startWarrenUp(dirs[1]!, [], { cli: join(base, 'packages/cli/dist/main.js') }));
-    const samples: Samples[] = nodes.map(newSamples);
-    for (const n of nodes) for (const image of ['busybox:latest', 'debian-python:latest']) await (await n.client.sandboxes.create({ image })).delete();
-    for (let r = 0; r < ROUNDS; r++) {
-      await creates(nodes, samples, CREATES);
-      await execs(nodes, samples, EXECS);
-    }
-    report(['this checkout', rev], samples, [
-      [`create busybox (sequential, n=${ROUNDS * CREATES})`, 'create'],
-      [`delete (sequential, n=${ROUNDS * CREATES})`, 'del'],
-      [`exec ['true'] as a fresh command (n=${ROUNDS * EXECS})`, 'exec'],
-      [`exec 'true' on a warm session (n=${ROUNDS * EXECS})`, 'session'],
-      [`1-byte file write + read (n=${ROUNDS * EXECS})`, 'file'],
-    ]);
+    const samples = await inTurns(nodes, ROUNDS);
+    report(['this checkout', rev], samples, rows(ROUNDS));
   } finally {
     for (const n of nodes) await n.stop();
     for (const d of dirs) spawnSync('rm', ['-rf', d]);

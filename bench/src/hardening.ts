@@ -12,18 +12,10 @@ import { chmodSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import { startWarrenUp, type BenchNode } from './warren-up.js';
-import { creates, execs, newSamples, report, type Samples } from './side-by-side.js';
+import { inTurns, report, rows, ROUND_OPTIONS, type Rounds } from './side-by-side.js';
 
-const { values } = parseArgs({
-  options: {
-    rounds: { type: 'string', default: '4' },
-    creates: { type: 'string', default: '40' },
-    execs: { type: 'string', default: '400' },
-  },
-});
-const ROUNDS = Number(values.rounds);
-const CREATES = Number(values.creates);
-const EXECS = Number(values.execs);
+const { values } = parseArgs({ options: ROUND_OPTIONS });
+const ROUNDS: Rounds = { rounds: Number(values.rounds), creates: Number(values.creates), execs: Number(values.execs) };
 
 async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
@@ -38,21 +30,8 @@ async function main(): Promise<void> {
     } finally {
       delete process.env.WARREN_UNHARDENED_BENCH;
     }
-    const samples: Samples[] = nodes.map(newSamples);
-    // Warm both: layer mounts, the first sandbox's page cache.
-    for (const n of nodes) for (const image of ['busybox:latest', 'debian-python:latest']) await (await n.client.sandboxes.create({ image })).delete();
-    for (let r = 0; r < ROUNDS; r++) {
-      await creates(nodes, samples, CREATES);
-      await execs(nodes, samples, EXECS);
-    }
-
-    const rows: Array<[string, keyof Samples]> = [
-      [`create busybox (sequential, n=${ROUNDS * CREATES})`, 'create'],
-      [`delete (sequential, n=${ROUNDS * CREATES})`, 'del'],
-      [`exec ['true'] as a fresh command (n=${ROUNDS * EXECS})`, 'exec'],
-      [`exec 'true' on a warm session (n=${ROUNDS * EXECS})`, 'session'],
-    ];
-    report(['hardened', 'baseline'], samples, rows);
+    const samples = await inTurns(nodes, ROUNDS);
+    report(['hardened', 'baseline'], samples, rows(ROUNDS));
   } finally {
     for (const n of nodes) await n.stop();
     for (const d of dirs) spawnSync('rm', ['-rf', d]);

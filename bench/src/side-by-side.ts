@@ -15,6 +15,41 @@ export interface Samples {
 
 export const newSamples = (): Samples => ({ create: [], del: [], exec: [], session: [], file: [] });
 
+/** The command-line options of a side-by-side benchmark: rounds of creates and of exec batches. */
+export const ROUND_OPTIONS = {
+  rounds: { type: 'string', default: '4' },
+  creates: { type: 'string', default: '40' },
+  execs: { type: 'string', default: '400' },
+} as const;
+
+export interface Rounds {
+  rounds: number;
+  creates: number;
+  execs: number;
+}
+
+/** Warms every node (layer mounts, page cache), then runs the rounds in turns; samples per node. */
+export async function inTurns(nodes: BenchNode[], r: Rounds): Promise<Samples[]> {
+  const samples = nodes.map(newSamples);
+  for (const n of nodes) for (const image of ['busybox:latest', 'debian-python:latest']) await (await n.client.sandboxes.create({ image })).delete();
+  for (let i = 0; i < r.rounds; i++) {
+    await creates(nodes, samples, r.creates);
+    await execs(nodes, samples, r.execs);
+  }
+  return samples;
+}
+
+/** The rows a side-by-side benchmark prints. */
+export function rows(r: Rounds): Array<[string, keyof Samples]> {
+  return [
+    [`create busybox (sequential, n=${r.rounds * r.creates})`, 'create'],
+    [`delete (sequential, n=${r.rounds * r.creates})`, 'del'],
+    [`exec ['true'] as a fresh command (n=${r.rounds * r.execs})`, 'exec'],
+    [`exec 'true' on a warm session (n=${r.rounds * r.execs})`, 'session'],
+    [`1-byte file write + read (n=${r.rounds * r.execs})`, 'file'],
+  ];
+}
+
 /** The node order for turn i: forwards, then backwards, so neither always goes first. */
 const order = (n: number, i: number): number[] => {
   const ks = Array.from({ length: n }, (_, k) => k);
