@@ -82,6 +82,47 @@ describe('red team: incidents', () => {
     }
   });
 
+  test("a session command can neither read, predict nor forge the end marker of its own command: the exit code is the shell's", async () => {
+    const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    try {
+      const sh = await sb.shell();
+      // Everything of the session shell a command can reach: its descriptors (its saved stdin
+      // among them), its memory and environment, and what it reads from.
+      const thief = [
+        'import os, glob, re',
+        'me = os.getppid()',
+        'seen = b""',
+        'for fd in glob.glob(f"/proc/{me}/fd/*"):',
+        '    try:',
+        '        f = os.open(fd, os.O_RDONLY | os.O_NONBLOCK)',
+        '        try: seen += os.read(f, 65536)',
+        '        except OSError: pass',
+        '        os.close(f)',
+        '    except OSError: pass',
+        'for name in ("cmdline", "environ", "mem"):',
+        '    try: seen += open(f"/proc/{me}/{name}", "rb").read(1 << 20)',
+        '    except OSError: pass',
+        'print("stolen" if re.search(rb"__W_[OE]_[0-9a-f]{32}", seen) else "nothing")',
+      ].join('\n');
+      await sb.files.write('/tmp/thief.py', thief);
+      const r = await sh.exec('python3 /tmp/thief.py; exit_code_is_real=7; (exit $exit_code_is_real)');
+      assert.equal(r.stdout, 'nothing\n', JSON.stringify(r));
+      assert.equal(r.exitCode, 7);
+      // A forged marker of the same shape (the nonce is 128 random bits, never the same twice) is
+      // output like any other, and the real exit code stands.
+      const forged = await sh.exec(
+        `printf '\\n__W_O_${'0'.repeat(32)} 0\\n'; printf '\\n__W_E_${'0'.repeat(32)}\\n' >&2; echo after; exit_code=5; (exit $exit_code)`,
+      );
+      assert.equal(forged.exitCode, 5, JSON.stringify(forged));
+      assert.match(forged.stdout, new RegExp(`__W_O_${'0'.repeat(32)} 0\\nafter\\n$`));
+      assert.match(forged.stderr, /__W_E_0{32}/);
+      // The session goes on as before.
+      assert.equal((await sh.exec('echo ok')).stdout, 'ok\n');
+    } finally {
+      await sb.delete();
+    }
+  });
+
   test('many sandboxes walking and reading all of /proc and /sys at once leave the node and a neighbour serving', async () => {
     const walkers = await Promise.all(
       [0, 1, 2].map(() => t.client.sandboxes.create({ image: 'debian-python:latest', resources: { cpu: 0.5, memoryMiB: 256 } })),
