@@ -3,7 +3,7 @@
 // this checkout when its lockfile is the same, else installed); both run `warren up`, and every
 // create and batch of execs and file calls alternates between them. Prints numbers; asserts
 // nothing. Target: a change makes no hot path slower (compare the p50 ratios, not the times).
-// Usage: npm run bench:compare -- --base REF [--rounds 4 --creates 40 --execs 400]
+// Usage: npm run bench:compare -- --base REF [--flags '--no-zram-swap'] [--rounds 4 --creates 40 --execs 400]
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
@@ -14,7 +14,9 @@ import { parseArgs } from 'node:util';
 import { startWarrenUp, type BenchNode } from './warren-up.js';
 import { inTurns, report, rows, ROUND_OPTIONS, type Rounds } from './side-by-side.js';
 
-const { values } = parseArgs({ options: { base: { type: 'string', default: 'HEAD' }, ...ROUND_OPTIONS } });
+const { values } = parseArgs({ options: { base: { type: 'string', default: 'HEAD' }, flags: { type: 'string', default: '' }, ...ROUND_OPTIONS } });
+/** `warren up` flags for this checkout's node only (e.g. to switch a new default off). */
+const FLAGS = values.flags.split(' ').filter(Boolean);
 const ROUNDS: Rounds = { rounds: Number(values.rounds), creates: Number(values.creates), execs: Number(values.execs) };
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -38,13 +40,13 @@ function buildBase(ref: string): string {
 async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
   const rev = execFileSync('git', ['rev-parse', '--short', values.base], { cwd: ROOT }).toString().trim();
-  console.log(`this checkout (with its uncommitted changes) against ${values.base} (${rev})`);
+  console.log(`this checkout (with its uncommitted changes${FLAGS.length ? `, warren up ${FLAGS.join(' ')}` : ''}) against ${values.base} (${rev})`);
   const base = buildBase(values.base);
   const dirs = [await mkdtemp('/tmp/warren-bench-new-'), await mkdtemp('/tmp/warren-bench-old-')];
   for (const d of dirs) chmodSync(d, 0o711);
   const nodes: BenchNode[] = [];
   try {
-    nodes.push(await startWarrenUp(dirs[0]!, []));
+    nodes.push(await startWarrenUp(dirs[0]!, FLAGS));
     nodes.push(await startWarrenUp(dirs[1]!, [], { cli: join(base, 'packages/cli/dist/main.js') }));
     const samples = await inTurns(nodes, ROUNDS);
     report(['this checkout', rev], samples, rows(ROUNDS));

@@ -18,6 +18,8 @@ export interface EpisodeResult {
   test: string[];
   /** How many times the logging step ran in the sandbox (1 when nothing ran twice). */
   runs: number;
+  /** Its sandbox, deleted once the result is saved (absent in older state files). */
+  sandbox?: string;
 }
 
 const { values } = parseArgs({
@@ -79,7 +81,12 @@ async function step(sb: Sandbox, key: string, cmd: string[]): Promise<string> {
 
 async function episode(i: number): Promise<void> {
   const id = `${BATCH}-ep${i}`;
-  if (state.results[id]) return;
+  const finished = state.results[id];
+  if (finished) {
+    // A crash may have come between saving the result and deleting the sandbox (delete is idempotent).
+    if (finished.sandbox) await (await warren.sandboxes.get(finished.sandbox)).delete();
+    return;
+  }
   // The same requestId returns the sandbox the first create made, even after a crash.
   const sb = await warren.sandboxes.create({ image: values.image, requestId: id, labels: { batch: BATCH, episode: String(i) }, workdir: '/workspace' });
   // 1. The "agent" edits a file (idempotent: the same content every time).
@@ -92,7 +99,7 @@ async function episode(i: number): Promise<void> {
   ]);
   // 3. A side effect that shows whether anything ran twice.
   const runs = await step(sb, `${id}-log`, ['sh', '-c', 'echo ran >> /workspace/runs.log; wc -l < /workspace/runs.log']);
-  state.results[id] = { episode: i, test: test.trim().split('\n'), runs: Number(runs.trim()) };
+  state.results[id] = { episode: i, test: test.trim().split('\n'), runs: Number(runs.trim()), sandbox: sb.id };
   delete state.steps[`${id}-test`];
   delete state.steps[`${id}-log`];
   await save();
