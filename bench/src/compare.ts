@@ -3,7 +3,7 @@
 // this checkout when its lockfile is the same, else installed); both run `warren up`, and every
 // create and batch of execs and file calls alternates between them. Prints numbers; asserts
 // nothing. Target: a change makes no hot path slower (compare the p50 ratios, not the times).
-// Usage: npm run bench:compare -- --base REF [--flags '--no-zram-swap'] [--rounds 4 --creates 40 --execs 400]
+// Usage: npm run bench:compare -- --base REF [--flags=--no-zram-swap] [--rounds 4 --creates 40 --execs 400]
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
