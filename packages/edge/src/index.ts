@@ -1,4 +1,5 @@
-export { Edge, newCommandId, parseSessionId } from './lifecycle/edge.js';
+export { Edge } from './lifecycle/edge.js';
+export { newCommandId, parseSessionId } from './lifecycle/live.js';
 export type { EdgeCapacity, EdgeOptions, EdgeSandboxSpec } from './lifecycle/edge.js';
 export { Command } from './lifecycle/command.js';
 export type { CommandListener } from './lifecycle/command.js';

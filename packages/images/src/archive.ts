@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { open } from 'node:fs/promises';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { WarrenError } from '@warren/api';
@@ -9,7 +8,7 @@ import type { IdMap } from './idmap.js';
 import type { LayerStore } from './layer-store.js';
 import { gunzipIfCompressed } from './gzip.js';
 import { readTar } from './tar.js';
-import type { FsOps } from './unpack.js';
+import { capped, type FsOps } from './unpack.js';
 import { configEnv, type ImageConfigDoc } from './image-config.js';
 
 /** What an image archive's manifest says its layers are, bottom first. */
@@ -151,16 +150,11 @@ export async function importArchive(
   if (await isGzip(file)) {
     tarFile = `${o.scratch}/archive.tar`;
     const max = o.maxBytes ?? Infinity;
-    let n = 0;
-    const cap = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        n += chunk.length;
-        cb(n > max ? new WarrenError('payload_too_large', `the archive unpacks to more than ${max} bytes`, { maxBytes: max }) : null, chunk);
+    await pipeline(createReadStream(file), createGunzip(), (src: AsyncIterable<Buffer>) => capped(src, max, 'the archive'), createWriteStream(tarFile)).catch(
+      (e: unknown) => {
+        throw e instanceof WarrenError ? e : bad(`the archive is not valid gzip: ${(e as Error).message}`);
       },
-    });
-    await pipeline(createReadStream(file), createGunzip(), cap, createWriteStream(tarFile)).catch((e: unknown) => {
-      throw e instanceof WarrenError ? e : bad(`the archive is not valid gzip: ${(e as Error).message}`);
-    });
+    );
   }
   const entries = new Map<string, { offset: number; size: number }>();
   const small = new Map<string, Buffer>();

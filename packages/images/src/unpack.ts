@@ -51,14 +51,14 @@ export interface UnpackResult {
  * inside a sandbox's root).
  */
 /**
- * Passes a layer's tar through, refusing it past `max` bytes: what is unpacked is bounded, not
- * only what was sent (a gzip bomb is small on the wire).
+ * Passes a byte stream through, refusing it past `max` bytes (payload_too_large naming `what`):
+ * what is unpacked is bounded, not only what was sent (a gzip bomb is small on the wire).
  */
-async function* capped(source: AsyncIterable<Buffer>, max: number): AsyncGenerator<Buffer> {
+export async function* capped(source: AsyncIterable<Buffer>, max: number, what = 'the layer'): AsyncGenerator<Buffer> {
   let n = 0;
   for await (const c of source) {
     n += c.length;
-    if (n > max) throw new WarrenError('payload_too_large', `the layer unpacks to more than ${max} bytes`, { maxBytes: max });
+    if (n > max) throw new WarrenError('payload_too_large', `${what} unpacks to more than ${max} bytes`, { maxBytes: max });
     yield c;
   }
 }

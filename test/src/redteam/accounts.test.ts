@@ -134,25 +134,21 @@ describe('red team: accounts', () => {
     const diffId = `sha256:${createHash('sha256').update(secret).digest('hex')}`;
     const decoy = makeTar([{ path: 'decoy.txt', content: 'nothing\n' }]);
     const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [diffId] } }));
-    const archive = makeTar([
-      { path: 'config.json', content: config },
-      { path: 'l0/', type: 'dir' },
-      { path: 'l0/layer.tar', content: decoy },
-      { path: 'manifest.json', content: JSON.stringify([{ Config: 'config.json', Layers: ['l0/layer.tar'] }]) },
-    ]);
-    const r = await http(as(thief.key), 'POST', '/v1/images/import?name=diffthief/img', archive, { 'content-type': 'application/x-tar' });
+    /** A `docker save` archive of one layer under that config. */
+    const archive = (layerTar: Buffer): Buffer =>
+      makeTar([
+        { path: 'config.json', content: config },
+        { path: 'l0/', type: 'dir' },
+        { path: 'l0/layer.tar', content: layerTar },
+        { path: 'manifest.json', content: JSON.stringify([{ Config: 'config.json', Layers: ['l0/layer.tar'] }]) },
+      ]);
+    const r = await http(as(thief.key), 'POST', '/v1/images/import?name=diffthief/img', archive(decoy), { 'content-type': 'application/x-tar' });
     const last = JSON.parse(r.text.trim().split('\n').at(-1) ?? '{}') as { type: string; image?: { layers: string[] }; error?: { code: string } };
     assert.notEqual(last.type, 'done', `the import must not succeed with a layer it did not send: ${r.text}`);
     assert.equal(last.error?.code, 'invalid_argument', r.text);
     assert.ok(!(await listed(thief.key, 'images')).includes('diffthief/img'));
     // The owner's own import of the same bytes still reuses the layer it already has.
-    const own = makeTar([
-      { path: 'config.json', content: config },
-      { path: 'l0/', type: 'dir' },
-      { path: 'l0/layer.tar', content: secret },
-      { path: 'manifest.json', content: JSON.stringify([{ Config: 'config.json', Layers: ['l0/layer.tar'] }]) },
-    ]);
-    const mine = await http(as(owner.key), 'POST', '/v1/images/import?name=diffco/img', own, { 'content-type': 'application/x-tar' });
+    const mine = await http(as(owner.key), 'POST', '/v1/images/import?name=diffco/img', archive(secret), { 'content-type': 'application/x-tar' });
     const done = JSON.parse(mine.text.trim().split('\n').at(-1) ?? '{}') as { image?: { layers: string[] } };
     assert.deepEqual(done.image?.layers, [layer.digest], mine.text);
   });

@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WarrenError } from '@warren/api';
 import type { Backend, BackendCreateSpec, BackendSandbox } from '../backends/backend.js';
-import { Edge, parseSessionId, type EdgeOptions, type EdgeSandboxSpec } from './edge.js';
+import { Edge, type EdgeOptions, type EdgeSandboxSpec } from './edge.js';
+import { parseSessionId } from './live.js';
 
 /** A strict fake backend: records calls, fails creates on demand, throws on anything unexpected. */
 class FakeBackend implements Backend {

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import type { ExecRequest, FileEntry, NetworkPolicy, NetworkUsage } from '@warren/api';
 import { WarrenError } from '@warren/api';
@@ -13,6 +12,7 @@ import { argvToScript, envList } from './shell.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
+import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
 
 export type { EdgeCapacity } from './admission.js';
 
@@ -65,27 +65,6 @@ export interface EdgeOptions {
   memoryFloorMiB?: number;
   /** The clock (default Date.now): tests advance their own. */
   now?: () => number;
-}
-
-interface Live {
-  spec: EdgeSandboxSpec;
-  sb: BackendSandbox;
-  commands: Map<string, Command>;
-  /** requestId → commandId, and back (to forget both together). */
-  requestIds: Map<string, string>;
-  requestIdOf: Map<string, string>;
-  /** Commands being started for a requestId, so a concurrent retry waits for the same one. */
-  pendingRequests: Map<string, Promise<Command>>;
-  prunedAt: number;
-  resuming: Promise<void> | null;
-  pausing: Promise<void> | null;
-  /** The page-out that follows a pause, in the background until it ends or a resume stops it. */
-  reclaim: { abort: () => void; done: Promise<void> } | null;
-  /** When it was paused, and what stayed resident after reclaim (what admission counts then). */
-  pausedAtMs: number | null;
-  residentWhilePaused: number;
-  /** The last CPU sample: when, total seconds then, and the rate since the one before (cores). */
-  cpuSample: { atMs: number; seconds: number; rate: number } | null;
 }
 
 const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
@@ -809,40 +788,4 @@ export class Edge {
     await this.o.network?.close({ keep: opts.keep && this.live.size > 0 });
     await this.o.backend.close({ keepLayers: opts.keep && this.live.size > 0 });
   }
-}
-
-/** The node's available memory (/proc/meminfo MemAvailable), MiB. */
-async function memAvailableMiB(): Promise<number> {
-  const m = /MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
-  return Number(m?.[1] ?? 0) / 1024;
-}
-
-function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
-  return {
-    spec,
-    sb,
-    commands: new Map(),
-    requestIds: new Map(),
-    requestIdOf: new Map(),
-    pendingRequests: new Map(),
-    prunedAt: 0,
-    resuming: null,
-    pausing: null,
-    reclaim: null,
-    pausedAtMs: spec.paused ? Date.now() : null,
-    residentWhilePaused: 0,
-    cpuSample: null,
-  };
-}
-
-/** A new command id (`cmd_` and 12 random base64url characters). */
-export function newCommandId(): string {
-  return `cmd_${randomBytes(9).toString('base64url')}`;
-}
-
-/** The init's own session number inside an API session id (`ss_<n>_<random>`). */
-export function parseSessionId(sessionId: string): string {
-  const m = /^ss_(\d{1,9})_[0-9a-f]{12}$/.exec(sessionId);
-  if (!m?.[1]) throw new WarrenError('not_found', 'no such session', { sessionId });
-  return m[1];
 }

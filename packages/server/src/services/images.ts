@@ -104,19 +104,21 @@ export class ImageService {
         }),
         createWriteStream(file),
       );
-      return await this.nameImage(name, owner, () =>
-        importArchive(file, this.store, {
-          idMap: this.o.idMap,
-          ops: this.o.ops,
-          scratch,
-          onProgress: (p) => emit({ type: 'progress', ...p }),
-          tenant: owner ?? undefined,
-          maxBytes: this.o.maxUploadBytes,
-        }),
-      );
+      return await this.nameImage(name, owner, () => importArchive(file, this.store, { ...this.conversion(owner, emit), scratch }));
     } finally {
       await rm(scratch, { recursive: true, force: true });
     }
+  }
+
+  /** How an import or a pull converts layers for `owner` (null: an admin), reporting to `emit`. */
+  private conversion(owner: string | null, emit: (ev: ImageEvent) => void) {
+    return {
+      idMap: this.o.idMap,
+      ops: this.o.ops,
+      onProgress: (p: { phase: 'layer'; layer: number; layers: number; bytes: number }) => emit({ type: 'progress', ...p }),
+      tenant: owner ?? undefined,
+      maxBytes: this.o.maxUploadBytes,
+    };
   }
 
   /** An image from an OCI registry; layers converted before are not fetched again. */
@@ -131,17 +133,7 @@ export class ImageService {
     const allowHost = this.pullHosts(ref, owner);
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
     this.mayName(imageName, owner);
-    return this.nameImage(imageName, owner, () =>
-      pullImage(ref, this.store, {
-        idMap: this.o.idMap,
-        ops: this.o.ops,
-        credentials,
-        onProgress: (p) => emit({ type: 'progress', ...p }),
-        tenant: owner ?? undefined,
-        allowHost,
-        maxBytes: this.o.maxUploadBytes,
-      }),
-    );
+    return this.nameImage(imageName, owner, () => pullImage(ref, this.store, { ...this.conversion(owner, emit), credentials, allowHost }));
   }
 
   /**

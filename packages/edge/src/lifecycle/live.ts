@@ -1,0 +1,64 @@
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { WarrenError } from '@warren/api';
+import type { BackendSandbox } from '../backends/backend.js';
+import type { Command } from './command.js';
+import type { EdgeSandboxSpec } from './edge.js';
+
+/** What the edge holds of one running sandbox: its spec, its backend handle, commands, pause state. */
+export interface Live {
+  spec: EdgeSandboxSpec;
+  sb: BackendSandbox;
+  commands: Map<string, Command>;
+  /** requestId → commandId, and back (to forget both together). */
+  requestIds: Map<string, string>;
+  requestIdOf: Map<string, string>;
+  /** Commands being started for a requestId, so a concurrent retry waits for the same one. */
+  pendingRequests: Map<string, Promise<Command>>;
+  prunedAt: number;
+  resuming: Promise<void> | null;
+  pausing: Promise<void> | null;
+  /** The page-out that follows a pause, in the background until it ends or a resume stops it. */
+  reclaim: { abort: () => void; done: Promise<void> } | null;
+  /** When it was paused, and what stayed resident after reclaim (what admission counts then). */
+  pausedAtMs: number | null;
+  residentWhilePaused: number;
+  /** The last CPU sample: when, total seconds then, and the rate since the one before (cores). */
+  cpuSample: { atMs: number; seconds: number; rate: number } | null;
+}
+
+/** The node's available memory (/proc/meminfo MemAvailable), MiB. */
+export async function memAvailableMiB(): Promise<number> {
+  const m = /MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
+  return Number(m?.[1] ?? 0) / 1024;
+}
+
+export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
+  return {
+    spec,
+    sb,
+    commands: new Map(),
+    requestIds: new Map(),
+    requestIdOf: new Map(),
+    pendingRequests: new Map(),
+    prunedAt: 0,
+    resuming: null,
+    pausing: null,
+    reclaim: null,
+    pausedAtMs: spec.paused ? Date.now() : null,
+    residentWhilePaused: 0,
+    cpuSample: null,
+  };
+}
+
+/** A new command id (`cmd_` and 12 random base64url characters). */
+export function newCommandId(): string {
+  return `cmd_${randomBytes(9).toString('base64url')}`;
+}
+
+/** The init's own session number inside an API session id (`ss_<n>_<random>`). */
+export function parseSessionId(sessionId: string): string {
+  const m = /^ss_(\d{1,9})_[0-9a-f]{12}$/.exec(sessionId);
+  if (!m?.[1]) throw new WarrenError('not_found', 'no such session', { sessionId });
+  return m[1];
+}
