@@ -199,7 +199,7 @@ describe('sandbox network policy', () => {
       ],
       { stdio: 'ignore' },
     );
-    const hosts = { 'pypi.org': web, 'files.pythonhosted.org': web, 'registry.npmjs.org': web };
+    const hosts = { 'pypi.example': web, 'files.pyfiles.example': web, 'registry.npm.example': web };
     t = await startTestWarren({
       images: ['busybox:latest', 'debian-python:latest'],
       network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100 },
@@ -219,26 +219,26 @@ describe('sandbox network policy', () => {
   });
 
   test('egress deny with an allow list: those names over HTTP and HTTPS, nothing else; usage counts both', async () => {
-    const sb = await box(t, { egress: 'deny', allow: ['pypi.org', '*.pythonhosted.org'] });
+    const sb = await box(t, { egress: 'deny', allow: ['pypi.example', '*.pyfiles.example'] });
     try {
-      assert.equal(await probe(sb, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(sb, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       assert.equal(
-        await probe(sb, 'tls', 'files.pythonhosted.org', '443', 'files.pythonhosted.org'),
-        'https sni=files.pythonhosted.org host=files.pythonhosted.org',
+        await probe(sb, 'tls', 'files.pyfiles.example', '443', 'files.pyfiles.example'),
+        'https sni=files.pyfiles.example host=files.pyfiles.example',
       );
       // DNS answers allowed names only.
-      assert.equal(await probe(sb, 'resolve', 'registry.npmjs.org'), 'nxdomain');
-      assert.equal(await probe(sb, 'resolve', 'pythonhosted.org'), 'nxdomain');
+      assert.equal(await probe(sb, 'resolve', 'registry.npm.example'), 'nxdomain');
+      assert.equal(await probe(sb, 'resolve', 'pyfiles.example'), 'nxdomain');
       // Aiming at an allowed name's address with another name: the name decides, not the address.
-      const gw = await probe(sb, 'resolve', 'pypi.org');
-      assert.match(await probe(sb, 'http', gw, '80', 'registry.npmjs.org'), /^HTTP\/1.1 403 Forbidden \| registry.npmjs.org is not allowed/);
-      assert.match(await probe(sb, 'tls', gw, '443', 'registry.npmjs.org'), /^(SSLEOFError|ConnectionResetError|SSLZeroReturnError|OSError)/);
+      const gw = await probe(sb, 'resolve', 'pypi.example');
+      assert.match(await probe(sb, 'http', gw, '80', 'registry.npm.example'), /^HTTP\/1.1 403 Forbidden \| registry.npm.example is not allowed/);
+      assert.match(await probe(sb, 'tls', gw, '443', 'registry.npm.example'), /^(SSLEOFError|ConnectionResetError|SSLZeroReturnError|OSError)/);
       assert.match(await probe(sb, 'http', gw, '80', gw), /^HTTP\/1.1 403 Forbidden/);
       const info = await sb.refresh();
-      assert.deepEqual([info.network.egress, info.network.allow], ['deny', ['pypi.org', '*.pythonhosted.org']]);
-      assert.equal(info.network.usage.allowed['pypi.org'], 1);
-      assert.equal(info.network.usage.allowed['files.pythonhosted.org'], 1);
-      assert.ok((info.network.usage.denied['registry.npmjs.org'] ?? 0) >= 3, JSON.stringify(info.network.usage));
+      assert.deepEqual([info.network.egress, info.network.allow], ['deny', ['pypi.example', '*.pyfiles.example']]);
+      assert.equal(info.network.usage.allowed['pypi.example'], 1);
+      assert.equal(info.network.usage.allowed['files.pyfiles.example'], 1);
+      assert.ok((info.network.usage.denied['registry.npm.example'] ?? 0) >= 3, JSON.stringify(info.network.usage));
       assert.ok(info.network.usage.bytesIn > 0 && info.network.usage.bytesOut > 0);
       const metrics = await (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${t.key}` } })).text();
       assert.match(metrics, new RegExp(`warren_sandbox_network_connections_allowed\\{sandbox="${sb.id}"\\} 2`));
@@ -248,20 +248,20 @@ describe('sandbox network policy', () => {
   });
 
   test('egress allow with a deny list reaches everything but what it names; no rules leaves nothing', async () => {
-    const open = await box(t, { egress: 'allow', deny: ['registry.npmjs.org'] });
+    const open = await box(t, { egress: 'allow', deny: ['registry.npm.example'] });
     const closed = await box(t, { egress: 'deny' });
     try {
-      assert.equal(await probe(open, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
-      assert.equal(await probe(open, 'resolve', 'registry.npmjs.org'), 'nxdomain');
-      assert.equal(await probe(open, 'tls', await probe(open, 'resolve', 'pypi.org'), '443', 'registry.npmjs.org').then((s) => s.startsWith('https')), false);
-      assert.equal(await probe(closed, 'resolve', 'pypi.org'), 'nxdomain');
+      assert.equal(await probe(open, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
+      assert.equal(await probe(open, 'resolve', 'registry.npm.example'), 'nxdomain');
+      assert.equal(await probe(open, 'tls', await probe(open, 'resolve', 'pypi.example'), '443', 'registry.npm.example').then((s) => s.startsWith('https')), false);
+      assert.equal(await probe(closed, 'resolve', 'pypi.example'), 'nxdomain');
       assert.match(
         await probe(
           closed,
           'http',
           (await closed.refresh()).network.address!.replace(/\d+$/, (n) => String(Number(n) - 1)),
           '80',
-          'pypi.org',
+          'pypi.example',
         ),
         /403 Forbidden/,
       );
@@ -274,17 +274,17 @@ describe('sandbox network policy', () => {
   test('PATCH replaces the rules of a running sandbox; new connections follow at once', async () => {
     const sb = await box(t, { egress: 'deny' });
     try {
-      assert.equal(await probe(sb, 'resolve', 'pypi.org'), 'nxdomain');
-      const info = await sb.setNetwork({ egress: 'deny', allow: ['pypi.org', `${cidrHost}/32`] });
-      assert.deepEqual(info.network.allow, ['pypi.org', `${cidrHost}/32`]);
-      assert.equal(await probe(sb, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(sb, 'resolve', 'pypi.example'), 'nxdomain');
+      const info = await sb.setNetwork({ egress: 'deny', allow: ['pypi.example', `${cidrHost}/32`] });
+      assert.deepEqual(info.network.allow, ['pypi.example', `${cidrHost}/32`]);
+      assert.equal(await probe(sb, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       assert.equal(await probe(sb, 'connect', cidrHost, '8000'), 'connected');
       // Bad rules change nothing.
       const bad = await http(t, 'PATCH', `/v1/sandboxes/${sb.id}/network`, { egress: 'deny', allow: ['*.com'] });
       assert.equal(errorCode(bad), 'invalid_argument');
-      assert.equal(await probe(sb, 'resolve', 'pypi.org').then((a) => a !== 'nxdomain'), true);
+      assert.equal(await probe(sb, 'resolve', 'pypi.example').then((a) => a !== 'nxdomain'), true);
       await http(t, 'PATCH', `/v1/sandboxes/${sb.id}/network`, { egress: 'deny', allow: [] });
-      assert.equal(await probe(sb, 'resolve', 'pypi.org'), 'nxdomain');
+      assert.equal(await probe(sb, 'resolve', 'pypi.example'), 'nxdomain');
       assert.equal(await probe(sb, 'connect', cidrHost, '8000'), 'timeout');
     } finally {
       await sb.delete();
@@ -312,7 +312,7 @@ describe('sandbox network policy', () => {
       const api = new URL(t.url).port;
       const aInfo = await a.refresh();
       const bAddr = (await b.refresh()).network.address!;
-      const gw = await probe(a, 'resolve', 'pypi.org');
+      const gw = await probe(a, 'resolve', 'pypi.example');
       const hostIps = execFileSync('sh', ['-c', "ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1"])
         .toString()
         .trim()
@@ -329,7 +329,7 @@ describe('sandbox network policy', () => {
       assert.equal(await probe(a, 'connect', '169.254.169.254', '8080'), 'timeout', 'link-local');
       // Port 80 of any address goes to the proxy (which refuses addresses), unless a CIDR rule
       // names it: then it is routed, and link-local is dropped.
-      assert.equal(await probe(a, 'http', '169.254.169.254', '80', 'pypi.org'), 'timeout', 'metadata over HTTP, CIDR-allowed');
+      assert.equal(await probe(a, 'http', '169.254.169.254', '80', 'pypi.example'), 'timeout', 'metadata over HTTP, CIDR-allowed');
       assert.match(await probe(b, 'http', '169.254.169.254', '80', '169.254.169.254'), /403 Forbidden/, 'metadata over HTTP');
       assert.match(await probe(a, 'connect6', '::ffff:' + gw, api), /timeout|OSError|ConnectionRefused/, 'IPv4-mapped IPv6');
       const v6 = (await a.exec(['sh', '-c', 'cat /proc/net/if_inet6 | grep -v " lo$" || true'])).stdout.trim();
@@ -344,11 +344,11 @@ describe('sandbox network policy', () => {
   });
 
   test('DNS: queries to any server are answered here, never forwarded; odd queries fail cleanly', async () => {
-    const sb = await box(t, { egress: 'deny', allow: ['*.pythonhosted.org'] });
+    const sb = await box(t, { egress: 'deny', allow: ['*.pyfiles.example'] });
     try {
-      assert.equal(await probe(sb, 'dns', '192.0.2.53', 'files.pythonhosted.org'), 'rcode=0 answers=1');
-      assert.equal(await probe(sb, 'dns', '8.8.8.8', 'registry.npmjs.org'), 'rcode=3 answers=0');
-      assert.equal(await probe(sb, 'dns', '8.8.8.8', 'files.pythonhosted.org', '16'), 'rcode=0 answers=0', 'TXT: no data');
+      assert.equal(await probe(sb, 'dns', '192.0.2.53', 'files.pyfiles.example'), 'rcode=0 answers=1');
+      assert.equal(await probe(sb, 'dns', '8.8.8.8', 'registry.npm.example'), 'rcode=3 answers=0');
+      assert.equal(await probe(sb, 'dns', '8.8.8.8', 'files.pyfiles.example', '16'), 'rcode=0 answers=0', 'TXT: no data');
       // Tunnelling-style names: all refused and counted, at most 100 kept by name.
       const r = await sb.exec([
         'sh',
@@ -366,23 +366,23 @@ describe('sandbox network policy', () => {
   });
 
   test('100,000 connection attempts are dropped and counted; the proxy holds a limit; others keep their network', async () => {
-    const noisy = await box(t, { egress: 'deny', allow: ['pypi.org'] });
-    const quiet = await box(t, { egress: 'deny', allow: ['pypi.org'] });
+    const noisy = await box(t, { egress: 'deny', allow: ['pypi.example'] });
+    const quiet = await box(t, { egress: 'deny', allow: ['pypi.example'] });
     try {
       const flood = probe(noisy, 'flood', cidrHost, '9', '100000');
-      assert.equal(await probe(quiet, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(quiet, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       assert.match(await flood, /^sent 100000 /);
       // 64 connections held open to the proxy: the node allows 32 per sandbox.
-      const held = await probe(noisy, 'hold', 'pypi.org', '80', '64');
+      const held = await probe(noisy, 'hold', 'pypi.example', '80', '64');
       const open = Number(/open (\d+) of 64/.exec(held)?.[1]);
       assert.ok(open <= 32 && open >= 16, held);
-      assert.equal(await probe(quiet, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(quiet, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       // New connections past 100 a second (a burst of 200) are refused by the kernel.
       await new Promise((r) => setTimeout(r, 2100));
-      const burst = await probe(noisy, 'burst', 'pypi.org', '80', '1000');
+      const burst = await probe(noisy, 'burst', 'pypi.example', '80', '1000');
       const refused = Number(/refused (\d+) of 1000/.exec(burst)?.[1]);
       assert.ok(refused >= 100, burst);
-      assert.equal(await probe(quiet, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(quiet, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       await new Promise((r) => setTimeout(r, 1100));
       const u = (await noisy.refresh()).network.usage;
       assert.ok((u.denied['(direct address)'] ?? 0) >= 100_000, JSON.stringify(u));
@@ -434,14 +434,14 @@ describe('sandbox network policy', () => {
   });
 
   test('a node restarted with its sandboxes kept takes their networks back; they stay confined meanwhile', async () => {
-    const sb = await box(t, { egress: 'deny', allow: ['pypi.org', `${cidrHost}/32`] });
+    const sb = await box(t, { egress: 'deny', allow: ['pypi.example', `${cidrHost}/32`] });
     const id = sb.id;
     const dataDir = t.dataDir;
     await t.close({ keep: true });
     // While no Warren runs, the node's rules still hold: the proxy is gone, nothing else opens.
     const table = execFileSync('nft', ['list', 'tables']).toString();
     assert.match(table, /warren_/);
-    const hosts = { 'pypi.org': web, 'files.pythonhosted.org': web, 'registry.npmjs.org': web };
+    const hosts = { 'pypi.example': web, 'files.pyfiles.example': web, 'registry.npm.example': web };
     t = await startTestWarren({
       dataDir,
       images: ['busybox:latest', 'debian-python:latest'],
@@ -450,9 +450,9 @@ describe('sandbox network policy', () => {
     const back = await t.client.sandboxes.get(id);
     try {
       assert.equal(back.info.state, 'running');
-      assert.equal(await probe(back, 'http', 'pypi.org', '80', 'pypi.org'), 'HTTP/1.1 200 OK | http pypi.org close');
+      assert.equal(await probe(back, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       assert.equal(await probe(back, 'connect', cidrHost, '8000'), 'connected');
-      assert.equal(await probe(back, 'resolve', 'registry.npmjs.org'), 'nxdomain');
+      assert.equal(await probe(back, 'resolve', 'registry.npm.example'), 'nxdomain');
       await back.setNetwork({ egress: 'deny' });
       assert.equal(await probe(back, 'connect', cidrHost, '8000'), 'timeout');
       // A new sandbox does not get the kept one's address.
@@ -465,7 +465,7 @@ describe('sandbox network policy', () => {
   });
 
   test('bad rules are refused at create with the rule named; wide CIDRs need a key that may', async () => {
-    for (const rule of ['*', '*.com', 'foo..bar', 'pypi.org/x', '::/0', '10.0.0.1/8']) {
+    for (const rule of ['*', '*.com', 'foo..bar', 'pypi.example/x', '::/0', '10.0.0.1/8']) {
       const r = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: [rule] } });
       assert.equal(errorCode(r), 'invalid_argument', rule);
       assert.ok(r.text.includes(JSON.stringify(rule).slice(1, -1).slice(0, 6)), r.text);
@@ -497,7 +497,7 @@ describe('a node without sandbox networking', () => {
   test('gives loopback only and refuses rules that open anything', async () => {
     const t = await startTestWarren({ network: false });
     try {
-      const r = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: ['pypi.org'] } });
+      const r = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: ['pypi.example'] } });
       assert.equal(errorCode(r), 'invalid_argument');
       const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
       const links = await sb.exec(['sh', '-c', 'ls /sys/class/net']);

@@ -26,7 +26,7 @@ export const formatIpv4 = (n: number): string => [n >>> 24, (n >>> 16) & 255, (n
 export const prefixMask = (prefix: number): number => (prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0);
 
 /**
- * A rule as written in `allow`/`deny`: a domain (`pypi.org`, exact), `*.` and a domain (every
+ * A rule as written in `allow`/`deny`: a domain (`pypi.example`, exact), `*.` and a domain (every
  * name under it, not the domain itself), or an IPv4 address or CIDR (`10.1.2.0/24`; direct
  * connections). Names are case-insensitive; a trailing dot is allowed. Throws with a message
  * meant for the caller.

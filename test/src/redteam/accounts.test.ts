@@ -248,7 +248,7 @@ describe('red team: fail closed', () => {
     assert.equal(errorCode(disk), 'invalid_argument');
     assert.match(disk.text, /diskMiB/);
     // This node runs without sandbox networking: rules that open egress are refused.
-    const net = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: ['pypi.org'] } });
+    const net = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', network: { egress: 'deny', allow: ['pypi.example'] } });
     assert.equal(errorCode(net), 'invalid_argument');
     assert.equal(((await http(t, 'GET', '/v1/sandboxes')).json as { sandboxes: unknown[] }).sandboxes.length, 0);
   });

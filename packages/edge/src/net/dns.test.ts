@@ -12,7 +12,7 @@ test("Node's own resolver gets A answers, NXDOMAIN and empty AAAA from a server 
     const q = parseQuery(msg);
     if (!q) return;
     seen.push(`${q.name ?? '?'}/${q.type}`);
-    const allowed = q.name === 'pypi.org' || q.name === 'files.pythonhosted.org';
+    const allowed = q.name === 'pypi.example' || q.name === 'files.pyfiles.example';
     const reply = !allowed
       ? buildAnswer(q, RCODE.nxdomain, null)
       : q.type === 1
@@ -24,10 +24,10 @@ test("Node's own resolver gets A answers, NXDOMAIN and empty AAAA from a server 
   try {
     const r = new Resolver({ timeout: 2000, tries: 1 });
     r.setServers([`127.0.0.1:${sock.address().port}`]);
-    assert.deepEqual(await r.resolve4('PyPI.org'), ['10.200.0.0']);
-    await assert.rejects(r.resolve4('registry.npmjs.org'), (e: NodeJS.ErrnoException) => e.code === 'ENOTFOUND');
-    await assert.rejects(r.resolve6('pypi.org'), (e: NodeJS.ErrnoException) => e.code === 'ENODATA');
-    assert.ok(seen.includes('pypi.org/1') && seen.includes('registry.npmjs.org/1'));
+    assert.deepEqual(await r.resolve4('PyPI.example'), ['10.200.0.0']);
+    await assert.rejects(r.resolve4('registry.npm.example'), (e: NodeJS.ErrnoException) => e.code === 'ENOTFOUND');
+    await assert.rejects(r.resolve6('pypi.example'), (e: NodeJS.ErrnoException) => e.code === 'ENODATA');
+    assert.ok(seen.includes('pypi.example/1') && seen.includes('registry.npm.example/1'));
   } finally {
     sock.close();
   }

@@ -5,6 +5,7 @@ import { RCODE, DNS_TYPE, buildAnswer, parseQuery } from './dns.js';
 import { MAX_SNIFF_BYTES, sniffHttp, sniffTls, type Sniffed } from './sniff.js';
 import { nameAllowed, normalizeHostName, type CompiledPolicy } from './policy.js';
 import type { NetCounters } from './counters.js';
+import { BodyMeter, checkHead } from './http-framing.js';
 
 /** What the proxy knows of the sandbox behind a source address. */
 export interface EgressTarget {
@@ -125,15 +126,31 @@ export class EgressProxy {
       if (mode === 'http' && s.kind !== 'bad') {
         const why =
           name === null ? 'a request without a host name (or with an address) is not allowed' : `${name} is not allowed by this sandbox's network rules`;
-        client.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: ${why.length + 1}\r\nConnection: close\r\n\r\n${why}\n`);
+        refuse(client, 403, why);
       } else client.destroy();
       return;
     }
+    // One request per connection, enforced here rather than trusted to the upstream: the head is
+    // read strictly, its body counted off, and nothing after it forwarded, so a second request
+    // on the connection never reaches another virtual host.
+    let meter: BodyMeter | null = null;
+    let first = head;
+    if (mode === 'http') {
+      const h = checkHead(head);
+      if (!h.ok) {
+        t.counters.deny(`${name} (malformed request)`);
+        return refuse(client, 400, `the request was refused: ${h.why}`);
+      }
+      meter = new BodyMeter(h.framing);
+      first = Buffer.concat([closeAfterOne(head.subarray(0, h.headBytes)), meter.take(head.subarray(h.headBytes))]);
+      if (meter.error) {
+        t.counters.deny(`${name} (malformed request)`);
+        return refuse(client, 400, `the request was refused: ${meter.error}`);
+      }
+    }
     t.counters.allow(name);
-    // One request per connection: a second request on it must not reach another virtual host.
-    const first = mode === 'http' ? closeAfterOne(head) : head;
     this.o.resolve(name, t.policy).then(
-      (address) => this.pipe(client, t, address, mode === 'tls' ? 443 : 80, first),
+      (address) => this.pipe(client, t, address, mode === 'tls' ? 443 : 80, first, meter),
       (e: unknown) => {
         this.o.logger?.warn('egress: name not reachable', { sandbox: t.id, name, error: String(e) });
         if (mode === 'http') client.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
@@ -142,7 +159,8 @@ export class EgressProxy {
     );
   }
 
-  private pipe(client: Socket, t: EgressTarget, address: string, port: number, first: Buffer): void {
+  /** Joins the client to its upstream; with a meter, only the first request's bytes go up. */
+  private pipe(client: Socket, t: EgressTarget, address: string, port: number, first: Buffer, meter: BodyMeter | null): void {
     if (client.destroyed) return;
     const up = connect({ host: address, port, noDelay: true });
     this.sockets.add(up);
@@ -157,20 +175,39 @@ export class EgressProxy {
     });
     client.once('close', () => up.destroy());
     up.write(first);
-    client.pipe(up);
     up.pipe(client);
+    if (!meter) client.pipe(up);
+    else {
+      client.on('data', (d: Buffer) => {
+        const body = meter.take(d);
+        if (meter.error) {
+          this.o.logger?.warn('egress: malformed request body', { sandbox: t.id, why: meter.error });
+          client.destroy();
+          return;
+        }
+        // What follows the request is read and dropped: the client may keep sending, nothing goes up.
+        if (body.length && !up.write(body)) {
+          client.pause();
+          up.once('drain', () => client.resume());
+        }
+      });
+      client.once('end', () => up.end());
+    }
     client.resume();
   }
 }
 
-/** The request head with `Connection: close` in place of any connection headers. */
-export function closeAfterOne(buf: Buffer): Buffer {
-  const end = buf.indexOf('\r\n\r\n');
-  if (end < 0) return buf;
-  const lines = buf
-    .toString('latin1', 0, end)
+function refuse(client: Socket, status: 400 | 403, why: string): void {
+  const text = status === 400 ? 'Bad Request' : 'Forbidden';
+  client.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain\r\nContent-Length: ${why.length + 1}\r\nConnection: close\r\n\r\n${why}\n`);
+}
+
+/** A request head (ending CRLF CRLF, checked) with `Connection: close` in place of any connection headers. */
+export function closeAfterOne(head: Buffer): Buffer {
+  const lines = head
+    .toString('latin1', 0, head.length - 4)
     .split('\r\n')
-    .filter((l, i) => i === 0 || !/^(connection|proxy-connection|keep-alive)[ \t]*:/i.test(l));
+    .filter((l, i) => i === 0 || !/^(connection|proxy-connection|keep-alive|upgrade)[ \t]*:/i.test(l));
   lines.push('Connection: close');
-  return Buffer.concat([Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1'), buf.subarray(end + 4)]);
+  return Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1');
 }

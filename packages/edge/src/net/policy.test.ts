@@ -4,24 +4,24 @@ import { parseIpv4 } from '@warren/api';
 import { addressAllowed, compilePolicy, nameAllowed, normalizeHostName, widestAllowPrefix } from './policy.js';
 
 test('egress deny: only allowed names, deny wins, wildcards match below the domain only', () => {
-  const p = compilePolicy({ egress: 'deny', allow: ['pypi.org', '*.pythonhosted.org', 'Example.COM.'], deny: ['bad.pythonhosted.org'] });
-  assert.equal(nameAllowed(p, 'pypi.org'), true);
-  assert.equal(nameAllowed(p, 'www.pypi.org'), false);
-  assert.equal(nameAllowed(p, 'files.pythonhosted.org'), true);
-  assert.equal(nameAllowed(p, 'a.b.pythonhosted.org'), true);
-  assert.equal(nameAllowed(p, 'pythonhosted.org'), false);
-  assert.equal(nameAllowed(p, 'evilpythonhosted.org'), false);
-  assert.equal(nameAllowed(p, 'bad.pythonhosted.org'), false);
+  const p = compilePolicy({ egress: 'deny', allow: ['pypi.example', '*.pyfiles.example', 'Example.COM.'], deny: ['bad.pyfiles.example'] });
+  assert.equal(nameAllowed(p, 'pypi.example'), true);
+  assert.equal(nameAllowed(p, 'www.pypi.example'), false);
+  assert.equal(nameAllowed(p, 'files.pyfiles.example'), true);
+  assert.equal(nameAllowed(p, 'a.b.pyfiles.example'), true);
+  assert.equal(nameAllowed(p, 'pyfiles.example'), false);
+  assert.equal(nameAllowed(p, 'evilpyfiles.example'), false);
+  assert.equal(nameAllowed(p, 'bad.pyfiles.example'), false);
   assert.equal(nameAllowed(p, 'example.com'), true);
-  assert.deepEqual(p.source.allow, ['pypi.org', '*.pythonhosted.org', 'example.com']);
+  assert.deepEqual(p.source.allow, ['pypi.example', '*.pyfiles.example', 'example.com']);
 });
 
 test('egress allow: everything but deny; the default denies everything', () => {
-  const p = compilePolicy({ egress: 'allow', deny: ['registry.npmjs.org'] });
-  assert.equal(nameAllowed(p, 'pypi.org'), true);
-  assert.equal(nameAllowed(p, 'registry.npmjs.org'), false);
-  assert.equal(nameAllowed(p, 'npmjs.org'), true);
-  assert.equal(nameAllowed(compilePolicy(undefined), 'pypi.org'), false);
+  const p = compilePolicy({ egress: 'allow', deny: ['registry.npm.example'] });
+  assert.equal(nameAllowed(p, 'pypi.example'), true);
+  assert.equal(nameAllowed(p, 'registry.npm.example'), false);
+  assert.equal(nameAllowed(p, 'npm.example'), true);
+  assert.equal(nameAllowed(compilePolicy(undefined), 'pypi.example'), false);
 });
 
 test('CIDRs: allow covers, deny subtracts, the widest prefix is reported', () => {
@@ -31,7 +31,7 @@ test('CIDRs: allow covers, deny subtracts, the widest prefix is reported', () =>
   assert.equal(addressAllowed(p, parseIpv4('192.0.2.7')!), true);
   assert.equal(addressAllowed(p, parseIpv4('192.0.2.8')!), false);
   assert.equal(widestAllowPrefix(p), 16);
-  assert.equal(widestAllowPrefix(compilePolicy({ allow: ['pypi.org'] })), null);
+  assert.equal(widestAllowPrefix(compilePolicy({ allow: ['pypi.example'] })), null);
 });
 
 test('nested and repeated CIDRs are kept once, the widest', () => {
@@ -70,12 +70,12 @@ test('bad rules are refused with the rule named', () => {
 });
 
 test('host names from Host headers and SNI', () => {
-  assert.equal(normalizeHostName('PyPI.org:80'), 'pypi.org');
-  assert.equal(normalizeHostName('pypi.org.'), 'pypi.org');
+  assert.equal(normalizeHostName('PyPI.example:80'), 'pypi.example');
+  assert.equal(normalizeHostName('pypi.example.'), 'pypi.example');
   assert.equal(normalizeHostName('10.0.0.1'), null);
   assert.equal(normalizeHostName('10.0.0.1:80'), null);
   assert.equal(normalizeHostName('[::1]:80'), null);
   assert.equal(normalizeHostName(''), null);
   assert.equal(normalizeHostName('a b'), null);
-  assert.equal(normalizeHostName('pypi.org:x'), null);
+  assert.equal(normalizeHostName('pypi.example:x'), null);
 });

@@ -26,13 +26,13 @@ async function clientHello(servername: string | undefined): Promise<Buffer> {
 }
 
 test('the SNI of a real ClientHello, byte by byte', async () => {
-  const hello = await clientHello('files.pythonhosted.org');
-  assert.deepEqual(sniffTls(hello), { kind: 'name', name: 'files.pythonhosted.org' });
+  const hello = await clientHello('files.pyfiles.example');
+  assert.deepEqual(sniffTls(hello), { kind: 'name', name: 'files.pyfiles.example' });
   for (const n of [0, 3, 5, 40, hello.length - 1]) assert.deepEqual(sniffTls(hello.subarray(0, n)), { kind: 'need' });
   // Split into two handshake records: still found.
   const body = hello.subarray(5);
   const rec = (b: Buffer): Buffer => Buffer.concat([Buffer.from([0x16, 3, 1, b.length >> 8, b.length & 255]), b]);
-  assert.deepEqual(sniffTls(Buffer.concat([rec(body.subarray(0, 50)), rec(body.subarray(50))])), { kind: 'name', name: 'files.pythonhosted.org' });
+  assert.deepEqual(sniffTls(Buffer.concat([rec(body.subarray(0, 50)), rec(body.subarray(50))])), { kind: 'name', name: 'files.pyfiles.example' });
 });
 
 test('a ClientHello without SNI, and what is not TLS', async () => {
@@ -43,13 +43,13 @@ test('a ClientHello without SNI, and what is not TLS', async () => {
 });
 
 test('HTTP Host: one header, consistent with an absolute target', () => {
-  assert.deepEqual(sniffHttp(Buffer.from('GET /simple/ HTTP/1.1\r\nHost: pypi.org\r\nAccept: */*\r\n\r\n')), { kind: 'name', name: 'pypi.org' });
-  assert.deepEqual(sniffHttp(Buffer.from('GET http://pypi.org/x HTTP/1.1\r\nHost: pypi.org\r\n\r\n')), { kind: 'name', name: 'pypi.org' });
-  assert.deepEqual(sniffHttp(Buffer.from('GET / HTTP/1.1\r\nHost: pypi.org\r\n')), { kind: 'need' });
-  assert.equal(sniffHttp(Buffer.from('GET http://evil.com/ HTTP/1.1\r\nHost: pypi.org\r\n\r\n')).kind, 'bad');
-  assert.equal(sniffHttp(Buffer.from('GET / HTTP/1.1\r\nHost: pypi.org\r\nHost: evil.com\r\n\r\n')).kind, 'bad');
+  assert.deepEqual(sniffHttp(Buffer.from('GET /simple/ HTTP/1.1\r\nHost: pypi.example\r\nAccept: */*\r\n\r\n')), { kind: 'name', name: 'pypi.example' });
+  assert.deepEqual(sniffHttp(Buffer.from('GET http://pypi.example/x HTTP/1.1\r\nHost: pypi.example\r\n\r\n')), { kind: 'name', name: 'pypi.example' });
+  assert.deepEqual(sniffHttp(Buffer.from('GET / HTTP/1.1\r\nHost: pypi.example\r\n')), { kind: 'need' });
+  assert.equal(sniffHttp(Buffer.from('GET http://evil.com/ HTTP/1.1\r\nHost: pypi.example\r\n\r\n')).kind, 'bad');
+  assert.equal(sniffHttp(Buffer.from('GET / HTTP/1.1\r\nHost: pypi.example\r\nHost: evil.com\r\n\r\n')).kind, 'bad');
   assert.equal(sniffHttp(Buffer.from('GET / HTTP/1.0\r\n\r\n')).kind, 'none');
-  assert.equal(sniffHttp(Buffer.from('CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org\r\n\r\n')).kind, 'bad');
+  assert.equal(sniffHttp(Buffer.from('CONNECT pypi.example:443 HTTP/1.1\r\nHost: pypi.example\r\n\r\n')).kind, 'bad');
   assert.equal(sniffHttp(Buffer.from('\x16\x03\x01 junk\r\n\r\n')).kind, 'bad');
   assert.equal(sniffHttp(Buffer.alloc(17000, 'a')).kind, 'bad');
 });
