@@ -60,11 +60,11 @@ try:
             s.close()
         print('sent %d in %.1fs' % (n, time.time() - t))
     elif cmd == 'hold':
-        n = int(args[2]); socks = []
+        n = int(args[2]); socks = []; addr = socket.gethostbyname(args[0])
         for i in range(n):
             s = socket.socket(); s.settimeout(2)
             try:
-                s.connect((args[0], int(args[1]))); socks.append(s)
+                s.connect((addr, int(args[1]))); socks.append(s)
             except Exception: pass
         time.sleep(0.5)
         alive = 0
@@ -77,10 +77,10 @@ try:
             except Exception: pass
         print('open %d of %d' % (alive, n))
     elif cmd == 'burst':
-        n = int(args[2]); refused = 0
+        n = int(args[2]); refused = 0; addr = socket.gethostbyname(args[0])
         for i in range(n):
             try:
-                socket.create_connection((args[0], int(args[1])), timeout=2).close()
+                socket.create_connection((addr, int(args[1])), timeout=2).close()
             except ConnectionRefusedError: refused += 1
         print('refused %d of %d' % (refused, n))
     elif cmd == 'dns':
@@ -91,6 +91,23 @@ try:
         s.sendto(q, (server, 53))
         r = s.recv(512)
         print('rcode=%d answers=%d' % (r[3] & 15, struct.unpack('>H', r[6:8])[0]))
+    elif cmd == 'dnsflood':
+        server, n, secs = args[0], int(args[1]), float(args[2])
+        name = b''.join(bytes([len(l)]) + l.encode() for l in 'a.pyfiles.example'.split('.')) + b'\0'
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.setblocking(False)
+        sent = got = 0; t = time.time()
+        while sent < n and time.time() - t < secs:
+            try:
+                s.sendto(struct.pack('>HHHHHH', sent & 0xffff, 0x0100, 1, 0, 0, 0) + name + struct.pack('>HH', 1, 1), (server, 53)); sent += 1
+            except BlockingIOError: pass
+            try:
+                while True: s.recv(512); got += 1
+            except BlockingIOError: pass
+        end = time.time() + 0.5
+        while time.time() < end:
+            try: s.recv(512); got += 1
+            except BlockingIOError: time.sleep(0.01)
+        print('sent %d answered %d in %.2fs' % (sent, got, time.time() - t - 0.5))
     elif cmd == 'serve':
         port = int(args[0])
         srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -202,7 +219,7 @@ describe('sandbox network policy', () => {
     const hosts = { 'pypi.example': web, 'files.pyfiles.example': web, 'registry.npm.example': web };
     t = await startTestWarren({
       images: ['busybox:latest', 'debian-python:latest'],
-      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100 },
+      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100, dnsQueriesPerSecond: 50 },
     });
   });
 
@@ -253,7 +270,10 @@ describe('sandbox network policy', () => {
     try {
       assert.equal(await probe(open, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       assert.equal(await probe(open, 'resolve', 'registry.npm.example'), 'nxdomain');
-      assert.equal(await probe(open, 'tls', await probe(open, 'resolve', 'pypi.example'), '443', 'registry.npm.example').then((s) => s.startsWith('https')), false);
+      assert.equal(
+        await probe(open, 'tls', await probe(open, 'resolve', 'pypi.example'), '443', 'registry.npm.example').then((s) => s.startsWith('https')),
+        false,
+      );
       assert.equal(await probe(closed, 'resolve', 'pypi.example'), 'nxdomain');
       assert.match(
         await probe(
@@ -365,6 +385,33 @@ describe('sandbox network policy', () => {
     }
   });
 
+  test('a DNS flood is cut to its rate in the kernel and counted; another sandbox is answered meanwhile', async () => {
+    const [a, b] = await Promise.all([box(t, { egress: 'deny', allow: ['*.pyfiles.example'] }), box(t, { egress: 'deny', allow: ['*.pyfiles.example'] })]);
+    try {
+      const [flood, other] = await Promise.all([
+        probe(a, 'dnsflood', '192.0.2.53', '50000', '3'),
+        (async () => {
+          const out: string[] = [];
+          for (let i = 0; i < 3; i++) out.push(await probe(b, 'dns', '192.0.2.53', 'files.pyfiles.example'));
+          return out;
+        })(),
+      ]);
+      const m = /^sent (\d+) answered (\d+) in ([\d.]+)s$/.exec(flood);
+      assert.ok(m, flood);
+      const [sent, answered, secs] = [Number(m[1]), Number(m[2]), Number(m[3])];
+      // This node's rate: 50 a second, a burst of 100 first.
+      assert.ok(sent > 2000, flood);
+      assert.ok(answered <= 100 + 50 * (secs + 1), flood);
+      assert.ok(answered >= 50, flood);
+      assert.deepEqual(other, ['rcode=0 answers=1', 'rcode=0 answers=1', 'rcode=0 answers=1']);
+      const u = (await a.refresh()).network.usage;
+      assert.ok((u.denied['(DNS rate limit)'] ?? 0) >= sent - answered - 100, JSON.stringify(u.denied));
+      assert.equal((await b.refresh()).network.usage.denied['(DNS rate limit)'], undefined);
+    } finally {
+      await Promise.all([a.delete(), b.delete()]);
+    }
+  });
+
   test('100,000 connection attempts are dropped and counted; the proxy holds a limit; others keep their network', async () => {
     const noisy = await box(t, { egress: 'deny', allow: ['pypi.example'] });
     const quiet = await box(t, { egress: 'deny', allow: ['pypi.example'] });
@@ -445,7 +492,7 @@ describe('sandbox network policy', () => {
     t = await startTestWarren({
       dataDir,
       images: ['busybox:latest', 'debian-python:latest'],
-      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100 },
+      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100, dnsQueriesPerSecond: 50 },
     });
     const back = await t.client.sandboxes.get(id);
     try {

@@ -20,6 +20,7 @@ const USAGE = `warren — sandboxes for agents
             [--no-network]            sandboxes get loopback only
             [--egress-hosts FILE]     names the egress proxy resolves from FILE (hosts(5) lines) before DNS
             [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
+            [--dns-rate N]            DNS queries a sandbox may send per second, a burst of 2N first (default 1000)
             [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop;
                                      default: half the memory, unless the host has swap) [--no-zram-swap]
             [--cpu-overcommit 64] [--cpu-busy 0.9] [--memory-overcommit 1.5] [--memory-floor-mib N]
@@ -58,6 +59,12 @@ function networkFlags(v: { egress?: string; allow?: string[]; deny?: string[] })
 }
 
 /** hosts(5) lines: an address, then names; # comments. */
+function positiveInt(v: string, flag: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} takes a whole number of at least 1`);
+  return n;
+}
+
 function parseHosts(text: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const line of text.split('\n')) {
@@ -121,6 +128,7 @@ async function run(argv: string[]): Promise<number> {
           'no-network': { type: 'boolean', default: false },
           'egress-hosts': { type: 'string' },
           'sandbox-subnet': { type: 'string' },
+          'dns-rate': { type: 'string' },
           'zram-swap-mib': { type: 'string' },
           'no-zram-swap': { type: 'boolean', default: false },
           'cpu-overcommit': { type: 'string' },
@@ -170,7 +178,11 @@ async function run(argv: string[]): Promise<number> {
         },
         network: values['no-network']
           ? false
-          : { hosts: values['egress-hosts'] ? parseHosts(await readFile(values['egress-hosts'], 'utf8')) : undefined, subnet: values['sandbox-subnet'] },
+          : {
+              hosts: values['egress-hosts'] ? parseHosts(await readFile(values['egress-hosts'], 'utf8')) : undefined,
+              subnet: values['sandbox-subnet'],
+              dnsQueriesPerSecond: values['dns-rate'] ? positiveInt(values['dns-rate'], '--dns-rate') : undefined,
+            },
       });
       return -1; // keeps running
     }

@@ -68,7 +68,16 @@ export interface WarrenOptions {
    * addresses are allowed there); `subnet` is the sandboxes' /18 (default: a free one in
    * 10.200.0.0/13); `poolSize` network namespaces are kept ready.
    */
-  network?: false | { hosts?: Record<string, string>; subnet?: string; poolSize?: number; maxConnectionsPerSandbox?: number; newConnectionsPerSecond?: number };
+  network?:
+    | false
+    | {
+        hosts?: Record<string, string>;
+        subnet?: string;
+        poolSize?: number;
+        maxConnectionsPerSandbox?: number;
+        newConnectionsPerSecond?: number;
+        dnsQueriesPerSecond?: number;
+      };
   /**
    * What the node promises. Memory requests are admitted up to its memory × `memory` (default
    * 1.5); a paused sandbox counts only what stays resident. CPU limits are caps, not
@@ -155,6 +164,7 @@ async function openNetwork(
     poolSize: o.poolSize,
     maxConnectionsPerSandbox: o.maxConnectionsPerSandbox,
     newConnectionsPerSecond: o.newConnectionsPerSecond,
+    dnsQueriesPerSecond: o.dnsQueriesPerSecond,
     logger,
   });
   await net.open();

@@ -20,15 +20,19 @@ export class NetCounters {
     bump(this.denied, name);
   }
 
-  /** The usage object, with the link's byte counts and the kernel's refusals added. */
-  usage(link: { bytesIn: number; bytesOut: number } | null, directDenied: number): NetworkUsage {
+  /**
+   * The usage object, with the link's byte counts and the kernel's refusals added: direct
+   * connections, and DNS queries dropped past the sandbox's rate.
+   */
+  usage(link: { bytesIn: number; bytesOut: number } | null, directDenied: number, dnsLimited = 0): NetworkUsage {
     const denied = Object.fromEntries(this.denied);
     if (directDenied > 0) denied['(direct address)'] = directDenied;
+    if (dnsLimited > 0) denied['(DNS rate limit)'] = dnsLimited;
     return {
       bytesIn: link?.bytesIn ?? 0,
       bytesOut: link?.bytesOut ?? 0,
       connectionsAllowed: this.connectionsAllowed,
-      connectionsDenied: this.connectionsDenied + directDenied,
+      connectionsDenied: this.connectionsDenied + directDenied + dnsLimited,
       allowed: Object.fromEntries(this.allowed),
       denied,
     };

@@ -13,6 +13,11 @@ export interface RulesetParams {
   maxConnections: number;
   /** New proxy connections one sandbox may open per second (a burst of twice that first). */
   newConnectionsPerSecond: number;
+  /**
+   * DNS queries one sandbox may send per second (a burst of twice that first); the rest are
+   * dropped in the kernel, so a flood never reaches the node's event loop, which serves the API.
+   */
+  dnsQueriesPerSecond: number;
 }
 
 const cidr = (c: Cidr): string => `${formatIpv4(c.base)}/${c.prefix}`;
@@ -25,7 +30,8 @@ const cidr = (c: Cidr): string => `${formatIpv4(c.base)}/${c.prefix}`;
  * a rule names.
  *
  * Per-sandbox state lives in sets keyed by the sandbox's address: `cidr_allow`/`cidr_deny`
- * (address . range) and `denied` (a counter of refused new connections).
+ * (address . range), `denied` (a counter of refused new connections) and `dns_limited` (a
+ * counter of DNS queries dropped past the rate).
  */
 export function buildRuleset(p: RulesetParams): string {
   const sb = `iifname "${p.ifPrefix}*"`;
@@ -38,6 +44,8 @@ table inet ${p.table} {
   set denied { type ipv4_addr; flags dynamic; counter; size 65536; }
   set conns { type ipv4_addr; flags dynamic; size 65536; }
   set connrate { type ipv4_addr; flags dynamic,timeout; timeout 10s; size 65536; }
+  set dnsrate { type ipv4_addr; flags dynamic,timeout; timeout 10s; size 65536; }
+  set dns_limited { type ipv4_addr; flags dynamic; counter; size 65536; }
   chain pre_raw {
     type filter hook prerouting priority raw; policy accept;
     ${sb} meta nfproto != ipv4 drop
@@ -61,6 +69,7 @@ table inet ${p.table} {
     iifname != "lo" udp dport ${p.ports.dns} drop
   }
   chain sandbox_in {
+    udp dport ${p.ports.dns} add @dnsrate { ip saddr limit rate over ${p.dnsQueriesPerSecond}/second burst ${2 * p.dnsQueriesPerSecond} packets } add @dns_limited { ip saddr } drop
     ct state established,related accept
     tcp dport ${proxyPorts} ct state new add @connrate { ip saddr limit rate over ${p.newConnectionsPerSecond}/second burst ${2 * p.newConnectionsPerSecond} packets } add @denied { ip saddr } reject with tcp reset
     tcp dport ${proxyPorts} ct state new add @conns { ip saddr ct count over ${p.maxConnections} } add @denied { ip saddr } reject with tcp reset
@@ -104,7 +113,7 @@ export function cidrCommands(table: string, address: number, old: { allow: Cidr[
   return lines.length ? lines.join('\n') + '\n' : '';
 }
 
-/** Counts of refused connections per sandbox address, from `nft -j list set … denied`. */
+/** Counts per sandbox address from a counter set (`nft -j list set … denied`, `dns_limited`). */
 export function parseDeniedSet(json: string): Map<string, number> {
   const out = new Map<string, number>();
   const doc = JSON.parse(json) as { nftables?: Array<{ set?: { elem?: unknown[] } }> };

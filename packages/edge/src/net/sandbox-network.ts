@@ -34,6 +34,11 @@ export interface SandboxNetworkOptions {
   maxConnectionsPerSandbox?: number;
   /** New proxy connections a sandbox may open per second (default 500, a burst of twice that). */
   newConnectionsPerSecond?: number;
+  /**
+   * DNS queries a sandbox may send per second (a burst of twice that first). Default 1,000: a
+   * connection asks for A and AAAA, so twice the default new-connection rate.
+   */
+  dnsQueriesPerSecond?: number;
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
@@ -97,7 +102,7 @@ export class SandboxNetwork {
   private closed = false;
   private seq = 0;
   private ownAddresses: number[] = [];
-  private denied: { at: number; counts: Map<string, number> } | null = null;
+  private denied: { at: number; counts: Map<string, number>; dns: Map<string, number> } | null = null;
   private deniedRead: Promise<void> | null = null;
   private forwarding = false;
   /** Whether this node turned IPv4 forwarding on (and turns it off again when it stops). */
@@ -165,6 +170,7 @@ export class SandboxNetwork {
         ports,
         maxConnections: this.o.maxConnectionsPerSandbox ?? 256,
         newConnectionsPerSecond: this.o.newConnectionsPerSecond ?? 500,
+        dnsQueriesPerSecond: this.o.dnsQueriesPerSecond ?? 1000,
       }),
     );
     this.o.logger.info('sandbox network ready', { block: formatCidr(this.block), table: this.table, ports });
@@ -331,7 +337,8 @@ export class SandboxNetwork {
     const [rx, tx] = await Promise.all([stat('rx_bytes'), stat('tx_bytes'), this.readDenied()]);
     // The host end receives what the sandbox sends.
     const link = Number.isFinite(rx) && Number.isFinite(tx) ? { bytesIn: tx, bytesOut: rx } : null;
-    return a.counters.usage(link, this.denied?.counts.get(formatIpv4(a.slot.sandboxIp)) ?? 0);
+    const ip = formatIpv4(a.slot.sandboxIp);
+    return a.counters.usage(link, this.denied?.counts.get(ip) ?? 0, this.denied?.dns.get(ip) ?? 0);
   }
 
   /** Prometheus lines for every sandbox with a network. */
@@ -352,15 +359,15 @@ export class SandboxNetwork {
     return rows.length ? [...head, ...rows].join('\n') + '\n' : '';
   }
 
-  /** The kernel's count of refused direct connections per sandbox, read at most once a second. */
+  /** The kernel's counts of refused connections and dropped DNS queries per sandbox, read at most once a second. */
   private async readDenied(): Promise<void> {
     if (this.denied && Date.now() - this.denied.at < 1000) return;
     this.deniedRead ??= (async () => {
       try {
-        const out = await this.capture('nft', ['-j', 'list', 'set', 'inet', this.table, 'denied']);
-        this.denied = { at: Date.now(), counts: parseDeniedSet(out) };
+        const [direct, dns] = await Promise.all(['denied', 'dns_limited'].map((set) => this.capture('nft', ['-j', 'list', 'set', 'inet', this.table, set])));
+        this.denied = { at: Date.now(), counts: parseDeniedSet(direct!), dns: parseDeniedSet(dns!) };
       } catch {
-        this.denied = { at: Date.now(), counts: this.denied?.counts ?? new Map<string, number>() };
+        this.denied = { at: Date.now(), counts: this.denied?.counts ?? new Map<string, number>(), dns: this.denied?.dns ?? new Map<string, number>() };
       } finally {
         this.deniedRead = null;
       }
