@@ -5,7 +5,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { errorCode, hostLeftovers, http, startTestWarren, type TestWarren } from './harness.js';
-import { makeTar, type Member } from './tar-writer.js';
+import { dockerSave, makeTar, type Member } from './tar-writer.js';
 
 let t: TestWarren;
 before(async () => {
@@ -244,18 +244,6 @@ const APP_LAYER: Member[] = [
   { path: 'app/', type: 'dir' },
   { path: 'app/main.sh', content: 'echo hello from the app\n', mode: 0o755 },
 ];
-
-function dockerSave(layers: Buffer[], env?: string[]): Buffer {
-  const config = Buffer.from(
-    JSON.stringify({ architecture: 'amd64', os: 'linux', config: env ? { Env: env } : undefined, rootfs: { type: 'layers', diff_ids: layers.map(sha) } }),
-  );
-  const configName = `${sha(config).slice(7)}.json`;
-  const members: Member[] = [{ path: configName, content: config }];
-  const paths = layers.map((l, i) => `layer${i}/layer.tar`);
-  layers.forEach((l, i) => members.push({ path: `layer${i}/`, type: 'dir' }, { path: paths[i] ?? '', content: l }));
-  members.push({ path: 'manifest.json', content: JSON.stringify([{ Config: configName, RepoTags: ['app:1'], Layers: paths }]) });
-  return makeTar(members);
-}
 
 function ociLayout(layers: Buffer[], opts: { corruptDigestOf?: number; env?: string[] } = {}): Buffer {
   const gz = layers.map((l) => gzipSync(l));

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /** A minimal tar writer for tests: any member, including ones a careful tool would refuse. */
 export interface Member {
   path: string;
@@ -67,4 +69,19 @@ export function makeTar(members: Member[], opts: { end?: boolean } = {}): Buffer
   }
   if (opts.end !== false) parts.push(Buffer.alloc(1024));
   return Buffer.concat(parts);
+}
+
+const sha = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+
+/** A `docker save` archive of layer tars, with `env` as its config's Env. */
+export function dockerSave(layers: Buffer[], env?: string[]): Buffer {
+  const config = Buffer.from(
+    JSON.stringify({ architecture: 'amd64', os: 'linux', config: env ? { Env: env } : undefined, rootfs: { type: 'layers', diff_ids: layers.map(sha) } }),
+  );
+  const configName = `${sha(config).slice(7)}.json`;
+  const members: Member[] = [{ path: configName, content: config }];
+  const paths = layers.map((l, i) => `layer${i}/layer.tar`);
+  layers.forEach((l, i) => members.push({ path: `layer${i}/`, type: 'dir' }, { path: paths[i] ?? '', content: l }));
+  members.push({ path: 'manifest.json', content: JSON.stringify([{ Config: configName, RepoTags: ['app:1'], Layers: paths }]) });
+  return makeTar(members);
 }

@@ -279,13 +279,14 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     network: network ?? undefined,
   });
   const crashAt = o.crashAt;
+  const failpoint = crashAt
+    ? (step: string): void => {
+        if (step === crashAt) process.kill(process.pid, 'SIGKILL');
+      }
+    : undefined;
   service = new SandboxService(store, edge, layers, {
     nodeId,
-    failpoint: crashAt
-      ? (step) => {
-          if (step === crashAt) process.kill(process.pid, 'SIGKILL');
-        }
-      : undefined,
+    failpoint,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
     defaults: {
       cpu: 1,
@@ -314,7 +315,15 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30,
     pullRegistries: o.pullRegistries,
     logger: o.logger,
+    failpoint,
   });
+  // A commit, import or upload cut off by a crash leaves a whole layer that nothing names: it goes
+  // now that the sandboxes that came back (and the layers they use) are known.
+  const orphans = await images.collectGarbage().catch((e: unknown) => {
+    o.logger.warn('garbage collection at start failed', { error: String(e) });
+    return [];
+  });
+  if (orphans.length) o.logger.info('removed layers nothing names', { layers: orphans });
   const auth = new Auth(store, adminKey);
   const audit = new AuditLog(store);
   let url = '';

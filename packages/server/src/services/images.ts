@@ -29,6 +29,8 @@ export interface ImageServiceOptions {
    */
   pullRegistries?: string[];
   logger: { warn(msg: string, meta?: unknown): void };
+  /** Named steps where a fault-injection test crashes the process (see WarrenOptions.crashAt). */
+  failpoint?: (step: string) => void;
 }
 
 /**
@@ -165,6 +167,7 @@ export class ImageService {
     try {
       const { digests, env } = await make();
       try {
+        this.o.failpoint?.('import:layers');
         this.mayName(name, owner);
         return await this.store.setImage(name, digests, owner, env);
       } finally {
@@ -184,8 +187,12 @@ export class ImageService {
   async commit(id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
     this.mayName(req.name, owner);
     const exclude = [...COMMIT_RESIDUES.paths, ...(req.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
-    const info = await this.edge.frozen(id, (upper) => this.store.addLayerDir(upper, exclude, COMMIT_RESIDUES.regex));
+    const info = await this.edge.frozen(id, (upper) => {
+      this.o.failpoint?.('commit:frozen');
+      return this.store.addLayerDir(upper, exclude, COMMIT_RESIDUES.regex);
+    });
     try {
+      this.o.failpoint?.('commit:layer');
       this.mayName(req.name, owner);
       return await this.store.setImage(req.name, [...layers, info.digest], owner, env);
     } finally {

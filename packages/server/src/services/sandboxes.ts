@@ -137,9 +137,11 @@ export class SandboxService {
       if (prev) return prev;
       throw e;
     }
+    this.o.failpoint?.('create:stored');
     try {
       if (pooled) await this.edge.claim(this.edgeSpec(rec), files);
       else await this.edge.create(this.edgeSpec(rec), files);
+      this.o.failpoint?.('create:started');
     } catch (e) {
       if (pooled) await this.edge.destroy(rec.id).catch(() => undefined);
       const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
