@@ -6,7 +6,7 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Warren, type FnRunResult } from '@warren/sdk';
+import { Warren, type FnRunResult, type WarrenError } from '@warren/sdk';
 import { CLI, errorCode, forceCleanup, hostLeftovers, http, startTestWarren, type TestWarren } from './harness.js';
 
 const run = promisify(execFile);
@@ -228,6 +228,23 @@ describe('FnCall', () => {
     assert.ok(mineAt < at - 1000, `other tenant done at ${mineAt} ms, batch at ${at} ms`);
     assert.ok(mine.queuedMs < 1000, String(mine.queuedMs));
     assert.equal(((await extra).json as FnRunResult).stdout, 'extra\n');
+  });
+
+  test("the workers made for a tenant's calls count in its quota: distinct sizes cannot make more than it allows", async () => {
+    const w = new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant: 'fnquota', role: 'runner', quota: { sandboxes: 2, memoryMiB: 1024 } }) });
+    const call = (cpu: number) => w.fn.run({ language: 'bash', code: 'echo ok', resources: { cpu, memoryMiB: 256 } } as never);
+    // Each size is a group of its own, with a worker made for this tenant: two fit.
+    assert.equal((await call(0.25)).stdout, 'ok\n');
+    assert.equal((await call(0.5)).stdout, 'ok\n');
+    await assert.rejects(call(0.75), (e: WarrenError) => e.code === 'resource_exhausted' && /quota/.test(e.message));
+    // The workers there are still serve it; and they are sandboxes of its quota.
+    assert.equal((await call(0.25)).stdout, 'ok\n');
+    await assert.rejects(
+      w.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 64 } }),
+      (e: WarrenError) => e.code === 'resource_exhausted',
+    );
+    // Another tenant is not held by it.
+    assert.equal((await t.client.fn.run({ language: 'bash', code: 'echo admin', resources: { cpu: 0.75, memoryMiB: 256 } } as never)).stdout, 'admin\n');
   });
 
   test('warren fn run -l python FILE prints the output and exits with the code', async () => {

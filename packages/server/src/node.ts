@@ -299,7 +299,9 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   });
   const pools = new PoolService(store, edge, service, { logger: o.logger });
   service.pools = pools;
-  fn = new FnService(edge, layers, { ...o.fn, logger: o.logger });
+  const sandboxes = service;
+  fn = new FnService(edge, layers, { ...o.fn, logger: o.logger, checkQuota: (tenant, quota, r) => sandboxes.checkQuota(tenant, quota, r) });
+  service.fn = fn;
   const recovered = await service.recover();
   if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
   await network?.sweep();

@@ -19,6 +19,11 @@ export interface FnOptions {
   resources?: { cpu: number; memoryMiB: number; pids: number };
   /** Workers beyond a pool's size are removed after this long without a call (default 30 s). */
   idleMs?: number;
+  /**
+   * Whether one more worker of these resources fits in a tenant's quota, counting its sandboxes,
+   * pools and the workers made for it (resource_exhausted if not).
+   */
+  checkQuota?: (tenant: string, quota: Caller['quota'], resources: { cpu: number; memoryMiB: number }) => void;
   logger: { warn(msg: string, meta?: unknown): void };
 }
 
@@ -26,10 +31,13 @@ interface Worker {
   id: string;
   busy: boolean;
   lastUsedMs: number;
+  /** The tenant whose waiting calls it was made for, whose quota it counts in (null: a pool's). */
+  tenant: string | null;
 }
 
 interface Waiting {
   tenant: string;
+  quota: Caller['quota'];
   spec: FnCallSpec;
   enqueuedMs: number;
   resolve: (r: FnRunResult) => void;
@@ -44,6 +52,8 @@ interface Group {
   resources: { cpu: number; memoryMiB: number; pids: number };
   workers: Worker[];
   creating: number;
+  /** Workers being made, by the tenant they are made for. */
+  creatingFor: Map<string, number>;
   /** Kept at least this many (the configured pool). */
   min: number;
   warmLanguage: FnRunRequest['language'] | null;
@@ -160,7 +170,7 @@ export class FnService {
     const promises = prepared.map(
       ({ g, spec }) =>
         new Promise<FnRunResult>((resolve, reject) => {
-          const w: Waiting = { tenant: caller.tenant, spec, enqueuedMs: now, resolve, reject, retried: false };
+          const w: Waiting = { tenant: caller.tenant, quota: caller.quota, spec, enqueuedMs: now, resolve, reject, retried: false };
           this.push(g, w);
         }),
     );
@@ -229,6 +239,7 @@ export class FnService {
         resources,
         workers: [],
         creating: 0,
+        creatingFor: new Map(),
         min: 0,
         warmLanguage: null,
         builtIn: img.builtIn,
@@ -291,20 +302,65 @@ export class FnService {
     }
   }
 
-  /** More workers while calls wait and the image may have more. */
+  /**
+   * More workers while calls wait and the image may have more: the pool's first (no tenant's),
+   * then one for each waiting call, made for the tenants whose calls wait, in turn, each within
+   * its quota (a worker counts there as a sandbox of its size while it lives). A tenant past its
+   * quota waits for the workers there are; with none at all, its calls fail.
+   */
   private grow(g: Group): void {
     if (this.closed || Date.now() < g.retryAtMs) return;
     const idle = g.workers.filter((w) => !w.busy).length;
-    const want = Math.max(
-      g.min - g.workers.length - g.creating,
-      Math.min(this.waitingIn(g) - idle - g.creating, this.maxWorkers - g.workers.length - g.creating),
-    );
-    for (let i = 0; i < want; i++) void this.addWorker(g);
+    const pool = Math.max(0, g.min - g.workers.length - g.creating);
+    let more = Math.min(this.waitingIn(g) - idle - g.creating, this.maxWorkers - g.workers.length - g.creating) - pool;
+    for (let i = 0; i < pool; i++) void this.addWorker(g, null);
+    const refused = new Map<string, WarrenError>();
+    for (let progress = true; more > 0 && progress; ) {
+      progress = false;
+      for (const tenant of g.turn) {
+        const q = g.queues.get(tenant);
+        if (more <= 0 || !q?.length || refused.has(tenant) || (g.creatingFor.get(tenant) ?? 0) >= q.length) continue;
+        try {
+          this.o.checkQuota?.(tenant, q[0]!.quota, g.resources);
+        } catch (e) {
+          refused.set(tenant, e instanceof WarrenError ? e : new WarrenError('resource_exhausted', `tenant "${tenant}" is over its quota`));
+          continue;
+        }
+        void this.addWorker(g, tenant);
+        more--;
+        progress = true;
+      }
+    }
+    if (g.workers.length === 0 && g.creating === 0) {
+      for (const [tenant, err] of refused) {
+        const q = g.queues.get(tenant) ?? [];
+        g.queues.delete(tenant);
+        g.turn = g.turn.filter((t) => t !== tenant);
+        const left = (this.queued.get(tenant) ?? 0) - q.length;
+        if (left > 0) this.queued.set(tenant, left);
+        else this.queued.delete(tenant);
+        this.counts.rejected += q.length;
+        for (const w of q) w.reject(err);
+      }
+    }
   }
 
-  private async addWorker(g: Group): Promise<void> {
+  /** What the workers made for a tenant hold (they count in its quota). */
+  held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } {
+    const out = { sandboxes: 0, cpu: 0, memoryMiB: 0 };
+    for (const g of this.groups.values()) {
+      const n = g.workers.filter((w) => w.tenant === tenant).length + (g.creatingFor.get(tenant) ?? 0);
+      out.sandboxes += n;
+      out.cpu += n * g.resources.cpu;
+      out.memoryMiB += n * g.resources.memoryMiB;
+    }
+    return out;
+  }
+
+  private async addWorker(g: Group, tenant: string | null): Promise<void> {
     const id = newSandboxId();
     g.creating++;
+    if (tenant !== null) g.creatingFor.set(tenant, (g.creatingFor.get(tenant) ?? 0) + 1);
     this.owned.add(id);
     try {
       await this.edge.create(this.workerSpec(g, id));
@@ -315,7 +371,7 @@ export class FnService {
           .catch(() => undefined);
       }
       if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
-      g.workers.push({ id, busy: false, lastUsedMs: Date.now() });
+      g.workers.push({ id, busy: false, lastUsedMs: Date.now(), tenant });
       g.lastError = null;
     } catch (e) {
       this.owned.delete(id);
@@ -327,6 +383,7 @@ export class FnService {
       if (g.workers.length === 0 && g.creating === 1) for (let w = this.next(g); w; w = this.next(g)) w.reject(g.lastError);
     } finally {
       g.creating--;
+      if (tenant !== null) g.creatingFor.set(tenant, (g.creatingFor.get(tenant) ?? 1) - 1);
     }
     this.dispatch(g);
   }

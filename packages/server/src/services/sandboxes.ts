@@ -74,6 +74,8 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 export class SandboxService {
   /** Warm pools, when the node keeps them (set once at start). */
   pools: { claim(key: string): string | null; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
+  /** The FnCall service: the workers made for a tenant's calls count in its quota. */
+  fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
 
   constructor(
     private readonly store: Store,
@@ -237,20 +239,22 @@ export class SandboxService {
   }
 
   /**
-   * Whether `count` more sandboxes of size `r` fit in a tenant's quota, counting its sandboxes
-   * and what its warm pools keep; resource_exhausted if not (count 0: whether it is within).
+   * Whether `count` more sandboxes of size `r` fit in a tenant's quota, counting its sandboxes,
+   * what its warm pools keep and the FnCall workers made for its calls; resource_exhausted if not
+   * (count 0: whether it is within).
    */
   checkQuota(tenant: string, q: KeyRecord['quota'], r: { cpu: number; memoryMiB: number }, count = 1): void {
     if (q.sandboxes === undefined && q.cpu === undefined && q.memoryMiB === undefined) return;
     const s = this.store.tenantUsage(tenant);
     const p = this.pools?.held(tenant) ?? { sandboxes: 0, cpu: 0, memoryMiB: 0 };
-    const u = { sandboxes: s.sandboxes + p.sandboxes, cpu: s.cpu + p.cpu, memoryMiB: s.memoryMiB + p.memoryMiB };
+    const f = this.fn?.held(tenant) ?? { sandboxes: 0, cpu: 0, memoryMiB: 0 };
+    const u = { sandboxes: s.sandboxes + p.sandboxes + f.sandboxes, cpu: s.cpu + p.cpu + f.cpu, memoryMiB: s.memoryMiB + p.memoryMiB + f.memoryMiB };
     if (
       (q.sandboxes !== undefined && u.sandboxes + count > q.sandboxes) ||
       (q.cpu !== undefined && u.cpu + count * r.cpu > q.cpu) ||
       (q.memoryMiB !== undefined && u.memoryMiB + count * r.memoryMiB > q.memoryMiB)
     ) {
-      throw new WarrenError('resource_exhausted', `tenant "${tenant}" is over its quota`, { quota: q, usage: u, pools: p });
+      throw new WarrenError('resource_exhausted', `tenant "${tenant}" is over its quota`, { quota: q, usage: u, pools: p, fnWorkers: f });
     }
   }
 
