@@ -207,3 +207,45 @@ describe('commands', () => {
     }
   });
 });
+
+describe('command output the node holds', () => {
+  let t: TestWarren;
+  const BUDGET = 1024 * 1024;
+  before(async () => {
+    t = await startTestWarren({ maxRetainedOutputBytes: BUDGET });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('is bounded for all sandboxes together: running commands that hold it refuse new ones; finished ones make room', async () => {
+    const a = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    const b = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      // A command in b takes the whole budget (it writes twice as much) and keeps running.
+      const holder = b.execStream('head -c 2097152 /dev/zero | tr "\\0" y; sleep 600', { timeoutMs: 700_000 });
+      const start = await holder.next();
+      assert.ok(!start.done && start.value.type === 'start');
+      let got = 0;
+      while (got < BUDGET) {
+        const ev = await holder.next();
+        assert.ok(!ev.done, 'the stream ended early');
+        if (ev.value.type === 'stdout') got += ev.value.data.length;
+      }
+      assert.equal(got, BUDGET);
+      // Another sandbox's command is refused while it holds everything.
+      await assert.rejects(a.exec('echo x'), (e: WarrenError) => e.code === 'resource_exhausted' && e.details.maxRetainedOutputBytes === BUDGET);
+      // Once it has ended, its output is what goes: the next command runs.
+      await b.kill(start.value.commandId, 'SIGKILL');
+      for await (const ev of holder) if (ev.type === 'exit') assert.equal(ev.truncated, true);
+      assert.equal((await a.exec('echo x')).stdout, 'x\n');
+      await assert.rejects(b.attach(start.value.commandId, 0).next(), (e: WarrenError) => e.code === 'not_found');
+      // A command gets what is left (all but the 2 bytes above), and is marked truncated.
+      const big = await a.exec('head -c 1572864 /dev/zero | tr "\\0" z');
+      assert.equal(big.stdout.length, BUDGET - 2);
+      assert.equal(big.truncated, true);
+    } finally {
+      await Promise.all([a.delete(), b.delete()]);
+    }
+  });
+});

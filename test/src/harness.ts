@@ -40,6 +40,7 @@ export async function startTestWarren(
     disk?: WarrenOptions['disk'];
     pullRegistries?: string[];
     maxUploadBytes?: number;
+    maxRetainedOutputBytes?: number;
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -65,6 +66,7 @@ export async function startTestWarren(
     disk: opts.disk,
     pullRegistries: opts.pullRegistries,
     maxUploadBytes: opts.maxUploadBytes,
+    maxRetainedOutputBytes: opts.maxRetainedOutputBytes,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

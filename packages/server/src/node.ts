@@ -110,6 +110,8 @@ export interface WarrenOptions {
   fn?: Omit<FnOptions, 'logger'>;
   /** Largest image archive or layer upload, in bytes (default 64 GiB). */
   maxUploadBytes?: number;
+  /** Command output the node holds for all sandboxes together (default an eighth of memory, at most 4 GiB). */
+  maxRetainedOutputBytes?: number;
   /** Registries (`host[:port]`) non-admin keys may pull from (default none: only admins pull). */
   pullRegistries?: string[];
   /**
@@ -272,6 +274,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
       maxDiskMiBPerSandbox: disk?.quotas ? Math.floor(disk.sizeMiB / 2) : undefined,
     },
     memoryFloorMiB: o.memoryFloorMiB,
+    maxRetainedOutputBytes: o.maxRetainedOutputBytes,
     onStateChanged: (id, s) => service?.stateChanged(id, s),
     onExpired: (id, reason) => service?.expire(id, reason),
     onDied: (id) => (fn?.owns(id) ? fn.died(id) : service?.died(id)),

@@ -5,6 +5,7 @@ import { WarrenError } from '@warren/api';
 import type { InitCall } from '../init/call.js';
 import { REPLY, REQ, decodeFields, encodeFields } from '../init/frame.js';
 import { failure } from '../init/call.js';
+import type { OutputBudget } from './output-budget.js';
 
 export type OutputStream = 'stdout' | 'stderr';
 interface Chunk {
@@ -32,12 +33,15 @@ export class Command {
   private readonly listeners = new Set<CommandListener>();
   private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
   finishedAt: number | null = null;
+  private released = false;
 
   constructor(
     id: string,
     private readonly call: InitCall,
     private readonly maxOutputBytes: number,
     private readonly onActivity: () => void,
+    /** The node's budget for output held (see OutputBudget); none: only `maxOutputBytes` bounds it. */
+    private readonly budget?: OutputBudget,
   ) {
     this.id = id;
   }
@@ -82,8 +86,13 @@ export class Command {
       this.truncated = true;
       return;
     }
-    const kept = data.length > room ? data.subarray(0, room) : data;
+    let kept = data.length > room ? data.subarray(0, room) : data;
+    if (this.budget) {
+      const granted = this.released ? 0 : this.budget.take(kept.length);
+      if (granted < kept.length) kept = kept.subarray(0, granted);
+    }
     if (kept.length < data.length) this.truncated = true;
+    if (kept.length === 0) return;
     this.chunks.push({ stream, data: kept });
     this.retained += kept.length;
     if (this.listeners.size) {
@@ -157,6 +166,13 @@ export class Command {
 
   get retainedBytes(): number {
     return this.retained;
+  }
+
+  /** Gives its output's bytes back to the node's budget: it is being forgotten. */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.budget?.give(this.retained);
   }
 
   writeStdin(data: Buffer): void {

@@ -12,7 +12,8 @@ import { argvToScript, envList } from './shell.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
+import { forgetCommand, makeRoom, memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
+import { OutputBudget, defaultOutputBudget } from './output-budget.js';
 
 export type { EdgeCapacity } from './admission.js';
 
@@ -50,6 +51,8 @@ export interface EdgeOptions {
   logger?: { warn(msg: string, meta?: unknown): void };
   maxFileBytes?: number;
   commandRetentionMs?: number;
+  /** Command output held for all sandboxes together, in bytes (default: an eighth of memory, at most 4 GiB). */
+  maxRetainedOutputBytes?: number;
   /** Sandbox networking; without it every sandbox has loopback only and no rules can open more. */
   network?: SandboxNetwork;
   /**
@@ -84,6 +87,7 @@ const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
  */
 export class Edge {
   private readonly live = new Map<string, Live>();
+  private readonly output: OutputBudget;
   private readonly freezes = new Map<string, Promise<void>>();
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
@@ -91,6 +95,7 @@ export class Edge {
   readonly maxFileBytes: number;
 
   constructor(private readonly o: EdgeOptions) {
+    this.output = new OutputBudget(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
     this.maxFileBytes = o.maxFileBytes ?? 1024 * 1024 * 1024;
     this.cpuLoad = new CpuLoad(o.now);
   }
@@ -280,6 +285,7 @@ export class Edge {
     const l = this.live.get(id);
     if (l) {
       this.live.delete(id);
+      for (const c of l.commands.values()) c.release();
       this.allocated.cpu -= l.spec.resources.cpu;
       this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
       await this.stopReclaim(l);
@@ -497,6 +503,11 @@ export class Edge {
 
   private async launch(l: Live, req: ExecRequest, cmdId: string): Promise<Command> {
     this.prune(l);
+    if (this.output.spent && !makeRoom(this.output, this.live.values()))
+      throw new WarrenError('resource_exhausted', 'this node holds as much command output as it may; read or end running commands first', {
+        retainedOutputBytes: this.output.used,
+        maxRetainedOutputBytes: this.output.totalBytes,
+      });
     const sock = l.sb.initSocket;
     const env = envList(l.spec.env, req.env);
     const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
@@ -518,9 +529,15 @@ export class Edge {
         timeoutMs,
       }));
     }
-    const cmd = new Command(cmdId, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => {
-      l.spec.lastActivityMs = Date.now();
-    });
+    const cmd = new Command(
+      cmdId,
+      call,
+      req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+      () => {
+        l.spec.lastActivityMs = Date.now();
+      },
+      this.output,
+    );
     l.commands.set(cmdId, cmd);
     if (req.requestId) {
       l.requestIds.set(req.requestId, cmdId);
@@ -566,12 +583,7 @@ export class Edge {
       if (!c.done) continue;
       if (now - (c.finishedAt ?? now) > keepMs || total > RETAINED_PER_SANDBOX) {
         total -= c.retainedBytes;
-        l.commands.delete(cid);
-        const rid = l.requestIdOf.get(cid);
-        if (rid !== undefined) {
-          l.requestIds.delete(rid);
-          l.requestIdOf.delete(cid);
-        }
+        forgetCommand(l, cid);
       }
     }
   }

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { WarrenError } from '@warren/api';
 import type { BackendSandbox } from '../backends/backend.js';
 import type { Command } from './command.js';
+import type { OutputBudget } from './output-budget.js';
 import type { EdgeSandboxSpec } from './edge.js';
 
 /** What the edge holds of one running sandbox: its spec, its backend handle, commands, pause state. */
@@ -49,6 +50,30 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
     residentWhilePaused: 0,
     cpuSample: null,
   };
+}
+
+/** Forgets one of a sandbox's commands (and its requestId), giving its output back to the budget. */
+export function forgetCommand(l: Live, commandId: string): void {
+  l.commands.get(commandId)?.release();
+  l.commands.delete(commandId);
+  const rid = l.requestIdOf.get(commandId);
+  if (rid !== undefined) {
+    l.requestIds.delete(rid);
+    l.requestIdOf.delete(commandId);
+  }
+}
+
+/**
+ * Forgets finished commands, the oldest first, whichever sandbox holds them, until the node's
+ * output budget has room again; false when running commands hold all of it.
+ */
+export function makeRoom(budget: OutputBudget, lives: Iterable<Live>): boolean {
+  const done = [...lives].flatMap((l) => [...l.commands].filter(([, c]) => c.done).map(([cid, c]) => ({ l, cid, at: c.finishedAt ?? 0 })));
+  for (const d of done.sort((a, b) => a.at - b.at)) {
+    if (!budget.spent) break;
+    forgetCommand(d.l, d.cid);
+  }
+  return !budget.spent;
 }
 
 /** A new command id (`cmd_` and 12 random base64url characters). */
