@@ -41,6 +41,7 @@ export async function startTestWarren(
     pullRegistries?: string[];
     maxUploadBytes?: number;
     maxRetainedOutputBytes?: number;
+    dataDiskReserveMiB?: number;
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -67,6 +68,7 @@ export async function startTestWarren(
     pullRegistries: opts.pullRegistries,
     maxUploadBytes: opts.maxUploadBytes,
     maxRetainedOutputBytes: opts.maxRetainedOutputBytes,
+    dataDiskReserveMiB: opts.dataDiskReserveMiB,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

@@ -25,7 +25,9 @@ const USAGE = `warren — sandboxes for agents
                                      default: half the memory, unless the host has swap) [--no-zram-swap]
             [--cpu-overcommit 64] [--cpu-busy 0.9] [--memory-overcommit 1.5] [--memory-floor-mib N]
             [--sandbox-disk-gib N] [--no-disk-quotas]   sandboxes' writable layers on a btrfs image of N GiB
-                                     (sparse; default 80 % of free space), each limited to its diskMiB (default 10 GiB)
+                                     (sparse; default 80 % of free space past the reserve), each limited to its diskMiB (default 10 GiB)
+            [--disk-reserve-mib N]    kept free on the data disk for Warren's own state: imports, uploads, pulls
+                                     and commits that would reach into it are refused (default 5 %, 256 MiB to 2 GiB)
             [--fn-pool IMAGE[:LANGUAGE]=N]...   FnCall workers kept warm (python: its zygote started too)
             [--fn-max-workers N] [--fn-queue-limit N]   FnCall workers per image; calls a tenant may have waiting
             [--pull-registries HOST[:PORT],...]   registries non-admin keys may pull from (default: none)
@@ -138,6 +140,7 @@ async function run(argv: string[]): Promise<number> {
           'fn-pool': { type: 'string', multiple: true },
           'sandbox-disk-gib': { type: 'string' },
           'no-disk-quotas': { type: 'boolean', default: false },
+          'disk-reserve-mib': { type: 'string' },
           'fn-max-workers': { type: 'string' },
           'fn-queue-limit': { type: 'string' },
           'pull-registries': { type: 'string' },
@@ -170,6 +173,7 @@ async function run(argv: string[]): Promise<number> {
         },
         memoryFloorMiB: values['memory-floor-mib'] ? Number(values['memory-floor-mib']) : undefined,
         pullRegistries: values['pull-registries'] ? values['pull-registries'].split(',').filter(Boolean) : undefined,
+        dataDiskReserveMiB: values['disk-reserve-mib'] ? positiveInt(values['disk-reserve-mib'], '--disk-reserve-mib') : undefined,
         disk: values['no-disk-quotas'] ? false : { sizeGiB: values['sandbox-disk-gib'] ? Number(values['sandbox-disk-gib']) : undefined },
         fn: {
           pools: (values['fn-pool'] ?? []).map(parseFnPool),

@@ -19,6 +19,7 @@ export interface UpFlags {
   memoryFloorMiB?: number;
   fn?: WarrenOptions['fn'];
   disk?: WarrenOptions['disk'];
+  dataDiskReserveMiB?: number;
   pullRegistries?: string[];
 }
 
@@ -44,6 +45,7 @@ export async function up(f: UpFlags): Promise<void> {
     memoryFloorMiB: f.memoryFloorMiB,
     fn: f.fn,
     disk: f.disk,
+    dataDiskReserveMiB: f.dataDiskReserveMiB,
     pullRegistries: f.pullRegistries,
     // No flag: the hardening benchmark's baseline node, and nothing else, sets this.
     unhardened: process.env.WARREN_UNHARDENED_BENCH === '1',

@@ -11,6 +11,9 @@ import {
   HostHelper,
   SandboxNetwork,
   openSandboxDisk,
+  checkRoom,
+  dataDiskRoom,
+  defaultReserveBytes,
   readOwnCgroupParent,
   openNodeSwap,
   type ContainerRuntime,
@@ -101,6 +104,12 @@ export interface WarrenOptions {
    * directories, and a create asking for diskMiB is refused.
    */
   disk?: false | { sizeGiB?: number; defaultMiB?: number };
+  /**
+   * Space on the data dir's disk kept for Warren's own state (the store, layers): the sandboxes'
+   * image is sized to leave it, and imports, uploads, pulls and commits that would reach into it
+   * answer resource_exhausted. Default: 5 % of the disk, 256 MiB to 2 GiB.
+   */
+  dataDiskReserveMiB?: number;
   /**
    * For the hardening benchmark's baseline only (bench/src/hardening.ts): sandboxes without
    * seccomp, masked paths, disk quotas or id ranges of their own. Never for a node anyone uses.
@@ -231,9 +240,12 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   }
 
   const mounts = new HostHelper(join(nativeDir, 'warren-hostd'));
+  const diskReserve = o.dataDiskReserveMiB !== undefined ? o.dataDiskReserveMiB * 2 ** 20 : defaultReserveBytes((await dataDiskRoom(o.dataDir)).sizeBytes);
   if (o.unhardened) o.logger.warn('UNHARDENED node (benchmark baseline): sandboxes run without seccomp, masked paths, disk quotas or id ranges of their own');
   const disk =
-    o.disk === false || o.unhardened ? null : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, log: (m, meta) => o.logger.info(m, meta) });
+    o.disk === false || o.unhardened
+      ? null
+      : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, reserveBytes: diskReserve, log: (m, meta) => o.logger.info(m, meta) });
   if (disk?.quotas && o.disk && o.disk.defaultMiB !== undefined && o.disk.defaultMiB > disk.sizeMiB / 2)
     throw new Error(`the default sandbox disk (${o.disk.defaultMiB} MiB) is more than half of the sandboxes’ file system (${disk.sizeMiB} MiB)`);
   const backend = new ContainerBackend({
@@ -321,6 +333,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     pullRegistries: o.pullRegistries,
     logger: o.logger,
     failpoint,
+    checkDisk: async (what) => checkRoom(await dataDiskRoom(o.dataDir), diskReserve, what),
   });
   // A commit, import or upload cut off by a crash leaves a whole layer that nothing names: it goes
   // now that the sandboxes that came back (and the layers they use) are known.

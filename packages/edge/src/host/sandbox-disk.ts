@@ -4,6 +4,8 @@ import { mkdir, readdir, readFile, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
+import { sandboxImageBytes } from './data-disk.js';
+
 const run = promisify(execFile);
 
 /** Where sandboxes' writable layers live, and whether the file system limits each one's space. */
@@ -28,10 +30,14 @@ async function mountedAt(dir: string): Promise<string | null> {
  * The sandboxes' directory as a btrfs file system of its own (an image file in the data dir,
  * loop-mounted, quotas on): each sandbox's writable layer is a subvolume with a qgroup limit, so
  * a full sandbox gets EDQUOT while its neighbours and the node's own storage stay writable. The
- * image is sparse, sized `sizeGiB` (default: 80 % of the data dir's free space when first made).
+ * image is sparse, sized `sizeGiB` (default: 80 % of the data dir's free space past `reserveBytes`,
+ * what the node keeps for its own state, when first made).
  * A data dir that already holds sandboxes in a plain directory keeps it, without quotas.
  */
-export async function openSandboxDisk(dataDir: string, o: { sizeGiB?: number; log: (msg: string, meta?: unknown) => void }): Promise<SandboxDisk> {
+export async function openSandboxDisk(
+  dataDir: string,
+  o: { sizeGiB?: number; reserveBytes: number; log: (msg: string, meta?: unknown) => void },
+): Promise<SandboxDisk> {
   const dir = join(dataDir, 'sandboxes');
   const image = join(dataDir, 'sandboxes.btrfs');
   const sizeMiB = async (): Promise<number> => {
@@ -48,7 +54,7 @@ export async function openSandboxDisk(dataDir: string, o: { sizeGiB?: number; lo
     }
     if (!existsSync(image)) {
       const st = await statfs(dataDir);
-      const bytes = o.sizeGiB ? o.sizeGiB * 2 ** 30 : Math.max(2 ** 30, Math.floor(st.bavail * st.bsize * 0.8));
+      const bytes = o.sizeGiB ? o.sizeGiB * 2 ** 30 : sandboxImageBytes(st.bavail * st.bsize, o.reserveBytes);
       await run('truncate', ['-s', String(bytes), image]);
       await run('mkfs.btrfs', ['-q', '-m', 'single', image]);
     }

@@ -31,6 +31,8 @@ export interface ImageServiceOptions {
   logger: { warn(msg: string, meta?: unknown): void };
   /** Named steps where a fault-injection test crashes the process (see WarrenOptions.crashAt). */
   failpoint?: (step: string) => void;
+  /** Refuses (resource_exhausted) `what` when the data disk is down to its reserve. */
+  checkDisk?: (what: string) => Promise<void>;
 }
 
 /**
@@ -73,6 +75,7 @@ export class ImageService {
    */
   async uploadLayer(name: string, owner: string | null, body: NodeJS.ReadableStream): Promise<Layer> {
     this.mayNameLayer(name, owner);
+    await this.o.checkDisk?.('a layer upload');
     const limited = body.pipe(limit(this.o.maxUploadBytes));
     body.on('error', (e: Error) => limited.destroy(e));
     const source = gunzipIfCompressed(limited, 'the layer');
@@ -92,6 +95,7 @@ export class ImageService {
    */
   async importImage(name: string, owner: string | null, body: NodeJS.ReadableStream, emit: (ev: ImageEvent) => void): Promise<Image> {
     this.mayName(name, owner);
+    await this.o.checkDisk?.('an import');
     const scratch = await this.scratch();
     try {
       const file = join(scratch, 'upload');
@@ -135,6 +139,7 @@ export class ImageService {
     const allowHost = this.pullHosts(ref, owner);
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
     this.mayName(imageName, owner);
+    await this.o.checkDisk?.('a pull');
     return this.nameImage(imageName, owner, () => pullImage(ref, this.store, { ...this.conversion(owner, emit), credentials, allowHost }));
   }
 
@@ -186,6 +191,7 @@ export class ImageService {
    */
   async commit(id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
     this.mayName(req.name, owner);
+    await this.o.checkDisk?.('a commit');
     const exclude = [...COMMIT_RESIDUES.paths, ...(req.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
     const info = await this.edge.frozen(id, (upper) => {
       this.o.failpoint?.('commit:frozen');
