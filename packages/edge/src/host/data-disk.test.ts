@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WarrenError } from '@warren/api';
+import type { WarrenError } from '@warren/api';
 import { checkRoom, defaultReserveBytes, sandboxImageBytes } from './data-disk.js';
 
 const MiB = 2 ** 20;
