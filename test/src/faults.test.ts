@@ -2,13 +2,14 @@
 // call (WARREN_TEST_CRASH_AT), started again on the same data dir, and nothing is lost, nothing
 // runs twice and no older state comes back.
 import { test } from 'node:test';
+import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { chmod, mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Warren, type WarrenError } from '@warren/sdk';
 import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
-import { forceCleanup, hostLeftovers, IMAGE_CACHE, spawnUp, type UpProcess } from './harness.js';
+import { forceCleanup, hostLeftovers, IMAGE_CACHE, spawnUp, startTestWarren, type UpProcess } from './harness.js';
 import { dockerSave, makeTar } from './tar-writer.js';
 
 const KEY = 'faults-key';
@@ -198,4 +199,37 @@ test('a crash after an import converted its layers, before the image was named: 
       assert.equal((await w.importImage('app:crash', archive)).name, 'app:crash');
     },
   );
+});
+
+test('warren-hostd killed: a new one takes its place; running sandboxes keep serving, new ones get their own network, nothing is left', async () => {
+  const t = await startTestWarren({ images: ['busybox:latest'], network: { poolSize: 2 } });
+  const helper = (): number[] =>
+    execFileSync('sh', ['-c', `pgrep -P ${process.pid} -x warren-hostd || true`])
+      .toString()
+      .split('\n')
+      .filter(Boolean)
+      .map(Number);
+  try {
+    const old = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    const [first] = helper();
+    assert.ok(first);
+    process.kill(first, 'SIGKILL');
+    for (let i = 0; i < 500 && (helper()[0] ?? first) === first; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.notEqual(helper()[0] ?? first, first, 'a new helper started');
+    assert.equal((await old.exec('echo still')).stdout, 'still\n');
+    // New sandboxes, past the namespaces the dead helper held: each in its own, with its address.
+    const made = [];
+    for (let i = 0; i < 4; i++) made.push(await t.client.sandboxes.create({ image: 'busybox:latest', network: { egress: 'deny', allow: ['npm.example'] } }));
+    const addresses = await Promise.all(made.map(async (sb) => (await sb.exec("ip -4 -o addr show eth0 | awk '{print $4}'")).stdout.trim()));
+    assert.deepEqual(
+      addresses,
+      made.map((sb) => `${sb.info.network.address}/31`),
+    );
+    for (const sb of [old, ...made]) {
+      await sb.delete();
+      assert.deepEqual(hostLeftovers(sb.id), []);
+    }
+  } finally {
+    await t.close();
+  }
 });

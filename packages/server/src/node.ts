@@ -239,7 +239,9 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     }
   }
 
-  const mounts = new HostHelper(join(nativeDir, 'warren-hostd'));
+  const mounts = new HostHelper(join(nativeDir, 'warren-hostd'), (why) =>
+    o.logger.warn('warren-hostd died; a new one took its place (calls it had not answered failed)', { error: String(why) }),
+  );
   const diskReserve = o.dataDiskReserveMiB !== undefined ? o.dataDiskReserveMiB * 2 ** 20 : defaultReserveBytes((await dataDiskRoom(o.dataDir)).sizeBytes);
   if (o.unhardened) o.logger.warn('UNHARDENED node (benchmark baseline): sandboxes run without seccomp, masked paths, disk quotas or id ranges of their own');
   const disk =

@@ -58,23 +58,42 @@ function checkField(v: string): string {
  * its whole process for every spawn: milliseconds of blocked event loop each).
  */
 export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
-  private readonly child: ChildProcessWithoutNullStreams;
-  private readonly pending = new Map<string, Pending>();
+  private child!: ChildProcessWithoutNullStreams;
+  private pending = new Map<string, Pending>();
   private nextTag = 1;
   private dead: Error | null = null;
+  private closing = false;
+  private startedAt = 0;
 
-  constructor(binary: string) {
+  /**
+   * `onRestart`: the helper died and a new one took its place (what the old one held, such as
+   * network namespaces, went with it).
+   */
+  constructor(
+    private readonly binary: string,
+    private readonly onRestart?: (why: Error) => void,
+  ) {
+    this.start();
+  }
+
+  private start(): void {
     // Its own process group: a Ctrl-C at the terminal must not kill it before the edge has used
     // it to unmount everything. It exits when our end of its stdin closes, crash or not.
-    this.child = spawn(binary, [], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
-    this.child.on('error', (e) => this.die(e));
-    this.child.on('exit', (code, sig) => this.die(new Error(`warren-hostd exited (${sig ?? code})`)));
-    this.child.stderr.resume();
-    createInterface({ input: this.child.stdout }).on('line', (line) => {
+    const child = spawn(this.binary, [], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    this.child = child;
+    this.dead = null;
+    this.startedAt = Date.now();
+    const pending = new Map<string, Pending>();
+    this.pending = pending;
+    child.on('error', (e) => this.die(child, pending, e));
+    child.on('exit', (code, sig) => this.die(child, pending, new Error(`warren-hostd exited (${sig ?? code})`)));
+    child.stdin.on('error', () => undefined);
+    child.stderr.resume();
+    createInterface({ input: child.stdout }).on('line', (line) => {
       const [tag = '', status, a, b] = line.split('\t');
-      const p = this.pending.get(tag);
+      const p = pending.get(tag);
       if (!p) return;
-      this.pending.delete(tag);
+      pending.delete(tag);
       if (status === 'ok') p.resolve(a ?? '');
       else p.reject(new WarrenError('internal', `${p.what} failed: ${b ?? line}`, { errno: Number(a) }));
     });
@@ -170,16 +189,31 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     if (this.dead) return;
     const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
     this.child.stdin.end();
     await exited;
   }
 
-  private die(e: Error): void {
-    if (this.dead) return;
-    this.dead = new WarrenError('unavailable', 'the host helper stopped', {}, { cause: e });
-    for (const p of this.pending.values()) p.reject(this.dead);
-    this.pending.clear();
+  /**
+   * The helper died: what it was asked and had not answered fails (it may or may not have been
+   * done), and a new helper takes its place at once (after a second when it died young, so a
+   * helper that cannot run does not spin).
+   */
+  private die(child: ChildProcessWithoutNullStreams, pending: Map<string, Pending>, e: Error): void {
+    if (child !== this.child || this.dead) return;
+    const err = new WarrenError('unavailable', 'the host helper stopped', {}, { cause: e });
+    this.dead = err;
+    for (const p of pending.values()) p.reject(err);
+    pending.clear();
+    if (this.closing) return;
+    const restart = (): void => {
+      if (this.closing) return;
+      this.start();
+      this.onRestart?.(e);
+    };
+    if (Date.now() - this.startedAt < 1000) setTimeout(restart, 1000).unref();
+    else restart();
   }
 }

@@ -53,13 +53,19 @@ interface Attached extends EgressTarget {
   slot: Slot;
   /** Rule changes in flight, one after another (each is a diff against the last). */
   applying: Promise<void>;
-  /** The helper's fd of the namespace until the sandbox's init holds it. */
+  /** The helper's fd of the namespace until the sandbox's init holds it, and that helper's pid. */
   fd: number | null;
+  fdPid: number;
 }
 
 interface Ready {
   slot: Slot;
   fd: number;
+  /**
+   * The helper that holds `fd`: a helper that died took its namespaces with it, and the same
+   * number in the next one's table is another namespace.
+   */
+  pid: number;
 }
 
 /** Private, loopback, link-local, multicast and reserved ranges: not reachable by name unless a CIDR rule names them. */
@@ -193,12 +199,15 @@ export class SandboxNetwork {
   /** Takes a prepared namespace for a sandbox and applies its rules. */
   async attach(id: string, policy: NetworkPolicy | undefined): Promise<NetAttachment> {
     const compiled = compilePolicy(policy);
+    // Namespaces a helper that has since died held are gone (and their links with them).
+    while (this.pool[0] && this.pool[0].pid !== this.o.host.pid) this.used.delete(this.pool.shift()!.slot.index);
     const ready = this.pool.shift() ?? (await this.prepare(1))[0]!;
     this.refill();
     const a: Attached = {
       id,
       slot: ready.slot,
       fd: ready.fd,
+      fdPid: ready.pid,
       policy: compilePolicy(undefined),
       gateway: ready.slot.hostIp,
       counters: new NetCounters(),
@@ -214,7 +223,7 @@ export class SandboxNetwork {
       throw e;
     }
     return {
-      nsPath: `/proc/${this.o.host.pid}/fd/${ready.fd}`,
+      nsPath: `/proc/${ready.pid}/fd/${ready.fd}`,
       address: formatIpv4(ready.slot.sandboxIp),
       gateway: formatIpv4(ready.slot.hostIp),
     };
@@ -226,7 +235,7 @@ export class SandboxNetwork {
     if (a?.fd == null) return;
     const fd = a.fd;
     a.fd = null;
-    await this.o.host.netnsClose(fd);
+    if (a.fdPid === this.o.host.pid) await this.o.host.netnsClose(fd);
   }
 
   /** Takes back a sandbox that kept running over a restart (its link is still there). */
@@ -238,6 +247,7 @@ export class SandboxNetwork {
       id,
       slot: s,
       fd: null,
+      fdPid: 0,
       policy: compilePolicy(undefined),
       gateway: s.hostIp,
       counters: new NetCounters(),
@@ -305,7 +315,7 @@ export class SandboxNetwork {
     // Rules still being applied land first, so that what is removed is what is there.
     await a.applying;
     const cmds = cidrCommands(this.table, a.slot.sandboxIp, { allow: a.policy.allowCidrs, deny: a.policy.denyCidrs }, { allow: [], deny: [] });
-    if (a.fd !== null) await this.o.host.netnsClose(a.fd).catch(() => undefined);
+    if (a.fd !== null && a.fdPid === this.o.host.pid) await this.o.host.netnsClose(a.fd).catch(() => undefined);
     try {
       if (cmds) await this.nft(cmds);
       this.used.delete(a.slot.index);
@@ -449,7 +459,7 @@ export class SandboxNetwork {
           }),
         ),
       );
-      return slots.map((s, i) => ({ slot: s, fd: fds[i]! }));
+      return slots.map((s, i) => ({ slot: s, fd: fds[i]!, pid }));
     } catch (e) {
       // Closing a namespace removes its veth (both ends) with it.
       await Promise.all(fds.map((fd) => this.o.host.netnsClose(fd).catch(() => undefined)));
@@ -501,7 +511,7 @@ export class SandboxNetwork {
     this.closed = true;
     await this.filling;
     await this.proxy.close();
-    await Promise.all(this.pool.splice(0).map((r) => this.o.host.netnsClose(r.fd).catch(() => undefined)));
+    await Promise.all(this.pool.splice(0).map((r) => (r.pid === this.o.host.pid ? this.o.host.netnsClose(r.fd).catch(() => undefined) : undefined)));
     if (opts.keep) return;
     await this.nft(`table inet ${this.table}\ndelete table inet ${this.table}\n`).catch(() => undefined);
     if (this.turnedForwardingOn) {
