@@ -511,7 +511,8 @@ export class SandboxNetwork {
     this.closed = true;
     await this.filling;
     await this.proxy.close();
-    await Promise.all(this.pool.splice(0).map((r) => (r.pid === this.o.host.pid ? this.o.host.netnsClose(r.fd).catch(() => undefined) : undefined)));
+    const held = this.pool.splice(0).filter((r) => r.pid === this.o.host.pid);
+    await Promise.all(held.map((r) => this.o.host.netnsClose(r.fd).catch(() => undefined)));
     if (opts.keep) return;
     await this.nft(`table inet ${this.table}\ndelete table inet ${this.table}\n`).catch(() => undefined);
     if (this.turnedForwardingOn) {
