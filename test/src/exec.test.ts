@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ExecEvent, Sandbox } from '@warren/sdk';
-import { WarrenError } from '@warren/sdk';
+import { Warren, WarrenError } from '@warren/sdk';
 import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
 
 async function collect(it: AsyncIterable<ExecEvent>): Promise<ExecEvent[]> {
@@ -218,34 +218,45 @@ describe('command output the node holds', () => {
     await t?.close();
   });
 
-  test('is bounded for all sandboxes together: running commands that hold it refuse new ones; finished ones make room', async () => {
-    const a = await t.client.sandboxes.create({ image: 'busybox:latest' });
-    const b = await t.client.sandboxes.create({ image: 'busybox:latest' });
+  /** Starts a command that writes twice the budget and keeps running; resolves once `want` bytes came. */
+  async function hold(sb: Sandbox, want: number): Promise<{ id: string; rest: AsyncGenerator<ExecEvent> }> {
+    const it = sb.execStream('head -c 2097152 /dev/zero | tr "\\0" y; sleep 600', { timeoutMs: 700_000 });
+    const start = await it.next();
+    assert.ok(!start.done && start.value.type === 'start');
+    let got = 0;
+    while (got < want) {
+      const ev = await it.next();
+      assert.ok(!ev.done, 'the stream ended early');
+      if (ev.value.type === 'stdout') got += ev.value.data.length;
+    }
+    assert.equal(got, want);
+    return { id: start.value.commandId, rest: it };
+  }
+
+  test('is bounded per tenant (half the node) and for the node: holders are refused, finished commands make room', async () => {
+    const as = async (tenant: string): Promise<Sandbox> =>
+      new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant }) }).sandboxes.create({ image: 'busybox:latest' });
+    const [hog, mine, third] = [await as('hog'), await t.client.sandboxes.create({ image: 'busybox:latest' }), await as('third')];
     try {
-      // A command in b takes the whole budget (it writes twice as much) and keeps running.
-      const holder = b.execStream('head -c 2097152 /dev/zero | tr "\\0" y; sleep 600', { timeoutMs: 700_000 });
-      const start = await holder.next();
-      assert.ok(!start.done && start.value.type === 'start');
-      let got = 0;
-      while (got < BUDGET) {
-        const ev = await holder.next();
-        assert.ok(!ev.done, 'the stream ended early');
-        if (ev.value.type === 'stdout') got += ev.value.data.length;
-      }
-      assert.equal(got, BUDGET);
-      // Another sandbox's command is refused while it holds everything.
-      await assert.rejects(a.exec('echo x'), (e: WarrenError) => e.code === 'resource_exhausted' && e.details.maxRetainedOutputBytes === BUDGET);
-      // Once it has ended, its output is what goes: the next command runs.
-      await b.kill(start.value.commandId, 'SIGKILL');
-      for await (const ev of holder) if (ev.type === 'exit') assert.equal(ev.truncated, true);
-      assert.equal((await a.exec('echo x')).stdout, 'x\n');
-      await assert.rejects(b.attach(start.value.commandId, 0).next(), (e: WarrenError) => e.code === 'not_found');
-      // A command gets what is left (all but the 2 bytes above), and is marked truncated.
-      const big = await a.exec('head -c 1572864 /dev/zero | tr "\\0" z');
-      assert.equal(big.stdout.length, BUDGET - 2);
+      // One tenant's running command takes its share, half the node's budget, and no more.
+      const h = await hold(hog, BUDGET / 2);
+      await assert.rejects(hog.exec('echo x'), (e: WarrenError) => e.code === 'resource_exhausted' && /one tenant/.test(e.message));
+      // Another tenant takes the other half; then a third finds the node's budget spent.
+      const m = await hold(mine, BUDGET / 2);
+      await assert.rejects(third.exec('echo x'), (e: WarrenError) => e.code === 'resource_exhausted' && e.details.maxRetainedOutputBytes === BUDGET);
+      // Once a holder has ended, its output is what goes.
+      await hog.kill(h.id, 'SIGKILL');
+      for await (const ev of h.rest) if (ev.type === 'exit') assert.equal(ev.truncated, true);
+      assert.equal((await hog.exec('echo x')).stdout, 'x\n');
+      await assert.rejects(hog.attach(h.id, 0).next(), (e: WarrenError) => e.code === 'not_found');
+      // A command gets what is left of its tenant's share, and is marked truncated.
+      const big = await third.exec('head -c 1572864 /dev/zero | tr "\\0" z');
+      assert.equal(big.stdout.length, BUDGET / 2 - 2);
       assert.equal(big.truncated, true);
+      await mine.kill(m.id, 'SIGKILL');
+      for await (const ev of m.rest) void ev;
     } finally {
-      await Promise.all([a.delete(), b.delete()]);
+      await Promise.all([hog.delete(), mine.delete(), third.delete()]);
     }
   });
 });

@@ -8,7 +8,7 @@ export const CONTRACT_NOTES = [
   'Exec takes keepStdinOpen: with it, stdin stays open after the `stdin` field for POST .../commands/{id}/stdin.',
   'Sandbox objects also carry layers, user, workdir and idleTimeoutSeconds.',
   'An exec whose requestId already ran, but whose command is no longer kept (after 10 minutes or a Warren restart), answers conflict instead of running it again.',
-  "A node holds command output for all its sandboxes together up to a bound (an eighth of its memory, at most 4 GiB): finished commands are forgotten, the oldest first, to make room; past it a running command's output is dropped and marked truncated, and while running commands hold all of it an exec answers resource_exhausted (details.maxRetainedOutputBytes).",
+  "A node holds command output for all its sandboxes together up to a bound (an eighth of its memory, at most 4 GiB), and one tenant's sandboxes up to half of it: finished commands are forgotten, the oldest first, to make room; past a bound a running command's output is dropped and marked truncated, and while running commands hold all of it an exec answers resource_exhausted (details.maxRetainedOutputBytes).",
   "A key's quota counts the FnCall workers made for its calls (one per image and size its calls ask for, and per waiting call up to the node's limit) as sandboxes of their size; past it its calls wait for the workers there are, or answer resource_exhausted where there are none.",
   'File entries carry `target` for symlinks; mtime is an ISO-8601 string.',
   'Backends other than container answer invalid_argument until they land.',

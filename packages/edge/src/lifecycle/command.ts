@@ -5,7 +5,7 @@ import { WarrenError } from '@warren/api';
 import type { InitCall } from '../init/call.js';
 import { REPLY, REQ, decodeFields, encodeFields } from '../init/frame.js';
 import { failure } from '../init/call.js';
-import type { OutputBudget } from './output-budget.js';
+import { takeFromAll, type OutputBudget } from './output-budget.js';
 
 export type OutputStream = 'stdout' | 'stderr';
 interface Chunk {
@@ -40,8 +40,8 @@ export class Command {
     private readonly call: InitCall,
     private readonly maxOutputBytes: number,
     private readonly onActivity: () => void,
-    /** The node's budget for output held (see OutputBudget); none: only `maxOutputBytes` bounds it. */
-    private readonly budget?: OutputBudget,
+    /** Budgets its output is held in (the node's, its tenant's share; see OutputBudget); none: only `maxOutputBytes` bounds it. */
+    private readonly budgets: OutputBudget[] = [],
   ) {
     this.id = id;
   }
@@ -87,10 +87,7 @@ export class Command {
       return;
     }
     let kept = data.length > room ? data.subarray(0, room) : data;
-    if (this.budget) {
-      const granted = this.released ? 0 : this.budget.take(kept.length);
-      if (granted < kept.length) kept = kept.subarray(0, granted);
-    }
+    if (this.budgets.length) kept = kept.subarray(0, this.released ? 0 : takeFromAll(this.budgets, kept.length));
     if (kept.length < data.length) this.truncated = true;
     if (kept.length === 0) return;
     this.chunks.push({ stream, data: kept });
@@ -172,7 +169,7 @@ export class Command {
   release(): void {
     if (this.released) return;
     this.released = true;
-    this.budget?.give(this.retained);
+    for (const b of this.budgets) b.give(this.retained);
   }
 
   writeStdin(data: Buffer): void {

@@ -38,6 +38,8 @@ export interface EdgeSandboxSpec {
   ttlCountsPaused?: boolean;
   /** A FnCall worker: no network, and it runs only {@link Edge.fnCall}s. */
   fn?: boolean;
+  /** Whose sandbox it is: its commands' output is held within that tenant's share of the node's budget. */
+  tenant?: string;
 }
 
 export interface EdgeOptions {
@@ -88,6 +90,8 @@ const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
 export class Edge {
   private readonly live = new Map<string, Live>();
   private readonly output: OutputBudget;
+  /** Each tenant's share of `output`: half of it, so that one tenant never holds it all. */
+  private readonly tenantOutput = new Map<string, OutputBudget>();
   private readonly freezes = new Map<string, Promise<void>>();
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
@@ -503,6 +507,18 @@ export class Edge {
 
   private async launch(l: Live, req: ExecRequest, cmdId: string): Promise<Command> {
     this.prune(l);
+    const tenant = l.spec.tenant;
+    let share: OutputBudget | undefined;
+    if (tenant !== undefined) {
+      share = this.tenantOutput.get(tenant);
+      if (!share) this.tenantOutput.set(tenant, (share = new OutputBudget(Math.floor(this.output.totalBytes / 2))));
+      const mine = [...this.live.values()].filter((x) => x.spec.tenant === tenant);
+      if (share.spent && !makeRoom(share, mine))
+        throw new WarrenError('resource_exhausted', "this tenant's commands hold as much output as one tenant may on this node; read or end them first", {
+          retainedOutputBytes: share.used,
+          maxRetainedOutputBytes: share.totalBytes,
+        });
+    }
     if (this.output.spent && !makeRoom(this.output, this.live.values()))
       throw new WarrenError('resource_exhausted', 'this node holds as much command output as it may; read or end running commands first', {
         retainedOutputBytes: this.output.used,
@@ -536,7 +552,7 @@ export class Edge {
       () => {
         l.spec.lastActivityMs = Date.now();
       },
-      this.output,
+      share ? [this.output, share] : [this.output],
     );
     l.commands.set(cmdId, cmd);
     if (req.requestId) {

@@ -29,6 +29,19 @@ export class OutputBudget {
   }
 }
 
+/** As many of `n` bytes as every budget has left, taken from each. */
+export function takeFromAll(budgets: OutputBudget[], n: number): number {
+  let granted = n;
+  const took: number[] = [];
+  for (const b of budgets) {
+    granted = b.take(granted);
+    took.push(granted);
+  }
+  // What an earlier budget gave beyond what a later one had goes back.
+  budgets.forEach((b, i) => b.give(took[i]! - granted));
+  return granted;
+}
+
 /** The default: an eighth of the machine's memory, at most 4 GiB. */
 export function defaultOutputBudget(totalMemBytes: number): number {
   return Math.min(4 * 2 ** 30, Math.floor(totalMemBytes / 8));

@@ -273,6 +273,7 @@ export class SandboxService {
       network: rec.network,
       pauseAfterIdleMs: rec.pauseAfterIdleSeconds == null ? null : rec.pauseAfterIdleSeconds * 1000,
       ttlCountsPaused: rec.ttlCountsPaused ?? false,
+      tenant: rec.tenant,
     };
   }
 
