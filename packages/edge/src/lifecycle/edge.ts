@@ -4,16 +4,18 @@ import type { ExecRequest, FileEntry, NetworkPolicy, NetworkUsage } from '@warre
 import { WarrenError } from '@warren/api';
 import type { Backend, BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
-import { Command } from './command.js';
-import { failure, finishCall } from '../init/call.js';
-import { REPLY, REQ } from '../init/frame.js';
+import type { Command } from './command.js';
+import { finishCall } from '../init/call.js';
+import { REPLY } from '../init/frame.js';
 import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
-import { argvToScript, envList } from './shell.js';
+import { envList } from './shell.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { forgetCommand, makeRoom, memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
-import { OutputBudget, defaultOutputBudget } from './output-budget.js';
+import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
+import { defaultOutputBudget } from './output-budget.js';
+import { OutputBudgets, SHELL, launchCommand, pruneCommands } from './commands.js';
+import { archiveStream, extractArchive } from './archive.js';
 
 export type { EdgeCapacity } from './admission.js';
 
@@ -73,15 +75,6 @@ export interface EdgeOptions {
 }
 
 const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
-/**
- * Shell strings and sessions run the platform's own static bash from the read-only platform
- * mount, never the image's /bin/sh or /bin/bash: a sandbox that overwrites those changes only
- * what it runs itself, not the next command or session.
- */
-const SHELL = `${PLATFORM_MOUNT}/bash`;
-const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
-const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
-const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
 
 /**
  * A node agent: admission against local capacity, the lifecycle of every sandbox on the node,
@@ -89,9 +82,7 @@ const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
  */
 export class Edge {
   private readonly live = new Map<string, Live>();
-  private readonly output: OutputBudget;
-  /** Each tenant's share of `output`: half of it, so that one tenant never holds it all. */
-  private readonly tenantOutput = new Map<string, OutputBudget>();
+  private readonly output: OutputBudgets;
   private readonly freezes = new Map<string, Promise<void>>();
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
@@ -99,7 +90,7 @@ export class Edge {
   readonly maxFileBytes: number;
 
   constructor(private readonly o: EdgeOptions) {
-    this.output = new OutputBudget(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
+    this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
     this.maxFileBytes = o.maxFileBytes ?? 1024 * 1024 * 1024;
     this.cpuLoad = new CpuLoad(o.now);
   }
@@ -506,65 +497,14 @@ export class Edge {
   }
 
   private async launch(l: Live, req: ExecRequest, cmdId: string): Promise<Command> {
-    this.prune(l);
-    const tenant = l.spec.tenant;
-    let share: OutputBudget | undefined;
-    if (tenant !== undefined) {
-      share = this.tenantOutput.get(tenant);
-      if (!share) this.tenantOutput.set(tenant, (share = new OutputBudget(Math.floor(this.output.totalBytes / 2))));
-      const mine = [...this.live.values()].filter((x) => x.spec.tenant === tenant);
-      if (share.spent && !makeRoom(share, mine))
-        throw new WarrenError('resource_exhausted', "this tenant's commands hold as much output as one tenant may on this node; read or end them first", {
-          retainedOutputBytes: share.used,
-          maxRetainedOutputBytes: share.totalBytes,
-        });
-    }
-    if (this.output.spent && !makeRoom(this.output, this.live.values()))
-      throw new WarrenError('resource_exhausted', 'this node holds as much command output as it may; read or end running commands first', {
-        retainedOutputBytes: this.output.used,
-        maxRetainedOutputBytes: this.output.totalBytes,
-      });
-    const sock = l.sb.initSocket;
-    const env = envList(l.spec.env, req.env);
-    const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
-    let call;
-    if (req.session) {
-      if (req.stdin !== undefined || req.user !== undefined)
-        throw new WarrenError('invalid_argument', 'stdin and user cannot be set for a command in a session (the session has its own)');
-      const script = typeof req.cmd === 'string' ? req.cmd : argvToScript(req.cmd);
-      call = await ch.runInSession(sock, { session: parseSessionId(req.session), script, env: envList(req.env), cwd: req.cwd, timeoutMs });
-    } else {
-      const argv = typeof req.cmd === 'string' ? [SHELL, '-c', req.cmd] : req.cmd;
-      const wantsStdin = req.stdin !== undefined || req.keepStdinOpen === true;
-      ({ call } = await ch.startCommand(sock, {
-        argv,
-        cwd: req.cwd ?? l.spec.workdir ?? undefined,
-        env,
-        user: req.user ?? l.spec.user ?? undefined,
-        stdin: wantsStdin,
-        timeoutMs,
-      }));
-    }
-    const cmd = new Command(
+    const now = Date.now();
+    if (now - l.prunedAt >= 1000) pruneCommands(l, now, this.o.commandRetentionMs ?? 10 * 60_000);
+    return launchCommand(
+      l,
+      req,
       cmdId,
-      call,
-      req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-      () => {
-        l.spec.lastActivityMs = Date.now();
-      },
-      share ? [this.output, share] : [this.output],
+      this.output.forCommand(l, () => this.live.values()),
     );
-    l.commands.set(cmdId, cmd);
-    if (req.requestId) {
-      l.requestIds.set(req.requestId, cmdId);
-      l.requestIdOf.set(cmdId, req.requestId);
-    }
-    if (!req.session && req.stdin !== undefined) {
-      cmd.writeStdin(Buffer.from(req.stdin));
-      if (!req.keepStdinOpen) cmd.closeStdin();
-    }
-    void cmd.pump();
-    return cmd;
   }
 
   /** Runs one call on a FnCall worker (resumed first if it was paused). */
@@ -582,26 +522,6 @@ export class Edge {
     const cmd = this.get(id).commands.get(commandId);
     if (!cmd) throw new WarrenError('not_found', 'no such command', { id, commandId });
     return cmd;
-  }
-
-  /**
-   * Drops finished commands past retention, and the oldest ones past the per-sandbox output
-   * budget. Runs at most once a second per sandbox: exec is a hot path.
-   */
-  private prune(l: Live): void {
-    const now = Date.now();
-    if (now - l.prunedAt < 1000) return;
-    l.prunedAt = now;
-    const keepMs = this.o.commandRetentionMs ?? 10 * 60_000;
-    let total = 0;
-    for (const c of l.commands.values()) total += c.retainedBytes;
-    for (const [cid, c] of l.commands) {
-      if (!c.done) continue;
-      if (now - (c.finishedAt ?? now) > keepMs || total > RETAINED_PER_SANDBOX) {
-        total -= c.retainedBytes;
-        forgetCommand(l, cid);
-      }
-    }
   }
 
   // ---- sessions ----
@@ -672,62 +592,12 @@ export class Edge {
   /** Extracts a tar stream into a directory (made if missing) with the platform's own tar. */
   async putArchive(id: string, dir: string, body: AsyncIterable<Buffer>): Promise<void> {
     const l = await this.touch(id);
-    await ch.makeDir(l.sb.initSocket, dir, l.spec.user ?? undefined);
-    const { call } = await ch.startCommand(l.sb.initSocket, {
-      argv: [BUSYBOX, 'tar', '-x', '-f', '-', '-C', dir],
-      env: [],
-      user: 'root',
-      stdin: true,
-      timeoutMs: 3_600_000,
-    });
-    let size = 0;
-    let stderr = '';
-    const pump = async (): Promise<void> => {
-      for await (const chunk of body) {
-        size += chunk.length;
-        if (size > this.maxFileBytes) {
-          call.sendFields(REQ.signal, [['s', '9']]);
-          throw new WarrenError('payload_too_large', `archive is larger than ${this.maxFileBytes} bytes`);
-        }
-        if (!call.send(REQ.data, chunk)) await call.drain();
-      }
-      call.send(REQ.eof);
-    };
-    const collect = finishCall(call, { path: dir }, (f) => {
-      if (f.type === REPLY.stderr && stderr.length < 4096) stderr += f.payload.toString();
-    });
-    const [pumped, done] = await Promise.allSettled([pump(), collect]);
-    if (pumped.status === 'rejected') throw pumped.reason;
-    if (done.status === 'rejected') throw done.reason;
-    if (done.value.get('c')?.[0] !== '0')
-      throw new WarrenError('invalid_argument', `could not extract the archive: ${stderr.trim().slice(0, 500) || 'tar failed'}`, { path: dir });
+    await extractArchive(l.sb.initSocket, dir, body, { user: l.spec.user ?? undefined, maxBytes: this.maxFileBytes });
   }
 
   /** A tar stream of a directory. */
   async getArchive(id: string, dir: string): Promise<AsyncIterable<Buffer>> {
-    const sock = await this.sock(id);
-    const st = await ch.statPath(sock, dir);
-    if (st.type !== 'dir') throw new WarrenError('invalid_argument', `${dir} is not a directory`, { path: dir });
-    const { call } = await ch.startCommand(sock, {
-      argv: [BUSYBOX, 'tar', '-c', '-f', '-', '-C', dir, '.'],
-      env: [],
-      user: 'root',
-      stdin: false,
-      timeoutMs: 3_600_000,
-    });
-    return (async function* () {
-      try {
-        for (;;) {
-          const f = await call.next();
-          if (f === null) throw new WarrenError('unavailable', 'the archive was cut short');
-          if (f.type === REPLY.stdout) yield f.payload;
-          else if (f.type === REPLY.done) return;
-          else if (f.type === REPLY.failed) throw failure(f);
-        }
-      } finally {
-        call.close();
-      }
-    })();
+    return archiveStream(await this.sock(id), dir);
   }
 
   // ---- housekeeping ----

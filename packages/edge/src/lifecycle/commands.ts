@@ -1,0 +1,118 @@
+import type { ExecRequest } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import * as ch from '../init/channel.js';
+import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
+import { Command } from './command.js';
+import { forgetCommand, makeRoom, parseSessionId, type Live } from './live.js';
+import { OutputBudget } from './output-budget.js';
+import { argvToScript, envList } from './shell.js';
+
+/**
+ * Shell strings and sessions run the platform's own static bash from the read-only platform
+ * mount, never the image's /bin/sh or /bin/bash: a sandbox that overwrites those changes only
+ * what it runs itself, not the next command or session.
+ */
+export const SHELL = `${PLATFORM_MOUNT}/bash`;
+const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
+const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
+const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
+
+/**
+ * The node's budget for command output it holds, and each tenant's share of it (half, so that
+ * one tenant never holds it all).
+ */
+export class OutputBudgets {
+  private readonly node: OutputBudget;
+  private readonly shares = new Map<string, OutputBudget>();
+
+  constructor(totalBytes: number) {
+    this.node = new OutputBudget(totalBytes);
+  }
+
+  /**
+   * The budgets a new command of `l` holds its output in, once there is room in each (finished
+   * commands go, oldest first); resource_exhausted while running ones hold it all.
+   */
+  forCommand(l: Live, lives: () => Iterable<Live>): OutputBudget[] {
+    const tenant = l.spec.tenant;
+    let share: OutputBudget | undefined;
+    if (tenant !== undefined) {
+      share = this.shares.get(tenant);
+      if (!share) this.shares.set(tenant, (share = new OutputBudget(Math.floor(this.node.totalBytes / 2))));
+      if (
+        share.spent &&
+        !makeRoom(
+          share,
+          [...lives()].filter((x) => x.spec.tenant === tenant),
+        )
+      )
+        throw new WarrenError('resource_exhausted', "this tenant's commands hold as much output as one tenant may on this node; read or end them first", {
+          retainedOutputBytes: share.used,
+          maxRetainedOutputBytes: share.totalBytes,
+        });
+    }
+    if (this.node.spent && !makeRoom(this.node, lives()))
+      throw new WarrenError('resource_exhausted', 'this node holds as much command output as it may; read or end running commands first', {
+        retainedOutputBytes: this.node.used,
+        maxRetainedOutputBytes: this.node.totalBytes,
+      });
+    return share ? [this.node, share] : [this.node];
+  }
+}
+
+/** Drops a sandbox's finished commands past retention, and the oldest ones past its output budget. */
+export function pruneCommands(l: Live, now: number, keepMs: number): void {
+  l.prunedAt = now;
+  let total = 0;
+  for (const c of l.commands.values()) total += c.retainedBytes;
+  for (const [cid, c] of l.commands) {
+    if (!c.done) continue;
+    if (now - (c.finishedAt ?? now) > keepMs || total > RETAINED_PER_SANDBOX) {
+      total -= c.retainedBytes;
+      forgetCommand(l, cid);
+    }
+  }
+}
+
+/** Starts a command in the sandbox (in a session, or on its own) and keeps it under `cmdId`. */
+export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, budgets: OutputBudget[]): Promise<Command> {
+  const sock = l.sb.initSocket;
+  const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
+  let call;
+  if (req.session) {
+    if (req.stdin !== undefined || req.user !== undefined)
+      throw new WarrenError('invalid_argument', 'stdin and user cannot be set for a command in a session (the session has its own)');
+    const script = typeof req.cmd === 'string' ? req.cmd : argvToScript(req.cmd);
+    call = await ch.runInSession(sock, { session: parseSessionId(req.session), script, env: envList(req.env), cwd: req.cwd, timeoutMs });
+  } else {
+    const argv = typeof req.cmd === 'string' ? [SHELL, '-c', req.cmd] : req.cmd;
+    ({ call } = await ch.startCommand(sock, {
+      argv,
+      cwd: req.cwd ?? l.spec.workdir ?? undefined,
+      env: envList(l.spec.env, req.env),
+      user: req.user ?? l.spec.user ?? undefined,
+      stdin: req.stdin !== undefined || req.keepStdinOpen === true,
+      timeoutMs,
+    }));
+  }
+  const cmd = new Command(
+    cmdId,
+    call,
+    req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
+    () => {
+      l.spec.lastActivityMs = Date.now();
+    },
+    budgets,
+  );
+  l.commands.set(cmdId, cmd);
+  if (req.requestId) {
+    l.requestIds.set(req.requestId, cmdId);
+    l.requestIdOf.set(cmdId, req.requestId);
+  }
+  if (!req.session && req.stdin !== undefined) {
+    cmd.writeStdin(Buffer.from(req.stdin));
+    if (!req.keepStdinOpen) cmd.closeStdin();
+  }
+  void cmd.pump();
+  return cmd;
+}
