@@ -237,6 +237,18 @@ async function main(): Promise<void> {
         for (const l of lost.slice(0, 40)) console.log(`  passes on the host, not here: ${l}`);
         if (lost.length > 40) console.log(`  … and ${lost.length - 40} more`);
       }
+      // Where Warren and podman part, whatever the host did: what a container runtime refuses
+      // shows on both sides, what Warren alone refuses (or allows) shows here.
+      const warren = results[1]!.cases;
+      if (pod) {
+        const diffs = [...new Set([...warren.keys(), ...pod.cases.keys()])]
+          .filter((k) => warren.get(k) !== pod.cases.get(k))
+          .sort()
+          .map((k) => `${k}: Warren ${warren.get(k) ?? 'not run'}, podman ${pod.cases.get(k) ?? 'not run'}`);
+        console.log(`Warren and podman differ in ${diffs.length} cases`);
+        for (const d of diffs.slice(0, 60)) console.log(`  ${d}`);
+        if (diffs.length > 60) console.log(`  … and ${diffs.length - 60} more`);
+      }
     } finally {
       await sb.delete();
     }

@@ -124,6 +124,17 @@ describe('files as on a plain file system', () => {
       await sb.delete();
     }
   });
+
+  // Known, not fixed: a call's root is an overlay over the worker's overlay (xino cannot fit a
+  // second overlay's bits), so directories there list other inode numbers than stat reports.
+  // The fix builds the call's root from the worker's own layers (see issue 15's note).
+  test('a FnCall lists the inode numbers stat does', { todo: 'the call root is an overlay over the worker root' }, async () => {
+    const out = await t.client.fn.run({
+      language: 'python',
+      code: `import os\nos.makedirs("/work", exist_ok=True)\nopen("/work/new", "w").write("x")\nopen("/etc/new-conf", "w").write("y")\nos.mkdir("/new-dir")\n${inodes}`,
+    });
+    assert.equal(out.stdout, '0 []\n', out.stderr);
+  });
 });
 
 describe('ids', () => {

@@ -2,77 +2,25 @@ import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest, FileEntry, NetworkPolicy, NetworkUsage } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import type { Backend, BackendSandbox, SandboxStats } from '../backends/backend.js';
+import type { BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { finishCall } from '../init/call.js';
 import { REPLY } from '../init/frame.js';
 import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
 import { envList } from './shell.js';
-import type { SandboxNetwork } from '../net/sandbox-network.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
 import { defaultOutputBudget } from './output-budget.js';
+import type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
 import { OutputBudgets, SHELL, launchCommand, pruneCommands } from './commands.js';
 import { archiveStream, extractArchive } from './archive.js';
+import { startReclaim, stopReclaim } from './reclaim.js';
+import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
 
 export type { EdgeCapacity } from './admission.js';
-
-/** What the edge must know of a sandbox to run, police and recover it. */
-export interface EdgeSandboxSpec {
-  id: string;
-  layers: string[];
-  /** diskMiB: the writable layer's limit (null or absent: none; only on a node with disk quotas). */
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB?: number | null };
-  env: Record<string, string>;
-  user: string | null;
-  workdir: string | null;
-  expiresAtMs: number | null;
-  idleTimeoutMs: number | null;
-  lastActivityMs: number;
-  paused: boolean;
-  /** Its network rules (default: nothing leaves). */
-  network?: NetworkPolicy;
-  /** Paused (frozen, memory reclaimed) after this long without activity; null or absent: never. */
-  pauseAfterIdleMs?: number | null;
-  /** Whether time spent paused counts against the TTL (default: it does not). */
-  ttlCountsPaused?: boolean;
-  /** A FnCall worker: no network, and it runs only {@link Edge.fnCall}s. */
-  fn?: boolean;
-  /** Whose sandbox it is: its commands' output is held within that tenant's share of the node's budget. */
-  tenant?: string;
-}
-
-export interface EdgeOptions {
-  nodeId: string;
-  backend: Backend;
-  capacity: EdgeCapacity;
-  /** Called when a sandbox's TTL or idle timeout has passed; the owner deletes it. */
-  onExpired: (id: string, reason: 'ttl' | 'idle') => void;
-  /** Called when a sandbox's processes died under it (e.g. its init was OOM-killed); the owner marks it failed. */
-  onDied: (id: string) => void;
-  logger?: { warn(msg: string, meta?: unknown): void };
-  maxFileBytes?: number;
-  commandRetentionMs?: number;
-  /** Command output held for all sandboxes together, in bytes (default: an eighth of memory, at most 4 GiB). */
-  maxRetainedOutputBytes?: number;
-  /** Sandbox networking; without it every sandbox has loopback only and no rules can open more. */
-  network?: SandboxNetwork;
-  /**
-   * Told whenever a sandbox is paused or resumed, also by the edge itself (idle, memory pressure,
-   * a call on a paused sandbox), with its TTL deadline (moved on by the time it was paused).
-   */
-  onStateChanged?: (id: string, s: { paused: boolean; expiresAtMs: number | null }) => void;
-  /**
-   * Memory the node keeps available (MiB, /proc/meminfo MemAvailable): below it, the
-   * longest-idle running sandboxes are paused (and their memory reclaimed) one by one. Default:
-   * 5 % of the node's memory, at least 512 MiB; 0 turns it off.
-   */
-  memoryFloorMiB?: number;
-  /** The clock (default Date.now): tests advance their own. */
-  now?: () => number;
-}
+export type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
 
 const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
 
@@ -283,7 +231,7 @@ export class Edge {
       for (const c of l.commands.values()) c.release();
       this.allocated.cpu -= l.spec.resources.cpu;
       this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
-      await this.stopReclaim(l);
+      await stopReclaim(l);
     }
     try {
       await this.o.backend.destroy(id);
@@ -312,38 +260,12 @@ export class Edge {
       await this.o.backend.pause(id);
       l.spec.paused = true;
       l.pausedAtMs = Date.now();
-      this.startReclaim(id, l);
+      startReclaim(this.o.backend, id, l, this.o.logger);
       this.o.onStateChanged?.(id, { paused: true, expiresAtMs: l.spec.expiresAtMs });
     })().finally(() => {
       l.pausing = null;
     });
     await l.pausing;
-  }
-
-  private startReclaim(id: string, l: Live): void {
-    const ac = new AbortController();
-    const done: Promise<void> = this.o.backend
-      .reclaim(id, ac.signal)
-      .then(
-        (bytes) => {
-          if (!ac.signal.aborted) l.residentWhilePaused = bytes;
-        },
-        (e: unknown) => {
-          if (!ac.signal.aborted) this.o.logger?.warn('page-out of a paused sandbox failed', { id, error: String(e) });
-        },
-      )
-      .finally(() => {
-        if (l.reclaim?.done === done) l.reclaim = null;
-      });
-    l.reclaim = { abort: () => ac.abort(), done };
-  }
-
-  /** Stops a page-out under way (a resume or a delete) and waits until it has. */
-  private async stopReclaim(l: Live): Promise<void> {
-    const r = l.reclaim;
-    if (!r) return;
-    r.abort();
-    await r.done;
   }
 
   /** Pauses a sandbox and waits for its page-out (what memory pressure needs). */
@@ -356,7 +278,7 @@ export class Edge {
     const l = this.get(id);
     if (l.pausing) await l.pausing.catch(() => undefined);
     if (!l.spec.paused) return;
-    l.resuming ??= this.stopReclaim(l)
+    l.resuming ??= stopReclaim(l)
       .then(() => this.o.backend.resume(id))
       .then(
         () => {
@@ -605,18 +527,11 @@ export class Edge {
   private sweeps = 0;
 
   private sweep(): void {
-    const now = Date.now();
     if (++this.sweeps % 2 === 0) void this.checkAlive();
     if (this.o.capacity.busyCpu !== undefined) this.sampleCpu().catch(() => undefined);
-    for (const [id, l] of this.live) {
-      const s = l.spec;
-      const running = [...l.commands.values()].some((c) => !c.done);
-      const ttlRuns = !s.paused || s.ttlCountsPaused === true;
-      if (ttlRuns && s.expiresAtMs !== null && now >= s.expiresAtMs) this.o.onExpired(id, 'ttl');
-      else if (s.idleTimeoutMs !== null && !running && now - s.lastActivityMs >= s.idleTimeoutMs) this.o.onExpired(id, 'idle');
-      else if (!s.paused && !l.pausing && !l.resuming && s.pauseAfterIdleMs != null && !running && now - s.lastActivityMs >= s.pauseAfterIdleMs) {
-        this.pause(id).catch((e: unknown) => this.o.logger?.warn('auto-pause failed', { id, error: String(e) }));
-      }
+    for (const { id, due } of dueNow(this.live, Date.now())) {
+      if (due !== 'pause') this.o.onExpired(id, due);
+      else this.pause(id).catch((e: unknown) => this.o.logger?.warn('auto-pause failed', { id, error: String(e) }));
     }
     void this.relievePressure();
   }
@@ -629,17 +544,15 @@ export class Edge {
    * or is dropped, instead of the kernel OOM-killing something.
    */
   private async relievePressure(): Promise<void> {
-    const floor = this.o.memoryFloorMiB ?? Math.max(512, Math.floor(totalmem() / 2 ** 20 / 20));
+    const floor = this.o.memoryFloorMiB ?? defaultMemoryFloorMiB(totalmem());
     if (this.relieving || floor <= 0) return;
     this.relieving = true;
     try {
       let avail = await memAvailableMiB();
       if (avail >= floor) return;
-      const idle = [...this.live]
-        .filter(([, l]) => !l.spec.paused && !l.pausing && ![...l.commands.values()].some((c) => !c.done))
-        .sort(([, a], [, b]) => a.spec.lastActivityMs - b.spec.lastActivityMs);
+      const idle = longestIdleFirst(this.live);
       let paused = 0;
-      for (const [id] of idle) {
+      for (const id of idle) {
         if (avail >= floor) break;
         await this.pauseReclaimed(id).catch(() => undefined);
         paused++;

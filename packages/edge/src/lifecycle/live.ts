@@ -4,7 +4,7 @@ import { WarrenError } from '@warren/api';
 import type { BackendSandbox } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
-import type { EdgeSandboxSpec } from './edge.js';
+import type { EdgeSandboxSpec } from './edge-spec.js';
 
 /** What the edge holds of one running sandbox: its spec, its backend handle, commands, pause state. */
 export interface Live {
