@@ -1,0 +1,275 @@
+"""The client's pure parts and its transports against small loopback servers: no Warren needed."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import socket
+import sys
+import tarfile
+import tempfile
+import threading
+import unittest
+from typing import List
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from warren import AsyncWarren, NotFoundError, ResourceExhaustedError, Retry, TransportError, Warren, WarrenError  # noqa: E402
+from warren._ndjson import LineSplitter  # noqa: E402
+from warren._tarsafe import extract_safely  # noqa: E402
+from warren._wire import create_body  # noqa: E402
+from warren.errors import error_from_wire  # noqa: E402
+from warren.types import ExecResult, SandboxInfo, camel, from_wire, snake  # noqa: E402
+
+
+class Names(unittest.TestCase):
+    def test_wire_names(self) -> None:
+        self.assertEqual([snake(k) for k in ("memoryMiB", "exitCode", "claimsPerSecond", "id")], ["memory_mib", "exit_code", "claims_per_second", "id"])
+        self.assertEqual([camel(k) for k in ("memory_mib", "ttl_seconds", "memoryMiB", "cpu")], ["memoryMiB", "ttlSeconds", "memoryMiB", "cpu"])
+        r = from_wire(ExecResult, {"commandId": "c", "stdout": "x", "exitCode": 0, "newField": 1})
+        self.assertEqual((r.command_id, r.stdout, r.exit_code, r.ok), ("c", "x", 0, True))
+        info = SandboxInfo.of({"id": "sb_1", "state": "running", "resources": {"cpu": 1, "memoryMiB": 256, "pids": 64, "diskMiB": None}})
+        self.assertEqual((info.resources.memory_mib, info.raw["state"]), (256, "running"))
+
+    def test_create_body(self) -> None:
+        b = create_body(
+            "img",
+            resources={"cpu": 1, "memory_mib": 64},
+            files={"/a": "x", "/b": b"\x00"},
+            labels={"some_label": "v"},
+            env={"MY_VAR": "1"},
+            request_id="r",
+            ttl_seconds=5,
+        )
+        self.assertEqual(b["resources"], {"cpu": 1, "memoryMiB": 64})
+        self.assertEqual(b["files"], [{"path": "/a", "content": "eA=="}, {"path": "/b", "content": "AA=="}])
+        # User data keeps its names.
+        self.assertEqual((b["labels"], b["env"]), ({"some_label": "v"}, {"MY_VAR": "1"}))
+        self.assertEqual((b["requestId"], b["lifetime"]), ("r", {"ttlSeconds": 5}))
+        self.assertNotIn("network", b)
+
+    def test_errors(self) -> None:
+        e = error_from_wire(429, {"error": {"code": "resource_exhausted", "message": "full", "details": {"resource": "memory"}}})
+        self.assertIsInstance(e, ResourceExhaustedError)
+        self.assertEqual((e.code, e.message, e.details, e.status), ("resource_exhausted", "full", {"resource": "memory"}, 429))
+        self.assertIsInstance(error_from_wire(404, "not json"), NotFoundError)
+        self.assertEqual(error_from_wire(418, None).code, "internal")
+
+
+class Ndjson(unittest.TestCase):
+    def test_lines_across_chunks(self) -> None:
+        sp = LineSplitter()
+        self.assertEqual(sp.feed(b'{"a":1}\n{"b"'), [{"a": 1}])
+        self.assertEqual(sp.feed(b':2}\n\n'), [{"b": 2}])
+        self.assertEqual(sp.feed(b'{"c":3}'), [])
+        self.assertEqual(sp.end(), [{"c": 3}])
+
+    def test_a_line_without_end_is_bounded(self) -> None:
+        sp = LineSplitter(max_line=100)
+        with self.assertRaises(WarrenError) as cm:
+            for _ in range(10):
+                sp.feed(b"x" * 50)
+        self.assertEqual(cm.exception.code, "payload_too_large")
+
+
+def _tar(entries: List[tarfile.TarInfo], data: bytes = b"") -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for ti in entries:
+            tf.addfile(ti, io.BytesIO(data) if ti.isfile() else None)
+    buf.seek(0)
+    return buf
+
+
+def _ti(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = "", mode: int = 0o644) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.type = kind
+    ti.size = size
+    ti.linkname = link
+    ti.mode = mode
+    return ti
+
+
+class SafeTar(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dest = os.path.join(self.tmp.name, "dest")
+        self.outside = os.path.join(self.tmp.name, "outside")
+        os.makedirs(self.outside)
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def test_plain_files_dirs_and_inner_links(self) -> None:
+        src = _tar([_ti("d", tarfile.DIRTYPE, mode=0o755), _ti("d/f", size=2, mode=0o4755), _ti("d/l", tarfile.SYMTYPE, link="f")], b"hi")
+        self.assertEqual(extract_safely(src, self.dest), 2)
+        with open(os.path.join(self.dest, "d", "l")) as f:
+            self.assertEqual(f.read(), "hi")
+        # No set-id bits come out of a sandbox.
+        self.assertEqual(os.stat(os.path.join(self.dest, "d", "f")).st_mode & 0o7777, 0o755)
+
+    def test_hostile_entries_are_refused(self) -> None:
+        cases = [
+            [_ti("../outside/x", size=2)],
+            [_ti("/abs", size=2)],
+            [_ti("a/../../outside/x", size=2)],
+            [_ti("l", tarfile.SYMTYPE, link="/etc")],
+            [_ti("l", tarfile.SYMTYPE, link="../outside")],
+            # A link inside, then a file written through it to outside.
+            [_ti("l", tarfile.SYMTYPE, link="."), _ti("l2", tarfile.SYMTYPE, link="l/../../outside")],
+            [_ti("h", tarfile.LNKTYPE, link="../outside/secret")],
+        ]
+        for entries in cases:
+            with self.subTest(names=[e.name for e in entries]):
+                with self.assertRaises(WarrenError):
+                    extract_safely(_tar(entries, b"xx"), self.dest)
+                self.assertEqual(os.listdir(self.outside), [])
+
+    def test_no_write_through_a_link_made_before(self) -> None:
+        os.makedirs(self.dest)
+        os.symlink(self.outside, os.path.join(self.dest, "out"))
+        with self.assertRaises(WarrenError):
+            extract_safely(_tar([_ti("out/x", size=2)], b"xx"), self.dest)
+        self.assertEqual(os.listdir(self.outside), [])
+
+    def test_devices_left_out_and_size_bounded(self) -> None:
+        extract_safely(_tar([_ti("dev", tarfile.CHRTYPE), _ti("fifo", tarfile.FIFOTYPE)]), self.dest)
+        self.assertEqual(os.listdir(self.dest), [])
+        with self.assertRaises(WarrenError) as cm:
+            extract_safely(_tar([_ti("big", size=100)], b"x" * 100), self.dest, max_bytes=99)
+        self.assertEqual(cm.exception.code, "payload_too_large")
+
+
+class _Server:
+    """A loopback HTTP server that answers each connection with the next canned bytes."""
+
+    def __init__(self, answers: List[bytes], close_after: bool = True) -> None:
+        self.answers = list(answers)
+        self.requests: List[bytes] = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.close_after = close_after
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while self.answers:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            req = b""
+            while b"\r\n\r\n" not in req:
+                req += c.recv(65536)
+            self.requests.append(req)
+            c.sendall(self.answers.pop(0))
+            if self.close_after:
+                c.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _http(status: int, body: bytes) -> bytes:
+    return f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body
+
+
+BUSY = _http(429, b'{"error":{"code":"resource_exhausted","message":"this node is full","details":{}}}')
+OK_LIST = _http(200, b'{"sandboxes":[],"nextCursor":null}')
+
+
+class Retries(unittest.TestCase):
+    def test_idempotent_calls_are_retried_with_backoff_on_an_injected_clock(self) -> None:
+        s = _Server([BUSY, BUSY, OK_LIST])
+        slept: List[float] = []
+        w = Warren(s.url, "k", retry=Retry(attempts=4, initial_s=1, sleep=slept.append, jitter=lambda: 1.0))
+        self.assertEqual(w.sandboxes.list(), [])
+        self.assertEqual(slept, [1.0, 2.0])
+        self.assertEqual(len(s.requests), 3)
+        self.assertIn(b"authorization: Bearer k", s.requests[0])
+        s.close()
+
+    def test_a_create_without_request_id_is_not_retried_and_one_with_it_is(self) -> None:
+        created = _http(201, b'{"id":"sb_1","state":"running"}')
+        s = _Server([BUSY, BUSY, created])
+        slept: List[float] = []
+        w = Warren(s.url, "k", retry=Retry(sleep=slept.append))
+        with self.assertRaises(ResourceExhaustedError):
+            w.sandboxes.create(image="busybox:latest")
+        self.assertEqual(slept, [])
+        self.assertEqual(w.sandboxes.create(image="busybox:latest", request_id="once").id, "sb_1")
+        self.assertEqual(len(slept), 1)
+        s.close()
+
+    def test_async_retries_on_its_own_clock(self) -> None:
+        s = _Server([BUSY, OK_LIST])
+        slept: List[float] = []
+
+        async def fake_sleep(d: float) -> None:
+            slept.append(d)
+
+        async def main() -> None:
+            async with AsyncWarren(s.url, "k", retry=Retry(async_sleep=fake_sleep)) as w:
+                self.assertEqual(await w.sandboxes.list(), [])
+
+        asyncio.run(main())
+        self.assertEqual(len(slept), 1)
+        s.close()
+
+
+class BrokenStreams(unittest.TestCase):
+    """A server that dies mid-stream: a clear error at once, never a hang."""
+
+    LINE = b'{"type":"start","commandId":"c"}\n'
+    HALF = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
+        + f"{len(LINE):x}\r\n".encode()
+        + LINE
+        + b"\r\n"
+    )
+
+    def test_sync(self) -> None:
+        s = _Server([self.HALF])
+        w = Warren(s.url, "k")
+        from warren.client import Sandbox
+
+        handle = Sandbox(w._t, SandboxInfo(id="sb_x"))
+        seen = []
+        with self.assertRaises(TransportError):
+            for ev in handle.exec_stream("sleep 100"):
+                seen.append(ev.type)
+        self.assertEqual(seen, ["start"])
+        s.close()
+
+    def test_async(self) -> None:
+        s = _Server([self.HALF])
+
+        async def main() -> List[str]:
+            from warren.aio import AsyncSandbox
+
+            async with AsyncWarren(s.url, "k") as w:
+                handle = AsyncSandbox(w._t, SandboxInfo(id="sb_x"))
+                seen = []
+                with self.assertRaises(TransportError):
+                    async for ev in handle.exec_stream("sleep 100"):
+                        seen.append(ev.type)
+                return seen
+
+        self.assertEqual(asyncio.run(asyncio.wait_for(main(), 10)), ["start"])
+        s.close()
+
+    def test_nothing_listens(self) -> None:
+        async def main() -> None:
+            async with AsyncWarren("http://127.0.0.1:9", "k", retry=Retry(attempts=1)) as w:
+                with self.assertRaises(TransportError):
+                    await w.info()
+
+        asyncio.run(main())
+        with self.assertRaises(TransportError):
+            Warren("http://127.0.0.1:9", "k", retry=Retry(attempts=1)).info()
+
+
+if __name__ == "__main__":
+    unittest.main()

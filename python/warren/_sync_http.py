@@ -1,0 +1,179 @@
+"""The blocking transport: HTTP/1.1 keep-alive connections from a pool, safe across threads."""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import threading
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from ._ndjson import LineSplitter
+from ._retry import Retry
+from ._wire import Request, parse_json
+from .errors import TransportError, WarrenError, error_from_wire
+
+#: Connection failures that a fresh connection may not see (a kept-alive one the server closed).
+STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
+
+
+class Endpoint:
+    """Where the server is and how to authenticate, from a URL like ``http://host:7070``."""
+
+    def __init__(self, url: str, api_key: str) -> None:
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"a Warren URL is http(s)://host[:port], not {url!r}")
+        self.url = url.rstrip("/")
+        self.tls = u.scheme == "https"
+        self.host = u.hostname
+        self.port = u.port or (443 if self.tls else 80)
+        self.base = u.path.rstrip("/")
+        self.headers = {"authorization": f"Bearer {api_key}", "host": u.netloc, "user-agent": "warren-python/0.1"}
+
+
+class SyncTransport:
+    def __init__(self, endpoint: Endpoint, *, timeout: float, retry: Retry, max_idle: int = 32) -> None:
+        self.e = endpoint
+        self.timeout = timeout
+        self.retry = retry
+        self.max_idle = max_idle
+        self.idle: List[http.client.HTTPConnection] = []
+        self.lock = threading.Lock()
+        self.ssl = ssl.create_default_context() if endpoint.tls else None
+
+    def _connect(self, timeout: Optional[float]) -> Tuple[http.client.HTTPConnection, bool]:
+        with self.lock:
+            if self.idle:
+                c = self.idle.pop()
+                c.timeout = timeout
+                if c.sock is not None:
+                    c.sock.settimeout(timeout)
+                return c, True
+        if self.ssl is not None:
+            return http.client.HTTPSConnection(self.e.host, self.e.port, timeout=timeout, context=self.ssl), False
+        return http.client.HTTPConnection(self.e.host, self.e.port, timeout=timeout), False
+
+    def _release(self, c: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        if resp.will_close or c.sock is None:
+            c.close()
+            return
+        with self.lock:
+            if len(self.idle) < self.max_idle:
+                self.idle.append(c)
+                return
+        c.close()
+
+    def close(self) -> None:
+        with self.lock:
+            conns, self.idle = self.idle, []
+        for c in conns:
+            c.close()
+
+    def _send_once(self, req: Request) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        timeout = req.timeout if req.timeout is not None or req.accept == "application/x-ndjson" else self.timeout
+        body, headers = req.payload()
+        start = body.tell() if body is not None and not isinstance(body, bytes) else 0
+        for fresh_try in (False, True):
+            c, reused = self._connect(timeout)
+            sent = False
+            try:
+                c.putrequest(req.method, self.e.base + req.target(), skip_host=True, skip_accept_encoding=True)
+                for k, v in {**self.e.headers, **headers}.items():
+                    c.putheader(k, v)
+                c.endheaders()
+                sent = True
+                if body is not None:
+                    if not isinstance(body, bytes):
+                        body.seek(start)
+                    c.send(body)
+                return c, c.getresponse()
+            except STALE as e:
+                c.close()
+                # A kept-alive connection the server had closed: nothing of ours was read.
+                if reused and not fresh_try:
+                    continue
+                raise TransportError(f"the connection to Warren at {self.e.url} broke: {e}", cause=e) from e
+            except (OSError, http.client.HTTPException) as e:
+                c.close()
+                err = TransportError(f"cannot reach Warren at {self.e.url}: {e}", cause=e)
+                err.details["sent"] = sent
+                raise err from e
+        raise AssertionError("unreachable")
+
+    def _with_retry(self, req: Request) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        attempt = 1
+        while True:
+            try:
+                c, resp = self._send_once(req)
+                if resp.status >= 400:
+                    data = resp.read()
+                    self._release(c, resp)
+                    raise error_from_wire(resp.status, _json_or_none(data))
+                return c, resp
+            except WarrenError as e:
+                wait = self.retry.delay(attempt, e, req.idempotent)
+                if wait is None:
+                    raise
+                self.retry.sleep(wait)
+                attempt += 1
+
+    def call(self, req: Request) -> Any:
+        """One request; the parsed JSON answer (None for an empty one)."""
+        return parse_json(200, self.raw(req))
+
+    def raw(self, req: Request) -> bytes:
+        """One request; the answer's bytes."""
+        c, resp = self._with_retry(req)
+        try:
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as e:
+            c.close()
+            raise TransportError(f"the answer from Warren at {self.e.url} broke off: {e}", cause=e) from e
+        self._release(c, resp)
+        return data
+
+    @contextmanager
+    def stream(self, req: Request) -> Iterator[Iterator[bytes]]:
+        """The answer's body as chunks, as they come; the connection is closed if left unread."""
+        c, resp = self._with_retry(req)
+        done = False
+
+        def chunks() -> Iterator[bytes]:
+            nonlocal done
+            while True:
+                try:
+                    b = resp.read1(65536)
+                except (OSError, http.client.HTTPException) as e:
+                    raise TransportError(f"the stream from Warren at {self.e.url} broke off: {e}", cause=e) from e
+                if not b:
+                    done = True
+                    return
+                yield b
+
+        try:
+            yield chunks()
+        finally:
+            if done:
+                self._release(c, resp)
+            else:
+                c.close()
+
+    def lines(self, req: Request) -> Iterator[Any]:
+        """An NDJSON answer, line by line."""
+        with self.stream(req) as chunks:
+            sp = LineSplitter()
+            for chunk in chunks:
+                yield from sp.feed(chunk)
+            yield from sp.end()
+
+
+def _json_or_none(data: bytes) -> Optional[Dict[str, Any]]:
+    import json
+
+    try:
+        v = json.loads(data)
+        return v if isinstance(v, dict) else None
+    except ValueError:
+        return None

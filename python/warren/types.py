@@ -1,0 +1,205 @@
+"""What the API answers, as dataclasses with Python names (the wire keeps the API's names).
+
+Each class is built from the wire object by :func:`from_wire`; keys the client does not know
+(a newer server's) are kept in ``raw`` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar, cast
+
+T = TypeVar("T")
+
+
+def snake(key: str) -> str:
+    """``memoryMiB`` → ``memory_mib``, ``exitCode`` → ``exit_code``."""
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key.replace("MiB", "Mib"))
+
+
+def camel(key: str) -> str:
+    """``memory_mib`` → ``memoryMiB``, ``ttl_seconds`` → ``ttlSeconds``; a wire name stays as it is."""
+    head, *rest = key.split("_")
+    out = head + "".join(p[:1].upper() + p[1:] for p in rest)
+    return out.replace("Mib", "MiB")
+
+
+def from_wire(cls: Type[T], obj: Mapping[str, Any]) -> T:
+    """A dataclass from a wire object: camelCase keys to its snake_case fields, the rest in ``raw``."""
+    names = {f.name for f in dataclasses.fields(cast(Any, cls))}
+    kw: Dict[str, Any] = {}
+    for k, v in obj.items():
+        n = snake(k)
+        if n in names and n != "raw":
+            kw[n] = v
+    if "raw" in names:
+        kw["raw"] = dict(obj)
+    return cls(**kw)
+
+
+@dataclass
+class ExecResult:
+    """A finished command. ``exit_code`` is None when a signal ended it (``signal`` says which)."""
+
+    command_id: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    duration_ms: float = 0
+    timed_out: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass
+class ExecEvent:
+    """One event of a streamed command: ``type`` is start, stdout, stderr, exit or error."""
+
+    type: str
+    command_id: Optional[str] = None
+    data: Optional[str] = None
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    duration_ms: Optional[float] = None
+    timed_out: Optional[bool] = None
+    truncated: Optional[bool] = None
+    error: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class FileEntry:
+    name: str
+    path: str
+    type: str
+    size: int
+    mode: int
+    mtime: str
+    target: Optional[str] = None
+
+
+@dataclass
+class Resources:
+    cpu: float = 0
+    memory_mib: int = 0
+    pids: int = 0
+    disk_mib: Optional[int] = None
+
+
+@dataclass
+class Usage:
+    cpu_seconds: float = 0
+    cpu_recent: float = 0
+    memory_bytes: int = 0
+    swap_bytes: int = 0
+    idle_seconds: float = 0
+
+
+@dataclass
+class SandboxInfo:
+    id: str
+    state: str = ""
+    backend: str = "container"
+    image: str = ""
+    layers: List[str] = field(default_factory=list)
+    node: str = ""
+    labels: Dict[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+    user: Optional[str] = None
+    workdir: Optional[str] = None
+    created_at: str = ""
+    expires_at: Optional[str] = None
+    last_activity_at: str = ""
+    idle_timeout_seconds: Optional[int] = None
+    pause_after_idle_seconds: Optional[int] = None
+    usage: Usage = field(default_factory=Usage)
+    network: Dict[str, Any] = field(default_factory=dict)
+    error: Optional[Dict[str, Any]] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> "SandboxInfo":
+        info = from_wire(cls, obj)
+        info.resources = from_wire(Resources, obj.get("resources") or {})
+        info.usage = from_wire(Usage, obj.get("usage") or {})
+        return info
+
+
+@dataclass
+class Image:
+    name: str
+    layers: List[str] = field(default_factory=list)
+    size_bytes: int = 0
+    created_at: str = ""
+    tenant: Optional[str] = None
+    env: Dict[str, str] = field(default_factory=dict)
+    built_in: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Layer:
+    name: str
+    digest: str = ""
+    size_bytes: int = 0
+    created_at: str = ""
+    tenant: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Pool:
+    id: str
+    image: str = ""
+    layers: List[str] = field(default_factory=list)
+    resources: Dict[str, Any] = field(default_factory=dict)
+    network: Dict[str, Any] = field(default_factory=dict)
+    size: int = 0
+    ready: int = 0
+    claims: int = 0
+    claims_per_second: float = 0
+    last_error: Optional[str] = None
+    created_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class FnResult:
+    """A FnCall's answer: an exec's, and ``queued_ms`` waiting for a free worker."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    duration_ms: float = 0
+    timed_out: bool = False
+    truncated: bool = False
+    queued_ms: float = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass
+class ImageProgress:
+    """A progress line of an import or pull."""
+
+    phase: str = ""
+    layer: Optional[int] = None
+    layers: Optional[int] = None
+    bytes: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class BatchCreateResult:
+    """What a batch create made, and an error per sandbox it could not make."""
+
+    sandboxes: List[Any]
+    errors: List[Any]
