@@ -43,3 +43,7 @@ test('the Python client: unit tests (wire, retries, NDJSON, safe tar extraction)
 test('the Python client: every call against a real Warren', async () => {
   assertAllPassed(await runPython(['-m', 'unittest', '-v', 'tests.test_live'], { WARREN_URL: t.url, WARREN_API_KEY: t.key }), 15);
 });
+
+test('the Python client: the asyncio client, with 200 sandboxes at once', async () => {
+  assertAllPassed(await runPython(['-m', 'unittest', '-v', 'tests.test_async'], { WARREN_URL: t.url, WARREN_API_KEY: t.key }), 3);
+});
