@@ -4,11 +4,12 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startTestWarren, type TestWarren } from './harness.js';
+import { forceCleanup, IMAGE_CACHE, spawnUp, startTestWarren, type TestWarren, type UpProcess } from './harness.js';
 
 // Debian's Python (scripts/setup.sh --test installs it, with setuptools, pip and mypy).
 export const PYTHON = process.env.WARREN_PYTHON ?? (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
@@ -132,3 +133,81 @@ test('the Python rollout driver, killed (-9) mid-batch and started again, finish
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+const RESTART_PROGRAM = `
+import json, sys, time
+from warren import TransportError, Warren
+w = Warren()
+sb = w.sandboxes.create(image="busybox:latest")
+t0 = time.monotonic()
+try:
+    for ev in sb.exec_stream("echo a; sleep 120; echo b"):
+        if ev.type == "stdout":
+            t0 = time.monotonic()
+            print(json.dumps({"streaming": True}), flush=True)
+    print(json.dumps({"error": None}), flush=True)
+except TransportError as e:
+    print(json.dumps({"error": e.code, "afterS": time.monotonic() - t0, "message": str(e)}), flush=True)
+sys.stdin.readline()
+print(json.dumps({"state": w.sandboxes.get(sb.id).info.state, "echo": sb.exec("echo back").stdout}), flush=True)
+sb.delete()
+`;
+
+test('the Python client when the server dies mid-stream: a clear error at once, and the same client works once it is back', async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'warren-pyrestart-'));
+  await chmod(dataDir, 0o711);
+  const port = await freePort();
+  const key = 'py-restart-key';
+  const env = { ...process.env, WARREN_API_KEY: key, WARREN_IMAGE_CACHE: IMAGE_CACHE };
+  const up = (): Promise<UpProcess> => spawnUp(['--data-dir', dataDir, '--images', 'busybox:latest', '--no-zram-swap', '--port', String(port)], env);
+  let server = await up();
+  const py = spawn(PYTHON, ['-c', RESTART_PROGRAM], {
+    cwd: PYTHON_DIR,
+    env: { ...process.env, WARREN_URL: server.url, WARREN_API_KEY: key, PYTHONDONTWRITEBYTECODE: '1' },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  const next = (pred: (l: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> =>
+    new Promise((resolve, reject) => {
+      const check = (): boolean => {
+        const l = lines.find(pred);
+        if (l) resolve(l);
+        return !!l;
+      };
+      if (check()) return;
+      const timer = setTimeout(() => reject(new Error(`no such line: ${JSON.stringify(lines)}`)), 60_000);
+      py.stdout.on('data', () => check() && clearTimeout(timer));
+    });
+  let buf = '';
+  py.stdout.on('data', (d: Buffer) => {
+    buf += d.toString();
+    for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+      lines.push(JSON.parse(buf.slice(0, nl)) as Record<string, unknown>);
+      buf = buf.slice(nl + 1);
+    }
+  });
+  try {
+    await next((l) => l.streaming === true);
+    await server.kill('SIGKILL');
+    const err = await next((l) => 'error' in l);
+    assert.equal(err.error, 'unavailable', JSON.stringify(err));
+    assert.ok((err.afterS as number) < 10, `the error came ${String(err.afterS)} s after the stream's last output`);
+    server = await up();
+    py.stdin.write('\n');
+    // Its kept-alive connection died with the old server: the client opens a new one.
+    assert.deepEqual(await next((l) => 'state' in l), { state: 'running', echo: 'back\n' });
+  } finally {
+    py.kill('SIGKILL');
+    await server.kill('SIGKILL').catch(() => undefined);
+    await forceCleanup(dataDir);
+  }
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
