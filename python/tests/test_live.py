@@ -224,6 +224,29 @@ class SandboxCalls(unittest.TestCase):
         self.assertEqual(rest[-1].exit_code, 0)
 
 
+def _docker_save(layer: bytes, env: list) -> bytes:
+    """A `docker save` tarball of one layer over busybox's."""
+    import hashlib
+    import json
+
+    busybox = os.environ.get("WARREN_TEST_BUSYBOX", "/bin/busybox")
+    lt = io.BytesIO()
+    with tarfile.open(fileobj=lt, mode="w") as tf:
+        tf.add(busybox, arcname="bin/busybox")
+        with tarfile.open(fileobj=io.BytesIO(layer)) as extra:
+            for m in extra.getmembers():
+                tf.addfile(m, extra.extractfile(m))
+    data = lt.getvalue()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": env}, "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(data).hexdigest()]}}).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tf:
+        for name, content in (("config.json", config), ("l0/layer.tar", data), ("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": ["app:1"], "Layers": ["l0/layer.tar"]}]).encode())):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(content)
+            tf.addfile(ti, io.BytesIO(content))
+    return out.getvalue()
+
+
 @needs_server
 class OtherCalls(unittest.TestCase):
     def setUp(self) -> None:
@@ -258,6 +281,20 @@ class OtherCalls(unittest.TestCase):
                 self.assertEqual(sb.exec("cat /etc/py-layer").stdout, "from a layer\n")
         finally:
             self.w.layers.delete(name)
+        # A `docker save` tarball, imported with its progress reported.
+        with tempfile.NamedTemporaryFile(suffix=".tar") as saved:
+            saved.write(_docker_save(layer_tar.getvalue(), ["PATH=/bin", "FROM_IMAGE=1"]))
+            saved.flush()
+            img_name = f"{label()}:1"
+            seen: list = []
+            img = self.w.images.import_tar(saved.name, name=img_name, on_progress=seen.append)
+            try:
+                self.assertEqual((img.name, img.env["FROM_IMAGE"], len(img.layers)), (img_name, "1", 1))
+                self.assertTrue(seen and all(p.phase in ("receive", "layer") for p in seen), seen)
+                with self.w.sandboxes.create(image=img_name) as sb:
+                    self.assertEqual(sb.exec(["/bin/busybox", "cat", "/etc/py-layer"]).stdout, "from a layer\n")
+            finally:
+                self.w.images.delete(img_name)
         # An import of something that is no image: the stream's error is raised.
         with tempfile.NamedTemporaryFile(suffix=".tar") as bad:
             bad.write(layer_tar.getvalue())
