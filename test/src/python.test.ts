@@ -54,6 +54,18 @@ test('the Python client: the asyncio client, with 200 sandboxes at once', async 
   assertAllPassed(await runPython(['-m', 'unittest', '-v', 'tests.test_async'], { WARREN_URL: t.url, WARREN_API_KEY: t.key }), 3);
 });
 
+// The oldest Python the client supports, where this machine has one (pyenv's, not Debian's).
+const PYTHON_39 = [
+  process.env.WARREN_PYTHON_39,
+  join(process.env.PYENV_ROOT ?? join(process.env.HOME ?? '/root', '.pyenv'), 'versions/3.9.18/bin/python3'),
+].find((p): p is string => !!p && existsSync(p));
+
+test('the Python client on Python 3.9: unit, live and asyncio suites', { skip: PYTHON_39 ? false : 'no Python 3.9 here' }, async () => {
+  const env = { WARREN_URL: t.url, WARREN_API_KEY: t.key };
+  const r = await runPython(['-m', 'unittest', 'tests.test_unit', 'tests.test_live', 'tests.test_async'], env, PYTHON_DIR, PYTHON_39);
+  assertAllPassed(r, 30);
+});
+
 test('the Python client installs with pip where no package index is reachable, and type-checks', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'warren-pip-'));
   try {
