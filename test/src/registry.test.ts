@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { runPython } from './python-run.js';
 import { http, startTestWarren, type TestWarren } from './harness.js';
 import { makeTar, type Member } from './tar-writer.js';
 
@@ -169,6 +170,43 @@ test('pull from a real OCI registry; a layer converted before is never fetched a
   assert.equal(second?.image?.layers[0], done?.image?.layers[0], 'the shared base is the same layer');
   assert.equal(fetched(baseBlob), 1, 'the base layer was not fetched again');
   assert.equal(fetched(v2Blob), 1);
+});
+
+test("the Python client pulls: progress reported, the image's env kept; an unknown tag raises not_found", async () => {
+  const bin = await readFile('/bin/busybox');
+  await pushImage(
+    'py/tool',
+    'v1',
+    [
+      makeTar([
+        { path: 'bin/', type: 'dir' },
+        { path: 'bin/busybox', content: bin, mode: 0o755 },
+        { path: 'etc/py', content: 'pulled\n' },
+      ]),
+    ],
+    {
+      env: ['PATH=/bin', 'FROM=py'],
+    },
+  );
+  const program = [
+    'import json, sys',
+    'from warren import NotFoundError, Warren',
+    'w = Warren()',
+    'seen = []',
+    'img = w.images.pull(sys.argv[1] + "/py/tool:v1", name="py-tool:v1", on_progress=seen.append)',
+    'with w.sandboxes.create(image=img.name) as sb:',
+    '    out = sb.exec(["/bin/busybox", "cat", "/etc/py"]).stdout',
+    'try:',
+    '    w.images.pull(sys.argv[1] + "/py/tool:nope")',
+    '    missing = None',
+    'except NotFoundError as e:',
+    '    missing = e.code',
+    'w.images.delete(img.name)',
+    'print(json.dumps({"name": img.name, "env": img.env, "progress": len(seen) > 0, "out": out, "missing": missing}))',
+  ].join('\n');
+  const r = await runPython(['-c', program, `127.0.0.1:${regPort}`], { WARREN_URL: t.url, WARREN_API_KEY: t.key });
+  assert.equal(r.code, 0, r.out);
+  assert.deepEqual(JSON.parse(r.out), { name: 'py-tool:v1', env: { PATH: '/bin', FROM: 'py' }, progress: true, out: 'pulled\n', missing: 'not_found' });
 });
 
 test('an unknown tag, an unknown repository and a registry that is down each fail with a clear error', async () => {
