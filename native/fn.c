@@ -84,6 +84,79 @@ static int call_proc(void)
 	return 0;
 }
 
+
+/* Where the worker sees its image's layers, top first (oci-config.ts FN_LAYERS). */
+#define FN_LAYERS "/.warren-layers"
+#define LOWERS_MAX 4096
+
+static const char *const host_files[] = { "/etc/hosts", "/etc/hostname", "/etc/resolv.conf" };
+
+/* "/.warren-layers/0:/.warren-layers/1:…" for the layers there are, or "/" when none. */
+static int layer_list(char *out, size_t size)
+{
+	size_t n = 0;
+	out[0] = 0;
+	for (int i = 0;; i++) {
+		char p[64];
+		snprintf(p, sizeof p, FN_LAYERS "/%d", i);
+		int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		close(fd);
+		int w = snprintf(out + n, size - n, "%s%s", n ? ":" : "", p);
+		if (w < 0 || (size_t)w >= size - n) {
+			errno = E2BIG;
+			return -1;
+		}
+		n += (size_t)w;
+	}
+	if (!n)
+		snprintf(out, size, "/");
+	errno = 0;
+	return 0;
+}
+
+static int call_overlay(const char *lowers)
+{
+	char opts[LOWERS_MAX + 128];
+	int one_fs = !strcmp(lowers, "/");
+	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=" STAGE "/u,workdir=" STAGE "/w,userxattr%s", lowers, one_fs ? "" : ",xino=on");
+	return mount("overlay", STAGE "/r", "overlay", MS_NODEV, opts);
+}
+
+/* The worker's file at `path` copied into the call's root (replacing a link there); absent: left as the image has it. */
+static int copy_host_file(const char *path)
+{
+	char dst[128], buf[8192];
+	int in = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (in < 0)
+		return errno == ENOENT || errno == ELOOP ? 0 : -1;
+	snprintf(dst, sizeof dst, STAGE "/r%s", path);
+	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (out < 0 && errno == ELOOP && unlink(dst) == 0)
+		out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (out < 0) {
+		int e = errno;
+		close(in);
+		errno = e;
+		return e == ENOENT ? 0 : -1;
+	}
+	ssize_t r;
+	int rc = 0;
+	while ((r = read(in, buf, sizeof buf)) > 0)
+		if (write(out, buf, (size_t)r) != r) {
+			rc = -1;
+			break;
+		}
+	if (r < 0)
+		rc = -1;
+	int e = errno;
+	close(in);
+	close(out);
+	errno = e;
+	return rc;
+}
+
 static int drop_sys_admin(void);
 
 int warren_fn_isolate(unsigned long tmpfs_kib, int unshared)
@@ -100,14 +173,26 @@ int warren_fn_isolate(unsigned long tmpfs_kib, int unshared)
 		return fail("make mounts private", NULL);
 	/* The stage covers the platform directory in this namespace only; it holds the call's
 	 * writable layer and, after pivot_root, is reachable from nowhere but the overlay. */
+	/* Before the stage's tmpfs: the layers' mounts, and the worker's own files, are reached
+	 * from this namespace's copy of the worker's root. */
+	char lowers[LOWERS_MAX];
+	if (layer_list(lowers, sizeof lowers) < 0)
+		return fail("layers", FN_LAYERS);
 	snprintf(opts, sizeof opts, "mode=0700,size=%luk", tmpfs_kib ? tmpfs_kib : 65536);
 	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return fail("tmpfs", STAGE);
 	if (mkdir(STAGE "/u", 0755) < 0 || mkdir(STAGE "/w", 0700) < 0 || mkdir(STAGE "/r", 0755) < 0)
 		return fail("mkdir", STAGE);
-	/* The worker's root as the lower layer: what the image holds, never what a call wrote. */
-	if (mount("overlay", STAGE "/r", "overlay", MS_NODEV, "lowerdir=/,upperdir=" STAGE "/u,workdir=" STAGE "/w,userxattr") < 0)
+	/* The image's own layers as the lower ones (what the image holds, never what a call
+	 * wrote), so the call's root is one overlay deep and xino keeps the inode numbers a
+	 * listing reports equal to what stat says. A worker without them: its root. */
+	if (call_overlay(lowers) < 0)
 		return fail("overlay", STAGE "/r");
+	/* The files the platform wrote for the worker (host name, localhost, resolver), the
+	 * call's own copies. */
+	for (size_t i = 0; i < sizeof host_files / sizeof host_files[0]; i++)
+		if (copy_host_file(host_files[i]) < 0)
+			return fail("copy", host_files[i]);
 	/* /dev read-only (its nodes still work), with a new /dev/shm and this IPC namespace's mqueue. */
 	if (mount("/dev", STAGE "/r/dev", NULL, MS_BIND | MS_REC, NULL) < 0)
 		return fail("bind", "/dev");

@@ -11,9 +11,10 @@ export interface Samples {
   exec: number[];
   session: number[];
   file: number[];
+  fn: number[];
 }
 
-export const newSamples = (): Samples => ({ create: [], del: [], exec: [], session: [], file: [] });
+export const newSamples = (): Samples => ({ create: [], del: [], exec: [], session: [], file: [], fn: [] });
 
 /** The command-line options of a side-by-side benchmark: rounds of creates and of exec batches. */
 export const ROUND_OPTIONS = {
@@ -47,6 +48,7 @@ export function rows(r: Rounds): Array<[string, keyof Samples]> {
     [`exec ['true'] as a fresh command (n=${r.rounds * r.execs})`, 'exec'],
     [`exec 'true' on a warm session (n=${r.rounds * r.execs})`, 'session'],
     [`1-byte file write + read (n=${r.rounds * r.execs})`, 'file'],
+    [`FnCall python print(1), warm worker (n=${r.rounds * r.execs})`, 'fn'],
   ];
 }
 
@@ -72,7 +74,7 @@ export async function creates(nodes: BenchNode[], samples: Samples[], n: number)
 
 /**
  * Round trips on one debian-python sandbox per node, in batches of 50 taken in turns: a fresh
- * command, a command on a warm session, a 1-byte file write + read.
+ * command, a command on a warm session, a 1-byte file write + read; and a FnCall on the node.
  */
 export async function execs(nodes: BenchNode[], samples: Samples[], n: number): Promise<void> {
   const sbs: Sandbox[] = [];
@@ -83,6 +85,7 @@ export async function execs(nodes: BenchNode[], samples: Samples[], n: number): 
       for (let i = 0; i < 20; i++) {
         await sbs[k]!.exec(['true']);
         await shells[k]!.exec('true');
+        await nodes[k]!.client.fn.run({ language: 'python', code: 'print(1)' });
       }
     }
     const time = async (into: number[], f: () => Promise<unknown>): Promise<void> => {
@@ -101,6 +104,7 @@ export async function execs(nodes: BenchNode[], samples: Samples[], n: number): 
           await sb.files.write('/tmp/one-byte', 'x');
           await sb.files.read('/tmp/one-byte');
         });
+        await time(samples[k]!.fn, () => nodes[k]!.client.fn.run({ language: 'python', code: 'print(1)' }));
       }
     }
   } finally {

@@ -125,15 +125,24 @@ describe('files as on a plain file system', () => {
     }
   });
 
-  // Known, not fixed: a call's root is an overlay over the worker's overlay (xino cannot fit a
-  // second overlay's bits), so directories there list other inode numbers than stat reports.
-  // The fix builds the call's root from the worker's own layers (see issue 15's note).
-  test('a FnCall lists the inode numbers stat does', { todo: 'the call root is an overlay over the worker root' }, async () => {
+  test('a FnCall lists the inode numbers stat does, and has the host files the platform wrote', async () => {
     const out = await t.client.fn.run({
       language: 'python',
       code: `import os\nos.makedirs("/work", exist_ok=True)\nopen("/work/new", "w").write("x")\nopen("/etc/new-conf", "w").write("y")\nos.mkdir("/new-dir")\n${inodes}`,
     });
     assert.equal(out.stdout, '0 []\n', out.stderr);
+    // Its host name and localhost resolve; the worker's layer mounts are not in its root; what
+    // one call writes to /etc/hosts is not there for the next.
+    const names = [
+      'import os, socket',
+      'print(open("/etc/hostname").read().strip() == socket.gethostname(), socket.gethostbyname("localhost"), os.path.exists("/.warren-layers"))',
+      'print("planted" in open("/etc/hosts").read())',
+      'open("/etc/hosts", "a").write("10.9.9.9 planted\\n")',
+    ].join('\n');
+    const first = await t.client.fn.run({ language: 'python', code: names });
+    assert.equal(first.stdout, 'True 127.0.0.1 False\nFalse\n', first.stderr);
+    const second = await t.client.fn.run({ language: 'python', code: names });
+    assert.equal(second.stdout, 'True 127.0.0.1 False\nFalse\n', second.stderr);
   });
 });
 

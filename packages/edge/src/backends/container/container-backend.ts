@@ -203,6 +203,7 @@ export class ContainerBackend implements Backend {
         capSwap: this.memsw,
         netnsPath: spec.netns,
         fn: spec.fn,
+        fnLayers: spec.fn ? overlay.lower : undefined,
         unhardened: this.o.unhardened,
       });
       started = true;

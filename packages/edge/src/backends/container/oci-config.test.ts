@@ -52,6 +52,19 @@ test('only a FnCall worker keeps CAP_SYS_ADMIN, and its init is told so', () => 
   const fn = buildOciConfig({ ...spec, fn: true }) as P;
   assert.ok(fn.process.capabilities.bounding.includes('CAP_SYS_ADMIN') && fn.process.capabilities.effective.includes('CAP_SYS_ADMIN'));
   assert.ok(fn.process.env.includes('WARREN_FN=1') && fn.process.env.includes(`WARREN_FN_TMPFS_KIB=${512 * 1024}`));
+  // A worker sees its layers (top first) where its calls' roots are made from them; no other sandbox does.
+  const layered = buildOciConfig({ ...spec, fn: true, fnLayers: ['/l/top', '/l/base'] }) as unknown as {
+    mounts: Array<{ destination: string; source: string; options: string[] }>;
+  };
+  assert.deepEqual(
+    layered.mounts.filter((m) => m.destination.startsWith('/.warren-layers/')).map((m) => [m.destination, m.source, m.options.includes('ro')]),
+    [
+      ['/.warren-layers/0', '/l/top', true],
+      ['/.warren-layers/1', '/l/base', true],
+    ],
+  );
+  const notFn = buildOciConfig({ ...spec, fnLayers: ['/l/top'] }) as unknown as { mounts: Array<{ destination: string }> };
+  assert.ok(!notFn.mounts.some((m) => m.destination.startsWith('/.warren-layers')));
 });
 
 test('only the benchmark baseline drops the seccomp filter and the masked and read-only paths', () => {

@@ -27,6 +27,13 @@ export interface ContainerSpec {
    */
   fn?: boolean;
   /**
+   * A FnCall worker's image layers (host paths, top first), mounted read-only at
+   * {@link FN_LAYERS}/0, /1, … in the worker: each call's root is an overlay of these (and a
+   * tmpfs) rather than of the worker's own root, so it is one overlay deep and its inode
+   * numbers are what stat reports (native/fn.c).
+   */
+  fnLayers?: string[];
+  /**
    * The hardening benchmark's baseline only (bench/src/hardening.ts): no seccomp filter, no
    * masked or read-only /proc and /sys paths. Never for a sandbox anyone uses.
    */
@@ -43,6 +50,8 @@ export function sandboxHostname(id: string): string {
 
 export const INIT_PATH = '/.warren/warren-init';
 export const PLATFORM_MOUNT = '/.warren';
+/** Where a FnCall worker sees its image's layers (never a call: its root is made of them). */
+export const FN_LAYERS = '/.warren-layers';
 
 const CAPS = [
   'CAP_CHOWN',
@@ -112,6 +121,12 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
       { destination: '/dev/mqueue', type: 'mqueue', source: 'mqueue', options: ['nosuid', 'noexec', 'nodev'] },
       ...(spec.netnsPath ? [] : [{ destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] }]),
       { destination: PLATFORM_MOUNT, type: 'bind', source: spec.platformDir, options: ['bind', 'ro', 'nosuid', 'nodev'] },
+      ...(spec.fn ? (spec.fnLayers ?? []) : []).map((source, i) => ({
+        destination: `${FN_LAYERS}/${i}`,
+        type: 'bind',
+        source,
+        options: ['bind', 'ro', 'nosuid', 'nodev'],
+      })),
     ],
     linux: {
       uidMappings: [{ containerID: 0, hostID: spec.idMap.hostStart, size: spec.idMap.size }],
