@@ -45,3 +45,15 @@ test('under runc without a sandbox network, loopback is up as with the native ru
   assert.equal(r.stdout, 'ok\n', r.stderr);
   await sb.delete();
 });
+
+test('under runc a FnCall runs on its image layers too: its listing reports the inode numbers stat does', async () => {
+  const t = await startTestWarren({ runtime: 'runc', network: false, images: ['debian-python:latest'] });
+  opened.push(t);
+  const code = [
+    'import os',
+    'bad = [e.path for d in ["/", "/etc"] for e in os.scandir(d) if os.lstat(e.path).st_dev == os.lstat(d).st_dev and e.inode() != os.lstat(e.path).st_ino]',
+    'print(len(bad), os.path.exists("/.warren-layers"))',
+  ].join('\n');
+  const r = await t.client.fn.run({ language: 'python', code });
+  assert.equal(r.stdout, '0 False\n', r.stderr);
+});
