@@ -60,8 +60,16 @@ const { values } = parseArgs({
 });
 const TESTS = values.tests ? values.tests.split(',') : DEFAULT_TESTS;
 const TIMEOUT_MS = Number(values['timeout-min']) * 60_000;
-/** regrtest: junit output, parallel workers, a per-file timeout so one hang cannot stop the run. */
-const REGRTEST = ['-m', 'test', '--junit-xml', '/tmp/junit.xml', `-j${values.jobs}`, '--timeout=600', ...TESTS];
+/**
+ * regrtest: junit output, parallel workers, a per-file timeout so one hang cannot stop the run.
+ * The VSOCK cases are left out on every side: a sandbox refuses AF_VSOCK (seccomp; README
+ * Security), and on a VM whose host talks vsock (a Firecracker guest, like the machine these
+ * numbers come from) the host side's accept waits for a peer that never comes, until the file's
+ * timeout takes the rest of test_socket with it.
+ */
+const REGRTEST = ['-m', 'test', '--junit-xml', '/tmp/junit.xml', `-j${values.jobs}`, '--timeout=600', '-i', '*VSOCK*', ...TESTS];
+/** The same, as words of a shell command line. */
+const REGRTEST_SH = REGRTEST.map((a) => `'${a}'`).join(' ');
 
 interface Outcome {
   way: string;
@@ -135,7 +143,7 @@ async function onHost(root: string): Promise<Outcome> {
     const t0 = performance.now();
     // An offline machine, as the sandbox is (this one's network drops what leaves it: tests that
     // reach out would wait for their timeouts): a network namespace with loopback only.
-    const script = `ip link set lo up && exec chroot ${root} /usr/bin/python3 ${REGRTEST.join(' ')}`;
+    const script = `ip link set lo up && exec chroot ${root} /usr/bin/python3 ${REGRTEST_SH}`;
     const r = await run('unshare', ['--net', 'sh', '-c', script], {
       timeout: TIMEOUT_MS,
       maxBuffer: 64 << 20,
@@ -165,7 +173,7 @@ async function underPodman(tar: string, out: string): Promise<Outcome | null> {
     if (imp.status !== 0) throw new Error(`podman import failed: ${imp.stderr.toString()}`);
     await mkdir(out, { recursive: true });
     const t0 = performance.now();
-    await run('podman', ['run', '--rm', ...PODMAN_FLAGS, '-v', `${out}:/out`, image, 'sh', '-c', `python3 ${REGRTEST.join(' ')}; cp /tmp/junit.xml /out/`], {
+    await run('podman', ['run', '--rm', ...PODMAN_FLAGS, '-v', `${out}:/out`, image, 'sh', '-c', `python3 ${REGRTEST_SH}; cp /tmp/junit.xml /out/`], {
       timeout: TIMEOUT_MS,
       maxBuffer: 64 << 20,
     }).catch(() => undefined);
