@@ -1,8 +1,7 @@
 // Runs every compiled test: unit tests next to the code, then integration tests in test/.
 // Usage: node scripts/run-tests.mjs [--unit|--integration] [name-filter]
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { readFileSync, readdirSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -36,99 +35,19 @@ if (!files.length) {
 // Integration tests start real sandboxes: one file at a time keeps a 2-core machine honest.
 // A test that hangs fails after 5 minutes instead of holding the run.
 const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-timeout=300000', '--test-reporter=spec', ...files], { stdio: 'inherit' });
-sweep();
+await sweep();
 process.exit(r.status ?? 1);
 
 /**
- * Safety net for a test process that died without its own cleanup: containers and mounts of the
- * tests' temporary data dirs (and only those) are removed.
+ * Safety net for a test process that died without its own cleanup: what the tests' temporary data
+ * dirs left (packages/edge/src/host/leftovers.ts, the harness's cleanup too). A dir with a live
+ * `warren up` (a benchmark's, say) is left alone.
  */
-function sweep() {
-  const prefix = join(tmpdir(), 'warren-');
-  let left = [];
-  try {
-    left = JSON.parse(spawnSync('runc', ['list', '-f', 'json']).stdout.toString() || '[]') ?? [];
-  } catch {
-    left = [];
-  }
-  for (const c of left.filter((c) => c.bundle.startsWith(prefix))) {
-    spawnSync('runc', ['resume', c.id], { stdio: 'ignore' });
-    spawnSync('runc', ['delete', '-f', c.id], { stdio: 'ignore' });
-    console.error(`swept leftover container ${c.id}`);
-  }
-  // Sandboxes the native spawner started, found by their cgroups, and on-demand views' daemons.
-  const own = /^\d+:memory:(.*)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1] ?? '/';
+async function sweep() {
+  const { liveNode, sweepDataDir } = await import('../packages/edge/dist/host/leftovers.js');
   for (const d of readdirSync(tmpdir()).filter((n) => n.startsWith('warren-'))) {
     const base = join(tmpdir(), d);
-    for (const id of readdirSafe(join(base, 'sandboxes'))) {
-      const cg = (c) => join('/sys/fs/cgroup', c, own, 'warren', id);
-      try {
-        writeFileSync(join(cg('freezer'), 'freezer.state'), 'THAWED');
-      } catch {
-        /* gone */
-      }
-      for (const pid of readSafe(join(cg('pids'), 'cgroup.procs'))
-        .split('\n')
-        .filter(Boolean)) {
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-          console.error(`swept leftover sandbox process ${pid} (${id})`);
-        } catch {
-          /* gone */
-        }
-      }
-    }
-    for (const id of readdirSafe(join(base, 'sandboxes'))) {
-      for (const c of ['memory', 'cpu', 'cpuacct', 'pids', 'freezer', 'devices']) {
-        const dir = join('/sys/fs/cgroup', c, own, 'warren', id);
-        for (let i = 0; i < 100; i++) {
-          try {
-            rmdirSync(dir);
-            break;
-          } catch (e) {
-            if (e.code !== 'EBUSY') break;
-            spawnSync('sleep', ['0.02']);
-          }
-        }
-      }
-    }
-    const blobfs = Number(readSafe(join(base, 'cache', 'blobfs.pid')).trim());
-    if (blobfs > 0 && readSafe(`/proc/${blobfs}/cmdline`).includes('warren-blobfs')) {
-      try {
-        process.kill(blobfs, 'SIGKILL');
-        console.error(`swept leftover warren-blobfs ${blobfs}`);
-      } catch {
-        /* gone */
-      }
-    }
-    // Its sandbox network's nftables table (named from the data dir, as edge/src/net/addresses.ts does).
-    const n = createHash('sha256').update(base).digest().readUInt32BE(0);
-    const table = `warren_${(n % 36 ** 4).toString(36).padStart(4, '0')}`;
-    if (spawnSync('nft', ['delete', 'table', 'inet', table], { stdio: 'ignore' }).status === 0) console.error(`swept leftover nftables table ${table}`);
-  }
-  const mounts = readFileSync('/proc/self/mounts', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[1] ?? '')
-    .filter((m) => m.startsWith(prefix))
-    .reverse();
-  for (const m of mounts) {
-    spawnSync('umount', ['-l', m], { stdio: 'ignore' });
-    console.error(`swept leftover mount ${m}`);
-  }
-}
-
-function readdirSafe(dir) {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
-}
-
-function readSafe(file) {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return '';
+    if ((await liveNode(base)) || (await liveNode(join(base, 'data')))) continue;
+    await sweepDataDir(base, { log: (m) => console.error(m) });
   }
 }

@@ -1,7 +1,7 @@
-import { mkdtemp, readdir, rm, chmod } from 'node:fs/promises';
+import { mkdtemp, chmod } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { CgroupV1, SANDBOX_CONTROLLERS, findNamespaceInit, nodeTag, processStartTime, readOwnCgroupParent } from '@warren/edge';
+import { CgroupV1, SANDBOX_CONTROLLERS, findNamespaceInit, processStartTime, readOwnCgroupParent, sweepDataDir } from '@warren/edge';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startWarren, type RunningWarren, type WarrenOptions } from '@warren/server';
@@ -9,6 +9,31 @@ import { Warren } from '@warren/sdk';
 import type { DefaultImageName } from '@warren/images';
 
 export const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
+
+/** A clock a test moves by hand: starts at the real time, moves only when advanced. */
+export interface TestClock {
+  now: () => number;
+  advance: (ms: number) => void;
+}
+
+export function testClock(start = Date.now()): TestClock {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+  };
+}
+
+/** Waits for `pred` to hold (polling every 10 ms), failing after `ms`: for what a sweep set going. */
+export async function until(pred: () => Promise<boolean>, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await pred())) {
+    if (Date.now() > deadline) throw new Error(`not so after ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 export interface TestWarren {
   warren: RunningWarren;
@@ -42,6 +67,8 @@ export async function startTestWarren(
     maxUploadBytes?: number;
     maxRetainedOutputBytes?: number;
     dataDiskReserveMiB?: number;
+    /** The lifecycle's clock (TTLs, idle timeouts, idle pauses): the test advances it, then runs `warren.sweep()`. */
+    clock?: TestClock;
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -69,6 +96,7 @@ export async function startTestWarren(
     maxUploadBytes: opts.maxUploadBytes,
     maxRetainedOutputBytes: opts.maxRetainedOutputBytes,
     dataDiskReserveMiB: opts.dataDiskReserveMiB,
+    clock: opts.clock?.now,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });
@@ -125,69 +153,7 @@ export function errorCode(r: { json: unknown }): string | undefined {
  * everything below it, removes it.
  */
 export async function forceCleanup(dataDir: string): Promise<void> {
-  const { readFile } = await import('node:fs/promises');
-  let list: Array<{ id: string; bundle: string; pid: number }> = [];
-  try {
-    list = JSON.parse(execFileSync('runc', ['list', '-f', 'json']).toString() || '[]') as typeof list;
-  } catch {
-    list = [];
-  }
-  for (const c of list ?? []) {
-    if (!c.bundle.startsWith(dataDir + '/')) continue;
-    try {
-      execFileSync('runc', ['resume', c.id], { stdio: 'ignore' });
-    } catch {
-      /* not paused */
-    }
-    try {
-      execFileSync('runc', ['delete', '-f', c.id], { stdio: 'ignore' });
-    } catch {
-      /* already gone */
-    }
-  }
-  // Sandboxes of either runtime: found by their cgroups.
-  const cgroups = new CgroupV1();
-  const parent = readOwnCgroupParent();
-  for (const id of await readdir(join(dataDir, 'sandboxes')).catch(() => [] as string[])) {
-    await cgroups.setFrozen(`${parent}/${id}`, false, 500).catch(() => undefined);
-    for (const pid of await cgroups.procs('pids', `${parent}/${id}`)) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-    }
-    for (let i = 0; i < 500 && (await cgroups.procs('pids', `${parent}/${id}`)).length > 0; i++) await new Promise((r) => setTimeout(r, 2));
-    await cgroups.remove(`${parent}/${id}`, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
-  }
-  // An on-demand blob view's daemon.
-  const blobfs = Number((await readFile(join(dataDir, 'cache', 'blobfs.pid'), 'utf8').catch(() => '')).trim());
-  if (blobfs > 0 && (await readFile(`/proc/${blobfs}/cmdline`, 'utf8').catch(() => '')).includes('warren-blobfs')) {
-    try {
-      process.kill(blobfs, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
-  // Its sandbox network: the node's nftables table (its veths went with the namespaces).
-  try {
-    execFileSync('nft', ['delete', 'table', 'inet', `warren_${nodeTag(dataDir)}`], { stdio: 'ignore' });
-  } catch {
-    /* none */
-  }
-  const mounts = (await readFile('/proc/self/mounts', 'utf8'))
-    .split('\n')
-    .map((l) => l.split(' ')[1] ?? '')
-    .filter((m) => m.startsWith(dataDir + '/'))
-    .reverse();
-  for (const m of mounts) {
-    try {
-      execFileSync('umount', ['-l', m], { stdio: 'ignore' });
-    } catch {
-      /* already unmounted */
-    }
-  }
-  await rm(dataDir, { recursive: true, force: true });
+  await sweepDataDir(dataDir, { remove: true });
 }
 
 /** The host pid and start time of a sandbox's init: the PID 1 among its cgroup's processes. */

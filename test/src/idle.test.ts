@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { activeSwaps } from '@warren/edge';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
-import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+import { errorCode, http, startTestWarren, testClock, until, type TestWarren } from './harness.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -144,24 +144,30 @@ describe('pause with memory reclaim', () => {
     }
   });
 
-  test('auto-pause after idle; paused time does not count against the TTL unless asked; idle timeout still ends it', async () => {
-    const a = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, ttlSeconds: 5 } });
-    const b = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, ttlSeconds: 4, ttlCountsPaused: true } });
-    const c = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, idleTimeoutSeconds: 4 } });
+  test('auto-pause after idle; paused time does not count against the TTL unless asked; idle timeout still ends it (on an injected clock)', async () => {
+    const clock = testClock();
+    const tc = await startTestWarren({ clock, swap: false });
     try {
+      const a = await tc.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, ttlSeconds: 5 } });
+      const b = await tc.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, ttlSeconds: 4, ttlCountsPaused: true } });
+      const c = await tc.client.sandboxes.create({ image: 'busybox:latest', lifetime: { pauseAfterIdleSeconds: 1, idleTimeoutSeconds: 4 } });
       const firstExpiry = Date.parse(a.info.expiresAt!);
-      await sleep(2600);
-      for (const sb of [a, b, c]) assert.equal((await state(t, sb.id)).state, 'paused', sb.id);
-      await sleep(4000);
+      clock.advance(900);
+      await tc.warren.sweep();
+      for (const sb of [a, b, c]) assert.equal((await state(tc, sb.id)).state, 'running', sb.id);
+      clock.advance(200);
+      await tc.warren.sweep();
+      for (const sb of [a, b, c]) assert.equal((await state(tc, sb.id)).state, 'paused', sb.id);
+      clock.advance(4000);
+      await tc.warren.sweep();
       // a: past its first deadline, but paused the whole time; b: its TTL ran while paused; c: idle too long.
-      assert.equal((await state(t, a.id)).state, 'paused');
-      assert.equal((await state(t, b.id)).state, 'stopped');
-      assert.equal((await state(t, c.id)).state, 'stopped');
+      await until(async () => (await state(tc, b.id)).state === 'stopped' && (await state(tc, c.id)).state === 'stopped');
+      assert.equal((await state(tc, a.id)).state, 'paused');
       assert.equal((await a.exec('echo up')).stdout, 'up\n');
-      const moved = Date.parse((await state(t, a.id)).expiresAt!) - firstExpiry;
-      assert.ok(moved >= 4000, `TTL moved on by ${moved} ms`);
+      const moved = Date.parse((await state(tc, a.id)).expiresAt!) - firstExpiry;
+      assert.equal(moved, 4000, `TTL moved on by the ${moved} ms it was paused`);
     } finally {
-      await Promise.all([a, b, c].map((sb: Sandbox) => sb.delete().catch(() => undefined)));
+      await tc.close();
     }
   });
 });

@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { assertConfined } from './confinement.js';
-import { errorCode, hostLeftovers, http, initOf, startTestWarren, type TestWarren } from './harness.js';
+import { errorCode, hostLeftovers, http, initOf, startTestWarren, testClock, until, type TestWarren } from './harness.js';
 
 describe('sandbox lifecycle through the API', () => {
   let t: TestWarren;
@@ -75,20 +75,30 @@ describe('sandbox lifecycle through the API', () => {
     }
   });
 
-  test('timeout sets a new expiry and the edge enforces TTL and idle timeout', async () => {
-    const ttl = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 1 } });
-    const idle = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { idleTimeoutSeconds: 2 } });
-    const kept = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 1 } });
+  test('timeout sets a new expiry and the edge enforces TTL and idle timeout (on an injected clock)', async () => {
+    const clock = testClock();
+    const tc = await startTestWarren({ clock });
     try {
+      const ttl = await tc.client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 1 } });
+      const idle = await tc.client.sandboxes.create({ image: 'busybox:latest', lifetime: { idleTimeoutSeconds: 2 } });
+      const kept = await tc.client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 1 } });
       const info = await kept.setTimeout(600);
-      assert.ok(Date.parse(info.expiresAt ?? '') > Date.now() + 500_000);
-      await new Promise((r) => setTimeout(r, 3500));
-      assert.equal((await ttl.refresh()).state, 'stopped');
-      assert.equal((await idle.refresh()).state, 'stopped');
+      assert.equal(Date.parse(info.expiresAt ?? ''), clock.now() + 600_000);
+      // Not yet due: nothing happens.
+      clock.advance(900);
+      await tc.warren.sweep();
+      assert.deepEqual(await Promise.all([ttl, idle, kept].map(async (s) => (await s.refresh()).state)), ['running', 'running', 'running']);
+      clock.advance(300);
+      await tc.warren.sweep();
+      await until(async () => (await ttl.refresh()).state === 'stopped');
+      assert.equal((await idle.refresh()).state, 'running', 'idle for 1.2 s of its 2');
+      clock.advance(900);
+      await tc.warren.sweep();
+      await until(async () => (await idle.refresh()).state === 'stopped');
       assert.equal((await kept.refresh()).state, 'running');
       await assert.rejects(ttl.exec('true'), (e: WarrenError) => e.code === 'conflict');
     } finally {
-      await Promise.all([ttl.delete(), idle.delete(), kept.delete()]);
+      await tc.close();
     }
   });
 

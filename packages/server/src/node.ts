@@ -129,6 +129,11 @@ export interface WarrenOptions {
    */
   crashAt?: string;
   logger: Logger;
+  /**
+   * The lifecycle's clock (default Date.now): what TTLs, idle timeouts and pause-after-idle are
+   * measured by. Tests pass their own and advance it, then run {@link RunningWarren.sweep}.
+   */
+  clock?: () => number;
 }
 
 export interface RunningWarren {
@@ -137,6 +142,8 @@ export interface RunningWarren {
   adminKeyFile: string | null;
   /** Stops serving; `keep` leaves sandboxes running for the next start to take back. */
   close(opts?: { keep?: boolean }): Promise<void>;
+  /** Runs the edge's sweep now (TTLs, idle timeouts, idle pauses), as its timer does every second. */
+  sweep(): Promise<void>;
 }
 
 export const VERSION = '0.1.0';
@@ -277,6 +284,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const edge = new Edge({
     nodeId,
     backend,
+    now: o.clock,
     capacity: {
       cpu: ncpu * (o.overcommit?.cpu ?? 64),
       busyCpu: o.overcommit?.busy === 0 ? undefined : ncpu * (o.overcommit?.busy ?? 0.9),
@@ -313,6 +321,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
       diskMiB: disk?.quotas ? ((o.disk ? o.disk.defaultMiB : undefined) ?? Math.min(10240, Math.floor(disk.sizeMiB / 4))) : null,
     },
     logger: o.logger,
+    now: o.clock,
   });
   const pools = new PoolService(store, edge, service, { logger: o.logger });
   service.pools = pools;
@@ -377,6 +386,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     url,
     adminKey,
     adminKeyFile,
+    sweep: () => edge.sweepNow(),
     close(opts = {}) {
       closing ??= (async () => {
         clearInterval(flush);

@@ -75,7 +75,7 @@ export function pruneCommands(l: Live, now: number, keepMs: number): void {
 }
 
 /** Starts a command in the sandbox (in a session, or on its own) and keeps it under `cmdId`. */
-export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, budgets: OutputBudget[]): Promise<Command> {
+export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, budgets: OutputBudget[], now: () => number = Date.now): Promise<Command> {
   const sock = l.sb.initSocket;
   const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   let call;
@@ -100,7 +100,7 @@ export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, bu
     call,
     req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
     () => {
-      l.spec.lastActivityMs = Date.now();
+      l.spec.lastActivityMs = now();
     },
     budgets,
   );

@@ -1,13 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
-import type { ExecRequest, FileEntry, NetworkPolicy, NetworkUsage } from '@warren/api';
+import type { ExecRequest, NetworkPolicy, NetworkUsage } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { finishCall } from '../init/call.js';
 import { REPLY } from '../init/frame.js';
-import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
 import { envList } from './shell.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
@@ -15,14 +14,12 @@ import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } fro
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
 import { OutputBudgets, SHELL, launchCommand, pruneCommands } from './commands.js';
-import { archiveStream, extractArchive } from './archive.js';
+import { BUSYBOX, SandboxFiles } from './files.js';
 import { startReclaim, stopReclaim } from './reclaim.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
 
 export type { EdgeCapacity } from './admission.js';
 export type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
-
-const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
 
 /**
  * A node agent: admission against local capacity, the lifecycle of every sandbox on the node,
@@ -37,14 +34,27 @@ export class Edge {
   private timer: NodeJS.Timeout | null = null;
   readonly maxFileBytes: number;
 
+  /** File operations inside a sandbox (each one counts as activity and resumes a paused sandbox). */
+  readonly files: SandboxFiles;
+
   constructor(private readonly o: EdgeOptions) {
     this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
     this.maxFileBytes = o.maxFileBytes ?? 1024 * 1024 * 1024;
+    this.files = new SandboxFiles({
+      touch: (id) => this.touch(id),
+      exec: (id, req) => this.exec(id, req),
+      maxFileBytes: this.maxFileBytes,
+    });
     this.cpuLoad = new CpuLoad(o.now);
   }
 
   get nodeId(): string {
     return this.o.nodeId;
+  }
+
+  /** The lifecycle's clock (activity, pauses, TTLs, the sweep): EdgeOptions.now, tests advance their own. */
+  private now(): number {
+    return (this.o.now ?? Date.now)();
   }
 
   start(): void {
@@ -117,7 +127,7 @@ export class Edge {
       }
       await this.configure(sb, spec, files);
       await this.o.backend.started(spec.id);
-      this.live.set(spec.id, newLive(spec, sb));
+      this.live.set(spec.id, newLive(spec, sb, this.now()));
     } catch (e) {
       if (sb) await this.o.backend.destroy(spec.id).catch(() => undefined);
       await net?.detach(spec.id).catch(() => undefined);
@@ -182,7 +192,7 @@ export class Edge {
     // A sandbox from before its node had networking keeps the empty namespace it has.
     await this.o.network?.adopt(spec.id, spec.network);
     spec.paused = false;
-    this.live.set(spec.id, newLive(spec, sb));
+    this.live.set(spec.id, newLive(spec, sb, this.now()));
     this.allocated.cpu += spec.resources.cpu;
     this.allocated.memoryMiB += spec.resources.memoryMiB;
     return true;
@@ -201,7 +211,7 @@ export class Edge {
   /** Marks API activity and thaws a paused sandbox (any call on a paused sandbox resumes it). */
   private async touch(id: string): Promise<Live> {
     const l = this.get(id);
-    l.spec.lastActivityMs = Date.now();
+    l.spec.lastActivityMs = this.now();
     if (l.spec.paused) await this.resume(id);
     return l;
   }
@@ -259,7 +269,7 @@ export class Edge {
     l.pausing ??= (async () => {
       await this.o.backend.pause(id);
       l.spec.paused = true;
-      l.pausedAtMs = Date.now();
+      l.pausedAtMs = this.now();
       startReclaim(this.o.backend, id, l, this.o.logger);
       this.o.onStateChanged?.(id, { paused: true, expiresAtMs: l.spec.expiresAtMs });
     })().finally(() => {
@@ -285,7 +295,7 @@ export class Edge {
           l.spec.paused = false;
           l.resuming = null;
           // Time paused does not count against the TTL unless the sandbox asked for it.
-          if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += Date.now() - l.pausedAtMs;
+          if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += this.now() - l.pausedAtMs;
           l.pausedAtMs = null;
           this.o.onStateChanged?.(id, { paused: false, expiresAtMs: l.spec.expiresAtMs });
         },
@@ -380,7 +390,7 @@ export class Edge {
   async stats(id: string): Promise<SandboxStats & { cpuRecent: number; idleSeconds: number }> {
     const l = this.get(id);
     const st = await this.o.backend.stats(id);
-    const now = Date.now();
+    const now = this.now();
     const prev = l.cpuSample;
     if (!prev) l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: 0 };
     else if (now - prev.atMs >= 1000)
@@ -426,6 +436,7 @@ export class Edge {
       req,
       cmdId,
       this.output.forCommand(l, () => this.live.values()),
+      () => this.now(),
     );
   }
 
@@ -436,7 +447,7 @@ export class Edge {
     try {
       return await runFnCall(l.sb.initSocket, spec);
     } finally {
-      l.spec.lastActivityMs = Date.now();
+      l.spec.lastActivityMs = this.now();
     }
   }
 
@@ -465,63 +476,6 @@ export class Edge {
     await ch.endSession(l.sb.initSocket, parseSessionId(sessionId));
   }
 
-  // ---- files ----
-
-  private async sock(id: string): Promise<string> {
-    return (await this.touch(id)).sb.initSocket;
-  }
-
-  async readFile(id: string, path: string): Promise<AsyncIterable<Buffer>> {
-    return ch.openRead(await this.sock(id), path);
-  }
-
-  async writeFile(id: string, path: string, data: AsyncIterable<Buffer> | Buffer, mode?: number): Promise<void> {
-    const l = await this.touch(id);
-    await ch.writeFileFrom(l.sb.initSocket, path, data, { mode, maxBytes: this.maxFileBytes, user: l.spec.user ?? undefined });
-  }
-
-  async stat(id: string, path: string): Promise<FileEntry> {
-    return ch.statPath(await this.sock(id), path);
-  }
-
-  async list(id: string, path: string, depth: number): Promise<FileEntry[]> {
-    return ch.listDir(await this.sock(id), path, depth);
-  }
-
-  async remove(id: string, path: string, recursive: boolean): Promise<void> {
-    if (path.replace(/\/+$/, '') === '') throw new WarrenError('invalid_argument', 'refusing to delete /');
-    await ch.removePath(await this.sock(id), path, recursive);
-  }
-
-  async mkdir(id: string, path: string): Promise<void> {
-    const l = await this.touch(id);
-    await ch.makeDir(l.sb.initSocket, path, l.spec.user ?? undefined);
-  }
-
-  async move(id: string, from: string, to: string): Promise<void> {
-    const sock = await this.sock(id);
-    try {
-      await ch.movePath(sock, from, to);
-    } catch (e) {
-      // rename(2) cannot move a directory that lives in a lower layer; a copying move can.
-      if (!(e instanceof WarrenError) || e.details.errno !== 18) throw e;
-      const cmd = await this.exec(id, { cmd: [BUSYBOX, 'mv', '-f', '--', from, to], user: 'root', timeoutMs: 600_000 });
-      const end = await cmd.wait();
-      if (end.type !== 'exit' || end.exitCode !== 0) throw new WarrenError('internal', `move failed: ${cmd.text('stderr').trim().slice(0, 500)}`, { from, to });
-    }
-  }
-
-  /** Extracts a tar stream into a directory (made if missing) with the platform's own tar. */
-  async putArchive(id: string, dir: string, body: AsyncIterable<Buffer>): Promise<void> {
-    const l = await this.touch(id);
-    await extractArchive(l.sb.initSocket, dir, body, { user: l.spec.user ?? undefined, maxBytes: this.maxFileBytes });
-  }
-
-  /** A tar stream of a directory. */
-  async getArchive(id: string, dir: string): Promise<AsyncIterable<Buffer>> {
-    return archiveStream(await this.sock(id), dir);
-  }
-
   // ---- housekeeping ----
 
   private sweeps = 0;
@@ -529,11 +483,22 @@ export class Edge {
   private sweep(): void {
     if (++this.sweeps % 2 === 0) void this.checkAlive();
     if (this.o.capacity.busyCpu !== undefined) this.sampleCpu().catch(() => undefined);
-    for (const { id, due } of dueNow(this.live, Date.now())) {
-      if (due !== 'pause') this.o.onExpired(id, due);
-      else this.pause(id).catch((e: unknown) => this.o.logger?.warn('auto-pause failed', { id, error: String(e) }));
-    }
+    void this.sweepNow();
     void this.relievePressure();
+  }
+
+  /**
+   * What is due by the clock: TTLs and idle timeouts passed go to the owner (onExpired), idle
+   * pauses are made; resolves once those pauses are. The sweep runs it every second; tests with
+   * an injected clock call it after advancing the clock.
+   */
+  async sweepNow(): Promise<void> {
+    const pauses: Array<Promise<void>> = [];
+    for (const { id, due } of dueNow(this.live, this.now())) {
+      if (due !== 'pause') this.o.onExpired(id, due);
+      else pauses.push(this.pause(id).catch((e: unknown) => this.o.logger?.warn('auto-pause failed', { id, error: String(e) })));
+    }
+    await Promise.all(pauses);
   }
 
   private relieving = false;

@@ -34,7 +34,7 @@ export async function memAvailableMiB(): Promise<number> {
   return Number(m?.[1] ?? 0) / 1024;
 }
 
-export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
+export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, now: number = Date.now()): Live {
   return {
     spec,
     sb,
@@ -46,7 +46,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox): Live {
     resuming: null,
     pausing: null,
     reclaim: null,
-    pausedAtMs: spec.paused ? Date.now() : null,
+    pausedAtMs: spec.paused ? now : null,
     residentWhilePaused: 0,
     cpuSample: null,
   };

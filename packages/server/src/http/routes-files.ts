@@ -22,46 +22,46 @@ export function fileRoutes(on: On, d: RouteDeps): void {
     const q = query(c.url, api.WriteFileQuery);
     const sid = liveId(c);
     checkLength(c.req);
-    await d.edge.writeFile(sid, q.path, c.req, q.mode === undefined ? undefined : parseInt(q.mode, 8));
+    await d.edge.files.write(sid, q.path, c.req, q.mode === undefined ? undefined : parseInt(q.mode, 8));
     sendEmpty(c.res);
   });
   on(ROUTES.readFile, async (c) => {
     const q = query(c.url, api.FilePathQuery);
-    await streamOut(c.res, 'application/octet-stream', await d.edge.readFile(liveId(c), q.path));
+    await streamOut(c.res, 'application/octet-stream', await d.edge.files.read(liveId(c), q.path));
   });
   on(ROUTES.deleteFile, async (c) => {
     const q = query(c.url, api.DeleteFileQuery);
-    await d.edge.remove(liveId(c), q.path, q.recursive ?? false);
+    await d.edge.files.remove(liveId(c), q.path, q.recursive ?? false);
     sendEmpty(c.res);
   });
   on(ROUTES.listFiles, async (c) => {
     const q = query(c.url, api.ListFilesQuery);
-    sendJson(c.res, 200, { entries: await d.edge.list(liveId(c), q.path, q.depth ?? 1) });
+    sendJson(c.res, 200, { entries: await d.edge.files.list(liveId(c), q.path, q.depth ?? 1) });
   });
   on(ROUTES.statFile, async (c) => {
     const q = query(c.url, api.FilePathQuery);
-    sendJson(c.res, 200, await d.edge.stat(liveId(c), q.path));
+    sendJson(c.res, 200, await d.edge.files.stat(liveId(c), q.path));
   });
   on(ROUTES.mkdir, async (c) => {
     const sid = liveId(c);
-    await d.edge.mkdir(sid, (await jsonBody(c.req, api.MkdirRequest)).path);
+    await d.edge.files.mkdir(sid, (await jsonBody(c.req, api.MkdirRequest)).path);
     sendEmpty(c.res);
   });
   on(ROUTES.move, async (c) => {
     const sid = liveId(c);
     const body = await jsonBody(c.req, api.MoveRequest);
-    await d.edge.move(sid, body.from, body.to);
+    await d.edge.files.move(sid, body.from, body.to);
     sendEmpty(c.res);
   });
   on(ROUTES.putArchive, async (c) => {
     const q = query(c.url, api.FilePathQuery);
     const sid = liveId(c);
     checkLength(c.req);
-    await d.edge.putArchive(sid, q.path, c.req);
+    await d.edge.files.putArchive(sid, q.path, c.req);
     sendEmpty(c.res);
   });
   on(ROUTES.getArchive, async (c) => {
     const q = query(c.url, api.FilePathQuery);
-    await streamOut(c.res, 'application/x-tar', await d.edge.getArchive(liveId(c), q.path));
+    await streamOut(c.res, 'application/x-tar', await d.edge.files.getArchive(liveId(c), q.path));
   });
 }

@@ -13,6 +13,8 @@ export interface SandboxServiceOptions {
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
   /** Named steps where a fault-injection test crashes the process (see WarrenOptions.crashAt). */
   failpoint?: (step: string) => void;
+  /** The lifecycle's clock (creation, TTLs, activity; default Date.now): tests advance their own. */
+  now?: () => number;
 }
 
 export interface Caller {
@@ -104,7 +106,7 @@ export class SandboxService {
       this.checkQuota(caller.tenant, caller.quota, resources);
       this.edge.admit(resources);
     }
-    const now = Date.now();
+    const now = (this.o.now ?? Date.now)();
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
     const rec: SandboxRecord = {
       id: pooled ?? newSandboxId(now),
@@ -439,7 +441,7 @@ export class SandboxService {
 
   setTimeout(caller: Caller, id: string, ttlSeconds: number): SandboxRecord {
     const rec = this.live(caller, id);
-    const expiresAt = Date.now() + ttlSeconds * 1000;
+    const expiresAt = (this.o.now ?? Date.now)() + ttlSeconds * 1000;
     this.edge.setExpiry(id, expiresAt);
     this.store.updateSandbox(id, { expiresAt });
     return { ...rec, expiresAt };

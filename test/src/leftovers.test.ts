@@ -1,0 +1,43 @@
+// The one cleanup of what a dead node left (packages/edge/src/host/leftovers.ts), used by the
+// harness and the test runner's sweep: it removes mounts and the dir, and leaves a live node's
+// data dir alone.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { liveNode, sweepDataDir } from '@warren/edge';
+
+test('a dead node’s data dir is swept: mounts below it gone, the dir removed; a live one is told apart', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-leftovers-'));
+  try {
+    await mkdir(join(dir, 'mnt', 'inner'), { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', join(dir, 'mnt')]);
+    await mkdir(join(dir, 'mnt', 'inner'));
+    execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', join(dir, 'mnt', 'inner')]);
+    // A process that looks like `warren up` on this dir.
+    const up = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', 'up'], { stdio: 'ignore' });
+    await writeFile(join(dir, 'warren.pid'), String(up.pid));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(await liveNode(dir), true);
+    up.kill('SIGKILL');
+    await new Promise((r) => up.on('exit', r));
+    assert.equal(await liveNode(dir), false);
+    const logged: string[] = [];
+    await sweepDataDir(dir, { remove: true, log: (m) => logged.push(m) });
+    assert.ok(!(await readFile('/proc/self/mounts', 'utf8')).includes(dir), 'no mount left below it');
+    assert.equal(existsSync(dir), false);
+    assert.equal(logged.filter((l) => l.startsWith('swept leftover mount')).length, 2, logged.join('\n'));
+  } finally {
+    for (const m of [join(dir, 'mnt', 'inner'), join(dir, 'mnt')]) {
+      try {
+        execFileSync('umount', ['-l', m], { stdio: 'ignore' });
+      } catch {
+        /* not mounted */
+      }
+    }
+    await rm(dir, { recursive: true, force: true });
+  }
+});
