@@ -1,6 +1,6 @@
 // Checks the package dependency graph written down in STYLE: who may import whom, no deep imports.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 
 /** @type {Record<string, string[]>} */
 export const ALLOWED = {
@@ -13,6 +13,22 @@ export const ALLOWED = {
   test: ['api', 'sdk', 'server', 'images', 'edge'],
   bench: ['api', 'sdk', 'server', 'images', 'edge'],
   'examples/rollout': ['sdk'],
+};
+
+/**
+ * Folders inside the edge package, and which others each may import: the agent protocol and the
+ * host at the bottom, the lifecycle on top. The lifecycle reaches a backend only through its
+ * interface (backends/backend.ts), never a backend's own files.
+ * @type {Record<string, string[]>}
+ */
+export const EDGE_FOLDERS = {
+  util: [],
+  init: ['util'],
+  host: ['util', 'net'],
+  net: ['util', 'host'],
+  fn: ['util', 'init'],
+  backends: ['util', 'init', 'host'],
+  lifecycle: ['util', 'init', 'host', 'net', 'fn', 'backends/backend.ts'],
 };
 
 function files(dir, out = []) {
@@ -41,6 +57,20 @@ for (const [pkg, allowed] of Object.entries(ALLOWED)) {
       if (deep.length) problems.push(`${f}: deep import ${spec}`);
       if (name !== pkg && !allowed.includes(name)) problems.push(`${f}: ${pkg} may not import @warren/${name}`);
     }
+  }
+}
+const edgeSrc = join('packages', 'edge', 'src');
+for (const f of files(edgeSrc)) {
+  const rel = relative(edgeSrc, f);
+  const folder = rel.split(sep)[0];
+  if (!(folder in EDGE_FOLDERS)) continue;
+  const text = readFileSync(f, 'utf8');
+  for (const m of text.matchAll(/from\s+'(\.[^']+)'|import\('(\.[^']+)'\)/g)) {
+    const target = relative(edgeSrc, resolve(dirname(f), (m[1] ?? m[2]).replace(/\.js$/, '.ts')));
+    const to = target.split(sep)[0];
+    if (to === folder || target.startsWith('..')) continue;
+    const allowed = EDGE_FOLDERS[folder];
+    if (!allowed.includes(to) && !allowed.includes(target)) problems.push(`${f}: edge/${folder} may not import edge/${target}`);
   }
 }
 if (problems.length) {

@@ -2,6 +2,9 @@ import { readFile, rmdir, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+/** cgroup v1 controllers a sandbox is placed in (cpuset is left alone: a new one starts empty). */
+export const SANDBOX_CONTROLLERS = ['memory', 'cpu', 'cpuacct', 'pids', 'freezer', 'devices'] as const;
+
 const V1_ROOT = '/sys/fs/cgroup';
 
 /** Parses /proc/self/cgroup into controller → path (v1 lines; the v2 line is keyed ''). */

@@ -1,9 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { SANDBOX_CONTROLLERS } from '../backends/container/spawn-spec.js';
 import { nodeTag } from '../net/addresses.js';
-import { CgroupV1, readOwnCgroupParent } from './cgroups.js';
+import { CgroupV1, SANDBOX_CONTROLLERS, readOwnCgroupParent } from './cgroups.js';
 
 /**
  * The last-resort cleanup of a data dir whose Warren could not close (a failed start, a killed

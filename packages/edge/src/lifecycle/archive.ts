@@ -2,7 +2,7 @@ import { WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
 import { failure, finishCall } from '../init/call.js';
 import { REPLY, REQ } from '../init/frame.js';
-import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
+import { PLATFORM_MOUNT } from '../init/platform.js';
 
 const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
 

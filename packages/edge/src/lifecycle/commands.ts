@@ -1,7 +1,7 @@
 import type { ExecRequest } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
-import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
+import { SHELL } from '../init/platform.js';
 import { Command } from './command.js';
 import { forgetCommand, makeRoom, parseSessionId, type Live } from './live.js';
 import { OutputBudget } from './output-budget.js';
@@ -12,7 +12,7 @@ import { argvToScript, envList } from './shell.js';
  * mount, never the image's /bin/sh or /bin/bash: a sandbox that overwrites those changes only
  * what it runs itself, not the next command or session.
  */
-export const SHELL = `${PLATFORM_MOUNT}/bash`;
+export { SHELL };
 const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
 const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;

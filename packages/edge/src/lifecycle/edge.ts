@@ -14,7 +14,8 @@ import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } fro
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
 import { OutputBudgets, SHELL, launchCommand, pruneCommands } from './commands.js';
-import { BUSYBOX, SandboxFiles } from './files.js';
+import { SandboxFiles } from './files.js';
+import { BUSYBOX } from '../init/platform.js';
 import { startReclaim, stopReclaim } from './reclaim.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
 

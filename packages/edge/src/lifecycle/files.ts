@@ -1,13 +1,10 @@
 import type { ExecRequest, FileEntry } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { PLATFORM_MOUNT } from '../backends/container/oci-config.js';
+import { BUSYBOX } from '../init/platform.js';
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { archiveStream, extractArchive } from './archive.js';
 import type { Live } from './live.js';
-
-/** The platform's own busybox, inside every sandbox. */
-export const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
 
 /** What the file operations need of the edge: a sandbox marked active (and resumed), and exec. */
 export interface FileOpsDeps {

@@ -11,7 +11,7 @@ import { findNamespaceInit, processExited, processStartTime, userNamespaceBase }
 import { hello } from '../../init/channel.js';
 import { LayerMounts } from './layer-mounts.js';
 import { IdRanges } from './id-ranges.js';
-import { Semaphore } from '../../lifecycle/semaphore.js';
+import { Semaphore } from '../../util/semaphore.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs, sandboxHostname } from './oci-config.js';
 import { SANDBOX_CONTROLLERS, spawnFields, type SpawnPaths } from './spawn-spec.js';
 

@@ -1,4 +1,5 @@
 import type { IdMap } from '@warren/images';
+import { INIT_PATH, PLATFORM_MOUNT } from '../../init/platform.js';
 
 /** What one container sandbox is made of; everything the OCI config needs, nothing else. */
 export interface ContainerSpec {
@@ -48,8 +49,7 @@ export function sandboxHostname(id: string): string {
   return id.replace(/[^A-Za-z0-9-]/g, '-').slice(0, 63);
 }
 
-export const INIT_PATH = '/.warren/warren-init';
-export const PLATFORM_MOUNT = '/.warren';
+export { INIT_PATH, PLATFORM_MOUNT };
 /** Where a FnCall worker sees its image's layers (never a call: its root is made of them). */
 export const FN_LAYERS = '/.warren-layers';
 

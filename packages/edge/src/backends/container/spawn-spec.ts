@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
+import { SANDBOX_CONTROLLERS } from '../../host/cgroups.js';
 
 /**
  * The native spawner (native/spawn.c, through warren-hostd) starts the same container runc
@@ -39,8 +40,7 @@ interface OciSubset {
   };
 }
 
-/** cgroup v1 controllers a sandbox is placed in (cpuset is left alone: a new one starts empty). */
-export const SANDBOX_CONTROLLERS = ['memory', 'cpu', 'cpuacct', 'pids', 'freezer', 'devices'] as const;
+export { SANDBOX_CONTROLLERS } from '../../host/cgroups.js';
 
 const MS = {
   RDONLY: 1,
