@@ -13,7 +13,8 @@ from typing import IO, Any, AsyncIterator, Dict, List, Optional, Tuple, Union
 
 from ._ndjson import LineSplitter
 from ._retry import Retry
-from ._sync_http import Endpoint, _json_or_none
+from ._endpoint import Endpoint
+from ._sync_http import _json_or_none
 from ._wire import Request, parse_json
 from .errors import TransportError, WarrenError, error_from_wire
 
@@ -47,15 +48,19 @@ class _Response:
         self.keep = headers.get("connection", "").lower() != "close" and (self.chunked or self.length is not None)
         self.done = False
 
+    async def _exactly(self, n: int) -> AsyncIterator[bytes]:
+        """The next ``n`` bytes of the body, as they come."""
+        while n > 0:
+            b = await self.conn.r.read(min(n, CHUNK))
+            if not b:
+                raise EOFError("the answer ended early")
+            n -= len(b)
+            yield b
+
     async def chunks(self) -> AsyncIterator[bytes]:
         r = self.conn.r
         if self.length is not None:
-            left = self.length
-            while left > 0:
-                b = await r.read(min(left, CHUNK))
-                if not b:
-                    raise EOFError("the answer ended early")
-                left -= len(b)
+            async for b in self._exactly(self.length):
                 yield b
         elif self.chunked:
             while True:
@@ -66,12 +71,7 @@ class _Response:
                     while (await r.readuntil(b"\r\n")) != b"\r\n":
                         pass
                     break
-                left = size
-                while left > 0:
-                    b = await r.read(min(left, CHUNK))
-                    if not b:
-                        raise EOFError("the answer ended early")
-                    left -= len(b)
+                async for b in self._exactly(size):
                     yield b
                 if await r.readexactly(2) != b"\r\n":
                     raise ValueError("bad chunk framing")

@@ -7,8 +7,8 @@ import ssl
 import threading
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Tuple
-from urllib.parse import urlsplit
 
+from ._endpoint import Endpoint
 from ._ndjson import LineSplitter
 from ._retry import Retry
 from ._wire import Request, parse_json
@@ -16,21 +16,6 @@ from .errors import TransportError, WarrenError, error_from_wire
 
 #: Connection failures that a fresh connection may not see (a kept-alive one the server closed).
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
-
-
-class Endpoint:
-    """Where the server is and how to authenticate, from a URL like ``http://host:7070``."""
-
-    def __init__(self, url: str, api_key: str) -> None:
-        u = urlsplit(url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError(f"a Warren URL is http(s)://host[:port], not {url!r}")
-        self.url = url.rstrip("/")
-        self.tls = u.scheme == "https"
-        self.host = u.hostname
-        self.port = u.port or (443 if self.tls else 80)
-        self.base = u.path.rstrip("/")
-        self.headers = {"authorization": f"Bearer {api_key}", "host": u.netloc, "user-agent": "warren-python/0.1"}
 
 
 class SyncTransport:

@@ -6,7 +6,6 @@ Its I/O is asyncio's own (see _async_http): one process drives thousands of sand
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 from typing import IO, Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -14,9 +13,8 @@ from . import _wire as w
 from ._async_http import AsyncTransport
 from ._ndjson import LineSplitter
 from ._retry import Retry
-from ._sync_http import Endpoint
+from ._endpoint import Endpoint
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
-from .client import DEFAULT_URL
 from .errors import NotFoundError, WarrenError, error_from_wire
 from .types import (
     BatchCreateResult,
@@ -48,9 +46,8 @@ class AsyncWarren:
         retry: Optional[Retry] = None,
         max_connections: int = 256,
     ) -> None:
-        self.url = url or os.environ.get("WARREN_URL") or DEFAULT_URL
-        key = api_key if api_key is not None else os.environ.get("WARREN_API_KEY", "")
-        self._t = AsyncTransport(Endpoint(self.url, key), timeout=timeout, retry=retry or Retry(), max_connections=max_connections)
+        self._t = AsyncTransport(Endpoint.resolve(url, api_key), timeout=timeout, retry=retry or Retry(), max_connections=max_connections)
+        self.url = self._t.e.url
         self.sandboxes = AsyncSandboxes(self._t)
         self.batch = AsyncBatch(self._t)
         self.fn = AsyncFn(self._t)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _wire as w
 from ._ndjson import LineSplitter
 from ._retry import Retry
-from ._sync_http import Endpoint, SyncTransport
+from ._endpoint import Endpoint
+from ._sync_http import SyncTransport
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
 from .errors import NotFoundError, WarrenError, error_from_wire
 from .types import (
@@ -25,9 +25,6 @@ from .types import (
     SandboxInfo,
     from_wire,
 )
-
-DEFAULT_URL = "http://127.0.0.1:7070"
-
 
 class Warren:
     """A Warren server. ``url`` and ``api_key`` default to ``WARREN_URL`` and ``WARREN_API_KEY``.
@@ -45,9 +42,8 @@ class Warren:
         retry: Optional[Retry] = None,
         max_idle_connections: int = 32,
     ) -> None:
-        self.url = url or os.environ.get("WARREN_URL") or DEFAULT_URL
-        key = api_key if api_key is not None else os.environ.get("WARREN_API_KEY", "")
-        self._t = SyncTransport(Endpoint(self.url, key), timeout=timeout, retry=retry or Retry(), max_idle=max_idle_connections)
+        self._t = SyncTransport(Endpoint.resolve(url, api_key), timeout=timeout, retry=retry or Retry(), max_idle=max_idle_connections)
+        self.url = self._t.e.url
         self.sandboxes = Sandboxes(self._t)
         self.batch = Batch(self._t)
         self.fn = Fn(self._t)
