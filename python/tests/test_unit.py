@@ -219,6 +219,23 @@ class Retries(unittest.TestCase):
         s.close()
 
 
+class AsyncClientMadeOutsideALoop(unittest.TestCase):
+    def test_made_before_asyncio_run_and_calls_wait_for_a_free_connection(self) -> None:
+        # A client made at module level, used in asyncio.run's new loop, with more calls at once
+        # than connections: the waiting calls must not belong to another loop (Python 3.9).
+        s = _Server([OK_LIST, OK_LIST, OK_LIST])
+        w = AsyncWarren(s.url, "k", max_connections=1)
+
+        async def main() -> List[list]:
+            try:
+                return list(await asyncio.gather(*(w.sandboxes.list() for _ in range(3))))
+            finally:
+                await w.close()
+
+        self.assertEqual(asyncio.run(asyncio.wait_for(main(), 10)), [[], [], []])
+        s.close()
+
+
 class BrokenStreams(unittest.TestCase):
     """A server that dies mid-stream: a clear error at once, never a hang."""
 

@@ -94,9 +94,18 @@ class AsyncTransport:
         self.timeout = timeout
         self.retry = retry
         self.idle: List[_Conn] = []
-        self.slots = asyncio.Semaphore(max_connections)
+        self.max_connections = max_connections
+        self._slots: Optional[asyncio.Semaphore] = None
         self.ssl = ssl.create_default_context() if endpoint.tls else None
         self.closed = False
+
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        # Made on first use, in the loop that uses it: before Python 3.10 a semaphore belongs to
+        # the loop current when it was made, and a client may be made before asyncio.run.
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_connections)
+        return self._slots
 
     async def _connect(self) -> _Conn:
         while self.idle:
