@@ -84,7 +84,6 @@ static int call_proc(void)
 	return 0;
 }
 
-
 /* Where the worker sees its image's layers, top first (oci-config.ts FN_LAYERS). */
 #define FN_LAYERS "/.warren-layers"
 #define LOWERS_MAX 4096
@@ -171,13 +170,12 @@ int warren_fn_isolate(unsigned long tmpfs_kib, int unshared)
 		return fail("unshare", NULL);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail("make mounts private", NULL);
-	/* The stage covers the platform directory in this namespace only; it holds the call's
-	 * writable layer and, after pivot_root, is reachable from nowhere but the overlay. */
-	/* Before the stage's tmpfs: the layers' mounts, and the worker's own files, are reached
-	 * from this namespace's copy of the worker's root. */
+	/* The image's layers as the worker sees them (outside the stage: the tmpfs below does not cover them). */
 	char lowers[LOWERS_MAX];
 	if (layer_list(lowers, sizeof lowers) < 0)
 		return fail("layers", FN_LAYERS);
+	/* The stage covers the platform directory in this namespace only; it holds the call's
+	 * writable layer and, after pivot_root, is reachable from nowhere but the overlay. */
 	snprintf(opts, sizeof opts, "mode=0700,size=%luk", tmpfs_kib ? tmpfs_kib : 65536);
 	if (mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return fail("tmpfs", STAGE);

@@ -13,7 +13,11 @@
 export const PLATFORM_MOUNT = '/.warren';
 /** The sandbox's PID 1. */
 export const INIT_PATH = `${PLATFORM_MOUNT}/warren-init`;
-/** The shell commands and sessions run with. */
+/**
+ * The shell strings and sessions run with: the platform's own static bash, never the image's
+ * /bin/sh or /bin/bash, so a sandbox that overwrites those changes only what it runs itself, not
+ * the next command or session.
+ */
 export const SHELL = `${PLATFORM_MOUNT}/bash`;
 /** The platform's own busybox (tar, mv, chown), inside every sandbox. */
 export const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;

@@ -7,12 +7,6 @@ import { forgetCommand, makeRoom, parseSessionId, type Live } from './live.js';
 import { OutputBudget } from './output-budget.js';
 import { argvToScript, envList } from './shell.js';
 
-/**
- * Shell strings and sessions run the platform's own static bash from the read-only platform
- * mount, never the image's /bin/sh or /bin/bash: a sandbox that overwrites those changes only
- * what it runs itself, not the next command or session.
- */
-export { SHELL };
 const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
 const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;

@@ -13,9 +13,9 @@ import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
-import { OutputBudgets, SHELL, launchCommand, pruneCommands } from './commands.js';
+import { OutputBudgets, launchCommand, pruneCommands } from './commands.js';
 import { SandboxFiles } from './files.js';
-import { BUSYBOX } from '../init/platform.js';
+import { BUSYBOX, SHELL } from '../init/platform.js';
 import { startReclaim, stopReclaim } from './reclaim.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
 
