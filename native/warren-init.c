@@ -46,6 +46,8 @@
 #define GRACE_MS 200
 #define SESS_INT_MS 500
 #define SESS_KILL_MS 2000
+#define SESS_SYNC_MS 300
+#define SESS_GO_MS 2000
 #define SESS_BOOT_MS 15000
 #define LINGER_MS 10000
 #define L_MAX_ENTRIES 100000
@@ -937,6 +939,8 @@ typedef struct {
 	char pat[64];
 	size_t plen;
 	int want_code, in_tail, done, code;
+	/* a marker was seen (the tail is in tail); what precedes the next one is dropped */
+	int marked, drop;
 	char hold[64];
 	size_t hlen;
 	char tail[24];
@@ -954,12 +958,12 @@ struct sess {
 	int state, exited, status, deleted, freeme;
 	struct conn *conn;
 	scan_t so, se;
-	char mline[256], mout[100], merr[100];
-	int mpending, mdelay;
-	/* bash reads a pipe one byte at a time, so the marker line can follow the script at once */
-	int bytewise;
-	int64_t mcheck;
-	int64_t boot_until, deadline, istage_until, grace;
+	char no[40], ne[40]; /* the query's marker nonces, stdout's and stderr's */
+	/* started: bash runs the query's line ("go" seen); ended: the line's own stdout marker seen,
+	 * with code; sync: 1 the sync line waits for SIGINT to reach bash, 2 it is written;
+	 * ipending: SIGINT waits for "go" */
+	int started, ended, code, sync;
+	int64_t boot_until, deadline, istage_until, grace, sync_until, ipend_until;
 	int istage, ipending, timed_out;
 };
 
@@ -1296,54 +1300,69 @@ static void scan_init(scan_t *s, const char *pat, int want_code)
 	s->want_code = want_code;
 }
 
-static void scan_tail(scan_t *s, const char *d, size_t n)
+/* Scan for the same marker again (a marker line printed once more), dropping what comes first. */
+static void scan_rearm(scan_t *s)
 {
-	for (size_t i = 0; i < n && !s->done; i++) {
-		if (d[i] == '\n') {
-			s->tail[s->tlen] = 0;
-			s->code = atoi(s->tail);
-			s->done = 1;
-		} else if (s->tlen < sizeof s->tail - 1) {
-			s->tail[s->tlen++] = d[i];
-		} else {
-			s->code = 255;
-			s->done = 1;
-		}
-	}
+	s->done = s->in_tail = s->marked = 0;
+	s->hlen = s->tlen = 0;
+	s->drop = 1;
 }
 
-/* Feed bytes; bytes that are not part of the marker go to conn c as frame type t. */
-static void scan_feed(scan_t *s, const char *d, size_t n, struct conn *c, char t)
+/* The marker's tail up to its newline; returns the bytes it took. */
+static size_t scan_tail(scan_t *s, const char *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (d[i] == '\n') {
+			s->tail[s->tlen] = 0;
+			s->in_tail = 0;
+			s->marked = 1;
+			return i + 1;
+		}
+		if (s->tlen < sizeof s->tail - 1)
+			s->tail[s->tlen++] = d[i];
+	}
+	return n;
+}
+
+/*
+ * Feed bytes until a marker (and its tail, with want_code) is complete: then s->marked is set and
+ * the bytes taken are returned, for the caller to look at the marker and feed the rest. Bytes that
+ * are not part of a marker go to conn c as frame type t, unless s->drop.
+ */
+static size_t scan_feed(scan_t *s, const char *d, size_t n, struct conn *c, char t)
 {
 	static char work[CHUNK + 128];
+	size_t used = 0;
 	if (s->done)
-		return;
-	if (s->in_tail) {
-		scan_tail(s, d, n);
-		return;
-	}
-	while (n) {
-		size_t take = n > CHUNK ? CHUNK : n;
-		size_t tot = s->hlen + take;
-		memcpy(work, s->hold, s->hlen);
-		memcpy(work + s->hlen, d, take);
-		d += take;
-		n -= take;
+		return n;
+	if (s->drop)
+		c = NULL;
+	while (used < n) {
+		if (s->in_tail) {
+			used += scan_tail(s, d + used, n - used);
+			if (s->marked)
+				return used;
+			continue;
+		}
+		size_t take = n - used > CHUNK ? CHUNK : n - used;
+		size_t h = s->hlen, tot = h + take;
+		memcpy(work, s->hold, h);
+		memcpy(work + h, d + used, take);
 		s->hlen = 0;
 		char *m = memmem(work, tot, s->pat, s->plen);
 		if (m) {
 			if (m > work)
 				conn_send(c, t, work, (size_t)(m - work));
+			/* the held bytes are shorter than the marker: it ends inside d */
+			used += (size_t)(m - work) + s->plen - h;
+			s->tlen = 0;
 			if (!s->want_code) {
-				s->done = 1;
-				return;
+				s->tail[0] = 0;
+				s->marked = 1;
+				return used;
 			}
 			s->in_tail = 1;
-			size_t after = (size_t)(m - work) + s->plen;
-			scan_tail(s, work + after, tot - after);
-			if (!s->done)
-				scan_tail(s, d, n);
-			return;
+			continue;
 		}
 		size_t keep = 0;
 		for (size_t k = s->plen - 1 < tot ? s->plen - 1 : tot; k > 0; k--)
@@ -1355,7 +1374,9 @@ static void scan_feed(scan_t *s, const char *d, size_t n, struct conn *c, char t
 			conn_send(c, t, work, tot - keep);
 		memcpy(s->hold, work + tot - keep, keep);
 		s->hlen = keep;
+		used += take;
 	}
+	return used;
 }
 
 static void sess_close_pipes(struct sess *s)
@@ -1373,8 +1394,10 @@ static void sess_reset_q(struct sess *s)
 	s->istage = 0;
 	s->istage_until = 0;
 	s->ipending = 0;
-	s->mpending = 0;
+	s->ipend_until = 0;
 	s->timed_out = 0;
+	s->started = s->ended = s->code = s->sync = 0;
+	s->sync_until = 0;
 }
 
 static void sess_dead(struct sess *s)
@@ -1397,9 +1420,9 @@ static void sess_dead(struct sess *s)
 	} else if (s->state == SS_BUSY) {
 		struct conn *c = s->conn;
 		if (clive(c)) {
-			if (!s->so.done && !s->so.in_tail)
+			if (!s->so.done && !s->so.in_tail && !s->so.drop)
 				conn_send(c, 'o', s->so.hold, s->so.hlen);
-			if (!s->se.done)
+			if (!s->se.done && !s->se.drop)
 				conn_send(c, 'r', s->se.hold, s->se.hlen);
 		}
 		fb_status(s->status, s->timed_out);
@@ -1428,24 +1451,6 @@ static void sess_exited(struct sess *s, int status)
 	sess_check(s);
 }
 
-static void sess_sigint(struct sess *s)
-{
-	kill(-s->pid, SIGINT);
-	s->istage = 1;
-	s->istage_until = now_ms + SESS_INT_MS;
-}
-
-static void sess_interrupt(struct sess *s)
-{
-	if (s->state != SS_BUSY || s->istage || s->exited)
-		return;
-	if (s->mpending) {
-		s->ipending = 1;
-		return;
-	}
-	sess_sigint(s);
-}
-
 static void sess_kill(struct sess *s)
 {
 	if (!s->exited)
@@ -1455,7 +1460,7 @@ static void sess_kill(struct sess *s)
 static void sess_q_done(struct sess *s)
 {
 	fb_reset();
-	fb_num('c', s->so.code);
+	fb_num('c', s->code);
 	if (s->timed_out)
 		fb_str('T', "1");
 	conn_final(s->conn, 'x', fb.d, fb.len);
@@ -1476,6 +1481,8 @@ static void sess_boot_done(struct sess *s)
 	conn_final(c, 'n', fb.d, fb.len);
 }
 
+static void sess_mark(struct sess *s, int which, scan_t *sc);
+
 static void sess_read(struct sess *s, int which)
 {
 	int *fdp = which == 1 ? &s->out_fd : &s->err_fd;
@@ -1491,10 +1498,19 @@ static void sess_read(struct sess *s, int which)
 	scan_t *sc = which == 1 ? &s->so : &s->se;
 	if (s->state == SS_BOOT) {
 		scan_feed(sc, rbuf, (size_t)n, NULL, 0);
+		if (sc->marked)
+			sc->done = 1;
 		if (s->so.done && s->se.done)
 			sess_boot_done(s);
 	} else if (s->state == SS_BUSY) {
-		scan_feed(sc, rbuf, (size_t)n, clive(s->conn) ? s->conn : NULL, which == 1 ? 'o' : 'r');
+		size_t off = 0;
+		while (off < (size_t)n && !sc->done) {
+			off += scan_feed(sc, rbuf + off, (size_t)n - off, clive(s->conn) ? s->conn : NULL, which == 1 ? 'o' : 'r');
+			if (!sc->marked)
+				break;
+			sc->marked = 0;
+			sess_mark(s, which, sc);
+		}
 		if (s->so.done && s->se.done)
 			sess_q_done(s);
 	}
@@ -1517,6 +1533,108 @@ static void sess_write(struct sess *s)
 		bfree(&s->inb);
 		return;
 	}
+}
+
+/* Whether SIGINT is still waiting to be delivered to pid (not yet seen by its handler). */
+static int sigint_pending(pid_t pid)
+{
+	char path[64], b[4096];
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t r = read(fd, b, sizeof b - 1);
+	close(fd);
+	if (r <= 0)
+		return 0;
+	b[r] = 0;
+	static const char *keys[] = {"\nSigPnd:", "\nShdPnd:"};
+	for (int i = 0; i < 2; i++) {
+		const char *p = strstr(b, keys[i]);
+		if (p && (strtoull(p + strlen(keys[i]), NULL, 16) & (1ULL << (SIGINT - 1))))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * After a SIGINT, the line that asks for the markers once more ("sync" markers, told apart by
+ * their tail): written only once the signal has reached bash, so that bash acts on it before it
+ * reads a byte of this line, and led by a spare newline, which is the line bash throws away if it
+ * acts on it there. What bash prints between the query's own markers and these is dropped: the
+ * newline bash prints for an interrupt, which would otherwise land in the next command.
+ */
+static void sess_sync(struct sess *s)
+{
+	if (s->sync != 1 || (sigint_pending(s->pid) && now_ms < s->sync_until))
+		return;
+	char l[200];
+	snprintf(l, sizeof l, "\nprintf '%%s' \"\n__W_O_%ss $?\n\"; printf '%%s' \"\n__W_E_%ss\n\" >&2\n", s->no, s->ne);
+	bappend(&s->inb, l, strlen(l));
+	sess_write(s);
+	if (s->so.done)
+		scan_rearm(&s->so);
+	if (s->se.done)
+		scan_rearm(&s->se);
+	s->sync = 2;
+}
+
+/*
+ * Interrupt the query's script. bash checks for SIGINT after each byte it adds to a line it reads
+ * and, when it finds one, throws away that line so far, though not what it has read ahead: a
+ * signal that lands while bash reads a line would cut it and run its rest as a command of its own
+ * (a fragment of the script, a quote left open that swallows what follows). So the query is one
+ * line whose first command prints a "go" marker (the whole line is read by then), its last the
+ * end markers; the signal goes only after "go", and the sync line (sess_sync) after the signal.
+ */
+static void sess_sigint(struct sess *s)
+{
+	s->ipending = 0;
+	kill(-s->pid, SIGINT);
+	s->istage = 1;
+	s->istage_until = now_ms + SESS_INT_MS;
+	s->sync = 1;
+	s->sync_until = now_ms + SESS_SYNC_MS;
+	sess_sync(s);
+}
+
+static void sess_interrupt(struct sess *s)
+{
+	if (s->state != SS_BUSY || s->istage || s->ipending || s->exited)
+		return;
+	if (!s->started) {
+		/* bash has not read the whole line yet: the signal waits for "go" (or a while) */
+		s->ipending = 1;
+		s->ipend_until = now_ms + SESS_GO_MS;
+		return;
+	}
+	sess_sigint(s);
+}
+
+/* A marker was seen on stdout (1) or stderr (2). */
+static void sess_mark(struct sess *s, int which, scan_t *sc)
+{
+	char k = sc->tail[0];
+	if (which == 1 && k == 'g') {
+		s->started = 1;
+		if (s->ipending)
+			sess_sigint(s);
+		return;
+	}
+	if (k == 's') {
+		if (which == 1 && !s->ended)
+			s->code = atoi(sc->tail + 1);
+		sc->done = 1;
+		return;
+	}
+	if (which == 1) {
+		s->ended = 1;
+		s->code = atoi(sc->tail);
+	}
+	if (s->sync)
+		scan_rearm(sc);
+	else
+		sc->done = 1;
 }
 
 static const char *bootstrap_fmt =
@@ -1578,8 +1696,6 @@ static void op_new_session(struct conn *c, const field_t *f, size_t nf)
 		conn_fail(c, EINVAL, "session: invalid request");
 		return;
 	}
-	const char *base = strrchr(sa.argv[0], '/');
-	int bytewise = strcmp(base ? base + 1 : sa.argv[0], "bash") == 0;
 	int fds[4];
 	pid_t pid = spawn(&sa, 1, fds);
 	spawn_args_free(&sa);
@@ -1590,7 +1706,6 @@ static void op_new_session(struct conn *c, const field_t *f, size_t nf)
 	struct sess *s = xrealloc(NULL, sizeof *s);
 	memset(s, 0, sizeof *s);
 	s->pid = pid;
-	s->bytewise = bytewise;
 	s->in_fd = fds[0];
 	s->out_fd = fds[1];
 	s->err_fd = fds[2];
@@ -1648,7 +1763,17 @@ static void op_query(struct conn *c, const field_t *f, size_t nf)
 		conn_fail(c, EINVAL, "session: invalid request");
 		return;
 	}
+	sess_reset_q(s);
+	nonce_hex(s->no, 16);
+	nonce_hex(s->ne, 16);
+	/* One line (sess_sigint): the "go" marker, the script, the end markers. Each marker is one
+	 * `%s` of a string made before printing: SIGINT cannot cut it after its leading newline (the
+	 * shell's stdout is line-buffered), which would leak that newline into the output. Newlines
+	 * are literal inside the quotes. */
+	char mk[200];
 	buf_t line = {0};
+	snprintf(mk, sizeof mk, "printf '%%s' \"\n__W_O_%sg\n\"; ", s->no);
+	bappend(&line, mk, strlen(mk));
 	if (cwd && cwd->n) {
 		bappend(&line, "cd -- ", 6);
 		sq_append(&line, cwd->v, cwd->n);
@@ -1667,39 +1792,18 @@ static void op_query(struct conn *c, const field_t *f, size_t nf)
 		sq_append(&line, eq + 1, f[i].n - (size_t)(eq - f[i].v) - 1);
 		bappend(&line, " ", 1);
 	}
-	/* `command eval`: assignments stay temporary in POSIX shells (ash) too. */
+	/* `command eval`: the assignments stay temporary */
 	bappend(&line, "command eval ", 13);
 	sq_append(&line, C->v, C->n);
-	bappend(&line, " </dev/null\n", 12);
+	snprintf(mk, sizeof mk, " </dev/null; printf '%%s' \"\n__W_O_%s $?\n\"; printf '%%s' \"\n__W_E_%s\n\" >&2\n", s->no, s->ne);
+	bappend(&line, mk, strlen(mk));
 	bappend(&s->inb, line.d + line.off, bused(&line));
 	bfree(&line);
-
-	char no[40], ne[40], po[64], pe[64];
-	nonce_hex(no, 16);
-	nonce_hex(ne, 16);
-	snprintf(po, sizeof po, "\n__W_O_%s ", no);
-	snprintf(pe, sizeof pe, "\n__W_E_%s\n", ne);
+	char po[64], pe[64];
+	snprintf(po, sizeof po, "\n__W_O_%s", s->no);
+	snprintf(pe, sizeof pe, "\n__W_E_%s", s->ne);
 	scan_init(&s->so, po, 1);
-	scan_init(&s->se, pe, 0);
-	/* Each marker is one `%s` of a string made before printing: SIGINT cannot cut it after its
-	 * leading newline (the shell's stdout is line-buffered), which would leak that newline into
-	 * the output. Newlines are literal inside the quotes, for ash and bash alike. */
-	snprintf(s->mout, sizeof s->mout, "printf '%%s' \"\n__W_O_%s $?\n\"", no);
-	snprintf(s->merr, sizeof s->merr, "printf '%%s' \"\n__W_E_%s\n\" >&2", ne);
-	snprintf(s->mline, sizeof s->mline, "%s; %s\n", s->mout, s->merr);
-	sess_reset_q(s);
-	if (s->bytewise) {
-		/* bash leaves the marker line unread in the pipe until the script is done, even
-		 * when SIGINT aborts the script: no need to wait for it to take the script first */
-		bappend(&s->inb, s->mline, strlen(s->mline));
-		s->mpending = 0;
-	} else {
-		/* ash reads in blocks and drops the rest of a block on SIGINT: the marker line
-		 * goes in only once the shell has taken the script */
-		s->mpending = 1;
-		s->mcheck = now_ms;
-		s->mdelay = 1;
-	}
+	scan_init(&s->se, pe, 1);
 	s->deadline = t ? now_ms + (int64_t)t : 0;
 	s->state = SS_BUSY;
 	s->conn = c;
@@ -3164,61 +3268,33 @@ static int64_t run_timers(int *busy)
 			sess_kill(s);
 		}
 		if (s->state == SS_BUSY) {
-			if (s->mpending && !bused(&s->inb) && now_ms >= s->mcheck && s->in_fd >= 0) {
-				int pend = 0;
-				if (ioctl(s->in_fd, FIONREAD, &pend) < 0 || pend == 0) {
-					s->mpending = 0;
-					bappend(&s->inb, s->mline, strlen(s->mline));
-					sess_write(s);
-					if (s->ipending) {
-						s->ipending = 0;
-						sess_sigint(s);
-					}
-				} else {
-					s->mcheck = now_ms + s->mdelay;
-					if (s->mdelay < 32)
-						s->mdelay *= 2;
-				}
-			}
 			if (s->deadline && now_ms >= s->deadline) {
 				s->deadline = 0;
 				s->timed_out = 1;
 				sess_interrupt(s);
 			}
+			if (s->ipending && now_ms >= s->ipend_until)
+				sess_sigint(s); /* bash never got to the line */
+			if (s->sync == 1) {
+				sess_sync(s);
+				if (s->sync == 1)
+					ARM(now_ms + 1);
+			}
 			if (s->istage == 1 && now_ms >= s->istage_until) {
 				/* the command ignored SIGINT: kill everything below the shell */
 				kill_tree(s->pid, SIGKILL, KT_DESC);
 				s->istage = 2;
-				s->istage_until = now_ms + GRACE_MS;
+				s->istage_until = now_ms + GRACE_MS + SESS_KILL_MS;
 			} else if (s->istage == 2 && now_ms >= s->istage_until) {
-				/* SIGINT may have hit the shell while it read the marker line and
-				 * discarded it: send it again if the shell has consumed its input. */
-				int pend = 0;
-				if (s->in_fd >= 0 && !bused(&s->inb) && !s->mpending &&
-				    ioctl(s->in_fd, FIONREAD, &pend) == 0 && pend == 0) {
-					/* only the markers not seen yet: one printed twice would leak into
-					 * the next command's output */
-					if (!s->so.done)
-						bappend(&s->inb, s->mout, strlen(s->mout));
-					if (!s->so.done && !s->se.done)
-						bappend(&s->inb, "; ", 2);
-					if (!s->se.done)
-						bappend(&s->inb, s->merr, strlen(s->merr));
-					bappend(&s->inb, "\n", 1);
-					sess_write(s);
-				}
-				s->istage = 3;
-				s->istage_until = now_ms + SESS_KILL_MS;
-			} else if (s->istage == 3 && now_ms >= s->istage_until) {
 				/* the shell itself is stuck: end the session */
 				sess_kill(s);
-				s->istage = 4;
+				s->istage = 3;
 				s->istage_until = 0;
 			}
-			if (s->mpending && !bused(&s->inb))
-				ARM(s->mcheck);
 			ARM(s->deadline);
 			ARM(s->istage_until);
+			if (s->ipending)
+				ARM(s->ipend_until);
 		}
 		if (s->grace && now_ms >= s->grace) {
 			s->grace = 0;

@@ -194,6 +194,33 @@ describe('commands', () => {
     }
   });
 
+  test('a timeout never cuts what a starved shell reads: the session, its markers and the next command stay whole', async () => {
+    // A CPU-starved shell reads its input over many CPU periods, so the timeout's SIGINT lands
+    // while it reads the command's line or the marker line, or between them: bash throws away
+    // the line it was reading and ran the rest as a command of its own ("ommand: not found",
+    // a quote left open, the session ended), or a late SIGINT put its newline into the next
+    // command's stderr.
+    const box = await t.client.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.1 } });
+    const hog = new AbortController();
+    try {
+      const spin = box.execStream(['sh', '-c', 'while :; do :; done'], { signal: hog.signal });
+      await spin.next();
+      const sh = await box.shell();
+      for (let i = 0; i < 50; i++) {
+        const r = await sh.exec(`echo start; sleep 0.0${(i % 4) + 1}; echo end`, { timeoutMs: 1 + (i % 7) * 5 });
+        assert.match(r.stdout, /^(start(\n(end\n?)?)?)?$/, `#${i}: ${JSON.stringify(r)}`);
+        // (bash may add its own notes about the interrupted job; never a fragment run as a command)
+        assert.doesNotMatch(r.stderr, /not found|syntax|unexpected|EOF/, `#${i}: ${JSON.stringify(r)}`);
+        const ok = await sh.exec(`echo ok${i}`);
+        assert.deepEqual([ok.stdout, ok.stderr, ok.exitCode], [`ok${i}\n`, '', 0], `#${i}: ${JSON.stringify(ok)}`);
+      }
+      spin.return(undefined).catch(() => undefined);
+    } finally {
+      hog.abort();
+      await box.delete();
+    }
+  });
+
   test('a busybox sandbox has sessions too (ash)', async () => {
     const bb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
