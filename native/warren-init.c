@@ -938,7 +938,7 @@ struct cmd {
 typedef struct {
 	char pat[64];
 	size_t plen;
-	int want_code, in_tail, done, code;
+	int want_code, in_tail, done;
 	/* a marker was seen (the tail is in tail); what precedes the next one is dropped */
 	int marked, drop;
 	char hold[64];
