@@ -29,6 +29,7 @@ export const EDGE_FOLDERS = {
   fn: ['util', 'init'],
   backends: ['util', 'init', 'host'],
   lifecycle: ['util', 'init', 'host', 'net', 'fn', 'backends/backend.ts'],
+  'edge-api': ['util', 'lifecycle', 'fn', 'init'],
 };
 
 function files(dir, out = []) {

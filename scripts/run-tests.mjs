@@ -1,5 +1,7 @@
-// Runs every compiled test: unit tests next to the code, then integration tests in test/.
-// Usage: node scripts/run-tests.mjs [--unit|--integration] [name-filter]
+// Runs every compiled test: unit tests next to the code, then integration tests in test/, then the
+// integration tests again with every edge reached over its network transport (EdgeApi over HTTP
+// on a Unix socket) instead of in-process.
+// Usage: node scripts/run-tests.mjs [--unit|--integration] [--transport=in-process|http|both] [name-filter]
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,6 +10,11 @@ import { join } from 'node:path';
 const args = process.argv.slice(2);
 const only = args.find((a) => a === '--unit' || a === '--integration');
 const filter = args.find((a) => !a.startsWith('--'));
+const transport = (args.find((a) => a.startsWith('--transport=')) ?? '--transport=both').slice('--transport='.length);
+if (!['in-process', 'http', 'both'].includes(transport)) {
+  console.error(`unknown transport ${transport}: in-process, http or both`);
+  process.exit(2);
+}
 
 function find(dir, out = []) {
   let names = [];
@@ -34,9 +41,21 @@ if (!files.length) {
 }
 // Integration tests start real sandboxes: one file at a time keeps a 2-core machine honest.
 // A test that hangs fails after 5 minutes instead of holding the run.
-const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-timeout=300000', '--test-reporter=spec', ...files], { stdio: 'inherit' });
+const run = (list, env) =>
+  spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-timeout=300000', '--test-reporter=spec', ...list], {
+    stdio: 'inherit',
+    env: { ...process.env, ...env },
+  }).status ?? 1;
+let status = 0;
+if (transport !== 'http') status = run(files, { WARREN_EDGE_TRANSPORT: '' });
 await sweep();
-process.exit(r.status ?? 1);
+const overHttp = files.filter((f) => integration.includes(f));
+if (status === 0 && transport !== 'in-process' && overHttp.length) {
+  console.log('\n# the integration tests again, every edge reached over its network transport (WARREN_EDGE_TRANSPORT=http)\n');
+  status = run(overHttp, { WARREN_EDGE_TRANSPORT: 'http' });
+  await sweep();
+}
+process.exit(status);
 
 /**
  * Safety net for a test process that died without its own cleanup: what the tests' temporary data

@@ -97,6 +97,8 @@ export async function startTestWarren(
     maxRetainedOutputBytes: opts.maxRetainedOutputBytes,
     dataDiskReserveMiB: opts.dataDiskReserveMiB,
     clock: opts.clock?.now,
+    // The suite's second pass (npm run test:http) reaches every edge over its network transport.
+    edgeTransport: process.env.WARREN_EDGE_TRANSPORT === 'http' ? 'http' : undefined,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

@@ -51,6 +51,8 @@ export async function up(f: UpFlags): Promise<void> {
     unhardened: process.env.WARREN_UNHARDENED_BENCH === '1',
     // No flag either: fault-injection tests (test/src/faults.test.ts) crash the process at a step.
     crashAt: process.env.WARREN_TEST_CRASH_AT || undefined,
+    // The suite's second pass (npm run test:http) runs every node on the edge's network transport.
+    edgeTransport: process.env.WARREN_EDGE_TRANSPORT === 'http' ? 'http' : undefined,
     logger: log,
   });
   const pidFile = join(f.dataDir, 'warren.pid');

@@ -1,4 +1,4 @@
-import { chmod, copyFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +8,10 @@ import {
   CgroupV1,
   ContainerBackend,
   Edge,
+  localEdgeApi,
+  remoteEdgeApi,
+  serveEdgeApi,
+  type EdgeApi,
   HostHelper,
   SandboxNetwork,
   openSandboxDisk,
@@ -35,6 +39,10 @@ import { SandboxService } from './services/sandboxes.js';
 import { ImageService } from './services/images.js';
 import { PoolService } from './services/pools.js';
 import { FnService, type FnOptions } from './services/fn.js';
+import { CommandService } from './services/commands.js';
+import { FileService } from './services/files.js';
+import { NodeService } from './services/nodes.js';
+import { EdgeEventReader } from './services/edge-events.js';
 import { AuditLog } from './services/audit.js';
 import { createApp } from './http/app.js';
 
@@ -134,6 +142,12 @@ export interface WarrenOptions {
    * measured by. Tests pass their own and advance it, then run {@link RunningWarren.sweep}.
    */
   clock?: () => number;
+  /**
+   * How the control plane reaches this node's edge: `in-process` (default) or `http`, the
+   * network transport on a Unix socket of the data dir (what a control plane on another
+   * machine uses; the test suite runs once on each).
+   */
+  edgeTransport?: 'in-process' | 'http';
 }
 
 export interface RunningWarren {
@@ -187,6 +201,38 @@ async function openNetwork(
   });
   await net.open();
   return net;
+}
+
+/**
+ * How the control plane reaches the edge: the edge itself (in-process), or, with
+ * `edgeTransport: 'http'`, a client of the edge served on a Unix socket of the data dir, as a
+ * control plane elsewhere would (same process; the suite runs on both).
+ */
+async function linkEdge(edge: Edge, o: WarrenOptions): Promise<{ api: EdgeApi; close(): Promise<void> }> {
+  const local = localEdgeApi(edge);
+  if (o.edgeTransport !== 'http') return { api: local, close: async () => undefined };
+  const token = randomBytes(24).toString('base64url');
+  const socketPath = join(o.dataDir, 'run', 'edge.sock');
+  await mkdir(join(o.dataDir, 'run'), { recursive: true });
+  await rm(socketPath, { force: true });
+  const server = serveEdgeApi(local, { token, logger: o.logger });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => resolve());
+  });
+  await chmod(socketPath, 0o600);
+  const api = remoteEdgeApi({ socketPath, token });
+  return {
+    api,
+    close: async () => {
+      api.disconnect();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await rm(socketPath, { force: true });
+    },
+  };
 }
 
 const defaultNativeDir = (): string => fileURLToPath(new URL('../../../native/build/', import.meta.url));
@@ -279,8 +325,12 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const store = new SqliteStore(join(o.dataDir, 'warren.db'));
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
-  let service: SandboxService | null = null;
-  let fn: FnService | null = null;
+  const crashAt = o.crashAt;
+  const failpoint = crashAt
+    ? (step: string): void => {
+        if (step === crashAt) process.kill(process.pid, 'SIGKILL');
+      }
+    : undefined;
   const edge = new Edge({
     nodeId,
     backend,
@@ -297,19 +347,15 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     },
     memoryFloorMiB: o.memoryFloorMiB,
     maxRetainedOutputBytes: o.maxRetainedOutputBytes,
-    onStateChanged: (id, s) => service?.stateChanged(id, s),
-    onExpired: (id, reason) => service?.expire(id, reason),
-    onDied: (id) => (fn?.owns(id) ? fn.died(id) : service?.died(id)),
+    failpoint,
     logger: o.logger,
     network: network ?? undefined,
   });
-  const crashAt = o.crashAt;
-  const failpoint = crashAt
-    ? (step: string): void => {
-        if (step === crashAt) process.kill(process.pid, 'SIGKILL');
-      }
-    : undefined;
-  service = new SandboxService(store, edge, layers, {
+  // The control plane reaches the edge only through its API: in this process, or over HTTP.
+  const link = await linkEdge(edge, o);
+  const edgeApi = link.api;
+  const node = await edgeApi.info();
+  const service = new SandboxService(store, edgeApi, node, layers, {
     nodeId,
     failpoint,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
@@ -323,21 +369,37 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     logger: o.logger,
     now: o.clock,
   });
-  const pools = new PoolService(store, edge, service, { logger: o.logger });
+  const pools = new PoolService(store, edgeApi, service, { logger: o.logger });
   service.pools = pools;
   const sandboxes = service;
-  fn = new FnService(edge, layers, { ...o.fn, logger: o.logger, checkQuota: (tenant, quota, r) => sandboxes.checkQuota(tenant, quota, r) });
+  const fn = new FnService(edgeApi, node.capacity, layers, {
+    ...o.fn,
+    logger: o.logger,
+    checkQuota: (tenant, quota, r) => sandboxes.checkQuota(tenant, quota, r),
+  });
   service.fn = fn;
+  const events = new EdgeEventReader(
+    edgeApi,
+    (ev) => {
+      if (ev.type === 'state') service.stateChanged(ev.id, ev);
+      else if (ev.type === 'expired') service.expire(ev.id, ev.reason);
+      else if (fn.owns(ev.id)) fn.died(ev.id);
+      else service.died(ev.id);
+    },
+    o.logger,
+  );
+  const commands = new CommandService(store, edgeApi, service, { failpoint });
+  const files = new FileService(edgeApi, service, node.maxFileBytes);
   const recovered = await service.recover();
   if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
   await network?.sweep();
   edge.start();
   pools.start();
   fn.start();
-  const flush = setInterval(() => service?.flushActivity(), 5000);
+  const flush = setInterval(() => void service.flushActivity().catch(() => undefined), 5000);
   flush.unref();
 
-  const images = new ImageService(layers, edge, {
+  const images = new ImageService(layers, edgeApi, {
     idMap: DEFAULT_ID_MAP,
     ops: mounts,
     maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30,
@@ -356,7 +418,8 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const auth = new Auth(store, adminKey);
   const audit = new AuditLog(store);
   let url = '';
-  const server = createApp({ version: VERSION, auth, sandboxes: service, edge, layers, images, pools, fn, audit, nodeAddress: () => url, logger: o.logger });
+  const nodes = new NodeService(edgeApi, node, () => url);
+  const server = createApp({ version: VERSION, auth, sandboxes: service, commands, files, nodes, layers, images, pools, fn, audit, logger: o.logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
@@ -372,7 +435,9 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
           log: o.logger,
         }).catch(async (e: unknown) => {
           server.close();
-          await edge.close({ keep: true });
+          await events.stop();
+          await edgeApi.close({ keep: true });
+          await link.close();
           await mounts.close();
           store.close();
           throw e;
@@ -386,7 +451,10 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     url,
     adminKey,
     adminKeyFile,
-    sweep: () => edge.sweepNow(),
+    sweep: async () => {
+      const { lastEventSeq } = await edgeApi.sweep();
+      await events.reached(lastEventSeq);
+    },
     close(opts = {}) {
       closing ??= (async () => {
         clearInterval(flush);
@@ -395,11 +463,13 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
           server.closeAllConnections();
         });
         pools.close();
-        await fn?.close();
-        service?.flushActivity();
+        await fn.close();
+        await service.flushActivity().catch(() => undefined);
         audit.close();
-        const ids = edge.ids();
-        await edge.close({ keep: opts.keep ?? false });
+        await events.stop();
+        const ids = (await edgeApi.sandboxes()).map((x) => x.id);
+        await edgeApi.close({ keep: opts.keep ?? false });
+        await link.close();
         if (!opts.keep) for (const id of ids) store.updateSandbox(id, { state: 'stopped' });
         // Kept sandboxes read their layers through it: it stays for the next start.
         if (remote && (!opts.keep || ids.length === 0)) await remote.stop();

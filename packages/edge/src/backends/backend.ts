@@ -1,3 +1,4 @@
+import type { LayerInfo } from '@warren/images';
 import type { Resources } from '@warren/api';
 
 /** Everything a backend needs to start one sandbox. */
@@ -59,10 +60,11 @@ export interface Backend {
   /** Whether a sandbox's processes are gone (its init exited or was killed). */
   exited(sb: BackendSandbox): Promise<boolean>;
   /**
-   * Runs fn with a host view of a sandbox's writable layer, in overlay form and in the id range
-   * layers are stored in (for commit); the view is gone when fn settles.
+   * A paused sandbox's changes (its writable layer, without `exclude`'s paths and the paths that
+   * match `excludeRegex`) as a new layer in the node's layer store, pinned there until the caller
+   * names it or lets it go.
    */
-  withUpperDir<T>(id: string, fn: (dir: string) => Promise<T>): Promise<T>;
+  commit(id: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo>;
   /** Told when no sandbox uses these layers any more (it may unmount them). */
   releaseLayers(digests: string[]): Promise<void>;
   /** Lets go of removed layers (unmounts them). */

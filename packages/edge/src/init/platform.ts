@@ -21,3 +21,9 @@ export const INIT_PATH = `${PLATFORM_MOUNT}/warren-init`;
 export const SHELL = `${PLATFORM_MOUNT}/bash`;
 /** The platform's own busybox (tar, mv, chown), inside every sandbox. */
 export const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
+
+/**
+ * What a commit leaves out of every layer: the platform mount, the files the edge writes into a
+ * sandbox (resolv.conf, hosts, hostname) and shell histories (paths relative to the root).
+ */
+export const COMMIT_RESIDUES = { paths: ['.warren', 'etc/resolv.conf', 'etc/hosts', 'etc/hostname'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };

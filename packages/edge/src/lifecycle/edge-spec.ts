@@ -1,5 +1,5 @@
-import type { NetworkPolicy } from '@warren/api';
-import type { Backend } from '../backends/backend.js';
+import type { NetworkPolicy, NetworkUsage } from '@warren/api';
+import type { Backend, SandboxStats } from '../backends/backend.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import type { EdgeCapacity } from './admission.js';
 
@@ -28,14 +28,20 @@ export interface EdgeSandboxSpec {
   tenant?: string;
 }
 
+/** A live sandbox as the edge sees it now (`usage`: only when asked for; `network`: null without networking). */
+export interface EdgeSandboxState {
+  id: string;
+  paused: boolean;
+  lastActivityMs: number;
+  expiresAtMs: number | null;
+  usage: (SandboxStats & { cpuRecent: number; idleSeconds: number }) | null;
+  network: { policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] }; address: string | null; usage: NetworkUsage | null } | null;
+}
+
 export interface EdgeOptions {
   nodeId: string;
   backend: Backend;
   capacity: EdgeCapacity;
-  /** Called when a sandbox's TTL or idle timeout has passed; the owner deletes it. */
-  onExpired: (id: string, reason: 'ttl' | 'idle') => void;
-  /** Called when a sandbox's processes died under it (e.g. its init was OOM-killed); the owner marks it failed. */
-  onDied: (id: string) => void;
   logger?: { warn(msg: string, meta?: unknown): void };
   maxFileBytes?: number;
   commandRetentionMs?: number;
@@ -43,11 +49,8 @@ export interface EdgeOptions {
   maxRetainedOutputBytes?: number;
   /** Sandbox networking; without it every sandbox has loopback only and no rules can open more. */
   network?: SandboxNetwork;
-  /**
-   * Told whenever a sandbox is paused or resumed, also by the edge itself (idle, memory pressure,
-   * a call on a paused sandbox), with its TTL deadline (moved on by the time it was paused).
-   */
-  onStateChanged?: (id: string, s: { paused: boolean; expiresAtMs: number | null }) => void;
+  /** For fault-injection tests only: called at named steps (`commit:frozen`), where the test's process kills itself. */
+  failpoint?: (step: string) => void;
   /**
    * Memory the node keeps available (MiB, /proc/meminfo MemAvailable): below it, the
    * longest-idle running sandboxes are paused (and their memory reclaimed) one by one. Default:

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WarrenError } from '@warren/api';
+import type { LayerInfo } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox } from '../backends/backend.js';
 import { Edge, type EdgeOptions, type EdgeSandboxSpec } from './edge.js';
 import { parseSessionId } from './live.js';
@@ -50,8 +51,9 @@ class FakeBackend implements Backend {
 
   async releaseLayers(): Promise<void> {}
 
-  async withUpperDir<T>(id: string, fn: (dir: string) => Promise<T>): Promise<T> {
-    return fn(`/nonexistent/${id}`);
+  async commit(id: string): Promise<LayerInfo> {
+    this.calls.push(`commit ${id}`);
+    return { digest: `sha256:${'0'.repeat(64)}`, diffId: `sha256:${'1'.repeat(64)}`, sizeBytes: 0 };
   }
 
   async list(): Promise<string[]> {
@@ -74,16 +76,21 @@ const spec = (id: string, over: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec 
   ...over,
 });
 
+/** An edge over the fake backend; `events` gets its events as text (`expired ID why`, `died ID`, `ID paused`). */
 function edge(backend: FakeBackend, events: string[] = [], over: Partial<EdgeOptions> = {}): Edge {
-  return new Edge({
+  const e = new Edge({
     memoryFloorMiB: 0,
     nodeId: 'n1',
     backend,
     capacity: { cpu: 2, memoryMiB: 1024, sandboxes: 2, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 },
-    onExpired: (id, why) => events.push(`expired ${id} ${why}`),
-    onDied: (id) => events.push(`died ${id}`),
     ...over,
   });
+  e.events.subscribe((ev) =>
+    events.push(
+      ev.type === 'expired' ? `expired ${ev.id} ${ev.reason}` : ev.type === 'died' ? `died ${ev.id}` : `${ev.id} ${ev.paused ? 'paused' : 'running'}`,
+    ),
+  );
+  return e;
 }
 
 test('admission: per-sandbox limits, then the node fills up; a failed create gives its share back', async () => {
@@ -206,7 +213,7 @@ test('a paused sandbox counts what stays resident and no CPU: the node admits mo
 test('time paused does not count against the TTL unless asked; the owner hears of every change', async () => {
   const b = new FakeBackend();
   const changes: string[] = [];
-  const e = edge(b, [], { onStateChanged: (id, s) => changes.push(`${id} ${s.paused ? 'paused' : 'running'}`) });
+  const e = edge(b, changes);
   const t0 = Date.now() + 60_000;
   await e.create(spec('sb_a', { expiresAtMs: t0 }));
   await e.create(spec('sb_b', { expiresAtMs: t0, ttlCountsPaused: true }));

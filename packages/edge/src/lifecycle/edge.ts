@@ -12,15 +12,17 @@ import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
 import { defaultOutputBudget } from './output-budget.js';
-import type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
+import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, launchCommand, pruneCommands } from './commands.js';
 import { SandboxFiles } from './files.js';
-import { BUSYBOX, SHELL } from '../init/platform.js';
+import { BUSYBOX, COMMIT_RESIDUES, SHELL } from '../init/platform.js';
+import { EdgeEvents } from './events.js';
+import type { LayerInfo } from '@warren/images';
 import { startReclaim, stopReclaim } from './reclaim.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
 
 export type { EdgeCapacity } from './admission.js';
-export type { EdgeOptions, EdgeSandboxSpec } from './edge-spec.js';
+export type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 
 /**
  * A node agent: admission against local capacity, the lifecycle of every sandbox on the node,
@@ -30,6 +32,8 @@ export class Edge {
   private readonly live = new Map<string, Live>();
   private readonly output: OutputBudgets;
   private readonly freezes = new Map<string, Promise<void>>();
+  /** What the edge tells its owner: pauses and resumes, TTLs and idle timeouts passed, deaths. */
+  readonly events = new EdgeEvents();
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -203,9 +207,23 @@ export class Edge {
     return this.live.has(id);
   }
 
+  /** The live state of these sandboxes (all when `ids` is absent); those not live here are left out. */
+  async states(q: { ids?: string[]; usage?: boolean } = {}): Promise<EdgeSandboxState[]> {
+    const ids = q.ids ?? [...this.live.keys()];
+    const out: EdgeSandboxState[] = [];
+    for (const id of ids) {
+      const l = this.live.get(id);
+      if (!l) continue;
+      const usage = q.usage ? await this.stats(id).catch(() => null) : null;
+      const network = await this.network(id, q.usage ?? false).catch(() => null);
+      out.push({ id, paused: l.spec.paused, lastActivityMs: l.spec.lastActivityMs, expiresAtMs: l.spec.expiresAtMs, usage, network });
+    }
+    return out;
+  }
+
   private get(id: string): Live {
     const l = this.live.get(id);
-    if (!l) throw new WarrenError('not_found', 'sandbox is not running', { id });
+    if (!l) throw new WarrenError('conflict', 'sandbox is not running on this node', { id });
     return l;
   }
 
@@ -272,7 +290,7 @@ export class Edge {
       l.spec.paused = true;
       l.pausedAtMs = this.now();
       startReclaim(this.o.backend, id, l, this.o.logger);
-      this.o.onStateChanged?.(id, { paused: true, expiresAtMs: l.spec.expiresAtMs });
+      this.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs });
     })().finally(() => {
       l.pausing = null;
     });
@@ -298,7 +316,7 @@ export class Edge {
           // Time paused does not count against the TTL unless the sandbox asked for it.
           if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += this.now() - l.pausedAtMs;
           l.pausedAtMs = null;
-          this.o.onStateChanged?.(id, { paused: false, expiresAtMs: l.spec.expiresAtMs });
+          this.events.emit({ type: 'state', id, paused: false, expiresAtMs: l.spec.expiresAtMs });
         },
         (e: unknown) => {
           l.resuming = null;
@@ -308,8 +326,20 @@ export class Edge {
     await l.resuming;
   }
 
+  /**
+   * The sandbox's changes as a new layer (pinned in the node's layer store until the caller names
+   * it): its writable layer, frozen meanwhile, without `exclude` and the platform's own residues.
+   */
+  async commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo> {
+    const exclude = [...COMMIT_RESIDUES.paths, ...(opts.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
+    return this.frozen(id, () => {
+      this.o.failpoint?.('commit:frozen');
+      return this.o.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
+    });
+  }
+
   /** Runs fn with the sandbox frozen (a consistent view of its files), then thaws it unless it was paused. */
-  async frozen<T>(id: string, fn: (upperDir: string) => Promise<T>): Promise<T> {
+  private async frozen<T>(id: string, fn: () => Promise<T>): Promise<T> {
     // One at a time per sandbox: a second commit must not thaw it under the first.
     const prev = this.freezes.get(id) ?? Promise.resolve();
     const run = prev.then(async () => {
@@ -317,7 +347,7 @@ export class Edge {
       const wasPaused = l.spec.paused;
       if (!wasPaused) await this.o.backend.pause(id);
       try {
-        return await this.o.backend.withUpperDir(id, fn);
+        return await fn();
       } finally {
         if (!wasPaused && this.live.has(id)) await this.o.backend.resume(id);
       }
@@ -496,7 +526,7 @@ export class Edge {
   async sweepNow(): Promise<void> {
     const pauses: Array<Promise<void>> = [];
     for (const { id, due } of dueNow(this.live, this.now())) {
-      if (due !== 'pause') this.o.onExpired(id, due);
+      if (due !== 'pause') this.events.emit({ type: 'expired', id, reason: due });
       else pauses.push(this.pause(id).catch((e: unknown) => this.o.logger?.warn('auto-pause failed', { id, error: String(e) })));
     }
     await Promise.all(pauses);
@@ -535,7 +565,7 @@ export class Edge {
     for (const [id, l] of [...this.live]) {
       if (await this.o.backend.exited(l.sb).catch(() => false)) {
         this.o.logger?.warn('sandbox init exited', { id });
-        this.o.onDied(id);
+        this.events.emit({ type: 'died', id });
       }
     }
   }

@@ -68,16 +68,13 @@ export function createApp(d: AppDeps): Server {
     if (url.pathname === '/metrics') {
       // It names every tenant's sandboxes: an admin's (a scraper sends the key as a bearer token).
       if (d.auth.authenticate(req.headers.authorization).role !== 'admin') throw new WarrenError('permission_denied', '/metrics needs an admin key');
-      const u = d.edge.usage();
+      const nodes = await d.nodes.metrics();
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(
         `# TYPE warren_http_requests_total counter\nwarren_http_requests_total ${metrics.requests}\n` +
           `# TYPE warren_http_errors_total counter\nwarren_http_errors_total ${metrics.errors}\n` +
-          `# TYPE warren_sandboxes gauge\nwarren_sandboxes ${u.sandboxes}\n` +
-          `# TYPE warren_allocated_cpu gauge\nwarren_allocated_cpu ${u.cpu}\n` +
-          `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${u.memoryMiB}\n` +
           d.fn.metrics() +
-          (await d.edge.networkMetrics()),
+          nodes,
       );
       return;
     }

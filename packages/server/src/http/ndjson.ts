@@ -1,24 +1,25 @@
 import type { ServerResponse } from 'node:http';
 import type { ExecEvent } from '@warren/api';
-import type { Command } from '@warren/edge';
+import type { CommandStream } from '@warren/edge';
 
 /**
- * Streams a command as NDJSON from a byte offset until it ends. A client that goes away only
- * stops the stream: the command keeps running and can be re-read later.
+ * Streams a command's events as NDJSON until it ends. A client that goes away only stops the
+ * stream: the command keeps running and can be re-read later.
  */
-export function streamCommand(res: ServerResponse, cmd: Command, offset: number, withStart: boolean): Promise<void> {
-  res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store', 'x-command-id': cmd.id });
-  if (withStart) res.write(JSON.stringify({ type: 'start', commandId: cmd.id } satisfies ExecEvent) + '\n');
-  return new Promise((resolve) => {
-    let stop: () => void = () => undefined;
-    const end = (): void => {
-      stop();
-      resolve();
-    };
-    res.on('close', end);
-    stop = cmd.follow(offset, (ev) => {
-      res.write(JSON.stringify(ev) + '\n');
-      if (ev.type === 'exit' || ev.type === 'error') res.end();
-    });
-  });
+export async function streamCommand(res: ServerResponse, s: CommandStream, withStart: boolean): Promise<void> {
+  res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store', 'x-command-id': s.commandId });
+  if (withStart) res.write(JSON.stringify({ type: 'start', commandId: s.commandId } satisfies ExecEvent) + '\n');
+  const it = s.events[Symbol.asyncIterator]();
+  const gone = new Promise<'gone'>((resolve) => res.once('close', () => resolve('gone')));
+  try {
+    for (;;) {
+      const r = await Promise.race([it.next(), gone]);
+      if (r === 'gone' || r.done) break;
+      res.write(JSON.stringify(r.value) + '\n');
+      if (r.value.type === 'exit' || r.value.type === 'error') break;
+    }
+  } finally {
+    await it.return?.();
+    res.end();
+  }
 }

@@ -1,5 +1,4 @@
 import type { RouteSpec } from '@warren/api';
-import type { Edge } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { Auth } from '../services/auth.js';
 import type { Caller, SandboxService } from '../services/sandboxes.js';
@@ -7,6 +6,9 @@ import type { ImageService } from '../services/images.js';
 import type { PoolService } from '../services/pools.js';
 import type { FnService } from '../services/fn.js';
 import type { AuditLog } from '../services/audit.js';
+import type { CommandService } from '../services/commands.js';
+import type { FileService } from '../services/files.js';
+import type { NodeService } from '../services/nodes.js';
 import type { RouteContext } from './router.js';
 
 /** A request that passed authentication; `audit.sandbox` names the sandbox a call made (create). */
@@ -19,15 +21,15 @@ export interface RouteDeps {
   version: string;
   auth: Auth;
   sandboxes: SandboxService;
-  edge: Edge;
+  commands: CommandService;
+  files: FileService;
+  nodes: NodeService;
   layers: LayerStore;
   images: ImageService;
   pools: PoolService;
   fn: FnService;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };
-  /** Where this node's edge is reached (known once the server listens). */
-  nodeAddress: () => string;
 }
 
 export const sandboxId = (c: Authed): string => c.params.id ?? '';

@@ -8,28 +8,7 @@ export function opsRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listImages, async (c) =>
     sendJson(c.res, 200, { images: d.layers.listImages().filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin') }),
   );
-  on(ROUTES.listNodes, async (c) => {
-    const cap = d.edge.capacity();
-    const u = d.edge.usage();
-    const requested = d.edge.requested();
-    const used = await d.edge.used();
-    sendJson(c.res, 200, {
-      nodes: [
-        {
-          id: d.edge.nodeId,
-          address: d.nodeAddress(),
-          state: 'ready',
-          capacity: { cpu: cap.cpu, busyCpu: cap.busyCpu ?? null, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
-          allocated: requested,
-          committed: { cpu: u.cpu, memoryMiB: u.memoryMiB },
-          used,
-          sandboxes: u.sandboxes,
-          paused: u.paused,
-          lastHeartbeatAt: new Date().toISOString(),
-        },
-      ],
-    });
-  });
+  on(ROUTES.listNodes, async (c) => sendJson(c.res, 200, await d.nodes.list()));
   on(ROUTES.createKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can create keys');
     const body = await jsonBody(c.req, api.CreateKeyRequest);

@@ -60,11 +60,7 @@ export class PortProxy {
 
   private async target(req: IncomingMessage, id: string, port: number): Promise<{ host: string; port: number }> {
     const caller = this.d.auth.authenticate(req.headers.authorization);
-    const sid = this.d.sandboxes.live(caller, id).id;
-    await this.d.edge.markActive(sid);
-    const host = this.d.edge.sandboxAddress(sid);
-    if (!host) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: nothing can reach its ports', { id: sid });
-    return { host, port };
+    return { host: await this.d.sandboxes.portAddress(caller, id), port };
   }
 
   async http(req: IncomingMessage, res: ServerResponse, m: { id: string; port: number; path: string }): Promise<void> {

@@ -40,11 +40,11 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.setTimeout, async (c) => {
     const body = await jsonBody(c.req, api.SetTimeoutRequest);
-    sendJson(c.res, 200, await svc.toApi(svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
+    sendJson(c.res, 200, await svc.toApi(await svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
   });
   on(ROUTES.createPool, async (c) => {
     const body = await jsonBody(c.req, api.CreatePoolRequest);
-    sendJson(c.res, 201, d.pools.create(c.caller, body));
+    sendJson(c.res, 201, await d.pools.create(c.caller, body));
   });
   on(ROUTES.listPools, async (c) => sendJson(c.res, 200, { pools: d.pools.list(c.caller) }));
   on(ROUTES.deletePool, async (c) => {

@@ -1,7 +1,7 @@
 import { cpus } from 'node:os';
 import { isAbsolute, posix } from 'node:path';
 import { DEFAULT_PATH, WarrenError, type FnRunRequest, type FnRunResult } from '@warren/api';
-import type { Edge, EdgeSandboxSpec, FnCallSpec } from '@warren/edge';
+import type { EdgeApi, EdgeCapacity, EdgeSandboxSpec, FnCallSpec } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import { newSandboxId } from './ids.js';
 import { unclaimedSpec, visibleImage, type Caller } from './sandboxes.js';
@@ -93,7 +93,9 @@ export class FnService {
   private readonly counts = { calls: 0, timedOut: 0, failed: 0, rejected: 0 };
 
   constructor(
-    private readonly edge: Edge,
+    private readonly edge: EdgeApi,
+    /** What the node allows one sandbox (a worker's size is checked against it). */
+    private readonly capacity: EdgeCapacity,
     private readonly layers: LayerStore,
     private readonly o: FnOptions,
   ) {
@@ -224,7 +226,7 @@ export class FnService {
     const img = caller ? visibleImage(this.layers, caller, image) : this.layers.getImage(image);
     if (!img) throw new WarrenError('not_found', `image "${image}" does not exist`, { image });
     const resources = { cpu: asked.cpu ?? this.resources.cpu, memoryMiB: asked.memoryMiB ?? this.resources.memoryMiB, pids: asked.pids ?? this.resources.pids };
-    const cap = this.edge.capacity();
+    const cap = this.capacity;
     if (resources.cpu > cap.maxCpuPerSandbox || resources.memoryMiB > cap.maxMemoryMiBPerSandbox) {
       throw new WarrenError('invalid_argument', `a call on this node may have at most ${cap.maxCpuPerSandbox} CPUs and ${cap.maxMemoryMiBPerSandbox} MiB`, {
         resources,

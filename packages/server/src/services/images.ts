@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer, type PublishLayersRequest, type PublishLayersResponse } from '@warren/api';
-import type { Edge } from '@warren/edge';
+import type { EdgeApi } from '@warren/edge';
 import {
   gunzipIfCompressed,
   importArchive,
@@ -35,13 +35,6 @@ export interface ImageServiceOptions {
   checkDisk?: (what: string) => Promise<void>;
 }
 
-/**
- * What the platform itself leaves in a sandbox's writable layer, never committed: the platform
- * mount point, the resolv.conf, hosts and hostname files the node writes, and shell histories (paths relative to the
- * layer; mkfs.erofs syntax).
- */
-export const COMMIT_RESIDUES = { paths: ['.warren', 'etc/resolv.conf', 'etc/hosts', 'etc/hostname'], regex: ['^(root|home/[^/]+)/\\.[a-z]*_history$'] };
-
 /** Counts bytes through a stream and refuses more than `max`. */
 function limit(max: number, onBytes?: (n: number) => void): Transform {
   let n = 0;
@@ -61,7 +54,7 @@ function limit(max: number, onBytes?: (n: number) => void): Transform {
 export class ImageService {
   constructor(
     private readonly store: LayerStore,
-    private readonly edge: Edge,
+    private readonly edge: EdgeApi,
     private readonly o: ImageServiceOptions,
   ) {}
 
@@ -192,11 +185,7 @@ export class ImageService {
   async commit(id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
     this.mayName(req.name, owner);
     await this.o.checkDisk?.('a commit');
-    const exclude = [...COMMIT_RESIDUES.paths, ...(req.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
-    const info = await this.edge.frozen(id, (upper) => {
-      this.o.failpoint?.('commit:frozen');
-      return this.store.addLayerDir(upper, exclude, COMMIT_RESIDUES.regex);
-    });
+    const info = await this.edge.commit(id, { exclude: req.exclude });
     try {
       this.o.failpoint?.('commit:layer');
       this.mayName(req.name, owner);
@@ -266,7 +255,7 @@ export class ImageService {
 
   /** Frees layers that no image, named layer or live sandbox uses (and unmounts them). */
   async collectGarbage(): Promise<string[]> {
-    const removed = await this.store.collectGarbage(this.edge.layersInUse());
+    const removed = await this.store.collectGarbage(new Set(await this.edge.layersInUse()));
     await this.edge.forgetLayers(removed);
     return removed;
   }

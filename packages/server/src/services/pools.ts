@@ -1,5 +1,5 @@
 import { WarrenError, type CreatePoolRequest, type Pool } from '@warren/api';
-import type { Edge, EdgeSandboxSpec } from '@warren/edge';
+import type { EdgeApi, EdgeSandboxSpec } from '@warren/edge';
 import type { PoolRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
 import { poolKey, unclaimedSpec, type Caller, type SandboxService } from './sandboxes.js';
@@ -36,7 +36,7 @@ export class PoolService {
 
   constructor(
     private readonly store: Store,
-    private readonly edge: Edge,
+    private readonly edge: EdgeApi,
     private readonly sandboxes: SandboxService,
     private readonly o: PoolServiceOptions,
   ) {}
@@ -61,7 +61,7 @@ export class PoolService {
     };
   }
 
-  create(caller: Caller, req: CreatePoolRequest): Pool {
+  async create(caller: Caller, req: CreatePoolRequest): Promise<Pool> {
     const { layers, resources, network } = this.sandboxes.resolve(caller, req);
     const rec: PoolRecord = {
       id: `pool_${newSandboxId().slice(3)}`,
@@ -77,7 +77,7 @@ export class PoolService {
     };
     // Its sandboxes are the tenant's: all of them must fit in the key's quota.
     this.sandboxes.checkQuota(caller.tenant, caller.quota, resources, req.size);
-    this.edge.admit(resources);
+    await this.edge.admit(resources);
     this.store.putPool(rec);
     const st = this.state(rec);
     this.pools.set(rec.id, st);
@@ -113,12 +113,12 @@ export class PoolService {
   }
 
   /** A ready sandbox of the pool with this key, taken out of it; null when none is ready. */
-  claim(key: string): string | null {
+  async claim(key: string): Promise<string | null> {
     for (const p of this.pools.values()) {
       if (p.key !== key) continue;
       while (p.ready.length) {
         const id = p.ready.shift()!;
-        if (!this.edge.has(id)) continue; // it died meanwhile
+        if (!(await this.edge.sandboxes({ ids: [id] })).length) continue; // it died meanwhile
         const now = Date.now();
         p.claims++;
         p.recent.push(now);
@@ -135,7 +135,10 @@ export class PoolService {
     this.filling = true;
     try {
       for (const p of [...this.pools.values()]) {
-        p.ready = p.ready.filter((id) => this.edge.has(id));
+        if (p.ready.length) {
+          const live = new Set((await this.edge.sandboxes({ ids: p.ready })).map((x) => x.id));
+          p.ready = p.ready.filter((id) => live.has(id));
+        }
         while (this.pools.has(p.rec.id) && p.ready.length + p.creating < p.rec.size && Date.now() >= p.retryAt && !this.claiming(p)) {
           const id = newSandboxId();
           try {

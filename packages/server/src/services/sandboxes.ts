@@ -1,6 +1,6 @@
-import type { CreateSandboxRequest, ExecRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
+import type { CreateSandboxRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError, sandboxEnv } from '@warren/api';
-import { compilePolicy, newCommandId, widestAllowPrefix, type Command, type Edge, type EdgeSandboxSpec } from '@warren/edge';
+import { compilePolicy, widestAllowPrefix, type EdgeApi, type EdgeInfo, type EdgeSandboxSpec, type EdgeSandboxState } from '@warren/edge';
 import type { LayerStore } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
@@ -75,13 +75,15 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 /** The control plane's view of sandboxes: records in the store, lifecycle on the node's edge. */
 export class SandboxService {
   /** Warm pools, when the node keeps them (set once at start). */
-  pools: { claim(key: string): string | null; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
+  pools: { claim(key: string): Promise<string | null>; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
   /** The FnCall service: the workers made for a tenant's calls count in its quota. */
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
 
   constructor(
     private readonly store: Store,
-    private readonly edge: Edge,
+    private readonly edge: EdgeApi,
+    /** What the node is (its id, capacity, whether it has networking). */
+    private readonly node: EdgeInfo,
     private readonly layers: LayerStore,
     private readonly o: SandboxServiceOptions,
   ) {}
@@ -101,10 +103,10 @@ export class SandboxService {
     const { network, layers, resources, imageEnv } = this.resolve(caller, req);
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
     // no more of the quota (the pool's sandboxes count already).
-    const pooled = this.pools?.claim(poolKey(caller.tenant, layers, resources, network)) ?? null;
+    const pooled = (await this.pools?.claim(poolKey(caller.tenant, layers, resources, network))) ?? null;
     if (!pooled) {
       this.checkQuota(caller.tenant, caller.quota, resources);
-      this.edge.admit(resources);
+      await this.edge.admit(resources);
     }
     const now = (this.o.now ?? Date.now)();
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
@@ -208,7 +210,7 @@ export class SandboxService {
     const p = policy ?? { egress: 'deny' };
     const compiled = compilePolicy(p);
     const opens = compiled.egress === 'allow' || compiled.allowNames.size > 0 || compiled.allowSuffixes.length > 0 || compiled.allowCidrs.length > 0;
-    if (opens && !this.edge.networking)
+    if (opens && !this.node.networking)
       throw new WarrenError('invalid_argument', 'sandboxes on this node have loopback only (it runs without sandbox networking)', { network: p });
     const widest = widestAllowPrefix(compiled);
     const min = caller.role === 'admin' ? 0 : (caller.quota.cidrMinPrefix ?? 16);
@@ -286,23 +288,32 @@ export class SandboxService {
     return rec;
   }
 
-  /** A sandbox the caller may run things in: it must be live on this node. */
+  /**
+   * A sandbox the caller may run things in: running or paused by its record (the edge answers
+   * conflict too when it is not live there).
+   */
   live(caller: Caller, id: string): SandboxRecord {
     const rec = this.record(caller, id);
-    if (!this.edge.has(id)) throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`, { id, state: rec.state });
+    if (rec.state !== 'running' && rec.state !== 'paused') throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`, { id, state: rec.state });
     return rec;
   }
 
+  /** One sandbox as the API shows it (`withUsage`: with CPU, memory and network counters read now). */
   async toApi(rec: SandboxRecord, withUsage = true): Promise<Sandbox> {
-    const live = this.edge.has(rec.id);
-    const state = live ? (this.edge.isPaused(rec.id) ? 'paused' : 'running') : rec.state;
+    const [st] = await this.edge.sandboxes({ ids: [rec.id], usage: withUsage });
+    return this.view(rec, st ?? null);
+  }
+
+  /** A sandbox record and the edge's live state of it (null: not live) as the API shows it. */
+  private view(rec: SandboxRecord, live: EdgeSandboxState | null): Sandbox {
+    const state = live ? (live.paused ? 'paused' : 'running') : rec.state;
     const none = { cpuSeconds: 0, cpuRecent: 0, memoryBytes: 0, swapBytes: 0, idleSeconds: 0 };
-    const st = live && withUsage ? await this.edge.stats(rec.id).catch(() => null) : null;
+    const st = live?.usage ?? null;
     const usage = st
       ? { cpuSeconds: st.cpuSeconds, cpuRecent: st.cpuRecent, memoryBytes: st.memoryBytes, swapBytes: st.swapBytes, idleSeconds: Math.round(st.idleSeconds) }
       : none;
     // The create answer skips usage reads, as for CPU and memory: nothing has happened yet.
-    const net = live ? await this.edge.network(rec.id, withUsage).catch(() => null) : null;
+    const net = live?.network ?? null;
     const policy = net?.policy ?? { egress: rec.network?.egress ?? 'deny', allow: rec.network?.allow ?? [], deny: rec.network?.deny ?? [] };
     const network = { ...policy, address: net?.address ?? null, usage: net?.usage ?? EMPTY_NET_USAGE };
     const s: Sandbox = {
@@ -318,7 +329,7 @@ export class SandboxService {
       workdir: rec.workdir,
       createdAt: new Date(rec.createdAt).toISOString(),
       expiresAt: iso(rec.expiresAt),
-      lastActivityAt: new Date((live ? this.edge.lastActivity(rec.id) : null) ?? rec.lastActivityAt).toISOString(),
+      lastActivityAt: new Date(live?.lastActivityMs ?? rec.lastActivityAt).toISOString(),
       idleTimeoutSeconds: rec.idleTimeoutSeconds,
       pauseAfterIdleSeconds: rec.pauseAfterIdleSeconds ?? null,
       usage,
@@ -342,17 +353,21 @@ export class SandboxService {
     // Live state comes from the edge, so a state filter on running/paused is applied after reading.
     const derived = q.state === 'running' || q.state === 'paused';
     const rows = this.store.listSandboxes({ tenant: caller.tenant, labels, state: derived ? undefined : q.state, limit: derived ? 10_000 : limit + 1, after });
-    const out: Sandbox[] = [];
+    // Which rows are live, and how (one call); then their usage for the page only (another).
+    const live = new Map((await this.edge.sandboxes({ ids: rows.map((r) => r.id) })).map((x) => [x.id, x]));
+    const page: SandboxRecord[] = [];
     let more = false;
     for (const r of rows) {
-      const s = await this.toApi(r);
-      if (q.state && s.state !== q.state) continue;
-      if (out.length === limit) {
+      const st = live.get(r.id);
+      if (q.state && (st ? (st.paused ? 'paused' : 'running') : r.state) !== q.state) continue;
+      if (page.length === limit) {
         more = true;
         break;
       }
-      out.push(s);
+      page.push(r);
     }
+    const used = new Map((await this.edge.sandboxes({ ids: page.map((r) => r.id), usage: true })).map((x) => [x.id, x]));
+    const out = page.map((r) => this.view(r, used.get(r.id) ?? null));
     const last = out[out.length - 1];
     return { sandboxes: out, nextCursor: more && last ? Buffer.from(last.id).toString('base64url') : null };
   }
@@ -369,11 +384,14 @@ export class SandboxService {
    */
   private async stop(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'] = null): Promise<void> {
     const rec = this.store.getSandbox(id);
-    if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) {
-      this.store.updateSandbox(id, { state, error, lastActivityAt: this.edge.lastActivity(id) ?? rec.lastActivityAt });
-    }
+    if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) this.store.updateSandbox(id, { state, error });
     this.o.failpoint?.('delete:stored');
-    if (this.edge.has(id)) await this.edge.destroy(id);
+    // A sandbox still being made is the create's to remove (it sees the record has ended).
+    const [live] = await this.edge.sandboxes({ ids: [id] });
+    if (live) {
+      if (rec && rec.lastActivityAt !== live.lastActivityMs) this.store.updateSandbox(id, { lastActivityAt: live.lastActivityMs });
+      await this.edge.destroy(id);
+    }
     this.store.deleteExecRequests(id);
   }
 
@@ -390,48 +408,6 @@ export class SandboxService {
     this.stop(id, 'stopped').catch((e: unknown) => this.o.logger.warn('expire failed', { id, error: String(e) }));
   }
 
-  /** Commands being started for a requestId (sandbox id, NUL, requestId): a concurrent retry waits for the same one. */
-  private readonly starting = new Map<string, Promise<Command>>();
-
-  /**
-   * Starts a command, or finds the one an earlier request with the same requestId started. The
-   * requestId and the command's id are stored before the command starts (intent first): a
-   * retry after a crash or a Warren restart, when the command's output is gone, fails with
-   * conflict instead of running the command a second time. A command that could not be
-   * started at all gives its requestId back.
-   */
-  async exec(caller: Caller, id: string, req: ExecRequest): Promise<Command> {
-    const sid = this.live(caller, id).id;
-    const rid = req.requestId;
-    if (rid === undefined) return this.edge.exec(sid, req);
-    const key = `${sid}\0${rid}`;
-    const inFlight = this.starting.get(key);
-    if (inFlight) return inFlight;
-    const commandId = newCommandId();
-    if (!this.store.putExecRequest(sid, rid, commandId)) {
-      const prev = this.store.execRequest(sid, rid) ?? '';
-      if (this.edge.hasCommand(sid, prev)) return this.edge.exec(sid, req);
-      throw new WarrenError('conflict', `requestId "${rid}" already ran as ${prev}, whose output is no longer kept`, { requestId: rid, commandId: prev });
-    }
-    this.o.failpoint?.('exec:stored');
-    const started = this.edge.exec(sid, req, commandId).then(
-      (cmd) => {
-        this.o.failpoint?.('exec:started');
-        return cmd;
-      },
-      (e: unknown) => {
-        this.store.deleteExecRequest(sid, rid);
-        throw e;
-      },
-    );
-    this.starting.set(key, started);
-    try {
-      return await started;
-    } finally {
-      this.starting.delete(key);
-    }
-  }
-
   /** Called by the edge when a sandbox's processes died under it. */
   died(id: string): void {
     this.stop(id, 'failed', { code: 'unavailable', message: 'the sandbox stopped on its own (its init exited or was killed, e.g. out of memory)' }).catch(
@@ -439,10 +415,10 @@ export class SandboxService {
     );
   }
 
-  setTimeout(caller: Caller, id: string, ttlSeconds: number): SandboxRecord {
+  async setTimeout(caller: Caller, id: string, ttlSeconds: number): Promise<SandboxRecord> {
     const rec = this.live(caller, id);
     const expiresAt = (this.o.now ?? Date.now)() + ttlSeconds * 1000;
-    this.edge.setExpiry(id, expiresAt);
+    await this.edge.setExpiry(id, expiresAt);
     this.store.updateSandbox(id, { expiresAt });
     return { ...rec, expiresAt };
   }
@@ -461,7 +437,9 @@ export class SandboxService {
 
   /** Applies pause, resume or delete to every live sandbox of the caller with all these labels. */
   async batch(caller: Caller, op: 'pause' | 'resume' | 'delete', labels: Record<string, string>): Promise<number> {
-    const recs = this.store.listSandboxes({ tenant: caller.tenant, labels: Object.entries(labels), limit: 100_000 }).filter((r) => this.edge.has(r.id));
+    const all = this.store.listSandboxes({ tenant: caller.tenant, labels: Object.entries(labels), limit: 100_000 });
+    const live = new Set((await this.edge.sandboxes({ ids: all.map((r) => r.id) })).map((x) => x.id));
+    const recs = all.filter((r) => live.has(r.id));
     let n = 0;
     for (let i = 0; i < recs.length; i += 16) {
       const results = await Promise.allSettled(
@@ -509,11 +487,18 @@ export class SandboxService {
   }
 
   /** Writes the edge's in-memory activity times back to the store (cheap; called periodically). */
-  flushActivity(): void {
-    for (const id of this.edge.ids()) {
-      const t = this.edge.lastActivity(id);
+  async flushActivity(): Promise<void> {
+    for (const { id, lastActivityMs: t } of await this.edge.sandboxes()) {
       const rec = this.store.getSandbox(id);
-      if (t !== null && rec && rec.lastActivityAt !== t) this.store.updateSandbox(id, { lastActivityAt: t });
+      if (rec && rec.lastActivityAt !== t) this.store.updateSandbox(id, { lastActivityAt: t });
     }
+  }
+
+  /** Where the node reaches a port of the caller's sandbox (its address; counts as activity). */
+  async portAddress(caller: Caller, id: string): Promise<string> {
+    const sid = this.live(caller, id).id;
+    const host = await this.edge.portAddress(sid);
+    if (!host) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: nothing can reach its ports', { id: sid });
+    return host;
   }
 }

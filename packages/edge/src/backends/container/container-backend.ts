@@ -3,7 +3,7 @@ import { chown, mkdir, readdir, readFile, rm, rmdir, unlink, writeFile } from 'n
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
-import type { IdMap, LayerStore } from '@warren/images';
+import type { IdMap, LayerInfo, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
 import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
@@ -390,11 +390,15 @@ export class ContainerBackend implements Backend {
     return join(this.dir(id), 'upper');
   }
 
+  async commit(id: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo> {
+    return this.withUpperDir(id, (dir) => this.o.store.addLayerDir(dir, opts.exclude, opts.excludeRegex));
+  }
+
   /**
    * The writable layer's files are owned by the sandbox's range: an idmapped view shows them in
    * the range layers are stored in, so a commit makes the same layer whichever sandbox it came from.
    */
-  async withUpperDir<T>(id: string, fn: (dir: string) => Promise<T>): Promise<T> {
+  private async withUpperDir<T>(id: string, fn: (dir: string) => Promise<T>): Promise<T> {
     const range = this.rangeOf.get(id);
     if (!range || range.hostStart === this.o.idMap.hostStart) return fn(this.upperDir(id));
     const view = join(this.o.dataDir, 'mnt', 'commit', id);

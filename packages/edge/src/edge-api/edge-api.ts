@@ -1,0 +1,136 @@
+import type { ExecEvent, ExecRequest, ExitEvent, FileEntry, NetworkPolicy } from '@warren/api';
+import type { LayerInfo } from '@warren/images';
+import type { EdgeCapacity } from '../lifecycle/admission.js';
+import type { EdgeSandboxSpec, EdgeSandboxState } from '../lifecycle/edge-spec.js';
+import type { EdgeEvent } from '../lifecycle/events.js';
+import type { FnCallOutcome, FnCallSpec } from '../fn/fn-call.js';
+
+export type { EdgeEvent } from '../lifecycle/events.js';
+
+/** What a node is and promises: it does not change while the edge runs. */
+export interface EdgeInfo {
+  nodeId: string;
+  capacity: EdgeCapacity;
+  /** Whether sandboxes can have a network beyond loopback. */
+  networking: boolean;
+  /** The largest file a write or an archive may put into a sandbox, in bytes. */
+  maxFileBytes: number;
+}
+
+/** What the node carries now (see Edge.usage, requested and used). */
+export interface EdgeLoad {
+  /** What admission counts: running sandboxes' requests, paused ones' resident memory. */
+  committed: { cpu: number; memoryMiB: number };
+  /** What the sandboxes requested in all, paused ones included. */
+  requested: { cpu: number; memoryMiB: number };
+  /** What they really use (cgroup totals); only when asked for. */
+  used: { cpu: number; memoryMiB: number; swapMiB: number } | null;
+  sandboxes: number;
+  paused: number;
+}
+
+/** A file handed over at create, whole. */
+export interface EdgeFile {
+  path: string;
+  content: Buffer;
+  mode?: number;
+}
+
+/** A command's events as it runs, from its start (or the offset asked for) to its exit or error. */
+export interface CommandStream {
+  commandId: string;
+  /** The command runs on when the reader stops (breaks out of the loop). */
+  events: AsyncIterable<ExecEvent>;
+}
+
+/** A command run to its end, with its whole retained output. */
+export interface CommandResult {
+  commandId: string;
+  stdout: string;
+  stderr: string;
+  /** Its exit, or why it could not be run to one. */
+  end: ExitEvent | { type: 'error'; error: { code: string; message: string } };
+}
+
+/** A file's bytes, streamed (in and out). */
+export type FileBody = AsyncIterable<Uint8Array>;
+
+/**
+ * The only way anything reaches an edge: every call async, plain data in and out (no closures,
+ * no live objects, no host paths), streams for command output and file bodies, and one numbered
+ * event stream from the edge. Implemented in-process (localEdgeApi) and over HTTP (EdgeApiServer,
+ * RemoteEdgeApi); sandbox calls answer `conflict` for a sandbox that is not live on the node.
+ */
+export interface EdgeApi {
+  info(): Promise<EdgeInfo>;
+  /** `used`: also read what the sandboxes really use (cgroup files; a few ms). */
+  load(opts?: { used?: boolean }): Promise<EdgeLoad>;
+  /** Throws resource_exhausted when the node cannot take a sandbox this size now. */
+  admit(resources: EdgeSandboxSpec['resources']): Promise<void>;
+
+  // ---- sandboxes ----
+  /** Starts a sandbox, applies its user, workdir and files, and answers when it is ready. */
+  create(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<void>;
+  /** Hands a running (pool's) sandbox to a caller: its env, user, workdir and lifetime become `spec`'s. */
+  claim(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<void>;
+  /** Takes back a sandbox that ran before the edge restarted; false when it is gone. */
+  adopt(spec: EdgeSandboxSpec): Promise<boolean>;
+  /** Stops a sandbox and removes what it left (also one the edge does not hold: leftovers). */
+  destroy(id: string): Promise<void>;
+  /** The live ones of these sandboxes (all when `ids` is absent); `usage`: with CPU, memory and network counters. */
+  sandboxes(q?: { ids?: string[]; usage?: boolean }): Promise<EdgeSandboxState[]>;
+  setExpiry(id: string, expiresAtMs: number | null): Promise<void>;
+  pause(id: string): Promise<void>;
+  resume(id: string): Promise<void>;
+  setNetwork(id: string, policy: NetworkPolicy): Promise<void>;
+  /** Where the node reaches the sandbox's ports (its link address; null: loopback only); counts as activity. */
+  portAddress(id: string): Promise<string | null>;
+  /** The sandbox's changes as a new layer, pinned in the node's layer store until it is named. */
+  commit(id: string, opts: { exclude?: string[] }): Promise<LayerInfo>;
+  /** Ids the backends hold on disk that no live sandbox owns, removed. */
+  removeLeftovers(): Promise<string[]>;
+
+  // ---- commands and sessions ----
+  /** Starts a command (or finds the one its requestId started) and follows it from its start. */
+  exec(id: string, req: ExecRequest, commandId?: string): Promise<CommandStream>;
+  /** Starts a command (or finds the one its requestId started) and answers at its end. */
+  run(id: string, req: ExecRequest, commandId?: string): Promise<CommandResult>;
+  /** Starts a command (or finds the one its requestId started); answers its id. */
+  start(id: string, req: ExecRequest, commandId?: string): Promise<string>;
+  /** Waits for a command's end; not_found for one the edge forgot. */
+  result(id: string, commandId: string): Promise<CommandResult>;
+  /** Follows a command from byte `offset` of its combined output; not_found for one the edge forgot. */
+  follow(id: string, commandId: string, offset: number): Promise<CommandStream>;
+  hasCommand(id: string, commandId: string): Promise<boolean>;
+  signal(id: string, commandId: string, signal: string): Promise<void>;
+  /** Writes to a command's stdin; `eof` closes it after. */
+  stdin(id: string, commandId: string, data: Buffer, eof: boolean): Promise<void>;
+  createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string>;
+  deleteSession(id: string, sessionId: string): Promise<void>;
+  fnCall(id: string, spec: FnCallSpec): Promise<FnCallOutcome>;
+
+  // ---- files (paths resolve inside the sandbox) ----
+  readFile(id: string, path: string): Promise<FileBody>;
+  writeFile(id: string, path: string, body: FileBody, mode?: number): Promise<void>;
+  statPath(id: string, path: string): Promise<FileEntry>;
+  listDir(id: string, path: string, depth: number): Promise<FileEntry[]>;
+  removePath(id: string, path: string, recursive: boolean): Promise<void>;
+  makeDir(id: string, path: string): Promise<void>;
+  movePath(id: string, from: string, to: string): Promise<void>;
+  putArchive(id: string, dir: string, body: FileBody): Promise<void>;
+  getArchive(id: string, dir: string): Promise<FileBody>;
+
+  // ---- the node ----
+  /** Layer digests the live sandboxes stand on (garbage collection keeps them). */
+  layersInUse(): Promise<string[]>;
+  /** Lets go of layers removed from the store (unmounts them). */
+  forgetLayers(digests: string[]): Promise<void>;
+  /** Per-sandbox network counters, Prometheus text. */
+  networkMetrics(): Promise<string>;
+  /** Runs what is due by the edge's clock now (TTLs, idle timeouts, idle pauses); answers the number of the last event it led to. */
+  sweep(): Promise<{ lastEventSeq: number }>;
+  /** The edge's events numbered above `after` (none: from now on), until the reader stops. */
+  events(after?: number): AsyncIterable<EdgeEvent>;
+  /** Stops the edge; `keep` leaves its sandboxes running for the next start to adopt. */
+  close(opts: { keep: boolean }): Promise<void>;
+}

@@ -1,0 +1,244 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'node:http';
+import type { ExecEvent } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import type { EdgeApi } from './edge-api.js';
+import type { EdgeEvent } from '../lifecycle/events.js';
+import { EdgeEvents } from '../lifecycle/events.js';
+import { pushIterable } from '../util/push-iterable.js';
+import { serveEdgeApi } from './http-server.js';
+import { remoteEdgeApi } from './http-client.js';
+import { EDGE_CALLS } from './wire.js';
+
+/** A strict fake edge: the calls a test names, every other one throws. */
+function fakeEdge(calls: Partial<EdgeApi>): EdgeApi {
+  return new Proxy(calls as EdgeApi, {
+    get(target, name: string) {
+      const f = (target as unknown as Record<string, unknown>)[name];
+      if (f) return f;
+      return () => {
+        throw new Error(`unexpected edge call ${name}`);
+      };
+    },
+  });
+}
+
+async function serve(api: EdgeApi, token = 'tok'): Promise<{ remote: ReturnType<typeof remoteEdgeApi>; socketPath: string; close(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-edge-api-'));
+  const socketPath = join(dir, 'edge.sock');
+  const server = serveEdgeApi(api, { token });
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  const remote = remoteEdgeApi({ socketPath, token });
+  return {
+    remote,
+    socketPath,
+    close: async () => {
+      remote.disconnect();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+test('every EdgeApi call has a way over the wire, and the remote client has each one', async () => {
+  const t = await serve(fakeEdge({}));
+  try {
+    for (const name of Object.keys(EDGE_CALLS)) assert.equal(typeof (t.remote as unknown as Record<string, unknown>)[name], 'function', name);
+  } finally {
+    await t.close();
+  }
+});
+
+test('unary calls carry plain data and bytes both ways; left-out arguments stay left out; errors keep code, message and details', async () => {
+  const seen: unknown[][] = [];
+  const t = await serve(
+    fakeEdge({
+      create: async (spec, files) => {
+        seen.push([spec, files]);
+      },
+      fnCall: async (_id, spec) => ({
+        stdout: Buffer.concat([spec.stdin ?? Buffer.alloc(0), Buffer.from([0, 255])]),
+        stderr: Buffer.alloc(0),
+        exitCode: 0,
+        signal: null,
+        timedOut: false,
+        truncated: false,
+      }),
+      start: async (id, req, commandId) => {
+        seen.push([id, req, commandId]);
+        return commandId ?? 'cmd_default';
+      },
+      pause: async (id) => {
+        throw new WarrenError('conflict', `sandbox ${id} is stopped`, { id, state: 'stopped' });
+      },
+      resume: async () => {
+        throw new Error('a raw failure with /host/paths in it');
+      },
+    }),
+  );
+  try {
+    const spec = {
+      id: 'sb_1',
+      layers: ['sha256:aa'],
+      resources: { cpu: 1, memoryMiB: 64, pids: 8 },
+      env: { A: 'b' },
+      user: null,
+      workdir: null,
+      expiresAtMs: null,
+      idleTimeoutMs: null,
+      lastActivityMs: 5,
+      paused: false,
+    };
+    await t.remote.create(spec, [{ path: '/x', content: Buffer.from([1, 2, 3]), mode: 0o600 }]);
+    assert.deepEqual(seen[0], [spec, [{ path: '/x', content: Buffer.from([1, 2, 3]), mode: 0o600 }]]);
+    assert.ok(Buffer.isBuffer((seen[0][1] as Array<{ content: unknown }>)[0]!.content));
+    const out = await t.remote.fnCall('sb_1', {
+      language: 'bash',
+      code: 'cat',
+      stdin: Buffer.from('in'),
+      env: [],
+      cwd: '/',
+      timeoutMs: 1000,
+      files: [],
+    } as never);
+    assert.deepEqual(out.stdout, Buffer.from([0x69, 0x6e, 0, 255]));
+    assert.equal(await t.remote.start('sb_1', { cmd: 'true' }), 'cmd_default');
+    assert.equal(seen[1]!.length, 3);
+    assert.equal(seen[1]![2], undefined);
+    await assert.rejects(
+      t.remote.pause('sb_9'),
+      (e: WarrenError) => e instanceof WarrenError && e.code === 'conflict' && e.message === 'sandbox sb_9 is stopped' && e.details.state === 'stopped',
+    );
+    await assert.rejects(t.remote.resume('sb_9'), (e: WarrenError) => e.code === 'internal' && !e.message.includes('/host'));
+  } finally {
+    await t.close();
+  }
+});
+
+test('file bodies stream in and out; a missing file fails before any byte', async () => {
+  let written = Buffer.alloc(0);
+  const big = Buffer.alloc(3 * 2 ** 20, 7);
+  const t = await serve(
+    fakeEdge({
+      writeFile: async (id, path, body, mode) => {
+        const parts: Buffer[] = [];
+        for await (const c of body) parts.push(Buffer.from(c));
+        written = Buffer.concat(parts);
+        assert.deepEqual([id, path, mode], ['sb_1', '/data/ü', 0o644]);
+      },
+      readFile: async (_id, path) => {
+        if (path === '/nope') throw new WarrenError('not_found', 'no such file', { path });
+        return (async function* () {
+          yield big.subarray(0, 2 ** 20);
+          yield big.subarray(2 ** 20);
+        })();
+      },
+    }),
+  );
+  try {
+    await t.remote.writeFile('sb_1', '/data/ü', [Buffer.from('he'), Buffer.from('llo')] as unknown as AsyncIterable<Uint8Array>, 0o644);
+    assert.equal(written.toString(), 'hello');
+    const parts: Buffer[] = [];
+    for await (const c of await t.remote.readFile('sb_1', '/big')) parts.push(Buffer.from(c));
+    assert.ok(Buffer.concat(parts).equals(big));
+    await assert.rejects(t.remote.readFile('sb_1', '/nope'), (e: WarrenError) => e.code === 'not_found' && e.details.path === '/nope');
+  } finally {
+    await t.close();
+  }
+});
+
+test('a command streams its events with its id; a reader that stops while nothing comes is not held', async () => {
+  const t = await serve(
+    fakeEdge({
+      exec: async () => ({
+        commandId: 'cmd_7',
+        events: pushIterable<ExecEvent>((push, end) => {
+          push({ type: 'stdout', data: 'a\n' });
+          push({ type: 'exit', exitCode: 0, signal: null, durationMs: 1, timedOut: false, truncated: false });
+          end();
+          return () => undefined;
+        }),
+      }),
+      follow: async () => ({ commandId: 'cmd_8', events: pushIterable<ExecEvent>(() => () => undefined) }),
+    }),
+  );
+  try {
+    const s = await t.remote.exec('sb_1', { cmd: 'echo a' });
+    assert.equal(s.commandId, 'cmd_7');
+    const evs: ExecEvent[] = [];
+    for await (const ev of s.events) evs.push(ev);
+    assert.deepEqual(
+      evs.map((e) => e.type),
+      ['stdout', 'exit'],
+    );
+    const silent = await t.remote.follow('sb_1', 'cmd_8', 0);
+    const it = silent.events[Symbol.asyncIterator]();
+    const pending = it.next();
+    await new Promise((r) => setTimeout(r, 20));
+    await it.return?.();
+    assert.deepEqual(await pending, { value: undefined, done: true });
+  } finally {
+    await t.close();
+  }
+});
+
+test('events arrive in order from the number asked for; stopping the reader ends the stream at once', async () => {
+  const ev = new EdgeEvents();
+  ev.emit({ type: 'died', id: 'sb_0' });
+  const t = await serve(fakeEdge({ events: (after) => pushIterable<EdgeEvent>((push) => ev.subscribe(push, after ?? ev.last)) }));
+  try {
+    const it = t.remote.events(0)[Symbol.asyncIterator]();
+    const first = await it.next();
+    assert.deepEqual(first.value, { type: 'died', id: 'sb_0', seq: 1 });
+    const second = it.next();
+    ev.emit({ type: 'expired', id: 'sb_1', reason: 'ttl' });
+    assert.deepEqual((await second).value, { type: 'expired', id: 'sb_1', reason: 'ttl', seq: 2 });
+    const third = it.next();
+    await it.return?.();
+    assert.equal((await third).done, true);
+  } finally {
+    await t.close();
+  }
+});
+
+test('a call without the token is refused, and the edge is not called', async () => {
+  let called = false;
+  const t = await serve(
+    fakeEdge({
+      info: async () => {
+        called = true;
+        return {
+          nodeId: 'n',
+          capacity: { cpu: 1, memoryMiB: 1, sandboxes: 1, maxCpuPerSandbox: 1, maxMemoryMiBPerSandbox: 1 },
+          networking: false,
+          maxFileBytes: 1,
+        };
+      },
+    }),
+  );
+  try {
+    const wrong = remoteEdgeApi({ socketPath: t.socketPath, token: 'not-it' });
+    await assert.rejects(wrong.info(), (e: WarrenError) => e.code === 'unauthenticated');
+    wrong.disconnect();
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request({ socketPath: t.socketPath, method: 'POST', path: '/edge/v1/info' }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.once('error', reject);
+      req.end('[]');
+    });
+    assert.equal(status, 401);
+    assert.equal(called, false);
+    assert.equal((await t.remote.info()).nodeId, 'n');
+  } finally {
+    await t.close();
+  }
+});

@@ -1,0 +1,107 @@
+import type { ExecEvent } from '@warren/api';
+import type { Command } from '../lifecycle/command.js';
+import type { Edge } from '../lifecycle/edge.js';
+import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
+import type { EdgeEvent } from '../lifecycle/events.js';
+import { pushIterable } from '../util/push-iterable.js';
+import type { CommandResult, CommandStream, EdgeApi } from './edge-api.js';
+
+/** A command's events from byte `offset` on, until its exit or error (the command runs on if the reader stops). */
+export function commandEvents(cmd: Command, offset: number): AsyncIterable<ExecEvent> {
+  return pushIterable((push, end) =>
+    cmd.follow(offset, (ev) => {
+      push(ev);
+      if (ev.type === 'exit' || ev.type === 'error') end();
+    }),
+  );
+}
+
+/** A command run to its end, with its whole retained output. */
+export async function commandResult(cmd: Command): Promise<CommandResult> {
+  const end = await cmd.wait();
+  const done =
+    end.type === 'exit' || end.type === 'error' ? end : ({ type: 'error', error: { code: 'internal', message: 'command ended without exit' } } as const);
+  return { commandId: cmd.id, stdout: cmd.text('stdout'), stderr: cmd.text('stderr'), end: done };
+}
+
+/**
+ * A copy of a spec, as the network would deliver it: the edge keeps and changes the spec it is
+ * given, and that must never reach back into the caller's objects.
+ */
+const copy = (spec: EdgeSandboxSpec): EdgeSandboxSpec => structuredClone(spec);
+
+/** The edge in this process, behind the EdgeApi (what `warren up` uses by default). */
+export function localEdgeApi(edge: Edge): EdgeApi {
+  return {
+    info: async () => ({ nodeId: edge.nodeId, capacity: edge.capacity(), networking: edge.networking, maxFileBytes: edge.maxFileBytes }),
+    load: async (opts = {}) => {
+      const u = edge.usage();
+      return {
+        committed: { cpu: u.cpu, memoryMiB: u.memoryMiB },
+        requested: edge.requested(),
+        used: opts.used ? await edge.used() : null,
+        sandboxes: u.sandboxes,
+        paused: u.paused,
+      };
+    },
+    admit: async (r) => edge.admit(r),
+    create: (spec, files) => edge.create(copy(spec), files),
+    claim: (spec, files) => edge.claim(copy(spec), files),
+    adopt: (spec) => edge.adopt(copy(spec)),
+    destroy: (id) => edge.destroy(id),
+    sandboxes: (q) => edge.states(q),
+    setExpiry: async (id, ms) => edge.setExpiry(id, ms),
+    pause: (id) => edge.pause(id),
+    resume: (id) => edge.resume(id),
+    setNetwork: (id, p) => edge.setNetwork(id, p),
+    portAddress: async (id) => {
+      await edge.markActive(id);
+      return edge.sandboxAddress(id);
+    },
+    commit: (id, opts) => edge.commit(id, opts),
+    removeLeftovers: () => edge.removeLeftovers(),
+
+    exec: async (id, req, commandId): Promise<CommandStream> => {
+      const cmd = await edge.exec(id, req, commandId);
+      return { commandId: cmd.id, events: commandEvents(cmd, 0) };
+    },
+    run: async (id, req, commandId) => commandResult(await edge.exec(id, req, commandId)),
+    start: async (id, req, commandId) => (await edge.exec(id, req, commandId)).id,
+    result: async (id, commandId) => commandResult(edge.command(id, commandId)),
+    follow: async (id, commandId, offset) => ({ commandId, events: commandEvents(edge.command(id, commandId), offset) }),
+    hasCommand: async (id, commandId) => edge.hasCommand(id, commandId),
+    signal: async (id, commandId, sig) => edge.command(id, commandId).signal(sig),
+    stdin: async (id, commandId, data, eof) => {
+      const cmd = edge.command(id, commandId);
+      if (data.length) cmd.writeStdin(data);
+      if (eof) cmd.closeStdin();
+    },
+    createSession: (id, p) => edge.createSession(id, p),
+    deleteSession: (id, s) => edge.deleteSession(id, s),
+    fnCall: (id, spec) => edge.fnCall(id, spec),
+
+    readFile: (id, path) => edge.files.read(id, path),
+    writeFile: (id, path, body, mode) => edge.files.write(id, path, body as AsyncIterable<Buffer>, mode),
+    statPath: (id, path) => edge.files.stat(id, path),
+    listDir: (id, path, depth) => edge.files.list(id, path, depth),
+    removePath: (id, path, recursive) => edge.files.remove(id, path, recursive),
+    makeDir: (id, path) => edge.files.mkdir(id, path),
+    movePath: (id, from, to) => edge.files.move(id, from, to),
+    putArchive: (id, dir, body) => edge.files.putArchive(id, dir, body as AsyncIterable<Buffer>),
+    getArchive: (id, dir) => edge.files.getArchive(id, dir),
+
+    layersInUse: async () => [...edge.layersInUse()],
+    forgetLayers: (digests) => edge.forgetLayers(digests),
+    networkMetrics: () => edge.networkMetrics(),
+    sweep: async () => {
+      await edge.sweepNow();
+      return { lastEventSeq: edge.events.last };
+    },
+    events: (after) => {
+      // "From now on" means from this call, not from the first read.
+      const from = after ?? edge.events.last;
+      return pushIterable<EdgeEvent>((push) => edge.events.subscribe(push, from));
+    },
+    close: (opts) => edge.close(opts),
+  };
+}

@@ -1,0 +1,92 @@
+import type { ExecRequest } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import { newCommandId, type CommandResult, type CommandStream, type EdgeApi } from '@warren/edge';
+import type { Store } from '../store/store.js';
+import type { Caller, SandboxService } from './sandboxes.js';
+
+export interface CommandServiceOptions {
+  /** Named steps where a fault-injection test crashes the process (see WarrenOptions.crashAt). */
+  failpoint?: (step: string) => void;
+}
+
+/** Commands and shell sessions in the caller's live sandboxes, on their edge. */
+export class CommandService {
+  /** Commands being started for a requestId (sandbox id, NUL, requestId): a concurrent retry waits for the same one. */
+  private readonly starting = new Map<string, Promise<string>>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly edge: EdgeApi,
+    private readonly sandboxes: SandboxService,
+    private readonly o: CommandServiceOptions = {},
+  ) {}
+
+  /**
+   * Starts a command, or finds the one an earlier request with the same requestId started, and
+   * follows it (`wait`: answers at its end, with its output). The requestId and the command's id
+   * are stored before the command starts (intent first): a retry after a crash or a restart,
+   * when the command's output is gone, fails with conflict instead of running the command a
+   * second time. A command that could not be started at all gives its requestId back.
+   */
+  exec(caller: Caller, id: string, req: ExecRequest, wait: true): Promise<CommandResult>;
+  exec(caller: Caller, id: string, req: ExecRequest, wait: false): Promise<CommandStream>;
+  async exec(caller: Caller, id: string, req: ExecRequest, wait: boolean): Promise<CommandResult | CommandStream> {
+    const sid = this.sandboxes.live(caller, id).id;
+    const rid = req.requestId;
+    // Without a requestId: one call to the edge, which starts the command and follows it.
+    if (rid === undefined) return wait ? this.edge.run(sid, req) : this.edge.exec(sid, req);
+    const commandId = await this.startOnce(sid, rid, req);
+    return wait ? this.edge.result(sid, commandId) : this.edge.follow(sid, commandId, 0);
+  }
+
+  /** Starts the command of a requestId once (see exec); answers its id. */
+  private async startOnce(sid: string, rid: string, req: ExecRequest): Promise<string> {
+    const key = `${sid}\0${rid}`;
+    const inFlight = this.starting.get(key);
+    if (inFlight) return inFlight;
+    const commandId = newCommandId();
+    if (!this.store.putExecRequest(sid, rid, commandId)) {
+      const prev = this.store.execRequest(sid, rid) ?? '';
+      if (await this.edge.hasCommand(sid, prev)) return prev;
+      throw new WarrenError('conflict', `requestId "${rid}" already ran as ${prev}, whose output is no longer kept`, { requestId: rid, commandId: prev });
+    }
+    this.o.failpoint?.('exec:stored');
+    const started = this.edge.start(sid, req, commandId).then(
+      (cid) => {
+        this.o.failpoint?.('exec:started');
+        return cid;
+      },
+      (e: unknown) => {
+        this.store.deleteExecRequest(sid, rid);
+        throw e;
+      },
+    );
+    this.starting.set(key, started);
+    try {
+      return await started;
+    } finally {
+      this.starting.delete(key);
+    }
+  }
+
+  /** A command's events from byte `offset` of its combined output. */
+  follow(caller: Caller, id: string, commandId: string, offset: number): Promise<CommandStream> {
+    return this.edge.follow(this.sandboxes.live(caller, id).id, commandId, offset);
+  }
+
+  signal(caller: Caller, id: string, commandId: string, signal: string): Promise<void> {
+    return this.edge.signal(this.sandboxes.live(caller, id).id, commandId, signal);
+  }
+
+  stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {
+    return this.edge.stdin(this.sandboxes.live(caller, id).id, commandId, data, eof);
+  }
+
+  createSession(caller: Caller, id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
+    return this.edge.createSession(this.sandboxes.live(caller, id).id, p);
+  }
+
+  deleteSession(caller: Caller, id: string, sessionId: string): Promise<void> {
+    return this.edge.deleteSession(this.sandboxes.live(caller, id).id, sessionId);
+  }
+}

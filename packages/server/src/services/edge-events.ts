@@ -1,0 +1,61 @@
+import type { EdgeApi, EdgeEvent } from '@warren/edge';
+
+/**
+ * Reads an edge's event stream and hands each event to `handle`, in order, until stopped.
+ * `reached(seq)` resolves once the events up to `seq` are handled (what a sweep waits for).
+ */
+export class EdgeEventReader {
+  private seen = 0;
+  private ended = false;
+  private readonly waiting: Array<{ seq: number; resolve: () => void }> = [];
+  private readonly it: AsyncIterator<EdgeEvent>;
+  private readonly done: Promise<void>;
+
+  constructor(
+    edge: EdgeApi,
+    private readonly handle: (ev: EdgeEvent) => void,
+    private readonly logger: { warn(msg: string, meta?: unknown): void },
+  ) {
+    this.it = edge.events()[Symbol.asyncIterator]();
+    this.done = this.run();
+  }
+
+  private async run(): Promise<void> {
+    for (;;) {
+      let r: IteratorResult<EdgeEvent>;
+      try {
+        r = await this.it.next();
+      } catch (e) {
+        this.logger.warn('the edge event stream failed', { error: String(e) });
+        break;
+      }
+      if (r.done) break;
+      try {
+        this.handle(r.value);
+      } catch (e) {
+        this.logger.warn('an edge event was not handled', { event: r.value, error: String(e) });
+      }
+      this.seen = r.value.seq;
+      for (let i = this.waiting.length - 1; i >= 0; i--) {
+        const w = this.waiting[i]!;
+        if (w.seq <= this.seen) {
+          this.waiting.splice(i, 1);
+          w.resolve();
+        }
+      }
+    }
+    this.ended = true;
+    for (const w of this.waiting.splice(0)) w.resolve();
+  }
+
+  /** Resolves once the events numbered up to `seq` are handled (or the stream ended). */
+  reached(seq: number): Promise<void> {
+    if (seq <= this.seen || this.ended) return Promise.resolve();
+    return new Promise((resolve) => this.waiting.push({ seq, resolve }));
+  }
+
+  async stop(): Promise<void> {
+    await this.it.return?.();
+    await this.done;
+  }
+}
