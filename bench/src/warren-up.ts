@@ -15,13 +15,17 @@ export interface BenchNode {
 /**
  * Starts `warren up` on a free port with `dataDir` and extra flags (`--images` default:
  * busybox and debian-python); resolves once it serves. Its stderr goes to ours when `logs`;
- * `cli`: another checkout's built CLI (default: this one's).
+ * `cli`: another checkout's built CLI (default: this one's); `env`: more of its environment.
  */
-export async function startWarrenUp(dataDir: string, args: string[] = [], opts: { logs?: boolean; cli?: string } = {}): Promise<BenchNode> {
+export async function startWarrenUp(
+  dataDir: string,
+  args: string[] = [],
+  opts: { logs?: boolean; cli?: string; env?: Record<string, string> } = {},
+): Promise<BenchNode> {
   const key = 'bench-key';
   const images = args.includes('--images') ? [] : ['--images', 'busybox:latest,debian-python:latest'];
   const child = spawn(process.execPath, [opts.cli ?? CLI, 'up', '--port', '0', '--data-dir', dataDir, ...images, ...args], {
-    env: { ...process.env, WARREN_API_KEY: key },
+    env: { ...process.env, ...opts.env, WARREN_API_KEY: key },
     stdio: ['ignore', 'pipe', opts.logs ? 'inherit' : 'ignore'],
   });
   const url = await new Promise<string>((resolve, reject) => {

@@ -1,3 +1,4 @@
+import type { AgentConnect } from '../init/call.js';
 import type { LayerInfo } from '@warren/images';
 import type { Resources } from '@warren/api';
 
@@ -21,10 +22,11 @@ export interface SandboxStats {
   swapBytes: number;
 }
 
-/** What a running sandbox exposes to the edge: the socket of its init. */
+/** What a running sandbox exposes to the edge: a way to its agent (the init). */
 export interface BackendSandbox {
   id: string;
-  initSocket: string;
+  /** A new connection to the sandbox's agent, one per call (the init serves many at once). */
+  connect: AgentConnect;
   /** Host pid of the sandbox's init, to notice when it dies (null if unknown). */
   initPid: number | null;
   /** Its start time (clock ticks after boot): with the pid, it names the process even after the pid is reused. */

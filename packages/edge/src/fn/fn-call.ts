@@ -1,6 +1,6 @@
 import { constants } from 'node:os';
 import { WarrenError } from '@warren/api';
-import { InitCall, failure } from '../init/call.js';
+import { InitCall, failure, type AgentConnect } from '../init/call.js';
 import { REPLY, REQ, decodeFields, type Fields } from '../init/frame.js';
 
 /** One FnCall as the worker's init runs it (op F, docs/init-protocol.md). */
@@ -48,7 +48,7 @@ export function fnArgv(language: FnCallSpec['language'], code: string): string[]
 }
 
 /** Runs one call on a FnCall worker's init and collects its output. */
-export async function runFnCall(socket: string, spec: FnCallSpec): Promise<FnCallOutcome> {
+export async function runFnCall(agent: AgentConnect, spec: FnCallSpec): Promise<FnCallOutcome> {
   const zygote = spec.language === 'python' && spec.zygote !== false;
   const fields: Fields = [['l', zygote ? 'python' : 'exec']];
   // Python's code goes to the zygote as it is; argv is what runs where no zygote can.
@@ -58,7 +58,7 @@ export async function runFnCall(socket: string, spec: FnCallSpec): Promise<FnCal
   for (const e of spec.env) fields.push(['e', e]);
   if (spec.stdin?.length) fields.push(['I', spec.stdin]);
   for (const f of spec.files) fields.push(['P', f.path], ['B', f.content]);
-  const call = await InitCall.open(socket, REQ.fn, fields);
+  const call = await InitCall.open(agent, REQ.fn, fields);
   // The init kills a call at its timeout; a worker that answers nothing long after is broken.
   const guard = setTimeout(() => call.close(), spec.timeoutMs + 15_000);
   const out: Buffer[] = [];

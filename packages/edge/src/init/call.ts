@@ -1,4 +1,5 @@
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { WarrenError } from '@warren/api';
 import { REPLY, FrameDecoder, decodeFields, encodeFields, encodeFrame, type Fields, type Frame } from './frame.js';
 import { errnoError } from './errno.js';
@@ -6,19 +7,43 @@ import { errnoError } from './errno.js';
 const HIGH_WATER_FRAMES = 64;
 
 /**
+ * How the edge reaches a sandbox's agent (its init): a new duplex connection per call, whatever
+ * carries it (a Unix socket for a container, a vsock or a serial port for a VM).
+ */
+export type AgentConnect = () => Promise<Duplex>;
+
+/** An AgentConnect over a Unix socket the host sees (a container's init listens on one). */
+export function unixAgent(socketPath: string): AgentConnect {
+  return () =>
+    new Promise((resolve, reject) => {
+      const socket = connect(socketPath);
+      const onError = (e: Error): void => {
+        socket.destroy();
+        reject(new WarrenError('unavailable', 'sandbox init is not reachable', {}, { cause: e }));
+      };
+      socket.once('error', onError);
+      socket.once('connect', () => {
+        socket.off('error', onError);
+        socket.setNoDelay(true);
+        resolve(socket);
+      });
+    });
+}
+
+/**
  * One operation on warren-init: a connection, its request frame, then frames both ways.
  * Frames are read with {@link next}; the socket is paused while unread frames pile up, so a
  * slow reader holds the command back instead of growing memory.
  */
 export class InitCall {
-  private readonly socket: Socket;
+  private readonly socket: Duplex;
   private readonly decoder = new FrameDecoder();
   private queue: Frame[] = [];
   private waiter: ((f: Frame | null) => void) | null = null;
   private ended = false;
   private error: Error | null = null;
 
-  private constructor(socket: Socket) {
+  private constructor(socket: Duplex) {
     this.socket = socket;
     socket.on('data', (d: Buffer) => {
       let frames: Frame[];
@@ -35,23 +60,12 @@ export class InitCall {
     socket.on('close', () => this.finish());
   }
 
-  /** Connects to the init socket and sends the request. */
-  static open(socketPath: string, type: string, fields: Fields = []): Promise<InitCall> {
-    return new Promise((resolve, reject) => {
-      const socket = connect(socketPath);
-      const onError = (e: Error): void => {
-        socket.destroy();
-        reject(new WarrenError('unavailable', 'sandbox init is not reachable', {}, { cause: e }));
-      };
-      socket.once('error', onError);
-      socket.once('connect', () => {
-        socket.off('error', onError);
-        socket.setNoDelay(true);
-        const call = new InitCall(socket);
-        socket.write(encodeFrame(type, encodeFields(fields)));
-        resolve(call);
-      });
-    });
+  /** Connects to the sandbox's agent and sends the request. */
+  static async open(agent: AgentConnect, type: string, fields: Fields = []): Promise<InitCall> {
+    const socket = await agent();
+    const call = new InitCall(socket);
+    socket.write(encodeFrame(type, encodeFields(fields)));
+    return call;
   }
 
   send(type: string, payload?: Buffer): boolean {
@@ -163,12 +177,12 @@ export const SIMPLE_CALL_TIMEOUT_MS = 60_000;
 
 /** A one-shot request: open, send, wait for `x` (deadline_exceeded after `timeoutMs`). */
 export async function simpleCall(
-  socketPath: string,
+  agent: AgentConnect,
   type: string,
   fields: Fields,
   details: Record<string, unknown> = {},
   timeoutMs = SIMPLE_CALL_TIMEOUT_MS,
 ): Promise<Map<string, string[]>> {
-  const call = await InitCall.open(socketPath, type, fields);
+  const call = await InitCall.open(agent, type, fields);
   return finishCall(call.deadline(timeoutMs, type), details);
 }

@@ -1,6 +1,6 @@
 import type { FileEntry } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { InitCall, failure, finishCall, simpleCall } from './call.js';
+import { InitCall, failure, finishCall, simpleCall, type AgentConnect } from './call.js';
 import { REPLY, REQ, decodeFields, type Fields } from './frame.js';
 
 export interface StartParams {
@@ -13,14 +13,14 @@ export interface StartParams {
 }
 
 /** Starts a command; resolves once it runs (with its call for output, stdin and signals). */
-export async function startCommand(socket: string, p: StartParams): Promise<{ call: InitCall; pid: number }> {
+export async function startCommand(agent: AgentConnect, p: StartParams): Promise<{ call: InitCall; pid: number }> {
   const fields: Fields = p.argv.map((a) => ['a', a] as [string, string]);
   if (p.cwd) fields.push(['c', p.cwd]);
   for (const e of p.env) fields.push(['e', e]);
   if (p.user) fields.push(['U', p.user]);
   if (p.stdin) fields.push(['i', '1']);
   if (p.timeoutMs) fields.push(['t', String(p.timeoutMs)]);
-  const call = await InitCall.open(socket, REQ.exec, fields);
+  const call = await InitCall.open(agent, REQ.exec, fields);
   const f = await call.next().catch((e: unknown) => {
     call.close();
     throw e;
@@ -45,12 +45,12 @@ export interface SessionParams {
   user?: string;
 }
 
-export async function newSession(socket: string, p: SessionParams): Promise<string> {
+export async function newSession(agent: AgentConnect, p: SessionParams): Promise<string> {
   const fields: Fields = p.argv.map((a) => ['a', a] as [string, string]);
   if (p.cwd) fields.push(['c', p.cwd]);
   for (const e of p.env) fields.push(['e', e]);
   if (p.user) fields.push(['U', p.user]);
-  const call = await InitCall.open(socket, REQ.newSession, fields);
+  const call = await InitCall.open(agent, REQ.newSession, fields);
   try {
     const f = await call.next();
     if (f?.type === REPLY.session) return decodeFields(f.payload).get('i')?.[0] ?? '';
@@ -73,7 +73,7 @@ export interface SessionRunParams {
  * Runs a script in a session. The init acknowledges with `s` once the shell has the command, so
  * a busy or ended session fails here, before any output is streamed.
  */
-export async function runInSession(socket: string, p: SessionRunParams): Promise<InitCall> {
+export async function runInSession(agent: AgentConnect, p: SessionRunParams): Promise<InitCall> {
   const fields: Fields = [
     ['i', p.session],
     ['C', p.script],
@@ -81,7 +81,7 @@ export async function runInSession(socket: string, p: SessionRunParams): Promise
   for (const e of p.env) fields.push(['e', e]);
   if (p.cwd) fields.push(['c', p.cwd]);
   if (p.timeoutMs) fields.push(['t', String(p.timeoutMs)]);
-  const call = await InitCall.open(socket, REQ.sessionRun, fields);
+  const call = await InitCall.open(agent, REQ.sessionRun, fields);
   const f = await call.next().catch((e: unknown) => {
     call.close();
     throw e;
@@ -97,8 +97,8 @@ export async function runInSession(socket: string, p: SessionRunParams): Promise
   throw new WarrenError('unavailable', 'the sandbox init did not take the command');
 }
 
-export async function endSession(socket: string, session: string): Promise<void> {
-  await simpleCall(socket, REQ.endSession, [['i', session]], { sessionId: session });
+export async function endSession(agent: AgentConnect, session: string): Promise<void> {
+  await simpleCall(agent, REQ.endSession, [['i', session]], { sessionId: session });
 }
 
 function entry(f: Map<string, string[]>): FileEntry {
@@ -117,12 +117,12 @@ function entry(f: Map<string, string[]>): FileEntry {
   return e;
 }
 
-export async function statPath(socket: string, path: string): Promise<FileEntry> {
-  return entry(await simpleCall(socket, REQ.stat, [['p', path]], { path }));
+export async function statPath(agent: AgentConnect, path: string): Promise<FileEntry> {
+  return entry(await simpleCall(agent, REQ.stat, [['p', path]], { path }));
 }
 
-export async function listDir(socket: string, path: string, depth: number): Promise<FileEntry[]> {
-  const call = await InitCall.open(socket, REQ.list, [
+export async function listDir(agent: AgentConnect, path: string, depth: number): Promise<FileEntry[]> {
+  const call = await InitCall.open(agent, REQ.list, [
     ['p', path],
     ['d', String(depth)],
   ]);
@@ -133,22 +133,22 @@ export async function listDir(socket: string, path: string, depth: number): Prom
   return entries;
 }
 
-export async function removePath(socket: string, path: string, recursive: boolean): Promise<void> {
+export async function removePath(agent: AgentConnect, path: string, recursive: boolean): Promise<void> {
   const fields: Fields = [['p', path]];
   if (recursive) fields.push(['r', '1']);
   // A recursive delete of a big tree takes a while.
-  await simpleCall(socket, REQ.remove, fields, { path }, 10 * 60_000);
+  await simpleCall(agent, REQ.remove, fields, { path }, 10 * 60_000);
 }
 
-export async function makeDir(socket: string, path: string, user?: string): Promise<void> {
+export async function makeDir(agent: AgentConnect, path: string, user?: string): Promise<void> {
   const fields: Fields = [['p', path]];
   if (user) fields.push(['U', user]);
-  await simpleCall(socket, REQ.mkdir, fields, { path });
+  await simpleCall(agent, REQ.mkdir, fields, { path });
 }
 
-export async function movePath(socket: string, from: string, to: string): Promise<void> {
+export async function movePath(agent: AgentConnect, from: string, to: string): Promise<void> {
   await simpleCall(
-    socket,
+    agent,
     REQ.move,
     [
       ['p', from],
@@ -159,8 +159,8 @@ export async function movePath(socket: string, from: string, to: string): Promis
 }
 
 /** Streams a regular file out of the sandbox; the first chunk is awaited so errors come before any byte. */
-export async function openRead(socket: string, path: string): Promise<AsyncIterable<Buffer>> {
-  const call = await InitCall.open(socket, REQ.read, [['p', path]]);
+export async function openRead(agent: AgentConnect, path: string): Promise<AsyncIterable<Buffer>> {
+  const call = await InitCall.open(agent, REQ.read, [['p', path]]);
   const first = await call.next().catch((e: unknown) => {
     call.close();
     throw e;
@@ -187,7 +187,7 @@ export async function openRead(socket: string, path: string): Promise<AsyncItera
 
 /** Writes a file from a byte stream; fails with payload_too_large past `maxBytes` (the file is then removed). */
 export async function writeFileFrom(
-  socket: string,
+  agent: AgentConnect,
   path: string,
   data: AsyncIterable<Buffer> | Buffer,
   opts: { mode?: number; maxBytes: number; user?: string },
@@ -198,7 +198,7 @@ export async function writeFileFrom(
   ];
   if (opts.mode !== undefined) fields.push(['m', opts.mode.toString(8)]);
   if (opts.user) fields.push(['U', opts.user]);
-  const call = await InitCall.open(socket, REQ.write, fields);
+  const call = await InitCall.open(agent, REQ.write, fields);
   let size = 0;
   let tooBig = false;
   const pump = async (): Promise<void> => {
@@ -218,7 +218,7 @@ export async function writeFileFrom(
   };
   const [pumped, done] = await Promise.allSettled([pump(), finishCall(call, { path })]);
   if (tooBig) {
-    await removePath(socket, path, false).catch(() => undefined);
+    await removePath(agent, path, false).catch(() => undefined);
     throw new WarrenError('payload_too_large', `file is larger than ${opts.maxBytes} bytes`, { path, maxBytes: opts.maxBytes });
   }
   if (pumped.status === 'rejected') throw pumped.reason;
@@ -226,8 +226,8 @@ export async function writeFileFrom(
 }
 
 /** Checks that the init answers; resolves with its protocol version. */
-export async function hello(socket: string, timeoutMs = 5000): Promise<string> {
-  const call = (await InitCall.open(socket, REQ.hello, [])).deadline(timeoutMs, 'hello');
+export async function hello(agent: AgentConnect, timeoutMs = 5000): Promise<string> {
+  const call = (await InitCall.open(agent, REQ.hello, [])).deadline(timeoutMs, 'hello');
   try {
     const f = await call.next();
     if (f?.type !== REPLY.hello) throw new WarrenError('unavailable', 'the sandbox init did not answer hello');

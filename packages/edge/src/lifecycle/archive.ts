@@ -3,11 +3,12 @@ import * as ch from '../init/channel.js';
 import { failure, finishCall } from '../init/call.js';
 import { REPLY, REQ } from '../init/frame.js';
 import { PLATFORM_MOUNT } from '../init/platform.js';
+import type { AgentConnect } from '../init/call.js';
 
 const BUSYBOX = `${PLATFORM_MOUNT}/busybox`;
 
 /** Extracts a tar stream into a directory (made if missing) with the platform's own tar. */
-export async function extractArchive(sock: string, dir: string, body: AsyncIterable<Buffer>, o: { user?: string; maxBytes: number }): Promise<void> {
+export async function extractArchive(sock: AgentConnect, dir: string, body: AsyncIterable<Buffer>, o: { user?: string; maxBytes: number }): Promise<void> {
   await ch.makeDir(sock, dir, o.user);
   const { call } = await ch.startCommand(sock, {
     argv: [BUSYBOX, 'tar', '-x', '-f', '-', '-C', dir],
@@ -40,7 +41,7 @@ export async function extractArchive(sock: string, dir: string, body: AsyncItera
 }
 
 /** A tar stream of a directory. */
-export async function archiveStream(sock: string, dir: string): Promise<AsyncIterable<Buffer>> {
+export async function archiveStream(sock: AgentConnect, dir: string): Promise<AsyncIterable<Buffer>> {
   const st = await ch.statPath(sock, dir);
   if (st.type !== 'dir') throw new WarrenError('invalid_argument', `${dir} is not a directory`, { path: dir });
   const { call } = await ch.startCommand(sock, {

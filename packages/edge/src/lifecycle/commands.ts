@@ -70,7 +70,7 @@ export function pruneCommands(l: Live, now: number, keepMs: number): void {
 
 /** Starts a command in the sandbox (in a session, or on its own) and keeps it under `cmdId`. */
 export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, budgets: OutputBudget[], now: () => number = Date.now): Promise<Command> {
-  const sock = l.sb.initSocket;
+  const sock = l.sb.connect;
   const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   let call;
   if (req.session) {

@@ -20,7 +20,7 @@ class FakeBackend implements Backend {
   async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
     this.calls.push(`create ${spec.id}`);
     if (this.failCreate) throw new WarrenError('internal', 'runtime failed');
-    return { id: spec.id, initSocket: '/nonexistent', initPid: null, initStartTime: null };
+    return { id: spec.id, connect: () => Promise.reject(new Error('the fake has no agent')), initPid: null, initStartTime: null };
   }
   async adopt(): Promise<BackendSandbox | null> {
     throw new Error('unexpected adopt');

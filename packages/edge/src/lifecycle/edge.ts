@@ -5,7 +5,7 @@ import { WarrenError } from '@warren/api';
 import type { BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
-import { finishCall } from '../init/call.js';
+import { finishCall, type AgentConnect } from '../init/call.js';
 import { REPLY } from '../init/frame.js';
 import { envList } from './shell.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
@@ -128,7 +128,7 @@ export class Edge {
         // The node answers every DNS query a sandbox sends; its resolv.conf names its link's far
         // end. A file of the sandbox's own (not a mount: /etc stays movable); never committed.
         const conf = Buffer.from(`nameserver ${link.gateway}\noptions timeout:2 attempts:2\n`);
-        await ch.writeFileFrom(sb.initSocket, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
+        await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
       }
       await this.configure(sb, spec, files);
       await this.o.backend.started(spec.id);
@@ -148,18 +148,18 @@ export class Edge {
     const user = spec.user ?? undefined;
     if (user) {
       // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.
-      await ch.makeDir(sb.initSocket, '/', user).catch((e: unknown) => {
+      await ch.makeDir(sb.connect, '/', user).catch((e: unknown) => {
         throw e instanceof WarrenError && e.code === 'not_found'
           ? new WarrenError('invalid_argument', `user "${user}" does not exist in the image`, { user })
           : e;
       });
     }
     if (spec.workdir) {
-      await ch.makeDir(sb.initSocket, spec.workdir, user);
+      await ch.makeDir(sb.connect, spec.workdir, user);
       // The user works there: the workdir is theirs even when the image already had it.
-      if (user) await this.runAsRoot(sb.initSocket, [BUSYBOX, 'chown', user, spec.workdir]);
+      if (user) await this.runAsRoot(sb.connect, [BUSYBOX, 'chown', user, spec.workdir]);
     }
-    for (const f of files) await ch.writeFileFrom(sb.initSocket, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
+    for (const f of files) await ch.writeFileFrom(sb.connect, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
   }
 
   /**
@@ -181,8 +181,8 @@ export class Edge {
   }
 
   /** Runs a platform helper as root to completion; throws with its stderr if it fails. */
-  private async runAsRoot(socket: string, argv: string[]): Promise<void> {
-    const { call } = await ch.startCommand(socket, { argv, env: [], user: 'root', stdin: false, timeoutMs: 60_000 });
+  private async runAsRoot(agent: AgentConnect, argv: string[]): Promise<void> {
+    const { call } = await ch.startCommand(agent, { argv, env: [], user: 'root', stdin: false, timeoutMs: 60_000 });
     let stderr = '';
     const x = await finishCall(call, {}, (f) => {
       if (f.type === REPLY.stderr && stderr.length < 2048) stderr += f.payload.toString();
@@ -476,7 +476,7 @@ export class Edge {
     const l = await this.touch(id);
     if (!l.spec.fn) throw new WarrenError('internal', 'not a FnCall worker', { id });
     try {
-      return await runFnCall(l.sb.initSocket, spec);
+      return await runFnCall(l.sb.connect, spec);
     } finally {
       l.spec.lastActivityMs = this.now();
     }
@@ -493,7 +493,7 @@ export class Edge {
   async createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
     const l = await this.touch(id);
     const argv = [SHELL, '--noprofile', '--norc', '-i'];
-    const initId = await ch.newSession(l.sb.initSocket, {
+    const initId = await ch.newSession(l.sb.connect, {
       argv,
       cwd: p.cwd ?? l.spec.workdir ?? undefined,
       env: envList({ TERM: 'dumb' }, l.spec.env, p.env),
@@ -504,7 +504,7 @@ export class Edge {
 
   async deleteSession(id: string, sessionId: string): Promise<void> {
     const l = await this.touch(id);
-    await ch.endSession(l.sb.initSocket, parseSessionId(sessionId));
+    await ch.endSession(l.sb.connect, parseSessionId(sessionId));
   }
 
   // ---- housekeeping ----

@@ -2,6 +2,7 @@ import type { ExecRequest, FileEntry } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { BUSYBOX } from '../init/platform.js';
 import * as ch from '../init/channel.js';
+import type { AgentConnect } from '../init/call.js';
 import type { Command } from './command.js';
 import { archiveStream, extractArchive } from './archive.js';
 import type { Live } from './live.js';
@@ -20,8 +21,8 @@ export interface FileOpsDeps {
 export class SandboxFiles {
   constructor(private readonly d: FileOpsDeps) {}
 
-  private async sock(id: string): Promise<string> {
-    return (await this.d.touch(id)).sb.initSocket;
+  private async sock(id: string): Promise<AgentConnect> {
+    return (await this.d.touch(id)).sb.connect;
   }
 
   async read(id: string, path: string): Promise<AsyncIterable<Buffer>> {
@@ -30,7 +31,7 @@ export class SandboxFiles {
 
   async write(id: string, path: string, data: AsyncIterable<Buffer> | Buffer, mode?: number): Promise<void> {
     const l = await this.d.touch(id);
-    await ch.writeFileFrom(l.sb.initSocket, path, data, { mode, maxBytes: this.d.maxFileBytes, user: l.spec.user ?? undefined });
+    await ch.writeFileFrom(l.sb.connect, path, data, { mode, maxBytes: this.d.maxFileBytes, user: l.spec.user ?? undefined });
   }
 
   /** A path's entry (a symlink is not followed). */
@@ -50,7 +51,7 @@ export class SandboxFiles {
 
   async mkdir(id: string, path: string): Promise<void> {
     const l = await this.d.touch(id);
-    await ch.makeDir(l.sb.initSocket, path, l.spec.user ?? undefined);
+    await ch.makeDir(l.sb.connect, path, l.spec.user ?? undefined);
   }
 
   async move(id: string, from: string, to: string): Promise<void> {
@@ -69,7 +70,7 @@ export class SandboxFiles {
   /** Extracts a tar stream into a directory (made if missing) with the platform's own tar. */
   async putArchive(id: string, dir: string, body: AsyncIterable<Buffer>): Promise<void> {
     const l = await this.d.touch(id);
-    await extractArchive(l.sb.initSocket, dir, body, { user: l.spec.user ?? undefined, maxBytes: this.d.maxFileBytes });
+    await extractArchive(l.sb.connect, dir, body, { user: l.spec.user ?? undefined, maxBytes: this.d.maxFileBytes });
   }
 
   /** A tar stream of a directory. */

@@ -9,6 +9,7 @@ import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
 import { findNamespaceInit, processExited, processStartTime, userNamespaceBase } from '../../host/proc.js';
 import { hello } from '../../init/channel.js';
+import { unixAgent } from '../../init/call.js';
 import { LayerMounts } from './layer-mounts.js';
 import { IdRanges } from './id-ranges.js';
 import { Semaphore } from '../../util/semaphore.js';
@@ -136,7 +137,7 @@ export class ContainerBackend implements Backend {
   }
 
   private sandbox(id: string, init: InitRecord | null): BackendSandbox {
-    return { id, initSocket: this.socketPath(id), initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
+    return { id, connect: unixAgent(this.socketPath(id)), initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
   }
 
   /**
@@ -218,7 +219,7 @@ export class ContainerBackend implements Backend {
       }
       const sb = this.sandbox(spec.id, init);
       // The start returns once the init is exec'd; a hello proves it is up and serving.
-      await hello(sb.initSocket);
+      await hello(sb.connect);
       if (cpuQuota !== null) this.pendingQuota.set(spec.id, cpuQuota);
       return sb;
     } catch (e) {
@@ -285,7 +286,7 @@ export class ContainerBackend implements Backend {
     if (init === null) return null;
     const sb = this.sandbox(id, init);
     await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
-    await hello(sb.initSocket).catch((e: unknown) => this.o.logger?.warn('an adopted sandbox’s init did not answer', { id, error: String(e) }));
+    await hello(sb.connect).catch((e: unknown) => this.o.logger?.warn('an adopted sandbox’s init did not answer', { id, error: String(e) }));
     return sb;
   }
 
