@@ -60,13 +60,15 @@ process.exit(status);
 /**
  * Safety net for a test process that died without its own cleanup: what the tests' temporary data
  * dirs left (packages/edge/src/host/leftovers.ts, the harness's cleanup too). A dir with a live
- * `warren up` (a benchmark's, say) is left alone.
+ * `warren up` (a benchmark's, say), or one whose owner process lives (another run's test, whose
+ * node runs in-process), is left alone.
  */
 async function sweep() {
-  const { liveNode, sweepDataDir } = await import('../packages/edge/dist/host/leftovers.js');
+  const { liveNode, liveOwner, sweepDataDir } = await import('../packages/edge/dist/host/leftovers.js');
   for (const d of readdirSync(tmpdir()).filter((n) => n.startsWith('warren-'))) {
     const base = join(tmpdir(), d);
-    if ((await liveNode(base)) || (await liveNode(join(base, 'data')))) continue;
+    // Another run's (a second checkout's tests, a benchmark): its node or its test process lives.
+    if ((await liveNode(base)) || (await liveNode(join(base, 'data'))) || (await liveOwner(base))) continue;
     await sweepDataDir(base, { log: (m) => console.error(m) });
   }
 }

@@ -1,7 +1,7 @@
-import { mkdtemp, chmod } from 'node:fs/promises';
+import { mkdtemp, chmod, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { CgroupV1, SANDBOX_CONTROLLERS, findNamespaceInit, processStartTime, readOwnCgroupParent, sweepDataDir } from '@warren/edge';
+import { CgroupV1, OWNER_PID_FILE, SANDBOX_CONTROLLERS, findNamespaceInit, processStartTime, readOwnCgroupParent, sweepDataDir } from '@warren/edge';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startWarren, type RunningWarren, type WarrenOptions } from '@warren/server';
@@ -73,6 +73,8 @@ export async function startTestWarren(
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
   await chmod(dataDir, 0o711);
+  // A sweep for leftovers (another run's test runner) leaves the dir alone while this process lives.
+  await writeFile(join(dataDir, OWNER_PID_FILE), `${process.pid}\n`);
   const key = opts.adminKey ?? 'test-admin-key';
   const warren = await startWarren({
     port: 0,

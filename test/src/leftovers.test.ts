@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { liveNode, sweepDataDir } from '@warren/edge';
+import { OWNER_PID_FILE, liveNode, liveOwner, sweepDataDir } from '@warren/edge';
 
 test('a dead node’s data dir is swept: mounts below it gone, the dir removed; a live one is told apart', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'warren-leftovers-'));
@@ -20,11 +20,18 @@ test('a dead node’s data dir is swept: mounts below it gone, the dir removed; 
     // A process that looks like `warren up` on this dir.
     const up = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', 'up'], { stdio: 'ignore' });
     await writeFile(join(dir, 'warren.pid'), String(up.pid));
+    // A test process whose node runs inside it owns a dir the same way (another run's sweep skips it).
+    const owner = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    await writeFile(join(dir, OWNER_PID_FILE), String(owner.pid));
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(await liveNode(dir), true);
+    assert.equal(await liveOwner(dir), true);
     up.kill('SIGKILL');
+    owner.kill('SIGKILL');
     await new Promise((r) => up.on('exit', r));
+    await new Promise((r) => (owner.exitCode !== null ? r(null) : owner.on('exit', r)));
     assert.equal(await liveNode(dir), false);
+    assert.equal(await liveOwner(dir), false);
     const logged: string[] = [];
     await sweepDataDir(dir, { remove: true, log: (m) => logged.push(m) });
     assert.ok(!(await readFile('/proc/self/mounts', 'utf8')).includes(dir), 'no mount left below it');

@@ -22,7 +22,7 @@ export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
 export { activeSwaps, defaultZramMiB, openNodeSwap, removeLeftoverZram, setupZramSwap } from './host/swap.js';
 export { openSandboxDisk } from './host/sandbox-disk.js';
-export { liveNode, sweepDataDir } from './host/leftovers.js';
+export { OWNER_PID_FILE, liveNode, liveOwner, sweepDataDir } from './host/leftovers.js';
 export { checkRoom, dataDiskRoom, defaultReserveBytes } from './host/data-disk.js';
 export type { SandboxDisk } from './host/sandbox-disk.js';
 export type { ZramSwap } from './host/swap.js';

@@ -22,6 +22,19 @@ export async function liveNode(dataDir: string): Promise<boolean> {
   return (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0').includes('up');
 }
 
+/**
+ * The file a test process (or any owner of a data dir that is not `warren up`) writes its pid to,
+ * so that a sweep for leftovers leaves the dir alone while that process lives.
+ */
+export const OWNER_PID_FILE = 'owner.pid';
+
+/** Whether the process named in the dir's owner pid file is alive (its node may be in-process). */
+export async function liveOwner(dataDir: string): Promise<boolean> {
+  const pid = Number((await readFile(join(dataDir, OWNER_PID_FILE), 'utf8').catch(() => '')).trim());
+  if (!(pid > 0)) return false;
+  return (await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')) !== '';
+}
+
 function killQuietly(pid: number): boolean {
   try {
     process.kill(pid, 'SIGKILL');
