@@ -29,7 +29,7 @@ export const EDGE_FOLDERS = {
   fn: ['util', 'init'],
   backends: ['util', 'init', 'host'],
   lifecycle: ['util', 'init', 'host', 'net', 'fn', 'backends/backend.ts'],
-  'edge-api': ['util', 'lifecycle', 'fn', 'init'],
+  'edge-api': ['util', 'lifecycle', 'fn', 'init', 'backends/backend.ts'],
 };
 
 function files(dir, out = []) {

@@ -296,7 +296,19 @@ describe('bad input gets the contract error and harms nothing', () => {
     const big = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 4 * 1024 * 1024 } });
     assert.equal(big.status, 429);
     assert.equal(errorCode(big), 'resource_exhausted');
-    assert.equal(errorCode(await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', backend: 'vm' })), 'invalid_argument');
+    const vm = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', backend: 'vm' });
+    assert.equal(errorCode(vm), 'invalid_argument');
+    assert.match((vm.json as { error: { message: string } }).error.message, /backend "vm" is not available on this node; use one of: container/);
+    // What the node's edge registered is what the node offers.
+    const info = await http(t, 'GET', '/v1/info');
+    assert.deepEqual(
+      (info.json as { backends: Array<{ name: string; available: boolean }> }).backends.map((b) => [b.name, b.available]),
+      [
+        ['container', true],
+        ['microvm', false],
+        ['vm', false],
+      ],
+    );
     const ghost = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', user: 'ghost' });
     assert.equal(errorCode(ghost), 'invalid_argument');
     assert.match((ghost.json as { error: { message: string } }).error.message, /ghost/);

@@ -333,7 +333,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     : undefined;
   const edge = new Edge({
     nodeId,
-    backend,
+    backends: [backend],
     now: o.clock,
     capacity: {
       cpu: ncpu * (o.overcommit?.cpu ?? 64),

@@ -33,12 +33,26 @@ export interface BackendSandbox {
   initStartTime: number | null;
 }
 
+/** What a backend can do beyond making and removing sandboxes; the edge refuses the rest. */
+export interface BackendCapabilities {
+  /** Freeze a sandbox and give back its memory (pause and resume). */
+  pause: boolean;
+  /** Its changes as a layer (commit). */
+  commit: boolean;
+  /** The node reaches its ports (an address of its own on the sandbox's network). */
+  ports: boolean;
+  /** It can run FnCall workers. */
+  fnWorkers: boolean;
+}
+
 /**
  * One kind of sandbox (container, microVM, VM). The edge, not the backend, owns lifecycle,
  * admission and accounting; a backend only makes, finds, freezes and removes sandboxes.
  */
 export interface Backend {
+  /** What a create names in `backend` to get this one. */
   readonly name: string;
+  readonly capabilities: BackendCapabilities;
   /**
    * Starts a sandbox. Its CPU limit may wait for `started`: what the platform does in it before
    * handing it over (its init's start, resolv.conf, workdir, files) is not the sandbox's to pay for.

@@ -1,6 +1,7 @@
 import type { ExecEvent, ExecRequest, ExitEvent, FileEntry, NetworkPolicy } from '@warren/api';
 import type { LayerInfo } from '@warren/images';
 import type { EdgeCapacity } from '../lifecycle/admission.js';
+import type { BackendCapabilities } from '../backends/backend.js';
 import type { EdgeSandboxSpec, EdgeSandboxState } from '../lifecycle/edge-spec.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import type { FnCallOutcome, FnCallSpec } from '../fn/fn-call.js';
@@ -15,6 +16,8 @@ export interface EdgeInfo {
   networking: boolean;
   /** The largest file a write or an archive may put into a sandbox, in bytes. */
   maxFileBytes: number;
+  /** The backends it runs, by name, and what each can do (the first is the default). */
+  backends: Array<{ name: string; capabilities: BackendCapabilities }>;
 }
 
 /** What the node carries now (see Edge.usage, requested and used). */
@@ -69,10 +72,10 @@ export interface EdgeApi {
   admit(resources: EdgeSandboxSpec['resources']): Promise<void>;
 
   // ---- sandboxes ----
-  /** Starts a sandbox, applies its user, workdir and files, and answers when it is ready. */
-  create(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<void>;
+  /** Starts a sandbox, applies its user, workdir and files, and answers its state when it is ready. */
+  create(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState>;
   /** Hands a running (pool's) sandbox to a caller: its env, user, workdir and lifetime become `spec`'s. */
-  claim(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<void>;
+  claim(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState>;
   /** Takes back a sandbox that ran before the edge restarted; false when it is gone. */
   adopt(spec: EdgeSandboxSpec): Promise<boolean>;
   /** Stops a sandbox and removes what it left (also one the edge does not hold: leftovers). */

@@ -62,6 +62,7 @@ test('unary calls carry plain data and bytes both ways; left-out arguments stay 
     fakeEdge({
       create: async (spec, files) => {
         seen.push([spec, files]);
+        return { id: spec.id, paused: false, lastActivityMs: 5, expiresAtMs: null, usage: null, network: null };
       },
       fnCall: async (_id, spec) => ({
         stdout: Buffer.concat([spec.stdin ?? Buffer.alloc(0), Buffer.from([0, 255])]),
@@ -96,7 +97,8 @@ test('unary calls carry plain data and bytes both ways; left-out arguments stay 
       lastActivityMs: 5,
       paused: false,
     };
-    await t.remote.create(spec, [{ path: '/x', content: Buffer.from([1, 2, 3]), mode: 0o600 }]);
+    const made = await t.remote.create(spec, [{ path: '/x', content: Buffer.from([1, 2, 3]), mode: 0o600 }]);
+    assert.deepEqual(made, { id: 'sb_1', paused: false, lastActivityMs: 5, expiresAtMs: null, usage: null, network: null });
     assert.deepEqual(seen[0], [spec, [{ path: '/x', content: Buffer.from([1, 2, 3]), mode: 0o600 }]]);
     assert.ok(Buffer.isBuffer((seen[0][1] as Array<{ content: unknown }>)[0]!.content));
     const out = await t.remote.fnCall('sb_1', {
@@ -219,6 +221,7 @@ test('a call without the token is refused, and the edge is not called', async ()
           capacity: { cpu: 1, memoryMiB: 1, sandboxes: 1, maxCpuPerSandbox: 1, maxMemoryMiBPerSandbox: 1 },
           networking: false,
           maxFileBytes: 1,
+          backends: [],
         };
       },
     }),

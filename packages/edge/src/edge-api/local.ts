@@ -1,4 +1,5 @@
 import type { ExecEvent } from '@warren/api';
+import { WarrenError } from '@warren/api';
 import type { Command } from '../lifecycle/command.js';
 import type { Edge } from '../lifecycle/edge.js';
 import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
@@ -30,10 +31,21 @@ export async function commandResult(cmd: Command): Promise<CommandResult> {
  */
 const copy = (spec: EdgeSandboxSpec): EdgeSandboxSpec => structuredClone(spec);
 
+/** A sandbox that ended between its start and the answer (its init died at once, say). */
+const gone = (id: string): never => {
+  throw new WarrenError('unavailable', 'the sandbox stopped as soon as it started', { id });
+};
+
 /** The edge in this process, behind the EdgeApi (what `warren up` uses by default). */
 export function localEdgeApi(edge: Edge): EdgeApi {
   return {
-    info: async () => ({ nodeId: edge.nodeId, capacity: edge.capacity(), networking: edge.networking, maxFileBytes: edge.maxFileBytes }),
+    info: async () => ({
+      nodeId: edge.nodeId,
+      capacity: edge.capacity(),
+      networking: edge.networking,
+      maxFileBytes: edge.maxFileBytes,
+      backends: edge.backends(),
+    }),
     load: async (opts = {}) => {
       const u = edge.usage();
       return {
@@ -45,8 +57,14 @@ export function localEdgeApi(edge: Edge): EdgeApi {
       };
     },
     admit: async (r) => edge.admit(r),
-    create: (spec, files) => edge.create(copy(spec), files),
-    claim: (spec, files) => edge.claim(copy(spec), files),
+    create: async (spec, files) => {
+      await edge.create(copy(spec), files);
+      return (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
+    },
+    claim: async (spec, files) => {
+      await edge.claim(copy(spec), files);
+      return (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
+    },
     adopt: (spec) => edge.adopt(copy(spec)),
     destroy: (id) => edge.destroy(id),
     sandboxes: (q) => edge.states(q),

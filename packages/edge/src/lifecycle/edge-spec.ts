@@ -24,6 +24,8 @@ export interface EdgeSandboxSpec {
   ttlCountsPaused?: boolean;
   /** A FnCall worker: no network, and it runs only {@link Edge.fnCall}s. */
   fn?: boolean;
+  /** The backend that runs it, by name (default: the node's first). */
+  backend?: string;
   /** Whose sandbox it is: its commands' output is held within that tenant's share of the node's budget. */
   tenant?: string;
 }
@@ -40,7 +42,8 @@ export interface EdgeSandboxState {
 
 export interface EdgeOptions {
   nodeId: string;
-  backend: Backend;
+  /** The backends this node runs, by name; the first is the one a spec that names none gets. */
+  backends: Backend[];
   capacity: EdgeCapacity;
   logger?: { warn(msg: string, meta?: unknown): void };
   maxFileBytes?: number;

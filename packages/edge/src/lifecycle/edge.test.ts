@@ -9,6 +9,7 @@ import { parseSessionId } from './live.js';
 /** A strict fake backend: records calls, fails creates on demand, throws on anything unexpected. */
 class FakeBackend implements Backend {
   readonly name = 'fake';
+  capabilities = { pause: true, commit: true, ports: true, fnWorkers: true };
   calls: string[] = [];
   failCreate = false;
   dead = new Set<string>();
@@ -81,7 +82,7 @@ function edge(backend: FakeBackend, events: string[] = [], over: Partial<EdgeOpt
   const e = new Edge({
     memoryFloorMiB: 0,
     nodeId: 'n1',
-    backend,
+    backends: [backend],
     capacity: { cpu: 2, memoryMiB: 1024, sandboxes: 2, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 },
     ...over,
   });
@@ -302,4 +303,33 @@ test("the backend hears that a sandbox is set up only after the edge's own write
   b.failCreate = true;
   await assert.rejects(e.create(spec('sb_t')));
   assert.ok(!b.calls.includes('started sb_t'));
+});
+
+test('a create picks its backend by name; a name the node lacks, or an operation its backend cannot do, is refused and costs nothing', async () => {
+  const first = new FakeBackend();
+  const second = new FakeBackend();
+  Object.assign(second, { name: 'small', capabilities: { pause: false, commit: false, ports: false, fnWorkers: false } });
+  const e = edge(first, [], { backends: [first, second] });
+  await assert.rejects(
+    e.create(spec('sb_x', { backend: 'vm' })),
+    (err: WarrenError) => err.code === 'invalid_argument' && /backend "vm" is not available/.test(err.message),
+  );
+  await assert.rejects(e.create(spec('sb_f', { backend: 'small', fn: true })), (err: WarrenError) => err.code === 'invalid_argument');
+  assert.deepEqual(e.usage(), { cpu: 0, memoryMiB: 0, sandboxes: 0, paused: 0 });
+  await e.create(spec('sb_a'));
+  await e.create(spec('sb_b', { backend: 'small' }));
+  assert.deepEqual([first.calls.filter((c) => c.startsWith('create')), second.calls.filter((c) => c.startsWith('create'))], [['create sb_a'], ['create sb_b']]);
+  await assert.rejects(e.pause('sb_b'), (err: WarrenError) => err.code === 'invalid_argument' && /cannot be paused/.test(err.message));
+  await assert.rejects(e.commit('sb_b'), (err: WarrenError) => err.code === 'invalid_argument');
+  assert.deepEqual(
+    second.calls.filter((c) => c.startsWith('pause') || c.startsWith('commit')),
+    [],
+  );
+  await e.pause('sb_a');
+  assert.deepEqual(
+    e.backends().map((b) => b.name),
+    ['fake', 'small'],
+  );
+  await e.destroy('sb_b');
+  assert.ok(second.calls.includes('destroy sb_b') && !first.calls.includes('destroy sb_b'));
 });

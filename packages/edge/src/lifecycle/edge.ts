@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest, NetworkPolicy, NetworkUsage } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import type { BackendSandbox, SandboxStats } from '../backends/backend.js';
+import type { Backend, BackendCapabilities, BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { finishCall, type AgentConnect } from '../init/call.js';
@@ -57,6 +57,11 @@ export class Edge {
     return this.o.nodeId;
   }
 
+  /** The node's backends by name and what each can do (the first is the default). */
+  backends(): Array<{ name: string; capabilities: BackendCapabilities }> {
+    return this.o.backends.map((b) => ({ name: b.name, capabilities: { ...b.capabilities } }));
+  }
+
   /** The lifecycle's clock (activity, pauses, TTLs, the sweep): EdgeOptions.now, tests advance their own. */
   private now(): number {
     return (this.o.now ?? Date.now)();
@@ -94,14 +99,42 @@ export class Edge {
 
   /** What the node's sandboxes use together: CPUs lately (~10 s), memory resident and in swap (MiB). */
   async used(): Promise<{ cpu: number; memoryMiB: number; swapMiB: number }> {
-    const t = await this.o.backend.totals();
+    const t = await this.totals();
     this.cpuLoad.sample(t.cpuSeconds);
     return { cpu: Math.round(this.cpuLoad.cores * 100) / 100, memoryMiB: Math.round(t.memoryBytes / 2 ** 20), swapMiB: Math.round(t.swapBytes / 2 ** 20) };
   }
 
   /** Samples what the sandboxes use, for admission (the sweep calls it every second). */
   async sampleCpu(): Promise<void> {
-    this.cpuLoad.sample((await this.o.backend.totals()).cpuSeconds);
+    this.cpuLoad.sample((await this.totals()).cpuSeconds);
+  }
+
+  /** What every backend's sandboxes use together. */
+  private async totals(): Promise<SandboxStats> {
+    const all = await Promise.all(this.o.backends.map((b) => b.totals()));
+    return all.reduce(
+      (a, t) => ({ cpuSeconds: a.cpuSeconds + t.cpuSeconds, memoryBytes: a.memoryBytes + t.memoryBytes, swapBytes: a.swapBytes + t.swapBytes }),
+      {
+        cpuSeconds: 0,
+        memoryBytes: 0,
+        swapBytes: 0,
+      },
+    );
+  }
+
+  /** The backend a spec names (the node's first when it names none); invalid_argument for one this node lacks. */
+  private backendFor(spec: EdgeSandboxSpec): Backend {
+    const b = spec.backend === undefined ? this.o.backends[0] : this.o.backends.find((x) => x.name === spec.backend);
+    if (!b) throw new WarrenError('invalid_argument', `backend "${spec.backend ?? ''}" is not available on this node`, { backend: spec.backend });
+    if (spec.fn && !b.capabilities.fnWorkers) throw new WarrenError('invalid_argument', `backend "${b.name}" cannot run FnCall workers`, { backend: b.name });
+    return b;
+  }
+
+  /** A live sandbox whose backend can do `what`; invalid_argument if it cannot. */
+  private able(id: string, what: keyof BackendCapabilities, verb: string): Live {
+    const l = this.get(id);
+    if (!l.backend.capabilities[what]) throw new WarrenError('invalid_argument', `a ${l.backend.name} sandbox cannot ${verb}`, { id, backend: l.backend.name });
+    return l;
   }
 
   /** What the node's sandboxes requested in all (paused ones included), for reports. */
@@ -116,13 +149,14 @@ export class Edge {
 
   /** Starts a sandbox and applies its workdir and files before returning. */
   async create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
+    const backend = this.backendFor(spec);
     this.admit(spec.resources);
     this.reserve(spec.resources, 1);
     let sb: BackendSandbox | null = null;
     const net = this.o.network;
     try {
       const link = net && !spec.fn ? await net.attach(spec.id, spec.network) : null;
-      sb = await this.o.backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath, fn: spec.fn });
+      sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath, fn: spec.fn });
       if (net && link) {
         await net.started(spec.id);
         // The node answers every DNS query a sandbox sends; its resolv.conf names its link's far
@@ -131,10 +165,10 @@ export class Edge {
         await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
       }
       await this.configure(sb, spec, files);
-      await this.o.backend.started(spec.id);
-      this.live.set(spec.id, newLive(spec, sb, this.now()));
+      await backend.started(spec.id);
+      this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
     } catch (e) {
-      if (sb) await this.o.backend.destroy(spec.id).catch(() => undefined);
+      if (sb) await backend.destroy(spec.id).catch(() => undefined);
       await net?.detach(spec.id).catch(() => undefined);
       this.reserve(spec.resources, -1);
       throw e;
@@ -192,12 +226,13 @@ export class Edge {
 
   /** Takes back a sandbox after a restart; false when its processes are gone. */
   async adopt(spec: EdgeSandboxSpec): Promise<boolean> {
-    const sb = await this.o.backend.adopt(spec.id);
+    const backend = this.backendFor(spec);
+    const sb = await backend.adopt(spec.id);
     if (!sb) return false;
     // A sandbox from before its node had networking keeps the empty namespace it has.
     await this.o.network?.adopt(spec.id, spec.network);
     spec.paused = false;
-    this.live.set(spec.id, newLive(spec, sb, this.now()));
+    this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
     this.allocated.cpu += spec.resources.cpu;
     this.allocated.memoryMiB += spec.resources.memoryMiB;
     return true;
@@ -263,7 +298,8 @@ export class Edge {
       await stopReclaim(l);
     }
     try {
-      await this.o.backend.destroy(id);
+      // One the edge does not hold (a leftover) is looked for in every backend.
+      for (const b of l ? [l.backend] : this.o.backends) await b.destroy(id);
     } finally {
       await this.o.network?.detach(id);
     }
@@ -271,7 +307,7 @@ export class Edge {
     if (l) {
       const inUse = this.layersInUse();
       const idle = l.spec.layers.filter((d) => !inUse.has(d));
-      if (idle.length) await this.o.backend.releaseLayers(idle).catch(() => undefined);
+      if (idle.length) await l.backend.releaseLayers(idle).catch(() => undefined);
     }
   }
 
@@ -282,14 +318,14 @@ export class Edge {
    * stay as they are. A resume during the page-out stops it.
    */
   async pause(id: string): Promise<void> {
-    const l = this.get(id);
+    const l = this.able(id, 'pause', 'be paused');
     if (l.resuming) await l.resuming;
     if (l.spec.paused) return;
     l.pausing ??= (async () => {
-      await this.o.backend.pause(id);
+      await l.backend.pause(id);
       l.spec.paused = true;
       l.pausedAtMs = this.now();
-      startReclaim(this.o.backend, id, l, this.o.logger);
+      startReclaim(l.backend, id, l, this.o.logger);
       this.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs });
     })().finally(() => {
       l.pausing = null;
@@ -308,7 +344,7 @@ export class Edge {
     if (l.pausing) await l.pausing.catch(() => undefined);
     if (!l.spec.paused) return;
     l.resuming ??= stopReclaim(l)
-      .then(() => this.o.backend.resume(id))
+      .then(() => l.backend.resume(id))
       .then(
         () => {
           l.spec.paused = false;
@@ -331,10 +367,11 @@ export class Edge {
    * it): its writable layer, frozen meanwhile, without `exclude` and the platform's own residues.
    */
   async commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo> {
+    const l = this.able(id, 'commit', 'be committed');
     const exclude = [...COMMIT_RESIDUES.paths, ...(opts.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
     return this.frozen(id, () => {
       this.o.failpoint?.('commit:frozen');
-      return this.o.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
+      return l.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
     });
   }
 
@@ -345,11 +382,11 @@ export class Edge {
     const run = prev.then(async () => {
       const l = this.get(id);
       const wasPaused = l.spec.paused;
-      if (!wasPaused) await this.o.backend.pause(id);
+      if (!wasPaused) await l.backend.pause(id);
       try {
         return await fn();
       } finally {
-        if (!wasPaused && this.live.has(id)) await this.o.backend.resume(id);
+        if (!wasPaused && this.live.has(id)) await l.backend.resume(id);
       }
     });
     const settled = run.then(
@@ -365,7 +402,7 @@ export class Edge {
 
   /** Unmounts layers that were removed from the store (none of them is in use). */
   async forgetLayers(digests: string[]): Promise<void> {
-    await this.o.backend.forgetLayers(digests);
+    for (const b of this.o.backends) await b.forgetLayers(digests);
   }
 
   /** Layer digests the live sandboxes of this node stand on (garbage collection keeps them). */
@@ -404,7 +441,7 @@ export class Edge {
 
   /** Where the host reaches the sandbox (its link address), or null without a network. */
   sandboxAddress(id: string): string | null {
-    this.get(id);
+    this.able(id, 'ports', 'serve ports');
     return this.o.network?.address(id) ?? null;
   }
 
@@ -420,7 +457,7 @@ export class Edge {
   /** CPU (total, and recent: cores used since the previous sample a second or more ago), memory, swap, idle time. */
   async stats(id: string): Promise<SandboxStats & { cpuRecent: number; idleSeconds: number }> {
     const l = this.get(id);
-    const st = await this.o.backend.stats(id);
+    const st = await l.backend.stats(id);
     const now = this.now();
     const prev = l.cpuSample;
     if (!prev) l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: 0 };
@@ -563,7 +600,7 @@ export class Edge {
   /** Notices sandboxes whose init is gone, so they are reported failed instead of looking alive. */
   private async checkAlive(): Promise<void> {
     for (const [id, l] of [...this.live]) {
-      if (await this.o.backend.exited(l.sb).catch(() => false)) {
+      if (await l.backend.exited(l.sb).catch(() => false)) {
         this.o.logger?.warn('sandbox init exited', { id });
         this.events.emit({ type: 'died', id });
       }
@@ -573,10 +610,12 @@ export class Edge {
   /** Removes sandboxes the backend still has on disk that nobody owns any more. */
   async removeLeftovers(): Promise<string[]> {
     const gone: string[] = [];
-    for (const id of await this.o.backend.list()) {
-      if (this.live.has(id)) continue;
-      await this.o.backend.destroy(id).catch(() => undefined);
-      gone.push(id);
+    for (const b of this.o.backends) {
+      for (const id of await b.list()) {
+        if (this.live.has(id)) continue;
+        await b.destroy(id).catch(() => undefined);
+        gone.push(id);
+      }
     }
     return gone;
   }
@@ -593,6 +632,6 @@ export class Edge {
       for (let i = 0; i < ids.length; i += 16) await Promise.all(ids.slice(i, i + 16).map((id) => this.destroy(id).catch(() => undefined)));
     }
     await this.o.network?.close({ keep: opts.keep && this.live.size > 0 });
-    await this.o.backend.close({ keepLayers: opts.keep && this.live.size > 0 });
+    for (const b of this.o.backends) await b.close({ keepLayers: opts.keep && this.live.size > 0 });
   }
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { BackendSandbox } from '../backends/backend.js';
+import type { Backend, BackendSandbox } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { EdgeSandboxSpec } from './edge-spec.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
@@ -20,7 +20,7 @@ function live(p: Partial<EdgeSandboxSpec>, running = false): Live {
     paused: false,
     ...p,
   };
-  const l = newLive(spec, {} as BackendSandbox);
+  const l = newLive(spec, {} as BackendSandbox, {} as Backend);
   if (running) l.commands.set('c', { done: false } as Command);
   return l;
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { WarrenError } from '@warren/api';
-import type { BackendSandbox } from '../backends/backend.js';
+import type { Backend, BackendSandbox } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
 import type { EdgeSandboxSpec } from './edge-spec.js';
@@ -10,6 +10,8 @@ import type { EdgeSandboxSpec } from './edge-spec.js';
 export interface Live {
   spec: EdgeSandboxSpec;
   sb: BackendSandbox;
+  /** The backend that runs it. */
+  backend: Backend;
   commands: Map<string, Command>;
   /** requestId → commandId, and back (to forget both together). */
   requestIds: Map<string, string>;
@@ -34,10 +36,11 @@ export async function memAvailableMiB(): Promise<number> {
   return Number(m?.[1] ?? 0) / 1024;
 }
 
-export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, now: number = Date.now()): Live {
+export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Backend, now: number = Date.now()): Live {
   return {
     spec,
     sb,
+    backend,
     commands: new Map(),
     requestIds: new Map(),
     requestIdOf: new Map(),

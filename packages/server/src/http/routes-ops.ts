@@ -27,11 +27,7 @@ export function opsRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.info, async (c) =>
     sendJson(c.res, 200, {
       version: d.version,
-      backends: [
-        { name: 'container', available: true, accelerator: null },
-        { name: 'microvm', available: false, accelerator: null },
-        { name: 'vm', available: false, accelerator: null },
-      ],
+      backends: d.nodes.backends(),
       e2b: { apiUrl: null, sandboxUrl: null },
     }),
   );

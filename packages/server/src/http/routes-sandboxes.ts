@@ -9,9 +9,9 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   const svc = d.sandboxes;
   on(ROUTES.createSandbox, async (c) => {
     const body = await jsonBody(c.req, api.CreateSandboxRequest);
-    const rec = await svc.create(c.caller, body);
-    c.audit.sandbox = rec.id;
-    sendJson(c.res, 201, await svc.toApi(rec, false));
+    const sb = await svc.create(c.caller, body);
+    c.audit.sandbox = sb.id;
+    sendJson(c.res, 201, sb);
   });
   on(ROUTES.batchCreate, async (c) => {
     const body = await jsonBody(c.req, api.BatchCreateRequest);
@@ -22,7 +22,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     const sandboxes: api.Sandbox[] = [];
     const errors: Array<{ code: string; message: string }> = [];
     for (const r of results) {
-      if (r.status === 'fulfilled') sandboxes.push(await svc.toApi(r.value, false));
+      if (r.status === 'fulfilled') sandboxes.push(r.value);
       else {
         const e = r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed');
         errors.push({ code: e.code, message: e.message });

@@ -31,6 +31,11 @@ export class NodeService {
     };
   }
 
+  /** The backends a create may name, with whether a node runs each (Warren knows three). */
+  backends(): Array<{ name: string; available: boolean; accelerator: string | null }> {
+    return (['container', 'microvm', 'vm'] as const).map((name) => ({ name, available: this.info.backends.some((b) => b.name === name), accelerator: null }));
+  }
+
   /** The nodes' gauges and per-sandbox network counters, Prometheus text. */
   async metrics(): Promise<string> {
     const { committed: u, sandboxes } = await this.edge.load();

@@ -89,17 +89,29 @@ export class SandboxService {
   ) {}
 
   /**
-   * Creates a sandbox, or returns the one an earlier create with the same requestId made.
+   * Creates a sandbox, or answers the one an earlier create with the same requestId made.
    * `files`: the request's files already decoded (a batch decodes them once for all its creates).
    */
-  async create(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[] = decodeFiles(req)): Promise<SandboxRecord> {
+  async create(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[] = decodeFiles(req)): Promise<Sandbox> {
+    const made = await this.make(caller, req, files);
+    return made.live ? this.view(made.rec, made.live) : this.toApi(made.rec, false);
+  }
+
+  /** The record of a create, and the edge's state of the sandbox when this call made it (null for an earlier create's). */
+  private async make(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[]): Promise<{ rec: SandboxRecord; live: EdgeSandboxState | null }> {
     if (req.requestId) {
       const prev = this.store.findByRequestId(caller.tenant, req.requestId);
-      if (prev) return prev;
+      if (prev) return { rec: prev, live: null };
     }
     const backend = req.backend ?? 'container';
-    if (backend !== 'container')
-      throw new WarrenError('invalid_argument', `backend "${backend}" is not available on this node yet; use "container"`, { backend });
+    if (!this.node.backends.some((b) => b.name === backend))
+      throw new WarrenError(
+        'invalid_argument',
+        `backend "${backend}" is not available on this node; use one of: ${this.node.backends.map((b) => b.name).join(', ')}`,
+        {
+          backend,
+        },
+      );
     const { network, layers, resources, imageEnv } = this.resolve(caller, req);
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
     // no more of the quota (the pool's sandboxes count already).
@@ -140,13 +152,13 @@ export class SandboxService {
     } catch (e) {
       // A concurrent create with the same requestId won the race.
       const prev = req.requestId ? this.store.findByRequestId(caller.tenant, req.requestId) : undefined;
-      if (prev) return prev;
+      if (prev) return { rec: prev, live: null };
       throw e;
     }
     this.o.failpoint?.('create:stored');
+    let live: EdgeSandboxState;
     try {
-      if (pooled) await this.edge.claim(this.edgeSpec(rec), files);
-      else await this.edge.create(this.edgeSpec(rec), files);
+      live = pooled ? await this.edge.claim(this.edgeSpec(rec), files) : await this.edge.create(this.edgeSpec(rec), files);
       this.o.failpoint?.('create:started');
     } catch (e) {
       if (pooled) await this.edge.destroy(rec.id).catch(() => undefined);
@@ -165,7 +177,7 @@ export class SandboxService {
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
     this.store.updateSandbox(rec.id, { state: 'running' });
-    return { ...rec, state: 'running' };
+    return { rec: { ...rec, state: 'running' }, live };
   }
 
   /**
@@ -278,6 +290,7 @@ export class SandboxService {
       pauseAfterIdleMs: rec.pauseAfterIdleSeconds == null ? null : rec.pauseAfterIdleSeconds * 1000,
       ttlCountsPaused: rec.ttlCountsPaused ?? false,
       tenant: rec.tenant,
+      backend: rec.backend,
     };
   }
 
