@@ -1,6 +1,10 @@
 // Two or more Warren nodes measured in turns: every create and every batch of execs and file
 // calls alternates between them, so drift of this noisy machine hits them alike. Used by the
 // benchmarks that compare a change with its baseline (bench:hardening, bench:compare).
+import { spawnSync } from 'node:child_process';
+import { chmodSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { cpus, totalmem } from 'node:os';
 import type { Sandbox } from '@warren/sdk';
 import type { BenchNode } from './warren-up.js';
 import { fmt, pct } from './stats.js';
@@ -124,5 +128,35 @@ export function report(labels: string[], samples: Samples[], rows: Array<[string
       return `${c >= 0 ? '+' : ''}${c.toFixed(1)} %`;
     });
     console.log(`${label.padEnd(46)}${cells}${costs.join(' ')}`);
+  }
+}
+
+/** The machine a benchmark ran on, as its first line says it. */
+export function machineLine(): string {
+  return `machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`;
+}
+
+/**
+ * Starts one node per entry, each on a data dir of its own, runs the rounds in turns and prints
+ * the report (the last entry is what the others are compared with); stops and removes them all.
+ */
+export async function sideBySide(nodes: Array<{ label: string; start: (dataDir: string) => Promise<BenchNode> }>, r: Rounds): Promise<void> {
+  const dirs: string[] = [];
+  const running: BenchNode[] = [];
+  try {
+    for (const n of nodes) {
+      const dir = await mkdtemp('/tmp/warren-bench-side-');
+      chmodSync(dir, 0o711);
+      dirs.push(dir);
+      running.push(await n.start(dir));
+    }
+    report(
+      nodes.map((n) => n.label),
+      await inTurns(running, r),
+      rows(r),
+    );
+  } finally {
+    for (const n of running) await n.stop();
+    for (const d of dirs) spawnSync('rm', ['-rf', d]);
   }
 }
