@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { ExecRequest } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
@@ -109,4 +110,20 @@ export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, bu
   }
   void cmd.pump();
   return cmd;
+}
+
+/** Starts a shell session (the platform's bash, interactive, no profile) with the sandbox's env, user and workdir unless given. */
+export async function openSession(l: Live, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
+  const initId = await ch.newSession(l.sb.connect, {
+    argv: [SHELL, '--noprofile', '--norc', '-i'],
+    cwd: p.cwd ?? l.spec.workdir ?? undefined,
+    env: envList({ TERM: 'dumb' }, l.spec.env, p.env),
+    user: p.user ?? l.spec.user ?? undefined,
+  });
+  return `ss_${initId}_${randomBytes(6).toString('hex')}`;
+}
+
+/** Ends a shell session (its processes are killed). */
+export async function closeSession(l: Live, sessionId: string): Promise<void> {
+  await ch.endSession(l.sb.connect, parseSessionId(sessionId));
 }

@@ -1,22 +1,20 @@
-import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest, NetworkPolicy, NetworkUsage } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import type { Backend, BackendCapabilities, BackendSandbox, SandboxStats } from '../backends/backend.js';
+import type { BackendCapabilities, BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
-import { finishCall, type AgentConnect } from '../init/call.js';
-import { REPLY } from '../init/frame.js';
-import { envList } from './shell.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { memAvailableMiB, newCommandId, newLive, parseSessionId, type Live } from './live.js';
+import { memAvailableMiB, newCommandId, newLive, type Live } from './live.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
-import { OutputBudgets, launchCommand, pruneCommands } from './commands.js';
+import { OutputBudgets, closeSession, launchCommand, openSession, pruneCommands } from './commands.js';
 import { SandboxFiles } from './files.js';
-import { BUSYBOX, COMMIT_RESIDUES, SHELL } from '../init/platform.js';
+import { COMMIT_RESIDUES } from '../init/platform.js';
+import { configureSandbox } from './setup.js';
 import { EdgeEvents } from './events.js';
+import { BackendSet, capable } from './backend-set.js';
 import type { LayerInfo } from '@warren/images';
 import { startReclaim, stopReclaim } from './reclaim.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
@@ -32,6 +30,7 @@ export class Edge {
   private readonly live = new Map<string, Live>();
   private readonly output: OutputBudgets;
   private readonly freezes = new Map<string, Promise<void>>();
+  private readonly backendSet: BackendSet;
   /** What the edge tells its owner: pauses and resumes, TTLs and idle timeouts passed, deaths. */
   readonly events = new EdgeEvents();
   private allocated = { cpu: 0, memoryMiB: 0 };
@@ -51,6 +50,7 @@ export class Edge {
       maxFileBytes: this.maxFileBytes,
     });
     this.cpuLoad = new CpuLoad(o.now);
+    this.backendSet = new BackendSet(o.backends);
   }
 
   get nodeId(): string {
@@ -59,7 +59,7 @@ export class Edge {
 
   /** The node's backends by name and what each can do (the first is the default). */
   backends(): Array<{ name: string; capabilities: BackendCapabilities }> {
-    return this.o.backends.map((b) => ({ name: b.name, capabilities: { ...b.capabilities } }));
+    return this.backendSet.describe();
   }
 
   /** The lifecycle's clock (activity, pauses, TTLs, the sweep): EdgeOptions.now, tests advance their own. */
@@ -99,42 +99,19 @@ export class Edge {
 
   /** What the node's sandboxes use together: CPUs lately (~10 s), memory resident and in swap (MiB). */
   async used(): Promise<{ cpu: number; memoryMiB: number; swapMiB: number }> {
-    const t = await this.totals();
+    const t = await this.backendSet.totals();
     this.cpuLoad.sample(t.cpuSeconds);
     return { cpu: Math.round(this.cpuLoad.cores * 100) / 100, memoryMiB: Math.round(t.memoryBytes / 2 ** 20), swapMiB: Math.round(t.swapBytes / 2 ** 20) };
   }
 
   /** Samples what the sandboxes use, for admission (the sweep calls it every second). */
   async sampleCpu(): Promise<void> {
-    this.cpuLoad.sample((await this.totals()).cpuSeconds);
-  }
-
-  /** What every backend's sandboxes use together. */
-  private async totals(): Promise<SandboxStats> {
-    const all = await Promise.all(this.o.backends.map((b) => b.totals()));
-    return all.reduce(
-      (a, t) => ({ cpuSeconds: a.cpuSeconds + t.cpuSeconds, memoryBytes: a.memoryBytes + t.memoryBytes, swapBytes: a.swapBytes + t.swapBytes }),
-      {
-        cpuSeconds: 0,
-        memoryBytes: 0,
-        swapBytes: 0,
-      },
-    );
-  }
-
-  /** The backend a spec names (the node's first when it names none); invalid_argument for one this node lacks. */
-  private backendFor(spec: EdgeSandboxSpec): Backend {
-    const b = spec.backend === undefined ? this.o.backends[0] : this.o.backends.find((x) => x.name === spec.backend);
-    if (!b) throw new WarrenError('invalid_argument', `backend "${spec.backend ?? ''}" is not available on this node`, { backend: spec.backend });
-    if (spec.fn && !b.capabilities.fnWorkers) throw new WarrenError('invalid_argument', `backend "${b.name}" cannot run FnCall workers`, { backend: b.name });
-    return b;
+    this.cpuLoad.sample((await this.backendSet.totals()).cpuSeconds);
   }
 
   /** A live sandbox whose backend can do `what`; invalid_argument if it cannot. */
   private able(id: string, what: keyof BackendCapabilities, verb: string): Live {
-    const l = this.get(id);
-    if (!l.backend.capabilities[what]) throw new WarrenError('invalid_argument', `a ${l.backend.name} sandbox cannot ${verb}`, { id, backend: l.backend.name });
-    return l;
+    return capable(this.get(id), id, what, verb);
   }
 
   /** What the node's sandboxes requested in all (paused ones included), for reports. */
@@ -149,7 +126,7 @@ export class Edge {
 
   /** Starts a sandbox and applies its workdir and files before returning. */
   async create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
-    const backend = this.backendFor(spec);
+    const backend = this.backendSet.pick(spec);
     this.admit(spec.resources);
     this.reserve(spec.resources, 1);
     let sb: BackendSandbox | null = null;
@@ -164,7 +141,7 @@ export class Edge {
         const conf = Buffer.from(`nameserver ${link.gateway}\noptions timeout:2 attempts:2\n`);
         await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
       }
-      await this.configure(sb, spec, files);
+      await configureSandbox(sb.connect, spec, files, this.maxFileBytes);
       await backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
     } catch (e) {
@@ -177,25 +154,6 @@ export class Edge {
     }
   }
 
-  /** Applies a sandbox's user, workdir and files (at create, or when a pool's sandbox is claimed). */
-  private async configure(sb: BackendSandbox, spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }>): Promise<void> {
-    const user = spec.user ?? undefined;
-    if (user) {
-      // mkdir -p of / creates nothing, but resolves the user first: an unknown one fails here.
-      await ch.makeDir(sb.connect, '/', user).catch((e: unknown) => {
-        throw e instanceof WarrenError && e.code === 'not_found'
-          ? new WarrenError('invalid_argument', `user "${user}" does not exist in the image`, { user })
-          : e;
-      });
-    }
-    if (spec.workdir) {
-      await ch.makeDir(sb.connect, spec.workdir, user);
-      // The user works there: the workdir is theirs even when the image already had it.
-      if (user) await this.runAsRoot(sb.connect, [BUSYBOX, 'chown', user, spec.workdir]);
-    }
-    for (const f of files) await ch.writeFileFrom(sb.connect, f.path, f.content, { mode: f.mode, maxBytes: this.maxFileBytes, user });
-  }
-
   /**
    * Hands a running sandbox (a warm pool's) to a caller: its spec becomes `spec` (same layers,
    * resources and network; the caller's env, user, workdir, lifetime), then user, workdir and
@@ -204,7 +162,7 @@ export class Edge {
   async claim(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
     const l = this.get(spec.id);
     if (l.spec.paused || l.pausing) await this.resume(spec.id);
-    await this.configure(l.sb, spec, files);
+    await configureSandbox(l.sb.connect, spec, files, this.maxFileBytes);
     l.spec = { ...spec, layers: l.spec.layers, resources: l.spec.resources, network: l.spec.network, paused: false };
   }
 
@@ -214,19 +172,9 @@ export class Edge {
     if (sign === 1) this.reserved++;
   }
 
-  /** Runs a platform helper as root to completion; throws with its stderr if it fails. */
-  private async runAsRoot(agent: AgentConnect, argv: string[]): Promise<void> {
-    const { call } = await ch.startCommand(agent, { argv, env: [], user: 'root', stdin: false, timeoutMs: 60_000 });
-    let stderr = '';
-    const x = await finishCall(call, {}, (f) => {
-      if (f.type === REPLY.stderr && stderr.length < 2048) stderr += f.payload.toString();
-    });
-    if (x.get('c')?.[0] !== '0') throw new WarrenError('invalid_argument', `${argv.slice(1).join(' ')}: ${stderr.trim() || 'failed'}`);
-  }
-
   /** Takes back a sandbox after a restart; false when its processes are gone. */
   async adopt(spec: EdgeSandboxSpec): Promise<boolean> {
-    const backend = this.backendFor(spec);
+    const backend = this.backendSet.pick(spec);
     const sb = await backend.adopt(spec.id);
     if (!sb) return false;
     // A sandbox from before its node had networking keeps the empty namespace it has.
@@ -299,7 +247,7 @@ export class Edge {
     }
     try {
       // One the edge does not hold (a leftover) is looked for in every backend.
-      for (const b of l ? [l.backend] : this.o.backends) await b.destroy(id);
+      for (const b of l ? [l.backend] : this.backendSet.all) await b.destroy(id);
     } finally {
       await this.o.network?.detach(id);
     }
@@ -402,7 +350,7 @@ export class Edge {
 
   /** Unmounts layers that were removed from the store (none of them is in use). */
   async forgetLayers(digests: string[]): Promise<void> {
-    for (const b of this.o.backends) await b.forgetLayers(digests);
+    for (const b of this.backendSet.all) await b.forgetLayers(digests);
   }
 
   /** Layer digests the live sandboxes of this node stand on (garbage collection keeps them). */
@@ -528,20 +476,11 @@ export class Edge {
   // ---- sessions ----
 
   async createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
-    const l = await this.touch(id);
-    const argv = [SHELL, '--noprofile', '--norc', '-i'];
-    const initId = await ch.newSession(l.sb.connect, {
-      argv,
-      cwd: p.cwd ?? l.spec.workdir ?? undefined,
-      env: envList({ TERM: 'dumb' }, l.spec.env, p.env),
-      user: p.user ?? l.spec.user ?? undefined,
-    });
-    return `ss_${initId}_${randomBytes(6).toString('hex')}`;
+    return openSession(await this.touch(id), p);
   }
 
   async deleteSession(id: string, sessionId: string): Promise<void> {
-    const l = await this.touch(id);
-    await ch.endSession(l.sb.connect, parseSessionId(sessionId));
+    await closeSession(await this.touch(id), sessionId);
   }
 
   // ---- housekeeping ----
@@ -610,7 +549,7 @@ export class Edge {
   /** Removes sandboxes the backend still has on disk that nobody owns any more. */
   async removeLeftovers(): Promise<string[]> {
     const gone: string[] = [];
-    for (const b of this.o.backends) {
+    for (const b of this.backendSet.all) {
       for (const id of await b.list()) {
         if (this.live.has(id)) continue;
         await b.destroy(id).catch(() => undefined);
@@ -632,6 +571,6 @@ export class Edge {
       for (let i = 0; i < ids.length; i += 16) await Promise.all(ids.slice(i, i + 16).map((id) => this.destroy(id).catch(() => undefined)));
     }
     await this.o.network?.close({ keep: opts.keep && this.live.size > 0 });
-    for (const b of this.o.backends) await b.close({ keepLayers: opts.keep && this.live.size > 0 });
+    for (const b of this.backendSet.all) await b.close({ keepLayers: opts.keep && this.live.size > 0 });
   }
 }
