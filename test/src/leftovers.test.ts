@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -22,14 +23,15 @@ test('a dead node’s data dir is swept: mounts below it gone, the dir removed; 
     await writeFile(join(dir, 'warren.pid'), String(up.pid));
     // A test process whose node runs inside it owns a dir the same way (another run's sweep skips it).
     const owner = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    // Listened for at once: both are killed together, and one may be gone before the other is awaited.
+    const exits = [once(up, 'exit'), once(owner, 'exit')];
     await writeFile(join(dir, OWNER_PID_FILE), String(owner.pid));
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(await liveNode(dir), true);
     assert.equal(await liveOwner(dir), true);
     up.kill('SIGKILL');
     owner.kill('SIGKILL');
-    await new Promise((r) => up.on('exit', r));
-    await new Promise((r) => (owner.exitCode !== null ? r(null) : owner.on('exit', r)));
+    await Promise.all(exits);
     assert.equal(await liveNode(dir), false);
     assert.equal(await liveOwner(dir), false);
     const logged: string[] = [];
