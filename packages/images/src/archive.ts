@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { WarrenError } from '@warren/api';
 import type { IdMap } from './idmap.js';
-import type { LayerStore } from './layer-store.js';
+import type { ImageCatalogue } from './image-catalogue.js';
 import { gunzipIfCompressed } from './gzip.js';
 import { readTar } from './tar.js';
 import { capped, type FsOps } from './unpack.js';
@@ -143,7 +143,7 @@ export interface ImportProgress {
  */
 export async function importArchive(
   file: string,
-  store: LayerStore,
+  store: ImageCatalogue,
   o: { idMap: IdMap; ops: FsOps; scratch: string; onProgress?: ImportProgress; tenant?: string; maxBytes?: number },
 ): Promise<{ digests: string[]; env: Record<string, string> }> {
   let tarFile = file;
@@ -179,9 +179,8 @@ export async function importArchive(
       const at = entries.get(ref.path.replace(/^\.\//, ''));
       if (!at) throw bad(`the archive lacks layer ${ref.path}`);
       // A layer converted before (same diffID) is not read again.
-      const known = ref.diffId ? store.knownLayer(ref.diffId, o.tenant) : undefined;
+      const known = ref.diffId ? await store.pinKnownLayer(ref.diffId, o.tenant) : undefined;
       if (known) {
-        store.pin(known);
         digests.push(known);
       } else {
         const range = hashedRange(tarFile, at.offset, at.size);

@@ -5,7 +5,8 @@ import { buildBusyboxRootfs } from './busybox.js';
 import { buildDebianRootfs } from './debian.js';
 import { mkfsErofs } from './erofs.js';
 import { DEFAULT_ID_MAP, type IdMap } from './idmap.js';
-import { layerDigest, type LayerStore } from './layer-store.js';
+import type { ImageCatalogue } from './image-catalogue.js';
+import { layerDigest } from './layer-store.js';
 import { shiftOwnership } from './rootfs.js';
 import { runFile } from './exec-file.js';
 
@@ -110,12 +111,12 @@ async function removeStaleBuilds(cacheDir: string): Promise<void> {
   }
 }
 
-/** Puts the cached default images into a node's layer store under their names. */
-export async function installDefaultImages(store: LayerStore, prepared: Map<DefaultImageName, PreparedImage>): Promise<void> {
+/** Puts the cached default images into a node's layer store and the catalogue under their names. */
+export async function installDefaultImages(catalogue: ImageCatalogue, prepared: Map<DefaultImageName, PreparedImage>): Promise<void> {
   for (const [name, { file, data, digest, blocks }] of prepared) {
-    const existing = store.getImage(name);
-    if (existing && existing.layers.length === 1 && existing.layers[0] === digest && existing.builtIn) continue;
-    await store.addLayerFile(file, data, { digest, blocks });
-    await store.setImage(name, [digest], null, { PATH: DEFAULT_PATH }, { builtIn: true });
+    const existing = await catalogue.getImage(name);
+    if (existing && existing.layers.length === 1 && existing.layers[0] === digest && existing.builtIn && (await catalogue.blobs.hasLayer(digest))) continue;
+    await catalogue.blobs.addLayerFile(file, data, { digest, blocks });
+    await catalogue.setImage(name, [digest], null, { PATH: DEFAULT_PATH }, { builtIn: true });
   }
 }

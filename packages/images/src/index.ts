@@ -2,6 +2,8 @@ export { DEFAULT_ID_MAP, shiftId } from './idmap.js';
 export type { IdMap } from './idmap.js';
 export { LayerStore, checkLayerName, digestHex, layerDigest, blockDigests, BLOCK_BYTES } from './layer-store.js';
 export type { BlobSource, LayerInfo, NamedLayer } from './layer-store.js';
+export { ImageCatalogue } from './image-catalogue.js';
+export type { CatalogueStore, LayerNameRow } from './catalogue.js';
 export { OPAQUE_XATTR, layerPath, unpackLayer } from './unpack.js';
 export type { FsOps, UnpackResult } from './unpack.js';
 export { readTar } from './tar.js';

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { copyFile, link, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { copyFile, link, mkdir, mkdtemp, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
-import type { Image } from '@warren/api';
 import { mkfsErofs } from './erofs.js';
 import type { IdMap } from './idmap.js';
 import { unpackLayer, type FsOps } from './unpack.js';
@@ -58,34 +57,10 @@ export interface BlobSource {
   fetchMeta(hex: string, dest: string): Promise<void>;
 }
 
-function toImage(name: string, rec: ImageRecord): Image {
-  return {
-    name,
-    layers: rec.layers,
-    sizeBytes: rec.sizeBytes,
-    createdAt: rec.createdAt,
-    tenant: rec.tenant ?? null,
-    env: rec.env ?? {},
-    builtIn: rec.builtIn ?? false,
-  };
-}
-
 export function digestHex(digest: string): string {
   const m = /^sha256:([0-9a-f]{64})$/.exec(digest);
   if (!m?.[1]) throw new WarrenError('invalid_argument', `not a layer digest: ${digest}`);
   return m[1];
-}
-
-interface ImageRecord {
-  layers: string[];
-  sizeBytes: number;
-  createdAt: string;
-  /** Its tenant; absent or null: every tenant's. */
-  tenant?: string | null;
-  /** Its own environment (absent in records from before images carried one: none). */
-  env?: Record<string, string>;
-  /** A default image Warren built itself (absent: not). */
-  builtIn?: boolean;
 }
 
 /** A layer made from a tar: its EROFS blob's digest and the tar's own (the OCI diffID). */
@@ -104,13 +79,6 @@ export interface NamedLayer {
   tenant: string | null;
 }
 
-interface LayerIndex {
-  /** Standalone layers by name (`workspace/swe-123`); no tenant (older indexes): every tenant's. */
-  named: Record<string, { digest: string; createdAt: string; tenant?: string | null }>;
-  /** diffID → EROFS digest: the same tar is converted once. */
-  sources: Record<string, string>;
-}
-
 let saves = 0;
 
 const LAYER_NAME = /^[a-z0-9][a-z0-9._-]*(\/[a-z0-9][a-z0-9._-]*)*(:[A-Za-z0-9._-]+)?$/;
@@ -121,14 +89,13 @@ export function checkLayerName(name: string): string {
 }
 
 /**
- * Content-addressed EROFS layers and the image names that point at them, under one directory.
- * A layer file is written under a temporary name and renamed into place, so no half-written
- * layer is ever visible under its digest.
+ * Content-addressed EROFS layers of one node, under one directory (what names them is the
+ * catalogue's, in the control plane's store: ImageCatalogue). A layer file is written under a
+ * temporary name and renamed into place, so no half-written layer is ever visible under its
+ * digest.
  */
 export class LayerStore {
   readonly root: string;
-  private images = new Map<string, ImageRecord>();
-  private layerIndex: LayerIndex = { named: {}, sources: {} };
   /** Blobs being made or about to be named: garbage collection leaves them alone. */
   private readonly pinned = new Map<string, number>();
 
@@ -136,15 +103,10 @@ export class LayerStore {
     this.root = root;
   }
 
-  /** Creates the directories and reads the image index. */
+  /** Creates the directories and removes what a conversion that died left. */
   async open(): Promise<void> {
     await mkdir(join(this.root, 'blobs'), { recursive: true });
     await mkdir(join(this.root, 'tmp'), { recursive: true });
-    const text = await readFile(this.indexPath(), 'utf8').catch(() => '{}');
-    const parsed = JSON.parse(text) as Record<string, ImageRecord>;
-    this.images = new Map(Object.entries(parsed));
-    const layers = JSON.parse(await readFile(this.layerIndexPath(), 'utf8').catch(() => '{}')) as Partial<LayerIndex>;
-    this.layerIndex = { named: layers.named ?? {}, sources: layers.sources ?? {} };
     // Leftovers of conversions that died with the process, and of block lists and sources an
     // on-demand fetch was writing beside the blobs.
     for (const n of await readdir(join(this.root, 'tmp'))) await rm(join(this.root, 'tmp', n), { recursive: true, force: true });
@@ -233,50 +195,24 @@ export class LayerStore {
   }
 
   /**
-   * Names an image as a stack of layers, bottom first, with its own environment; `tenant` owns
-   * it (null: every tenant's).
-   */
-  async setImage(
-    name: string,
-    layers: string[],
-    tenant: string | null = null,
-    env: Record<string, string> = {},
-    o: { builtIn?: boolean } = {},
-  ): Promise<Image> {
-    let sizeBytes = 0;
-    for (const l of layers) sizeBytes += await this.layerSize(l);
-    const rec: ImageRecord = { layers, sizeBytes, createdAt: new Date().toISOString(), tenant, env, ...(o.builtIn ? { builtIn: true } : {}) };
-    this.images.set(name, rec);
-    await this.saveIndex();
-    return toImage(name, rec);
-  }
-
-  getImage(name: string): Image | undefined {
-    const rec = this.images.get(name);
-    return rec ? toImage(name, rec) : undefined;
-  }
-
-  listImages(): Image[] {
-    return [...this.images.entries()].map(([name, rec]) => toImage(name, rec)).sort((a, b) => a.name.localeCompare(b.name));
-  }
-
-  /** Removes an image's name (its layers go at the next garbage collection). */
-  async deleteImage(name: string): Promise<boolean> {
-    if (!this.images.delete(name)) return false;
-    await this.saveIndex();
-    return true;
-  }
-
-  /**
    * Makes an EROFS layer from a layer tar (plain bytes; decompress first): unpacked in overlay
    * form into a private directory, converted, stored under its digest. A tar converted before
-   * (same diffID) is not converted again (callers that know the diffID ahead use knownLayer and
-   * do not read it at all). Nothing half-made is ever visible under a digest, and a
-   * failure leaves nothing behind. The result is pinned until `unpin` (or a name) holds it.
+   * (same diffID, as `known` answers) is not converted again (callers that know the diffID ahead
+   * ask the catalogue and do not read it at all). Nothing half-made is ever visible under a
+   * digest, and a failure leaves nothing behind. The result is pinned until `unpin` (or a name)
+   * holds it.
    */
   async addLayerTar(
     source: AsyncIterable<Buffer>,
-    o: { idMap: IdMap; ops: FsOps; expectDiffId?: string; signal?: AbortSignal; maxBytes?: number },
+    o: {
+      idMap: IdMap;
+      ops: FsOps;
+      expectDiffId?: string;
+      signal?: AbortSignal;
+      maxBytes?: number;
+      /** The stored blob an earlier conversion made of the tar with this diffID, if any, pinned. */
+      known?: (diffId: string) => Promise<string | undefined>;
+    },
   ): Promise<LayerInfo> {
     const work = await mkdtemp(join(this.root, 'tmp', 'layer-'));
     try {
@@ -285,9 +221,8 @@ export class LayerStore {
       const unpacked = await unpackLayer(source, dir, { idMap: o.idMap, ops: o.ops, maxBytes: o.maxBytes });
       if (o.expectDiffId && unpacked.diffId !== o.expectDiffId)
         throw new WarrenError('invalid_argument', `layer content does not match its digest: expected ${o.expectDiffId}, got ${unpacked.diffId}`);
-      const already = this.layerIndex.sources[unpacked.diffId];
-      if (already && (await exists(this.layerPath(already)))) {
-        this.pin(already);
+      const already = await o.known?.(unpacked.diffId);
+      if (already) {
         return { digest: already, diffId: unpacked.diffId, sizeBytes: await this.layerSize(already) };
       }
       const file = join(work, 'layer.erofs');
@@ -297,8 +232,6 @@ export class LayerStore {
       const digest = known.digest;
       this.pin(digest);
       await this.addLayerFile(file, data, known);
-      this.layerIndex.sources[unpacked.diffId] = digest;
-      await this.saveLayerIndex();
       return { digest, diffId: unpacked.diffId, sizeBytes: await this.layerSize(digest) };
     } finally {
       await rm(work, { recursive: true, force: true });
@@ -325,17 +258,6 @@ export class LayerStore {
     }
   }
 
-  /**
-   * The blob an earlier conversion made of the tar with this diffID, if it is still stored and
-   * `tenant` (undefined: no check) may use it: a caller that only names a diffID, without sending
-   * its bytes, gets no layer it could not stack on a create anyway.
-   */
-  knownLayer(diffId: string, tenant?: string): string | undefined {
-    const d = this.layerIndex.sources[diffId];
-    if (!d || !existsSync(this.layerPath(d))) return undefined;
-    return tenant === undefined || this.resolveLayer(d, tenant) ? d : undefined;
-  }
-
   pin(digest: string): void {
     this.pinned.set(digest, (this.pinned.get(digest) ?? 0) + 1);
   }
@@ -346,141 +268,28 @@ export class LayerStore {
     else this.pinned.delete(digest);
   }
 
-  /** Names a stored layer; `tenant` owns the name (null: every tenant's). */
-  async nameLayer(name: string, digest: string, tenant: string | null = null): Promise<NamedLayer> {
-    checkLayerName(name);
-    digestHex(digest);
-    const createdAt = new Date().toISOString();
-    this.layerIndex.named[name] = { digest, createdAt, tenant };
-    await this.saveLayerIndex();
-    return { name, digest, sizeBytes: await this.layerSize(digest), createdAt, tenant };
-  }
-
-  /** Who holds a layer name: a tenant, null (every tenant's) or undefined (nobody, it is free). */
-  layerNameTenant(name: string): string | null | undefined {
-    const l = this.layerIndex.named[name];
-    return l && (l.tenant ?? null);
-  }
-
-  async deleteLayerName(name: string): Promise<boolean> {
-    if (!this.layerIndex.named[name]) return false;
-    delete this.layerIndex.named[name];
-    await this.saveLayerIndex();
-    return true;
-  }
-
-  async listLayers(): Promise<NamedLayer[]> {
-    const out: NamedLayer[] = [];
-    for (const [name, l] of Object.entries(this.layerIndex.named)) {
-      const size = await this.layerSize(l.digest);
-      out.push({ name, digest: l.digest, sizeBytes: size, createdAt: l.createdAt, tenant: l.tenant ?? null });
-    }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
+  /** Whether the node holds a layer's metadata image (its data may be read on demand). */
+  hasLayer(digest: string): Promise<boolean> {
+    return exists(this.layerPath(digest));
   }
 
   /**
-   * A layer by name or by `sha256:` digest of a stored blob; undefined when unknown. With
-   * `tenant` (undefined: no check), only what that tenant may use: names and images that are
-   * every tenant's or its own (a digest counts when such an image or name holds it).
+   * Removes every blob that neither `keep` (what the catalogue names and running sandboxes use)
+   * nor a pin holds. Returns the digests removed.
    */
-  resolveLayer(ref: string, tenant?: string): string | undefined {
-    const mine = (t: string | null | undefined): boolean => tenant === undefined || t === null || t === undefined || t === tenant;
-    if (ref.startsWith('sha256:')) {
-      const known =
-        [...this.images.values()].some((i) => mine(i.tenant) && i.layers.includes(ref)) ||
-        Object.values(this.layerIndex.named).some((l) => mine(l.tenant) && l.digest === ref);
-      return known ? ref : undefined;
-    }
-    const l = this.layerIndex.named[ref];
-    return l && mine(l.tenant) ? l.digest : undefined;
-  }
-
-  /**
-   * Removes every blob no image, named layer, pin or `inUse` digest (the layers of running
-   * sandboxes) refers to. Returns the digests removed.
-   */
-  async collectGarbage(inUse: Iterable<string>): Promise<string[]> {
-    const keep = new Set<string>(inUse);
-    for (const i of this.images.values()) for (const l of i.layers) keep.add(l);
-    for (const l of Object.values(this.layerIndex.named)) keep.add(l.digest);
-    for (const d of this.pinned.keys()) keep.add(d);
+  async collectGarbage(keep: Iterable<string>): Promise<string[]> {
+    const held = new Set<string>(keep);
+    for (const d of this.pinned.keys()) held.add(d);
     const removed: string[] = [];
     for (const n of await readdir(join(this.root, 'blobs'))) {
       const m = /^([0-9a-f]{64})\.(erofs|data|blocks|src)$/.exec(n);
       if (!m) continue;
       const digest = `sha256:${m[1]}`;
-      if (keep.has(digest)) continue;
+      if (held.has(digest)) continue;
       await unlink(join(this.root, 'blobs', n)).catch(() => undefined);
       if (m[2] === 'erofs') removed.push(digest);
     }
-    if (removed.length) {
-      const gone = new Set(removed);
-      for (const [diffId, d] of Object.entries(this.layerIndex.sources)) if (gone.has(d)) delete this.layerIndex.sources[diffId];
-      await this.saveLayerIndex();
-    }
     return removed;
-  }
-
-  private indexPath(): string {
-    return join(this.root, 'images.json');
-  }
-
-  private layerIndexPath(): string {
-    return join(this.root, 'layers.json');
-  }
-
-  private readonly imageIndexWriter = new IndexWriter(
-    () => this.indexPath(),
-    () => JSON.stringify(Object.fromEntries(this.images), null, 2),
-  );
-  private readonly layerIndexWriter = new IndexWriter(
-    () => this.layerIndexPath(),
-    () => JSON.stringify(this.layerIndex, null, 2),
-  );
-
-  private saveIndex(): Promise<void> {
-    return this.imageIndexWriter.save();
-  }
-
-  private saveLayerIndex(): Promise<void> {
-    return this.layerIndexWriter.save();
-  }
-}
-
-/**
- * Writes one index file from the in-memory state, one write at a time: a save asked for while
- * one is under way waits for it and then writes the state as it is by then (saves asked for
- * meanwhile share that write). Concurrent writes could otherwise rename an older snapshot into
- * place last, and a name set in between would be gone at the next start.
- */
-export class IndexWriter {
-  private running: Promise<void> | null = null;
-  private queued: Promise<void> | null = null;
-
-  constructor(
-    private readonly path: () => string,
-    private readonly snapshot: () => string,
-  ) {}
-
-  save(): Promise<void> {
-    if (this.queued) return this.queued;
-    if (!this.running) return (this.running = this.write());
-    const after = this.running.catch(() => undefined);
-    this.queued = after.then(() => {
-      this.queued = null;
-      return (this.running = this.write());
-    });
-    return this.queued;
-  }
-
-  private async write(): Promise<void> {
-    try {
-      const tmp = `${this.path()}.${process.pid}.${++saves}.tmp`;
-      await writeFile(tmp, this.snapshot());
-      await rename(tmp, this.path());
-    } finally {
-      this.running = null;
-    }
   }
 }
 

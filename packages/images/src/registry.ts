@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { WarrenError } from '@warren/api';
 import type { IdMap } from './idmap.js';
-import type { LayerStore } from './layer-store.js';
+import type { ImageCatalogue } from './image-catalogue.js';
 import type { FsOps } from './unpack.js';
 import { gunzipIfCompressed } from './gzip.js';
 import { configEnv, type ImageConfigDoc } from './image-config.js';
@@ -249,7 +249,7 @@ export class RegistryClient {
  */
 export async function pullImage(
   ref: string,
-  store: LayerStore,
+  store: ImageCatalogue,
   o: {
     idMap: IdMap;
     ops: FsOps;
@@ -280,9 +280,8 @@ export async function pullImage(
     for (const [i, l] of doc.layers.entries()) {
       if (l.mediaType?.includes('zstd')) throw new WarrenError('invalid_argument', `layer ${l.digest} is zstd-compressed, which is not supported`);
       const diffId = diffIds[i];
-      const known = diffId ? store.knownLayer(diffId, o.tenant) : undefined;
+      const known = diffId ? await store.pinKnownLayer(diffId, o.tenant) : undefined;
       if (known) {
-        store.pin(known);
         digests.push(known);
       } else {
         const blob = await client.blobStream(l.digest);

@@ -27,6 +27,7 @@ import {
   DEFAULT_ID_MAP,
   HOST_BASH,
   HOST_BUSYBOX,
+  ImageCatalogue,
   LayerStore,
   RemoteBlobs,
   installDefaultImages,
@@ -260,6 +261,11 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
 
   const layers = new LayerStore(join(o.dataDir, 'layers'));
   await layers.open();
+  // The control plane's state, the image and layer catalogue included (over this node's blobs).
+  const store = new SqliteStore(join(o.dataDir, 'warren.db'));
+  const catalogue = new ImageCatalogue(layers, store);
+  const adopted = await catalogue.adoptIndexFiles();
+  if (adopted.images || adopted.layers) o.logger.info('took the image and layer index files into the store', adopted);
   const remote = o.blobStore
     ? new RemoteBlobs({
         url: o.blobStore.url,
@@ -279,7 +285,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     layers.remote = remote;
   }
   const prepared = await prepareDefaultImages({ cacheDir: o.imageCacheDir, only: o.images, log: (m) => o.logger.info(m) });
-  await installDefaultImages(layers, prepared);
+  await installDefaultImages(catalogue, prepared);
 
   let adminKey = o.adminKey;
   let adminKeyFile: string | null = null;
@@ -322,7 +328,6 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   });
   await backend.open();
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
-  const store = new SqliteStore(join(o.dataDir, 'warren.db'));
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
   const crashAt = o.crashAt;
@@ -355,7 +360,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const link = await linkEdge(edge, o);
   const edgeApi = link.api;
   const node = await edgeApi.info();
-  const service = new SandboxService(store, edgeApi, node, layers, {
+  const service = new SandboxService(store, edgeApi, node, catalogue, {
     nodeId,
     failpoint,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
@@ -372,19 +377,19 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const pools = new PoolService(store, edgeApi, service, { logger: o.logger });
   service.pools = pools;
   const sandboxes = service;
-  const fn = new FnService(edgeApi, node.capacity, layers, {
+  const fn = new FnService(edgeApi, node.capacity, catalogue, {
     ...o.fn,
     logger: o.logger,
-    checkQuota: (tenant, quota, r) => sandboxes.checkQuota(tenant, quota, r),
+    quota: { usage: (tenant) => store.tenantUsage(tenant), fit: (tenant, quota, r, stored) => sandboxes.fitQuota(tenant, quota, r, 1, stored) },
   });
   service.fn = fn;
   const events = new EdgeEventReader(
     edgeApi,
     (ev) => {
-      if (ev.type === 'state') service.stateChanged(ev.id, ev);
-      else if (ev.type === 'expired') service.expire(ev.id, ev.reason);
-      else if (fn.owns(ev.id)) fn.died(ev.id);
-      else service.died(ev.id);
+      if (ev.type === 'state') return service.stateChanged(ev.id, ev);
+      if (ev.type === 'expired') return service.expire(ev.id, ev.reason);
+      if (fn.owns(ev.id)) return fn.died(ev.id);
+      return service.died(ev.id);
     },
     o.logger,
   );
@@ -394,12 +399,12 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
   await network?.sweep();
   edge.start();
-  pools.start();
-  fn.start();
+  await pools.start();
+  await fn.start();
   const flush = setInterval(() => void service.flushActivity().catch(() => undefined), 5000);
   flush.unref();
 
-  const images = new ImageService(layers, edgeApi, {
+  const images = new ImageService(catalogue, edgeApi, {
     idMap: DEFAULT_ID_MAP,
     ops: mounts,
     maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30,
@@ -416,10 +421,10 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   });
   if (orphans.length) o.logger.info('removed layers nothing names', { layers: orphans });
   const auth = new Auth(store, adminKey);
-  const audit = new AuditLog(store);
+  const audit = new AuditLog(store, (e, entries) => o.logger.warn('audit entries were not written', { entries, error: String(e) }));
   let url = '';
   const nodes = new NodeService(edgeApi, node, () => url);
-  const server = createApp({ version: VERSION, auth, sandboxes: service, commands, files, nodes, layers, images, pools, fn, audit, logger: o.logger });
+  const server = createApp({ version: VERSION, auth, sandboxes: service, commands, files, nodes, catalogue, images, pools, fn, audit, logger: o.logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(o.port, o.host, () => resolve());
@@ -439,7 +444,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
           await edgeApi.close({ keep: true });
           await link.close();
           await mounts.close();
-          store.close();
+          await store.close();
           throw e;
         });
   if (zram) o.logger.info('zram swap on', { device: zram.device, sizeMiB: zram.sizeMiB });
@@ -465,18 +470,18 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
         pools.close();
         await fn.close();
         await service.flushActivity().catch(() => undefined);
-        audit.close();
+        await audit.close();
         await events.stop();
         const ids = (await edgeApi.sandboxes()).map((x) => x.id);
         await edgeApi.close({ keep: opts.keep ?? false });
         await link.close();
-        if (!opts.keep) for (const id of ids) store.updateSandbox(id, { state: 'stopped' });
+        if (!opts.keep) for (const id of ids) await store.updateSandbox(id, { state: 'stopped' });
         // Kept sandboxes read their layers through it: it stays for the next start.
         if (remote && (!opts.keep || ids.length === 0)) await remote.stop();
         await mounts.close();
         await disk?.close({ keep: (opts.keep ?? false) && ids.length > 0 });
         await zram?.close();
-        store.close();
+        await store.close();
       })();
       return closing;
     },

@@ -204,6 +204,23 @@ describe('red team: accounts', () => {
     }
   });
 
+  test('a burst of creates at once cannot pass a quota: the count is checked where the sandbox is recorded', async () => {
+    const r = await http(t, 'POST', '/v1/keys', { tenant: 'burstquota', role: 'user', quota: { sandboxes: 2 } });
+    assert.equal(r.status, 201, r.text);
+    const w = new Warren({ url: t.url, apiKey: (r.json as { key: string }).key });
+    const spec = { image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 32 } };
+    const results = await Promise.allSettled(Array.from({ length: 6 }, () => w.sandboxes.create(spec)));
+    try {
+      const made = results.filter((x) => x.status === 'fulfilled');
+      const refused = results.filter((x): x is PromiseRejectedResult => x.status === 'rejected');
+      assert.equal(made.length, 2, `made ${made.length} of a quota of 2`);
+      for (const x of refused) assert.equal((x.reason as WarrenError).code, 'resource_exhausted', String(x.reason));
+      assert.equal((await w.sandboxes.list()).sandboxes.length, 2);
+    } finally {
+      for (const x of results) if (x.status === 'fulfilled') await x.value.delete();
+    }
+  });
+
   test('every mutating call is in the audit log with its key, sandbox and outcome; only admins read it', async () => {
     const runner = await keyFor('audited', 'runner');
     const w = new Warren({ url: t.url, apiKey: runner.key });

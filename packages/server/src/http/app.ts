@@ -34,7 +34,7 @@ export function createApp(d: AppDeps): Server {
       let caller: Caller | null = null;
       const audit: { sandbox?: string } = {};
       try {
-        caller = d.auth.authenticate(ctx.req.headers.authorization);
+        caller = await d.auth.authenticate(ctx.req.headers.authorization);
         await h({ ...ctx, caller, audit });
         if (mutating) record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, ctx.res.statusCode, null);
       } catch (e) {
@@ -67,7 +67,7 @@ export function createApp(d: AppDeps): Server {
     if (url.pathname === '/healthz') return sendJson(res, 200, { ok: true });
     if (url.pathname === '/metrics') {
       // It names every tenant's sandboxes: an admin's (a scraper sends the key as a bearer token).
-      if (d.auth.authenticate(req.headers.authorization).role !== 'admin') throw new WarrenError('permission_denied', '/metrics needs an admin key');
+      if ((await d.auth.authenticate(req.headers.authorization)).role !== 'admin') throw new WarrenError('permission_denied', '/metrics needs an admin key');
       const nodes = await d.nodes.metrics();
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(

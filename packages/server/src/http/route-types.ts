@@ -1,5 +1,5 @@
 import type { RouteSpec } from '@warren/api';
-import type { LayerStore } from '@warren/images';
+import type { ImageCatalogue } from '@warren/images';
 import type { Auth } from '../services/auth.js';
 import type { Caller, SandboxService } from '../services/sandboxes.js';
 import type { ImageService } from '../services/images.js';
@@ -24,7 +24,7 @@ export interface RouteDeps {
   commands: CommandService;
   files: FileService;
   nodes: NodeService;
-  layers: LayerStore;
+  catalogue: ImageCatalogue;
   images: ImageService;
   pools: PoolService;
   fn: FnService;
@@ -35,4 +35,4 @@ export interface RouteDeps {
 export const sandboxId = (c: Authed): string => c.params.id ?? '';
 
 /** The id of the caller's sandbox named in the path, which must be live on this node. */
-export const liveSandboxId = (d: RouteDeps, c: Authed): string => d.sandboxes.live(c.caller, sandboxId(c)).id;
+export const liveSandboxId = async (d: RouteDeps, c: Authed): Promise<string> => (await d.sandboxes.live(c.caller, sandboxId(c))).id;

@@ -33,7 +33,7 @@ export function commandRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.commandStdin, async (c) => {
     const cid = c.params.commandId ?? '';
     // A sandbox that is not live answers before its body is read.
-    d.sandboxes.live(c.caller, sandboxId(c));
+    await d.sandboxes.live(c.caller, sandboxId(c));
     const data = await readBody(c.req, 16 * 1024 * 1024);
     await d.commands.stdin(c.caller, sandboxId(c), cid, data, c.url.searchParams.get('eof') === '1');
     sendEmpty(c.res);

@@ -19,7 +19,7 @@ export function fileRoutes(on: On, d: RouteDeps): void {
   };
   on(ROUTES.writeFile, async (c) => {
     const q = query(c.url, api.WriteFileQuery);
-    d.sandboxes.live(c.caller, sandboxId(c));
+    await d.sandboxes.live(c.caller, sandboxId(c));
     checkLength(c.req);
     await d.files.write(c.caller, sandboxId(c), q.path, c.req, q.mode === undefined ? undefined : parseInt(q.mode, 8));
     sendEmpty(c.res);
@@ -42,19 +42,19 @@ export function fileRoutes(on: On, d: RouteDeps): void {
     sendJson(c.res, 200, await d.files.stat(c.caller, sandboxId(c), q.path));
   });
   on(ROUTES.mkdir, async (c) => {
-    d.sandboxes.live(c.caller, sandboxId(c));
+    await d.sandboxes.live(c.caller, sandboxId(c));
     await d.files.makeDir(c.caller, sandboxId(c), (await jsonBody(c.req, api.MkdirRequest)).path);
     sendEmpty(c.res);
   });
   on(ROUTES.move, async (c) => {
-    d.sandboxes.live(c.caller, sandboxId(c));
+    await d.sandboxes.live(c.caller, sandboxId(c));
     const body = await jsonBody(c.req, api.MoveRequest);
     await d.files.move(c.caller, sandboxId(c), body.from, body.to);
     sendEmpty(c.res);
   });
   on(ROUTES.putArchive, async (c) => {
     const q = query(c.url, api.FilePathQuery);
-    d.sandboxes.live(c.caller, sandboxId(c));
+    await d.sandboxes.live(c.caller, sandboxId(c));
     checkLength(c.req);
     await d.files.putArchive(c.caller, sandboxId(c), q.path, c.req);
     sendEmpty(c.res);

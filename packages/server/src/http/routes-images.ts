@@ -72,7 +72,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     sendJson(c.res, 200, await d.images.publish(await jsonBody(c.req, api.PublishLayersRequest)));
   });
   // The node's blob store over HTTP, for other nodes' on-demand views (ranges, HEAD, a listing).
-  const blobDir = join(d.layers.root, 'blobs');
+  const blobDir = join(d.catalogue.blobs.root, 'blobs');
   on(ROUTES.listBlobs, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
     const names = (await readdir(blobDir)).filter((n) => BLOB_NAME.test(n));
@@ -107,7 +107,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     await pipeline(createReadStream(join(blobDir, name), { start, end }), c.res).catch(() => c.res.destroy());
   });
   on(ROUTES.listLayers, async (c) => {
-    const all = await d.layers.listLayers();
+    const all = await d.catalogue.listLayers();
     const owner = imageOwner(c);
     sendJson(c.res, 200, { layers: owner === null ? all : all.filter((l) => l.tenant === null || l.tenant === owner) });
   });
@@ -119,8 +119,8 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.commit, async (c) => {
     builds(c);
     const body = await jsonBody(c.req, api.CommitRequest);
-    const id = liveSandboxId(d, c);
-    const rec = d.sandboxes.record(c.caller, sandboxId(c));
+    const id = await liveSandboxId(d, c);
+    const rec = await d.sandboxes.record(c.caller, sandboxId(c));
     sendJson(c.res, 201, await d.images.commit(id, rec.layers, imageOwner(c), body, rec.imageEnv));
   });
 }

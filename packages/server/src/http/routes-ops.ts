@@ -6,23 +6,25 @@ import type { On, RouteDeps } from './route-types.js';
 /** Images, nodes, keys and server info. */
 export function opsRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listImages, async (c) =>
-    sendJson(c.res, 200, { images: d.layers.listImages().filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin') }),
+    sendJson(c.res, 200, {
+      images: (await d.catalogue.listImages()).filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin'),
+    }),
   );
   on(ROUTES.listNodes, async (c) => sendJson(c.res, 200, await d.nodes.list()));
   on(ROUTES.createKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can create keys');
     const body = await jsonBody(c.req, api.CreateKeyRequest);
     const role = body.role ?? 'user';
-    sendJson(c.res, 201, { ...d.auth.createKey(body.tenant, role, body.quota ?? {}), tenant: body.tenant, role });
+    sendJson(c.res, 201, { ...(await d.auth.createKey(body.tenant, role, body.quota ?? {})), tenant: body.tenant, role });
   });
   on(ROUTES.deleteKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can revoke keys');
-    d.auth.revoke(c.params.keyId ?? '');
+    await d.auth.revoke(c.params.keyId ?? '');
     sendEmpty(c.res);
   });
   on(ROUTES.audit, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the audit log');
-    sendJson(c.res, 200, { entries: d.audit.list(query(c.url, api.AuditQuery)) });
+    sendJson(c.res, 200, { entries: await d.audit.list(query(c.url, api.AuditQuery)) });
   });
   on(ROUTES.info, async (c) =>
     sendJson(c.res, 200, {

@@ -59,7 +59,7 @@ export class PortProxy {
   constructor(private readonly d: RouteDeps) {}
 
   private async target(req: IncomingMessage, id: string, port: number): Promise<{ host: string; port: number }> {
-    const caller = this.d.auth.authenticate(req.headers.authorization);
+    const caller = await this.d.auth.authenticate(req.headers.authorization);
     return { host: await this.d.sandboxes.portAddress(caller, id), port };
   }
 

@@ -33,7 +33,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listSandboxes, async (c) => {
     sendJson(c.res, 200, await svc.list(c.caller, query(c.url, api.ListSandboxesQuery, ['label'])));
   });
-  on(ROUTES.getSandbox, async (c) => sendJson(c.res, 200, await svc.toApi(svc.record(c.caller, sandboxId(c)))));
+  on(ROUTES.getSandbox, async (c) => sendJson(c.res, 200, await svc.toApi(await svc.record(c.caller, sandboxId(c)))));
   on(ROUTES.deleteSandbox, async (c) => {
     await svc.delete(c.caller, sandboxId(c));
     sendEmpty(c.res);

@@ -10,30 +10,34 @@ export class AuditLog {
   private pending: AuditEntry[] = [];
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly store: Store) {
-    this.timer = setInterval(() => this.flush(), 200);
+  constructor(
+    private readonly store: Store,
+    private readonly onError?: (e: unknown, entries: number) => void,
+  ) {
+    this.timer = setInterval(() => void this.flush(), 200);
     this.timer.unref();
   }
 
   record(e: Omit<AuditEntry, 'at'>): void {
     this.pending.push({ at: new Date().toISOString(), ...e });
-    if (this.pending.length >= 1000) this.flush();
+    if (this.pending.length >= 1000) void this.flush();
   }
 
-  flush(): void {
+  /** Writes what is pending; a batch the store refuses is reported and dropped, never retried forever. */
+  async flush(): Promise<void> {
     if (!this.pending.length) return;
     const batch = this.pending;
     this.pending = [];
-    this.store.appendAudit(batch);
+    await this.store.appendAudit(batch).catch((e: unknown) => this.onError?.(e, batch.length));
   }
 
-  list(q: { limit?: number; tenant?: string; sandbox?: string }): AuditEntry[] {
-    this.flush();
+  async list(q: { limit?: number; tenant?: string; sandbox?: string }): Promise<AuditEntry[]> {
+    await this.flush();
     return this.store.listAudit({ limit: q.limit ?? 100, tenant: q.tenant, sandbox: q.sandbox });
   }
 
-  close(): void {
+  async close(): Promise<void> {
     clearInterval(this.timer);
-    this.flush();
+    await this.flush();
   }
 }

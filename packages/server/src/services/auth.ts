@@ -22,7 +22,7 @@ export class Auth {
     this.adminHash = Buffer.from(hashKey(adminKey), 'hex');
   }
 
-  authenticate(header: string | undefined): Caller {
+  async authenticate(header: string | undefined): Promise<Caller> {
     const m = /^Bearer\s+(\S+)$/i.exec(header ?? '');
     if (!m?.[1]) throw new WarrenError('unauthenticated', 'missing "Authorization: Bearer <key>"');
     const cached = this.cache.get(m[1]);
@@ -31,7 +31,7 @@ export class Auth {
     let caller: Caller | undefined;
     if (timingSafeEqual(Buffer.from(hash, 'hex'), this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {}, keyId: 'admin' };
     else {
-      const k = this.store.getKey(hash);
+      const k = await this.store.getKey(hash);
       if (k) caller = { tenant: k.tenant, role: k.role, quota: k.quota, keyId: keyId(hash) };
     }
     if (!caller) throw new WarrenError('unauthenticated', 'unknown API key');
@@ -44,7 +44,7 @@ export class Auth {
    * Revokes a key by its keyId: it is removed from the store and from the cache of presented
    * keys, so its next call is unauthenticated. The bootstrap admin key cannot be revoked here.
    */
-  revoke(id: string): void {
+  async revoke(id: string): Promise<void> {
     const m = /^k_([0-9a-f]{16})$/.exec(id);
     if (!m?.[1])
       throw new WarrenError(
@@ -52,15 +52,15 @@ export class Auth {
         id === 'admin' ? 'the bootstrap admin key is set at start-up, not revoked' : `no key ${id}`,
         { keyId: id },
       );
-    this.store.deleteKeyByPrefix(m[1]);
+    await this.store.deleteKeyByPrefix(m[1]);
     for (const [k, c] of this.cache) if (c.keyId === id) this.cache.delete(k);
   }
 
   /** Makes a new key for a tenant; the key itself is returned once and never stored. */
-  createKey(tenant: string, role: KeyRole, quota: KeyRecord['quota']): { key: string; keyId: string } {
+  async createKey(tenant: string, role: KeyRole, quota: KeyRecord['quota']): Promise<{ key: string; keyId: string }> {
     const key = `wk_${randomBytes(24).toString('base64url')}`;
     const hash = hashKey(key);
-    this.store.putKey({ hash, tenant, role, quota, createdAt: Date.now() });
+    await this.store.putKey({ hash, tenant, role, quota, createdAt: Date.now() });
     return { key, keyId: keyId(hash) };
   }
 }

@@ -31,7 +31,7 @@ export class CommandService {
   exec(caller: Caller, id: string, req: ExecRequest, wait: true): Promise<CommandResult>;
   exec(caller: Caller, id: string, req: ExecRequest, wait: false): Promise<CommandStream>;
   async exec(caller: Caller, id: string, req: ExecRequest, wait: boolean): Promise<CommandResult | CommandStream> {
-    const sid = this.sandboxes.live(caller, id).id;
+    const sid = (await this.sandboxes.live(caller, id)).id;
     const rid = req.requestId;
     // Without a requestId: one call to the edge, which starts the command and follows it.
     if (rid === undefined) return wait ? this.edge.run(sid, req) : this.edge.exec(sid, req);
@@ -40,53 +40,53 @@ export class CommandService {
   }
 
   /** Starts the command of a requestId once (see exec); answers its id. */
-  private async startOnce(sid: string, rid: string, req: ExecRequest): Promise<string> {
+  private startOnce(sid: string, rid: string, req: ExecRequest): Promise<string> {
     const key = `${sid}\0${rid}`;
     const inFlight = this.starting.get(key);
     if (inFlight) return inFlight;
+    // In the map before the first await: a second call with this requestId waits for this one
+    // instead of finding the store's row for a command not started yet.
+    const started = this.storeAndStart(sid, rid, req);
+    this.starting.set(key, started);
+    return started.finally(() => this.starting.delete(key));
+  }
+
+  private async storeAndStart(sid: string, rid: string, req: ExecRequest): Promise<string> {
     const commandId = newCommandId();
-    if (!this.store.putExecRequest(sid, rid, commandId)) {
-      const prev = this.store.execRequest(sid, rid) ?? '';
+    if (!(await this.store.putExecRequest(sid, rid, commandId))) {
+      const prev = (await this.store.execRequest(sid, rid)) ?? '';
       if (await this.edge.hasCommand(sid, prev)) return prev;
       throw new WarrenError('conflict', `requestId "${rid}" already ran as ${prev}, whose output is no longer kept`, { requestId: rid, commandId: prev });
     }
     this.o.failpoint?.('exec:stored');
-    const started = this.edge.start(sid, req, commandId).then(
-      (cid) => {
-        this.o.failpoint?.('exec:started');
-        return cid;
-      },
-      (e: unknown) => {
-        this.store.deleteExecRequest(sid, rid);
-        throw e;
-      },
-    );
-    this.starting.set(key, started);
     try {
-      return await started;
-    } finally {
-      this.starting.delete(key);
+      const cid = await this.edge.start(sid, req, commandId);
+      this.o.failpoint?.('exec:started');
+      return cid;
+    } catch (e) {
+      await this.store.deleteExecRequest(sid, rid);
+      throw e;
     }
   }
 
   /** A command's events from byte `offset` of its combined output. */
-  follow(caller: Caller, id: string, commandId: string, offset: number): Promise<CommandStream> {
-    return this.edge.follow(this.sandboxes.live(caller, id).id, commandId, offset);
+  async follow(caller: Caller, id: string, commandId: string, offset: number): Promise<CommandStream> {
+    return this.edge.follow((await this.sandboxes.live(caller, id)).id, commandId, offset);
   }
 
-  signal(caller: Caller, id: string, commandId: string, signal: string): Promise<void> {
-    return this.edge.signal(this.sandboxes.live(caller, id).id, commandId, signal);
+  async signal(caller: Caller, id: string, commandId: string, signal: string): Promise<void> {
+    return this.edge.signal((await this.sandboxes.live(caller, id)).id, commandId, signal);
   }
 
-  stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {
-    return this.edge.stdin(this.sandboxes.live(caller, id).id, commandId, data, eof);
+  async stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {
+    return this.edge.stdin((await this.sandboxes.live(caller, id)).id, commandId, data, eof);
   }
 
-  createSession(caller: Caller, id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
-    return this.edge.createSession(this.sandboxes.live(caller, id).id, p);
+  async createSession(caller: Caller, id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
+    return this.edge.createSession((await this.sandboxes.live(caller, id)).id, p);
   }
 
-  deleteSession(caller: Caller, id: string, sessionId: string): Promise<void> {
-    return this.edge.deleteSession(this.sandboxes.live(caller, id).id, sessionId);
+  async deleteSession(caller: Caller, id: string, sessionId: string): Promise<void> {
+    return this.edge.deleteSession((await this.sandboxes.live(caller, id)).id, sessionId);
   }
 }

@@ -1,7 +1,8 @@
 import type { EdgeApi, EdgeEvent } from '@warren/edge';
 
 /**
- * Reads an edge's event stream and hands each event to `handle`, in order, until stopped.
+ * Reads an edge's event stream and hands each event to `handle`, in order (the next once the
+ * last one's handling resolved), until stopped.
  * `reached(seq)` resolves once the events up to `seq` are handled (what a sweep waits for).
  */
 export class EdgeEventReader {
@@ -13,7 +14,7 @@ export class EdgeEventReader {
 
   constructor(
     edge: EdgeApi,
-    private readonly handle: (ev: EdgeEvent) => void,
+    private readonly handle: (ev: EdgeEvent) => void | Promise<void>,
     private readonly logger: { warn(msg: string, meta?: unknown): void },
   ) {
     this.it = edge.events()[Symbol.asyncIterator]();
@@ -31,7 +32,7 @@ export class EdgeEventReader {
       }
       if (r.done) break;
       try {
-        this.handle(r.value);
+        await this.handle(r.value);
       } catch (e) {
         this.logger.warn('an edge event was not handled', { event: r.value, error: String(e) });
       }

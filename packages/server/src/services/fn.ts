@@ -1,8 +1,9 @@
 import { cpus } from 'node:os';
 import { isAbsolute, posix } from 'node:path';
-import { DEFAULT_PATH, WarrenError, type FnRunRequest, type FnRunResult } from '@warren/api';
+import { DEFAULT_PATH, WarrenError, type FnRunRequest, type FnRunResult, type Image } from '@warren/api';
 import type { EdgeApi, EdgeCapacity, EdgeSandboxSpec, FnCallSpec } from '@warren/edge';
-import type { LayerStore } from '@warren/images';
+import type { ImageCatalogue } from '@warren/images';
+import type { TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
 import { unclaimedSpec, visibleImage, type Caller } from './sandboxes.js';
 
@@ -20,10 +21,14 @@ export interface FnOptions {
   /** Workers beyond a pool's size are removed after this long without a call (default 30 s). */
   idleMs?: number;
   /**
-   * Whether one more worker of these resources fits in a tenant's quota, counting its sandboxes,
-   * pools and the workers made for it (resource_exhausted if not).
+   * Tenants' quotas: `usage` reads what a tenant's sandboxes hold from the store (once per call
+   * enqueued, and only for a key with a quota); `fit` says whether one more worker of these
+   * resources fits beside that, its pools and the workers made for it (resource_exhausted if not).
    */
-  checkQuota?: (tenant: string, quota: Caller['quota'], resources: { cpu: number; memoryMiB: number }) => void;
+  quota?: {
+    usage(tenant: string): Promise<TenantUsage>;
+    fit(tenant: string, quota: Caller['quota'], resources: { cpu: number; memoryMiB: number }, stored: TenantUsage): void;
+  };
   logger: { warn(msg: string, meta?: unknown): void };
 }
 
@@ -38,6 +43,8 @@ interface Worker {
 interface Waiting {
   tenant: string;
   quota: Caller['quota'];
+  /** What the tenant's sandboxes held by the store when the call came (none: its key has no quota). */
+  stored: TenantUsage | null;
   spec: FnCallSpec;
   enqueuedMs: number;
   resolve: (r: FnRunResult) => void;
@@ -96,7 +103,7 @@ export class FnService {
     private readonly edge: EdgeApi,
     /** What the node allows one sandbox (a worker's size is checked against it). */
     private readonly capacity: EdgeCapacity,
-    private readonly layers: LayerStore,
+    private readonly catalogue: ImageCatalogue,
     private readonly o: FnOptions,
   ) {
     this.maxWorkers = o.maxWorkersPerImage ?? Math.max(4, 2 * cpus().length);
@@ -105,9 +112,9 @@ export class FnService {
   }
 
   /** Starts the configured pools and the removal of idle workers. */
-  start(): void {
+  async start(): Promise<void> {
     for (const p of this.o.pools ?? []) {
-      const g = this.group(null, p.image);
+      const g = this.group(await this.image(null, p.image), p.image);
       g.min = Math.max(g.min, p.size);
       g.warmLanguage ??= p.language ?? null;
     }
@@ -129,7 +136,7 @@ export class FnService {
   }
 
   async run(caller: Caller, req: FnRunRequest): Promise<FnRunResult> {
-    return this.enqueue(caller, [req])[0]!;
+    return (await this.enqueue(caller, [req]))[0]!;
   }
 
   /**
@@ -145,7 +152,7 @@ export class FnService {
         `a batch's calls may keep ${MAX_BATCH_OUTPUT} bytes of output together (maxOutputBytes, default ${DEFAULT_MAX_OUTPUT} each); these ask for ${outputBytes}`,
         { maxBatchOutputBytes: MAX_BATCH_OUTPUT, requested: outputBytes },
       );
-    const settled = await Promise.allSettled(this.enqueue(caller, reqs));
+    const settled = await Promise.allSettled(await this.enqueue(caller, reqs));
     return settled.map((s) => {
       if (s.status === 'fulfilled') return s.value;
       const e = s.reason instanceof WarrenError ? s.reason : new WarrenError('internal', 'internal error');
@@ -153,13 +160,25 @@ export class FnService {
     });
   }
 
-  private enqueue(caller: Caller, reqs: FnRunRequest[]): Array<Promise<FnRunResult>> {
+  private async enqueue(caller: Caller, reqs: FnRunRequest[]): Promise<Array<Promise<FnRunResult>>> {
     if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     // Everything is checked before anything waits: a bad call rejects the whole request.
+    const images = new Map<string, Image>();
+    for (const req of reqs) {
+      const name = req.image ?? this.o.defaultImage ?? 'debian-python:latest';
+      if (!images.has(name)) images.set(name, await this.image(caller, name));
+    }
+    // No await from here to the queueing: groups are found or made once.
     const prepared = reqs.map((req) => {
-      const image = req.image ?? this.o.defaultImage ?? 'debian-python:latest';
-      return { g: this.group(caller, image, req.resources), spec: callSpec(req, visibleImage(this.layers, caller, image)) };
+      const name = req.image ?? this.o.defaultImage ?? 'debian-python:latest';
+      const img = images.get(name)!;
+      return { g: this.group(img, name, req.resources), spec: callSpec(req, img) };
     });
+    // The last wait: the checks and the queueing that follow it do not await.
+    const q = caller.quota;
+    const stored =
+      this.o.quota && (q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined) ? await this.o.quota.usage(caller.tenant) : null;
+    if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     const waiting = this.queued.get(caller.tenant) ?? 0;
     if (waiting + reqs.length > this.queueLimit) {
       this.counts.rejected += reqs.length;
@@ -172,7 +191,7 @@ export class FnService {
     const promises = prepared.map(
       ({ g, spec }) =>
         new Promise<FnRunResult>((resolve, reject) => {
-          const w: Waiting = { tenant: caller.tenant, quota: caller.quota, spec, enqueuedMs: now, resolve, reject, retried: false };
+          const w: Waiting = { tenant: caller.tenant, quota: caller.quota, stored, spec, enqueuedMs: now, resolve, reject, retried: false };
           this.push(g, w);
         }),
     );
@@ -222,9 +241,14 @@ export class FnService {
     return n;
   }
 
-  private group(caller: Caller | null, image: string, asked: FnRunRequest['resources'] = {}): Group {
-    const img = caller ? visibleImage(this.layers, caller, image) : this.layers.getImage(image);
+  /** An image `caller` may use (null: the node's own pools, any image). */
+  private async image(caller: Caller | null, image: string): Promise<Image> {
+    const img = caller ? await visibleImage(this.catalogue, caller, image) : await this.catalogue.getImage(image);
     if (!img) throw new WarrenError('not_found', `image "${image}" does not exist`, { image });
+    return img;
+  }
+
+  private group(img: Image, image: string, asked: FnRunRequest['resources'] = {}): Group {
     const resources = { cpu: asked.cpu ?? this.resources.cpu, memoryMiB: asked.memoryMiB ?? this.resources.memoryMiB, pids: asked.pids ?? this.resources.pids };
     const cap = this.capacity;
     if (resources.cpu > cap.maxCpuPerSandbox || resources.memoryMiB > cap.maxMemoryMiBPerSandbox) {
@@ -323,7 +347,8 @@ export class FnService {
         const q = g.queues.get(tenant);
         if (more <= 0 || !q?.length || refused.has(tenant) || (g.creatingFor.get(tenant) ?? 0) >= q.length) continue;
         try {
-          this.o.checkQuota?.(tenant, q[0]!.quota, g.resources);
+          const first = q[0]!;
+          if (first.stored) this.o.quota?.fit(tenant, first.quota, g.resources, first.stored);
         } catch (e) {
           refused.set(tenant, e instanceof WarrenError ? e : new WarrenError('resource_exhausted', `tenant "${tenant}" is over its quota`));
           continue;

@@ -14,7 +14,7 @@ import {
   pullImage,
   type FsOps,
   type IdMap,
-  type LayerStore,
+  type ImageCatalogue,
   type RegistryCredentials,
 } from '@warren/images';
 
@@ -53,13 +53,13 @@ function limit(max: number, onBytes?: (n: number) => void): Transform {
 /** Images and layers of this node: import, upload, commit, delete and garbage collection. */
 export class ImageService {
   constructor(
-    private readonly store: LayerStore,
+    private readonly store: ImageCatalogue,
     private readonly edge: EdgeApi,
     private readonly o: ImageServiceOptions,
   ) {}
 
   private scratch(): Promise<string> {
-    return mkdtemp(join(this.store.root, 'tmp', 'import-'));
+    return mkdtemp(join(this.store.blobs.root, 'tmp', 'import-'));
   }
 
   /**
@@ -67,7 +67,7 @@ export class ImageService {
    * tenant's). A name another tenant holds is not taken over.
    */
   async uploadLayer(name: string, owner: string | null, body: NodeJS.ReadableStream): Promise<Layer> {
-    this.mayNameLayer(name, owner);
+    await this.mayNameLayer(name, owner);
     await this.o.checkDisk?.('a layer upload');
     const limited = body.pipe(limit(this.o.maxUploadBytes));
     body.on('error', (e: Error) => limited.destroy(e));
@@ -75,7 +75,7 @@ export class ImageService {
     const info = await this.store.addLayerTar(source, { idMap: this.o.idMap, ops: this.o.ops, maxBytes: this.o.maxUploadBytes });
     try {
       // Again: another tenant may have taken the name while this one was sent.
-      this.mayNameLayer(name, owner);
+      await this.mayNameLayer(name, owner);
       return await this.store.nameLayer(name, info.digest, owner);
     } finally {
       this.store.unpin(info.digest);
@@ -87,7 +87,7 @@ export class ImageService {
    * formats need random access), then each layer converted. Progress goes to `emit`.
    */
   async importImage(name: string, owner: string | null, body: NodeJS.ReadableStream, emit: (ev: ImageEvent) => void): Promise<Image> {
-    this.mayName(name, owner);
+    await this.mayName(name, owner);
     await this.o.checkDisk?.('an import');
     const scratch = await this.scratch();
     try {
@@ -131,7 +131,7 @@ export class ImageService {
     const parsed = parseImageRef(ref);
     const allowHost = this.pullHosts(ref, owner);
     const imageName = name ?? `${parsed.repository}:${parsed.reference.startsWith('sha256:') ? parsed.reference.slice(7, 19) : parsed.reference}`.toLowerCase();
-    this.mayName(imageName, owner);
+    await this.mayName(imageName, owner);
     await this.o.checkDisk?.('a pull');
     return this.nameImage(imageName, owner, () => pullImage(ref, this.store, { ...this.conversion(owner, emit), credentials, allowHost }));
   }
@@ -166,7 +166,7 @@ export class ImageService {
       const { digests, env } = await make();
       try {
         this.o.failpoint?.('import:layers');
-        this.mayName(name, owner);
+        await this.mayName(name, owner);
         return await this.store.setImage(name, digests, owner, env);
       } finally {
         for (const d of digests) this.store.unpin(d);
@@ -183,12 +183,12 @@ export class ImageService {
    * never the create's, which may carry a caller's secrets).
    */
   async commit(id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
-    this.mayName(req.name, owner);
+    await this.mayName(req.name, owner);
     await this.o.checkDisk?.('a commit');
     const info = await this.edge.commit(id, { exclude: req.exclude });
     try {
       this.o.failpoint?.('commit:layer');
-      this.mayName(req.name, owner);
+      await this.mayName(req.name, owner);
       return await this.store.setImage(req.name, [...layers, info.digest], owner, env);
     } finally {
       this.store.unpin(info.digest);
@@ -199,13 +199,13 @@ export class ImageService {
    * A tenant names only images that are new or its own (`owner` null: an admin, who may replace
    * any; its images are every tenant's).
    */
-  private mayName(name: string, owner: string | null): void {
-    const cur = this.store.getImage(name);
+  private async mayName(name: string, owner: string | null): Promise<void> {
+    const cur = await this.store.getImage(name);
     if (cur && owner !== null && cur.tenant !== owner) throw new WarrenError('permission_denied', `the image name "${name}" is taken`, { image: name });
   }
 
-  private mayNameLayer(name: string, owner: string | null): void {
-    const holder = this.store.layerNameTenant(name);
+  private async mayNameLayer(name: string, owner: string | null): Promise<void> {
+    const holder = await this.store.layerNameTenant(name);
     if (holder !== undefined && owner !== null && holder !== owner)
       throw new WarrenError('permission_denied', `the layer name "${name}" is taken`, { layer: name });
   }
@@ -213,7 +213,7 @@ export class ImageService {
   /** Names an image from layer digests this node has, or its blob store has (metadata fetched now). */
   async putImage(name: string, layers: string[], env: Record<string, string> = {}): Promise<Image> {
     for (const d of layers) {
-      if (!(await this.store.ensureMeta(d))) throw new WarrenError('not_found', `layer ${d} is not on this node and it has no blob store`, { layer: d });
+      if (!(await this.store.blobs.ensureMeta(d))) throw new WarrenError('not_found', `layer ${d} is not on this node and it has no blob store`, { layer: d });
     }
     return this.store.setImage(name, layers, null, env);
   }
@@ -232,12 +232,12 @@ export class ImageService {
   async publish(req: PublishLayersRequest): Promise<PublishLayersResponse> {
     const digests: string[] = [];
     if (req.image) {
-      const img = this.store.getImage(req.image);
+      const img = await this.store.getImage(req.image);
       if (!img) throw new WarrenError('not_found', `image "${req.image}" does not exist`, { image: req.image });
       digests.push(...img.layers);
     }
     for (const ref of req.layers ?? []) {
-      const d = this.store.resolveLayer(ref);
+      const d = await this.store.resolveLayer(ref);
       if (!d) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
       digests.push(d);
     }
@@ -247,7 +247,7 @@ export class ImageService {
     if (!to) throw new WarrenError('invalid_argument', `not a registry blob store: ${req.to}`);
     for (const d of unique) this.store.pin(d);
     try {
-      return { layers: await publishLayers(this.store, to, unique) };
+      return { layers: await publishLayers(this.store.blobs, to, unique) };
     } finally {
       for (const d of unique) this.store.unpin(d);
     }

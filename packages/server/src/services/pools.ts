@@ -42,8 +42,8 @@ export class PoolService {
   ) {}
 
   /** Loads the pools kept in the store and starts topping them up. */
-  start(): void {
-    for (const rec of this.store.listPools()) this.pools.set(rec.id, this.state(rec));
+  async start(): Promise<void> {
+    for (const rec of await this.store.listPools()) this.pools.set(rec.id, this.state(rec));
     this.timer = setInterval(() => void this.refill(), this.o.refillEveryMs ?? 100);
     this.timer.unref();
   }
@@ -62,7 +62,7 @@ export class PoolService {
   }
 
   async create(caller: Caller, req: CreatePoolRequest): Promise<Pool> {
-    const { layers, resources, network } = this.sandboxes.resolve(caller, req);
+    const { layers, resources, network } = await this.sandboxes.resolve(caller, req);
     const rec: PoolRecord = {
       id: `pool_${newSandboxId().slice(3)}`,
       tenant: caller.tenant,
@@ -76,9 +76,9 @@ export class PoolService {
       quota: caller.quota,
     };
     // Its sandboxes are the tenant's: all of them must fit in the key's quota.
-    this.sandboxes.checkQuota(caller.tenant, caller.quota, resources, req.size);
+    await this.sandboxes.checkQuota(caller.tenant, caller.quota, resources, req.size);
     await this.edge.admit(resources);
-    this.store.putPool(rec);
+    await this.store.putPool(rec);
     const st = this.state(rec);
     this.pools.set(rec.id, st);
     void this.refill();
@@ -93,7 +93,7 @@ export class PoolService {
     const p = this.pools.get(id);
     if (!p || (p.rec.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `pool ${id} does not exist`, { id });
     this.pools.delete(id);
-    this.store.deletePool(id);
+    await this.store.deletePool(id);
     for (const sid of p.ready.splice(0)) await this.edge.destroy(sid).catch(() => undefined);
   }
 
@@ -144,7 +144,7 @@ export class PoolService {
           try {
             // A refill after claims stays within the quota of the key that made the pool (whose
             // size counts already): the claimed sandboxes are the tenant's now.
-            this.sandboxes.checkQuota(p.rec.tenant, p.rec.quota ?? {}, p.rec.resources, 0);
+            await this.sandboxes.checkQuota(p.rec.tenant, p.rec.quota ?? {}, p.rec.resources, 0);
           } catch (e) {
             p.lastError = e instanceof Error ? e.message : String(e);
             p.retryAt = Date.now() + 2000;

@@ -1,8 +1,8 @@
 import type { CreateSandboxRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError, sandboxEnv } from '@warren/api';
 import { compilePolicy, widestAllowPrefix, type EdgeApi, type EdgeInfo, type EdgeSandboxSpec, type EdgeSandboxState } from '@warren/edge';
-import type { LayerStore } from '@warren/images';
-import type { KeyRecord, SandboxRecord, Store } from '../store/store.js';
+import type { ImageCatalogue } from '@warren/images';
+import type { KeyRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
 
 export interface SandboxServiceOptions {
@@ -26,8 +26,8 @@ export interface Caller {
 }
 
 /** An image the caller may use: every tenant's, its tenant's, or any for an admin; not_found otherwise. */
-export function visibleImage(layers: LayerStore, caller: Caller, name: string): Image {
-  const img = layers.getImage(name);
+export async function visibleImage(catalogue: ImageCatalogue, caller: Caller, name: string): Promise<Image> {
+  const img = await catalogue.getImage(name);
   if (!img || (img.tenant !== null && img.tenant !== caller.tenant && caller.role !== 'admin'))
     throw new WarrenError('not_found', `image "${name}" does not exist`, { image: name });
   return img;
@@ -70,6 +70,9 @@ export function decodeFiles(req: Pick<CreateSandboxRequest, 'files'>): DecodedFi
 
 const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connectionsDenied: 0, allowed: {}, denied: {} };
 
+/** Whether a key's quota limits anything. */
+const limited = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
+
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** The control plane's view of sandboxes: records in the store, lifecycle on the node's edge. */
@@ -84,7 +87,7 @@ export class SandboxService {
     private readonly edge: EdgeApi,
     /** What the node is (its id, capacity, whether it has networking). */
     private readonly node: EdgeInfo,
-    private readonly layers: LayerStore,
+    private readonly catalogue: ImageCatalogue,
     private readonly o: SandboxServiceOptions,
   ) {}
 
@@ -100,7 +103,7 @@ export class SandboxService {
   /** The record of a create, and the edge's state of the sandbox when this call made it (null for an earlier create's). */
   private async make(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[]): Promise<{ rec: SandboxRecord; live: EdgeSandboxState | null }> {
     if (req.requestId) {
-      const prev = this.store.findByRequestId(caller.tenant, req.requestId);
+      const prev = await this.store.findByRequestId(caller.tenant, req.requestId);
       if (prev) return { rec: prev, live: null };
     }
     const backend = req.backend ?? 'container';
@@ -112,14 +115,11 @@ export class SandboxService {
           backend,
         },
       );
-    const { network, layers, resources, imageEnv } = this.resolve(caller, req);
+    const { network, layers, resources, imageEnv } = await this.resolve(caller, req);
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
     // no more of the quota (the pool's sandboxes count already).
     const pooled = (await this.pools?.claim(poolKey(caller.tenant, layers, resources, network))) ?? null;
-    if (!pooled) {
-      this.checkQuota(caller.tenant, caller.quota, resources);
-      await this.edge.admit(resources);
-    }
+    if (!pooled) await this.edge.admit(resources);
     const now = (this.o.now ?? Date.now)();
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
     const rec: SandboxRecord = {
@@ -148,10 +148,14 @@ export class SandboxService {
       network,
     };
     try {
-      this.store.insertSandbox(rec);
+      // The quota is checked where the record is written, in one transaction: creates of one
+      // tenant at once cannot all pass it on the same count.
+      const quota = caller.quota;
+      await this.store.insertSandbox(rec, pooled || !limited(quota) ? {} : { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
     } catch (e) {
+      if (e instanceof WarrenError && e.code === 'resource_exhausted') throw e;
       // A concurrent create with the same requestId won the race.
-      const prev = req.requestId ? this.store.findByRequestId(caller.tenant, req.requestId) : undefined;
+      const prev = req.requestId ? await this.store.findByRequestId(caller.tenant, req.requestId) : undefined;
       if (prev) return { rec: prev, live: null };
       throw e;
     }
@@ -163,7 +167,7 @@ export class SandboxService {
     } catch (e) {
       if (pooled) await this.edge.destroy(rec.id).catch(() => undefined);
       const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
-      this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
+      await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
       this.o.logger.warn('create failed', {
         id: rec.id,
         error: String(e),
@@ -172,11 +176,11 @@ export class SandboxService {
       throw new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
     }
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
-    if (this.store.getSandbox(rec.id)?.state !== 'creating') {
+    if ((await this.store.getSandbox(rec.id))?.state !== 'creating') {
       await this.edge.destroy(rec.id).catch(() => undefined);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
-    this.store.updateSandbox(rec.id, { state: 'running' });
+    await this.store.updateSandbox(rec.id, { state: 'running' });
     return { rec: { ...rec, state: 'running' }, live };
   }
 
@@ -184,17 +188,18 @@ export class SandboxService {
    * What a create (or a pool) asks for, resolved: the image's layers and the extra ones (last on
    * top), resources with the node's defaults, the network rules checked and normalised.
    */
-  resolve(
+  async resolve(
     caller: Caller,
     req: Pick<CreateSandboxRequest, 'image' | 'layers' | 'resources' | 'network'>,
-  ): { layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy; imageEnv: Record<string, string> } {
+  ): Promise<{ layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy; imageEnv: Record<string, string> }> {
     const network = this.checkNetwork(caller, req.network);
-    const image = visibleImage(this.layers, caller, req.image);
-    const extra = (req.layers ?? []).map((ref) => {
-      const digest = this.layers.resolveLayer(ref, caller.role === 'admin' ? undefined : caller.tenant);
+    const image = await visibleImage(this.catalogue, caller, req.image);
+    const extra: string[] = [];
+    for (const ref of req.layers ?? []) {
+      const digest = await this.catalogue.resolveLayer(ref, caller.role === 'admin' ? undefined : caller.tenant);
       if (!digest) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
-      return digest;
-    });
+      extra.push(digest);
+    }
     const r = req.resources ?? {};
     // Fail closed: a limit this node cannot enforce is refused, never recorded and ignored.
     if (r.diskMiB !== undefined && this.o.defaults.diskMiB === null)
@@ -241,14 +246,14 @@ export class SandboxService {
    * in between makes the next start apply the new rules, never the older, looser ones.
    */
   async setNetwork(caller: Caller, id: string, policy: NetworkPolicy): Promise<SandboxRecord> {
-    const rec = this.live(caller, id);
+    const rec = await this.live(caller, id);
     const network = this.checkNetwork(caller, policy);
-    this.store.updateSandbox(id, { network });
+    await this.store.updateSandbox(id, { network });
     this.o.failpoint?.('network:stored');
     try {
       await this.edge.setNetwork(id, network);
     } catch (e) {
-      this.store.updateSandbox(id, { network: rec.network });
+      await this.store.updateSandbox(id, { network: rec.network });
       throw e;
     }
     return { ...rec, network };
@@ -259,9 +264,13 @@ export class SandboxService {
    * what its warm pools keep and the FnCall workers made for its calls; resource_exhausted if not
    * (count 0: whether it is within).
    */
-  checkQuota(tenant: string, q: KeyRecord['quota'], r: { cpu: number; memoryMiB: number }, count = 1): void {
-    if (q.sandboxes === undefined && q.cpu === undefined && q.memoryMiB === undefined) return;
-    const s = this.store.tenantUsage(tenant);
+  async checkQuota(tenant: string, q: KeyRecord['quota'], r: { cpu: number; memoryMiB: number }, count = 1): Promise<void> {
+    if (limited(q)) this.fitQuota(tenant, q, r, count, await this.store.tenantUsage(tenant));
+  }
+
+  /** checkQuota's rule over the usage the store holds (`stored`) and the pools' and workers'. */
+  fitQuota(tenant: string, q: KeyRecord['quota'], r: { cpu: number; memoryMiB: number }, count: number, stored: TenantUsage): void {
+    const s = stored;
     const p = this.pools?.held(tenant) ?? { sandboxes: 0, cpu: 0, memoryMiB: 0 };
     const f = this.fn?.held(tenant) ?? { sandboxes: 0, cpu: 0, memoryMiB: 0 };
     const u = { sandboxes: s.sandboxes + p.sandboxes + f.sandboxes, cpu: s.cpu + p.cpu + f.cpu, memoryMiB: s.memoryMiB + p.memoryMiB + f.memoryMiB };
@@ -295,8 +304,8 @@ export class SandboxService {
   }
 
   /** The caller's sandbox; not_found for other tenants' ids too. */
-  record(caller: Caller, id: string): SandboxRecord {
-    const rec = this.store.getSandbox(id);
+  async record(caller: Caller, id: string): Promise<SandboxRecord> {
+    const rec = await this.store.getSandbox(id);
     if (!rec || (rec.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
     return rec;
   }
@@ -305,8 +314,8 @@ export class SandboxService {
    * A sandbox the caller may run things in: running or paused by its record (the edge answers
    * conflict too when it is not live there).
    */
-  live(caller: Caller, id: string): SandboxRecord {
-    const rec = this.record(caller, id);
+  async live(caller: Caller, id: string): Promise<SandboxRecord> {
+    const rec = await this.record(caller, id);
     if (rec.state !== 'running' && rec.state !== 'paused') throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`, { id, state: rec.state });
     return rec;
   }
@@ -365,7 +374,13 @@ export class SandboxService {
     }
     // Live state comes from the edge, so a state filter on running/paused is applied after reading.
     const derived = q.state === 'running' || q.state === 'paused';
-    const rows = this.store.listSandboxes({ tenant: caller.tenant, labels, state: derived ? undefined : q.state, limit: derived ? 10_000 : limit + 1, after });
+    const rows = await this.store.listSandboxes({
+      tenant: caller.tenant,
+      labels,
+      state: derived ? undefined : q.state,
+      limit: derived ? 10_000 : limit + 1,
+      after,
+    });
     // Which rows are live, and how (one call); then their usage for the page only (another).
     const live = new Map((await this.edge.sandboxes({ ids: rows.map((r) => r.id) })).map((x) => [x.id, x]));
     const page: SandboxRecord[] = [];
@@ -387,7 +402,7 @@ export class SandboxService {
 
   /** Stops and removes a sandbox; idempotent for sandboxes that already ended. */
   async delete(caller: Caller, id: string): Promise<void> {
-    const rec = this.record(caller, id);
+    const rec = await this.record(caller, id);
     await this.stop(rec.id, 'stopped');
   }
 
@@ -396,61 +411,87 @@ export class SandboxService {
    * restart takes back (only live states are adopted; what is left of it is removed then).
    */
   private async stop(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'] = null): Promise<void> {
-    const rec = this.store.getSandbox(id);
-    if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) this.store.updateSandbox(id, { state, error });
+    await this.remove(id, await this.recordEnd(id, state, error));
+  }
+
+  /** The record of a sandbox that ends, ended (what it was before). */
+  private async recordEnd(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error']): Promise<SandboxRecord | undefined> {
+    const rec = await this.store.getSandbox(id);
+    if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) await this.store.updateSandbox(id, { state, error });
     this.o.failpoint?.('delete:stored');
+    return rec;
+  }
+
+  /** Removes what is left of a sandbox whose end is recorded, keeping its last activity time. */
+  private async remove(id: string, rec: SandboxRecord | undefined): Promise<void> {
     // A sandbox still being made is the create's to remove (it sees the record has ended).
     const [live] = await this.edge.sandboxes({ ids: [id] });
     if (live) {
-      if (rec && rec.lastActivityAt !== live.lastActivityMs) this.store.updateSandbox(id, { lastActivityAt: live.lastActivityMs });
+      if (rec && rec.lastActivityAt !== live.lastActivityMs) await this.store.updateSandbox(id, { lastActivityAt: live.lastActivityMs });
       await this.edge.destroy(id);
     }
-    this.store.deleteExecRequests(id);
+    await this.store.deleteExecRequests(id);
+  }
+
+  /**
+   * An edge's event ends a sandbox: resolves once the end is recorded; its removal goes on
+   * meanwhile (a burst of expiries is removed side by side, not one after another).
+   */
+  private async ended(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'], what: string): Promise<void> {
+    const warn = (e: unknown): void => this.o.logger.warn(what, { id, error: String(e) });
+    const rec = await this.recordEnd(id, state, error).catch((e: unknown) => {
+      warn(e);
+      return undefined;
+    });
+    void this.remove(id, rec).catch(warn);
   }
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
-  stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): void {
-    const rec = this.store.getSandbox(id);
+  async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void> {
+    const rec = await this.store.getSandbox(id);
     if (!rec || (rec.state !== 'running' && rec.state !== 'paused')) return;
-    this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs });
+    await this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs });
   }
 
   /** Called by the edge when a TTL or idle timeout passes. */
-  expire(id: string, reason: 'ttl' | 'idle'): void {
+  expire(id: string, reason: 'ttl' | 'idle'): Promise<void> {
     this.o.logger.info('sandbox expired', { id, reason });
-    this.stop(id, 'stopped').catch((e: unknown) => this.o.logger.warn('expire failed', { id, error: String(e) }));
+    return this.ended(id, 'stopped', null, 'expire failed');
   }
 
   /** Called by the edge when a sandbox's processes died under it. */
-  died(id: string): void {
-    this.stop(id, 'failed', { code: 'unavailable', message: 'the sandbox stopped on its own (its init exited or was killed, e.g. out of memory)' }).catch(
-      (e: unknown) => this.o.logger.warn('cleanup of a dead sandbox failed', { id, error: String(e) }),
+  died(id: string): Promise<void> {
+    return this.ended(
+      id,
+      'failed',
+      { code: 'unavailable', message: 'the sandbox stopped on its own (its init exited or was killed, e.g. out of memory)' },
+      'cleanup of a dead sandbox failed',
     );
   }
 
   async setTimeout(caller: Caller, id: string, ttlSeconds: number): Promise<SandboxRecord> {
-    const rec = this.live(caller, id);
+    const rec = await this.live(caller, id);
     const expiresAt = (this.o.now ?? Date.now)() + ttlSeconds * 1000;
     await this.edge.setExpiry(id, expiresAt);
-    this.store.updateSandbox(id, { expiresAt });
+    await this.store.updateSandbox(id, { expiresAt });
     return { ...rec, expiresAt };
   }
 
   async pause(caller: Caller, id: string): Promise<void> {
-    this.live(caller, id);
+    await this.live(caller, id);
     await this.edge.pause(id);
-    this.store.updateSandbox(id, { state: 'paused' });
+    await this.store.updateSandbox(id, { state: 'paused' });
   }
 
   async resume(caller: Caller, id: string): Promise<void> {
-    this.live(caller, id);
+    await this.live(caller, id);
     await this.edge.resume(id);
-    this.store.updateSandbox(id, { state: 'running' });
+    await this.store.updateSandbox(id, { state: 'running' });
   }
 
   /** Applies pause, resume or delete to every live sandbox of the caller with all these labels. */
   async batch(caller: Caller, op: 'pause' | 'resume' | 'delete', labels: Record<string, string>): Promise<number> {
-    const all = this.store.listSandboxes({ tenant: caller.tenant, labels: Object.entries(labels), limit: 100_000 });
+    const all = await this.store.listSandboxes({ tenant: caller.tenant, labels: Object.entries(labels), limit: 100_000 });
     const live = new Set((await this.edge.sandboxes({ ids: all.map((r) => r.id) })).map((x) => x.id));
     const recs = all.filter((r) => live.has(r.id));
     let n = 0;
@@ -471,7 +512,7 @@ export class SandboxService {
     let adopted = 0;
     let failed = 0;
     // Several at a time: one slow sandbox (an init that does not answer) must not hold the rest.
-    const recs = this.store.liveOnNode(this.o.nodeId);
+    const recs = await this.store.liveOnNode(this.o.nodeId);
     let next = 0;
     const one = async (rec: SandboxRecord): Promise<void> => {
       const ok =
@@ -481,11 +522,11 @@ export class SandboxService {
           return false;
         }));
       if (ok) {
-        this.store.updateSandbox(rec.id, { state: 'running' });
+        await this.store.updateSandbox(rec.id, { state: 'running' });
         adopted++;
       } else {
         await this.edge.destroy(rec.id).catch(() => undefined);
-        this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while Warren was not running' } });
+        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while Warren was not running' } });
         failed++;
       }
     };
@@ -502,14 +543,14 @@ export class SandboxService {
   /** Writes the edge's in-memory activity times back to the store (cheap; called periodically). */
   async flushActivity(): Promise<void> {
     for (const { id, lastActivityMs: t } of await this.edge.sandboxes()) {
-      const rec = this.store.getSandbox(id);
-      if (rec && rec.lastActivityAt !== t) this.store.updateSandbox(id, { lastActivityAt: t });
+      const rec = await this.store.getSandbox(id);
+      if (rec && rec.lastActivityAt !== t) await this.store.updateSandbox(id, { lastActivityAt: t });
     }
   }
 
   /** Where the node reaches a port of the caller's sandbox (its address; counts as activity). */
   async portAddress(caller: Caller, id: string): Promise<string> {
-    const sid = this.live(caller, id).id;
+    const sid = (await this.live(caller, id)).id;
     const host = await this.edge.portAddress(sid);
     if (!host) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: nothing can reach its ports', { id: sid });
     return host;

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
-import type { AuditEntry } from '@warren/api';
-import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store } from './store.js';
+import type { AuditEntry, Image } from '@warren/api';
+import type { LayerNameRow } from '@warren/images';
+import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
 PRAGMA journal_mode = WAL;
@@ -54,9 +55,34 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant, seq);
 CREATE INDEX IF NOT EXISTS audit_sandbox ON audit (sandbox, seq);
+CREATE TABLE IF NOT EXISTS images (
+  name TEXT PRIMARY KEY,
+  tenant TEXT,
+  doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS image_layers (
+  image TEXT NOT NULL REFERENCES images (name) ON DELETE CASCADE,
+  digest TEXT NOT NULL,
+  PRIMARY KEY (image, digest)
+);
+CREATE INDEX IF NOT EXISTS image_layers_digest ON image_layers (digest);
+CREATE TABLE IF NOT EXISTS layer_names (
+  name TEXT PRIMARY KEY,
+  digest TEXT NOT NULL,
+  tenant TEXT,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS layer_names_digest ON layer_names (digest);
+CREATE TABLE IF NOT EXISTS layer_sources (
+  diff_id TEXT PRIMARY KEY,
+  digest TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS layer_sources_digest ON layer_sources (digest);
 `;
 
 type Row = { doc: string };
+type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
+const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
 type AuditRow = {
   at: number;
   key_id: string | null;
@@ -98,37 +124,64 @@ export class SqliteStore implements Store {
       deleteKey: db.prepare('DELETE FROM api_keys WHERE substr(hash, 1, 16) = ?'),
       getKey: db.prepare<[string], { hash: string; tenant: string; role: string; quota: string; created_at: number }>('SELECT * FROM api_keys WHERE hash = ?'),
       audit: db.prepare('INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      getImage: db.prepare<[string], Row>('SELECT doc FROM images WHERE name = ?'),
+      listImages: db.prepare<[], Row>('SELECT doc FROM images ORDER BY name'),
+      putImage: db.prepare(
+        'INSERT INTO images (name, tenant, doc) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET tenant = excluded.tenant, doc = excluded.doc',
+      ),
+      clearImageLayers: db.prepare('DELETE FROM image_layers WHERE image = ?'),
+      putImageLayer: db.prepare('INSERT OR IGNORE INTO image_layers (image, digest) VALUES (?, ?)'),
+      deleteImage: db.prepare('DELETE FROM images WHERE name = ?'),
+      getLayerName: db.prepare<[string], LayerNameDbRow>('SELECT * FROM layer_names WHERE name = ?'),
+      listLayerNames: db.prepare<[], LayerNameDbRow>('SELECT * FROM layer_names ORDER BY name'),
+      putLayerName: db.prepare('INSERT OR REPLACE INTO layer_names (name, digest, tenant, created_at) VALUES (?, ?, ?, ?)'),
+      deleteLayerName: db.prepare('DELETE FROM layer_names WHERE name = ?'),
+      layerSource: db.prepare<[string], { digest: string }>('SELECT digest FROM layer_sources WHERE diff_id = ?'),
+      putLayerSource: db.prepare('INSERT OR REPLACE INTO layer_sources (diff_id, digest) VALUES (?, ?)'),
+      deleteLayerSources: db.prepare('DELETE FROM layer_sources WHERE digest = ?'),
+      // A tenant (null: any) may use what is every tenant's (tenant NULL) or its own.
+      holdsLayer: db.prepare<[string, string | null, string | null, string, string | null, string | null], { one: number }>(
+        `SELECT 1 AS one FROM image_layers il JOIN images i ON i.name = il.image WHERE il.digest = ? AND (? IS NULL OR i.tenant IS NULL OR i.tenant = ?)
+         UNION ALL SELECT 1 FROM layer_names WHERE digest = ? AND (? IS NULL OR tenant IS NULL OR tenant = ?) LIMIT 1`,
+      ),
+      namedLayers: db.prepare<[], { digest: string }>('SELECT digest FROM image_layers UNION SELECT digest FROM layer_names'),
       listAudit: db.prepare<[string | null, string | null, string | null, string | null, number], AuditRow>(
         'SELECT * FROM audit WHERE (? IS NULL OR tenant = ?) AND (? IS NULL OR sandbox = ?) ORDER BY seq DESC LIMIT ?',
       ),
     };
   }
 
-  insertSandbox(r: SandboxRecord): void {
-    this.db.transaction(() => {
-      this.stmts.insert.run(r.id, r.tenant, r.node, r.state, r.createdAt, r.requestId, JSON.stringify(r));
-      for (const [k, v] of Object.entries(r.labels)) this.stmts.insertLabel.run(r.id, k, v);
-    })();
+  async insertSandbox(r: SandboxRecord, o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+    // IMMEDIATE: the write lock is taken before the usage is read, so another process on the
+    // same file cannot insert between the check and the insert either.
+    this.db
+      .transaction(() => {
+        if (o.admit) o.admit(this.usageOf(r.tenant));
+        this.stmts.insert.run(r.id, r.tenant, r.node, r.state, r.createdAt, r.requestId, JSON.stringify(r));
+        for (const [k, v] of Object.entries(r.labels)) this.stmts.insertLabel.run(r.id, k, v);
+      })
+      .immediate();
   }
 
-  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): void {
-    const cur = this.getSandbox(id);
-    if (!cur) return;
+  async updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): Promise<void> {
+    const row = this.stmts.get.get(id);
+    if (!row) return;
+    const cur = JSON.parse(row.doc) as SandboxRecord;
     const next = { ...cur, ...patch };
     this.stmts.update.run(next.state, JSON.stringify(next), id);
   }
 
-  getSandbox(id: string): SandboxRecord | undefined {
+  async getSandbox(id: string): Promise<SandboxRecord | undefined> {
     const row = this.stmts.get.get(id);
     return row ? (JSON.parse(row.doc) as SandboxRecord) : undefined;
   }
 
-  findByRequestId(tenant: string, requestId: string): SandboxRecord | undefined {
+  async findByRequestId(tenant: string, requestId: string): Promise<SandboxRecord | undefined> {
     const row = this.stmts.byRequest.get(tenant, requestId);
     return row ? (JSON.parse(row.doc) as SandboxRecord) : undefined;
   }
 
-  listSandboxes(f: ListFilter): SandboxRecord[] {
+  async listSandboxes(f: ListFilter): Promise<SandboxRecord[]> {
     const where = ['s.tenant = ?'];
     const args: unknown[] = [f.tenant];
     if (f.state) {
@@ -148,11 +201,15 @@ export class SqliteStore implements Store {
     return rows.map((r) => JSON.parse(r.doc) as SandboxRecord);
   }
 
-  liveOnNode(node: string): SandboxRecord[] {
+  async liveOnNode(node: string): Promise<SandboxRecord[]> {
     return this.stmts.live.all(node).map((r) => JSON.parse(r.doc) as SandboxRecord);
   }
 
-  tenantUsage(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } {
+  async tenantUsage(tenant: string): Promise<TenantUsage> {
+    return this.usageOf(tenant);
+  }
+
+  private usageOf(tenant: string): TenantUsage {
     const u = { sandboxes: 0, cpu: 0, memoryMiB: 0 };
     for (const r of this.stmts.usage.all(tenant)) {
       const rec = JSON.parse(r.doc) as SandboxRecord;
@@ -163,47 +220,47 @@ export class SqliteStore implements Store {
     return u;
   }
 
-  deleteSandbox(id: string): void {
+  async deleteSandbox(id: string): Promise<void> {
     this.stmts.del.run(id);
   }
 
-  execRequest(sandboxId: string, requestId: string): string | undefined {
+  async execRequest(sandboxId: string, requestId: string): Promise<string | undefined> {
     return this.stmts.execRequest.get(sandboxId, requestId)?.command_id;
   }
 
-  putExecRequest(sandboxId: string, requestId: string, commandId: string): boolean {
+  async putExecRequest(sandboxId: string, requestId: string, commandId: string): Promise<boolean> {
     return this.stmts.putExecRequest.run(sandboxId, requestId, commandId).changes > 0;
   }
 
-  deleteExecRequest(sandboxId: string, requestId: string): void {
+  async deleteExecRequest(sandboxId: string, requestId: string): Promise<void> {
     this.stmts.deleteExecRequest.run(sandboxId, requestId);
   }
 
-  deleteExecRequests(sandboxId: string): void {
+  async deleteExecRequests(sandboxId: string): Promise<void> {
     this.stmts.deleteExecRequests.run(sandboxId);
   }
 
-  putPool(p: PoolRecord): void {
+  async putPool(p: PoolRecord): Promise<void> {
     this.stmts.putPool.run(p.id, JSON.stringify(p));
   }
 
-  listPools(): PoolRecord[] {
+  async listPools(): Promise<PoolRecord[]> {
     return this.stmts.listPools.all().map((r) => JSON.parse(r.doc) as PoolRecord);
   }
 
-  deletePool(id: string): void {
+  async deletePool(id: string): Promise<void> {
     this.stmts.deletePool.run(id);
   }
 
-  putKey(k: KeyRecord): void {
+  async putKey(k: KeyRecord): Promise<void> {
     this.stmts.putKey.run(k.hash, k.tenant, k.role, JSON.stringify(k.quota), k.createdAt);
   }
 
-  deleteKeyByPrefix(hashPrefix: string): boolean {
+  async deleteKeyByPrefix(hashPrefix: string): Promise<boolean> {
     return this.stmts.deleteKey.run(hashPrefix).changes > 0;
   }
 
-  getKey(hash: string): KeyRecord | undefined {
+  async getKey(hash: string): Promise<KeyRecord | undefined> {
     const r = this.stmts.getKey.get(hash);
     if (!r) return undefined;
     return {
@@ -215,13 +272,13 @@ export class SqliteStore implements Store {
     };
   }
 
-  appendAudit(entries: AuditEntry[]): void {
+  async appendAudit(entries: AuditEntry[]): Promise<void> {
     this.db.transaction(() => {
       for (const e of entries) this.stmts.audit.run(Date.parse(e.at), e.keyId, e.tenant, e.method, e.path, e.sandbox, e.status, e.code);
     })();
   }
 
-  listAudit(q: { limit: number; tenant?: string; sandbox?: string }): AuditEntry[] {
+  async listAudit(q: { limit: number; tenant?: string; sandbox?: string }): Promise<AuditEntry[]> {
     const t = q.tenant ?? null;
     const s = q.sandbox ?? null;
     return this.stmts.listAudit.all(t, t, s, s, q.limit).map((r) => ({
@@ -236,7 +293,68 @@ export class SqliteStore implements Store {
     }));
   }
 
-  close(): void {
+  async getImage(name: string): Promise<Image | undefined> {
+    const row = this.stmts.getImage.get(name);
+    return row ? (JSON.parse(row.doc) as Image) : undefined;
+  }
+
+  async listImages(): Promise<Image[]> {
+    return this.stmts.listImages.all().map((r) => JSON.parse(r.doc) as Image);
+  }
+
+  async putImage(image: Image): Promise<void> {
+    this.db.transaction(() => {
+      this.stmts.putImage.run(image.name, image.tenant, JSON.stringify(image));
+      this.stmts.clearImageLayers.run(image.name);
+      for (const d of image.layers) this.stmts.putImageLayer.run(image.name, d);
+    })();
+  }
+
+  async deleteImage(name: string): Promise<boolean> {
+    return this.stmts.deleteImage.run(name).changes > 0;
+  }
+
+  async getLayerName(name: string): Promise<LayerNameRow | undefined> {
+    const r = this.stmts.getLayerName.get(name);
+    return r ? layerName(r) : undefined;
+  }
+
+  async listLayerNames(): Promise<LayerNameRow[]> {
+    return this.stmts.listLayerNames.all().map(layerName);
+  }
+
+  async putLayerName(row: LayerNameRow): Promise<void> {
+    this.stmts.putLayerName.run(row.name, row.digest, row.tenant, row.createdAt);
+  }
+
+  async deleteLayerName(name: string): Promise<boolean> {
+    return this.stmts.deleteLayerName.run(name).changes > 0;
+  }
+
+  async layerSource(diffId: string): Promise<string | undefined> {
+    return this.stmts.layerSource.get(diffId)?.digest;
+  }
+
+  async putLayerSource(diffId: string, digest: string): Promise<void> {
+    this.stmts.putLayerSource.run(diffId, digest);
+  }
+
+  async deleteLayerSources(digests: string[]): Promise<void> {
+    this.db.transaction(() => {
+      for (const d of digests) this.stmts.deleteLayerSources.run(d);
+    })();
+  }
+
+  async holdsLayer(digest: string, tenant?: string): Promise<boolean> {
+    const t = tenant ?? null;
+    return this.stmts.holdsLayer.get(digest, t, t, digest, t, t) !== undefined;
+  }
+
+  async namedLayers(): Promise<Set<string>> {
+    return new Set(this.stmts.namedLayers.all().map((r) => r.digest));
+  }
+
+  async close(): Promise<void> {
     this.db.close();
   }
 }

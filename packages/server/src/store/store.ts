@@ -1,4 +1,5 @@
 import type { AuditEntry, KeyRole, NetworkPolicy, SandboxState } from '@warren/api';
+import type { CatalogueStore } from '@warren/images';
 
 /** A sandbox as the control plane keeps it. */
 export interface SandboxRecord {
@@ -64,35 +65,53 @@ export interface ListFilter {
   after?: string;
 }
 
-/** The control plane's state: SQLite embedded, PostgreSQL in a cluster. */
-export interface Store {
-  insertSandbox(r: SandboxRecord): void;
-  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): void;
-  getSandbox(id: string): SandboxRecord | undefined;
-  findByRequestId(tenant: string, requestId: string): SandboxRecord | undefined;
-  listSandboxes(f: ListFilter): SandboxRecord[];
+/** A tenant's live sandboxes (creating, running, paused) and what they ask for. */
+export interface TenantUsage {
+  sandboxes: number;
+  cpu: number;
+  memoryMiB: number;
+}
+
+/**
+ * The control plane's state: SQLite embedded, PostgreSQL in a cluster. Every call is async and is
+ * one transaction of its own; what must be atomic is one call, so an implementation over a
+ * network database runs each in a transaction (or one statement) and nothing spans two calls:
+ * `insertSandbox` with its quota check, `putExecRequest`'s first writer, `appendAudit`'s batch.
+ * The image and layer catalogue is in it too (CatalogueStore).
+ */
+export interface Store extends CatalogueStore {
+  /**
+   * Records a new sandbox. With `admit`, in the same transaction as a read of its tenant's
+   * live usage (without it): `admit` throws to refuse, and nothing is recorded. Concurrent
+   * inserts of one tenant see each other, so a burst cannot pass a quota together.
+   */
+  insertSandbox(r: SandboxRecord, o?: { admit?: (usage: TenantUsage) => void }): Promise<void>;
+  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): Promise<void>;
+  getSandbox(id: string): Promise<SandboxRecord | undefined>;
+  findByRequestId(tenant: string, requestId: string): Promise<SandboxRecord | undefined>;
+  listSandboxes(f: ListFilter): Promise<SandboxRecord[]>;
   /** Sandboxes in a live state on a node (running, paused, creating). */
-  liveOnNode(node: string): SandboxRecord[];
-  tenantUsage(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number };
-  deleteSandbox(id: string): void;
+  liveOnNode(node: string): Promise<SandboxRecord[]>;
+  tenantUsage(tenant: string): Promise<TenantUsage>;
+  deleteSandbox(id: string): Promise<void>;
   /** The command that first carried an exec requestId in a sandbox, if any. */
-  execRequest(sandboxId: string, requestId: string): string | undefined;
+  execRequest(sandboxId: string, requestId: string): Promise<string | undefined>;
   /** Remembers which command a requestId starts (first writer wins); whether this call was the first. */
-  putExecRequest(sandboxId: string, requestId: string, commandId: string): boolean;
+  putExecRequest(sandboxId: string, requestId: string, commandId: string): Promise<boolean>;
   /** Forgets one requestId (its command could not be started). */
-  deleteExecRequest(sandboxId: string, requestId: string): void;
+  deleteExecRequest(sandboxId: string, requestId: string): Promise<void>;
   /** Forgets a sandbox's exec requestIds (when it stops). */
-  deleteExecRequests(sandboxId: string): void;
-  putPool(p: PoolRecord): void;
-  listPools(): PoolRecord[];
-  deletePool(id: string): void;
-  putKey(k: KeyRecord): void;
+  deleteExecRequests(sandboxId: string): Promise<void>;
+  putPool(p: PoolRecord): Promise<void>;
+  listPools(): Promise<PoolRecord[]>;
+  deletePool(id: string): Promise<void>;
+  putKey(k: KeyRecord): Promise<void>;
   /** Appends audit entries (one transaction). */
-  appendAudit(entries: AuditEntry[]): void;
+  appendAudit(entries: AuditEntry[]): Promise<void>;
   /** The newest first. */
-  listAudit(q: { limit: number; tenant?: string; sandbox?: string }): AuditEntry[];
-  getKey(hash: string): KeyRecord | undefined;
+  listAudit(q: { limit: number; tenant?: string; sandbox?: string }): Promise<AuditEntry[]>;
+  getKey(hash: string): Promise<KeyRecord | undefined>;
   /** Removes the key whose hash begins with `hashPrefix` (16 hex digits, what a keyId names); whether one was. */
-  deleteKeyByPrefix(hashPrefix: string): boolean;
-  close(): void;
+  deleteKeyByPrefix(hashPrefix: string): Promise<boolean>;
+  close(): Promise<void>;
 }
