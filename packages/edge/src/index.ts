@@ -31,7 +31,7 @@ export type { FnCallOutcome, FnCallSpec } from './fn/fn-call.js';
 export type { CommandResult, CommandStream, EdgeApi, EdgeEvent, EdgeFile, EdgeInfo, EdgeLoad, FileBody } from './edge-api/edge-api.js';
 export { localEdgeApi } from './edge-api/local.js';
 export type { EdgeSandboxState } from './lifecycle/edge-spec.js';
-export { serveEdgeApi } from './edge-api/http-server.js';
+export { listenEdgeApi, serveEdgeApi } from './edge-api/http-server.js';
 export type { EdgeApiServerOptions } from './edge-api/http-server.js';
 export { remoteEdgeApi } from './edge-api/http-client.js';
 export type { RemoteEdgeApi, RemoteEdgeOptions } from './edge-api/http-client.js';

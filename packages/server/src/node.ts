@@ -1,4 +1,4 @@
-import { chmod, copyFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import {
   Edge,
   localEdgeApi,
   remoteEdgeApi,
-  serveEdgeApi,
+  listenEdgeApi,
   type EdgeApi,
   HostHelper,
   SandboxNetwork,
@@ -215,23 +215,13 @@ async function linkEdge(edge: Edge, o: WarrenOptions): Promise<{ api: EdgeApi; c
   const token = randomBytes(24).toString('base64url');
   const socketPath = join(o.dataDir, 'run', 'edge.sock');
   await mkdir(join(o.dataDir, 'run'), { recursive: true });
-  await rm(socketPath, { force: true });
-  const server = serveEdgeApi(local, { token, logger: o.logger });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(socketPath, () => resolve());
-  });
-  await chmod(socketPath, 0o600);
+  const served = await listenEdgeApi(local, socketPath, { token, logger: o.logger });
   const api = remoteEdgeApi({ socketPath, token });
   return {
     api,
     close: async () => {
       api.disconnect();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-      await rm(socketPath, { force: true });
+      await served.close();
     },
   };
 }

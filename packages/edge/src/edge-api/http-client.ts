@@ -7,7 +7,7 @@ import type { CommandStream, EdgeApi, EdgeFile } from './edge-api.js';
 import { encodeFileCall } from './file-frames.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
-import { BODY_ARG, EDGE_CALLS, EDGE_PATH, MAX_CALL_BYTES, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
+import { BODY_ARG, EDGE_CALLS, EDGE_PATH, MAX_CALL_BYTES, collectBody, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
 
 export interface RemoteEdgeOptions {
   /** The edge's Unix socket; or `host` and `port`. */
@@ -25,25 +25,9 @@ export interface RemoteEdgeApi extends EdgeApi {
   disconnect(): void;
 }
 
-/** A whole answer (events, not async iteration: this is every call's hot path). */
-function readAll(res: IncomingMessage, max: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let n = 0;
-    res.on('data', (c: Buffer) => {
-      n += c.length;
-      if (n > max) {
-        res.destroy();
-        reject(new WarrenError('internal', `an edge answer over ${max} bytes`));
-      } else parts.push(c);
-    });
-    res.once('end', () => resolve(Buffer.concat(parts)));
-    res.once('error', (e) => reject(new WarrenError('unavailable', 'the connection to the edge broke', {}, { cause: e })));
-    res.once('close', () => {
-      if (!res.complete) reject(new WarrenError('unavailable', 'the connection to the edge broke'));
-    });
-  });
-}
+/** A whole answer. */
+const readAll = (res: IncomingMessage, max: number): Promise<Buffer> =>
+  collectBody(res, max, () => new WarrenError('internal', `an edge answer over ${max} bytes`));
 
 /**
  * NDJSON lines of a response as values, until it ends; a reader that stops drops the response

@@ -1,11 +1,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
+import { chmod, rm } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { WarrenError, serializeError } from '@warren/api';
 import type { CommandStream, EdgeApi } from './edge-api.js';
 import { ContentCache, decodeFileCall } from './file-frames.js';
-import { BODY_ARG, EDGE_CALLS, EDGE_PATH, MAX_CALL_BYTES, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
+import { BODY_ARG, EDGE_CALLS, EDGE_PATH, MAX_CALL_BYTES, collectBody, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
 
 export interface EdgeApiServerOptions {
   /** What every call must carry as `authorization: Bearer <token>`. */
@@ -13,27 +14,14 @@ export interface EdgeApiServerOptions {
   logger?: { warn(msg: string, meta?: unknown): void };
 }
 
-/** A call's JSON arguments (events, not async iteration: this is every call's hot path). */
-function readJson(req: IncomingMessage): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let n = 0;
-    req.on('data', (c: Buffer) => {
-      n += c.length;
-      if (n > MAX_CALL_BYTES) {
-        req.destroy();
-        reject(new WarrenError('payload_too_large', `an edge call is limited to ${MAX_CALL_BYTES} bytes`));
-      } else parts.push(c);
-    });
-    req.once('end', () => {
-      try {
-        resolve(n === 0 ? [] : decodeValue(Buffer.concat(parts).toString('utf8')));
-      } catch {
-        reject(new WarrenError('invalid_argument', 'an edge call’s arguments are not JSON'));
-      }
-    });
-    req.once('error', reject);
-  });
+/** A call's JSON arguments. */
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const b = await collectBody(req, MAX_CALL_BYTES, () => new WarrenError('payload_too_large', `an edge call is limited to ${MAX_CALL_BYTES} bytes`));
+  try {
+    return b.length === 0 ? [] : decodeValue(b.toString('utf8'));
+  } catch {
+    throw new WarrenError('invalid_argument', 'an edge call’s arguments are not JSON');
+  }
 }
 
 function sendError(res: ServerResponse, e: unknown): void {
@@ -125,4 +113,27 @@ export function serveEdgeApi(api: EdgeApi, o: EdgeApiServerOptions): Server {
     });
   });
   return server;
+}
+
+/**
+ * Serves an EdgeApi on a Unix socket only its owner may open (one left by a process before is
+ * replaced). `close` drops every connection, stops the server and removes the socket.
+ */
+export async function listenEdgeApi(api: EdgeApi, socketPath: string, o: EdgeApiServerOptions): Promise<{ close(): Promise<void> }> {
+  await rm(socketPath, { force: true });
+  const server = serveEdgeApi(api, o);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => resolve());
+  });
+  await chmod(socketPath, 0o600);
+  return {
+    close: async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await rm(socketPath, { force: true });
+    },
+  };
 }

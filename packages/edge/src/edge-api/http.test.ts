@@ -10,7 +10,7 @@ import type { EdgeApi } from './edge-api.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { EdgeEvents } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
-import { serveEdgeApi } from './http-server.js';
+import { listenEdgeApi } from './http-server.js';
 import { remoteEdgeApi } from './http-client.js';
 import { EDGE_CALLS } from './wire.js';
 
@@ -30,18 +30,14 @@ function fakeEdge(calls: Partial<EdgeApi>): EdgeApi {
 async function serve(api: EdgeApi, token = 'tok'): Promise<{ remote: ReturnType<typeof remoteEdgeApi>; socketPath: string; close(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'warren-edge-api-'));
   const socketPath = join(dir, 'edge.sock');
-  const server = serveEdgeApi(api, { token });
-  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  const served = await listenEdgeApi(api, socketPath, { token });
   const remote = remoteEdgeApi({ socketPath, token });
   return {
     remote,
     socketPath,
     close: async () => {
       remote.disconnect();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await served.close();
       await rm(dir, { recursive: true, force: true });
     },
   };

@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+import { WarrenError } from '@warren/api';
 import type { EdgeApi } from './edge-api.js';
 
 /**
@@ -69,8 +71,24 @@ export const BODY_ARG: Partial<Record<EdgeCallName, number>> = { writeFile: 2, p
 /** The largest JSON a call may send (a create's files, a command's stdin), in bytes. */
 export const MAX_CALL_BYTES = 512 * 2 ** 20;
 
-/** JSON with bytes: a Buffer travels as `{"$b": base64}` (arguments and results alike). */
+/** Whether a value holds bytes (a Buffer or another typed array) anywhere; very deep values are taken to. */
+function hasBytes(v: unknown, depth = 0): boolean {
+  if (v === null || typeof v !== 'object') return false;
+  if (ArrayBuffer.isView(v) || depth > 16) return true;
+  if (Array.isArray(v)) {
+    for (const x of v) if (hasBytes(x, depth + 1)) return true;
+    return false;
+  }
+  for (const k in v) if (hasBytes((v as Record<string, unknown>)[k], depth + 1)) return true;
+  return false;
+}
+
+/**
+ * JSON with bytes: a Buffer travels as `{"$b": base64}` (arguments and results alike). Most calls
+ * carry none, and take plain JSON: the replacer is a call into JavaScript for every key.
+ */
 export function encodeValue(v: unknown): string {
+  if (!hasBytes(v)) return JSON.stringify(v);
   return JSON.stringify(v, function (this: Record<string, unknown>, key, value: unknown) {
     const raw = this[key];
     if (Buffer.isBuffer(raw) || raw instanceof Uint8Array) return { $b: Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('base64') };
@@ -78,7 +96,9 @@ export function encodeValue(v: unknown): string {
   });
 }
 
+/** encodeValue's JSON back; the reviver only for a text with a `"$b"` in it (it leaves all else as it is). */
 export function decodeValue(text: string): unknown {
+  if (!text.includes('"$b"')) return JSON.parse(text);
   return JSON.parse(text, (_key, value: unknown) => {
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
       const o = value as Record<string, unknown>;
@@ -86,5 +106,29 @@ export function decodeValue(text: string): unknown {
       if (keys.length === 1 && keys[0] === '$b' && typeof o.$b === 'string') return Buffer.from(o.$b, 'base64');
     }
     return value;
+  });
+}
+
+/**
+ * The whole body of a request or an answer, at most `max` bytes (`tooBig` past it, and the
+ * stream is dropped); a connection that breaks first rejects with `unavailable`. Events, not
+ * async iteration: this is every call's hot path.
+ */
+export function collectBody(s: IncomingMessage, max: number, tooBig: () => Error): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let n = 0;
+    s.on('data', (c: Buffer) => {
+      n += c.length;
+      if (n > max) {
+        s.destroy();
+        reject(tooBig());
+      } else parts.push(c);
+    });
+    s.once('end', () => resolve(parts.length === 1 ? parts[0]! : Buffer.concat(parts)));
+    s.once('error', (e) => reject(new WarrenError('unavailable', 'the connection to the edge broke', {}, { cause: e })));
+    s.once('close', () => {
+      if (!s.complete) reject(new WarrenError('unavailable', 'the connection to the edge broke'));
+    });
   });
 }
