@@ -1,4 +1,4 @@
-# The Python zygote of a Warren FnCall worker, started by warren-init (native/warren-init.c, op F)
+# The Python zygote of a Warren FnCall worker, started by warren-init (native/init/fncall.c, op F)
 # as `python3 /.warren/fn-zygote.py TMPFS_KIB` with fd 3 a socket to the init. It pays for the
 # interpreter's start once; each call is one fork of it, PID 1 of a new pid namespace, that takes
 # namespaces and a root of its own (native/fn.c through ctypes) and runs the code as `python3 -c`.

@@ -1,6 +1,6 @@
-// Runs every compiled test: unit tests next to the code, then integration tests in test/, then the
-// integration tests again with every edge reached over its network transport (EdgeApi over HTTP
-// on a Unix socket) instead of in-process.
+// Runs every compiled test: warren-init's C unit tests and fuzzers, unit tests next to the code,
+// then integration tests in test/, then the integration tests again with every edge reached over
+// its network transport (EdgeApi over HTTP on a Unix socket) instead of in-process.
 // Usage: node scripts/run-tests.mjs [--unit|--integration] [--transport=in-process|http|both] [name-filter]
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
@@ -47,7 +47,15 @@ const run = (list, env) =>
     env: { ...process.env, ...env },
   }).status ?? 1;
 let status = 0;
-if (transport !== 'http') status = run(files, { WARREN_EDGE_TRANSPORT: '' });
+// With the unit tests: warren-init's own (C, under ASan and UBSan), then its fuzzers for a few
+// seconds each (libFuzzer: only where clang is, which `scripts/setup.sh --test` installs).
+if (only !== '--integration' && !filter) {
+  const make = (target) => spawnSync('make', ['-s', '-C', 'native', target], { stdio: 'inherit' }).status ?? 1;
+  status = make('check');
+  if (status === 0 && spawnSync('clang', ['--version'], { stdio: 'ignore' }).status === 0) status = make('fuzz');
+  else if (status === 0) console.log('# warren-init fuzzers skipped: no clang here (scripts/setup.sh --test installs it)');
+}
+if (status === 0 && transport !== 'http') status = run(files, { WARREN_EDGE_TRANSPORT: '' });
 await sweep();
 const overHttp = files.filter((f) => integration.includes(f));
 if (status === 0 && transport !== 'in-process' && overHttp.length) {

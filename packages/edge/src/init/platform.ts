@@ -3,7 +3,7 @@
  * its agent and for the edge's own work inside (the contract a backend provides, whatever it
  * is: a bind mount in a container, a shared file system in a VM).
  *
- * - `warren-init`: PID 1 of the sandbox, Warren's agent (native/warren-init.c); it serves the
+ * - `warren-init`: PID 1 of the sandbox, Warren's agent (native/init/); it serves the
  *   init protocol (init/frame.ts) on the socket the backend hands it (fd 3 in a container).
  * - `bash`, `busybox`: static builds the edge runs commands, sessions, file moves and tar with,
  *   so they work whatever the image has (an image without a shell included).

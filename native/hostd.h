@@ -1,0 +1,53 @@
+/* warren-hostd's modules share this header: its includes and what one module offers the others. */
+#ifndef WARREN_HOSTD_H
+#define WARREN_HOSTD_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ctype.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <linux/btrfs.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spawn.h"
+
+/* warren-hostd.c: replies on stdout (one line each). */
+void reply_ok(const char *tag);
+void reply_err(const char *tag, int e, const char *what);
+
+/* hostd-mounts.c: mounts, device nodes, xattrs and btrfs subvolumes (a path must not hold any of `bad`: has_bad). */
+int has_bad(const char *s, const char *bad);
+void do_overlay(const char *tag, char **f);
+void do_idmap(const char *tag, char **f);
+void do_erofs(const char *tag, char **f, int n);
+void do_tmpfs(const char *tag, char **f);
+void do_mknod(const char *tag, char **f);
+void do_xattr(const char *tag, char **f);
+void do_subvol(const char *tag, char **f);
+void do_subvol_delete(const char *tag, char **f);
+void do_umount(const char *tag, char **f);
+
+/* hostd-netns.c: network namespaces held open here, and their sysfs. */
+void do_netns(const char *tag);
+void do_netns_close(const char *tag, char **f);
+void do_sysfs(const char *tag, char **f);
+
+#endif
