@@ -16,13 +16,16 @@ export interface RouteSpec {
   body?: z.ZodType;
   /** Content type of a raw (non-JSON) request body. */
   rawBody?: string;
+  /** The largest JSON body taken (default 32 MiB). */
+  maxBodyBytes?: number;
   response?: z.ZodType;
   /** Content type of a raw or streamed response. */
   rawResponse?: string;
   status: number;
 }
 
-const r = (spec: RouteSpec): RouteSpec => spec;
+/** A route with its own schemas' types kept (the server hands a handler its query and body typed by them). */
+const r = <S extends RouteSpec>(spec: S): S => spec;
 
 /** Every route of the Warren API, keyed by operation name. */
 export const ROUTES = {
@@ -301,6 +304,7 @@ export const ROUTES = {
     path: '/v1/fn/batch',
     summary: 'Run many stateless calls; results in the order of the calls',
     body: fn.FnBatchRequest,
+    maxBodyBytes: 256 * 1024 * 1024,
     response: fn.FnBatchResponse,
     status: 200,
   }),

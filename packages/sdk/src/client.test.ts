@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WarrenError } from '@warren/api';
+import { ROUTES, WarrenError } from '@warren/api';
 import { Warren, connect } from './client.js';
 import type { FetchLike } from './transport.js';
 
@@ -64,4 +64,44 @@ test('connect reads WARREN_URL and WARREN_API_KEY only when options are absent',
 test('an unreachable server is unavailable, not a raw network error', async () => {
   const w = new Warren({ url: 'http://127.0.0.1:1', apiKey: 'k' });
   await assert.rejects(w.images(), (e: unknown) => e instanceof WarrenError && e.code === 'unavailable');
+});
+
+test("every call the client makes is a route of the contract's table, its path parameters encoded", async () => {
+  const seen: Array<[string, string]> = [];
+  const f: FetchLike = async (url, init) => {
+    seen.push([init?.method ?? 'GET', new URL(url).pathname]);
+    // Enough of every answer for the client to go on: a sandbox's id, a session's.
+    return new Response(JSON.stringify({ id: 'sb/1', sessionId: 's 1' }), { status: 200 });
+  };
+  const w = new Warren({ url: 'http://w', apiKey: 'k', fetch: f });
+  const sb = await w.sandboxes.create({ image: 'busybox:latest' });
+  await sb.refresh();
+  await sb.pause();
+  await sb.resume();
+  await sb.files.stat('/etc');
+  await sb.files.mkdir('/x');
+  await sb.files.move('/x', '/y');
+  await sb.files.remove('/y');
+  await sb.kill('c/1', 'SIGTERM');
+  const sh = await sb.shell();
+  await sh.close();
+  await w.deleteImage('team/img:v1');
+  await w.deleteLayer('team/layer');
+  await w.revokeKey('k_0123456789abcdef');
+  await w.pools.delete('pool_1');
+  await w.sandboxes.batch('pause', { job: 'a' });
+  await w.info();
+  await sb.delete();
+  const routes = Object.values(ROUTES).map((r) => ({ method: r.method, re: new RegExp(`^${r.path.replace(/\{\w+\}/g, '[^/]+')}$`) }));
+  for (const [method, path] of seen)
+    assert.ok(
+      routes.some((r) => r.method === method && r.re.test(path)),
+      `${method} ${path} is no route of the table`,
+    );
+  assert.ok(
+    seen.some(([, p]) => p === '/v1/sandboxes/sb%2F1/commands/c%2F1/kill'),
+    'ids are percent-encoded into the path',
+  );
+  assert.ok(seen.some(([, p]) => p === '/v1/images/team%2Fimg%3Av1'));
+  assert.equal(seen.length, 18);
 });

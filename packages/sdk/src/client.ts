@@ -1,4 +1,5 @@
 import {
+  ROUTES,
   WarrenError,
   type CreateKeyRequest,
   type CreatePoolRequest,
@@ -10,9 +11,7 @@ import {
   type ImageEvent,
   type Info,
   type Layer,
-  type ListSandboxesResponse,
   type ListNodesResponse,
-  type Sandbox as SandboxInfo,
   type SandboxState,
 } from '@warren/api';
 import type { Body, HttpResponse } from './node-http.js';
@@ -60,17 +59,21 @@ export class Warren {
   }
 
   async images(): Promise<Image[]> {
-    return (await this.t.json<{ images: Image[] }>('GET', '/v1/images')).images;
+    return (await this.t.json(ROUTES.listImages)).images;
   }
 
   /** Imports a `docker save` or OCI image layout tarball (gzip allowed) as image `name`. */
   async importImage(name: string, archive: Body, opts: { onProgress?: (ev: ImageProgress) => void } = {}): Promise<Image> {
-    const res = await this.t.request('POST', '/v1/images/import', {
-      query: { name },
-      body: archive,
-      contentType: 'application/x-tar',
-      accept: 'application/x-ndjson',
-    });
+    const res = await this.t.request(
+      ROUTES.importImage,
+      {},
+      {
+        query: { name },
+        body: archive,
+        contentType: 'application/x-tar',
+        accept: 'application/x-ndjson',
+      },
+    );
     return progressResult(res, opts.onProgress);
   }
 
@@ -79,22 +82,21 @@ export class Warren {
     ref: string,
     opts: { name?: string; auth?: { username: string; password: string }; onProgress?: (ev: ImageProgress) => void } = {},
   ): Promise<Image> {
-    const res = await this.t.request('POST', '/v1/images/pull', { json: { ref, name: opts.name, auth: opts.auth }, accept: 'application/x-ndjson' });
+    const res = await this.t.request(ROUTES.pullImage, {}, { json: { ref, name: opts.name, auth: opts.auth }, accept: 'application/x-ndjson' });
     return progressResult(res, opts.onProgress);
   }
 
   async deleteImage(name: string): Promise<void> {
-    await this.t.empty('DELETE', `/v1/images/${encodeURIComponent(name)}`);
+    await this.t.empty(ROUTES.deleteImage, { name });
   }
 
   /** Uploads a layer tar (gzip allowed; OCI whiteouts honoured) usable in `layers` at create. */
   async uploadLayer(name: string, tar: Body): Promise<Layer> {
-    const res = await this.t.request('POST', '/v1/layers', { query: { name }, body: tar, contentType: 'application/x-tar', accept: 'application/json' });
-    return (await res.json()) as Layer;
+    return this.t.json(ROUTES.uploadLayer, {}, { query: { name }, body: tar, contentType: 'application/x-tar' });
   }
 
   async layers(): Promise<Layer[]> {
-    return (await this.t.json<{ layers: Layer[] }>('GET', '/v1/layers')).layers;
+    return (await this.t.json(ROUTES.listLayers)).layers;
   }
 
   /** Copies layers (an image's, or named/digests) to a registry blob store (`oci://host/repo`). */
@@ -102,30 +104,30 @@ export class Warren {
     to: string,
     what: { image?: string; layers?: string[]; auth?: { username: string; password: string } },
   ): Promise<{ digest: string; sent: boolean }[]> {
-    return (await this.t.json<{ layers: { digest: string; sent: boolean }[] }>('POST', '/v1/layers/publish', { json: { to, ...what } })).layers;
+    return (await this.t.json(ROUTES.publishLayers, {}, { json: { to, ...what } })).layers;
   }
 
   async deleteLayer(name: string): Promise<void> {
-    await this.t.empty('DELETE', `/v1/layers/${encodeURIComponent(name)}`);
+    await this.t.empty(ROUTES.deleteLayer, { name });
   }
 
   info(): Promise<Info> {
-    return this.t.json<Info>('GET', '/v1/info');
+    return this.t.json(ROUTES.info);
   }
 
   /** The nodes: capacity, what their sandboxes requested, what admission counts, what they use. */
   nodes(): Promise<ListNodesResponse> {
-    return this.t.json<ListNodesResponse>('GET', '/v1/nodes');
+    return this.t.json(ROUTES.listNodes);
   }
 
   /** Creates an API key for a tenant (admin keys only); the key is shown once. */
   async createKey(req: CreateKeyRequest): Promise<string> {
-    return (await this.t.json<{ key: string }>('POST', '/v1/keys', { json: req })).key;
+    return (await this.t.json(ROUTES.createKey, {}, { json: req })).key;
   }
 
   /** Revokes an API key by its keyId (admin keys only): it stops working at once. */
   async revokeKey(keyId: string): Promise<void> {
-    await this.t.empty('DELETE', `/v1/keys/${encodeURIComponent(keyId)}`);
+    await this.t.empty(ROUTES.deleteKey, { keyId });
   }
 }
 
@@ -137,11 +139,11 @@ export class Fn {
   constructor(private readonly t: Transport) {}
 
   async run(req: FnRunRequest): Promise<FnRunResult> {
-    return this.t.json<FnRunResult>('POST', '/v1/fn/run', { json: req });
+    return this.t.json(ROUTES.fnRun, {}, { json: req });
   }
 
   async batch(calls: FnRunRequest[]): Promise<FnBatchResponse['results']> {
-    return (await this.t.json<FnBatchResponse>('POST', '/v1/fn/batch', { json: { calls } })).results;
+    return (await this.t.json(ROUTES.fnBatch, {}, { json: { calls } })).results;
   }
 }
 
@@ -150,15 +152,15 @@ export class Pools {
   constructor(private readonly t: Transport) {}
 
   create(req: CreatePoolRequest): Promise<Pool> {
-    return this.t.json<Pool>('POST', '/v1/pools', { json: req });
+    return this.t.json(ROUTES.createPool, {}, { json: req });
   }
 
   async list(): Promise<Pool[]> {
-    return (await this.t.json<{ pools: Pool[] }>('GET', '/v1/pools')).pools;
+    return (await this.t.json(ROUTES.listPools)).pools;
   }
 
   async delete(id: string): Promise<void> {
-    await this.t.empty('DELETE', `/v1/pools/${encodeURIComponent(id)}`);
+    await this.t.empty(ROUTES.deletePool, { id });
   }
 }
 
@@ -166,31 +168,29 @@ export class Sandboxes {
   constructor(private readonly t: Transport) {}
 
   async create(opts: CreateOptions): Promise<Sandbox> {
-    return new Sandbox(this.t, await this.t.json<SandboxInfo>('POST', '/v1/sandboxes', { json: opts }));
+    return new Sandbox(this.t, await this.t.json(ROUTES.createSandbox, {}, { json: opts }));
   }
 
   /** Creates `count` sandboxes from one template; failures are returned, not thrown. */
   async createMany(count: number, template: CreateOptions): Promise<{ sandboxes: Sandbox[]; errors: Array<{ code: string; message: string }> }> {
-    const r = await this.t.json<{ sandboxes: SandboxInfo[]; errors: Array<{ code: string; message: string }> }>('POST', '/v1/sandboxes/batch', {
-      json: { count, template },
-    });
+    const r = await this.t.json(ROUTES.batchCreate, {}, { json: { count, template } });
     return { sandboxes: r.sandboxes.map((s) => new Sandbox(this.t, s)), errors: r.errors };
   }
 
   /** Reconnects to a sandbox by id (from any process). */
   async get(id: string): Promise<Sandbox> {
-    return new Sandbox(this.t, await this.t.json<SandboxInfo>('GET', `/v1/sandboxes/${encodeURIComponent(id)}`));
+    return new Sandbox(this.t, await this.t.json(ROUTES.getSandbox, { id }));
   }
 
   async list(opts: ListOptions = {}): Promise<{ sandboxes: Sandbox[]; nextCursor: string | null }> {
     const label = Object.entries(opts.labels ?? {}).map(([k, v]) => `${k}=${v}`);
-    const r = await this.t.json<ListSandboxesResponse>('GET', '/v1/sandboxes', { query: { label, state: opts.state, limit: opts.limit, cursor: opts.cursor } });
+    const r = await this.t.json(ROUTES.listSandboxes, {}, { query: { label, state: opts.state, limit: opts.limit, cursor: opts.cursor } });
     return { sandboxes: r.sandboxes.map((s) => new Sandbox(this.t, s)), nextCursor: r.nextCursor };
   }
 
   /** Pauses, resumes or deletes every sandbox with all these labels; returns how many. */
   async batch(op: 'pause' | 'resume' | 'delete', labels: Record<string, string>): Promise<number> {
-    return (await this.t.json<{ count: number }>('POST', `/v1/batch/${op}`, { json: { labels } })).count;
+    return (await this.t.json(op === 'pause' ? ROUTES.batchPause : op === 'resume' ? ROUTES.batchResume : ROUTES.batchDelete, {}, { json: { labels } })).count;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { CreateSandboxRequest, ExecEvent, ExecRequest, ExecResult, FileEntry, Image, NetworkPolicy, Sandbox as SandboxInfo } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { ROUTES, WarrenError } from '@warren/api';
 import { ndjson, type Transport } from './transport.js';
 
 export type ExecOptions = Omit<ExecRequest, 'cmd'>;
@@ -19,37 +19,38 @@ export class Sandbox {
     return this.info.id;
   }
 
-  private path(suffix = ''): string {
-    return `/v1/sandboxes/${encodeURIComponent(this.info.id)}${suffix}`;
+  /** The path parameters of this sandbox's routes (and `more`). */
+  private at(more: Record<string, string> = {}): Record<string, string> {
+    return { id: this.info.id, ...more };
   }
 
   /** Re-reads the sandbox from the server. */
   async refresh(): Promise<SandboxInfo> {
-    this.info = await this.t.json<SandboxInfo>('GET', this.path());
+    this.info = await this.t.json(ROUTES.getSandbox, this.at());
     return this.info;
   }
 
   /** Replaces the sandbox's network rules; its new connections follow them at once. */
   async setNetwork(policy: NetworkPolicy): Promise<SandboxInfo> {
-    this.info = await this.t.json<SandboxInfo>('PATCH', this.path('/network'), { json: policy });
+    this.info = await this.t.json(ROUTES.setNetwork, this.at(), { json: policy });
     return this.info;
   }
 
   /** Runs a command to completion and returns its output. */
   async exec(cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
-    return this.t.json<ExecResult>('POST', this.path('/exec'), { json: { cmd, ...opts } });
+    return this.t.json(ROUTES.exec, this.at(), { json: { cmd, ...opts } });
   }
 
   /** Runs a command and yields its events as they happen (start, stdout, stderr, exit). */
   async *execStream(cmd: string | string[], opts: ExecOptions & { signal?: AbortSignal } = {}): AsyncGenerator<ExecEvent> {
     const { signal, ...rest } = opts;
-    const res = await this.t.request('POST', this.path('/exec'), { json: { cmd, ...rest }, accept: 'application/x-ndjson', signal });
+    const res = await this.t.request(ROUTES.exec, this.at(), { json: { cmd, ...rest }, accept: 'application/x-ndjson', signal });
     yield* ndjson<ExecEvent>(res);
   }
 
   /** Re-attaches to a command from a byte offset of its output. */
   async *attach(commandId: string, offset = 0, signal?: AbortSignal): AsyncGenerator<ExecEvent> {
-    const res = await this.t.request('GET', this.path(`/commands/${encodeURIComponent(commandId)}`), {
+    const res = await this.t.request(ROUTES.commandOutput, this.at({ commandId }), {
       query: { offset },
       accept: 'application/x-ndjson',
       signal,
@@ -58,11 +59,11 @@ export class Sandbox {
   }
 
   async kill(commandId: string, signal = 'SIGTERM'): Promise<void> {
-    await this.t.empty('POST', this.path(`/commands/${encodeURIComponent(commandId)}/kill`), { json: { signal } });
+    await this.t.empty(ROUTES.killCommand, this.at({ commandId }), { json: { signal } });
   }
 
   async writeStdin(commandId: string, data: string | Uint8Array, eof = false): Promise<void> {
-    await this.t.empty('POST', this.path(`/commands/${encodeURIComponent(commandId)}/stdin`), { body: data, query: eof ? { eof: 1 } : undefined });
+    await this.t.empty(ROUTES.commandStdin, this.at({ commandId }), { body: data, query: eof ? { eof: 1 } : undefined });
   }
 
   /**
@@ -70,36 +71,36 @@ export class Sandbox {
    * new layer over its current ones: the image `name`. The sandbox is frozen meanwhile and runs on.
    */
   async commit(name: string, opts: { exclude?: string[] } = {}): Promise<Image> {
-    return this.t.json<Image>('POST', this.path('/commit'), { json: { name, exclude: opts.exclude } });
+    return this.t.json(ROUTES.commit, this.at(), { json: { name, exclude: opts.exclude } });
   }
 
   /** Starts a shell session whose cwd, variables and functions persist between commands. */
   async shell(opts: { cwd?: string; env?: Record<string, string>; user?: string } = {}): Promise<Shell> {
-    const { sessionId } = await this.t.json<{ sessionId: string }>('POST', this.path('/sessions'), { json: opts });
+    const { sessionId } = await this.t.json(ROUTES.createSession, this.at(), { json: opts });
     return new Shell(this, sessionId);
   }
 
   async deleteSession(sessionId: string): Promise<void> {
-    await this.t.empty('DELETE', this.path(`/sessions/${encodeURIComponent(sessionId)}`));
+    await this.t.empty(ROUTES.deleteSession, this.at({ sessionId }));
   }
 
   async pause(): Promise<void> {
-    await this.t.json('POST', this.path('/pause'));
+    await this.t.json(ROUTES.pause, this.at());
   }
 
   async resume(): Promise<void> {
-    await this.t.json('POST', this.path('/resume'));
+    await this.t.json(ROUTES.resume, this.at());
   }
 
   /** Sets the sandbox to expire `ttlSeconds` from now. */
   async setTimeout(ttlSeconds: number): Promise<SandboxInfo> {
-    this.info = await this.t.json<SandboxInfo>('POST', this.path('/timeout'), { json: { ttlSeconds } });
+    this.info = await this.t.json(ROUTES.setTimeout, this.at(), { json: { ttlSeconds } });
     return this.info;
   }
 
   /** Stops and removes the sandbox (idempotent). */
   async delete(): Promise<void> {
-    await this.t.empty('DELETE', this.path());
+    await this.t.empty(ROUTES.deleteSandbox, this.at());
   }
 }
 
@@ -130,12 +131,12 @@ export class SandboxFiles {
     private readonly id: string,
   ) {}
 
-  private path(suffix: string): string {
-    return `/v1/sandboxes/${encodeURIComponent(this.id)}${suffix}`;
+  private at(): Record<string, string> {
+    return { id: this.id };
   }
 
   async read(path: string): Promise<Uint8Array> {
-    const res = await this.t.request('GET', this.path('/files'), { query: { path } });
+    const res = await this.t.request(ROUTES.readFile, this.at(), { query: { path } });
     return new Uint8Array(await res.arrayBuffer());
   }
 
@@ -145,18 +146,18 @@ export class SandboxFiles {
 
   /** Writes a file, creating its parents. `mode` is numeric, e.g. 0o755. */
   async write(path: string, data: string | Uint8Array, opts: { mode?: number } = {}): Promise<void> {
-    await this.t.empty('PUT', this.path('/files'), {
+    await this.t.empty(ROUTES.writeFile, this.at(), {
       query: { path, mode: opts.mode === undefined ? undefined : opts.mode.toString(8).padStart(4, '0') },
       body: data,
     });
   }
 
   async list(path: string, depth = 1): Promise<FileEntry[]> {
-    return (await this.t.json<{ entries: FileEntry[] }>('GET', this.path('/files/list'), { query: { path, depth } })).entries;
+    return (await this.t.json(ROUTES.listFiles, this.at(), { query: { path, depth } })).entries;
   }
 
   async stat(path: string): Promise<FileEntry> {
-    return this.t.json<FileEntry>('GET', this.path('/files/stat'), { query: { path } });
+    return this.t.json(ROUTES.statFile, this.at(), { query: { path } });
   }
 
   /** Whether a path exists (a not_found is false; other errors throw). */
@@ -171,25 +172,25 @@ export class SandboxFiles {
   }
 
   async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    await this.t.empty('DELETE', this.path('/files'), { query: { path, recursive: opts.recursive ? 1 : undefined } });
+    await this.t.empty(ROUTES.deleteFile, this.at(), { query: { path, recursive: opts.recursive ? 1 : undefined } });
   }
 
   async mkdir(path: string): Promise<void> {
-    await this.t.empty('POST', this.path('/files/mkdir'), { json: { path } });
+    await this.t.empty(ROUTES.mkdir, this.at(), { json: { path } });
   }
 
   async move(from: string, to: string): Promise<void> {
-    await this.t.empty('POST', this.path('/files/move'), { json: { from, to } });
+    await this.t.empty(ROUTES.move, this.at(), { json: { from, to } });
   }
 
   /** Extracts a tar archive into a directory. */
   async putArchive(dir: string, tar: Uint8Array): Promise<void> {
-    await this.t.empty('PUT', this.path('/archive'), { query: { path: dir }, body: tar });
+    await this.t.empty(ROUTES.putArchive, this.at(), { query: { path: dir }, body: tar });
   }
 
   /** A tar archive of a directory. */
   async getArchive(dir: string): Promise<Uint8Array> {
-    const res = await this.t.request('GET', this.path('/archive'), { query: { path: dir } });
+    const res = await this.t.request(ROUTES.getArchive, this.at(), { query: { path: dir } });
     return new Uint8Array(await res.arrayBuffer());
   }
 }

@@ -1,4 +1,4 @@
-import { WarrenError, parseError } from '@warren/api';
+import { WarrenError, parseError, type RouteSpec, type z } from '@warren/api';
 import { isStream, nodeHttp, type Body, type HttpResponse, type HttpSend } from './node-http.js';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
@@ -21,7 +21,23 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
-/** One HTTP round trip to the Warren API; non-2xx answers become the server's WarrenError. */
+/** What a route answers, by its own schema in the route table (none: nothing the client reads). */
+export type RouteResponse<S extends RouteSpec> = S['response'] extends z.ZodType ? z.infer<S['response']> : unknown;
+
+/** A route's path with its `{name}` segments filled in from `params`, each percent-encoded. */
+export function routePath(spec: Pick<RouteSpec, 'path'>, params: Record<string, string> = {}): string {
+  return spec.path.replace(/\{(\w+)\}/g, (_m, name: string) => {
+    const v = params[name];
+    if (v === undefined) throw new WarrenError('invalid_argument', `${spec.path} needs ${name}`);
+    return encodeURIComponent(v);
+  });
+}
+
+/**
+ * One HTTP round trip to the Warren API; non-2xx answers become the server's WarrenError. Every
+ * call names its route in the contract's table (ROUTES): the method, the path and the answer's
+ * type come from there, as the server's validation and the OpenAPI document do.
+ */
 export class Transport {
   private readonly base: string;
   private readonly send: HttpSend;
@@ -52,7 +68,9 @@ export class Transport {
     return `${this.base}${path}${s ? `?${s}` : ''}`;
   }
 
-  async request(method: string, path: string, ro: RequestOptions = {}): Promise<HttpResponse> {
+  async request(spec: RouteSpec, params: Record<string, string> = {}, ro: RequestOptions = {}): Promise<HttpResponse> {
+    const method = spec.method;
+    const path = routePath(spec, params);
     const headers: Record<string, string> = { authorization: `Bearer ${this.o.apiKey}` };
     if (ro.accept) headers.accept = ro.accept;
     let body = ro.body;
@@ -79,13 +97,13 @@ export class Transport {
     return res;
   }
 
-  async json<T>(method: string, path: string, ro: RequestOptions = {}): Promise<T> {
-    const res = await this.request(method, path, { accept: 'application/json', ...ro });
-    return (await res.json()) as T;
+  async json<S extends RouteSpec>(spec: S, params: Record<string, string> = {}, ro: RequestOptions = {}): Promise<RouteResponse<S>> {
+    const res = await this.request(spec, params, { accept: 'application/json', ...ro });
+    return (await res.json()) as RouteResponse<S>;
   }
 
-  async empty(method: string, path: string, ro: RequestOptions = {}): Promise<void> {
-    const res = await this.request(method, path, ro);
+  async empty(spec: RouteSpec, params: Record<string, string> = {}, ro: RequestOptions = {}): Promise<void> {
+    const res = await this.request(spec, params, ro);
     await res.arrayBuffer();
   }
 }

@@ -1,9 +1,9 @@
 import { imageRoutes } from './routes-images.js';
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
-import { ROUTES, WarrenError, buildOpenApi, serializeError } from '@warren/api';
+import { ROUTES, WarrenError, buildOpenApi, serializeError, type RouteSpec } from '@warren/api';
 import type { Duplex } from 'node:stream';
 import { Router } from './router.js';
-import { sendError, sendJson } from './io.js';
+import { jsonBody, query, sendError, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
 import type { Caller } from '../services/sandboxes.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
@@ -22,6 +22,16 @@ export type AppDeps = RouteDeps;
  */
 export const SERVER_OPTIONS: ServerOptions = { keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 60_000 };
 
+/** A route's query, by its own schema (none: nothing). */
+function routeQuery(spec: RouteSpec, url: URL): unknown {
+  return spec.query ? query(url, spec.query) : undefined;
+}
+
+/** A route's JSON body, by its own schema and size limit (none: nothing is read). */
+async function routeBody(spec: RouteSpec, req: IncomingMessage): Promise<unknown> {
+  return spec.body ? jsonBody(req, spec.body, spec.maxBodyBytes) : undefined;
+}
+
 /** Builds the HTTP server of the Warren API (routes from the contract, one error handler). */
 export function createApp(d: AppDeps): Server {
   const router = new Router();
@@ -35,7 +45,7 @@ export function createApp(d: AppDeps): Server {
       const audit: { sandbox?: string } = {};
       try {
         caller = await d.auth.authenticate(ctx.req.headers.authorization);
-        await h({ ...ctx, caller, audit });
+        await h({ ...ctx, caller, audit, query: () => routeQuery(spec, ctx.url), body: () => routeBody(spec, ctx.req) } as Parameters<typeof h>[0]);
         if (mutating) record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, ctx.res.statusCode, null);
       } catch (e) {
         if (mutating) {

@@ -40,8 +40,20 @@ export async function jsonBody<T extends z.ZodType>(req: IncomingMessage, schema
   return r.data;
 }
 
+/** The keys of an object schema whose values are arrays (optional or defaulted ones too): repeatable in a query. */
+export function arrayKeys(schema: z.ZodType): string[] {
+  const shape = (schema as { shape?: Record<string, z.ZodType> }).shape ?? {};
+  return Object.entries(shape)
+    .filter(([, v]) => {
+      let s = v as { def?: { type?: string; innerType?: unknown } };
+      while (s.def && (s.def.type === 'optional' || s.def.type === 'default' || s.def.type === 'nullable')) s = s.def.innerType as typeof s;
+      return s.def?.type === 'array';
+    })
+    .map(([k]) => k);
+}
+
 /** Validates the query string; repeated keys named in `arrays` become arrays. */
-export function query<T extends z.ZodType>(url: URL, schema: T, arrays: string[] = []): z.infer<T> {
+export function query<T extends z.ZodType>(url: URL, schema: T, arrays: string[] = arrayKeys(schema)): z.infer<T> {
   const obj: Record<string, unknown> = {};
   for (const key of new Set(url.searchParams.keys())) {
     const all = url.searchParams.getAll(key);

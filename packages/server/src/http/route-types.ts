@@ -1,4 +1,4 @@
-import type { RouteSpec } from '@warren/api';
+import type { RouteSpec, z } from '@warren/api';
 import type { ImageCatalogue } from '@warren/images';
 import type { Auth } from '../services/auth.js';
 import type { Caller, SandboxService } from '../services/sandboxes.js';
@@ -11,11 +11,23 @@ import type { FileService } from '../services/files.js';
 import type { NodeService } from '../services/nodes.js';
 import type { RouteContext } from './router.js';
 
-/** A request that passed authentication; `audit.sandbox` names the sandbox a call made (create). */
-export type Authed = RouteContext & { caller: Caller; audit: { sandbox?: string } };
+type Parsed<T> = T extends z.ZodType ? z.infer<T> : undefined;
+
+/**
+ * A request that passed authentication; `audit.sandbox` names the sandbox a call made (create).
+ * Its query and JSON body are validated by the route's own schemas (ROUTES), in one place (the
+ * `on` of app.ts), when the handler asks for them: after its own checks, so a caller without the
+ * right learns nothing of what they should be.
+ */
+export type Authed<S extends RouteSpec = RouteSpec> = RouteContext & {
+  caller: Caller;
+  audit: { sandbox?: string };
+  query: () => Parsed<S['query']>;
+  body: () => Promise<Parsed<S['body']>>;
+};
 
 /** Registers an authenticated handler for a route of the contract. */
-export type On = (spec: RouteSpec, h: (c: Authed) => Promise<void>) => void;
+export type On = <S extends RouteSpec>(spec: S, h: (c: Authed<S>) => Promise<void>) => void;
 
 export interface RouteDeps {
   version: string;

@@ -1,6 +1,5 @@
-import * as api from '@warren/api';
 import { ERROR_CODES, ROUTES, WarrenError, type ErrorCode } from '@warren/api';
-import { jsonBody, query, readBody, sendEmpty, sendJson } from './io.js';
+import { readBody, sendEmpty, sendJson } from './io.js';
 import { streamCommand } from './ndjson.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
 
@@ -9,7 +8,7 @@ const isErrorCode = (c: string): c is ErrorCode => (ERROR_CODES as readonly stri
 /** Exec, command re-reads, kill, stdin and shell sessions. */
 export function commandRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.exec, async (c) => {
-    const body = await jsonBody(c.req, api.ExecRequest);
+    const body = await c.body();
     const accept = c.req.headers.accept ?? '';
     if (accept.includes('application/json') && !accept.includes('ndjson')) {
       const r = await d.commands.exec(c.caller, sandboxId(c), body, true);
@@ -21,12 +20,12 @@ export function commandRoutes(on: On, d: RouteDeps): void {
     await streamCommand(c.res, await d.commands.exec(c.caller, sandboxId(c), body, false), true);
   });
   on(ROUTES.commandOutput, async (c) => {
-    const q = query(c.url, api.CommandOutputQuery);
+    const q = c.query();
     const offset = q.offset ?? 0;
     await streamCommand(c.res, await d.commands.follow(c.caller, sandboxId(c), c.params.commandId ?? '', offset), offset === 0);
   });
   on(ROUTES.killCommand, async (c) => {
-    const body = await jsonBody(c.req, api.KillRequest);
+    const body = await c.body();
     await d.commands.signal(c.caller, sandboxId(c), c.params.commandId ?? '', body.signal ?? 'SIGTERM');
     sendEmpty(c.res);
   });
@@ -39,7 +38,7 @@ export function commandRoutes(on: On, d: RouteDeps): void {
     sendEmpty(c.res);
   });
   on(ROUTES.createSession, async (c) => {
-    const body = await jsonBody(c.req, api.CreateSessionRequest);
+    const body = await c.body();
     sendJson(c.res, 201, { sessionId: await d.commands.createSession(c.caller, sandboxId(c), body) });
   });
   on(ROUTES.deleteSession, async (c) => {

@@ -1,9 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
-import * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
-import { jsonBody, query, sendEmpty, sendJson } from './io.js';
+import { sendEmpty, sendJson } from './io.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
 
 /** File and archive routes (paths resolve inside the sandbox). */
@@ -18,49 +17,49 @@ export function fileRoutes(on: On, d: RouteDeps): void {
     await pipeline(Readable.from(body), res).catch(() => res.destroy());
   };
   on(ROUTES.writeFile, async (c) => {
-    const q = query(c.url, api.WriteFileQuery);
+    const q = c.query();
     await d.sandboxes.live(c.caller, sandboxId(c));
     checkLength(c.req);
     await d.files.write(c.caller, sandboxId(c), q.path, c.req, q.mode === undefined ? undefined : parseInt(q.mode, 8));
     sendEmpty(c.res);
   });
   on(ROUTES.readFile, async (c) => {
-    const q = query(c.url, api.FilePathQuery);
+    const q = c.query();
     await streamOut(c.res, 'application/octet-stream', await d.files.read(c.caller, sandboxId(c), q.path));
   });
   on(ROUTES.deleteFile, async (c) => {
-    const q = query(c.url, api.DeleteFileQuery);
+    const q = c.query();
     await d.files.remove(c.caller, sandboxId(c), q.path, q.recursive ?? false);
     sendEmpty(c.res);
   });
   on(ROUTES.listFiles, async (c) => {
-    const q = query(c.url, api.ListFilesQuery);
+    const q = c.query();
     sendJson(c.res, 200, { entries: await d.files.list(c.caller, sandboxId(c), q.path, q.depth ?? 1) });
   });
   on(ROUTES.statFile, async (c) => {
-    const q = query(c.url, api.FilePathQuery);
+    const q = c.query();
     sendJson(c.res, 200, await d.files.stat(c.caller, sandboxId(c), q.path));
   });
   on(ROUTES.mkdir, async (c) => {
     await d.sandboxes.live(c.caller, sandboxId(c));
-    await d.files.makeDir(c.caller, sandboxId(c), (await jsonBody(c.req, api.MkdirRequest)).path);
+    await d.files.makeDir(c.caller, sandboxId(c), (await c.body()).path);
     sendEmpty(c.res);
   });
   on(ROUTES.move, async (c) => {
     await d.sandboxes.live(c.caller, sandboxId(c));
-    const body = await jsonBody(c.req, api.MoveRequest);
+    const body = await c.body();
     await d.files.move(c.caller, sandboxId(c), body.from, body.to);
     sendEmpty(c.res);
   });
   on(ROUTES.putArchive, async (c) => {
-    const q = query(c.url, api.FilePathQuery);
+    const q = c.query();
     await d.sandboxes.live(c.caller, sandboxId(c));
     checkLength(c.req);
     await d.files.putArchive(c.caller, sandboxId(c), q.path, c.req);
     sendEmpty(c.res);
   });
   on(ROUTES.getArchive, async (c) => {
-    const q = query(c.url, api.FilePathQuery);
+    const q = c.query();
     await streamOut(c.res, 'application/x-tar', await d.files.getArchive(c.caller, sandboxId(c), q.path));
   });
 }

@@ -1,16 +1,15 @@
-import * as api from '@warren/api';
 import { ROUTES } from '@warren/api';
-import { jsonBody, sendJson } from './io.js';
+import { sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
 
 /** FnCall: stateless calls in warm workers. */
 export function fnRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.fnRun, async (c) => {
-    const body = await jsonBody(c.req, api.FnRunRequest);
+    const body = await c.body();
     sendJson(c.res, 200, await d.fn.run(c.caller, body));
   });
   on(ROUTES.fnBatch, async (c) => {
-    const body = await jsonBody(c.req, api.FnBatchRequest, 256 * 1024 * 1024);
+    const body = await c.body();
     sendJson(c.res, 200, { results: await d.fn.batch(c.caller, body.calls) });
   });
 }

@@ -5,7 +5,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { parseImageRef } from '@warren/images';
-import { jsonBody, query, sendEmpty, sendJson } from './io.js';
+import { sendEmpty, sendJson } from './io.js';
 import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
 const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data|blocks)$/;
@@ -42,19 +42,19 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   };
   on(ROUTES.importImage, async (c) => {
     builds(c);
-    const q = query(c.url, api.ImportImageQuery);
+    const q = c.query();
     await progressStream(c, (emit) => d.images.importImage(q.name, imageOwner(c), c.req, emit));
   });
   on(ROUTES.pullImage, async (c) => {
     builds(c);
-    const body = await jsonBody(c.req, api.PullImageRequest);
+    const body = await c.body();
     parseImageRef(body.ref); // a bad reference is a 400, not a stream
     d.images.pullHosts(body.ref, imageOwner(c)); // and a registry it may not reach a 403
     await progressStream(c, (emit) => d.images.pullImage(body.ref, body.name, imageOwner(c), emit, body.auth));
   });
   on(ROUTES.putImage, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can name images from digests');
-    const body = await jsonBody(c.req, api.PutImageRequest);
+    const body = await c.body();
     sendJson(c.res, 200, await d.images.putImage(api.ImageName.parse(c.params.name), body.layers, body.env));
   });
   on(ROUTES.deleteImage, async (c) => {
@@ -64,12 +64,12 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.uploadLayer, async (c) => {
     builds(c);
-    const q = query(c.url, api.UploadLayerQuery);
+    const q = c.query();
     sendJson(c.res, 201, await d.images.uploadLayer(q.name, imageOwner(c), c.req));
   });
   on(ROUTES.publishLayers, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can publish layers');
-    sendJson(c.res, 200, await d.images.publish(await jsonBody(c.req, api.PublishLayersRequest)));
+    sendJson(c.res, 200, await d.images.publish(await c.body()));
   });
   // The node's blob store over HTTP, for other nodes' on-demand views (ranges, HEAD, a listing).
   const blobDir = join(d.catalogue.blobs.root, 'blobs');
@@ -118,7 +118,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.commit, async (c) => {
     builds(c);
-    const body = await jsonBody(c.req, api.CommitRequest);
+    const body = await c.body();
     const id = await liveSandboxId(d, c);
     const rec = await d.sandboxes.record(c.caller, sandboxId(c));
     sendJson(c.res, 201, await d.images.commit(id, rec.layers, imageOwner(c), body, rec.imageEnv));

@@ -1,6 +1,5 @@
-import * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
-import { jsonBody, query, sendEmpty, sendJson } from './io.js';
+import { sendEmpty, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
 
 /** Images, nodes, keys and server info. */
@@ -13,7 +12,7 @@ export function opsRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listNodes, async (c) => sendJson(c.res, 200, await d.nodes.list()));
   on(ROUTES.createKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can create keys');
-    const body = await jsonBody(c.req, api.CreateKeyRequest);
+    const body = await c.body();
     const role = body.role ?? 'user';
     sendJson(c.res, 201, { ...(await d.auth.createKey(body.tenant, role, body.quota ?? {})), tenant: body.tenant, role });
   });
@@ -24,7 +23,7 @@ export function opsRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.audit, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the audit log');
-    sendJson(c.res, 200, { entries: await d.audit.list(query(c.url, api.AuditQuery)) });
+    sendJson(c.res, 200, { entries: await d.audit.list(c.query()) });
   });
   on(ROUTES.info, async (c) =>
     sendJson(c.res, 200, {

@@ -1,6 +1,6 @@
-import * as api from '@warren/api';
+import type * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
-import { jsonBody, query, sendEmpty, sendJson } from './io.js';
+import { sendEmpty, sendJson } from './io.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
 import { decodeFiles } from '../services/sandboxes.js';
 
@@ -8,13 +8,13 @@ import { decodeFiles } from '../services/sandboxes.js';
 export function sandboxRoutes(on: On, d: RouteDeps): void {
   const svc = d.sandboxes;
   on(ROUTES.createSandbox, async (c) => {
-    const body = await jsonBody(c.req, api.CreateSandboxRequest);
+    const body = await c.body();
     const sb = await svc.create(c.caller, body);
     c.audit.sandbox = sb.id;
     sendJson(c.res, 201, sb);
   });
   on(ROUTES.batchCreate, async (c) => {
-    const body = await jsonBody(c.req, api.BatchCreateRequest);
+    const body = await c.body();
     // One decoded copy of the files for every create of the batch, not one each.
     const files = decodeFiles(body.template);
     const template = { ...body.template, files: undefined, requestId: undefined };
@@ -31,7 +31,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     sendJson(c.res, 201, { sandboxes, errors });
   });
   on(ROUTES.listSandboxes, async (c) => {
-    sendJson(c.res, 200, await svc.list(c.caller, query(c.url, api.ListSandboxesQuery, ['label'])));
+    sendJson(c.res, 200, await svc.list(c.caller, c.query()));
   });
   on(ROUTES.getSandbox, async (c) => sendJson(c.res, 200, await svc.toApi(await svc.record(c.caller, sandboxId(c)))));
   on(ROUTES.deleteSandbox, async (c) => {
@@ -39,11 +39,11 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     sendEmpty(c.res);
   });
   on(ROUTES.setTimeout, async (c) => {
-    const body = await jsonBody(c.req, api.SetTimeoutRequest);
+    const body = await c.body();
     sendJson(c.res, 200, await svc.toApi(await svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
   });
   on(ROUTES.createPool, async (c) => {
-    const body = await jsonBody(c.req, api.CreatePoolRequest);
+    const body = await c.body();
     sendJson(c.res, 201, await d.pools.create(c.caller, body));
   });
   on(ROUTES.listPools, async (c) => sendJson(c.res, 200, { pools: d.pools.list(c.caller) }));
@@ -52,7 +52,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     sendEmpty(c.res);
   });
   on(ROUTES.setNetwork, async (c) => {
-    const body = await jsonBody(c.req, api.NetworkPolicyBody);
+    const body = await c.body();
     sendJson(c.res, 200, await svc.toApi(await svc.setNetwork(c.caller, sandboxId(c), body)));
   });
   on(ROUTES.pause, async (c) => {
@@ -66,7 +66,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   for (const op of ['pause', 'resume', 'delete'] as const) {
     const spec = op === 'pause' ? ROUTES.batchPause : op === 'resume' ? ROUTES.batchResume : ROUTES.batchDelete;
     on(spec, async (c) => {
-      const body = await jsonBody(c.req, api.BatchByLabelsRequest);
+      const body = await c.body();
       if (!Object.keys(body.labels).length) throw new WarrenError('invalid_argument', 'name at least one label');
       sendJson(c.res, 200, { count: await svc.batch(c.caller, op, body.labels) });
     });
