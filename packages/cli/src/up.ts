@@ -1,27 +1,7 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startWarren, type WarrenOptions } from '@warren/server';
-import type { DefaultImageName } from '@warren/images';
-
-export interface UpFlags {
-  port: number;
-  host: string;
-  dataDir: string;
-  imageCacheDir: string;
-  keepSandboxes: boolean;
-  images?: DefaultImageName[];
-  adminKey?: string;
-  runtime?: WarrenOptions['runtime'];
-  blobStore?: WarrenOptions['blobStore'];
-  network?: WarrenOptions['network'];
-  swap?: WarrenOptions['swap'];
-  overcommit?: WarrenOptions['overcommit'];
-  memoryFloorMiB?: number;
-  fn?: WarrenOptions['fn'];
-  disk?: WarrenOptions['disk'];
-  dataDiskReserveMiB?: number;
-  pullRegistries?: string[];
-}
+import { startWarren } from '@warren/server';
+import type { UpOptions } from './node-options.js';
 
 const log = {
   info: (msg: string, meta?: unknown) => console.error(JSON.stringify({ level: 'info', msg, ...(meta && typeof meta === 'object' ? meta : {}) })),
@@ -29,32 +9,9 @@ const log = {
 };
 
 /** `warren up`: runs control plane + edge in the foreground until SIGINT/SIGTERM. */
-export async function up(f: UpFlags): Promise<void> {
-  const w = await startWarren({
-    port: f.port,
-    host: f.host,
-    dataDir: f.dataDir,
-    imageCacheDir: f.imageCacheDir,
-    adminKey: f.adminKey,
-    images: f.images,
-    runtime: f.runtime,
-    blobStore: f.blobStore,
-    network: f.network,
-    swap: f.swap,
-    overcommit: f.overcommit,
-    memoryFloorMiB: f.memoryFloorMiB,
-    fn: f.fn,
-    disk: f.disk,
-    dataDiskReserveMiB: f.dataDiskReserveMiB,
-    pullRegistries: f.pullRegistries,
-    // No flag: the hardening benchmark's baseline node, and nothing else, sets this.
-    unhardened: process.env.WARREN_UNHARDENED_BENCH === '1',
-    // No flag either: fault-injection tests (test/src/faults.test.ts) crash the process at a step.
-    crashAt: process.env.WARREN_TEST_CRASH_AT || undefined,
-    // The suite's second pass (npm run test:http) runs every node on the edge's network transport.
-    edgeTransport: process.env.WARREN_EDGE_TRANSPORT === 'http' ? 'http' : undefined,
-    logger: log,
-  });
+export async function up(f: UpOptions): Promise<void> {
+  const { keepSandboxes: _keep, ...options } = f;
+  const w = await startWarren({ ...options, logger: log });
   const pidFile = join(f.dataDir, 'warren.pid');
   await writeFile(pidFile, String(process.pid));
   console.log(`Warren is running at ${w.url}`);

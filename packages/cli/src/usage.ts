@@ -1,27 +1,10 @@
 import { DEFAULT_IMAGES } from '@warren/images';
+import { upUsage } from './node-options.js';
 
 /** What `warren help` prints. */
 export const USAGE = `warren — sandboxes for agents
 
-  warren up [--port 7070] [--host 127.0.0.1] [--data-dir DIR] [--keep-sandboxes] [--runtime native|runc]
-            [--blob-url URL [--blob-cache-gib 20]]   read layers this node lacks on demand from a blob store:
-                                     a registry repository oci://HOST/REPO (oci+http:// for plain HTTP), or
-                                     another node's http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key;
-                                     WARREN_BLOB_USER/WARREN_BLOB_PASSWORD for a store that wants Basic auth
-            [--no-network]            sandboxes get loopback only
-            [--egress-hosts FILE]     names the egress proxy resolves from FILE (hosts(5) lines) before DNS
-            [--sandbox-subnet CIDR]   the sandboxes' /18 (default: a free one in 10.200.0.0/13)
-            [--dns-rate N]            DNS queries a sandbox may send per second, a burst of 2N first (default 1000)
-            [--zram-swap-mib N]       compressed swap in RAM for paused sandboxes (set up now, removed at stop;
-                                     default: half the memory, unless the host has swap) [--no-zram-swap]
-            [--cpu-overcommit 64] [--cpu-busy 0.9] [--memory-overcommit 1.5] [--memory-floor-mib N]
-            [--sandbox-disk-gib N] [--no-disk-quotas]   sandboxes' writable layers on a btrfs image of N GiB
-                                     (sparse; default 80 % of free space past the reserve), each limited to its diskMiB (default 10 GiB)
-            [--disk-reserve-mib N]    kept free on the data disk for Warren's own state: imports, uploads, pulls
-                                     and commits that would reach into it are refused (default 5 %, 256 MiB to 2 GiB)
-            [--fn-pool IMAGE[:LANGUAGE]=N]...   FnCall workers kept warm (python: its zygote started too)
-            [--fn-max-workers N] [--fn-queue-limit N]   FnCall workers per image; calls a tenant may have waiting
-            [--pull-registries HOST[:PORT],...]   registries non-admin keys may pull from (default: none)
+${upUsage()}
   warren down [--data-dir DIR]
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
                 [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...

@@ -1,0 +1,70 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseArgs } from 'node:util';
+import { NODE_OPTIONS, nodeOptions, upFlags, upUsage } from './node-options.js';
+import { usage } from './usage.js';
+
+const parse = (args: string[]): Record<string, unknown> => parseArgs({ args, options: upFlags() }).values;
+
+test('warren up with no flags: the defaults, and nothing set that the node should choose itself', async () => {
+  const o = await nodeOptions(parse([]), {});
+  assert.equal(o.port, 7070);
+  assert.equal(o.host, '127.0.0.1');
+  assert.equal(o.runtime, 'native');
+  assert.equal(o.keepSandboxes, false);
+  for (const k of ['network', 'swap', 'disk', 'blobStore', 'fn', 'overcommit', 'adminKey', 'edgeTransport', 'crashAt'] as const)
+    assert.equal(o[k], undefined, k);
+});
+
+test('flags, their "no" forms and the environment land where the node reads them; a flag beats the environment', async () => {
+  const o = await nodeOptions(
+    parse([
+      '--port',
+      '0',
+      '--dns-rate',
+      '5',
+      '--zram-swap-mib',
+      '64',
+      '--blob-url',
+      'oci://r.example/layers',
+      '--fn-pool',
+      'img:python=2',
+      '--fn-pool',
+      'b=1',
+      '--cpu-busy',
+      '0.5',
+      '--pull-registries',
+      'r.example,,q.example:5000',
+    ]),
+    { WARREN_API_KEY: 'wk_x', WARREN_BLOB_USER: 'u', WARREN_EDGE_TRANSPORT: 'http' },
+  );
+  assert.equal(o.port, 0);
+  assert.deepEqual(o.network, { dnsQueriesPerSecond: 5 });
+  assert.deepEqual(o.swap, { zramMiB: 64 });
+  assert.deepEqual(o.blobStore, { url: 'oci://r.example/layers', cacheMaxBytes: 20 * 2 ** 30, username: 'u', password: '' });
+  assert.deepEqual(o.fn?.pools, [
+    { image: 'img', language: 'python', size: 2 },
+    { image: 'b', language: undefined, size: 1 },
+  ]);
+  assert.deepEqual(o.overcommit, { busy: 0.5 });
+  assert.deepEqual(o.pullRegistries, ['r.example', 'q.example:5000']);
+  assert.equal(o.adminKey, 'wk_x');
+  assert.equal(o.edgeTransport, 'http');
+  const off = await nodeOptions(
+    parse(['--no-network', '--dns-rate', '5', '--no-zram-swap', '--zram-swap-mib', '64', '--no-disk-quotas', '--sandbox-disk-gib', '9']),
+    {},
+  );
+  assert.equal(off.network, false);
+  assert.equal(off.swap, false);
+  assert.equal(off.disk, false);
+  // Without a blob store, its credentials go nowhere.
+  assert.equal((await nodeOptions(parse([]), { WARREN_BLOB_KEY: 'k' })).blobStore, undefined);
+  await assert.rejects(nodeOptions(parse(['--runtime', 'crun']), {}), /native or runc/);
+  await assert.rejects(nodeOptions(parse(['--dns-rate', '0']), {}), /at least 1/);
+});
+
+test('warren help shows every flag of warren up, from the same table', () => {
+  const help = usage();
+  for (const n of NODE_OPTIONS) if (n.flag) assert.match(help, new RegExp(`--${n.flag}\\b`), n.flag);
+  assert.ok(help.includes(upUsage()));
+});

@@ -1,0 +1,252 @@
+import { readFile } from 'node:fs/promises';
+import type { DefaultImageName } from '@warren/images';
+import type { WarrenOptions } from '@warren/server';
+import { parseFnPool, parseHosts, positiveInt } from './args.js';
+import { DEFAULT_DATA_DIR, DEFAULT_IMAGE_CACHE } from './client.js';
+
+/** What `warren up` starts: a node's options, and whether its sandboxes outlive it. */
+export type UpOptions = Omit<WarrenOptions, 'logger'> & { keepSandboxes: boolean };
+
+type Value = string | boolean | string[];
+
+/**
+ * One option of a node, written once: its flag (or environment variable), its default, its line
+ * in `warren help`, and where it goes in WarrenOptions. `warren up`'s flags, its help and the
+ * options it starts the node with are all made from NODE_OPTIONS.
+ */
+export interface NodeOption {
+  /** The flag, without `--`; none: from the environment only. */
+  flag?: string;
+  /** The environment variable it is read from (a flag wins). */
+  env?: string;
+  type: 'string' | 'boolean';
+  multiple?: boolean;
+  default?: string | boolean;
+  /** What `warren help` shows: the flag's form and what it does (none: not shown). */
+  usage?: [form: string, help: string];
+  /** Puts the value into the options (called in table order; an option left unset is skipped). */
+  set: (o: UpOptions, v: Value) => void | Promise<void>;
+}
+
+const num = (v: Value): number => Number(v);
+const str = (v: Value): string => String(v);
+/** The network options, unless --no-network (earlier in the table) turned networking off. */
+const net = (o: UpOptions): Exclude<WarrenOptions['network'], false | undefined> | null => {
+  if (o.network === false) return null;
+  const n = o.network ?? {};
+  o.network = n;
+  return n;
+};
+const blob = (o: UpOptions): NonNullable<WarrenOptions['blobStore']> | null => o.blobStore ?? null;
+
+export const NODE_OPTIONS: NodeOption[] = [
+  { flag: 'port', type: 'string', default: '7070', usage: ['[--port 7070]', 'the API port'], set: (o, v) => void (o.port = num(v)) },
+  { flag: 'host', type: 'string', default: '127.0.0.1', usage: ['[--host 127.0.0.1]', 'the address it listens on'], set: (o, v) => void (o.host = str(v)) },
+  {
+    flag: 'data-dir',
+    type: 'string',
+    default: DEFAULT_DATA_DIR,
+    usage: ['[--data-dir DIR]', 'state, layers and sandboxes'],
+    set: (o, v) => void (o.dataDir = str(v)),
+  },
+  {
+    flag: 'image-cache',
+    type: 'string',
+    default: DEFAULT_IMAGE_CACHE,
+    usage: ['[--image-cache DIR]', 'where the default images are built once'],
+    set: (o, v) => void (o.imageCacheDir = str(v)),
+  },
+  {
+    flag: 'keep-sandboxes',
+    type: 'boolean',
+    default: false,
+    usage: ['[--keep-sandboxes]', 'sandboxes outlive the node; its next start takes them back'],
+    set: (o, v) => void (o.keepSandboxes = v === true),
+  },
+  {
+    flag: 'images',
+    type: 'string',
+    usage: ['[--images NAME,...]', 'which default images to make'],
+    set: (o, v) => void (o.images = str(v).split(',') as DefaultImageName[]),
+  },
+  { env: 'WARREN_API_KEY', type: 'string', set: (o, v) => void (o.adminKey = str(v)) },
+  {
+    flag: 'runtime',
+    type: 'string',
+    default: 'native',
+    usage: ['[--runtime native|runc]', 'how sandbox inits start'],
+    set: (o, v) => {
+      if (v !== 'native' && v !== 'runc') throw new Error('--runtime is native or runc');
+      o.runtime = v;
+    },
+  },
+  {
+    flag: 'blob-url',
+    type: 'string',
+    usage: [
+      '[--blob-url URL]',
+      'read layers this node lacks on demand from a blob store: a registry repository oci://HOST/REPO (oci+http:// for plain HTTP), or another node’s http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key; WARREN_BLOB_USER/WARREN_BLOB_PASSWORD for a store that wants Basic auth',
+    ],
+    set: (o, v) => void (o.blobStore = { url: str(v) }),
+  },
+  {
+    flag: 'blob-cache-gib',
+    type: 'string',
+    default: '20',
+    usage: ['[--blob-cache-gib 20]', 'what the blob store’s cache may hold'],
+    set: (o, v) => void (blob(o) && (blob(o)!.cacheMaxBytes = num(v) * 2 ** 30)),
+  },
+  { env: 'WARREN_BLOB_KEY', type: 'string', set: (o, v) => void (blob(o) && (blob(o)!.key = str(v))) },
+  { env: 'WARREN_BLOB_USER', type: 'string', set: (o, v) => void (blob(o) && ((blob(o)!.username = str(v)), (blob(o)!.password ??= ''))) },
+  { env: 'WARREN_BLOB_PASSWORD', type: 'string', set: (o, v) => void (blob(o)?.username !== undefined && (blob(o)!.password = str(v))) },
+  {
+    flag: 'no-network',
+    type: 'boolean',
+    default: false,
+    usage: ['[--no-network]', 'sandboxes get loopback only'],
+    set: (o, v) => void (v === true && (o.network = false)),
+  },
+  {
+    flag: 'egress-hosts',
+    type: 'string',
+    usage: ['[--egress-hosts FILE]', 'names the egress proxy resolves from FILE (hosts(5) lines) before DNS'],
+    set: async (o, v) => {
+      const n = net(o);
+      if (n) n.hosts = parseHosts(await readFile(str(v), 'utf8'));
+    },
+  },
+  {
+    flag: 'sandbox-subnet',
+    type: 'string',
+    usage: ['[--sandbox-subnet CIDR]', 'the sandboxes’ /18 (default: a free one in 10.200.0.0/13)'],
+    set: (o, v) => void (net(o) && (net(o)!.subnet = str(v))),
+  },
+  {
+    flag: 'dns-rate',
+    type: 'string',
+    usage: ['[--dns-rate N]', 'DNS queries a sandbox may send per second, a burst of 2N first (default 1000)'],
+    set: (o, v) => void (net(o) && (net(o)!.dnsQueriesPerSecond = positiveInt(str(v), '--dns-rate'))),
+  },
+  {
+    flag: 'no-zram-swap',
+    type: 'boolean',
+    default: false,
+    usage: ['[--no-zram-swap]', 'no compressed swap for paused sandboxes'],
+    set: (o, v) => void (v === true && (o.swap = false)),
+  },
+  {
+    flag: 'zram-swap-mib',
+    type: 'string',
+    usage: [
+      '[--zram-swap-mib N]',
+      'compressed swap in RAM for paused sandboxes (set up now, removed at stop; default: half the memory, unless the host has swap)',
+    ],
+    set: (o, v) => void (o.swap !== false && (o.swap = { zramMiB: num(v) })),
+  },
+  {
+    flag: 'cpu-overcommit',
+    type: 'string',
+    usage: ['[--cpu-overcommit 64]', 'CPU limits may add up to the CPUs × this'],
+    set: (o, v) => void ((o.overcommit ??= {}).cpu = num(v)),
+  },
+  {
+    flag: 'cpu-busy',
+    type: 'string',
+    usage: ['[--cpu-busy 0.9]', 'creates wait while the sandboxes use more than the CPUs × this'],
+    set: (o, v) => void ((o.overcommit ??= {}).busy = num(v)),
+  },
+  {
+    flag: 'memory-overcommit',
+    type: 'string',
+    usage: ['[--memory-overcommit 1.5]', 'memory requests are admitted up to the memory × this'],
+    set: (o, v) => void ((o.overcommit ??= {}).memory = num(v)),
+  },
+  {
+    flag: 'memory-floor-mib',
+    type: 'string',
+    usage: ['[--memory-floor-mib N]', 'available memory kept by pausing the longest-idle sandboxes'],
+    set: (o, v) => void (o.memoryFloorMiB = num(v)),
+  },
+  {
+    flag: 'no-disk-quotas',
+    type: 'boolean',
+    default: false,
+    usage: ['[--no-disk-quotas]', 'sandboxes’ writable layers in plain directories (a create asking for diskMiB is refused)'],
+    set: (o, v) => void (v === true && (o.disk = false)),
+  },
+  {
+    flag: 'sandbox-disk-gib',
+    type: 'string',
+    usage: [
+      '[--sandbox-disk-gib N]',
+      'sandboxes’ writable layers on a btrfs image of N GiB (sparse; default 80 % of free space past the reserve), each limited to its diskMiB (default 10 GiB)',
+    ],
+    set: (o, v) => void (o.disk !== false && (o.disk = { sizeGiB: num(v) })),
+  },
+  {
+    flag: 'disk-reserve-mib',
+    type: 'string',
+    usage: [
+      '[--disk-reserve-mib N]',
+      'kept free on the data disk for Warren’s own state: imports, uploads, pulls and commits that would reach into it are refused (default 5 %, 256 MiB to 2 GiB)',
+    ],
+    set: (o, v) => void (o.dataDiskReserveMiB = positiveInt(str(v), '--disk-reserve-mib')),
+  },
+  {
+    flag: 'fn-pool',
+    type: 'string',
+    multiple: true,
+    usage: ['[--fn-pool IMAGE[:LANGUAGE]=N]...', 'FnCall workers kept warm (python: its zygote started too)'],
+    set: (o, v) => void ((o.fn ??= {}).pools = (v as string[]).map(parseFnPool)),
+  },
+  {
+    flag: 'fn-max-workers',
+    type: 'string',
+    usage: ['[--fn-max-workers N]', 'FnCall workers per image'],
+    set: (o, v) => void ((o.fn ??= {}).maxWorkersPerImage = num(v)),
+  },
+  {
+    flag: 'fn-queue-limit',
+    type: 'string',
+    usage: ['[--fn-queue-limit N]', 'FnCall calls a tenant may have waiting'],
+    set: (o, v) => void ((o.fn ??= {}).queueLimit = num(v)),
+  },
+  {
+    flag: 'pull-registries',
+    type: 'string',
+    usage: ['[--pull-registries HOST[:PORT],...]', 'registries non-admin keys may pull from (default: none)'],
+    set: (o, v) => void (o.pullRegistries = str(v).split(',').filter(Boolean)),
+  },
+  // No flags: the hardening benchmark's baseline node sets the first, fault-injection tests
+  // (test/src/faults.test.ts) the second, and the suite's second pass the third.
+  { env: 'WARREN_UNHARDENED_BENCH', type: 'string', set: (o, v) => void (o.unhardened = v === '1') },
+  { env: 'WARREN_TEST_CRASH_AT', type: 'string', set: (o, v) => void (o.crashAt = str(v) || undefined) },
+  { env: 'WARREN_EDGE_TRANSPORT', type: 'string', set: (o, v) => void (v === 'http' && (o.edgeTransport = 'http')) },
+];
+
+/** `warren up`'s parseArgs options, from NODE_OPTIONS. */
+export function upFlags(): Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> {
+  const out: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
+  for (const n of NODE_OPTIONS) if (n.flag) out[n.flag] = n.multiple ? { type: n.type, multiple: true } : { type: n.type };
+  return out;
+}
+
+/**
+ * A node's options from `warren up`'s parsed flags and the environment, by NODE_OPTIONS: a flag
+ * given wins, then its environment variable, then its default.
+ */
+export async function nodeOptions(values: Record<string, unknown>, env: Record<string, string | undefined>): Promise<UpOptions> {
+  const o = { port: 0, host: '', dataDir: '', imageCacheDir: '', keepSandboxes: false } as UpOptions;
+  for (const n of NODE_OPTIONS) {
+    const v = ((n.flag ? values[n.flag] : undefined) as Value | undefined) ?? (n.env ? env[n.env] : undefined) ?? n.default;
+    if (v === undefined || (Array.isArray(v) && v.length === 0)) continue;
+    await n.set(o, v);
+  }
+  return o;
+}
+
+/** `warren up`'s lines of `warren help`, from NODE_OPTIONS. */
+export function upUsage(indent = '            '): string {
+  const lines = NODE_OPTIONS.filter((n) => n.usage).map((n) => `${indent}${n.usage![0].padEnd(36)} ${n.usage![1]}`);
+  return `  warren up\n${lines.join('\n')}`;
+}
