@@ -30,14 +30,17 @@ export interface NodeOption {
 
 const num = (v: Value): number => Number(v);
 const str = (v: Value): string => String(v);
-/** The network options, unless --no-network (earlier in the table) turned networking off. */
-const net = (o: UpOptions): Exclude<WarrenOptions['network'], false | undefined> | null => {
-  if (o.network === false) return null;
+/** Sets network options, unless --no-network (earlier in the table) turned networking off. */
+const inNet = (o: UpOptions, set: (n: Exclude<WarrenOptions['network'], false | undefined>) => void): void => {
+  if (o.network === false) return;
   const n = o.network ?? {};
   o.network = n;
-  return n;
+  set(n);
 };
-const blob = (o: UpOptions): NonNullable<WarrenOptions['blobStore']> | null => o.blobStore ?? null;
+/** Sets blob store options, if --blob-url (earlier in the table) named one. */
+const inBlob = (o: UpOptions, set: (b: NonNullable<WarrenOptions['blobStore']>) => void): void => {
+  if (o.blobStore) set(o.blobStore);
+};
 
 export const NODE_OPTIONS: NodeOption[] = [
   { flag: 'port', type: 'string', default: '7070', usage: ['[--port 7070]', 'the API port'], set: (o, v) => void (o.port = num(v)) },
@@ -94,11 +97,11 @@ export const NODE_OPTIONS: NodeOption[] = [
     type: 'string',
     default: '20',
     usage: ['[--blob-cache-gib 20]', 'what the blob store’s cache may hold'],
-    set: (o, v) => void (blob(o) && (blob(o)!.cacheMaxBytes = num(v) * 2 ** 30)),
+    set: (o, v) => inBlob(o, (b) => void (b.cacheMaxBytes = num(v) * 2 ** 30)),
   },
-  { env: 'WARREN_BLOB_KEY', type: 'string', set: (o, v) => void (blob(o) && (blob(o)!.key = str(v))) },
-  { env: 'WARREN_BLOB_USER', type: 'string', set: (o, v) => void (blob(o) && ((blob(o)!.username = str(v)), (blob(o)!.password ??= ''))) },
-  { env: 'WARREN_BLOB_PASSWORD', type: 'string', set: (o, v) => void (blob(o)?.username !== undefined && (blob(o)!.password = str(v))) },
+  { env: 'WARREN_BLOB_KEY', type: 'string', set: (o, v) => inBlob(o, (b) => void (b.key = str(v))) },
+  { env: 'WARREN_BLOB_USER', type: 'string', set: (o, v) => inBlob(o, (b) => ((b.username = str(v)), (b.password ??= ''))) },
+  { env: 'WARREN_BLOB_PASSWORD', type: 'string', set: (o, v) => inBlob(o, (b) => void (b.username !== undefined && (b.password = str(v)))) },
   {
     flag: 'no-network',
     type: 'boolean',
@@ -111,21 +114,22 @@ export const NODE_OPTIONS: NodeOption[] = [
     type: 'string',
     usage: ['[--egress-hosts FILE]', 'names the egress proxy resolves from FILE (hosts(5) lines) before DNS'],
     set: async (o, v) => {
-      const n = net(o);
-      if (n) n.hosts = parseHosts(await readFile(str(v), 'utf8'));
+      if (o.network === false) return;
+      const hosts = parseHosts(await readFile(str(v), 'utf8'));
+      inNet(o, (n) => void (n.hosts = hosts));
     },
   },
   {
     flag: 'sandbox-subnet',
     type: 'string',
     usage: ['[--sandbox-subnet CIDR]', 'the sandboxes’ /18 (default: a free one in 10.200.0.0/13)'],
-    set: (o, v) => void (net(o) && (net(o)!.subnet = str(v))),
+    set: (o, v) => inNet(o, (n) => void (n.subnet = str(v))),
   },
   {
     flag: 'dns-rate',
     type: 'string',
     usage: ['[--dns-rate N]', 'DNS queries a sandbox may send per second, a burst of 2N first (default 1000)'],
-    set: (o, v) => void (net(o) && (net(o)!.dnsQueriesPerSecond = positiveInt(str(v), '--dns-rate'))),
+    set: (o, v) => inNet(o, (n) => void (n.dnsQueriesPerSecond = positiveInt(str(v), '--dns-rate'))),
   },
   {
     flag: 'no-zram-swap',

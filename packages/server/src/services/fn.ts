@@ -5,7 +5,7 @@ import type { EdgeApi, EdgeCapacity, EdgeSandboxSpec, FnCallSpec } from '@warren
 import type { ImageCatalogue } from '@warren/images';
 import type { TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
-import { unclaimedSpec, visibleImage, type Caller } from './sandboxes.js';
+import { hasQuota, unclaimedSpec, visibleImage, type Caller } from './sandboxes.js';
 
 export interface FnOptions {
   /** The image of calls that name none (default debian-python:latest). */
@@ -163,21 +163,16 @@ export class FnService {
   private async enqueue(caller: Caller, reqs: FnRunRequest[]): Promise<Array<Promise<FnRunResult>>> {
     if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     // Everything is checked before anything waits: a bad call rejects the whole request.
+    const names = reqs.map((req) => req.image ?? this.o.defaultImage ?? 'debian-python:latest');
     const images = new Map<string, Image>();
-    for (const req of reqs) {
-      const name = req.image ?? this.o.defaultImage ?? 'debian-python:latest';
-      if (!images.has(name)) images.set(name, await this.image(caller, name));
-    }
+    for (const name of names) if (!images.has(name)) images.set(name, await this.image(caller, name));
     // No await from here to the queueing: groups are found or made once.
-    const prepared = reqs.map((req) => {
-      const name = req.image ?? this.o.defaultImage ?? 'debian-python:latest';
-      const img = images.get(name)!;
-      return { g: this.group(img, name, req.resources), spec: callSpec(req, img) };
+    const prepared = reqs.map((req, i) => {
+      const img = images.get(names[i]!)!;
+      return { g: this.group(img, names[i]!, req.resources), spec: callSpec(req, img) };
     });
     // The last wait: the checks and the queueing that follow it do not await.
-    const q = caller.quota;
-    const stored =
-      this.o.quota && (q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined) ? await this.o.quota.usage(caller.tenant) : null;
+    const stored = this.o.quota && hasQuota(caller.quota) ? await this.o.quota.usage(caller.tenant) : null;
     if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     const waiting = this.queued.get(caller.tenant) ?? 0;
     if (waiting + reqs.length > this.queueLimit) {

@@ -70,8 +70,8 @@ export function decodeFiles(req: Pick<CreateSandboxRequest, 'files'>): DecodedFi
 
 const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connectionsDenied: 0, allowed: {}, denied: {} };
 
-/** Whether a key's quota limits anything. */
-const limited = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
+/** Whether a key's quota limits anything (a key without one is never counted). */
+export const hasQuota = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
@@ -151,7 +151,7 @@ export class SandboxService {
       // The quota is checked where the record is written, in one transaction: creates of one
       // tenant at once cannot all pass it on the same count.
       const quota = caller.quota;
-      await this.store.insertSandbox(rec, pooled || !limited(quota) ? {} : { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
+      await this.store.insertSandbox(rec, pooled || !hasQuota(quota) ? {} : { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
     } catch (e) {
       if (e instanceof WarrenError && e.code === 'resource_exhausted') throw e;
       // A concurrent create with the same requestId won the race.
@@ -265,7 +265,7 @@ export class SandboxService {
    * (count 0: whether it is within).
    */
   async checkQuota(tenant: string, q: KeyRecord['quota'], r: { cpu: number; memoryMiB: number }, count = 1): Promise<void> {
-    if (limited(q)) this.fitQuota(tenant, q, r, count, await this.store.tenantUsage(tenant));
+    if (hasQuota(q)) this.fitQuota(tenant, q, r, count, await this.store.tenantUsage(tenant));
   }
 
   /** checkQuota's rule over the usage the store holds (`stored`) and the pools' and workers'. */
