@@ -1,7 +1,7 @@
-// Warren benchmark: one EdgeApi round trip alone, over the HTTP transport on a Unix socket, against
-// the in-process adapter's cost of the same call: a stand-in edge in this process answers at once,
-// so what is measured is the transport (JSON, HTTP/1.1 keep-alive, the socket), both of its ends
-// in one process. Prints numbers; asserts nothing.
+// Warren benchmark: one EdgeApi round trip alone, over the network transport on a Unix socket (the
+// edge protocol), against the in-process adapter's cost of the same call: a stand-in edge in this
+// process answers at once, so what is measured is the transport (JSON, frames, the socket), both
+// of its ends in one process. Prints numbers; asserts nothing.
 // Usage: npm run bench:edge-roundtrip [-- --calls 2000]
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -67,11 +67,11 @@ async function main(): Promise<void> {
       ['info', (e) => e.info()],
     ];
     console.log(`${CALLS} calls each, after 200 to warm up; ms`);
-    console.log('call'.padEnd(40), 'HTTP p50', 'p99', '  in-process p50');
+    console.log('call'.padEnd(40), 'remote p50', 'p99', '  in-process p50');
     for (const [name, call] of calls) {
-      const http = await time(() => call(remote));
+      const far = await time(() => call(remote));
       const local = await time(() => call(standIn));
-      console.log(name.padEnd(40), p(http, 0.5).toFixed(3).padStart(8), p(http, 0.99).toFixed(3).padStart(6), p(local, 0.5).toFixed(4).padStart(10));
+      console.log(name.padEnd(40), p(far, 0.5).toFixed(3).padStart(10), p(far, 0.99).toFixed(3).padStart(6), p(local, 0.5).toFixed(4).padStart(10));
     }
   } finally {
     remote.disconnect();

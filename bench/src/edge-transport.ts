@@ -1,6 +1,6 @@
 // Warren benchmark: what the edge's network transport adds. Two nodes run side by side, one whose
 // control plane reaches its edge in-process (the default) and one reaching it over the EdgeApi's
-// HTTP transport on a Unix socket (WARREN_EDGE_TRANSPORT=http); every create and batch of execs
+// network transport on a Unix socket (the edge protocol, WARREN_EDGE_TRANSPORT=http); every create and batch of execs
 // and file calls alternates between them. Prints numbers; asserts nothing. Targets: the network
 // transport adds at most 1 ms to a create's p50 and 0.2 ms to a warm-session exec's p50.
 // Usage: npm run bench:edge [-- --rounds 4 --creates 40 --execs 400]
@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   console.log(machineLine());
   await sideBySide(
     [
-      { label: 'EdgeApi over HTTP', start: (dir) => startWarrenUp(dir, ['--no-zram-swap'], { env: { WARREN_EDGE_TRANSPORT: 'http' } }) },
+      { label: 'EdgeApi over the edge protocol', start: (dir) => startWarrenUp(dir, ['--no-zram-swap'], { env: { WARREN_EDGE_TRANSPORT: 'http' } }) },
       { label: 'EdgeApi in-process', start: (dir) => startWarrenUp(dir, ['--no-zram-swap'], { env: { WARREN_EDGE_TRANSPORT: '' } }) },
     ],
     ROUNDS,

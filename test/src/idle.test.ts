@@ -181,6 +181,8 @@ describe('oversubscription', () => {
       for (let i = 0; i < 3; i++) made.push(await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 512 } }));
       const full = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 512 } });
       assert.equal(errorCode(full), 'resource_exhausted');
+      // A create the node has no room for leaves no record behind (not even a failed one).
+      assert.deepEqual((await t.client.sandboxes.list()).sandboxes.map((s) => s.id).sort(), made.map((s) => s.id).sort());
       await made[0]!.pause();
       // It counts what stays resident once its page-out is done (a moment after the pause answers).
       for (let i = 0; i < 100 && (await t.client.nodes()).nodes[0]!.paused === 0; i++) await sleep(20);

@@ -3,18 +3,18 @@ import { WarrenError } from '@warren/api';
 import type { EdgeApi } from './edge-api.js';
 
 /**
- * How each EdgeApi call travels over HTTP (POST /edge/v1/<method>, one per call):
- * - `unary`: a JSON array of the arguments in, `{"r": result}` out;
- * - `files`: as unary, but the last argument (a create's files) travels as raw bytes after the
- *   JSON (file-frames.ts);
- * - `body-in`: the last argument is a byte stream, sent as the request body (the others in the
- *   `x-edge-args` header, base64url JSON), `{"r": null}` out;
- * - `body-out`: arguments as for unary, the result's bytes as the response body;
- * - `command`: arguments as for unary, the command's id in `x-command-id` and its events as
- *   NDJSON in the body;
- * - `events`: the edge's events as NDJSON, for as long as the caller reads.
- * Errors before a body starts are the API's error bodies with their status; a stream cut in
- * the middle is a broken connection. The compiler holds this table to the interface.
+ * How each EdgeApi call travels in the edge protocol (frames.ts; one call at a time on a
+ * connection, `{"c": name, "a": args}` in a `call` frame):
+ * - `unary`: `{"r": result}` back in a `result` frame;
+ * - `files`: the call frame names the call only; the arguments and a create's files follow as
+ *   raw bytes in `data` frames (file-frames.ts) to an `end`; then as unary;
+ * - `body-in`: the last argument is a byte stream, sent as `data` frames after the call to an
+ *   `end` (the others in the call frame); `{"r": null}` back;
+ * - `body-out`: a `result` frame, then the bytes as `data` frames to an `end`;
+ * - `command`: a `result` frame with the command's id, then its events as `item` frames to an `end`;
+ * - `events`: a `result` frame, then the edge's events as `item` frames for as long as the caller reads.
+ * An `error` frame ends any call, before its answer or in the middle of its stream; a reader that
+ * stops early closes the connection. The compiler holds this table to the interface.
  */
 export const EDGE_CALLS = {
   info: 'unary',
@@ -62,8 +62,9 @@ export const EDGE_CALLS = {
 
 export type EdgeCallName = keyof typeof EDGE_CALLS;
 
-/** Where the calls are served. */
-export const EDGE_PATH = '/edge/v1/';
+/** Where a connection asks for the edge protocol (an HTTP/1.1 upgrade to EDGE_PROTOCOL). */
+export const EDGE_PATH = '/edge/v1';
+export const EDGE_PROTOCOL = 'warren-edge/1';
 
 /** For `body-in` calls: where the body goes among the arguments (writeFile's mode comes after it). */
 export const BODY_ARG: Partial<Record<EdgeCallName, number>> = { writeFile: 2, putArchive: 2 };

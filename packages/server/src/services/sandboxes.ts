@@ -119,7 +119,6 @@ export class SandboxService {
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
     // no more of the quota (the pool's sandboxes count already).
     const pooled = (await this.pools?.claim(poolKey(caller.tenant, layers, resources, network))) ?? null;
-    if (!pooled) await this.edge.admit(resources);
     const now = (this.o.now ?? Date.now)();
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
     const rec: SandboxRecord = {
@@ -167,6 +166,12 @@ export class SandboxService {
     } catch (e) {
       if (pooled) await this.edge.destroy(rec.id).catch(() => undefined);
       const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
+      // The edge admits a create before it starts anything (one call, not a check and then a
+      // create): a sandbox it had no room for never was, so its record goes.
+      if (!pooled && err.code === 'resource_exhausted') {
+        await this.store.deleteSandbox(rec.id);
+        throw err;
+      }
       await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
       this.o.logger.warn('create failed', {
         id: rec.id,

@@ -4,14 +4,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import type { ExecEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { EdgeApi } from './edge-api.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { EdgeEvents } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
-import { listenEdgeApi } from './http-server.js';
-import { remoteEdgeApi } from './http-client.js';
+import { listenEdgeApi } from './server.js';
+import { remoteEdgeApi } from './client.js';
 import { EDGE_CALLS } from './wire.js';
 
 /** A strict fake edge: the calls a test names, every other one throws. */
@@ -27,11 +28,15 @@ function fakeEdge(calls: Partial<EdgeApi>): EdgeApi {
   });
 }
 
-async function serve(api: EdgeApi, token = 'tok'): Promise<{ remote: ReturnType<typeof remoteEdgeApi>; socketPath: string; close(): Promise<void> }> {
+async function serve(
+  api: EdgeApi,
+  token = 'tok',
+  maxSockets?: number,
+): Promise<{ remote: ReturnType<typeof remoteEdgeApi>; socketPath: string; close(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'warren-edge-api-'));
   const socketPath = join(dir, 'edge.sock');
   const served = await listenEdgeApi(api, socketPath, { token });
-  const remote = remoteEdgeApi({ socketPath, token });
+  const remote = remoteEdgeApi({ socketPath, token, maxSockets });
   return {
     remote,
     socketPath,
@@ -239,5 +244,124 @@ test('a call without the token is refused, and the edge is not called', async ()
     assert.equal((await t.remote.info()).nodeId, 'n');
   } finally {
     await t.close();
+  }
+});
+
+test('one connection carries call after call: a body the edge refused unread, a body read halfway, a download stopped early', async () => {
+  let stoppedAt = -1;
+  const t = await serve(
+    fakeEdge({
+      writeFile: async (_id, path, body) => {
+        if (path === '/refused') throw new WarrenError('permission_denied', 'not there', { path });
+        let n = 0;
+        for await (const c of body) {
+          n += c.length;
+          if (n > 2 ** 20) throw new WarrenError('payload_too_large', 'too big', { n });
+        }
+      },
+      readFile: async () =>
+        (async function* () {
+          let i = 0;
+          try {
+            for (; i < 1000; i++) yield Buffer.alloc(2 ** 16, i);
+          } finally {
+            stoppedAt = i;
+          }
+        })(),
+      statPath: async (_id, path) => ({ path }) as never,
+    }),
+    'tok',
+    1,
+  );
+  const eight = (n: number): AsyncIterable<Uint8Array> =>
+    (async function* () {
+      for (let i = 0; i < n; i++) yield Buffer.alloc(2 ** 18, i);
+    })();
+  try {
+    await assert.rejects(
+      t.remote.writeFile('sb_1', '/refused', eight(16)),
+      (e: WarrenError) => e.code === 'permission_denied' && e.details.path === '/refused',
+    );
+    assert.deepEqual(await t.remote.statPath('sb_1', '/a'), { path: '/a' });
+    await assert.rejects(t.remote.writeFile('sb_1', '/big', eight(64)), (e: WarrenError) => e.code === 'payload_too_large');
+    assert.deepEqual(await t.remote.statPath('sb_1', '/b'), { path: '/b' });
+    for await (const c of await t.remote.readFile('sb_1', '/x')) {
+      assert.ok(c.length > 0 && c.every((x: number) => x === 0), 'the first bytes of the file');
+      break;
+    }
+    assert.deepEqual(await t.remote.statPath('sb_1', '/c'), { path: '/c' }, 'a new connection after the stopped download');
+    for (let i = 0; i < 100 && stoppedAt < 0; i++) await new Promise((r) => setImmediate(r));
+    assert.ok(stoppedAt >= 0 && stoppedAt < 1000, `the edge stopped reading the file (at ${stoppedAt})`);
+  } finally {
+    await t.close();
+  }
+});
+
+test('calls beyond the connections wait for one; a stream that fails halfway fails its reader; a broken peer is dropped', async () => {
+  let open = 0;
+  let most = 0;
+  const t = await serve(
+    fakeEdge({
+      statPath: async (_id, path) => {
+        most = Math.max(most, ++open);
+        await new Promise((r) => setTimeout(r, 5));
+        open--;
+        return { path } as never;
+      },
+      getArchive: async () =>
+        (async function* () {
+          yield Buffer.from('part');
+          throw new WarrenError('internal', 'the tar broke');
+        })(),
+    }),
+    'tok',
+    2,
+  );
+  try {
+    const paths = Array.from({ length: 12 }, (_, i) => `/p${i}`);
+    assert.deepEqual(
+      await Promise.all(paths.map((p) => t.remote.statPath('sb_1', p))),
+      paths.map((path) => ({ path })),
+    );
+    assert.equal(most, 2);
+    const got: Buffer[] = [];
+    await assert.rejects(
+      (async () => {
+        for await (const c of await t.remote.getArchive('sb_1', '/')) got.push(Buffer.from(c));
+      })(),
+      (e: WarrenError) => e.code === 'internal' && e.message === 'the tar broke',
+    );
+    assert.equal(Buffer.concat(got).toString(), 'part');
+    // A peer that speaks nonsense after the upgrade is cut off; the edge serves on.
+    const raw = connect(t.socketPath).resume();
+    raw.write('GET /edge/v1 HTTP/1.1\r\nauthorization: Bearer tok\r\nconnection: upgrade\r\nupgrade: warren-edge/1\r\n\r\n');
+    raw.write(Buffer.from([0, 0, 0, 1, 99, 0]));
+    await new Promise((r) => raw.once('close', r));
+    assert.deepEqual(await t.remote.statPath('sb_1', '/after'), { path: '/after' });
+  } finally {
+    await t.close();
+  }
+});
+
+test('a call in progress when the edge goes fails with unavailable, and so does a call after disconnect', async () => {
+  let started: () => void = () => undefined;
+  const begun = new Promise<void>((r) => (started = r));
+  const t = await serve(
+    fakeEdge({
+      statPath: async () => {
+        started();
+        return new Promise(() => undefined);
+      },
+    }),
+  );
+  try {
+    const call = t.remote.statPath('sb_1', '/hang');
+    await begun;
+    const closing = t.close();
+    await assert.rejects(call, (e: WarrenError) => e.code === 'unavailable');
+    await closing;
+    await assert.rejects(t.remote.statPath('sb_1', '/x'), (e: WarrenError) => e.code === 'unavailable');
+  } finally {
+    await t.close().catch(() => undefined);
   }
 });

@@ -1,0 +1,364 @@
+import { request, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { WarrenError, parseError } from '@warren/api';
+import type { ExecEvent } from '@warren/api';
+import type { CommandStream, EdgeApi, EdgeFile } from './edge-api.js';
+import { encodeFileCall } from './file-frames.js';
+import { END_FRAME, FRAME, FrameReader, MAX_DATA_FRAME, frameHeader, textFrame, type FrameType } from './frames.js';
+import { writeData } from './frame-socket.js';
+import type { EdgeEvent } from '../lifecycle/events.js';
+import { Inbox } from '../util/inbox.js';
+import { BODY_ARG, EDGE_CALLS, EDGE_PATH, EDGE_PROTOCOL, MAX_CALL_BYTES, collectBody, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
+
+export interface RemoteEdgeOptions {
+  /** The edge's Unix socket; or `host` and `port`. */
+  socketPath?: string;
+  host?: string;
+  port?: number;
+  token: string;
+  /** Connections kept open to the edge (default 64); calls beyond wait for one. */
+  maxSockets?: number;
+}
+
+/** An EdgeApi reached over the edge protocol (see serveEdgeApi). */
+export interface RemoteEdgeApi extends EdgeApi {
+  /** Drops the connections (the edge itself runs on); calls after fail with `unavailable`. */
+  disconnect(): void;
+}
+
+const broke = (cause?: unknown): WarrenError =>
+  new WarrenError('unavailable', 'the connection to the edge broke', {}, cause === undefined ? undefined : { cause });
+
+/** The WarrenError of an `error` frame: the code, message and details the edge threw. */
+function errorOf(payload: Buffer): WarrenError {
+  const { s, b } = JSON.parse(payload.toString('utf8')) as { s: number; b: unknown };
+  return parseError(s, b);
+}
+
+type OnFrame = (type: FrameType, payload: Buffer) => void;
+
+/** One connection to the edge: the frames of the call in progress go to that call. */
+class Connection {
+  private readonly reader = new FrameReader(MAX_CALL_BYTES * 2 + 64);
+  private on: OnFrame | null = null;
+  private lost: ((e: Error) => void) | null = null;
+
+  constructor(
+    readonly socket: Socket,
+    head: Buffer,
+    gone: (c: Connection) => void,
+  ) {
+    socket.setNoDelay(true);
+    const onData = (chunk: Buffer): void => {
+      try {
+        this.reader.push(chunk, (t, p) => {
+          if (!this.on) throw new Error('a frame outside a call');
+          this.on(t, p);
+        });
+      } catch {
+        socket.destroy();
+      }
+    };
+    socket.on('data', onData);
+    socket.on('error', () => undefined);
+    socket.once('close', () => {
+      gone(this);
+      const lost = this.lost;
+      this.on = this.lost = null;
+      lost?.(broke());
+    });
+    if (head.length) onData(head);
+  }
+
+  /** Hands the frames that come to `on` (and a broken connection to `lost`) until `finish`. */
+  begin(on: OnFrame, lost: (e: Error) => void): void {
+    this.on = on;
+    this.lost = lost;
+  }
+
+  finish(): void {
+    this.on = this.lost = null;
+  }
+
+  /** Closed or being closed: no call goes on it. */
+  get closed(): boolean {
+    return this.socket.destroyed;
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+}
+
+/** Connections to one edge: idle ones reused last-in first-out, at most `max` open, calls beyond queued. */
+class Pool {
+  private readonly idle: Connection[] = [];
+  private readonly all = new Set<Connection>();
+  private opening = 0;
+  private readonly waiting: Array<{ resolve: (c: Connection) => void; reject: (e: Error) => void }> = [];
+  private closed = false;
+
+  constructor(private readonly o: RemoteEdgeOptions) {}
+
+  /** An idle connection at once, or null. */
+  take(): Connection | null {
+    for (let c = this.idle.pop(); c; c = this.idle.pop()) if (!c.closed) return c;
+    return null;
+  }
+
+  /** A connection: an idle one, a new one, or the next one freed. */
+  acquire(): Promise<Connection> {
+    const c = this.take();
+    if (c) return Promise.resolve(c);
+    if (this.closed) return Promise.reject(new WarrenError('unavailable', 'the connection to the edge was closed'));
+    if (this.all.size + this.opening < (this.o.maxSockets ?? 64)) return this.open();
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+  }
+
+  release(c: Connection): void {
+    if (c.closed) return;
+    const w = this.waiting.shift();
+    if (w) w.resolve(c);
+    else this.idle.push(c);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const c of this.all) c.destroy();
+    for (const w of this.waiting.splice(0)) w.reject(new WarrenError('unavailable', 'the connection to the edge was closed'));
+  }
+
+  private gone(c: Connection): void {
+    this.all.delete(c);
+    const i = this.idle.indexOf(c);
+    if (i >= 0) this.idle.splice(i, 1);
+    // A call waiting for a connection gets a new one in its place.
+    const w = this.closed ? undefined : this.waiting.shift();
+    if (w) this.open().then(w.resolve, w.reject);
+  }
+
+  /** A new connection: the HTTP/1.1 upgrade to the edge protocol, with the token. */
+  private open(): Promise<Connection> {
+    this.opening++;
+    return new Promise<Connection>((resolve, reject) => {
+      const req = request({
+        agent: false,
+        socketPath: this.o.socketPath,
+        host: this.o.host,
+        port: this.o.port,
+        method: 'GET',
+        path: EDGE_PATH,
+        headers: { authorization: `Bearer ${this.o.token}`, connection: 'upgrade', upgrade: EDGE_PROTOCOL },
+      });
+      req.once('upgrade', (_res: IncomingMessage, socket: Socket, head: Buffer) => {
+        const c = new Connection(socket, head, (x) => this.gone(x));
+        if (this.closed) c.destroy();
+        else this.all.add(c);
+        resolve(c);
+      });
+      req.once('response', (res: IncomingMessage) => {
+        collectBody(res, 1 << 20, () => broke()).then(
+          (b) => {
+            let parsed: unknown = null;
+            try {
+              parsed = JSON.parse(b.toString('utf8'));
+            } catch {
+              // not an error body: the status says what it can
+            }
+            reject(parseError(res.statusCode ?? 500, parsed));
+          },
+          (e: unknown) => reject(broke(e)),
+        );
+      });
+      req.once('error', (e) => reject(new WarrenError('unavailable', `the edge cannot be reached: ${e.message}`, {}, { cause: e })));
+      req.end();
+    }).finally(() => this.opening--);
+  }
+}
+
+/** A call frame: the name and the arguments, without the trailing ones left out (JSON would make them null). */
+function callFrame(name: EdgeCallName, args: unknown[]): Buffer {
+  let n = args.length;
+  while (n > 0 && args[n - 1] === undefined) n--;
+  const json = encodeValue(n === args.length ? args : args.slice(0, n));
+  if (json.length > MAX_CALL_BYTES) throw new WarrenError('payload_too_large', `an edge call is limited to ${MAX_CALL_BYTES} bytes`);
+  return textFrame(FRAME.call, `{"c":"${name}","a":${json}}`);
+}
+
+/**
+ * The client side of serveEdgeApi: every EdgeApi call as frames on one of a few kept-open
+ * connections (one call at a time on each). What a call throws on the edge, it throws here (the
+ * same WarrenError code, message and details); a broken connection is `unavailable`.
+ * @example
+ * const edge = remoteEdgeApi({ socketPath: '/var/lib/warren/run/edge.sock', token });
+ * await edge.info();
+ */
+export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
+  const pool = new Pool(o);
+  const connection = async (): Promise<Connection> => pool.take() ?? (await pool.acquire());
+
+  /** Sends `frames` and answers the call's `result` (its value) or `error`. */
+  const answer = (c: Connection, frames: Buffer[]): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      c.begin((t, p) => {
+        c.finish();
+        if (t !== FRAME.result && t !== FRAME.error) c.destroy();
+        pool.release(c);
+        if (t === FRAME.result) resolve((decodeValue(p.toString('utf8')) as { r: unknown }).r ?? undefined);
+        else if (t === FRAME.error) reject(errorOf(p));
+        else reject(broke());
+      }, reject);
+      if (frames.length === 1) c.socket.write(frames[0]!);
+      else {
+        c.socket.cork();
+        for (const f of frames) c.socket.write(f);
+        c.socket.uncork();
+      }
+    });
+
+  const unary = async (name: EdgeCallName, args: unknown[]): Promise<unknown> => {
+    const frame = callFrame(name, args);
+    return answer(await connection(), [frame]);
+  };
+
+  /** A create's or claim's call: its files as raw bytes after the call (file-frames.ts). */
+  const files = async (name: EdgeCallName, args: unknown[]): Promise<unknown> => {
+    const parts = encodeFileCall([args[0]], (args[1] ?? []) as EdgeFile[]);
+    const frames = [textFrame(FRAME.call, `{"c":"${name}"}`)];
+    for (const p of parts)
+      for (let at = 0; at < p.length; at += MAX_DATA_FRAME) {
+        const part = p.subarray(at, at + MAX_DATA_FRAME);
+        frames.push(frameHeader(FRAME.data, part.length), part);
+      }
+    frames.push(END_FRAME);
+    return answer(await connection(), frames);
+  };
+
+  /** A call with a body in (writeFile, putArchive): the bytes as `data` frames until the edge answers or they end. */
+  const bodyIn = async (name: EdgeCallName, args: unknown[]): Promise<void> => {
+    const at = BODY_ARG[name] ?? args.length - 1;
+    const body = args[at] as AsyncIterable<Uint8Array>;
+    const frame = callFrame(name, [...args.slice(0, at), ...args.slice(at + 1)]);
+    const c = await connection();
+    let answered = false;
+    const result = new Promise<void>((resolve, reject) => {
+      c.begin((t, p) => {
+        answered = true;
+        c.finish();
+        if (t === FRAME.result) resolve();
+        else if (t === FRAME.error) reject(errorOf(p));
+        else {
+          c.destroy();
+          reject(broke());
+        }
+      }, reject);
+    });
+    result.catch(() => undefined);
+    c.socket.write(frame);
+    try {
+      // An answer that comes first (an error) stops the sending.
+      for await (const chunk of body) if (answered || c.closed || !(await writeData(c.socket, chunk))) break;
+    } catch (e) {
+      c.destroy();
+      throw e instanceof WarrenError ? e : new WarrenError('unavailable', `the body sent to the edge failed: ${String(e)}`, {}, { cause: e });
+    }
+    // The body's end follows what was sent, answered or not: the edge drops the rest until it.
+    if (!c.closed) c.socket.write(END_FRAME);
+    try {
+      await result;
+    } finally {
+      pool.release(c);
+    }
+  };
+
+  /** A call whose answer streams after its `result`: `data` frames (bytes) or `item` frames (values), to an `end` or an `error`. */
+  const streamed = <T>(name: EdgeCallName, args: unknown[], kind: 'data' | 'item'): Promise<{ r: unknown; out: Inbox<T> }> => {
+    const frame = callFrame(name, args);
+    return connection().then(
+      (c) =>
+        new Promise((resolve, reject) => {
+          let out: Inbox<T> | null = null;
+          const done = (): void => {
+            c.finish();
+            pool.release(c);
+          };
+          c.begin(
+            (t, p) => {
+              if (!out) {
+                if (t === FRAME.error) {
+                  done();
+                  return reject(errorOf(p));
+                }
+                if (t !== FRAME.result) {
+                  c.destroy();
+                  return reject(broke());
+                }
+                out = new Inbox<T>({
+                  size: kind === 'data' ? (v) => (v as Buffer).length : () => 1,
+                  high: kind === 'data' ? MAX_DATA_FRAME : 1024,
+                  pause: () => c.socket.pause(),
+                  resume: () => c.socket.resume(),
+                  // A reader that stops early: the edge stops when the connection goes.
+                  stopped: () => c.destroy(),
+                });
+                resolve({ r: (JSON.parse(p.toString('utf8')) as { r: unknown }).r, out });
+              } else if (t === FRAME.data && kind === 'data') out.push(p as T);
+              else if (t === FRAME.item && kind === 'item') out.push(JSON.parse(p.toString('utf8')) as T);
+              else if (t === FRAME.end) {
+                done();
+                out.end();
+              } else if (t === FRAME.error) {
+                done();
+                out.end(errorOf(p));
+              } else {
+                c.destroy();
+                out.end(broke());
+              }
+            },
+            (e) => (out ? out.end(e) : reject(e)),
+          );
+          c.socket.write(frame);
+        }),
+    );
+  };
+
+  /** The edge's events: the call is made on the first read, and a reader that stops drops it. */
+  const events = (after?: number): AsyncIterable<EdgeEvent> => ({
+    [Symbol.asyncIterator](): AsyncIterator<EdgeEvent> {
+      let it: Promise<AsyncIterator<EdgeEvent>> | null = null;
+      let stopped = false;
+      const open = (): Promise<AsyncIterator<EdgeEvent>> =>
+        (it ??= streamed<EdgeEvent>('events', [after], 'item').then(({ out }) => {
+          const i = out[Symbol.asyncIterator]();
+          if (stopped) void i.return?.();
+          return i;
+        }));
+      return {
+        next: async () => (await open()).next(),
+        return: async () => {
+          stopped = true;
+          if (it) await (await it.catch(() => null))?.return?.();
+          return { value: undefined, done: true };
+        },
+      };
+    },
+  });
+
+  const api: Record<string, (...a: unknown[]) => unknown> = {};
+  for (const [n, kind] of Object.entries(EDGE_CALLS)) {
+    const name = n as EdgeCallName;
+    if (kind === 'unary') api[name] = (...args) => unary(name, args);
+    else if (kind === 'files') api[name] = (...args) => files(name, args);
+    else if (kind === 'body-in') api[name] = (...args) => bodyIn(name, args);
+    else if (kind === 'body-out') api[name] = async (...args): Promise<AsyncIterable<Buffer>> => (await streamed<Buffer>(name, args, 'data')).out;
+    else if (kind === 'command')
+      api[name] = async (...args): Promise<CommandStream> => {
+        const { r, out } = await streamed<ExecEvent>(name, args, 'item');
+        return { commandId: typeof r === 'string' ? r : '', events: out };
+      };
+    else api[name] = (after?: unknown) => events(typeof after === 'number' ? after : undefined);
+  }
+  const remote = api as unknown as RemoteEdgeApi;
+  remote.disconnect = () => pool.close();
+  return remote;
+}
