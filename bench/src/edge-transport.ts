@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   console.log(machineLine());
   await sideBySide(
     [
-      { label: 'EdgeApi over the edge protocol', start: (dir) => startWarrenUp(dir, ['--no-zram-swap'], { env: { WARREN_EDGE_TRANSPORT: 'http' } }) },
+      { label: 'EdgeApi over a socket', start: (dir) => startWarrenUp(dir, ['--no-zram-swap'], { env: { WARREN_EDGE_TRANSPORT: 'http' } }) },
       { label: 'EdgeApi in-process', start: (dir) => startWarrenUp(dir, ['--no-zram-swap'], { env: { WARREN_EDGE_TRANSPORT: '' } }) },
     ],
     ROUNDS,

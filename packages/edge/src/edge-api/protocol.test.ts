@@ -300,11 +300,15 @@ test('one connection carries call after call: a body the edge refused unread, a 
 test('calls beyond the connections wait for one; a stream that fails halfway fails its reader; a broken peer is dropped', async () => {
   let open = 0;
   let most = 0;
+  // The first calls wait until two are on the edge at once; the rest go through.
+  let bothIn: () => void = () => undefined;
+  const gate = new Promise<void>((r) => (bothIn = r));
   const t = await serve(
     fakeEdge({
       statPath: async (_id, path) => {
         most = Math.max(most, ++open);
-        await new Promise((r) => setTimeout(r, 5));
+        if (open === 2) bothIn();
+        await gate;
         open--;
         return { path } as never;
       },
