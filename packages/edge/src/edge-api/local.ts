@@ -42,7 +42,7 @@ export function localEdgeApi(edge: Edge): EdgeApi {
     info: async () => ({
       nodeId: edge.nodeId,
       capacity: edge.capacity(),
-      networking: edge.networking,
+      networking: edge.networks.enabled,
       maxFileBytes: edge.maxFileBytes,
       backends: edge.backends(),
     }),
@@ -71,7 +71,7 @@ export function localEdgeApi(edge: Edge): EdgeApi {
     setExpiry: async (id, ms) => edge.setExpiry(id, ms),
     pause: (id) => edge.pause(id),
     resume: (id) => edge.resume(id),
-    setNetwork: (id, p) => edge.setNetwork(id, p),
+    setNetwork: (id, p) => edge.networks.setPolicy(id, p),
     portAddress: async (id) => {
       await edge.markActive(id);
       return edge.sandboxAddress(id);
@@ -110,7 +110,7 @@ export function localEdgeApi(edge: Edge): EdgeApi {
 
     layersInUse: async () => [...edge.layersInUse()],
     forgetLayers: (digests) => edge.forgetLayers(digests),
-    networkMetrics: () => edge.networkMetrics(),
+    networkMetrics: () => edge.networks.metrics(),
     sweep: async () => {
       await edge.sweepNow();
       return { lastEventSeq: edge.events.last };

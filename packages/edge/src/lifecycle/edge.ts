@@ -1,5 +1,5 @@
 import { totalmem } from 'node:os';
-import type { ExecRequest, NetworkPolicy, NetworkUsage } from '@warren/api';
+import type { ExecRequest } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { BackendCapabilities, BackendSandbox, SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
@@ -16,7 +16,9 @@ import { configureSandbox } from './setup.js';
 import { EdgeEvents } from './events.js';
 import { BackendSet, capable } from './backend-set.js';
 import type { LayerInfo } from '@warren/images';
-import { startReclaim, stopReclaim } from './reclaim.js';
+import { stopReclaim } from './reclaim.js';
+import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
+import { SandboxNetworks } from './networks.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
 
 export type { EdgeCapacity } from './admission.js';
@@ -29,7 +31,7 @@ export type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec
 export class Edge {
   private readonly live = new Map<string, Live>();
   private readonly output: OutputBudgets;
-  private readonly freezes = new Map<string, Promise<void>>();
+  private readonly freezes = new Freezes();
   private readonly backendSet: BackendSet;
   /** What the edge tells its owner: pauses and resumes, TTLs and idle timeouts passed, deaths. */
   readonly events = new EdgeEvents();
@@ -40,6 +42,10 @@ export class Edge {
 
   /** File operations inside a sandbox (each one counts as activity and resumes a paused sandbox). */
   readonly files: SandboxFiles;
+  /** The sandboxes' networks: rules, addresses, counters. */
+  readonly networks: SandboxNetworks;
+  /** What pausing and resuming needs of the edge. */
+  private readonly pauses: PauseContext;
 
   constructor(private readonly o: EdgeOptions) {
     this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
@@ -50,6 +56,8 @@ export class Edge {
       maxFileBytes: this.maxFileBytes,
     });
     this.cpuLoad = new CpuLoad(o.now);
+    this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
+    this.pauses = { now: () => this.now(), events: this.events, logger: o.logger };
     this.backendSet = new BackendSet(o.backends);
   }
 
@@ -198,7 +206,7 @@ export class Edge {
       const l = this.live.get(id);
       if (!l) continue;
       const usage = q.usage ? await this.stats(id).catch(() => null) : null;
-      const network = await this.network(id, q.usage ?? false).catch(() => null);
+      const network = await this.networks.view(id, q.usage ?? false).catch(() => null);
       out.push({ id, paused: l.spec.paused, lastActivityMs: l.spec.lastActivityMs, expiresAtMs: l.spec.expiresAtMs, usage, network });
     }
     return out;
@@ -259,26 +267,9 @@ export class Edge {
     }
   }
 
-  /**
-   * Freezes a sandbox and answers; its memory is reclaimed in the background (page cache
-   * dropped, anonymous memory to swap when the node has swap), so a pause takes as long as a
-   * freeze whatever the sandbox holds. Its processes, sessions, open files and writable layer
-   * stay as they are. A resume during the page-out stops it.
-   */
+  /** Freezes a sandbox and answers; its memory is reclaimed in the background (pause.ts). */
   async pause(id: string): Promise<void> {
-    const l = this.able(id, 'pause', 'be paused');
-    if (l.resuming) await l.resuming;
-    if (l.spec.paused) return;
-    l.pausing ??= (async () => {
-      await l.backend.pause(id);
-      l.spec.paused = true;
-      l.pausedAtMs = this.now();
-      startReclaim(l.backend, id, l, this.o.logger);
-      this.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs });
-    })().finally(() => {
-      l.pausing = null;
-    });
-    await l.pausing;
+    await pauseLive(this.able(id, 'pause', 'be paused'), id, this.pauses);
   }
 
   /** Pauses a sandbox and waits for its page-out (what memory pressure needs). */
@@ -288,26 +279,7 @@ export class Edge {
   }
 
   async resume(id: string): Promise<void> {
-    const l = this.get(id);
-    if (l.pausing) await l.pausing.catch(() => undefined);
-    if (!l.spec.paused) return;
-    l.resuming ??= stopReclaim(l)
-      .then(() => l.backend.resume(id))
-      .then(
-        () => {
-          l.spec.paused = false;
-          l.resuming = null;
-          // Time paused does not count against the TTL unless the sandbox asked for it.
-          if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += this.now() - l.pausedAtMs;
-          l.pausedAtMs = null;
-          this.events.emit({ type: 'state', id, paused: false, expiresAtMs: l.spec.expiresAtMs });
-        },
-        (e: unknown) => {
-          l.resuming = null;
-          throw e;
-        },
-      );
-    await l.resuming;
+    await resumeLive(this.get(id), id, this.pauses);
   }
 
   /**
@@ -317,35 +289,15 @@ export class Edge {
   async commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo> {
     const l = this.able(id, 'commit', 'be committed');
     const exclude = [...COMMIT_RESIDUES.paths, ...(opts.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
-    return this.frozen(id, () => {
-      this.o.failpoint?.('commit:frozen');
-      return l.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
-    });
-  }
-
-  /** Runs fn with the sandbox frozen (a consistent view of its files), then thaws it unless it was paused. */
-  private async frozen<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    // One at a time per sandbox: a second commit must not thaw it under the first.
-    const prev = this.freezes.get(id) ?? Promise.resolve();
-    const run = prev.then(async () => {
-      const l = this.get(id);
-      const wasPaused = l.spec.paused;
-      if (!wasPaused) await l.backend.pause(id);
-      try {
-        return await fn();
-      } finally {
-        if (!wasPaused && this.live.has(id)) await l.backend.resume(id);
-      }
-    });
-    const settled = run.then(
-      () => undefined,
-      () => undefined,
+    return this.freezes.run(
+      id,
+      () => this.get(id),
+      () => this.live.has(id),
+      () => {
+        this.o.failpoint?.('commit:frozen');
+        return l.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
+      },
     );
-    this.freezes.set(id, settled);
-    void settled.then(() => {
-      if (this.freezes.get(id) === settled) this.freezes.delete(id);
-    });
-    return run;
   }
 
   /** Unmounts layers that were removed from the store (none of them is in use). */
@@ -360,42 +312,10 @@ export class Edge {
     return out;
   }
 
-  /** Whether sandboxes on this node can have a network beyond loopback. */
-  get networking(): boolean {
-    return this.o.network !== undefined;
-  }
-
-  /** New network rules for a running sandbox. */
-  async setNetwork(id: string, policy: NetworkPolicy): Promise<void> {
-    const l = this.get(id);
-    if (!this.o.network?.has(id)) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: it started without a network', { id });
-    await this.o.network.update(id, policy);
-    l.spec.network = policy;
-  }
-
-  /**
-   * The sandbox's rules as applied (normalised), its address and, with `withUsage`, what its
-   * network did (link counters and the kernel's refusals: file reads, now and then an nft run).
-   */
-  async network(
-    id: string,
-    withUsage = true,
-  ): Promise<{ policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] }; address: string | null; usage: NetworkUsage | null }> {
-    this.get(id);
-    const n = this.o.network;
-    const usage = withUsage ? ((await n?.usage(id)) ?? null) : null;
-    return { policy: n?.policy(id) ?? { egress: 'deny', allow: [], deny: [] }, address: n?.address(id) ?? null, usage };
-  }
-
   /** Where the host reaches the sandbox (its link address), or null without a network. */
   sandboxAddress(id: string): string | null {
     this.able(id, 'ports', 'serve ports');
-    return this.o.network?.address(id) ?? null;
-  }
-
-  /** Per-sandbox network counters, Prometheus text. */
-  async networkMetrics(): Promise<string> {
-    return (await this.o.network?.metrics()) ?? '';
+    return this.networks.address(id);
   }
 
   isPaused(id: string): boolean {

@@ -1,0 +1,88 @@
+import type { EdgeEvents } from './events.js';
+import type { Live } from './live.js';
+import { startReclaim, stopReclaim } from './reclaim.js';
+
+/** What pausing and resuming a sandbox needs of its edge. */
+export interface PauseContext {
+  now(): number;
+  events: EdgeEvents;
+  logger?: { warn(msg: string, meta?: unknown): void };
+}
+
+/**
+ * Freezes a sandbox and answers; its memory is reclaimed in the background (page cache
+ * dropped, anonymous memory to swap when the node has swap), so a pause takes as long as a
+ * freeze whatever the sandbox holds. Its processes, sessions, open files and writable layer
+ * stay as they are. A resume during the page-out stops it; pauses at once are one pause.
+ */
+export async function pauseLive(l: Live, id: string, c: PauseContext): Promise<void> {
+  if (l.resuming) await l.resuming;
+  if (l.spec.paused) return;
+  l.pausing ??= (async () => {
+    await l.backend.pause(id);
+    l.spec.paused = true;
+    l.pausedAtMs = c.now();
+    startReclaim(l.backend, id, l, c.logger);
+    c.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs });
+  })().finally(() => {
+    l.pausing = null;
+  });
+  await l.pausing;
+}
+
+/**
+ * Thaws a paused sandbox (after a pause under way, and stopping its page-out first); resumes at
+ * once are one resume. Time paused does not count against the TTL unless the sandbox asked for it.
+ */
+export async function resumeLive(l: Live, id: string, c: PauseContext): Promise<void> {
+  if (l.pausing) await l.pausing.catch(() => undefined);
+  if (!l.spec.paused) return;
+  l.resuming ??= stopReclaim(l)
+    .then(() => l.backend.resume(id))
+    .then(
+      () => {
+        l.spec.paused = false;
+        l.resuming = null;
+        if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += c.now() - l.pausedAtMs;
+        l.pausedAtMs = null;
+        c.events.emit({ type: 'state', id, paused: false, expiresAtMs: l.spec.expiresAtMs });
+      },
+      (e: unknown) => {
+        l.resuming = null;
+        throw e;
+      },
+    );
+  await l.resuming;
+}
+
+/**
+ * Short freezes of sandboxes for a consistent view of their files (a commit), one at a time per
+ * sandbox: a second must not thaw it under the first. A sandbox paused by its owner stays paused.
+ */
+export class Freezes {
+  private readonly running = new Map<string, Promise<void>>();
+
+  /** Runs `fn` with the sandbox frozen, then thaws it unless it was paused or is gone (`live` false). */
+  run<T>(id: string, get: () => Live, live: () => boolean, fn: () => Promise<T>): Promise<T> {
+    const prev = this.running.get(id) ?? Promise.resolve();
+    const run = prev.then(async () => {
+      const l = get();
+      const wasPaused = l.spec.paused;
+      if (!wasPaused) await l.backend.pause(id);
+      try {
+        return await fn();
+      } finally {
+        if (!wasPaused && live()) await l.backend.resume(id);
+      }
+    });
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.running.set(id, settled);
+    void settled.then(() => {
+      if (this.running.get(id) === settled) this.running.delete(id);
+    });
+    return run;
+  }
+}
