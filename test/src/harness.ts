@@ -69,6 +69,8 @@ export async function startTestWarren(
     dataDiskReserveMiB?: number;
     /** The lifecycle's clock (TTLs, idle timeouts, idle pauses): the test advances it, then runs `warren.sweep()`. */
     clock?: TestClock;
+    /** Holds a create at a step until the promise resolves (WarrenOptions.holdAt). */
+    holdAt?: WarrenOptions['holdAt'];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -99,6 +101,7 @@ export async function startTestWarren(
     maxRetainedOutputBytes: opts.maxRetainedOutputBytes,
     dataDiskReserveMiB: opts.dataDiskReserveMiB,
     clock: opts.clock?.now,
+    holdAt: opts.holdAt,
     // The suite's second pass (npm run test:http) reaches every edge over its network transport.
     edgeTransport: process.env.WARREN_EDGE_TRANSPORT === 'http' ? 'http' : undefined,
     logger: quiet,

@@ -174,32 +174,40 @@ describe('sandbox lifecycle through the API', () => {
   });
 
   test('a delete that arrives while the sandbox is being created wins', async () => {
-    let caught = false;
-    for (let attempt = 0; attempt < 10 && !caught; attempt++) {
-      const label = { race: `r${attempt}` };
-      const creating = t.client.sandboxes.create({ image: 'busybox:latest', labels: label }).then(
+    // The create is held once its record is written, before the edge starts anything.
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    let reached: () => void = () => undefined;
+    const atStored = new Promise<void>((r) => (reached = r));
+    const th = await startTestWarren({
+      holdAt: (step) => {
+        if (step !== 'create:stored') return undefined;
+        reached();
+        return gate;
+      },
+    });
+    try {
+      const creating = th.client.sandboxes.create({ image: 'busybox:latest', labels: { race: 'r' } }).then(
         (sb) => ({ sb, err: null }),
         (err: unknown) => ({ sb: null, err }),
       );
-      let id: string | undefined;
-      for (let i = 0; i < 200 && !id; i++) {
-        const found = (await t.client.sandboxes.list({ labels: label })).sandboxes[0];
-        if (found?.info.state === 'creating') id = found.id;
-        else if (found) break;
-      }
-      if (id) {
-        await (await t.client.sandboxes.get(id)).delete();
-        const r = await creating;
-        assert.ok(r.err instanceof Error && (r.err as WarrenError).code === 'conflict', String(r.err));
-        assert.equal((await t.client.sandboxes.get(id)).info.state, 'stopped');
-        assert.deepEqual(hostLeftovers(id), []);
-        caught = true;
-      } else {
-        const r = await creating;
-        await r.sb?.delete();
-      }
+      await atStored;
+      const listed = (await th.client.sandboxes.list({ labels: { race: 'r' } })).sandboxes;
+      assert.deepEqual(
+        listed.map((s) => s.info.state),
+        ['creating'],
+      );
+      const id = listed[0]?.id ?? '';
+      await (await th.client.sandboxes.get(id)).delete();
+      release();
+      const r = await creating;
+      assert.ok(r.err instanceof Error && (r.err as WarrenError).code === 'conflict', String(r.err));
+      assert.equal((await th.client.sandboxes.get(id)).info.state, 'stopped');
+      assert.deepEqual(hostLeftovers(id), []);
+    } finally {
+      release();
+      await th.close();
     }
-    assert.ok(caught, 'never saw a sandbox in state creating');
   });
 
   test('a repeated requestId creates one sandbox', async () => {

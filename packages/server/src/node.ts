@@ -137,6 +137,11 @@ export interface WarrenOptions {
    * step (`exec:stored`, `exec:started`, `delete:stored`, `network:stored`).
    */
   crashAt?: string;
+  /**
+   * For tests only: a create waits at `create:stored` (its record written, nothing started on
+   * the edge) until the promise this answers for the step resolves (undefined: it goes on).
+   */
+  holdAt?: (step: string) => Promise<void> | undefined;
   logger: Logger;
   /**
    * The lifecycle's clock (default Date.now): what TTLs, idle timeouts and pause-after-idle are
@@ -353,6 +358,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const service = new SandboxService(store, edgeApi, node, catalogue, {
     nodeId,
     failpoint,
+    holdAt: o.holdAt,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
     defaults: {
       cpu: 1,

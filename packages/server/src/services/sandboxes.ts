@@ -13,6 +13,8 @@ export interface SandboxServiceOptions {
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
   /** Named steps where a fault-injection test crashes the process (see WarrenOptions.crashAt). */
   failpoint?: (step: string) => void;
+  /** Named steps where a test holds a create (see WarrenOptions.holdAt). */
+  holdAt?: (step: string) => Promise<void> | undefined;
   /** The lifecycle's clock (creation, TTLs, activity; default Date.now): tests advance their own. */
   now?: () => number;
 }
@@ -159,6 +161,8 @@ export class SandboxService {
       throw e;
     }
     this.o.failpoint?.('create:stored');
+    const held = this.o.holdAt?.('create:stored');
+    if (held) await held;
     let live: EdgeSandboxState;
     try {
       live = pooled ? await this.edge.claim(this.edgeSpec(rec), files) : await this.edge.create(this.edgeSpec(rec), files);
