@@ -1,7 +1,8 @@
 // Runs every compiled test: warren-init's C unit tests and fuzzers, unit tests next to the code,
 // then integration tests in test/, then the integration tests again with every edge reached over
-// its network transport (EdgeApi over HTTP on a Unix socket) instead of in-process.
-// Usage: node scripts/run-tests.mjs [--unit|--integration] [--transport=in-process|http|both] [name-filter]
+// its network transport (the edge protocol on a Unix socket) instead of in-process, then once
+// more with every node's state in PostgreSQL instead of SQLite.
+// Usage: node scripts/run-tests.mjs [--unit|--integration] [--transport=in-process|http|both] [--store=sqlite|postgres|both] [name-filter]
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,11 @@ const args = process.argv.slice(2);
 const only = args.find((a) => a === '--unit' || a === '--integration');
 const filter = args.find((a) => !a.startsWith('--'));
 const transport = (args.find((a) => a.startsWith('--transport=')) ?? '--transport=both').slice('--transport='.length);
+const store = (args.find((a) => a.startsWith('--store=')) ?? '--store=both').slice('--store='.length);
+if (!['sqlite', 'postgres', 'both'].includes(store)) {
+  console.error(`unknown store ${store}: sqlite, postgres or both`);
+  process.exit(2);
+}
 if (!['in-process', 'http', 'both'].includes(transport)) {
   console.error(`unknown transport ${transport}: in-process, http or both`);
   process.exit(2);
@@ -55,12 +61,19 @@ if (only !== '--integration' && !filter) {
   if (status === 0 && spawnSync('clang', ['--version'], { stdio: 'ignore' }).status === 0) status = make('fuzz');
   else if (status === 0) console.log('# warren-init fuzzers skipped: no clang here (scripts/setup.sh --test installs it)');
 }
-if (status === 0 && transport !== 'http') status = run(files, { WARREN_EDGE_TRANSPORT: '' });
+if (status === 0 && transport !== 'http' && store !== 'postgres') status = run(files, { WARREN_EDGE_TRANSPORT: '', WARREN_TEST_STORE: '' });
 await sweep();
-const overHttp = files.filter((f) => integration.includes(f));
-if (status === 0 && transport !== 'in-process' && overHttp.length) {
+const again = files.filter((f) => integration.includes(f));
+if (status === 0 && transport !== 'in-process' && store !== 'postgres' && again.length) {
   console.log('\n# the integration tests again, every edge reached over its network transport (WARREN_EDGE_TRANSPORT=http)\n');
-  status = run(overHttp, { WARREN_EDGE_TRANSPORT: 'http' });
+  status = run(again, { WARREN_EDGE_TRANSPORT: 'http', WARREN_TEST_STORE: '' });
+  await sweep();
+}
+// And once more with every node's state in PostgreSQL (a private server per test file) instead
+// of SQLite, the edge in-process.
+if (status === 0 && transport !== 'http' && store !== 'sqlite' && again.length) {
+  console.log('\n# the integration tests again, every node keeping its state in PostgreSQL (WARREN_TEST_STORE=postgres)\n');
+  status = run(again, { WARREN_EDGE_TRANSPORT: '', WARREN_TEST_STORE: 'postgres' });
   await sweep();
 }
 process.exit(status);

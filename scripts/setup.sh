@@ -6,10 +6,11 @@ cd "$(dirname "$0")/.."
 
 # `--test`: also what only the tests use (a real OCI registry to pull from, htpasswd for one that
 # wants credentials; Python, setuptools, pip and mypy for the Python client's tests; clang and its
-# libFuzzer runtime for warren-init's fuzzers); `--bench`: also the
+# libFuzzer runtime for warren-init's fuzzers; PostgreSQL, of which the tests start private
+# servers of their own); `--bench`: also the
 # layers benchmark's blob stores (that registry, and nginx as a static file server).
 pkgs=(runc erofs-utils busybox-static bash-static btrfs-progs debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev libssl-dev fuse3 iproute2 nftables util-linux tar)
-[ "${1:-}" = --test ] && pkgs+=(docker-registry apache2-utils openssl python3 python3-setuptools python3-pip mypy clang libclang-rt-14-dev)
+[ "${1:-}" = --test ] && pkgs+=(docker-registry apache2-utils openssl python3 python3-setuptools python3-pip mypy clang libclang-rt-14-dev postgresql)
 [ "${1:-}" = --bench ] && pkgs+=(docker-registry nginx-light)
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }

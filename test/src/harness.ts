@@ -1,14 +1,51 @@
-import { mkdtemp, chmod, writeFile } from 'node:fs/promises';
+import { mkdtemp, chmod, readFile, writeFile } from 'node:fs/promises';
+import pg from 'pg';
 import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { CgroupV1, OWNER_PID_FILE, SANDBOX_CONTROLLERS, findNamespaceInit, processStartTime, readOwnCgroupParent, sweepDataDir } from '@warren/edge';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startWarren, type RunningWarren, type WarrenOptions } from '@warren/server';
+import { after } from 'node:test';
+import { startTestPostgres, startWarren, type RunningWarren, type TestPostgres, type WarrenOptions } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import type { DefaultImageName } from '@warren/images';
 
 export const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
+
+// WARREN_TEST_STORE=postgres (the suite's PostgreSQL pass): every node keeps its state in a
+// database of its own on a PostgreSQL server this test process starts on first use.
+let postgres: Promise<TestPostgres> | undefined;
+/** A data dir's database: a node started again on the same data dir finds its state. */
+const databases = new Map<string, Promise<string>>();
+after(async () => {
+  await (await postgres?.catch(() => undefined))?.stop();
+});
+function testDatabase(dataDir: string): Promise<string | undefined> {
+  if (process.env.WARREN_TEST_STORE !== 'postgres') return Promise.resolve(undefined);
+  let url = databases.get(dataDir);
+  if (!url) {
+    const server = (postgres ??= startTestPostgres());
+    const name = `node${databases.size + 1}`;
+    url = server.then((p) => p.createDatabase(name));
+    databases.set(dataDir, url);
+  }
+  return url;
+}
+
+/** Everything the node's store holds, as bytes: the SQLite file, or every row of its PostgreSQL database as JSON. */
+export async function storeContents(t: Pick<TestWarren, 'dataDir' | 'database'>): Promise<Buffer> {
+  if (!t.database) return readFile(join(t.dataDir, 'warren.db'));
+  const c = new pg.Client({ connectionString: t.database });
+  await c.connect();
+  try {
+    const tables = (await c.query<{ name: string }>("SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public'")).rows;
+    const rows: string[] = [];
+    for (const { name } of tables) for (const r of (await c.query<{ j: string }>(`SELECT row_to_json(t)::text AS j FROM "${name}" t`)).rows) rows.push(r.j);
+    return Buffer.from(rows.join('\n'));
+  } finally {
+    await c.end();
+  }
+}
 
 /** A clock a test moves by hand: starts at the real time, moves only when advanced. */
 export interface TestClock {
@@ -41,6 +78,8 @@ export interface TestWarren {
   dataDir: string;
   url: string;
   key: string;
+  /** Its PostgreSQL database, if its state is there (else SQLite: `warren.db` in the data dir). */
+  database?: string;
   /** Stops Warren and removes its data dir; safe to call twice. */
   close(opts?: { keep?: boolean; removeData?: boolean }): Promise<void>;
 }
@@ -69,6 +108,8 @@ export async function startTestWarren(
     dataDiskReserveMiB?: number;
     /** The lifecycle's clock (TTLs, idle timeouts, idle pauses): the test advances it, then runs `warren.sweep()`. */
     clock?: TestClock;
+    /** The control plane's state in PostgreSQL (WarrenOptions.database; default SQLite in the data dir). */
+    database?: string;
     /** Holds a create at a step until the promise resolves (WarrenOptions.holdAt). */
     holdAt?: WarrenOptions['holdAt'];
   } = {},
@@ -78,6 +119,7 @@ export async function startTestWarren(
   // A sweep for leftovers (another run's test runner) leaves the dir alone while this process lives.
   await writeFile(join(dataDir, OWNER_PID_FILE), `${process.pid}\n`);
   const key = opts.adminKey ?? 'test-admin-key';
+  const database = opts.database ?? (await testDatabase(dataDir));
   const warren = await startWarren({
     port: 0,
     host: '127.0.0.1',
@@ -102,6 +144,7 @@ export async function startTestWarren(
     dataDiskReserveMiB: opts.dataDiskReserveMiB,
     clock: opts.clock?.now,
     holdAt: opts.holdAt,
+    database,
     // The suite's second pass (npm run test:http) reaches every edge over its network transport.
     edgeTransport: process.env.WARREN_EDGE_TRANSPORT === 'http' ? 'http' : undefined,
     logger: quiet,
@@ -114,6 +157,7 @@ export async function startTestWarren(
     dataDir,
     url: warren.url,
     key,
+    database,
     async close(o = {}) {
       if (closed) return;
       closed = true;

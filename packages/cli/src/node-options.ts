@@ -53,6 +53,13 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => void (o.dataDir = str(v)),
   },
   {
+    flag: 'database',
+    env: 'WARREN_DATABASE',
+    type: 'string',
+    usage: ['[--database postgres://…]', 'the control plane’s state in PostgreSQL (default: SQLite in the data dir)'],
+    set: (o, v) => void (o.database = str(v) || undefined),
+  },
+  {
     flag: 'image-cache',
     type: 'string',
     default: DEFAULT_IMAGE_CACHE,

@@ -22,7 +22,7 @@ import {
   openNodeSwap,
   type ContainerRuntime,
 } from '@warren/edge';
-import { parseNetworkRule } from '@warren/api';
+import { WarrenError, parseNetworkRule } from '@warren/api';
 import {
   DEFAULT_ID_MAP,
   HOST_BASH,
@@ -35,6 +35,8 @@ import {
   type DefaultImageName,
 } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
+import { PgStore } from './store/pg-store.js';
+import type { Store } from './store/store.js';
 import { Auth } from './services/auth.js';
 import { SandboxService } from './services/sandboxes.js';
 import { ImageService } from './services/images.js';
@@ -56,6 +58,12 @@ export interface WarrenOptions {
   port: number;
   host: string;
   dataDir: string;
+  /**
+   * The control plane's state in PostgreSQL (`postgres://` or `postgresql://`); default: SQLite
+   * in the data dir (`warren.db`). Several nodes may share one database (each with its own
+   * `nodeId`).
+   */
+  database?: string;
   /** Where default images are built once and kept across data dirs. */
   imageCacheDir: string;
   adminKey?: string;
@@ -231,11 +239,30 @@ async function linkEdge(edge: Edge, o: WarrenOptions): Promise<{ api: EdgeApi; c
   };
 }
 
+/** A PostgreSQL store at `url` (the error names the database without its password). */
+async function openDatabase(url: string): Promise<Store> {
+  let where: URL;
+  try {
+    where = new URL(url);
+  } catch {
+    throw new WarrenError('invalid_argument', 'the database is not a URL: postgres://user@host/database');
+  }
+  if (where.protocol !== 'postgres:' && where.protocol !== 'postgresql:')
+    throw new WarrenError('invalid_argument', `the database must be PostgreSQL (postgres://…), not ${where.protocol.replace(/:$/, '')}`);
+  where.password = '';
+  try {
+    return await PgStore.open(url);
+  } catch (e) {
+    throw new WarrenError('unavailable', `cannot open the database ${where.toString()}: ${e instanceof Error ? e.message : String(e)}`, {}, { cause: e });
+  }
+}
+
 const defaultNativeDir = (): string => fileURLToPath(new URL('../../../native/build/', import.meta.url));
 
 /**
- * Starts the control plane and one edge in this process: SQLite state and the layer store under
- * `dataDir`, default images from the cache, sandboxes from an earlier run taken back.
+ * Starts the control plane and one edge in this process: its state in SQLite under `dataDir` (or
+ * in PostgreSQL: `database`), the layer store under `dataDir`, default images from the cache,
+ * sandboxes from an earlier run taken back.
  * @example
  * const w = await startWarren({ port: 7070, host: '127.0.0.1', dataDir: '/var/lib/warren', imageCacheDir: '/var/cache/warren/images', logger: console });
  */
@@ -257,7 +284,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
   const layers = new LayerStore(join(o.dataDir, 'layers'));
   await layers.open();
   // The control plane's state, the image and layer catalogue included (over this node's blobs).
-  const store = new SqliteStore(join(o.dataDir, 'warren.db'));
+  const store = o.database ? await openDatabase(o.database) : new SqliteStore(join(o.dataDir, 'warren.db'));
   const catalogue = new ImageCatalogue(layers, store);
   const adopted = await catalogue.adoptIndexFiles();
   if (adopted.images || adopted.layers) o.logger.info('took the image and layer index files into the store', adopted);

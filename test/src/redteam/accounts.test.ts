@@ -1,10 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { Warren, type AuditEntry, type WarrenError } from '@warren/sdk';
-import { errorCode, http, startTestWarren, type TestWarren } from '../harness.js';
+import { errorCode, http, startTestWarren, storeContents, type TestWarren } from '../harness.js';
 import { makeTar } from '../tar-writer.js';
 
 describe('red team: accounts', () => {
@@ -50,7 +48,7 @@ describe('red team: accounts', () => {
       assert.equal(errorCode(await http(as(other.key), 'POST', `/v1/sandboxes/${sb.id}/exec`, { cmd: 'true' })), 'not_found');
       assert.equal(errorCode(await http(as(other.key), 'DELETE', `/v1/sandboxes/${sb.id}`)), 'not_found');
       // Neither the key nor anything that reverses to it is in the database.
-      const db = await readFile(join(t.dataDir, 'warren.db'));
+      const db = await storeContents(t);
       for (const k of [runner.key, builder.key, other.key]) assert.ok(!db.includes(Buffer.from(k)), 'a plain key in the store');
       assert.equal(errorCode(await http(as(runner.key + 'x'), 'GET', '/v1/sandboxes')), 'unauthenticated');
     } finally {

@@ -1,4 +1,4 @@
-import type { CreateSandboxRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
+import type { CreateSandboxRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
 import { WarrenError, sandboxEnv } from '@warren/api';
 import { compilePolicy, widestAllowPrefix, type EdgeApi, type EdgeInfo, type EdgeSandboxSpec, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
@@ -75,6 +75,8 @@ const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connec
 /** Whether a key's quota limits anything (a key without one is never counted). */
 export const hasQuota = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
 
+/** The states a running sandbox's pause and resume move between. */
+const RUNNING: SandboxState[] = ['running', 'paused'];
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** The control plane's view of sandboxes: records in the store, lifecycle on the node's edge. */
@@ -185,11 +187,10 @@ export class SandboxService {
       throw new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
     }
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
-    if ((await this.store.getSandbox(rec.id))?.state !== 'creating') {
+    if (!(await this.store.updateSandbox(rec.id, { state: 'running' }, { from: ['creating'] }))) {
       await this.edge.destroy(rec.id).catch(() => undefined);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
-    await this.store.updateSandbox(rec.id, { state: 'running' });
     return { rec: { ...rec, state: 'running' }, live };
   }
 
@@ -359,7 +360,8 @@ export class SandboxService {
       user: rec.user,
       workdir: rec.workdir,
       createdAt: new Date(rec.createdAt).toISOString(),
-      expiresAt: iso(rec.expiresAt),
+      // The edge's, while it runs: a resume moves it before the store has heard.
+      expiresAt: iso(live ? live.expiresAtMs : rec.expiresAt),
       lastActivityAt: new Date(live?.lastActivityMs ?? rec.lastActivityAt).toISOString(),
       idleTimeoutSeconds: rec.idleTimeoutSeconds,
       pauseAfterIdleSeconds: rec.pauseAfterIdleSeconds ?? null,
@@ -426,7 +428,7 @@ export class SandboxService {
   /** The record of a sandbox that ends, ended (what it was before). */
   private async recordEnd(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error']): Promise<SandboxRecord | undefined> {
     const rec = await this.store.getSandbox(id);
-    if (rec && (rec.state === 'running' || rec.state === 'paused' || rec.state === 'creating')) await this.store.updateSandbox(id, { state, error });
+    if (rec) await this.store.updateSandbox(id, { state, error }, { from: ['creating', 'running', 'paused'] });
     this.o.failpoint?.('delete:stored');
     return rec;
   }
@@ -457,9 +459,8 @@ export class SandboxService {
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
   async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void> {
-    const rec = await this.store.getSandbox(id);
-    if (!rec || (rec.state !== 'running' && rec.state !== 'paused')) return;
-    await this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs });
+    // Only while it runs: an event that comes after its end is recorded must not bring it back.
+    await this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs }, { from: RUNNING });
   }
 
   /** Called by the edge when a TTL or idle timeout passes. */
@@ -489,13 +490,13 @@ export class SandboxService {
   async pause(caller: Caller, id: string): Promise<void> {
     await this.live(caller, id);
     await this.edge.pause(id);
-    await this.store.updateSandbox(id, { state: 'paused' });
+    await this.store.updateSandbox(id, { state: 'paused' }, { from: RUNNING });
   }
 
   async resume(caller: Caller, id: string): Promise<void> {
     await this.live(caller, id);
     await this.edge.resume(id);
-    await this.store.updateSandbox(id, { state: 'running' });
+    await this.store.updateSandbox(id, { state: 'running' }, { from: RUNNING });
   }
 
   /** Applies pause, resume or delete to every live sandbox of the caller with all these labels. */

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import type { AuditEntry, Image } from '@warren/api';
+import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
@@ -163,12 +163,19 @@ export class SqliteStore implements Store {
       .immediate();
   }
 
-  async updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): Promise<void> {
+  async updateSandbox(
+    id: string,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>,
+    o: { from?: SandboxState[] } = {},
+  ): Promise<boolean> {
+    // Read and write with nothing between: better-sqlite3 is synchronous.
     const row = this.stmts.get.get(id);
-    if (!row) return;
+    if (!row) return false;
     const cur = JSON.parse(row.doc) as SandboxRecord;
+    if (o.from && !o.from.includes(cur.state)) return false;
     const next = { ...cur, ...patch };
     this.stmts.update.run(next.state, JSON.stringify(next), id);
+    return true;
   }
 
   async getSandbox(id: string): Promise<SandboxRecord | undefined> {

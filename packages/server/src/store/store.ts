@@ -86,7 +86,16 @@ export interface Store extends CatalogueStore {
    * inserts of one tenant see each other, so a burst cannot pass a quota together.
    */
   insertSandbox(r: SandboxRecord, o?: { admit?: (usage: TenantUsage) => void }): Promise<void>;
-  updateSandbox(id: string, patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>): Promise<void>;
+  /**
+   * Patches a sandbox's record; with `from`, only while its state is one of those (a state
+   * change that must not undo a concurrent one: a resume must not bring back a deleted
+   * sandbox). Answers whether it was patched.
+   */
+  updateSandbox(
+    id: string,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>,
+    o?: { from?: SandboxState[] },
+  ): Promise<boolean>;
   getSandbox(id: string): Promise<SandboxRecord | undefined>;
   findByRequestId(tenant: string, requestId: string): Promise<SandboxRecord | undefined>;
   listSandboxes(f: ListFilter): Promise<SandboxRecord[]>;

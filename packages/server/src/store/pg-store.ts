@@ -1,0 +1,386 @@
+import pg from 'pg';
+import type { AuditEntry, Image, SandboxState } from '@warren/api';
+import type { LayerNameRow } from '@warren/images';
+import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
+
+/** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS sandboxes (
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  node TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  request_id TEXT,
+  doc JSONB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes (tenant, id);
+CREATE INDEX IF NOT EXISTS sandboxes_node ON sandboxes (node, state);
+CREATE UNIQUE INDEX IF NOT EXISTS sandboxes_request ON sandboxes (tenant, request_id) WHERE request_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS sandbox_labels (
+  id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (id, key)
+);
+CREATE INDEX IF NOT EXISTS sandbox_labels_kv ON sandbox_labels (key, value);
+CREATE TABLE IF NOT EXISTS exec_requests (
+  sandbox_id TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  command_id TEXT NOT NULL,
+  PRIMARY KEY (sandbox_id, request_id)
+);
+CREATE TABLE IF NOT EXISTS pools (id TEXT PRIMARY KEY, doc JSONB NOT NULL);
+CREATE TABLE IF NOT EXISTS api_keys (
+  hash TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  role TEXT NOT NULL,
+  quota JSONB NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+  seq BIGSERIAL PRIMARY KEY,
+  at BIGINT NOT NULL,
+  key_id TEXT,
+  tenant TEXT,
+  method TEXT NOT NULL,
+  path TEXT NOT NULL,
+  sandbox TEXT,
+  status INTEGER NOT NULL,
+  code TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant, seq);
+CREATE INDEX IF NOT EXISTS audit_sandbox ON audit (sandbox, seq);
+CREATE TABLE IF NOT EXISTS images (name TEXT PRIMARY KEY, tenant TEXT, doc JSONB NOT NULL);
+CREATE TABLE IF NOT EXISTS image_layers (
+  image TEXT NOT NULL REFERENCES images (name) ON DELETE CASCADE,
+  digest TEXT NOT NULL,
+  PRIMARY KEY (image, digest)
+);
+CREATE INDEX IF NOT EXISTS image_layers_digest ON image_layers (digest);
+CREATE TABLE IF NOT EXISTS layer_names (name TEXT PRIMARY KEY, digest TEXT NOT NULL, tenant TEXT, created_at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS layer_names_digest ON layer_names (digest);
+CREATE TABLE IF NOT EXISTS layer_sources (diff_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS layer_sources_digest ON layer_sources (digest);
+`;
+
+/** The advisory lock key the schema is made under (one replica at a time). */
+const SCHEMA_LOCK = 0x77617272;
+
+type Doc<T> = { doc: T };
+type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
+const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
+const LIVE = `state IN ('creating', 'running', 'paused')`;
+
+/**
+ * The cluster's store: PostgreSQL through a pool of connections. Every call is one statement or
+ * one transaction; a create's quota check holds its tenant's advisory lock for the transaction,
+ * so creates of one tenant through any replica are counted one after another.
+ * @example
+ * const store = await PgStore.open('postgres://warren@db.example/warren');
+ */
+export class PgStore implements Store {
+  private constructor(private readonly pool: pg.Pool) {}
+
+  /** Connects and makes the tables if they are not there (under a lock: replicas may start together). */
+  static async open(url: string, o: { max?: number } = {}): Promise<PgStore> {
+    const pool = new pg.Pool({ connectionString: url, max: o.max ?? 16 });
+    // A connection that breaks while idle is dropped by the pool; its error must not end the process.
+    pool.on('error', () => undefined);
+    const c = await pool.connect().catch(async (e: unknown) => {
+      await pool.end();
+      throw e;
+    });
+    try {
+      await c.query('SELECT pg_advisory_lock($1)', [SCHEMA_LOCK]);
+      await c.query(SCHEMA);
+      await c.query('SELECT pg_advisory_unlock($1)', [SCHEMA_LOCK]);
+    } finally {
+      c.release();
+    }
+    return new PgStore(pool);
+  }
+
+  /** Runs `fn` in a transaction on one connection. */
+  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const c = await this.pool.connect();
+    try {
+      await c.query('BEGIN');
+      const r = await fn(c);
+      await c.query('COMMIT');
+      return r;
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw e;
+    } finally {
+      c.release();
+    }
+  }
+
+  private async docs<T>(sql: string, args: unknown[]): Promise<T[]> {
+    return (await this.pool.query<Doc<T>>(sql, args)).rows.map((r) => r.doc);
+  }
+
+  async insertSandbox(r: SandboxRecord, o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+    await this.tx(async (c) => {
+      // Every insert of a tenant takes its lock: what one counts, the next sees.
+      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [r.tenant]);
+      if (o.admit) o.admit(await usageOf(c, r.tenant));
+      await c.query('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
+        r.id,
+        r.tenant,
+        r.node,
+        r.state,
+        r.createdAt,
+        r.requestId,
+        r,
+      ]);
+      const labels = Object.entries(r.labels);
+      if (labels.length)
+        await c.query('INSERT INTO sandbox_labels (id, key, value) SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS t (k, v)', [
+          r.id,
+          labels.map(([k]) => k),
+          labels.map(([, v]) => v),
+        ]);
+    });
+  }
+
+  async updateSandbox(
+    id: string,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>,
+    o: { from?: SandboxState[] } = {},
+  ): Promise<boolean> {
+    // The patch merged and the state checked in the statement: two patches at once both land,
+    // and a state change `from` others does not undo one made meanwhile.
+    const r = await this.pool.query(
+      `UPDATE sandboxes SET doc = doc || $2::jsonb, state = COALESCE($2::jsonb ->> 'state', state) WHERE id = $1 AND ($3::text[] IS NULL OR state = ANY($3::text[]))`,
+      [id, JSON.stringify(patch), o.from ?? null],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async getSandbox(id: string): Promise<SandboxRecord | undefined> {
+    return (await this.docs<SandboxRecord>('SELECT doc FROM sandboxes WHERE id = $1', [id]))[0];
+  }
+
+  async findByRequestId(tenant: string, requestId: string): Promise<SandboxRecord | undefined> {
+    return (await this.docs<SandboxRecord>('SELECT doc FROM sandboxes WHERE tenant = $1 AND request_id = $2', [tenant, requestId]))[0];
+  }
+
+  async listSandboxes(f: ListFilter): Promise<SandboxRecord[]> {
+    const args: unknown[] = [f.tenant];
+    const where = ['s.tenant = $1'];
+    if (f.state) where.push(`s.state = $${args.push(f.state)}`);
+    if (f.after) where.push(`s.id > $${args.push(f.after)}`);
+    for (const [k, v] of f.labels ?? [])
+      where.push(`EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.id = s.id AND l.key = $${args.push(k)} AND l.value = $${args.push(v)})`);
+    return this.docs(`SELECT s.doc FROM sandboxes s WHERE ${where.join(' AND ')} ORDER BY s.id LIMIT $${args.push(f.limit)}`, args);
+  }
+
+  async liveOnNode(node: string): Promise<SandboxRecord[]> {
+    return this.docs(`SELECT doc FROM sandboxes WHERE node = $1 AND ${LIVE}`, [node]);
+  }
+
+  async tenantUsage(tenant: string): Promise<TenantUsage> {
+    return usageOf(this.pool, tenant);
+  }
+
+  async deleteSandbox(id: string): Promise<void> {
+    await this.pool.query('DELETE FROM sandboxes WHERE id = $1', [id]);
+  }
+
+  async execRequest(sandboxId: string, requestId: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ command_id: string }>('SELECT command_id FROM exec_requests WHERE sandbox_id = $1 AND request_id = $2', [
+      sandboxId,
+      requestId,
+    ]);
+    return r.rows[0]?.command_id;
+  }
+
+  async putExecRequest(sandboxId: string, requestId: string, commandId: string): Promise<boolean> {
+    const r = await this.pool.query('INSERT INTO exec_requests (sandbox_id, request_id, command_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
+      sandboxId,
+      requestId,
+      commandId,
+    ]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async deleteExecRequest(sandboxId: string, requestId: string): Promise<void> {
+    await this.pool.query('DELETE FROM exec_requests WHERE sandbox_id = $1 AND request_id = $2', [sandboxId, requestId]);
+  }
+
+  async deleteExecRequests(sandboxId: string): Promise<void> {
+    await this.pool.query('DELETE FROM exec_requests WHERE sandbox_id = $1', [sandboxId]);
+  }
+
+  async putPool(p: PoolRecord): Promise<void> {
+    await this.pool.query('INSERT INTO pools (id, doc) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET doc = excluded.doc', [p.id, p]);
+  }
+
+  async listPools(): Promise<PoolRecord[]> {
+    return this.docs('SELECT doc FROM pools ORDER BY id', []);
+  }
+
+  async deletePool(id: string): Promise<void> {
+    await this.pool.query('DELETE FROM pools WHERE id = $1', [id]);
+  }
+
+  async putKey(k: KeyRecord): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO api_keys (hash, tenant, role, quota, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (hash) DO UPDATE SET tenant = excluded.tenant, role = excluded.role, quota = excluded.quota, created_at = excluded.created_at`,
+      [k.hash, k.tenant, k.role, JSON.stringify(k.quota), k.createdAt],
+    );
+  }
+
+  async deleteKeyByPrefix(hashPrefix: string): Promise<boolean> {
+    return ((await this.pool.query('DELETE FROM api_keys WHERE substr(hash, 1, 16) = $1', [hashPrefix])).rowCount ?? 0) > 0;
+  }
+
+  async getKey(hash: string): Promise<KeyRecord | undefined> {
+    const r = (
+      await this.pool.query<{ hash: string; tenant: string; role: string; quota: KeyRecord['quota']; created_at: string }>(
+        'SELECT * FROM api_keys WHERE hash = $1',
+        [hash],
+      )
+    ).rows[0];
+    if (!r) return undefined;
+    return {
+      hash: r.hash,
+      tenant: r.tenant,
+      role: r.role === 'admin' || r.role === 'builder' || r.role === 'runner' ? r.role : 'user',
+      quota: r.quota,
+      createdAt: Number(r.created_at),
+    };
+  }
+
+  async appendAudit(entries: AuditEntry[]): Promise<void> {
+    if (!entries.length) return;
+    const col = <K extends keyof AuditEntry>(k: K): Array<AuditEntry[K]> => entries.map((e) => e[k]);
+    await this.pool.query(
+      `INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code)
+       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])`,
+      [entries.map((e) => Date.parse(e.at)), col('keyId'), col('tenant'), col('method'), col('path'), col('sandbox'), col('status'), col('code')],
+    );
+  }
+
+  async listAudit(q: { limit: number; tenant?: string; sandbox?: string }): Promise<AuditEntry[]> {
+    const r = await this.pool.query<{
+      at: string;
+      key_id: string | null;
+      tenant: string | null;
+      method: string;
+      path: string;
+      sandbox: string | null;
+      status: number;
+      code: string | null;
+    }>('SELECT * FROM audit WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR sandbox = $2) ORDER BY seq DESC LIMIT $3', [
+      q.tenant ?? null,
+      q.sandbox ?? null,
+      q.limit,
+    ]);
+    return r.rows.map((x) => ({
+      at: new Date(Number(x.at)).toISOString(),
+      keyId: x.key_id,
+      tenant: x.tenant,
+      method: x.method,
+      path: x.path,
+      sandbox: x.sandbox,
+      status: x.status,
+      code: x.code,
+    }));
+  }
+
+  async getImage(name: string): Promise<Image | undefined> {
+    return (await this.docs<Image>('SELECT doc FROM images WHERE name = $1', [name]))[0];
+  }
+
+  async listImages(): Promise<Image[]> {
+    return this.docs('SELECT doc FROM images ORDER BY name', []);
+  }
+
+  async putImage(image: Image): Promise<void> {
+    await this.tx(async (c) => {
+      await c.query(
+        'INSERT INTO images (name, tenant, doc) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE SET tenant = excluded.tenant, doc = excluded.doc',
+        [image.name, image.tenant, image],
+      );
+      await c.query('DELETE FROM image_layers WHERE image = $1', [image.name]);
+      await c.query('INSERT INTO image_layers (image, digest) SELECT $1, d FROM unnest($2::text[]) AS t (d) ON CONFLICT DO NOTHING', [
+        image.name,
+        image.layers,
+      ]);
+    });
+  }
+
+  async deleteImage(name: string): Promise<boolean> {
+    return ((await this.pool.query('DELETE FROM images WHERE name = $1', [name])).rowCount ?? 0) > 0;
+  }
+
+  async getLayerName(name: string): Promise<LayerNameRow | undefined> {
+    const r = (await this.pool.query<LayerNameDbRow>('SELECT * FROM layer_names WHERE name = $1', [name])).rows[0];
+    return r ? layerName(r) : undefined;
+  }
+
+  async listLayerNames(): Promise<LayerNameRow[]> {
+    return (await this.pool.query<LayerNameDbRow>('SELECT * FROM layer_names ORDER BY name')).rows.map(layerName);
+  }
+
+  async putLayerName(row: LayerNameRow): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO layer_names (name, digest, tenant, created_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (name) DO UPDATE SET digest = excluded.digest, tenant = excluded.tenant, created_at = excluded.created_at`,
+      [row.name, row.digest, row.tenant, row.createdAt],
+    );
+  }
+
+  async deleteLayerName(name: string): Promise<boolean> {
+    return ((await this.pool.query('DELETE FROM layer_names WHERE name = $1', [name])).rowCount ?? 0) > 0;
+  }
+
+  async layerSource(diffId: string): Promise<string | undefined> {
+    return (await this.pool.query<{ digest: string }>('SELECT digest FROM layer_sources WHERE diff_id = $1', [diffId])).rows[0]?.digest;
+  }
+
+  async putLayerSource(diffId: string, digest: string): Promise<void> {
+    await this.pool.query('INSERT INTO layer_sources (diff_id, digest) VALUES ($1, $2) ON CONFLICT (diff_id) DO UPDATE SET digest = excluded.digest', [
+      diffId,
+      digest,
+    ]);
+  }
+
+  async deleteLayerSources(digests: string[]): Promise<void> {
+    await this.pool.query('DELETE FROM layer_sources WHERE digest = ANY($1::text[])', [digests]);
+  }
+
+  async holdsLayer(digest: string, tenant?: string): Promise<boolean> {
+    // A tenant (null: any) may use what is every tenant's (tenant NULL) or its own.
+    const r = await this.pool.query(
+      `SELECT 1 FROM image_layers il JOIN images i ON i.name = il.image WHERE il.digest = $1 AND ($2::text IS NULL OR i.tenant IS NULL OR i.tenant = $2)
+       UNION ALL SELECT 1 FROM layer_names WHERE digest = $1 AND ($2::text IS NULL OR tenant IS NULL OR tenant = $2) LIMIT 1`,
+      [digest, tenant ?? null],
+    );
+    return r.rows.length > 0;
+  }
+
+  async namedLayers(): Promise<Set<string>> {
+    const r = await this.pool.query<{ digest: string }>('SELECT digest FROM image_layers UNION SELECT digest FROM layer_names');
+    return new Set(r.rows.map((x) => x.digest));
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/** A tenant's live sandboxes and what they ask for, summed in the database. */
+async function usageOf(q: pg.Pool | pg.PoolClient, tenant: string): Promise<TenantUsage> {
+  const r = await q.query<{ n: string; cpu: number | null; mem: number | null }>(
+    `SELECT count(*) AS n, sum((doc -> 'resources' ->> 'cpu')::float8) AS cpu, sum((doc -> 'resources' ->> 'memoryMiB')::float8) AS mem
+     FROM sandboxes WHERE tenant = $1 AND ${LIVE}`,
+    [tenant],
+  );
+  const row = r.rows[0];
+  return { sandboxes: Number(row?.n ?? 0), cpu: row?.cpu ?? 0, memoryMiB: row?.mem ?? 0 };
+}

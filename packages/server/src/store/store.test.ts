@@ -1,0 +1,194 @@
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WarrenError } from '@warren/api';
+import type { SandboxRecord, Store, TenantUsage } from './store.js';
+import { startTestPostgres, type TestPostgres } from '../testing/postgres.js';
+import { postgresStores, sqliteStores, type StoreKind } from '../testing/store-places.js';
+
+// The same tests on each kind of store: SQLite (warren up) and PostgreSQL (a cluster), whose
+// server starts on the first test that needs it.
+let server: Promise<TestPostgres> | undefined;
+after(async () => {
+  await (await server?.catch(() => undefined))?.stop();
+});
+const KINDS: StoreKind[] = [sqliteStores, postgresStores(() => (server ??= startTestPostgres()))];
+
+const record = (id: string, tenant: string, more: Partial<SandboxRecord> = {}): SandboxRecord => ({
+  id,
+  tenant,
+  node: 'n1',
+  state: 'running',
+  backend: 'container',
+  image: 'busybox:latest',
+  layers: [],
+  layerNames: [],
+  labels: { job: 'j1' },
+  resources: { cpu: 0.5, memoryMiB: 128, pids: 64, diskMiB: null },
+  env: {},
+  user: null,
+  workdir: null,
+  createdAt: 1,
+  expiresAt: null,
+  lastActivityAt: 1,
+  idleTimeoutSeconds: null,
+  error: null,
+  requestId: null,
+  ...more,
+});
+
+/** A store on a new place of `kind`; `open` opens another on the same place (a restart, a replica). */
+async function withStore(kind: StoreKind, fn: (s: Store, open: () => Promise<Store>) => Promise<void>): Promise<void> {
+  const place = await kind.place();
+  try {
+    await fn(await place.open(), () => place.open());
+  } finally {
+    await place.remove();
+  }
+}
+
+/** A quota of `max` sandboxes, checked as SandboxService checks it. */
+const atMost =
+  (max: number) =>
+  (u: TenantUsage): void => {
+    if (u.sandboxes + 1 > max) throw new WarrenError('resource_exhausted', 'over quota');
+  };
+
+for (const kind of KINDS) {
+  test(`${kind.name}: an insert's quota check sees the tenant's live sandboxes only, and a refused insert records nothing (labels neither)`, async () => {
+    await withStore(kind, async (s) => {
+      const seen: TenantUsage[] = [];
+      await s.insertSandbox(record('sb_1', 'a'));
+      await s.insertSandbox(record('sb_2', 'a', { state: 'stopped' }));
+      await s.insertSandbox(record('sb_3', 'b'));
+      await s.insertSandbox(record('sb_4', 'a'), {
+        admit: (u) => {
+          seen.push(u);
+        },
+      });
+      assert.deepEqual(seen, [{ sandboxes: 1, cpu: 0.5, memoryMiB: 128 }]);
+      await assert.rejects(
+        s.insertSandbox(record('sb_5', 'a', { labels: { job: 'j2' } }), { admit: atMost(2) }),
+        (e: WarrenError) => e.code === 'resource_exhausted',
+      );
+      assert.equal(await s.getSandbox('sb_5'), undefined);
+      assert.deepEqual(await s.listSandboxes({ tenant: 'a', labels: [['job', 'j2']], limit: 10 }), []);
+      assert.deepEqual(await s.tenantUsage('a'), { sandboxes: 2, cpu: 1, memoryMiB: 256 });
+    });
+  });
+
+  test(`${kind.name}: inserts of one tenant through three stores at once (replicas) cannot pass a quota together`, async () => {
+    await withStore(kind, async (s, open) => {
+      const stores = [s, await open(), await open()];
+      // Each insert reads the usage inside its own transaction, under its tenant's lock: a
+      // later one sees the earlier rows, whichever store and connection it goes through.
+      const results = await Promise.allSettled(Array.from({ length: 9 }, (_, i) => stores[i % 3]!.insertSandbox(record(`sb_${i}`, 't'), { admit: atMost(3) })));
+      assert.equal(results.filter((r) => r.status === 'fulfilled').length, 3, JSON.stringify(results.map((r) => r.status)));
+      assert.equal((await stores[2]!.tenantUsage('t')).sandboxes, 3);
+    });
+  });
+
+  test(`${kind.name}: a patch changes only what it names; a requestId finds its sandbox; an exec requestId has one first writer`, async () => {
+    await withStore(kind, async (s) => {
+      await s.insertSandbox(record('sb_1', 'a', { requestId: 'r1' }));
+      await s.updateSandbox('sb_1', { state: 'paused', expiresAt: 99 });
+      assert.equal(await s.updateSandbox('sb_missing', { state: 'stopped' }), false);
+      assert.equal(await s.updateSandbox('sb_1', { state: 'running', expiresAt: 1 }, { from: ['creating'] }), false, 'not from paused');
+      assert.equal((await s.getSandbox('sb_1'))?.expiresAt, 99);
+      const got = await s.getSandbox('sb_1');
+      assert.equal(got?.state, 'paused');
+      assert.equal(await s.updateSandbox('sb_1', { state: 'paused' }, { from: ['running', 'paused'] }), true);
+      assert.equal(got?.expiresAt, 99);
+      assert.equal(got?.lastActivityAt, 1);
+      assert.deepEqual(got?.resources, { cpu: 0.5, memoryMiB: 128, pids: 64, diskMiB: null });
+      await Promise.all([s.updateSandbox('sb_1', { lastActivityAt: 7 }), s.updateSandbox('sb_1', { error: { code: 'x', message: 'y' } })]);
+      const both = await s.getSandbox('sb_1');
+      assert.deepEqual([both?.lastActivityAt, both?.error?.code, both?.state], [7, 'x', 'paused'], 'two patches at once both land');
+      assert.equal((await s.findByRequestId('a', 'r1'))?.id, 'sb_1');
+      assert.equal(await s.findByRequestId('b', 'r1'), undefined);
+      assert.deepEqual(
+        (await s.liveOnNode('n1')).map((r) => r.id),
+        ['sb_1'],
+      );
+      assert.equal(await s.putExecRequest('sb_1', 'x', 'c1'), true);
+      assert.equal(await s.putExecRequest('sb_1', 'x', 'c2'), false);
+      assert.equal(await s.execRequest('sb_1', 'x'), 'c1');
+      await s.deleteExecRequest('sb_1', 'x');
+      assert.equal(await s.putExecRequest('sb_1', 'x', 'c3'), true);
+      await s.deleteExecRequests('sb_1');
+      assert.equal(await s.execRequest('sb_1', 'x'), undefined);
+      await s.deleteSandbox('sb_1');
+      assert.equal(await s.getSandbox('sb_1'), undefined);
+    });
+  });
+
+  test(`${kind.name}: a list filters by tenant, state and every label, pages in id order, and a second store sees it all`, async () => {
+    await withStore(kind, async (s, open) => {
+      for (let i = 0; i < 5; i++)
+        await s.insertSandbox(record(`sb_${i}`, 'a', { state: i === 4 ? 'stopped' : 'running', labels: { job: 'j', n: String(i % 2) } }));
+      await s.insertSandbox(record('sb_x', 'b'));
+      const again = await open();
+      const ids = async (f: Parameters<Store['listSandboxes']>[0]): Promise<string[]> => (await again.listSandboxes(f)).map((r) => r.id);
+      assert.deepEqual(await ids({ tenant: 'a', limit: 10 }), ['sb_0', 'sb_1', 'sb_2', 'sb_3', 'sb_4']);
+      assert.deepEqual(await ids({ tenant: 'a', limit: 2, after: 'sb_1' }), ['sb_2', 'sb_3']);
+      assert.deepEqual(await ids({ tenant: 'a', limit: 10, state: 'stopped' }), ['sb_4']);
+      assert.deepEqual(
+        await ids({
+          tenant: 'a',
+          limit: 10,
+          labels: [
+            ['job', 'j'],
+            ['n', '1'],
+          ],
+        }),
+        ['sb_1', 'sb_3'],
+      );
+      assert.deepEqual(await ids({ tenant: 'b', limit: 10 }), ['sb_x']);
+    });
+  });
+
+  test(`${kind.name}: keys, pools and the audit log`, async () => {
+    await withStore(kind, async (s) => {
+      const hash = 'ab'.repeat(32);
+      await s.putKey({ hash, tenant: 't', role: 'builder', quota: { sandboxes: 3 }, createdAt: 1_700_000_000_000 });
+      assert.deepEqual(await s.getKey(hash), { hash, tenant: 't', role: 'builder', quota: { sandboxes: 3 }, createdAt: 1_700_000_000_000 });
+      assert.equal(await s.deleteKeyByPrefix('cd'.repeat(8)), false);
+      assert.equal(await s.deleteKeyByPrefix(hash.slice(0, 16)), true);
+      assert.equal(await s.getKey(hash), undefined);
+      const pool = {
+        id: 'pl_1',
+        tenant: 't',
+        image: 'busybox:latest',
+        layers: ['sha256:aa'],
+        layerNames: [],
+        resources: { cpu: 1, memoryMiB: 64, pids: 8, diskMiB: null },
+        network: { egress: 'deny' as const, allow: [], deny: [] },
+        size: 2,
+        createdAt: 5,
+      };
+      await s.putPool(pool);
+      await s.putPool({ ...pool, size: 3 });
+      assert.deepEqual(await s.listPools(), [{ ...pool, size: 3 }]);
+      await s.deletePool('pl_1');
+      assert.deepEqual(await s.listPools(), []);
+      const entry = (i: number, tenant: string | null, sandbox: string | null) => ({
+        at: new Date(1_700_000_000_000 + i).toISOString(),
+        keyId: 'k1',
+        tenant,
+        method: 'POST',
+        path: `/v1/x/${i}`,
+        sandbox,
+        status: 200,
+        code: null,
+      });
+      await s.appendAudit([entry(1, 't', 'sb_1'), entry(2, 'u', null)]);
+      await s.appendAudit([entry(3, 't', null)]);
+      await s.appendAudit([]);
+      assert.deepEqual(
+        (await s.listAudit({ limit: 10 })).map((e) => e.path),
+        ['/v1/x/3', '/v1/x/2', '/v1/x/1'],
+      );
+      assert.deepEqual(await s.listAudit({ limit: 10, tenant: 't', sandbox: 'sb_1' }), [entry(1, 't', 'sb_1')]);
+      assert.equal((await s.listAudit({ limit: 1, tenant: 't' }))[0]?.path, '/v1/x/3');
+    });
+  });
+}

@@ -1,0 +1,116 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { chown, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+/** A private PostgreSQL server for tests: its own data dir and socket under /tmp, gone on `stop`. */
+export interface TestPostgres {
+  /** The server's socket dir (a connection string names it as the host). */
+  socketDir: string;
+  /** A connection string for a database of this name (made by `createDatabase`). */
+  url(database: string): string;
+  /** Makes a new, empty database; answers its connection string. */
+  createDatabase(name: string): Promise<string>;
+  /** Stops the server (SIGKILL with `crash`, as a failure would) and removes its files. */
+  stop(o?: { crash?: boolean }): Promise<void>;
+}
+
+/** Where Debian's PostgreSQL binaries are (the newest version installed). */
+async function binDir(): Promise<string> {
+  const versions = await readdir('/usr/lib/postgresql').catch(() => [] as string[]);
+  const newest = versions.filter((v) => existsSync(`/usr/lib/postgresql/${v}/bin/postgres`)).sort((a, b) => Number(b) - Number(a))[0];
+  if (!newest) throw new Error('PostgreSQL is not installed (scripts/setup.sh --test installs it)');
+  return `/usr/lib/postgresql/${newest}/bin`;
+}
+
+/** The uid and gid of the `postgres` user: the server will not run as root. */
+async function postgresUser(): Promise<{ uid: number; gid: number }> {
+  const line = (await readFile('/etc/passwd', 'utf8')).split('\n').find((l) => l.startsWith('postgres:'));
+  const [, , uid, gid] = line?.split(':') ?? [];
+  if (uid === undefined || gid === undefined) throw new Error('no postgres user (scripts/setup.sh --test installs PostgreSQL)');
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+/**
+ * Starts a PostgreSQL server of its own for a test: initdb into a temporary dir, trust
+ * authentication, a Unix socket only (no TCP port), fsync off.
+ * @example
+ * const pgs = await startTestPostgres();
+ * const url = await pgs.createDatabase('t1');
+ */
+export async function startTestPostgres(): Promise<TestPostgres> {
+  const bin = await binDir();
+  const user = process.getuid?.() === 0 ? await postgresUser() : null;
+  const dir = await mkdtemp(join(tmpdir(), 'warren-pg-'));
+  if (user) await chown(dir, user.uid, user.gid);
+  const data = join(dir, 'data');
+  const as = user ? { uid: user.uid, gid: user.gid } : {};
+  const init = spawnSync(join(bin, 'initdb'), ['-D', data, '-U', 'warren', '-A', 'trust', '--no-sync', '-E', 'UTF8'], { ...as, encoding: 'utf8' });
+  if (init.status !== 0) {
+    await rm(dir, { recursive: true, force: true });
+    throw new Error(`initdb failed: ${init.stderr}`);
+  }
+  const server = spawn(
+    join(bin, 'postgres'),
+    [
+      '-D',
+      data,
+      '-k',
+      dir,
+      '-c',
+      'listen_addresses=',
+      '-c',
+      'fsync=off',
+      '-c',
+      'synchronous_commit=off',
+      '-c',
+      'full_page_writes=off',
+      '-c',
+      'max_connections=200',
+    ],
+    { ...as, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let log = '';
+  server.stderr.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
+  const exited = new Promise<void>((r) => server.once('exit', () => r()));
+  const url = (database: string): string => `postgresql://warren@${encodeURIComponent(dir)}/${database}`;
+  const stop = async (o: { crash?: boolean } = {}): Promise<void> => {
+    if (server.exitCode === null && server.signalCode === null) server.kill(o.crash ? 'SIGKILL' : 'SIGINT');
+    await exited;
+    await rm(dir, { recursive: true, force: true });
+  };
+  // Ready once it takes a connection.
+  for (let i = 0; ; i++) {
+    const c = new pg.Client({ connectionString: url('postgres') });
+    try {
+      await c.connect();
+      await c.end();
+      break;
+    } catch (e) {
+      await c.end().catch(() => undefined);
+      if (i >= 200 || server.exitCode !== null) {
+        await stop();
+        throw new Error(`PostgreSQL did not start: ${String(e)}\n${log}`);
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  return {
+    socketDir: dir,
+    url,
+    async createDatabase(name: string): Promise<string> {
+      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
+      const c = new pg.Client({ connectionString: url('postgres') });
+      await c.connect();
+      try {
+        await c.query(`CREATE DATABASE ${name}`);
+      } finally {
+        await c.end();
+      }
+      return url(name);
+    },
+    stop,
+  };
+}
