@@ -1,7 +1,7 @@
 import { WarrenError } from '@warren/api';
 
 /**
- * The frames of the edge protocol (see protocol.md in docs/edge-api.md): a 4-byte big-endian
+ * The frames of the edge protocol (docs/edge-api.md, "Transports"): a 4-byte big-endian
  * payload length, a 1-byte type, the payload. One call at a time on a connection:
  * - `call` (to the edge): `{"c": name, "a": args}`;
  * - `data`: bytes of a body (a file or tar to the edge, or one from it);
