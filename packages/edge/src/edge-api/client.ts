@@ -195,7 +195,6 @@ function callFrame(name: EdgeCallName, args: unknown[]): Buffer {
  */
 export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
   const pool = new Pool(o);
-  const connection = async (): Promise<Connection> => pool.take() ?? (await pool.acquire());
 
   /** Sends `frames` and answers the call's `result` (its value) or `error`. */
   const answer = (c: Connection, frames: Buffer[]): Promise<unknown> =>
@@ -218,7 +217,7 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
 
   const unary = async (name: EdgeCallName, args: unknown[]): Promise<unknown> => {
     const frame = callFrame(name, args);
-    return answer(await connection(), [frame]);
+    return answer(await pool.acquire(), [frame]);
   };
 
   /** A create's or claim's call: its files as raw bytes after the call (file-frames.ts). */
@@ -231,7 +230,7 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
         frames.push(frameHeader(FRAME.data, part.length), part);
       }
     frames.push(END_FRAME);
-    return answer(await connection(), frames);
+    return answer(await pool.acquire(), frames);
   };
 
   /** A call with a body in (writeFile, putArchive): the bytes as `data` frames until the edge answers or they end. */
@@ -239,7 +238,7 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
     const at = BODY_ARG[name] ?? args.length - 1;
     const body = args[at] as AsyncIterable<Uint8Array>;
     const frame = callFrame(name, [...args.slice(0, at), ...args.slice(at + 1)]);
-    const c = await connection();
+    const c = await pool.acquire();
     let answered = false;
     const result = new Promise<void>((resolve, reject) => {
       c.begin((t, p) => {
@@ -274,7 +273,7 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
   /** A call whose answer streams after its `result`: `data` frames (bytes) or `item` frames (values), to an `end` or an `error`. */
   const streamed = <T>(name: EdgeCallName, args: unknown[], kind: 'data' | 'item'): Promise<{ r: unknown; out: Inbox<T> }> => {
     const frame = callFrame(name, args);
-    return connection().then(
+    return pool.acquire().then(
       (c) =>
         new Promise((resolve, reject) => {
           let out: Inbox<T> | null = null;
