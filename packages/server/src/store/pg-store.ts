@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
-import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
+import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 /** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
 const SCHEMA = `
@@ -62,6 +62,13 @@ CREATE TABLE IF NOT EXISTS layer_names (name TEXT PRIMARY KEY, digest TEXT NOT N
 CREATE INDEX IF NOT EXISTS layer_names_digest ON layer_names (digest);
 CREATE TABLE IF NOT EXISTS layer_sources (diff_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS layer_sources_digest ON layer_sources (digest);
+CREATE TABLE IF NOT EXISTS nodes (
+  id TEXT PRIMARY KEY,
+  boot TEXT NOT NULL,
+  state TEXT NOT NULL,
+  heartbeat_at BIGINT NOT NULL,
+  doc JSONB NOT NULL
+);
 `;
 
 /** The advisory lock key the schema is made under (one replica at a time). */
@@ -71,6 +78,25 @@ type Doc<T> = { doc: T };
 type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
 const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
 const LIVE = `state IN ('creating', 'running', 'paused')`;
+/** The database's clock in ms: every replica and edge reads node times by this one clock. */
+const NOW_MS = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+type NodeRow = {
+  id: string;
+  boot: string;
+  state: NodeState;
+  heartbeat_at: string;
+  silent_ms: string;
+  doc: Pick<NodeRecord, 'address' | 'token' | 'info' | 'load' | 'joinedAt'>;
+};
+const NODE_COLUMNS = `id, boot, state, heartbeat_at, ${NOW_MS} - heartbeat_at AS silent_ms, doc`;
+const nodeOf = (r: NodeRow): NodeRecord => ({
+  id: r.id,
+  boot: r.boot,
+  state: r.state,
+  heartbeatAt: Number(r.heartbeat_at),
+  silentMs: Math.max(0, Number(r.silent_ms)),
+  ...r.doc,
+});
 
 /**
  * The cluster's store: PostgreSQL through a pool of connections. Every call is one statement or
@@ -367,6 +393,55 @@ export class PgStore implements Store {
   async namedLayers(): Promise<Set<string>> {
     const r = await this.pool.query<{ digest: string }>('SELECT digest FROM image_layers UNION SELECT digest FROM layer_names');
     return new Set(r.rows.map((x) => x.digest));
+  }
+
+  async putNode(n: Omit<NodeRecord, 'heartbeatAt' | 'silentMs' | 'state' | 'joinedAt'>): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO nodes (id, boot, state, heartbeat_at, doc) VALUES ($1, $2, 'joining', ${NOW_MS}, jsonb_set($3::jsonb, '{joinedAt}', to_jsonb(${NOW_MS})))
+       ON CONFLICT (id) DO UPDATE SET boot = excluded.boot, state = CASE nodes.state WHEN 'draining' THEN 'draining' ELSE 'joining' END, heartbeat_at = excluded.heartbeat_at, doc = excluded.doc`,
+      [n.id, n.boot, JSON.stringify({ address: n.address, token: n.token, info: n.info, load: n.load })],
+    );
+  }
+
+  async heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE nodes SET heartbeat_at = ${NOW_MS}, doc = jsonb_set(doc, '{load}', $3::jsonb) WHERE id = $1 AND boot = $2 AND state <> 'down'`,
+      [id, boot, JSON.stringify(load)],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    return (await this.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} FROM nodes ORDER BY id`)).rows.map(nodeOf);
+  }
+
+  async getNode(id: string): Promise<NodeRecord | undefined> {
+    const r = (await this.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} FROM nodes WHERE id = $1`, [id])).rows[0];
+    return r ? nodeOf(r) : undefined;
+  }
+
+  async setNodeState(id: string, state: NodeState, o: { from?: NodeState[] } = {}): Promise<boolean> {
+    const r = await this.pool.query('UPDATE nodes SET state = $2 WHERE id = $1 AND ($3::text[] IS NULL OR state = ANY($3::text[]))', [
+      id,
+      state,
+      o.from ?? null,
+    ]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async markNodesDown(silentMs: number): Promise<string[]> {
+    const r = await this.pool.query<{ id: string }>(`UPDATE nodes SET state = 'down' WHERE state <> 'down' AND heartbeat_at < ${NOW_MS} - $1 RETURNING id`, [
+      silentMs,
+    ]);
+    return r.rows.map((x) => x.id);
+  }
+
+  async failLiveOnNode(node: string, error: { code: string; message: string }): Promise<string[]> {
+    const r = await this.pool.query<{ id: string }>(
+      `UPDATE sandboxes SET state = 'failed', doc = doc || jsonb_build_object('state', 'failed', 'error', $2::jsonb) WHERE node = $1 AND ${LIVE} RETURNING id`,
+      [node, JSON.stringify(error)],
+    );
+    return r.rows.map((x) => x.id);
   }
 
   async close(): Promise<void> {

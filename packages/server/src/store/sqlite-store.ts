@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
-import type { KeyRecord, ListFilter, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
+import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
 PRAGMA journal_mode = WAL;
@@ -78,9 +78,18 @@ CREATE TABLE IF NOT EXISTS layer_sources (
   digest TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS layer_sources_digest ON layer_sources (digest);
+CREATE TABLE IF NOT EXISTS nodes (
+  id TEXT PRIMARY KEY,
+  boot TEXT NOT NULL,
+  state TEXT NOT NULL,
+  heartbeat_at INTEGER NOT NULL,
+  doc TEXT NOT NULL
+);
 `;
 
 type Row = { doc: string };
+type NodeRow = { id: string; boot: string; state: string; heartbeat_at: number; doc: string };
+type NodeDoc = Pick<NodeRecord, 'address' | 'token' | 'info' | 'load' | 'joinedAt'>;
 type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
 const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
 type AuditRow = {
@@ -145,6 +154,15 @@ export class SqliteStore implements Store {
          UNION ALL SELECT 1 FROM layer_names WHERE digest = ? AND (? IS NULL OR tenant IS NULL OR tenant = ?) LIMIT 1`,
       ),
       namedLayers: db.prepare<[], { digest: string }>('SELECT digest FROM image_layers UNION SELECT digest FROM layer_names'),
+      putNode: db.prepare(
+        `INSERT INTO nodes (id, boot, state, heartbeat_at, doc) VALUES (?, ?, 'joining', ?, ?)
+         ON CONFLICT (id) DO UPDATE SET boot = excluded.boot, state = CASE nodes.state WHEN 'draining' THEN 'draining' ELSE 'joining' END, heartbeat_at = excluded.heartbeat_at, doc = excluded.doc`,
+      ),
+      getNode: db.prepare<[string], NodeRow>('SELECT * FROM nodes WHERE id = ?'),
+      listNodes: db.prepare<[], NodeRow>('SELECT * FROM nodes ORDER BY id'),
+      heartbeat: db.prepare("UPDATE nodes SET heartbeat_at = ?, doc = json_set(doc, '$.load', json(?)) WHERE id = ? AND boot = ? AND state <> 'down'"),
+      nodeState: db.prepare('UPDATE nodes SET state = ? WHERE id = ?'),
+      markDown: db.prepare<[number], { id: string }>("UPDATE nodes SET state = 'down' WHERE state <> 'down' AND heartbeat_at < ? RETURNING id"),
       listAudit: db.prepare<[string | null, string | null, string | null, string | null, number], AuditRow>(
         'SELECT * FROM audit WHERE (? IS NULL OR tenant = ?) AND (? IS NULL OR sandbox = ?) ORDER BY seq DESC LIMIT ?',
       ),
@@ -361,7 +379,55 @@ export class SqliteStore implements Store {
     return new Set(this.stmts.namedLayers.all().map((r) => r.digest));
   }
 
+  async putNode(n: Omit<NodeRecord, 'heartbeatAt' | 'silentMs' | 'state' | 'joinedAt'>): Promise<void> {
+    const now = Date.now();
+    const doc: NodeDoc = { address: n.address, token: n.token, info: n.info, load: n.load, joinedAt: now };
+    this.stmts.putNode.run(n.id, n.boot, now, JSON.stringify(doc));
+  }
+
+  async heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean> {
+    return this.stmts.heartbeat.run(Date.now(), JSON.stringify(load), id, boot).changes > 0;
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    const now = Date.now();
+    return this.stmts.listNodes.all().map((r) => nodeOf(r, now));
+  }
+
+  async getNode(id: string): Promise<NodeRecord | undefined> {
+    const r = this.stmts.getNode.get(id);
+    return r ? nodeOf(r, Date.now()) : undefined;
+  }
+
+  async setNodeState(id: string, state: NodeState, o: { from?: NodeState[] } = {}): Promise<boolean> {
+    const r = this.stmts.getNode.get(id);
+    if (!r || (o.from && !o.from.includes(r.state as NodeState))) return false;
+    return this.stmts.nodeState.run(state, id).changes > 0;
+  }
+
+  async markNodesDown(silentMs: number): Promise<string[]> {
+    return this.stmts.markDown.all(Date.now() - silentMs).map((r) => r.id);
+  }
+
+  async failLiveOnNode(node: string, error: { code: string; message: string }): Promise<string[]> {
+    return this.db.transaction(() => {
+      const ids: string[] = [];
+      for (const row of this.stmts.live.all(node)) {
+        const rec = { ...(JSON.parse(row.doc) as SandboxRecord), state: 'failed' as const, error };
+        this.stmts.update.run('failed', JSON.stringify(rec), rec.id);
+        ids.push(rec.id);
+      }
+      return ids;
+    })();
+  }
+
   async close(): Promise<void> {
     this.db.close();
   }
+}
+
+/** A node's row as a NodeRecord, its silence measured at `now`. */
+function nodeOf(r: NodeRow, now: number): NodeRecord {
+  const doc = JSON.parse(r.doc) as NodeDoc;
+  return { id: r.id, boot: r.boot, state: r.state as NodeState, heartbeatAt: r.heartbeat_at, silentMs: Math.max(0, now - r.heartbeat_at), ...doc };
 }

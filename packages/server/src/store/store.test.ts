@@ -191,4 +191,53 @@ for (const kind of KINDS) {
       assert.equal((await s.listAudit({ limit: 1, tenant: 't' }))[0]?.path, '/v1/x/3');
     });
   });
+
+  test(`${kind.name}: nodes join, heartbeat by their boot, are marked down once when silent (one replica wins), and their live sandboxes fail`, async () => {
+    await withStore(kind, async (s, open) => {
+      const other = await open();
+      const load = { sandboxes: 0 };
+      await s.putNode({ id: 'n1', address: '127.0.0.1:1', token: 't1', boot: 'b1', info: { nodeId: 'n1' }, load });
+      await s.putNode({ id: 'n2', address: '127.0.0.1:2', token: 't2', boot: 'b2', info: { nodeId: 'n2' }, load });
+      assert.deepEqual(
+        (await s.listNodes()).map((n) => [n.id, n.state, n.address]),
+        [
+          ['n1', 'joining', '127.0.0.1:1'],
+          ['n2', 'joining', '127.0.0.1:2'],
+        ],
+      );
+      assert.equal(await s.setNodeState('n1', 'ready', { from: ['joining'] }), true);
+      assert.equal(await s.setNodeState('n1', 'ready', { from: ['joining'] }), false);
+      // A heartbeat of another boot (an edge that restarted and has not joined again) is refused.
+      assert.equal(await other.heartbeatNode('n1', 'b0', { sandboxes: 9 }), false);
+      assert.equal(await other.heartbeatNode('n1', 'b1', { sandboxes: 2 }), true);
+      const n1 = await s.getNode('n1');
+      assert.deepEqual(n1?.load, { sandboxes: 2 });
+      assert.equal(n1?.token, 't1');
+      assert.ok(n1 && n1.silentMs < 60_000 && n1.joinedAt > 0 && n1.heartbeatAt >= n1.joinedAt);
+      // Nobody has been silent for a minute; with a bound below zero every node is past it, and
+      // of two replicas marking at once each node is marked by one.
+      assert.deepEqual(await s.markNodesDown(60_000), []);
+      await s.insertSandbox(record('sb_1', 'a', { node: 'n1' }));
+      await s.insertSandbox(record('sb_2', 'a', { node: 'n1', state: 'paused' }));
+      await s.insertSandbox(record('sb_3', 'a', { node: 'n1', state: 'stopped' }));
+      await s.insertSandbox(record('sb_4', 'a', { node: 'n2' }));
+      const [x, y] = await Promise.all([s.markNodesDown(-1000), other.markNodesDown(-1000)]);
+      assert.deepEqual([...(x ?? []), ...(y ?? [])].sort(), ['n1', 'n2']);
+      assert.equal((await s.getNode('n1'))?.state, 'down');
+      assert.equal(await s.heartbeatNode('n1', 'b1', load), false);
+      const why = { code: 'unavailable', message: 'node n1 is down' };
+      assert.deepEqual((await s.failLiveOnNode('n1', why)).sort(), ['sb_1', 'sb_2']);
+      assert.deepEqual(await s.failLiveOnNode('n1', why), []);
+      assert.deepEqual((await s.getSandbox('sb_2'))?.error, why);
+      assert.equal((await s.getSandbox('sb_2'))?.state, 'failed');
+      assert.equal((await s.getSandbox('sb_3'))?.state, 'stopped');
+      assert.equal((await s.getSandbox('sb_4'))?.state, 'running');
+      // Joining again brings it back (joining); a drained node stays drained through a rejoin.
+      await s.putNode({ id: 'n1', address: '127.0.0.1:3', token: 't3', boot: 'b3', info: {}, load });
+      assert.equal((await s.getNode('n1'))?.state, 'joining');
+      await s.setNodeState('n2', 'draining');
+      await s.putNode({ id: 'n2', address: '127.0.0.1:2', token: 't2', boot: 'b4', info: {}, load });
+      assert.equal((await s.getNode('n2'))?.state, 'draining');
+    });
+  });
 }

@@ -56,6 +56,36 @@ export interface PoolRecord {
   quota?: KeyRecord['quota'];
 }
 
+/**
+ * How a node stands: `joining` while the control plane reconciles what it runs, `ready` takes
+ * creates, `draining` keeps what it runs and takes none, `down` stopped answering.
+ */
+export type NodeState = 'joining' | 'ready' | 'draining' | 'down';
+
+/**
+ * A node as the control plane keeps it: where its edge is, what it promises and carries (from
+ * its last heartbeat). Times are the store's own clock, so replicas and edges whose clocks
+ * differ still agree on how long a node has been silent.
+ */
+export interface NodeRecord {
+  /** The node's name (`warren edge --name`). */
+  id: string;
+  /** Where its edge protocol listens (`host:port`). */
+  address: string;
+  /** What a control plane presents to its edge. */
+  token: string;
+  /** Made anew each time the edge process starts: a heartbeat of another boot is refused. */
+  boot: string;
+  state: NodeState;
+  /** What the edge said of itself when it joined (EdgeInfo) and carries now (EdgeLoad). */
+  info: unknown;
+  load: unknown;
+  joinedAt: number;
+  heartbeatAt: number;
+  /** How long since its last heartbeat when it was read, by the store's clock (ms). */
+  silentMs: number;
+}
+
 export interface ListFilter {
   tenant: string;
   labels?: Array<[string, string]>;
@@ -115,6 +145,21 @@ export interface Store extends CatalogueStore {
   listPools(): Promise<PoolRecord[]>;
   deletePool(id: string): Promise<void>;
   putKey(k: KeyRecord): Promise<void>;
+  /**
+   * Records a node that (re)joins, its heartbeat now, `joining` (a drained one stays `draining`);
+   * replaces what was kept under its name.
+   */
+  putNode(n: Omit<NodeRecord, 'heartbeatAt' | 'silentMs' | 'state' | 'joinedAt'>): Promise<void>;
+  /** A node's heartbeat: its load, now; false when no node of this id and boot is up (it must join again). */
+  heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean>;
+  listNodes(): Promise<NodeRecord[]>;
+  getNode(id: string): Promise<NodeRecord | undefined>;
+  /** Sets a node's state, with `from` only while it is one of those; whether it was set. */
+  setNodeState(id: string, state: NodeState, o?: { from?: NodeState[] }): Promise<boolean>;
+  /** Marks down the nodes silent for longer than `silentMs`; answers those this call marked (one caller wins each). */
+  markNodesDown(silentMs: number): Promise<string[]>;
+  /** Records the live sandboxes of a node as failed with `error`; answers their ids. */
+  failLiveOnNode(node: string, error: { code: string; message: string }): Promise<string[]>;
   /** Appends audit entries (one transaction). */
   appendAudit(entries: AuditEntry[]): Promise<void>;
   /** The newest first. */
