@@ -17,6 +17,7 @@ const CALLS = Number(values.calls);
 const RESULT = { commandId: 'c_1', exitCode: 0, signal: null, stdout: 'hi\n', stderr: '', durationMs: 1, timedOut: false, truncated: false };
 const INFO = {
   nodeId: 'n1',
+  boot: 'b1',
   backends: [{ name: 'container', available: true }],
   networking: true,
   maxFileBytes: 1 << 30,

@@ -11,6 +11,8 @@ export type { EdgeEvent } from '../lifecycle/events.js';
 /** What a node is and promises: it does not change while the edge runs. */
 export interface EdgeInfo {
   nodeId: string;
+  /** Made anew each time the edge starts (its event numbers start anew with it). */
+  boot: string;
   capacity: EdgeCapacity;
   /** Whether sandboxes can have a network beyond loopback. */
   networking: boolean;

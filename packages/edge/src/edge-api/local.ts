@@ -41,6 +41,7 @@ export function localEdgeApi(edge: Edge): EdgeApi {
   return {
     info: async () => ({
       nodeId: edge.nodeId,
+      boot: edge.boot,
       capacity: edge.capacity(),
       networking: edge.networks.enabled,
       maxFileBytes: edge.maxFileBytes,

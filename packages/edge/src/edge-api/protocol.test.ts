@@ -219,6 +219,7 @@ test('a call without the token is refused, and the edge is not called', async ()
         called = true;
         return {
           nodeId: 'n',
+          boot: 'b',
           capacity: { cpu: 1, memoryMiB: 1, sandboxes: 1, maxCpuPerSandbox: 1, maxMemoryMiBPerSandbox: 1 },
           networking: false,
           maxFileBytes: 1,

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest } from '@warren/api';
 import { WarrenError } from '@warren/api';
@@ -35,6 +36,8 @@ export class Edge {
   private readonly backendSet: BackendSet;
   /** What the edge tells its owner: pauses and resumes, TTLs and idle timeouts passed, deaths. */
   readonly events = new EdgeEvents();
+  /** Made anew each time an edge starts: what tells its owner the edge restarted (and its events numbered anew). */
+  readonly boot = randomBytes(8).toString('hex');
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
   private timer: NodeJS.Timeout | null = null;

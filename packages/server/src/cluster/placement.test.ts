@@ -1,0 +1,78 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { placeSandbox, type PlacementNode, type PlacementRequest } from './placement.js';
+
+const node = (id: string, memoryMiB: number, more: Partial<PlacementNode> = {}): PlacementNode => ({
+  id,
+  state: 'ready',
+  backends: ['container'],
+  networking: true,
+  capacity: { cpu: 128, busyCpu: 1.8, memoryMiB: 4096, sandboxes: 100, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 2048 },
+  committed: { cpu: 0, memoryMiB },
+  sandboxes: 0,
+  paused: 0,
+  cpuUsed: 0,
+  ...more,
+});
+const want: PlacementRequest = { backend: 'container', cpu: 1, memoryMiB: 512, network: false };
+
+/** A generator of the numbers `Math.random` would give, from a seed (repeatable). */
+function seeded(seed: number): () => number {
+  let x = seed;
+  return () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+}
+
+test('nodes that cannot take a create are left out, each with why; the best of the sample comes first', () => {
+  const nodes = [
+    node('full', 3800),
+    node('draining', 0, { state: 'draining' }),
+    node('down', 0, { state: 'down' }),
+    node('novm', 0, { backends: ['microvm'] }),
+    node('busy', 0, { cpuUsed: 1.9 }),
+    node('a', 1000),
+    node('b', 3000),
+  ];
+  const p = placeSandbox(nodes, want, { k: 2, random: seeded(1) });
+  assert.deepEqual(p.order, ['a', 'b']);
+  assert.match(p.refused.full ?? '', /3800 of 4096 MiB/);
+  assert.equal(p.refused.draining, 'the node is draining');
+  assert.equal(p.refused.down, 'the node is down');
+  assert.match(p.refused.novm ?? '', /container backend/);
+  assert.match(p.refused.busy ?? '', /use 1.9 cores/);
+  assert.deepEqual(Object.keys(p.refused).sort(), ['busy', 'down', 'draining', 'full', 'novm']);
+  // A create that needs a network skips a node without one.
+  assert.deepEqual(placeSandbox([node('lo', 0, { networking: false })], { ...want, network: true }).refused, { lo: 'its sandboxes have loopback only' });
+});
+
+test('with k = 1 the first pick is random; the rest follow best first (the retries after a refusal)', () => {
+  const nodes = [node('a', 3000), node('b', 0), node('c', 2000), node('d', 1000)];
+  const firsts = new Set<string>();
+  const random = seeded(7);
+  for (let i = 0; i < 64; i++) {
+    const p = placeSandbox(nodes, want, { k: 1, random });
+    firsts.add(p.order[0]!);
+    const rest = p.order.slice(1);
+    const rank = ['b', 'd', 'c', 'a'].filter((x) => rest.includes(x));
+    assert.deepEqual(rest, rank);
+  }
+  assert.deepEqual([...firsts].sort(), ['a', 'b', 'c', 'd']);
+});
+
+test('best of two over 160 equal nodes keeps the most loaded within 10 % of the mean, where one random pick does not', () => {
+  const spread = (k: number): number => {
+    const nodes = Array.from({ length: 160 }, (_, i) => node(`n${i}`, 0, { capacity: { ...node('x', 0).capacity, memoryMiB: 1 << 20, sandboxes: 1 << 20 } }));
+    const random = seeded(42);
+    for (let i = 0; i < 32_000; i++) {
+      const id = placeSandbox(nodes, { ...want, memoryMiB: 64 }, { k, random }).order[0]!;
+      const n = nodes.find((x) => x.id === id)!;
+      n.committed.memoryMiB += 64;
+      n.sandboxes++;
+    }
+    const counts = nodes.map((n) => n.sandboxes);
+    return Math.max(...counts) / (32_000 / 160);
+  };
+  const two = spread(2);
+  const one = spread(1);
+  assert.ok(two <= 1.1, `best of two: max/mean ${two}`);
+  assert.ok(one > 1.1, `one random pick: max/mean ${one}`);
+});
