@@ -306,7 +306,7 @@ describe('bad input gets the contract error and harms nothing', () => {
     assert.equal(errorCode(big), 'resource_exhausted');
     const vm = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', backend: 'vm' });
     assert.equal(errorCode(vm), 'invalid_argument');
-    assert.match((vm.json as { error: { message: string } }).error.message, /backend "vm" is not available on this node; use one of: container/);
+    assert.match((vm.json as { error: { message: string } }).error.message, /backend "vm" is not available on any node; use one of: container/);
     // What the node's edge registered is what the node offers.
     const info = await http(t, 'GET', '/v1/info');
     assert.deepEqual(

@@ -44,7 +44,24 @@ export {
 } from './images.js';
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
 export { FnBatchRequest, FnBatchResponse, FnFile, FnLanguage, FnRunRequest, FnRunResult } from './fn.js';
-export { AuditEntry, AuditQuery, CreateKeyRequest, CreateKeyResponse, Info, KeyRole, ListAuditResponse, ListNodesResponse, Node, Quota } from './ops.js';
+export {
+  AuditEntry,
+  AuditQuery,
+  CreateKeyRequest,
+  CreateKeyResponse,
+  Info,
+  KeyRole,
+  ListAuditResponse,
+  ListNodesResponse,
+  Node,
+  NodeState,
+  NodeLoad,
+  NodeName,
+  JoinNodeRequest,
+  JoinNodeResponse,
+  HeartbeatRequest,
+  Quota,
+} from './ops.js';
 export { DEFAULT_PATH, sandboxEnv } from './env.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';

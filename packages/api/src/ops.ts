@@ -46,10 +46,18 @@ export const AuditQuery = z.strictObject({
 export const ListAuditResponse = z.object({ entries: z.array(AuditEntry) });
 export type AuditEntry = z.infer<typeof AuditEntry>;
 
+/**
+ * `joining`: the control plane is making the store and the node agree on its sandboxes; `ready`
+ * takes creates; `draining` runs what it has and takes no creates; `down` stopped sending
+ * heartbeats (its sandboxes are failed with the reason).
+ */
+export const NodeState = z.enum(['joining', 'ready', 'draining', 'down']);
 export const Node = z.object({
   id: z.string(),
   address: z.string(),
-  state: z.enum(['ready', 'draining', 'down']),
+  state: NodeState,
+  /** The backends it runs. */
+  backends: z.array(z.string()),
   /**
    * cpu: the bound on running sandboxes' CPU limits together; busyCpu: the cores they may use
    * together (over ~10 s) before creates are refused (null: no such check).
@@ -65,6 +73,41 @@ export const Node = z.object({
   lastHeartbeatAt: z.string(),
 });
 export const ListNodesResponse = z.object({ nodes: z.array(Node) });
+
+/** A node's load as its edge reports it in each heartbeat (the edge's EdgeLoad). */
+export const NodeLoad = z.object({
+  committed: z.object({ cpu: z.number(), memoryMiB: z.number() }),
+  requested: z.object({ cpu: z.number(), memoryMiB: z.number() }),
+  used: z.object({ cpu: z.number(), memoryMiB: z.number(), swapMiB: z.number() }).nullable(),
+  sandboxes: z.number().int().min(0),
+  paused: z.number().int().min(0),
+});
+/** A node's name: what `warren edge --name` gives (a DNS label's characters). */
+export const NodeName = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$/, 'a node name is 1-63 of a-z, 0-9, "." and "-", starting and ending with a letter or digit');
+/**
+ * An edge joins the cluster (with the join token): where the control plane reaches its edge
+ * protocol, the token it must present there, and the boot id of this start of the edge.
+ */
+export const JoinNodeRequest = z.strictObject({
+  name: NodeName,
+  address: z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'host:port'),
+  token: z.string().min(16).max(256),
+  boot: z.string().min(1).max(64),
+});
+export type JoinNodeRequest = z.infer<typeof JoinNodeRequest>;
+export const JoinNodeResponse = z.object({
+  node: z.string(),
+  heartbeatMs: z.number(),
+  downAfterMs: z.number(),
+  /** Where the node reads layers it lacks (null: it has what it needs, or none is set). */
+  blobStore: z.object({ url: z.string(), key: z.string().optional() }).nullable(),
+  /** What the join found: records kept, taken back, failed; sandboxes no record named, removed. */
+  reconciled: z.object({ kept: z.number(), adopted: z.number(), failed: z.number(), removed: z.number() }),
+});
+export type JoinNodeResponse = z.infer<typeof JoinNodeResponse>;
+export const HeartbeatRequest = z.strictObject({ boot: z.string().min(1).max(64), load: NodeLoad });
 export type ListNodesResponse = z.infer<typeof ListNodesResponse>;
 
 export const Info = z.object({

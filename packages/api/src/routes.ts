@@ -258,6 +258,23 @@ export const ROUTES = {
   listLayers: r({ method: 'GET', path: '/v1/layers', summary: 'List named layers', response: i.ListLayersResponse, status: 200 }),
   deleteLayer: r({ method: 'DELETE', path: '/v1/layers/{name}', summary: 'Delete a layer name; its blob is freed when nothing else uses it', status: 204 }),
   listNodes: r({ method: 'GET', path: '/v1/nodes', summary: 'List nodes', response: o.ListNodesResponse, status: 200 }),
+  joinNode: r({
+    method: 'POST',
+    path: '/v1/nodes/join',
+    summary: 'An edge joins the cluster (the join token, not an API key)',
+    body: o.JoinNodeRequest,
+    response: o.JoinNodeResponse,
+    status: 200,
+  }),
+  heartbeat: r({
+    method: 'POST',
+    path: '/v1/nodes/{id}/heartbeat',
+    summary: "An edge's heartbeat: its load (the join token); 409 when it must join again",
+    body: o.HeartbeatRequest,
+    status: 204,
+  }),
+  drainNode: r({ method: 'POST', path: '/v1/nodes/{id}/drain', summary: 'Stop placing sandboxes on a node; its sandboxes run on (admin)', status: 204 }),
+  undrainNode: r({ method: 'POST', path: '/v1/nodes/{id}/ready', summary: 'A drained node takes creates again (admin)', status: 204 }),
   audit: r({
     method: 'GET',
     path: '/v1/audit',

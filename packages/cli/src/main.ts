@@ -8,6 +8,8 @@ type Command = (rest: string[], cmd: string) => Promise<number>;
 const COMMANDS: Record<string, () => Promise<{ run: Command }>> = {
   up: () => import('./commands/up.js'),
   down: () => import('./commands/down.js'),
+  server: () => import('./commands/server.js'),
+  edge: () => import('./commands/edge.js'),
   create: () => import('./commands/create.js'),
   network: () => import('./commands/network.js'),
   exec: () => import('./commands/exec.js'),

@@ -4,8 +4,22 @@ import type { WarrenOptions } from '@warren/server';
 import { parseFnPool, parseHosts, positiveInt } from './args.js';
 import { DEFAULT_DATA_DIR, DEFAULT_IMAGE_CACHE } from './client.js';
 
-/** What `warren up` starts: a node's options, and whether its sandboxes outlive it. */
-export type UpOptions = Omit<WarrenOptions, 'logger'> & { keepSandboxes: boolean };
+/**
+ * What `warren up`, `warren server` and `warren edge` start: a node's options, whether its
+ * sandboxes outlive it, and the cluster's (the control plane to join, the join token, where the
+ * edge listens and is reached, when a silent node is down).
+ */
+export type UpOptions = Omit<WarrenOptions, 'logger'> & {
+  keepSandboxes: boolean;
+  join?: string;
+  joinToken?: string;
+  listen?: { host: string; port: number };
+  advertise?: string;
+  downAfterMs?: number;
+};
+
+/** The commands that start something: each takes the options whose `for` names it. */
+export type NodeCommand = 'up' | 'server' | 'edge';
 
 type Value = string | boolean | string[];
 
@@ -26,6 +40,20 @@ export interface NodeOption {
   usage?: [form: string, help: string];
   /** Puts the value into the options (called in table order; an option left unset is skipped). */
   set: (o: UpOptions, v: Value) => void | Promise<void>;
+  /** The commands it is an option of (default: up and edge, what a node's edge is made of). */
+  for?: NodeCommand[];
+}
+
+const ALL: NodeCommand[] = ['up', 'server', 'edge'];
+const CONTROL: NodeCommand[] = ['up', 'server'];
+const CLUSTER: NodeCommand[] = ['server', 'edge'];
+const forCommand = (n: NodeOption, cmd: NodeCommand): boolean => (n.for ?? ['up', 'edge']).includes(cmd);
+
+/** `host:port` (an IPv6 host in brackets). */
+function hostPort(v: string, flag: string): { host: string; port: number } {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d{1,5})$/.exec(v);
+  if (!m) throw new Error(`${flag} is HOST:PORT`);
+  return { host: m[1]!.replace(/^\[(.*)\]$/, '$1'), port: Number(m[2]) };
 }
 
 const num = (v: Value): number => Number(v);
@@ -43,14 +71,70 @@ const inBlob = (o: UpOptions, set: (b: NonNullable<WarrenOptions['blobStore']>) 
 };
 
 export const NODE_OPTIONS: NodeOption[] = [
-  { flag: 'port', type: 'string', default: '7070', usage: ['[--port 7070]', 'the API port'], set: (o, v) => void (o.port = num(v)) },
-  { flag: 'host', type: 'string', default: '127.0.0.1', usage: ['[--host 127.0.0.1]', 'the address it listens on'], set: (o, v) => void (o.host = str(v)) },
+  { flag: 'port', type: 'string', default: '7070', usage: ['[--port 7070]', 'the API port'], set: (o, v) => void (o.port = num(v)), for: CONTROL },
+  {
+    flag: 'host',
+    type: 'string',
+    default: '127.0.0.1',
+    usage: ['[--host 127.0.0.1]', 'the address it listens on'],
+    set: (o, v) => void (o.host = str(v)),
+    for: CONTROL,
+  },
+  {
+    flag: 'join',
+    type: 'string',
+    usage: ['--join URL', 'the control plane this node joins (any replica, or their load balancer)'],
+    set: (o, v) => void (o.join = str(v)),
+    for: ['edge'],
+  },
+  {
+    flag: 'token',
+    env: 'WARREN_JOIN_TOKEN',
+    type: 'string',
+    usage: ['[--token T]', 'the cluster’s join token (or WARREN_JOIN_TOKEN, which keeps it out of ps)'],
+    set: (o, v) => void (o.joinToken = str(v)),
+    for: CLUSTER,
+  },
+  {
+    flag: 'name',
+    type: 'string',
+    usage: ['--name NAME', 'the node’s name in the cluster'],
+    set: (o, v) => void (o.nodeId = str(v)),
+    for: ['edge'],
+  },
+  {
+    flag: 'listen',
+    type: 'string',
+    default: '0.0.0.0:7071',
+    usage: ['[--listen 0.0.0.0:7071]', 'where its edge protocol listens for the control plane'],
+    set: (o, v) => void (o.listen = hostPort(str(v), '--listen')),
+    for: ['edge'],
+  },
+  {
+    flag: 'advertise',
+    type: 'string',
+    usage: ['[--advertise HOST:PORT]', 'where the control plane reaches it (default: the --listen address)'],
+    set: (o, v) => {
+      hostPort(str(v), '--advertise'); // checked; kept as written (an IPv6 host in brackets)
+      o.advertise = str(v);
+    },
+    for: ['edge'],
+  },
+  {
+    flag: 'node-down-seconds',
+    type: 'string',
+    default: '10',
+    usage: ['[--node-down-seconds 10]', 'a node without a heartbeat this long is down: no creates, its sandboxes failed'],
+    set: (o, v) => void (o.downAfterMs = positiveInt(str(v), '--node-down-seconds') * 1000),
+    for: ['server'],
+  },
   {
     flag: 'data-dir',
     type: 'string',
     default: DEFAULT_DATA_DIR,
     usage: ['[--data-dir DIR]', 'state, layers and sandboxes'],
     set: (o, v) => void (o.dataDir = str(v)),
+    for: ALL,
   },
   {
     flag: 'database',
@@ -58,6 +142,7 @@ export const NODE_OPTIONS: NodeOption[] = [
     type: 'string',
     usage: ['[--database postgres://…]', 'the control plane’s state in PostgreSQL (default: SQLite in the data dir)'],
     set: (o, v) => void (o.database = str(v) || undefined),
+    for: CONTROL,
   },
   {
     flag: 'image-cache',
@@ -65,6 +150,7 @@ export const NODE_OPTIONS: NodeOption[] = [
     default: DEFAULT_IMAGE_CACHE,
     usage: ['[--image-cache DIR]', 'where the default images are built once'],
     set: (o, v) => void (o.imageCacheDir = str(v)),
+    for: ALL,
   },
   {
     flag: 'keep-sandboxes',
@@ -72,14 +158,16 @@ export const NODE_OPTIONS: NodeOption[] = [
     default: false,
     usage: ['[--keep-sandboxes]', 'sandboxes outlive the node; its next start takes them back'],
     set: (o, v) => void (o.keepSandboxes = v === true),
+    for: ['up', 'edge'],
   },
   {
     flag: 'images',
     type: 'string',
     usage: ['[--images NAME,...]', 'which default images to make'],
     set: (o, v) => void (o.images = str(v).split(',') as DefaultImageName[]),
+    for: ALL,
   },
-  { env: 'WARREN_API_KEY', type: 'string', set: (o, v) => void (o.adminKey = str(v)) },
+  { env: 'WARREN_API_KEY', type: 'string', set: (o, v) => void (o.adminKey = str(v)), for: CONTROL },
   {
     flag: 'runtime',
     type: 'string',
@@ -98,6 +186,7 @@ export const NODE_OPTIONS: NodeOption[] = [
       'read layers this node lacks on demand from a blob store: a registry repository oci://HOST/REPO (oci+http:// for plain HTTP), or another node’s http://HOST:7070/v1/blobs/ with WARREN_BLOB_KEY=its admin key; WARREN_BLOB_USER/WARREN_BLOB_PASSWORD for a store that wants Basic auth',
     ],
     set: (o, v) => void (o.blobStore = { url: str(v) }),
+    for: ALL,
   },
   {
     flag: 'blob-cache-gib',
@@ -106,7 +195,7 @@ export const NODE_OPTIONS: NodeOption[] = [
     usage: ['[--blob-cache-gib 20]', 'what the blob store’s cache may hold'],
     set: (o, v) => inBlob(o, (b) => void (b.cacheMaxBytes = num(v) * 2 ** 30)),
   },
-  { env: 'WARREN_BLOB_KEY', type: 'string', set: (o, v) => inBlob(o, (b) => void (b.key = str(v))) },
+  { env: 'WARREN_BLOB_KEY', type: 'string', set: (o, v) => inBlob(o, (b) => void (b.key = str(v))), for: ALL },
   { env: 'WARREN_BLOB_USER', type: 'string', set: (o, v) => inBlob(o, (b) => ((b.username = str(v)), (b.password ??= ''))) },
   { env: 'WARREN_BLOB_PASSWORD', type: 'string', set: (o, v) => inBlob(o, (b) => void (b.username !== undefined && (b.password = str(v)))) },
   {
@@ -227,18 +316,19 @@ export const NODE_OPTIONS: NodeOption[] = [
     type: 'string',
     usage: ['[--pull-registries HOST[:PORT],...]', 'registries non-admin keys may pull from (default: none)'],
     set: (o, v) => void (o.pullRegistries = str(v).split(',').filter(Boolean)),
+    for: CONTROL,
   },
   // No flags: the hardening benchmark's baseline node sets the first, fault-injection tests
   // (test/src/faults.test.ts) the second, and the suite's second pass the third.
   { env: 'WARREN_UNHARDENED_BENCH', type: 'string', set: (o, v) => void (o.unhardened = v === '1') },
   { env: 'WARREN_TEST_CRASH_AT', type: 'string', set: (o, v) => void (o.crashAt = str(v) || undefined) },
-  { env: 'WARREN_EDGE_TRANSPORT', type: 'string', set: (o, v) => void (v === 'http' && (o.edgeTransport = 'http')) },
+  { env: 'WARREN_EDGE_TRANSPORT', type: 'string', set: (o, v) => void (v === 'http' && (o.edgeTransport = 'http')), for: ['up'] },
 ];
 
-/** `warren up`'s parseArgs options, from NODE_OPTIONS. */
-export function upFlags(): Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> {
+/** A command's parseArgs options (`warren up` by default), from NODE_OPTIONS. */
+export function upFlags(cmd: NodeCommand = 'up'): Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> {
   const out: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
-  for (const n of NODE_OPTIONS) if (n.flag) out[n.flag] = n.multiple ? { type: n.type, multiple: true } : { type: n.type };
+  for (const n of NODE_OPTIONS) if (n.flag && forCommand(n, cmd)) out[n.flag] = n.multiple ? { type: n.type, multiple: true } : { type: n.type };
   return out;
 }
 
@@ -246,9 +336,10 @@ export function upFlags(): Record<string, { type: 'string' | 'boolean'; multiple
  * A node's options from `warren up`'s parsed flags and the environment, by NODE_OPTIONS: a flag
  * given wins, then its environment variable, then its default.
  */
-export async function nodeOptions(values: Record<string, unknown>, env: Record<string, string | undefined>): Promise<UpOptions> {
+export async function nodeOptions(values: Record<string, unknown>, env: Record<string, string | undefined>, cmd: NodeCommand = 'up'): Promise<UpOptions> {
   const o = { port: 0, host: '', dataDir: '', imageCacheDir: '', keepSandboxes: false } as UpOptions;
   for (const n of NODE_OPTIONS) {
+    if (!forCommand(n, cmd)) continue;
     const v = ((n.flag ? values[n.flag] : undefined) as Value | undefined) ?? (n.env ? env[n.env] : undefined) ?? n.default;
     if (v === undefined || (Array.isArray(v) && v.length === 0)) continue;
     await n.set(o, v);
@@ -256,8 +347,8 @@ export async function nodeOptions(values: Record<string, unknown>, env: Record<s
   return o;
 }
 
-/** `warren up`'s lines of `warren help`, from NODE_OPTIONS. */
-export function upUsage(indent = '            '): string {
-  const lines = NODE_OPTIONS.filter((n) => n.usage).map((n) => `${indent}${n.usage![0].padEnd(36)} ${n.usage![1]}`);
-  return `  warren up\n${lines.join('\n')}`;
+/** A command's lines of `warren help` (`warren up` by default), from NODE_OPTIONS. */
+export function upUsage(indent = '            ', cmd: NodeCommand = 'up'): string {
+  const lines = NODE_OPTIONS.filter((n) => n.usage && forCommand(n, cmd)).map((n) => `${indent}${n.usage![0].padEnd(36)} ${n.usage![1]}`);
+  return `  warren ${cmd}\n${lines.join('\n')}`;
 }

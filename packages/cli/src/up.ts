@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { startWarren } from '@warren/server';
 import type { UpOptions } from './node-options.js';
 
-const log = {
+export const log = {
   info: (msg: string, meta?: unknown) => console.error(JSON.stringify({ level: 'info', msg, ...(meta && typeof meta === 'object' ? meta : {}) })),
   warn: (msg: string, meta?: unknown) => console.error(JSON.stringify({ level: 'warn', msg, ...(meta && typeof meta === 'object' ? meta : {}) })),
 };
@@ -17,13 +17,24 @@ export async function up(f: UpOptions): Promise<void> {
   console.log(`Warren is running at ${w.url}`);
   console.log(w.adminKeyFile ? `Admin API key: in ${w.adminKeyFile}` : 'Admin API key: from WARREN_API_KEY');
   console.log(`Try: WARREN_URL=${w.url} WARREN_API_KEY=$(cat ${w.adminKeyFile ?? '<key>'}) npx warren create busybox:latest`);
+  runUntilSignal(() => w.close({ keep: f.keepSandboxes }), f.dataDir, false);
+}
+
+/**
+ * Runs until SIGINT or SIGTERM, then `close` and exit. With a data dir, its pid file
+ * (`warren.pid`, what `warren down` signals) is written now (unless the caller did) and removed
+ * at the end.
+ */
+export function runUntilSignal(close: (signal: string) => Promise<void>, dataDir?: string, writePid = true): void {
+  const pidFile = dataDir ? join(dataDir, 'warren.pid') : null;
+  if (pidFile && writePid) void writeFile(pidFile, String(process.pid)).catch(() => undefined);
   let stopping = false;
   const stop = (sig: string): void => {
     if (stopping) return;
     stopping = true;
-    log.info('stopping', { signal: sig, keepSandboxes: f.keepSandboxes });
-    w.close({ keep: f.keepSandboxes })
-      .then(() => rm(pidFile, { force: true }))
+    log.info('stopping', { signal: sig });
+    close(sig)
+      .then(() => (pidFile ? rm(pidFile, { force: true }) : undefined))
       .then(
         () => process.exit(0),
         (e: unknown) => {

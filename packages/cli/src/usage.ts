@@ -6,6 +6,8 @@ export const USAGE = `warren — sandboxes for agents
 
 ${upUsage()}
   warren down [--data-dir DIR]
+${upUsage(undefined, 'server')}
+${upUsage(undefined, 'edge')}
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
                 [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...
   warren network ID [--egress deny|allow] [--allow RULE]... [--deny RULE]...   replace a running sandbox's rules

@@ -9,6 +9,7 @@ export type { FsOps, UnpackResult } from './unpack.js';
 export { readTar } from './tar.js';
 export type { TarEntry } from './tar.js';
 export { DEFAULT_IMAGES, installDefaultImages, prepareDefaultImages, removeBuildDir } from './defaults.js';
+export type { PreparedImage } from './defaults.js';
 export type { DefaultImageName, PrepareOptions } from './defaults.js';
 export { buildBusyboxRootfs, HOST_BASH, HOST_BUSYBOX } from './busybox.js';
 export { buildDebianRootfs, hostDebianMirror } from './debian.js';

@@ -1,4 +1,6 @@
 export { startWarren, VERSION } from './node.js';
+export { startServer, startEdge } from './cluster/start.js';
+export type { EdgeOptions, RunningEdge, RunningServer, ServerOptions } from './cluster/start.js';
 export type { Logger, RunningWarren, WarrenOptions } from './node.js';
 export { createApp } from './http/app.js';
 export type { AppDeps } from './http/app.js';

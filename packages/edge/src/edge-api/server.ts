@@ -48,6 +48,8 @@ class Connection {
     };
     socket.on('data', onData);
     socket.on('error', () => undefined);
+    // The control plane hung up (its end of the connection): this end closes too, not half-open.
+    socket.once('end', () => socket.end());
     socket.once('close', () => {
       this.closed = true;
       this.body?.end(new WarrenError('unavailable', 'the control plane’s connection broke'));
@@ -214,10 +216,16 @@ export function serveEdgeApi(api: EdgeApi, o: EdgeApiServerOptions): Server {
 
 /**
  * Serves an EdgeApi on a Unix socket only its owner may open (one left by a process before is
- * replaced). `close` drops every connection, stops the server and removes the socket.
+ * replaced), or on a TCP `host` and `port` (0: any; `port` answers the one it got). `close`
+ * drops every connection, stops the server and removes the socket.
  */
-export async function listenEdgeApi(api: EdgeApi, socketPath: string, o: EdgeApiServerOptions): Promise<{ close(): Promise<void> }> {
-  await rm(socketPath, { force: true });
+export async function listenEdgeApi(
+  api: EdgeApi,
+  at: string | { host: string; port: number },
+  o: EdgeApiServerOptions,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const socketPath = typeof at === 'string' ? at : null;
+  if (socketPath) await rm(socketPath, { force: true });
   const server = serveEdgeApi(api, o);
   const open = new Set<Socket>();
   server.on('connection', (s: Socket) => {
@@ -226,16 +234,19 @@ export async function listenEdgeApi(api: EdgeApi, socketPath: string, o: EdgeApi
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(socketPath, () => resolve());
+    if (socketPath) server.listen(socketPath, () => resolve());
+    else if (typeof at !== 'string') server.listen(at.port, at.host, () => resolve());
   });
-  await chmod(socketPath, 0o600);
+  if (socketPath) await chmod(socketPath, 0o600);
+  const addr = server.address();
   return {
+    port: addr && typeof addr === 'object' ? addr.port : 0,
     close: async () => {
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         for (const s of open) s.destroy();
       });
-      await rm(socketPath, { force: true });
+      if (socketPath) await rm(socketPath, { force: true });
     },
   };
 }

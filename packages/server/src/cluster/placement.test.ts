@@ -19,7 +19,7 @@ const want: PlacementRequest = { backend: 'container', cpu: 1, memoryMiB: 512, n
 /** A generator of the numbers `Math.random` would give, from a seed (repeatable). */
 function seeded(seed: number): () => number {
   let x = seed;
-  return () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  return () => (x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 }
 
 test('nodes that cannot take a create are left out, each with why; the best of the sample comes first', () => {

@@ -14,6 +14,8 @@ export interface PlacementNode {
   paused: number;
   /** Cores its sandboxes used lately. */
   cpuUsed: number;
+  /** An edge in this process: its own admission answers at once, so no stale view is checked. */
+  local?: boolean;
 }
 
 /** What a create asks of a node. */
@@ -74,6 +76,7 @@ function unfit(n: PlacementNode, r: PlacementRequest): string | null {
   if (n.state !== 'ready') return `the node is ${n.state}`;
   if (!n.backends.includes(r.backend)) return `it does not run the ${r.backend} backend`;
   if (r.network && !n.networking) return 'its sandboxes have loopback only';
+  if (n.local) return null;
   try {
     checkAdmission(n.id, n.capacity, { ...n.committed, sandboxes: n.sandboxes, paused: n.paused, cpuUsed: n.cpuUsed }, r);
     return null;

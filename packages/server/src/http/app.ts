@@ -15,6 +15,9 @@ import { PortProxy, matchPortPath } from './routes-ports.js';
 
 export type AppDeps = RouteDeps;
 
+/** The routes the join token reaches (an edge's): the others answer it permission_denied. */
+const NODE_ROUTES = new Set<RouteSpec>([ROUTES.joinNode, ROUTES.heartbeat, ROUTES.getBlob, ROUTES.listBlobs]);
+
 /**
  * The API's HTTP server settings. No limit on the time a whole request may take (Node's default,
  * 300 s, cut off imports and uploads that take longer to send: they are bounded by their size);
@@ -39,12 +42,15 @@ export function createApp(d: AppDeps): Server {
   const openapi = JSON.stringify(buildOpenApi(d.version));
 
   const on: On = (spec, h) => {
-    const mutating = spec.method !== 'GET';
+    // A heartbeat a second from every node is not an audit entry.
+    const mutating = spec.method !== 'GET' && (spec as RouteSpec) !== ROUTES.heartbeat;
+    const forNodes = NODE_ROUTES.has(spec);
     router.add(spec, async (ctx) => {
       let caller: Caller | null = null;
       const audit: { sandbox?: string } = {};
       try {
         caller = await d.auth.authenticate(ctx.req.headers.authorization);
+        if (caller.node && !forNodes) throw new WarrenError('permission_denied', 'the join token serves edges only (join, heartbeats, blobs)');
         await h({ ...ctx, caller, audit, query: () => routeQuery(spec, ctx.url), body: () => routeBody(spec, ctx.req) } as Parameters<typeof h>[0]);
         if (mutating) record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, ctx.res.statusCode, null);
       } catch (e) {

@@ -46,5 +46,3 @@ export interface RouteDeps {
 
 export const sandboxId = (c: Authed): string => c.params.id ?? '';
 
-/** The id of the caller's sandbox named in the path, which must be live on this node. */
-export const liveSandboxId = async (d: RouteDeps, c: Authed): Promise<string> => (await d.sandboxes.live(c.caller, sandboxId(c))).id;

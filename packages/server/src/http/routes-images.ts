@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { parseImageRef } from '@warren/images';
 import { sendEmpty, sendJson } from './io.js';
-import { liveSandboxId, sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
+import { sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
 const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data|blocks)$/;
 
@@ -74,13 +74,13 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   // The node's blob store over HTTP, for other nodes' on-demand views (ranges, HEAD, a listing).
   const blobDir = join(d.catalogue.blobs.root, 'blobs');
   on(ROUTES.listBlobs, async (c) => {
-    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
+    if (c.caller.role !== 'admin' && !c.caller.node) throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
     const names = (await readdir(blobDir)).filter((n) => BLOB_NAME.test(n));
     c.res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
     c.res.end(`<html><body>\n${names.map((n) => `<a href="${n}">${n}</a>`).join('\n')}\n</body></html>\n`);
   });
   on(ROUTES.getBlob, async (c) => {
-    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
+    if (c.caller.role !== 'admin' && !c.caller.node) throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
     const name = c.params.file ?? '';
     if (!BLOB_NAME.test(name)) throw new WarrenError('not_found', `no blob ${name}`);
     const st = await stat(join(blobDir, name)).catch(() => null);
@@ -119,8 +119,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.commit, async (c) => {
     builds(c);
     const body = await c.body();
-    const id = await liveSandboxId(d, c);
-    const rec = await d.sandboxes.record(c.caller, sandboxId(c));
-    sendJson(c.res, 201, await d.images.commit(id, rec.layers, imageOwner(c), body, rec.imageEnv));
+    const { sid, edge, rec } = await d.sandboxes.reach(c.caller, sandboxId(c));
+    sendJson(c.res, 201, await d.images.commit(edge, sid, rec.layers, imageOwner(c), body, rec.imageEnv));
   });
 }

@@ -10,6 +10,26 @@ export function opsRoutes(on: On, d: RouteDeps): void {
     }),
   );
   on(ROUTES.listNodes, async (c) => sendJson(c.res, 200, await d.nodes.list()));
+  on(ROUTES.joinNode, async (c) => {
+    if (!c.caller.node) throw new WarrenError('permission_denied', 'edges join with the join token, not an API key');
+    sendJson(c.res, 200, await d.nodes.join(await c.body()));
+  });
+  on(ROUTES.heartbeat, async (c) => {
+    if (!c.caller.node) throw new WarrenError('permission_denied', 'edges send heartbeats with the join token, not an API key');
+    const body = await c.body();
+    await d.nodes.heartbeat(c.params.id ?? '', body.boot, body.load);
+    sendEmpty(c.res);
+  });
+  on(ROUTES.drainNode, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can drain a node');
+    await d.nodes.setDraining(c.params.id ?? '', true);
+    sendEmpty(c.res);
+  });
+  on(ROUTES.undrainNode, async (c) => {
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can put a node back in service');
+    await d.nodes.setDraining(c.params.id ?? '', false);
+    sendEmpty(c.res);
+  });
   on(ROUTES.createKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can create keys');
     const body = await c.body();

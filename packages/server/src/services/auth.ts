@@ -14,12 +14,16 @@ const keyId = (hash: string): string => `k_${hash.slice(0, 16)}`;
 export class Auth {
   private readonly cache = new Map<string, Caller>();
   private readonly adminHash: Buffer;
+  private readonly joinHash: Buffer | null;
 
   constructor(
     private readonly store: Store,
     adminKey: string,
+    /** The token edges join the cluster with (none: no edge may join). */
+    joinToken?: string,
   ) {
     this.adminHash = Buffer.from(hashKey(adminKey), 'hex');
+    this.joinHash = joinToken ? Buffer.from(hashKey(joinToken), 'hex') : null;
   }
 
   async authenticate(header: string | undefined): Promise<Caller> {
@@ -29,7 +33,9 @@ export class Auth {
     if (cached) return cached;
     const hash = hashKey(m[1]);
     let caller: Caller | undefined;
-    if (timingSafeEqual(Buffer.from(hash, 'hex'), this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {}, keyId: 'admin' };
+    const presented = Buffer.from(hash, 'hex');
+    if (timingSafeEqual(presented, this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {}, keyId: 'admin' };
+    else if (this.joinHash && timingSafeEqual(presented, this.joinHash)) caller = { tenant: '-', role: 'runner', quota: {}, keyId: 'node', node: true };
     else {
       const k = await this.store.getKey(hash);
       if (k) caller = { tenant: k.tenant, role: k.role, quota: k.quota, keyId: keyId(hash) };

@@ -16,7 +16,6 @@ export class CommandService {
 
   constructor(
     private readonly store: Store,
-    private readonly edge: EdgeApi,
     private readonly sandboxes: SandboxService,
     private readonly o: CommandServiceOptions = {},
   ) {}
@@ -31,36 +30,36 @@ export class CommandService {
   exec(caller: Caller, id: string, req: ExecRequest, wait: true): Promise<CommandResult>;
   exec(caller: Caller, id: string, req: ExecRequest, wait: false): Promise<CommandStream>;
   async exec(caller: Caller, id: string, req: ExecRequest, wait: boolean): Promise<CommandResult | CommandStream> {
-    const sid = (await this.sandboxes.live(caller, id)).id;
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
     const rid = req.requestId;
     // Without a requestId: one call to the edge, which starts the command and follows it.
-    if (rid === undefined) return wait ? this.edge.run(sid, req) : this.edge.exec(sid, req);
-    const commandId = await this.startOnce(sid, rid, req);
-    return wait ? this.edge.result(sid, commandId) : this.edge.follow(sid, commandId, 0);
+    if (rid === undefined) return wait ? edge.run(sid, req) : edge.exec(sid, req);
+    const commandId = await this.startOnce(edge, sid, rid, req);
+    return wait ? edge.result(sid, commandId) : edge.follow(sid, commandId, 0);
   }
 
   /** Starts the command of a requestId once (see exec); answers its id. */
-  private startOnce(sid: string, rid: string, req: ExecRequest): Promise<string> {
+  private startOnce(edge: EdgeApi, sid: string, rid: string, req: ExecRequest): Promise<string> {
     const key = `${sid}\0${rid}`;
     const inFlight = this.starting.get(key);
     if (inFlight) return inFlight;
     // In the map before the first await: a second call with this requestId waits for this one
     // instead of finding the store's row for a command not started yet.
-    const started = this.storeAndStart(sid, rid, req);
+    const started = this.storeAndStart(edge, sid, rid, req);
     this.starting.set(key, started);
     return started.finally(() => this.starting.delete(key));
   }
 
-  private async storeAndStart(sid: string, rid: string, req: ExecRequest): Promise<string> {
+  private async storeAndStart(edge: EdgeApi, sid: string, rid: string, req: ExecRequest): Promise<string> {
     const commandId = newCommandId();
     if (!(await this.store.putExecRequest(sid, rid, commandId))) {
       const prev = (await this.store.execRequest(sid, rid)) ?? '';
-      if (await this.edge.hasCommand(sid, prev)) return prev;
+      if (await edge.hasCommand(sid, prev)) return prev;
       throw new WarrenError('conflict', `requestId "${rid}" already ran as ${prev}, whose output is no longer kept`, { requestId: rid, commandId: prev });
     }
     this.o.failpoint?.('exec:stored');
     try {
-      const cid = await this.edge.start(sid, req, commandId);
+      const cid = await edge.start(sid, req, commandId);
       this.o.failpoint?.('exec:started');
       return cid;
     } catch (e) {
@@ -71,22 +70,27 @@ export class CommandService {
 
   /** A command's events from byte `offset` of its combined output. */
   async follow(caller: Caller, id: string, commandId: string, offset: number): Promise<CommandStream> {
-    return this.edge.follow((await this.sandboxes.live(caller, id)).id, commandId, offset);
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
+    return edge.follow(sid, commandId, offset);
   }
 
   async signal(caller: Caller, id: string, commandId: string, signal: string): Promise<void> {
-    return this.edge.signal((await this.sandboxes.live(caller, id)).id, commandId, signal);
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
+    return edge.signal(sid, commandId, signal);
   }
 
   async stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {
-    return this.edge.stdin((await this.sandboxes.live(caller, id)).id, commandId, data, eof);
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
+    return edge.stdin(sid, commandId, data, eof);
   }
 
   async createSession(caller: Caller, id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
-    return this.edge.createSession((await this.sandboxes.live(caller, id)).id, p);
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
+    return edge.createSession(sid, p);
   }
 
   async deleteSession(caller: Caller, id: string, sessionId: string): Promise<void> {
-    return this.edge.deleteSession((await this.sandboxes.live(caller, id)).id, sessionId);
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
+    return edge.deleteSession(sid, sessionId);
   }
 }

@@ -5,53 +5,62 @@ import type { Caller, SandboxService } from './sandboxes.js';
 /** Files and archives in the caller's live sandboxes (paths resolve inside the sandbox, on its edge). */
 export class FileService {
   constructor(
-    private readonly edge: EdgeApi,
     private readonly sandboxes: SandboxService,
     /** The largest file a write or an archive may put into a sandbox (the node's), in bytes. */
     readonly maxFileBytes: number,
   ) {}
 
-  private async sid(caller: Caller, id: string): Promise<string> {
-    return (await this.sandboxes.live(caller, id)).id;
+  /** The caller's live sandbox and its edge. */
+  private at(caller: Caller, id: string): Promise<{ sid: string; edge: EdgeApi }> {
+    return this.sandboxes.reach(caller, id);
   }
 
   async read(caller: Caller, id: string, path: string): Promise<FileBody> {
-    return this.edge.readFile(await this.sid(caller, id), path);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.readFile(sid, path);
   }
 
   async write(caller: Caller, id: string, path: string, body: FileBody, mode?: number): Promise<void> {
-    return this.edge.writeFile(await this.sid(caller, id), path, body, mode);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.writeFile(sid, path, body, mode);
   }
 
   /** A path's entry (a symlink is not followed). */
   async stat(caller: Caller, id: string, path: string): Promise<FileEntry> {
-    return this.edge.statPath(await this.sid(caller, id), path);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.statPath(sid, path);
   }
 
   /** A directory's entries, `depth` levels down. */
   async list(caller: Caller, id: string, path: string, depth: number): Promise<FileEntry[]> {
-    return this.edge.listDir(await this.sid(caller, id), path, depth);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.listDir(sid, path, depth);
   }
 
   async remove(caller: Caller, id: string, path: string, recursive: boolean): Promise<void> {
-    return this.edge.removePath(await this.sid(caller, id), path, recursive);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.removePath(sid, path, recursive);
   }
 
   async makeDir(caller: Caller, id: string, path: string): Promise<void> {
-    return this.edge.makeDir(await this.sid(caller, id), path);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.makeDir(sid, path);
   }
 
   async move(caller: Caller, id: string, from: string, to: string): Promise<void> {
-    return this.edge.movePath(await this.sid(caller, id), from, to);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.movePath(sid, from, to);
   }
 
   /** Extracts a tar stream into a directory (made if missing). */
   async putArchive(caller: Caller, id: string, dir: string, body: FileBody): Promise<void> {
-    return this.edge.putArchive(await this.sid(caller, id), dir, body);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.putArchive(sid, dir, body);
   }
 
   /** A tar stream of a directory. */
   async getArchive(caller: Caller, id: string, dir: string): Promise<FileBody> {
-    return this.edge.getArchive(await this.sid(caller, id), dir);
+    const { sid, edge } = await this.at(caller, id);
+    return edge.getArchive(sid, dir);
   }
 }

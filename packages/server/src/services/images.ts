@@ -54,7 +54,8 @@ function limit(max: number, onBytes?: (n: number) => void): Transform {
 export class ImageService {
   constructor(
     private readonly store: ImageCatalogue,
-    private readonly edge: EdgeApi,
+    /** The edges whose sandboxes' layers garbage collection keeps (every node not down). */
+    private readonly edges: () => EdgeApi[],
     private readonly o: ImageServiceOptions,
   ) {}
 
@@ -182,10 +183,10 @@ export class ImageService {
    * as a new layer over its current ones: the image `name`, with `env` (its source image's own;
    * never the create's, which may carry a caller's secrets).
    */
-  async commit(id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
+  async commit(edge: EdgeApi, id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
     await this.mayName(req.name, owner);
     await this.o.checkDisk?.('a commit');
-    const info = await this.edge.commit(id, { exclude: req.exclude });
+    const info = await edge.commit(id, { exclude: req.exclude });
     try {
       this.o.failpoint?.('commit:layer');
       await this.mayName(req.name, owner);
@@ -255,8 +256,10 @@ export class ImageService {
 
   /** Frees layers that no image, named layer or live sandbox uses (and unmounts them). */
   async collectGarbage(): Promise<string[]> {
-    const removed = await this.store.collectGarbage(new Set(await this.edge.layersInUse()));
-    await this.edge.forgetLayers(removed);
+    const edges = this.edges();
+    const inUse = await Promise.all(edges.map((e) => e.layersInUse()));
+    const removed = await this.store.collectGarbage(new Set(inUse.flat()));
+    await Promise.all(edges.map((e) => e.forgetLayers(removed)));
     return removed;
   }
 }

@@ -1,49 +1,154 @@
-import type { ListNodesResponse } from '@warren/api';
-import type { EdgeApi, EdgeInfo } from '@warren/edge';
+import type { JoinNodeRequest, JoinNodeResponse, ListNodesResponse } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import type { EdgeApi, EdgeInfo, EdgeLoad } from '@warren/edge';
+import { connectEdge, type Cluster, type ClusterNode } from '../cluster/cluster.js';
+import { within } from '../cluster/within.js';
+import type { Store } from '../store/store.js';
+import type { SandboxService } from './sandboxes.js';
 
-/** The nodes that run sandboxes (today one, this process's edge): what they promise and carry. */
+export interface NodeServiceOptions {
+  /** How often an edge sends its heartbeat (ms). */
+  heartbeatMs: number;
+  /** A node silent this long is down (ms). */
+  downAfterMs: number;
+  /** What a joining edge is told to read layers it lacks from (the cluster's blob store), if any. */
+  blobStore?: () => JoinNodeResponse['blobStore'];
+  /** Where the local node's edge is reached (`warren up`; known once the server listens). */
+  localAddress: () => string;
+  logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+}
+
+/** The nodes that run sandboxes: joining, heartbeats, drain, and what they promise and carry. */
 export class NodeService {
   constructor(
-    private readonly edge: EdgeApi,
-    private readonly info: EdgeInfo,
-    /** Where the node's edge is reached (known once the server listens). */
-    private readonly address: () => string,
+    private readonly store: Store,
+    private readonly cluster: Cluster,
+    private readonly sandboxes: SandboxService,
+    private readonly o: NodeServiceOptions,
   ) {}
 
+  /**
+   * An edge joins (or joins again after a restart or after it was down): the control plane
+   * reaches it at the address it gives, checks it is who it says, records it `joining`, makes the
+   * store and the edge agree on its sandboxes (SandboxService.reconcile), then marks it ready. A
+   * name another live edge holds is refused (conflict), unless that edge no longer answers as
+   * itself.
+   */
+  async join(req: JoinNodeRequest): Promise<JoinNodeResponse> {
+    const prev = await this.store.getNode(req.name);
+    if (prev && prev.boot !== req.boot && prev.state !== 'down' && prev.silentMs < this.o.downAfterMs) {
+      const old = connectEdge(prev.address, prev.token);
+      const alive = await within(2000, 'the edge', old.info())
+        .then((i) => i.boot === prev.boot)
+        .catch(() => false)
+        .finally(() => old.disconnect());
+      if (alive) throw new WarrenError('conflict', `a node named "${req.name}" is already in the cluster, at ${prev.address}`, { node: req.name });
+    }
+    const edge = connectEdge(req.address, req.token);
+    let info: EdgeInfo;
+    let load: EdgeLoad;
+    try {
+      info = await within(5000, `the edge at ${req.address}`, edge.info());
+      load = await within(5000, `the edge at ${req.address}`, edge.load({ used: true }));
+    } catch (e) {
+      throw new WarrenError('unavailable', `cannot reach the joining edge at ${req.address}: ${e instanceof Error ? e.message : String(e)}`, {
+        address: req.address,
+      });
+    } finally {
+      edge.disconnect();
+    }
+    if (info.nodeId !== req.name || info.boot !== req.boot)
+      throw new WarrenError('invalid_argument', `the edge at ${req.address} is "${info.nodeId}" (boot ${info.boot}), not "${req.name}" (boot ${req.boot})`, {
+        address: req.address,
+      });
+    await this.store.putNode({ id: req.name, address: req.address, token: req.token, boot: req.boot, info, load });
+    await this.cluster.refresh();
+    const r = await this.sandboxes.reconcile(req.name);
+    await this.store.setNodeState(req.name, 'ready', { from: ['joining'] });
+    await this.cluster.refresh();
+    this.o.logger.info('a node joined', { node: req.name, address: req.address, ...r });
+    return { node: req.name, heartbeatMs: this.o.heartbeatMs, downAfterMs: this.o.downAfterMs, blobStore: this.o.blobStore?.() ?? null, reconciled: r };
+  }
+
+  /** An edge's heartbeat; conflict when the node must join again (down meanwhile, or another boot). */
+  async heartbeat(id: string, boot: string, load: EdgeLoad): Promise<void> {
+    if (!(await this.store.heartbeatNode(id, boot, load)))
+      throw new WarrenError('conflict', `node ${id} must join again (it was marked down, or it restarted)`, { node: id });
+  }
+
+  /** Stops placements on a node (its sandboxes run on); `ready` again undoes it. */
+  async setDraining(id: string, draining: boolean): Promise<void> {
+    const n = this.cluster.all().find((x) => x.id === id);
+    if (n?.local) throw new WarrenError('invalid_argument', 'the node of a single-node Warren (warren up) cannot be drained', { node: id });
+    const ok = draining
+      ? await this.store.setNodeState(id, 'draining', { from: ['ready', 'joining'] })
+      : await this.store.setNodeState(id, 'ready', { from: ['draining'] });
+    if (!ok) {
+      const cur = await this.store.getNode(id);
+      if (!cur) throw new WarrenError('not_found', `no node ${id}`, { node: id });
+      throw new WarrenError('conflict', `node ${id} is ${cur.state}`, { node: id, state: cur.state });
+    }
+    await this.cluster.refresh();
+  }
+
   async list(): Promise<ListNodesResponse> {
-    const cap = this.info.capacity;
-    const load = await this.edge.load({ used: true });
+    return { nodes: await Promise.all(this.cluster.all().map((n) => this.show(n))) };
+  }
+
+  private async show(n: ClusterNode): Promise<ListNodesResponse['nodes'][number]> {
+    const cap = n.info.capacity;
+    // The local node's load is read now; the others' is their last heartbeat's.
+    const load = n.local ? await n.api.load({ used: true }) : n.load;
     return {
-      nodes: [
-        {
-          id: this.info.nodeId,
-          address: this.address(),
-          state: 'ready',
-          capacity: { cpu: cap.cpu, busyCpu: cap.busyCpu ?? null, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
-          allocated: load.requested,
-          committed: load.committed,
-          used: load.used ?? { cpu: 0, memoryMiB: 0, swapMiB: 0 },
-          sandboxes: load.sandboxes,
-          paused: load.paused,
-          lastHeartbeatAt: new Date().toISOString(),
-        },
-      ],
+      id: n.id,
+      address: n.local ? this.o.localAddress() : n.address,
+      state: n.state,
+      capacity: { cpu: cap.cpu, busyCpu: cap.busyCpu ?? null, memoryMiB: cap.memoryMiB, sandboxes: cap.sandboxes },
+      allocated: load.requested,
+      committed: load.committed,
+      used: load.used ?? { cpu: 0, memoryMiB: 0, swapMiB: 0 },
+      sandboxes: load.sandboxes,
+      paused: load.paused,
+      backends: n.info.backends.map((b) => b.name),
+      lastHeartbeatAt: new Date(n.local ? Date.now() : n.heartbeatAt).toISOString(),
     };
   }
 
   /** The backends a create may name, with whether a node runs each (Warren knows three). */
   backends(): Array<{ name: string; available: boolean; accelerator: string | null }> {
-    return (['container', 'microvm', 'vm'] as const).map((name) => ({ name, available: this.info.backends.some((b) => b.name === name), accelerator: null }));
+    const have = this.cluster.backends();
+    return (['container', 'microvm', 'vm'] as const).map((name) => ({ name, available: have.has(name), accelerator: null }));
   }
 
-  /** The nodes' gauges and per-sandbox network counters, Prometheus text. */
+  /** The nodes' gauges (per node, and the cluster's totals) and per-sandbox network counters, Prometheus text. */
   async metrics(): Promise<string> {
-    const { committed: u, sandboxes } = await this.edge.load();
+    const up = this.cluster.up();
+    const loads = await Promise.all(up.map(async (n) => [n, n.local ? await n.api.load() : n.load] as const));
+    let sandboxes = 0;
+    let cpu = 0;
+    let mem = 0;
+    const per: string[] = [];
+    for (const [n, l] of loads) {
+      sandboxes += l.sandboxes;
+      cpu += l.committed.cpu;
+      mem += l.committed.memoryMiB;
+      per.push(`warren_node_sandboxes{node="${n.id}"} ${l.sandboxes}`, `warren_node_committed_memory_mib{node="${n.id}"} ${l.committed.memoryMiB}`);
+    }
+    const states = new Map<string, number>();
+    for (const n of this.cluster.all()) states.set(n.state, (states.get(n.state) ?? 0) + 1);
+    const net = await Promise.all(up.map((n) => this.networkMetrics(n.api)));
     return (
       `# TYPE warren_sandboxes gauge\nwarren_sandboxes ${sandboxes}\n` +
-      `# TYPE warren_allocated_cpu gauge\nwarren_allocated_cpu ${u.cpu}\n` +
-      `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${u.memoryMiB}\n` +
-      (await this.edge.networkMetrics())
+      `# TYPE warren_allocated_cpu gauge\nwarren_allocated_cpu ${cpu}\n` +
+      `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${mem}\n` +
+      `# TYPE warren_nodes gauge\n${[...states].map(([s, k]) => `warren_nodes{state="${s}"} ${k}`).join('\n')}\n` +
+      `# TYPE warren_node_sandboxes gauge\n# TYPE warren_node_committed_memory_mib gauge\n${per.join('\n')}\n` +
+      net.join('')
     );
+  }
+
+  /** A node's network counters (none from a node that does not answer now). */
+  private networkMetrics(edge: EdgeApi): Promise<string> {
+    return within(2000, 'the edge', edge.networkMetrics()).catch(() => '');
   }
 }

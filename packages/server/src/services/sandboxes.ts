@@ -1,12 +1,13 @@
 import type { CreateSandboxRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
 import { WarrenError, sandboxEnv } from '@warren/api';
-import { compilePolicy, widestAllowPrefix, type EdgeApi, type EdgeInfo, type EdgeSandboxSpec, type EdgeSandboxState } from '@warren/edge';
+import { compilePolicy, widestAllowPrefix, type CompiledPolicy, type EdgeApi, type EdgeSandboxSpec, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
+import type { Cluster } from '../cluster/cluster.js';
+import { within } from '../cluster/within.js';
 
 export interface SandboxServiceOptions {
-  nodeId: string;
   defaultTtlSeconds: number;
   /** diskMiB: a sandbox's writable layer when it asks for no limit; null on a node without disk quotas. */
   defaults: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
@@ -17,6 +18,10 @@ export interface SandboxServiceOptions {
   holdAt?: (step: string) => Promise<void> | undefined;
   /** The lifecycle's clock (creation, TTLs, activity; default Date.now): tests advance their own. */
   now?: () => number;
+  /** How long a create may take on a node before it is tried on the next one (ms; default 120,000). */
+  createTimeoutMs?: number;
+  /** How long a list waits for a node's live state before showing its sandboxes as recorded (ms; default 3000). */
+  listTimeoutMs?: number;
 }
 
 export interface Caller {
@@ -25,6 +30,8 @@ export interface Caller {
   quota: KeyRecord['quota'];
   /** Names the key in the audit log. */
   keyId: string;
+  /** An edge presenting the cluster's join token: it may join, send heartbeats and read blobs, nothing else. */
+  node?: true;
 }
 
 /** An image the caller may use: every tenant's, its tenant's, or any for an admin; not_found otherwise. */
@@ -75,11 +82,16 @@ const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connec
 /** Whether a key's quota limits anything (a key without one is never counted). */
 export const hasQuota = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
 
+/** Whether network rules let a sandbox reach beyond loopback. */
+function opensNetwork(c: CompiledPolicy): boolean {
+  return c.egress === 'allow' || c.allowNames.size > 0 || c.allowSuffixes.length > 0 || c.allowCidrs.length > 0;
+}
+
 /** The states a running sandbox's pause and resume move between. */
 const RUNNING: SandboxState[] = ['running', 'paused'];
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-/** The control plane's view of sandboxes: records in the store, lifecycle on the node's edge. */
+/** The control plane's view of sandboxes: records in the store, lifecycle on each one's node's edge. */
 export class SandboxService {
   /** Warm pools, when the node keeps them (set once at start). */
   pools: { claim(key: string): Promise<string | null>; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
@@ -88,9 +100,8 @@ export class SandboxService {
 
   constructor(
     private readonly store: Store,
-    private readonly edge: EdgeApi,
-    /** What the node is (its id, capacity, whether it has networking). */
-    private readonly node: EdgeInfo,
+    /** The nodes: where a create goes, and the edge each sandbox is reached through. */
+    private readonly cluster: Cluster,
     private readonly catalogue: ImageCatalogue,
     private readonly o: SandboxServiceOptions,
   ) {}
@@ -111,24 +122,31 @@ export class SandboxService {
       if (prev) return { rec: prev, live: null };
     }
     const backend = req.backend ?? 'container';
-    if (!this.node.backends.some((b) => b.name === backend))
-      throw new WarrenError(
-        'invalid_argument',
-        `backend "${backend}" is not available on this node; use one of: ${this.node.backends.map((b) => b.name).join(', ')}`,
-        {
-          backend,
-        },
-      );
+    const backends = this.cluster.backends();
+    if (!backends.has(backend))
+      throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...backends].join(', ')}`, { backend });
     const { network, layers, resources, imageEnv } = await this.resolve(caller, req);
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
-    // no more of the quota (the pool's sandboxes count already).
+    // no more of the quota (the pool's sandboxes count already). Pools are on the local node.
     const pooled = (await this.pools?.claim(poolKey(caller.tenant, layers, resources, network))) ?? null;
+    const placement = pooled
+      ? { order: [this.cluster.up().find((n) => n.local)?.id ?? ''], refused: {} }
+      : this.cluster.place({
+          backend,
+          cpu: resources.cpu,
+          memoryMiB: resources.memoryMiB,
+          diskMiB: resources.diskMiB,
+          network: opensNetwork(compilePolicy(network)),
+        });
+    const first = placement.order[0];
+    if (first === undefined)
+      throw new WarrenError('resource_exhausted', 'no node can take this sandbox now', { nodes: placement.refused, requested: resources, backend });
     const now = (this.o.now ?? Date.now)();
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
     const rec: SandboxRecord = {
       id: pooled ?? newSandboxId(now),
       tenant: caller.tenant,
-      node: this.o.nodeId,
+      node: first,
       state: 'creating',
       backend,
       image: req.image,
@@ -165,33 +183,85 @@ export class SandboxService {
     this.o.failpoint?.('create:stored');
     const held = this.o.holdAt?.('create:stored');
     if (held) await held;
-    let live: EdgeSandboxState;
-    try {
-      live = pooled ? await this.edge.claim(this.edgeSpec(rec), files) : await this.edge.create(this.edgeSpec(rec), files);
-      this.o.failpoint?.('create:started');
-    } catch (e) {
-      if (pooled) await this.edge.destroy(rec.id).catch(() => undefined);
-      const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
-      // The edge admits a create before it starts anything (one call, not a check and then a
-      // create): a sandbox it had no room for never was, so its record goes.
-      if (!pooled && err.code === 'resource_exhausted') {
-        await this.store.deleteSandbox(rec.id);
-        throw err;
-      }
-      await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
-      this.o.logger.warn('create failed', {
-        id: rec.id,
-        error: String(e),
-        cause: e instanceof Error && e.cause instanceof Error ? e.cause.message : undefined,
-      });
-      throw new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
-    }
+    const live = pooled ? await this.claimPooled(rec, files) : await this.place(rec, placement, files);
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
     if (!(await this.store.updateSandbox(rec.id, { state: 'running' }, { from: ['creating'] }))) {
-      await this.edge.destroy(rec.id).catch(() => undefined);
+      await this.cluster
+        .edge(rec.node)
+        .destroy(rec.id)
+        .catch(() => undefined);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
     return { rec: { ...rec, state: 'running' }, live };
+  }
+
+  /** A pool's sandbox handed to its caller; on failure it is destroyed and its record failed. */
+  private async claimPooled(rec: SandboxRecord, files: DecodedFile[]): Promise<EdgeSandboxState> {
+    const edge = this.cluster.edge(rec.node);
+    try {
+      return await edge.claim(this.edgeSpec(rec), files);
+    } catch (e) {
+      await edge.destroy(rec.id).catch(() => undefined);
+      throw await this.createFailed(rec, e);
+    }
+  }
+
+  /**
+   * Starts a recorded sandbox on the placement's nodes in turn (`rec.node` is the first): an
+   * edge that refuses (its own, fresher view says it is full) or cannot be reached passes it to
+   * the next, the record following it there. When every node refused, the record goes (a
+   * sandbox no node had room for never was) and the error says why per node.
+   */
+  private async place(rec: SandboxRecord, placement: { order: string[]; refused: Record<string, string> }, files: DecodedFile[]): Promise<EdgeSandboxState> {
+    const refused: Record<string, string> = { ...placement.refused };
+    let last: WarrenError | null = null;
+    for (const [i, node] of placement.order.entries()) {
+      if (i > 0 && !(await this.store.updateSandbox(rec.id, { node }, { from: ['creating'] })))
+        throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
+      rec.node = node;
+      this.cluster.placedOn(node, rec.resources, 1);
+      let started: Promise<EdgeSandboxState> | null = null;
+      let edge: EdgeApi | null = null;
+      try {
+        edge = this.cluster.edge(node);
+        started = edge.create(this.edgeSpec(rec), files);
+        // A node that stops answering (or goes down) meanwhile passes the create on.
+        const live = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, started, this.cluster.goneSignal(node));
+        this.o.failpoint?.('create:started');
+        return live;
+      } catch (e) {
+        this.cluster.placedOn(node, rec.resources, -1);
+        const err = e instanceof WarrenError ? e : null;
+        // The edge admits a create before it starts anything (one call, not a check and then a
+        // create): a refused one left nothing there. One given up on may still finish there: it
+        // is destroyed there when it does (and a node that went down removes it when it joins again).
+        if (err?.code === 'unavailable' && started && edge) {
+          const there = edge;
+          const destroy = (): Promise<void> => there.destroy(rec.id);
+          void started.then(destroy, destroy).catch(() => undefined);
+        }
+        if (err?.code !== 'resource_exhausted' && (err?.code !== 'unavailable' || err.details.id !== undefined)) throw await this.createFailed(rec, e);
+        refused[node] = err.message;
+        last = err;
+      }
+    }
+    await this.store.deleteSandbox(rec.id);
+    // One node (warren up): its own error, as it said it.
+    if (placement.order.length === 1 && Object.keys(placement.refused).length === 0 && last) throw last;
+    throw new WarrenError('resource_exhausted', 'no node can take this sandbox now', { nodes: refused, requested: rec.resources, backend: rec.backend });
+  }
+
+  /** A create that failed on its edge: the record says why; the error names the sandbox. */
+  private async createFailed(rec: SandboxRecord, e: unknown): Promise<WarrenError> {
+    const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
+    await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
+    this.o.logger.warn('create failed', {
+      id: rec.id,
+      node: rec.node,
+      error: String(e),
+      cause: e instanceof Error && e.cause instanceof Error ? e.cause.message : undefined,
+    });
+    return new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
   }
 
   /**
@@ -236,8 +306,7 @@ export class SandboxService {
   private checkNetwork(caller: Caller, policy: NetworkPolicy | undefined): NetworkPolicy {
     const p = policy ?? { egress: 'deny' };
     const compiled = compilePolicy(p);
-    const opens = compiled.egress === 'allow' || compiled.allowNames.size > 0 || compiled.allowSuffixes.length > 0 || compiled.allowCidrs.length > 0;
-    if (opens && !this.node.networking)
+    if (opensNetwork(compiled) && !this.cluster.networking())
       throw new WarrenError('invalid_argument', 'sandboxes on this node have loopback only (it runs without sandbox networking)', { network: p });
     const widest = widestAllowPrefix(compiled);
     const min = caller.role === 'admin' ? 0 : (caller.quota.cidrMinPrefix ?? 16);
@@ -261,7 +330,7 @@ export class SandboxService {
     await this.store.updateSandbox(id, { network });
     this.o.failpoint?.('network:stored');
     try {
-      await this.edge.setNetwork(id, network);
+      await this.cluster.edge(rec.node).setNetwork(id, network);
     } catch (e) {
       await this.store.updateSandbox(id, { network: rec.network });
       throw e;
@@ -330,10 +399,46 @@ export class SandboxService {
     return rec;
   }
 
+  /**
+   * A sandbox the caller may run things in, and the edge it is reached through (unavailable
+   * while its node is down).
+   */
+  async reach(caller: Caller, id: string): Promise<{ sid: string; edge: EdgeApi; rec: SandboxRecord }> {
+    const rec = await this.live(caller, id);
+    return { sid: rec.id, edge: this.cluster.edge(rec.node), rec };
+  }
+
   /** One sandbox as the API shows it (`withUsage`: with CPU, memory and network counters read now). */
   async toApi(rec: SandboxRecord, withUsage = true): Promise<Sandbox> {
-    const [st] = await this.edge.sandboxes({ ids: [rec.id], usage: withUsage });
-    return this.view(rec, st ?? null);
+    const live = await this.liveStates([rec], withUsage);
+    return this.view(rec, live.get(rec.id) ?? null);
+  }
+
+  /**
+   * The edges' live state of these sandboxes, one call per node; a node that is down or does
+   * not answer leaves its sandboxes as their records say (a list never fails for one node).
+   */
+  private async liveStates(recs: SandboxRecord[], usage = false): Promise<Map<string, EdgeSandboxState>> {
+    const byNode = new Map<string, string[]>();
+    for (const r of recs) {
+      if (r.state !== 'running' && r.state !== 'paused' && r.state !== 'creating') continue;
+      const ids = byNode.get(r.node) ?? [];
+      ids.push(r.id);
+      byNode.set(r.node, ids);
+    }
+    const out = new Map<string, EdgeSandboxState>();
+    await Promise.all(
+      [...byNode].map(async ([node, ids]) => {
+        try {
+          const edge = this.cluster.edge(node);
+          for (const st of await within(this.o.listTimeoutMs ?? 3000, `node ${node}`, edge.sandboxes({ ids, usage }), this.cluster.goneSignal(node)))
+            out.set(st.id, st);
+        } catch (e) {
+          if (!(e instanceof WarrenError) || (e.code !== 'unavailable' && e.code !== 'not_found')) throw e;
+        }
+      }),
+    );
+    return out;
   }
 
   /** A sandbox record and the edge's live state of it (null: not live) as the API shows it. */
@@ -392,8 +497,8 @@ export class SandboxService {
       limit: derived ? 10_000 : limit + 1,
       after,
     });
-    // Which rows are live, and how (one call); then their usage for the page only (another).
-    const live = new Map((await this.edge.sandboxes({ ids: rows.map((r) => r.id) })).map((x) => [x.id, x]));
+    // Which rows are live, and how (one call per node); then their usage for the page only (another).
+    const live = await this.liveStates(rows);
     const page: SandboxRecord[] = [];
     let more = false;
     for (const r of rows) {
@@ -405,7 +510,7 @@ export class SandboxService {
       }
       page.push(r);
     }
-    const used = new Map((await this.edge.sandboxes({ ids: page.map((r) => r.id), usage: true })).map((x) => [x.id, x]));
+    const used = await this.liveStates(page, true);
     const out = page.map((r) => this.view(r, used.get(r.id) ?? null));
     const last = out[out.length - 1];
     return { sandboxes: out, nextCursor: more && last ? Buffer.from(last.id).toString('base64url') : null };
@@ -433,13 +538,19 @@ export class SandboxService {
     return rec;
   }
 
-  /** Removes what is left of a sandbox whose end is recorded, keeping its last activity time. */
+  /**
+   * Removes what is left of a sandbox whose end is recorded, keeping its last activity time. On
+   * a node that is down nothing can be: its reconcile removes it when the node joins again.
+   */
   private async remove(id: string, rec: SandboxRecord | undefined): Promise<void> {
     // A sandbox still being made is the create's to remove (it sees the record has ended).
-    const [live] = await this.edge.sandboxes({ ids: [id] });
-    if (live) {
-      if (rec && rec.lastActivityAt !== live.lastActivityMs) await this.store.updateSandbox(id, { lastActivityAt: live.lastActivityMs });
-      await this.edge.destroy(id);
+    if (rec && this.cluster.up().some((n) => n.id === rec.node)) {
+      const edge = this.cluster.edge(rec.node);
+      const [live] = await edge.sandboxes({ ids: [id] });
+      if (live) {
+        if (rec.lastActivityAt !== live.lastActivityMs) await this.store.updateSandbox(id, { lastActivityAt: live.lastActivityMs });
+        await edge.destroy(id);
+      }
     }
     await this.store.deleteExecRequests(id);
   }
@@ -480,29 +591,27 @@ export class SandboxService {
   }
 
   async setTimeout(caller: Caller, id: string, ttlSeconds: number): Promise<SandboxRecord> {
-    const rec = await this.live(caller, id);
+    const { edge, rec } = await this.reach(caller, id);
     const expiresAt = (this.o.now ?? Date.now)() + ttlSeconds * 1000;
-    await this.edge.setExpiry(id, expiresAt);
+    await edge.setExpiry(id, expiresAt);
     await this.store.updateSandbox(id, { expiresAt });
     return { ...rec, expiresAt };
   }
 
   async pause(caller: Caller, id: string): Promise<void> {
-    await this.live(caller, id);
-    await this.edge.pause(id);
+    await (await this.reach(caller, id)).edge.pause(id);
     await this.store.updateSandbox(id, { state: 'paused' }, { from: RUNNING });
   }
 
   async resume(caller: Caller, id: string): Promise<void> {
-    await this.live(caller, id);
-    await this.edge.resume(id);
+    await (await this.reach(caller, id)).edge.resume(id);
     await this.store.updateSandbox(id, { state: 'running' }, { from: RUNNING });
   }
 
   /** Applies pause, resume or delete to every live sandbox of the caller with all these labels. */
   async batch(caller: Caller, op: 'pause' | 'resume' | 'delete', labels: Record<string, string>): Promise<number> {
     const all = await this.store.listSandboxes({ tenant: caller.tenant, labels: Object.entries(labels), limit: 100_000 });
-    const live = new Set((await this.edge.sandboxes({ ids: all.map((r) => r.id) })).map((x) => x.id));
+    const live = await this.liveStates(all);
     const recs = all.filter((r) => live.has(r.id));
     let n = 0;
     for (let i = 0; i < recs.length; i += 16) {
@@ -515,53 +624,69 @@ export class SandboxService {
   }
 
   /**
-   * After a restart: takes back sandboxes whose processes survived, marks the rest failed and
-   * removes what they left behind.
+   * Makes the store and a node agree, when the node's edge (re)starts or joins again: records of
+   * sandboxes the edge still holds stay; the others are taken back if their processes survived
+   * (adopt) or marked failed and removed; what the edge holds that no live record names (a
+   * sandbox failed while its node was down, a create that timed out) is destroyed. Nothing ends
+   * both failed and alive, nor alive and unknown.
    */
-  async recover(): Promise<{ adopted: number; failed: number }> {
+  async reconcile(node: string): Promise<{ kept: number; adopted: number; failed: number; removed: number }> {
+    const edge = this.cluster.edge(node);
+    // The edge's list first: a sandbox it holds was recorded before it was created.
+    const held = new Set((await edge.sandboxes()).map((x) => x.id));
+    const recs = await this.store.liveOnNode(node);
+    const named = new Set(recs.map((r) => r.id));
+    let kept = 0;
     let adopted = 0;
     let failed = 0;
-    // Several at a time: one slow sandbox (an init that does not answer) must not hold the rest.
-    const recs = await this.store.liveOnNode(this.o.nodeId);
     let next = 0;
     const one = async (rec: SandboxRecord): Promise<void> => {
+      if (held.has(rec.id) && rec.state !== 'creating') {
+        kept++;
+        return;
+      }
       const ok =
         rec.state !== 'creating' &&
-        (await this.edge.adopt(this.edgeSpec(rec)).catch((e: unknown) => {
+        (await edge.adopt(this.edgeSpec(rec)).catch((e: unknown) => {
           this.o.logger.warn('could not take back a sandbox', { id: rec.id, error: String(e) });
           return false;
         }));
       if (ok) {
-        await this.store.updateSandbox(rec.id, { state: 'running' });
+        await this.store.updateSandbox(rec.id, { state: 'running' }, { from: RUNNING });
         adopted++;
       } else {
-        await this.edge.destroy(rec.id).catch(() => undefined);
-        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while Warren was not running' } });
+        await edge.destroy(rec.id).catch(() => undefined);
+        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while its node was away' } });
         failed++;
       }
     };
+    // Several at a time: one slow sandbox (an init that does not answer) must not hold the rest.
     await Promise.all(
       Array.from({ length: Math.min(16, recs.length) }, async () => {
         while (next < recs.length) await one(recs[next++]!);
       }),
     );
-    const leftovers = await this.edge.removeLeftovers();
-    if (leftovers.length) this.o.logger.warn('removed leftover sandboxes', { ids: leftovers });
-    return { adopted, failed };
+    const unknown = [...held].filter((id) => !named.has(id));
+    for (const id of unknown)
+      await edge.destroy(id).catch((e: unknown) => this.o.logger.warn('could not remove a sandbox no record names', { id, error: String(e) }));
+    const leftovers = await edge.removeLeftovers();
+    if (leftovers.length) this.o.logger.warn('removed leftover sandboxes', { node, ids: leftovers });
+    return { kept, adopted, failed, removed: unknown.length + leftovers.length };
   }
 
   /** Writes the edge's in-memory activity times back to the store (cheap; called periodically). */
   async flushActivity(): Promise<void> {
-    for (const { id, lastActivityMs: t } of await this.edge.sandboxes()) {
-      const rec = await this.store.getSandbox(id);
-      if (rec && rec.lastActivityAt !== t) await this.store.updateSandbox(id, { lastActivityAt: t });
-    }
+    for (const n of this.cluster.up())
+      for (const { id, lastActivityMs: t } of await n.api.sandboxes()) {
+        const rec = await this.store.getSandbox(id);
+        if (rec && rec.lastActivityAt !== t) await this.store.updateSandbox(id, { lastActivityAt: t });
+      }
   }
 
   /** Where the node reaches a port of the caller's sandbox (its address; counts as activity). */
   async portAddress(caller: Caller, id: string): Promise<string> {
-    const sid = (await this.live(caller, id)).id;
-    const host = await this.edge.portAddress(sid);
+    const { sid, edge } = await this.reach(caller, id);
+    const host = await edge.portAddress(sid);
     if (!host) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: nothing can reach its ports', { id: sid });
     return host;
   }

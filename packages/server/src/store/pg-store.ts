@@ -173,13 +173,13 @@ export class PgStore implements Store {
 
   async updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node'>>,
     o: { from?: SandboxState[] } = {},
   ): Promise<boolean> {
     // The patch merged and the state checked in the statement: two patches at once both land,
     // and a state change `from` others does not undo one made meanwhile.
     const r = await this.pool.query(
-      `UPDATE sandboxes SET doc = doc || $2::jsonb, state = COALESCE($2::jsonb ->> 'state', state) WHERE id = $1 AND ($3::text[] IS NULL OR state = ANY($3::text[]))`,
+      `UPDATE sandboxes SET doc = doc || $2::jsonb, state = COALESCE($2::jsonb ->> 'state', state), node = COALESCE($2::jsonb ->> 'node', node) WHERE id = $1 AND ($3::text[] IS NULL OR state = ANY($3::text[]))`,
       [id, JSON.stringify(patch), o.from ?? null],
     );
     return (r.rowCount ?? 0) > 0;

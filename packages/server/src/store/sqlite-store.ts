@@ -116,7 +116,7 @@ export class SqliteStore implements Store {
     this.stmts = {
       insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc) VALUES (?, ?, ?, ?, ?, ?, ?)'),
       insertLabel: db.prepare('INSERT INTO sandbox_labels (id, key, value) VALUES (?, ?, ?)'),
-      update: db.prepare('UPDATE sandboxes SET state = ?, doc = ? WHERE id = ?'),
+      update: db.prepare('UPDATE sandboxes SET state = ?, node = ?, doc = ? WHERE id = ?'),
       get: db.prepare<[string], Row>('SELECT doc FROM sandboxes WHERE id = ?'),
       byRequest: db.prepare<[string, string], Row>('SELECT doc FROM sandboxes WHERE tenant = ? AND request_id = ?'),
       live: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE node = ? AND state IN ('creating', 'running', 'paused')"),
@@ -183,7 +183,7 @@ export class SqliteStore implements Store {
 
   async updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node'>>,
     o: { from?: SandboxState[] } = {},
   ): Promise<boolean> {
     // Read and write with nothing between: better-sqlite3 is synchronous.
@@ -192,7 +192,7 @@ export class SqliteStore implements Store {
     const cur = JSON.parse(row.doc) as SandboxRecord;
     if (o.from && !o.from.includes(cur.state)) return false;
     const next = { ...cur, ...patch };
-    this.stmts.update.run(next.state, JSON.stringify(next), id);
+    this.stmts.update.run(next.state, next.node, JSON.stringify(next), id);
     return true;
   }
 
@@ -414,7 +414,7 @@ export class SqliteStore implements Store {
       const ids: string[] = [];
       for (const row of this.stmts.live.all(node)) {
         const rec = { ...(JSON.parse(row.doc) as SandboxRecord), state: 'failed' as const, error };
-        this.stmts.update.run('failed', JSON.stringify(rec), rec.id);
+        this.stmts.update.run('failed', rec.node, JSON.stringify(rec), rec.id);
         ids.push(rec.id);
       }
       return ids;

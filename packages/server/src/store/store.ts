@@ -123,7 +123,7 @@ export interface Store extends CatalogueStore {
    */
   updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node'>>,
     o?: { from?: SandboxState[] },
   ): Promise<boolean>;
   getSandbox(id: string): Promise<SandboxRecord | undefined>;

@@ -1,0 +1,260 @@
+import { WarrenError } from '@warren/api';
+import { remoteEdgeApi, type EdgeApi, type EdgeEvent, type EdgeInfo, type EdgeLoad, type RemoteEdgeApi } from '@warren/edge';
+import type { NodeRecord, NodeState, Store } from '../store/store.js';
+import { EdgeEventReader } from '../services/edge-events.js';
+import { placeSandbox, type Placement, type PlacementNode, type PlacementRequest } from './placement.js';
+
+/** A node this control plane reaches: its row's view and a client of its edge. */
+export interface ClusterNode {
+  id: string;
+  state: NodeState;
+  address: string;
+  boot: string;
+  info: EdgeInfo;
+  /** Its last heartbeat's load (the local node's is read when asked). */
+  load: EdgeLoad;
+  heartbeatAt: number;
+  api: EdgeApi;
+  /** The edge in this process (`warren up`): always ready, never in the node table. */
+  local: boolean;
+}
+
+export interface ClusterOptions {
+  store: Store;
+  /** The node table is read again this often (ms; default 1000). */
+  refreshMs?: number;
+  /** A node silent this long is marked down and its sandboxes failed (ms; default 10,000). */
+  downAfterMs?: number;
+  /** Each node's events, in order per node. */
+  onEvent: (node: string, ev: EdgeEvent) => void | Promise<void>;
+  /** Sandboxes that failed because their node went down (for the log). */
+  onNodeDown?: (node: string, failed: string[]) => void;
+  logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+}
+
+const EMPTY_LOAD: EdgeLoad = { committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: 0, paused: 0 };
+
+/** A client of a node's edge at `host:port`. */
+export function connectEdge(address: string, token: string): RemoteEdgeApi {
+  const at = address.lastIndexOf(':');
+  const host = address.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+  return remoteEdgeApi({ host, port: Number(address.slice(at + 1)), token });
+}
+
+/**
+ * The nodes a control plane places sandboxes on and reaches them through. With `warren up` one
+ * edge in this process; with `warren server` the node table in the store, read again every
+ * second (each replica keeps its own copy), a client and an event reader per node. What this
+ * replica placed since a node's last heartbeat is added to that node's load, so a burst does not
+ * pile onto the node that looked emptiest a second ago.
+ */
+export class Cluster {
+  private readonly nodes = new Map<string, ClusterNode>();
+  private readonly readers = new Map<string, { boot: string; reader: EdgeEventReader }>();
+  /** What this replica placed on a node since its load was last read: cpu, memory, sandboxes. */
+  private readonly placed = new Map<string, { cpu: number; memoryMiB: number; sandboxes: number }>();
+  /** Fires when a node goes down or starts anew (what calls in flight there stop waiting on). */
+  private readonly gone = new Map<string, AbortController>();
+  private timer: NodeJS.Timeout | null = null;
+  private refreshing: Promise<void> | null = null;
+
+  constructor(private readonly o: ClusterOptions) {}
+
+  /** Adds the edge of this process (`warren up`): ready for as long as the process runs. */
+  addLocal(api: EdgeApi, info: EdgeInfo): void {
+    this.nodes.set(info.nodeId, {
+      id: info.nodeId,
+      state: 'ready',
+      address: 'local',
+      boot: info.boot,
+      info,
+      load: EMPTY_LOAD,
+      heartbeatAt: Date.now(),
+      api,
+      local: true,
+    });
+    this.follow(info.nodeId, info.boot, api);
+  }
+
+  /** Reads the node table now and then every `refreshMs`. */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.timer = setInterval(
+      () => void this.refresh().catch((e: unknown) => this.o.logger.warn('the node table could not be read', { error: String(e) })),
+      this.o.refreshMs ?? 1000,
+    );
+    this.timer.unref();
+  }
+
+  /**
+   * Reads the node table: marks down the nodes silent too long (their live sandboxes failed, by
+   * whichever replica marks them first), then takes every row's state, load and address.
+   */
+  refresh(): Promise<void> {
+    this.refreshing ??= this.readTable().finally(() => (this.refreshing = null));
+    return this.refreshing;
+  }
+
+  private async readTable(): Promise<void> {
+    for (const id of await this.o.store.markNodesDown(this.o.downAfterMs ?? 10_000)) {
+      const failed = await this.o.store.failLiveOnNode(id, { code: 'unavailable', message: `node ${id} stopped answering (no heartbeat)` });
+      this.o.logger.warn('a node is down', { node: id, failedSandboxes: failed.length });
+      this.o.onNodeDown?.(id, failed);
+    }
+    const rows = await this.o.store.listNodes();
+    const seen = new Set<string>();
+    for (const r of rows) {
+      seen.add(r.id);
+      this.take(r);
+    }
+    for (const [id, n] of this.nodes) if (!n.local && !seen.has(id)) this.drop(id);
+  }
+
+  /** A row of the table into this replica's view (a new boot or address: a new client). */
+  private take(r: NodeRecord): void {
+    const cur = this.nodes.get(r.id);
+    const same = cur && cur.boot === r.boot && cur.address === r.address;
+    const api = same ? cur.api : connectEdge(r.address, r.token);
+    if (cur && !same) {
+      (cur.api as RemoteEdgeApi).disconnect();
+      this.lose(r.id);
+    }
+    if (r.state === 'down') this.lose(r.id);
+    this.nodes.set(r.id, {
+      id: r.id,
+      state: r.state,
+      address: r.address,
+      boot: r.boot,
+      info: r.info as EdgeInfo,
+      load: r.load as EdgeLoad,
+      heartbeatAt: r.heartbeatAt,
+      api,
+      local: false,
+    });
+    this.placed.delete(r.id);
+    if (r.state === 'down') this.unfollow(r.id);
+    else this.follow(r.id, r.boot, api);
+  }
+
+  private lose(id: string): void {
+    this.gone.get(id)?.abort();
+    this.gone.delete(id);
+  }
+
+  /** A signal that fires when the node goes down or its edge starts anew. */
+  goneSignal(id: string): AbortSignal {
+    let c = this.gone.get(id);
+    if (!c) {
+      c = new AbortController();
+      this.gone.set(id, c);
+    }
+    return c.signal;
+  }
+
+  private drop(id: string): void {
+    this.lose(id);
+    const n = this.nodes.get(id);
+    this.nodes.delete(id);
+    this.unfollow(id);
+    if (n && !n.local) (n.api as RemoteEdgeApi).disconnect();
+  }
+
+  /** Reads a node's events (once per boot: a restarted edge numbers them anew). */
+  private follow(id: string, boot: string, api: EdgeApi): void {
+    const cur = this.readers.get(id);
+    if (cur?.boot === boot) return;
+    this.unfollow(id);
+    const reader = new EdgeEventReader(api, (ev) => this.o.onEvent(id, ev), this.o.logger);
+    this.readers.set(id, { boot, reader });
+  }
+
+  private unfollow(id: string): void {
+    const cur = this.readers.get(id);
+    if (!cur) return;
+    this.readers.delete(id);
+    void cur.reader.stop();
+  }
+
+  /** The event reader of a node (what a sweep waits on). */
+  reader(id: string): EdgeEventReader | undefined {
+    return this.readers.get(id)?.reader;
+  }
+
+  /** A node by id; not_found when the table has none. */
+  node(id: string): ClusterNode {
+    const n = this.nodes.get(id);
+    if (!n) throw new WarrenError('not_found', `no node ${id}`, { node: id });
+    return n;
+  }
+
+  /** The edge a sandbox on `node` is reached through; unavailable while the node is down or unknown. */
+  edge(node: string): EdgeApi {
+    const n = this.nodes.get(node);
+    if (!n || n.state === 'down')
+      throw new WarrenError('unavailable', `the sandbox's node ${node} is ${n ? 'down' : 'not known'}`, { node, state: n?.state ?? null });
+    return n.api;
+  }
+
+  /** Every node this replica knows, down ones included. */
+  all(): ClusterNode[] {
+    return [...this.nodes.values()];
+  }
+
+  /** The nodes not down (what a list or a layer count asks). */
+  up(): ClusterNode[] {
+    return this.all().filter((n) => n.state !== 'down');
+  }
+
+  /** Backend names some node runs. */
+  backends(): Set<string> {
+    return new Set(this.up().flatMap((n) => n.info.backends.map((b) => b.name)));
+  }
+
+  /** Whether some node gives sandboxes a network beyond loopback. */
+  networking(): boolean {
+    return this.up().some((n) => n.info.networking);
+  }
+
+  /** Where a create may go, best first, and why the other nodes may not take it (see placeSandbox). */
+  place(r: PlacementRequest, o: { k?: number; random?: () => number } = {}): Placement {
+    return placeSandbox(
+      this.all().map((n) => this.view(n)),
+      r,
+      o,
+    );
+  }
+
+  /** A node as placement sees it: its last load, plus what this replica placed there since. */
+  private view(n: ClusterNode): PlacementNode {
+    const p = this.placed.get(n.id);
+    return {
+      id: n.id,
+      state: n.state,
+      local: n.local,
+      backends: n.info.backends.map((b) => b.name),
+      networking: n.info.networking,
+      capacity: n.info.capacity,
+      committed: { cpu: n.load.committed.cpu + (p?.cpu ?? 0), memoryMiB: n.load.committed.memoryMiB + (p?.memoryMiB ?? 0) },
+      sandboxes: n.load.sandboxes + (p?.sandboxes ?? 0),
+      paused: n.load.paused,
+      cpuUsed: n.load.used?.cpu ?? 0,
+    };
+  }
+
+  /** Counts a sandbox placed on a node until its next heartbeat says what it holds (`sign` -1: a create that failed). */
+  placedOn(node: string, r: { cpu: number; memoryMiB: number }, sign: 1 | -1): void {
+    const p = this.placed.get(node) ?? { cpu: 0, memoryMiB: 0, sandboxes: 0 };
+    p.cpu += sign * r.cpu;
+    p.memoryMiB += sign * r.memoryMiB;
+    p.sandboxes += sign;
+    this.placed.set(node, p);
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.refreshing?.catch(() => undefined);
+    await Promise.all([...this.readers.values()].map((r) => r.reader.stop()));
+    this.readers.clear();
+    for (const n of this.nodes.values()) if (!n.local) (n.api as RemoteEdgeApi).disconnect();
+  }
+}

@@ -1,0 +1,104 @@
+import { WarrenError, parseError, type JoinNodeRequest, type JoinNodeResponse } from '@warren/api';
+import type { EdgeLoad } from '@warren/edge';
+
+export interface JoinClientOptions {
+  /** The control plane's URL (any replica, or the load balancer in front of them). */
+  url: string;
+  /** The cluster's join token. */
+  token: string;
+  /** What the edge says of itself: name, where its edge protocol listens, its token there, its boot. */
+  node: JoinNodeRequest;
+  /** The edge's load now (each heartbeat carries it). */
+  load: () => Promise<EdgeLoad>;
+  /** Called after each join (the first and every later one, after a down or a restart of a replica). */
+  onJoined?: (r: JoinNodeResponse) => void | Promise<void>;
+  /** How long to wait before trying again after a failed join (ms; default 1000). */
+  retryMs?: number;
+  logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+}
+
+/**
+ * An edge's side of the cluster: joins, then sends a heartbeat every `heartbeatMs` the control
+ * plane asked for; joins again when a heartbeat is refused (the node was marked down, or the
+ * control plane forgot it). A control plane that cannot be reached is tried again and again: the
+ * edge and its sandboxes run on meanwhile.
+ */
+export class JoinClient {
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private joined: JoinNodeResponse | null = null;
+  private busy = false;
+
+  constructor(private readonly o: JoinClientOptions) {}
+
+  /** Resolves after the first join (tried every `retryMs` until it works or the client stops). */
+  async start(): Promise<JoinNodeResponse> {
+    for (;;) {
+      try {
+        const r = await this.join();
+        this.schedule(r.heartbeatMs);
+        return r;
+      } catch (e) {
+        if (this.stopped) throw e;
+        // A refusal that another try cannot change (a bad token, a duplicate name) ends it.
+        if (e instanceof WarrenError && (e.code === 'unauthenticated' || e.code === 'permission_denied' || e.code === 'invalid_argument')) throw e;
+        this.o.logger.warn('could not join the cluster; trying again', { url: this.o.url, error: String(e) });
+        await new Promise((r) => setTimeout(r, this.o.retryMs ?? 1000));
+      }
+    }
+  }
+
+  private async join(): Promise<JoinNodeResponse> {
+    const r = (await this.call('/v1/nodes/join', this.o.node)) as JoinNodeResponse;
+    this.joined = r;
+    this.o.logger.info('joined the cluster', { url: this.o.url, node: r.node, reconciled: r.reconciled });
+    await this.o.onJoined?.(r);
+    return r;
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setInterval(() => void this.beat(), ms);
+    this.timer.unref();
+  }
+
+  /** One heartbeat (skipped while one is in flight); a refused one joins again. */
+  private async beat(): Promise<void> {
+    if (this.busy || this.stopped) return;
+    this.busy = true;
+    try {
+      const load = await this.o.load();
+      await this.call(`/v1/nodes/${encodeURIComponent(this.o.node.name)}/heartbeat`, { boot: this.o.node.boot, load });
+    } catch (e) {
+      if (e instanceof WarrenError && e.code === 'conflict' && !this.stopped) {
+        this.o.logger.warn('the control plane asks this node to join again', { error: e.message });
+        await this.join().catch((err: unknown) => this.o.logger.warn('could not join the cluster again', { error: String(err) }));
+      } else this.o.logger.warn('a heartbeat failed', { error: String(e) });
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /** POSTs JSON with the join token; the API's error as a WarrenError. */
+  private async call(path: string, body: unknown): Promise<unknown> {
+    const res = await fetch(new URL(path, this.o.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.o.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(60_000),
+    });
+    const text = await res.text();
+    if (!res.ok) throw parseError(res.status, text ? (JSON.parse(text) as unknown) : {});
+    return text ? (JSON.parse(text) as unknown) : undefined;
+  }
+
+  /** The last join's answer (null before the first). */
+  get last(): JoinNodeResponse | null {
+    return this.joined;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+  }
+}

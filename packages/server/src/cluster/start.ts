@@ -1,0 +1,181 @@
+import { mkdir } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { HostHelper, listenEdgeApi, localEdgeApi } from '@warren/edge';
+import { ImageCatalogue, LayerStore, installDefaultImages, prepareDefaultImages } from '@warren/images';
+import { WarrenError } from '@warren/api';
+import { SqliteStore } from '../store/sqlite-store.js';
+import { buildControlPlane, openDatabase } from '../control-plane.js';
+import { defaultNativeDir, openEdgeNode, remoteBlobs, type EdgeNodeOptions } from '../edge-node.js';
+import type { Logger, WarrenOptions } from '../node.js';
+import { JoinClient } from './join-client.js';
+
+/** `warren server`: the control plane alone; edges join it. */
+export interface ServerOptions
+  extends Pick<
+    WarrenOptions,
+    | 'port'
+    | 'host'
+    | 'dataDir'
+    | 'database'
+    | 'imageCacheDir'
+    | 'images'
+    | 'adminKey'
+    | 'defaultTtlSeconds'
+    | 'maxUploadBytes'
+    | 'pullRegistries'
+    | 'nativeDir'
+    | 'logger'
+  > {
+  /** What edges join with (`WARREN_JOIN_TOKEN`). */
+  joinToken: string;
+  /** A node silent this long is down and its sandboxes failed (ms; default 10,000). */
+  downAfterMs?: number;
+  /** How often edges send heartbeats (ms; default 1000). */
+  heartbeatMs?: number;
+  /**
+   * The blob store joining edges read layers they lack from (`--blob-url`); default this
+   * server's own blobs (`/v1/blobs/`, read with the join token).
+   */
+  blobStore?: { url: string; key?: string };
+}
+
+export interface RunningServer {
+  url: string;
+  adminKey: string;
+  adminKeyFile: string | null;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a control plane without an edge of its own (`warren server`): its state in the store
+ * (PostgreSQL for several replicas; SQLite in the data dir for one), the image catalogue over
+ * this server's blobs (the default images' layers are built there, the cluster's blob store for
+ * nodes that lack them), the node table read every second, and the API, where edges join with
+ * the join token. Replicas on one database serve the same cluster: any one answers any call.
+ * @example
+ * const s = await startServer({ port: 7070, host: '0.0.0.0', dataDir: '/var/lib/warren-server', database: 'postgres://warren@db.example/warren', imageCacheDir: '/var/cache/warren/images', joinToken, logger: console });
+ */
+export async function startServer(o: ServerOptions): Promise<RunningServer> {
+  if (o.joinToken.length < 16) throw new WarrenError('invalid_argument', 'the join token (WARREN_JOIN_TOKEN) must be at least 16 characters');
+  await mkdir(o.dataDir, { recursive: true, mode: 0o700 });
+  const layers = new LayerStore(join(o.dataDir, 'layers'));
+  await layers.open();
+  const store = o.database ? await openDatabase(o.database) : new SqliteStore(join(o.dataDir, 'warren.db'));
+  const catalogue = new ImageCatalogue(layers, store);
+  const prepared = await prepareDefaultImages({ cacheDir: o.imageCacheDir, only: o.images, log: (m) => o.logger.info(m) });
+  await installDefaultImages(catalogue, prepared);
+  const ops = new HostHelper(join(o.nativeDir ?? defaultNativeDir(), 'warren-hostd'), (why) =>
+    o.logger.warn('warren-hostd died; a new one took its place', { error: String(why) }),
+  );
+  let url = '';
+  const cp = await buildControlPlane({
+    o: { ...o, dataDiskReserveBytes: 256 * 2 ** 20 },
+    store,
+    catalogue,
+    ops,
+    local: null,
+    defaultDiskMiB: null,
+    joinToken: o.joinToken,
+    blobStore: () => o.blobStore ?? { url: `${url}/v1/blobs/`, key: o.joinToken },
+    heartbeatMs: o.heartbeatMs,
+    downAfterMs: o.downAfterMs,
+  });
+  await cp.cluster.start();
+  url = await cp.start();
+  let closing: Promise<void> | null = null;
+  return {
+    url,
+    adminKey: cp.adminKey,
+    adminKeyFile: cp.adminKeyFile,
+    close: () =>
+      (closing ??= (async () => {
+        await cp.close();
+        await ops.close();
+        await store.close();
+      })()),
+  };
+}
+
+/** `warren edge`: a node that joins a control plane. */
+export interface EdgeOptions extends EdgeNodeOptions {
+  /** The control plane's URL (`--join`). */
+  join: string;
+  /** The cluster's join token (`--token` or `WARREN_JOIN_TOKEN`). */
+  token: string;
+  /** The node's name (`--name`): its id in the cluster. */
+  nodeId: string;
+  /** Where its edge protocol listens (`--listen host:port`; port 0: any). */
+  listen: { host: string; port: number };
+  /** The address the control plane reaches it at (`--advertise host:port`; default the listen address). */
+  advertise?: string;
+  logger: Logger;
+}
+
+export interface RunningEdge {
+  /** Where the control plane reaches this edge. */
+  address: string;
+  nodeId: string;
+  /** Stops the edge; `keep` leaves its sandboxes running for the next start to take back (through the next join). */
+  close(opts?: { keep?: boolean }): Promise<void>;
+}
+
+/**
+ * Starts a node that joins a control plane (`warren edge --join`): its edge served over the edge
+ * protocol on TCP with a token made for this start, then a join (the control plane reconciles
+ * what this node runs with what the store says: sandboxes of a previous start are taken back
+ * then) and heartbeats. A blob store the join names serves layers this node lacks.
+ */
+export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
+  const node = await openEdgeNode(o);
+  const api = localEdgeApi(node.edge);
+  const token = randomBytes(24).toString('base64url');
+  const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger });
+  const port = served.port;
+  const address = o.advertise ?? `${o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host}:${port}`;
+  const swap = await node.openSwap();
+  let started = false;
+  let remote = node.remote;
+  const joiner = new JoinClient({
+    url: o.join,
+    token: o.token,
+    node: { name: o.nodeId, address, token, boot: node.edge.boot },
+    load: () => api.load({ used: true }),
+    logger: o.logger,
+    onJoined: async (r) => {
+      if (!remote && r.blobStore) {
+        remote = remoteBlobs({ dataDir: o.dataDir, nativeDir: o.nativeDir ?? defaultNativeDir(), logger: o.logger }, r.blobStore);
+        await remote.start();
+        node.layers.remote = remote;
+      }
+      // The sweep starts once the control plane has taken back (or failed) what ran before.
+      if (!started) {
+        started = true;
+        await node.network?.sweep();
+        node.edge.start();
+      }
+    },
+  });
+  const stopServing = async (): Promise<void> => {
+    joiner.stop();
+    await served.close();
+  };
+  try {
+    await joiner.start();
+  } catch (e) {
+    await stopServing();
+    await node.close({ keep: true, swap });
+    throw e;
+  }
+  let closing: Promise<void> | null = null;
+  return {
+    address,
+    nodeId: o.nodeId,
+    close: (opts = {}) =>
+      (closing ??= (async () => {
+        await stopServing();
+        await remote?.stop();
+        await node.close({ keep: opts.keep ?? false, swap });
+      })()),
+  };
+}

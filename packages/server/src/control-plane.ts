@@ -1,0 +1,213 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { checkRoom, dataDiskRoom, type EdgeApi, type EdgeCapacity, type EdgeEvent } from '@warren/edge';
+import { WarrenError, type JoinNodeResponse } from '@warren/api';
+import { DEFAULT_ID_MAP, type FsOps, type ImageCatalogue } from '@warren/images';
+import type { Store } from './store/store.js';
+import { PgStore } from './store/pg-store.js';
+import { Auth } from './services/auth.js';
+import { SandboxService } from './services/sandboxes.js';
+import { ImageService } from './services/images.js';
+import { PoolService } from './services/pools.js';
+import { FnService } from './services/fn.js';
+import { CommandService } from './services/commands.js';
+import { FileService } from './services/files.js';
+import { NodeService } from './services/nodes.js';
+import { AuditLog } from './services/audit.js';
+import { createApp } from './http/app.js';
+import { Cluster } from './cluster/cluster.js';
+import type { WarrenOptions } from './node.js';
+
+/** What the control plane is built from: its options, its state, and the nodes it places on. */
+export interface ControlPlaneParts {
+  o: Pick<
+    WarrenOptions,
+    'port' | 'host' | 'dataDir' | 'adminKey' | 'defaultTtlSeconds' | 'fn' | 'maxUploadBytes' | 'pullRegistries' | 'holdAt' | 'clock' | 'logger'
+  > & { dataDiskReserveBytes: number };
+  store: Store;
+  catalogue: ImageCatalogue;
+  /** File operations as root for imports (warren-hostd). */
+  ops: FsOps;
+  /** The edge in this process (`warren up`): warm pools and FnCall workers run there. */
+  local: { api: EdgeApi; capacity: EdgeCapacity; maxFileBytes: number } | null;
+  /** A sandbox's writable layer when it asks for no limit (MiB); null: creates may not ask for one. */
+  defaultDiskMiB: number | null;
+  /** The token edges join with (`warren server`). */
+  joinToken?: string;
+  /** What a joining edge reads layers it lacks from. */
+  blobStore?: () => JoinNodeResponse['blobStore'];
+  /** Heartbeats and the down delay (ms). */
+  heartbeatMs?: number;
+  downAfterMs?: number;
+  failpoint?: (step: string) => void;
+}
+
+/** The control plane, built (see buildControlPlane): start it once the local node is reconciled. */
+export interface ControlPlane {
+  cluster: Cluster;
+  sandboxes: SandboxService;
+  adminKey: string;
+  adminKeyFile: string | null;
+  /** Starts pools and FnCall workers, removes orphan layers, and serves the API; answers its URL. */
+  start(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** A PostgreSQL store at `url` (the error names the database without its password). */
+export async function openDatabase(url: string): Promise<Store> {
+  let where: URL;
+  try {
+    where = new URL(url);
+  } catch {
+    throw new WarrenError('invalid_argument', 'the database is not a URL: postgres://user@host/database');
+  }
+  if (where.protocol !== 'postgres:' && where.protocol !== 'postgresql:')
+    throw new WarrenError('invalid_argument', `the database must be PostgreSQL (postgres://…), not ${where.protocol.replace(/:$/, '')}`);
+  where.password = '';
+  try {
+    return await PgStore.open(url);
+  } catch (e) {
+    throw new WarrenError('unavailable', `cannot open the database ${where.toString()}: ${e instanceof Error ? e.message : String(e)}`, {}, { cause: e });
+  }
+}
+
+/** The bootstrap admin key: the one given, or the data dir's (made on the first start). */
+async function adminKeyOf(o: { adminKey?: string; dataDir: string }): Promise<{ key: string; file: string | null }> {
+  if (o.adminKey) return { key: o.adminKey, file: null };
+  const file = join(o.dataDir, 'admin.key');
+  let key = (await readFile(file, 'utf8').catch(() => '')).trim();
+  if (!key) {
+    key = `wk_${randomBytes(24).toString('base64url')}`;
+    await writeFile(file, key + '\n', { mode: 0o600 });
+  }
+  return { key, file };
+}
+
+/** An EdgeApi for what only the local node runs, on a control plane without one: every call answers why not. */
+function noLocalEdge(what: string): EdgeApi {
+  return new Proxy({} as EdgeApi, {
+    get: () => async () => {
+      throw new WarrenError('unavailable', `${what} run on a single-node Warren (warren up) for now, not across nodes`);
+    },
+  });
+}
+
+/**
+ * Builds the control plane's services over a store and a cluster (the nodes it places on and
+ * reaches): sandboxes, commands, files, images, pools, FnCall, nodes, keys and audit, and the
+ * HTTP API over them.
+ */
+export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPlane> {
+  const { o, store } = p;
+  let handle: (node: string, ev: EdgeEvent) => Promise<void> = async () => undefined;
+  const cluster = new Cluster({ store, downAfterMs: p.downAfterMs, onEvent: (node, ev) => handle(node, ev), logger: o.logger });
+  const service = new SandboxService(store, cluster, p.catalogue, {
+    failpoint: p.failpoint,
+    holdAt: o.holdAt,
+    defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
+    defaults: { cpu: 1, memoryMiB: 512, pids: 1024, diskMiB: p.defaultDiskMiB },
+    logger: o.logger,
+    now: o.clock,
+  });
+  const edge = p.local?.api ?? noLocalEdge('warm pools and FnCall');
+  const pools = new PoolService(store, edge, service, { logger: o.logger });
+  const fnCapacity = p.local?.capacity ?? { cpu: 0, memoryMiB: 0, sandboxes: 0, maxCpuPerSandbox: 0, maxMemoryMiBPerSandbox: 0 };
+  const fn = new FnService(edge, fnCapacity, p.catalogue, {
+    ...o.fn,
+    logger: o.logger,
+    quota: { usage: (tenant) => store.tenantUsage(tenant), fit: (tenant, quota, r, stored) => service.fitQuota(tenant, quota, r, 1, stored) },
+  });
+  if (p.local) {
+    service.pools = pools;
+    service.fn = fn;
+  }
+  handle = async (_node, ev) => {
+    if (ev.type === 'state') return service.stateChanged(ev.id, ev);
+    if (ev.type === 'expired') return service.expire(ev.id, ev.reason);
+    if (fn.owns(ev.id)) return fn.died(ev.id);
+    return service.died(ev.id);
+  };
+  const commands = new CommandService(store, service, { failpoint: p.failpoint });
+  const files = new FileService(service, p.local?.maxFileBytes ?? 64 * 2 ** 30);
+  const images = new ImageService(p.catalogue, () => cluster.up().map((n) => n.api), {
+    idMap: DEFAULT_ID_MAP,
+    ops: p.ops,
+    maxUploadBytes: o.maxUploadBytes ?? 64 * 2 ** 30,
+    pullRegistries: o.pullRegistries,
+    logger: o.logger,
+    failpoint: p.failpoint,
+    checkDisk: async (what) => checkRoom(await dataDiskRoom(o.dataDir), o.dataDiskReserveBytes, what),
+  });
+  const admin = await adminKeyOf(o);
+  const auth = new Auth(store, admin.key, p.joinToken);
+  const audit = new AuditLog(store, (e, entries) => o.logger.warn('audit entries were not written', { entries, error: String(e) }));
+  let url = '';
+  const nodes = new NodeService(store, cluster, service, {
+    heartbeatMs: p.heartbeatMs ?? 1000,
+    downAfterMs: p.downAfterMs ?? 10_000,
+    blobStore: p.blobStore,
+    localAddress: () => url,
+    logger: o.logger,
+  });
+  const server: Server = createApp({
+    version: VERSION,
+    auth,
+    sandboxes: service,
+    commands,
+    files,
+    nodes,
+    catalogue: p.catalogue,
+    images,
+    pools,
+    fn,
+    audit,
+    logger: o.logger,
+  });
+  let flush: NodeJS.Timeout | null = null;
+  return {
+    cluster,
+    sandboxes: service,
+    adminKey: admin.key,
+    adminKeyFile: admin.file,
+    async start() {
+      if (p.local) {
+        await pools.start();
+        await fn.start();
+      }
+      flush = setInterval(() => void service.flushActivity().catch(() => undefined), 5000);
+      flush.unref();
+      // A commit, import or upload cut off by a crash leaves a whole layer that nothing names:
+      // it goes now that the sandboxes that came back (and the layers they use) are known.
+      const orphans = await images.collectGarbage().catch((e: unknown) => {
+        o.logger.warn('garbage collection at start failed', { error: String(e) });
+        return [];
+      });
+      if (orphans.length) o.logger.info('removed layers nothing names', { layers: orphans });
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(o.port, o.host, () => resolve());
+      });
+      const addr = server.address() as AddressInfo;
+      url = `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${addr.port}`;
+      return url;
+    },
+    async close() {
+      if (flush) clearInterval(flush);
+      await new Promise<void>((resolve) => {
+        if (!server.listening) return resolve();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      pools.close();
+      if (p.local) await fn.close();
+      await service.flushActivity().catch(() => undefined);
+      await audit.close();
+      await cluster.close();
+    },
+  };
+}
+
+export const VERSION = '0.1.0';
