@@ -260,3 +260,48 @@ export async function spawnUp(args: string[], env: NodeJS.ProcessEnv): Promise<U
     },
   };
 }
+
+export interface EdgeProcess {
+  /** Where its edge protocol listens. */
+  address: string;
+  pid: number;
+  /** Sends a signal; with SIGKILL or SIGTERM, waits for the process to exit. */
+  kill(sig: NodeJS.Signals): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+/**
+ * Runs `warren edge --join URL --name NAME` as its own process and resolves once it joined;
+ * rejects with what it printed if it exits first.
+ */
+export async function spawnEdge(join: string, name: string, dataDir: string, token: string, args: string[] = []): Promise<EdgeProcess> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(
+    process.execPath,
+    [CLI, 'edge', '--join', join, '--name', name, '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--images', 'busybox:latest', '--no-zram-swap', ...args],
+    { env: { ...process.env, WARREN_JOIN_TOKEN: token, WARREN_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+  );
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let out = '';
+  child.stderr.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.length > 1 << 20) out = out.slice(-(1 << 19));
+  });
+  const address = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /its edge protocol is at (\S+)/.exec(out);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.on('exit', (code) => reject(new Error(`warren edge exited (${code}) before it joined: ${out.slice(-2000)}`)));
+  });
+  return {
+    address,
+    pid: child.pid ?? 0,
+    exited,
+    kill: async (sig) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+      if (sig === 'SIGKILL' || sig === 'SIGTERM') await exited;
+    },
+  };
+}

@@ -262,6 +262,12 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => void ((o.overcommit ??= {}).memory = num(v)),
   },
   {
+    flag: 'max-sandboxes',
+    type: 'string',
+    usage: ['[--max-sandboxes 4096]', 'sandboxes the node holds at most'],
+    set: (o, v) => void (o.maxSandboxes = positiveInt(str(v), '--max-sandboxes')),
+  },
+  {
     flag: 'memory-floor-mib',
     type: 'string',
     usage: ['[--memory-floor-mib N]', 'available memory kept by pausing the longest-idle sandboxes'],
@@ -321,7 +327,7 @@ export const NODE_OPTIONS: NodeOption[] = [
   // No flags: the hardening benchmark's baseline node sets the first, fault-injection tests
   // (test/src/faults.test.ts) the second, and the suite's second pass the third.
   { env: 'WARREN_UNHARDENED_BENCH', type: 'string', set: (o, v) => void (o.unhardened = v === '1') },
-  { env: 'WARREN_TEST_CRASH_AT', type: 'string', set: (o, v) => void (o.crashAt = str(v) || undefined) },
+  { env: 'WARREN_TEST_CRASH_AT', type: 'string', set: (o, v) => void (o.crashAt = str(v) || undefined), for: ALL },
   { env: 'WARREN_EDGE_TRANSPORT', type: 'string', set: (o, v) => void (v === 'http' && (o.edgeTransport = 'http')), for: ['up'] },
 ];
 

@@ -43,6 +43,12 @@ export interface ControlPlaneParts {
   heartbeatMs?: number;
   downAfterMs?: number;
   failpoint?: (step: string) => void;
+  /**
+   * A create still `creating` this long after it was made was cut off (its replica died): it is
+   * failed and what its node started removed (ms; default 300,000). Checked by a control plane
+   * without a local node; `warren up` does it at start (reconcile).
+   */
+  staleCreateMs?: number;
 }
 
 /** The control plane, built (see buildControlPlane): start it once the local node is reconciled. */
@@ -167,6 +173,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     logger: o.logger,
   });
   let flush: NodeJS.Timeout | null = null;
+  let janitor: NodeJS.Timeout | null = null;
   return {
     cluster,
     sandboxes: service,
@@ -179,6 +186,14 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       }
       flush = setInterval(() => void service.flushActivity().catch(() => undefined), 5000);
       flush.unref();
+      if (!p.local) {
+        const stale = p.staleCreateMs ?? 300_000;
+        janitor = setInterval(
+          () => void service.endStaleCreates(stale).catch((e: unknown) => o.logger.warn('the check for cut-off creates failed', { error: String(e) })),
+          Math.min(10_000, Math.max(200, stale / 4)),
+        );
+        janitor.unref();
+      }
       // A commit, import or upload cut off by a crash leaves a whole layer that nothing names:
       // it goes now that the sandboxes that came back (and the layers they use) are known.
       const orphans = await images.collectGarbage().catch((e: unknown) => {
@@ -196,6 +211,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     },
     async close() {
       if (flush) clearInterval(flush);
+      if (janitor) clearInterval(janitor);
       await new Promise<void>((resolve) => {
         if (!server.listening) return resolve();
         server.close(() => resolve());

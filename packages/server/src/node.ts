@@ -165,9 +165,14 @@ async function linkEdge(edge: Edge, o: WarrenOptions): Promise<{ api: EdgeApi; c
  * const w = await startWarren({ port: 7070, host: '127.0.0.1', dataDir: '/var/lib/warren', imageCacheDir: '/var/cache/warren/images', logger: console });
  */
 export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
-  const node = await openEdgeNode(o);
-  // The control plane's state, the image and layer catalogue included (over this node's blobs).
+  // The control plane's state first (a database that cannot be opened fails the start before
+  // anything is mounted), the image and layer catalogue included (over this node's blobs).
+  await mkdir(o.dataDir, { recursive: true });
   const store = o.database ? await openDatabase(o.database) : new SqliteStore(join(o.dataDir, 'warren.db'));
+  const node = await openEdgeNode(o).catch(async (e: unknown) => {
+    await store.close();
+    throw e;
+  });
   const catalogue = new ImageCatalogue(node.layers, store);
   const adopted = await catalogue.adoptIndexFiles();
   if (adopted.images || adopted.layers) o.logger.info('took the image and layer index files into the store', adopted);
@@ -185,19 +190,22 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     failpoint: node.failpoint,
   });
   cp.cluster.addLocal(link.api, info);
-  const recovered = await cp.sandboxes.reconcile(info.nodeId);
-  if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
-  await node.network?.sweep();
-  node.edge.start();
-  const url = await cp.start();
-  // Last, when nothing after can fail: the swap is the host's, and must not outlive a failed start.
-  const swap = await node.openSwap().catch(async (e: unknown) => {
-    await cp.close();
+  const failed = async (e: unknown): Promise<never> => {
+    await cp.close().catch(() => undefined);
     await link.close();
     await node.close({ keep: true, swap: null });
     await store.close();
     throw e;
-  });
+  };
+  const url = await (async () => {
+    const recovered = await cp.sandboxes.reconcile(info.nodeId);
+    if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
+    await node.network?.sweep();
+    node.edge.start();
+    return cp.start();
+  })().catch(failed);
+  // Last, when nothing after can fail: the swap is the host's, and must not outlive a failed start.
+  const swap = await node.openSwap().catch(failed);
   if (swap) o.logger.info('zram swap on', { device: swap.device, sizeMiB: swap.sizeMiB });
 
   let closing: Promise<void> | null = null;

@@ -33,6 +33,10 @@ export interface ServerOptions
   downAfterMs?: number;
   /** How often edges send heartbeats (ms; default 1000). */
   heartbeatMs?: number;
+  /** A create left `creating` this long was cut off (ms; default 300,000; see ControlPlaneParts.staleCreateMs). */
+  staleCreateMs?: number;
+  /** For fault-injection tests only: the process kills itself at this step (see WarrenOptions.crashAt). */
+  crashAt?: string;
   /**
    * The blob store joining edges read layers they lack from (`--blob-url`); default this
    * server's own blobs (`/v1/blobs/`, read with the join token).
@@ -80,6 +84,12 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
     blobStore: () => o.blobStore ?? { url: `${url}/v1/blobs/`, key: o.joinToken },
     heartbeatMs: o.heartbeatMs,
     downAfterMs: o.downAfterMs,
+    staleCreateMs: o.staleCreateMs,
+    failpoint: o.crashAt
+      ? (step) => {
+          if (step === o.crashAt) process.kill(process.pid, 'SIGKILL');
+        }
+      : undefined,
   });
   await cp.cluster.start();
   url = await cp.start();

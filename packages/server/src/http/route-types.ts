@@ -45,4 +45,3 @@ export interface RouteDeps {
 }
 
 export const sandboxId = (c: Authed): string => c.params.id ?? '';
-

@@ -92,7 +92,8 @@ export class NodeService {
   }
 
   async list(): Promise<ListNodesResponse> {
-    return { nodes: await Promise.all(this.cluster.all().map((n) => this.show(n))) };
+    const all = this.cluster.all().sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return { nodes: await Promise.all(all.map((n) => this.show(n))) };
   }
 
   private async show(n: ClusterNode): Promise<ListNodesResponse['nodes'][number]> {

@@ -674,6 +674,30 @@ export class SandboxService {
     return { kept, adopted, failed, removed: unknown.length + leftovers.length };
   }
 
+  /**
+   * Ends creates that no control plane finishes: records still `creating` long after they were
+   * made (`olderThanMs`, well past any create's deadline), left by a replica that died in the
+   * middle. Each is failed (by one replica: the state changes only from `creating`) and what its
+   * node started is destroyed there (a node that is down does it when it joins again). Answers
+   * the ids ended.
+   */
+  async endStaleCreates(olderThanMs: number): Promise<string[]> {
+    const now = (this.o.now ?? Date.now)();
+    const ended: string[] = [];
+    for (const rec of await this.store.staleCreating(now - olderThanMs, 1000)) {
+      const error = { code: 'unavailable', message: 'its create was cut off (the control plane making it stopped)' };
+      if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error }, { from: ['creating'] }))) continue;
+      ended.push(rec.id);
+      if (this.cluster.up().some((n) => n.id === rec.node))
+        await this.cluster
+          .edge(rec.node)
+          .destroy(rec.id)
+          .catch((e: unknown) => this.o.logger.warn('could not remove a sandbox whose create was cut off', { id: rec.id, error: String(e) }));
+    }
+    if (ended.length) this.o.logger.warn('ended creates no control plane finished', { ids: ended });
+    return ended;
+  }
+
   /** Writes the edge's in-memory activity times back to the store (cheap; called periodically). */
   async flushActivity(): Promise<void> {
     for (const n of this.cluster.up())

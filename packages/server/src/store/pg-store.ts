@@ -16,6 +16,7 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 );
 CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes (tenant, id);
 CREATE INDEX IF NOT EXISTS sandboxes_node ON sandboxes (node, state);
+CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes (state, created_at);
 CREATE UNIQUE INDEX IF NOT EXISTS sandboxes_request ON sandboxes (tenant, request_id) WHERE request_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS sandbox_labels (
   id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
@@ -205,6 +206,10 @@ export class PgStore implements Store {
 
   async liveOnNode(node: string): Promise<SandboxRecord[]> {
     return this.docs(`SELECT doc FROM sandboxes WHERE node = $1 AND ${LIVE}`, [node]);
+  }
+
+  async staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]> {
+    return this.docs(`SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < $1 ORDER BY created_at LIMIT $2`, [beforeMs, limit]);
   }
 
   async tenantUsage(tenant: string): Promise<TenantUsage> {

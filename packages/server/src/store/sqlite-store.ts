@@ -17,6 +17,7 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 );
 CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes (tenant, id);
 CREATE INDEX IF NOT EXISTS sandboxes_node ON sandboxes (node, state);
+CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes (state, created_at);
 CREATE UNIQUE INDEX IF NOT EXISTS sandboxes_request ON sandboxes (tenant, request_id) WHERE request_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS sandbox_labels (
   id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
@@ -120,6 +121,7 @@ export class SqliteStore implements Store {
       get: db.prepare<[string], Row>('SELECT doc FROM sandboxes WHERE id = ?'),
       byRequest: db.prepare<[string, string], Row>('SELECT doc FROM sandboxes WHERE tenant = ? AND request_id = ?'),
       live: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE node = ? AND state IN ('creating', 'running', 'paused')"),
+      staleCreating: db.prepare<[number, number], Row>("SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < ? ORDER BY created_at LIMIT ?"),
       usage: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE tenant = ? AND state IN ('creating', 'running', 'paused')"),
       del: db.prepare('DELETE FROM sandboxes WHERE id = ?'),
       execRequest: db.prepare<[string, string], { command_id: string }>('SELECT command_id FROM exec_requests WHERE sandbox_id = ? AND request_id = ?'),
@@ -228,6 +230,10 @@ export class SqliteStore implements Store {
 
   async liveOnNode(node: string): Promise<SandboxRecord[]> {
     return this.stmts.live.all(node).map((r) => JSON.parse(r.doc) as SandboxRecord);
+  }
+
+  async staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]> {
+    return this.stmts.staleCreating.all(beforeMs, limit).map((r) => JSON.parse(r.doc) as SandboxRecord);
   }
 
   async tenantUsage(tenant: string): Promise<TenantUsage> {

@@ -131,6 +131,8 @@ export interface Store extends CatalogueStore {
   listSandboxes(f: ListFilter): Promise<SandboxRecord[]>;
   /** Sandboxes in a live state on a node (running, paused, creating). */
   liveOnNode(node: string): Promise<SandboxRecord[]>;
+  /** Sandboxes still `creating` that were made before `beforeMs` (creates a control plane never finished), at most `limit`. */
+  staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]>;
   tenantUsage(tenant: string): Promise<TenantUsage>;
   deleteSandbox(id: string): Promise<void>;
   /** The command that first carried an exec requestId in a sandbox, if any. */

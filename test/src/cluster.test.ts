@@ -1,0 +1,286 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { OWNER_PID_FILE } from '@warren/edge';
+import { startServer, startTestPostgres, type RunningServer, type TestPostgres } from '@warren/server';
+import { Warren } from '@warren/sdk';
+import { spawn } from 'node:child_process';
+import { CLI, IMAGE_CACHE, forceCleanup, hostLeftovers, initOf, spawnEdge, until, type EdgeProcess } from './harness.js';
+
+// Several nodes on this machine: a control plane (in this process, its state in PostgreSQL) and
+// edges as processes of their own (`warren edge --join`), each with its own data dir, killed,
+// stopped and started again. The cluster always speaks the edge protocol and keeps its state in
+// PostgreSQL, so the suite's other passes (transport, store) have nothing to add: it runs once.
+const rerun = process.env.WARREN_EDGE_TRANSPORT === 'http' || process.env.WARREN_TEST_STORE === 'postgres';
+
+const TOKEN = 'join-token-for-tests-0123456789';
+const KEY = 'cluster-admin-key';
+const quiet = { info: () => undefined, warn: (m: string, meta?: unknown) => process.env.WARREN_TEST_LOG && console.error(m, meta) };
+
+let pg: TestPostgres;
+let dbs = 0;
+const dirs: string[] = [];
+const edges: EdgeProcess[] = [];
+const servers: RunningServer[] = [];
+
+async function dataDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), 'warren-cluster-'));
+  // The test runner's sweep for leftovers leaves it alone while this process lives.
+  await writeFile(join(d, OWNER_PID_FILE), `${process.pid}\n`);
+  dirs.push(d);
+  return d;
+}
+
+/** A control plane on `database` (a new one unless given): quick heartbeats, a short down delay. */
+async function server(
+  o: { database?: string; heartbeatMs?: number; downAfterMs?: number; staleCreateMs?: number } = {},
+): Promise<{ s: RunningServer; client: Warren; database: string }> {
+  const database = o.database ?? (await pg.createDatabase(`cluster${++dbs}`));
+  const s = await startServer({
+    port: 0,
+    host: '127.0.0.1',
+    dataDir: await dataDir(),
+    database,
+    imageCacheDir: IMAGE_CACHE,
+    images: ['busybox:latest'],
+    adminKey: KEY,
+    joinToken: TOKEN,
+    heartbeatMs: o.heartbeatMs ?? 200,
+    downAfterMs: o.downAfterMs ?? 1500,
+    staleCreateMs: o.staleCreateMs,
+    logger: quiet,
+  });
+  servers.push(s);
+  return { s, client: new Warren({ url: s.url, apiKey: KEY }), database };
+}
+
+/** `warren server` as a process of its own (one a test can kill), on `database`; answers its URL and exit. */
+async function serverProcess(database: string, env: Record<string, string> = {}): Promise<{ url: string; exited: Promise<number | null> }> {
+  const child = spawn(
+    process.execPath,
+    [CLI, 'server', '--port', '0', '--data-dir', await dataDir(), '--database', database, '--images', 'busybox:latest', '--image-cache', IMAGE_CACHE],
+    { env: { ...process.env, WARREN_JOIN_TOKEN: TOKEN, WARREN_API_KEY: KEY, ...env }, stdio: ['ignore', 'pipe', 'ignore'] },
+  );
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  after(() => void child.kill('SIGKILL'));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /running at (http:\/\/\S+)/.exec(out);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.on('exit', () => reject(new Error(`warren server exited early: ${out}`)));
+  });
+  return { url, exited };
+}
+
+async function edge(url: string, name: string, args: string[] = [], dir?: string): Promise<EdgeProcess> {
+  const e = await spawnEdge(url, name, dir ?? (await dataDir()), TOKEN, args);
+  edges.push(e);
+  return e;
+}
+
+async function api(
+  url: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  key = KEY,
+): Promise<{ status: number; json: { error?: { code: string; message: string } } & Record<string, unknown> }> {
+  const res = await fetch(url + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : {} };
+}
+
+const nodeStates = async (c: Warren): Promise<Record<string, string>> => Object.fromEntries((await c.nodes()).nodes.map((n) => [n.id, n.state]));
+
+describe(
+  'a cluster: warren server and edges that join it',
+  { skip: rerun ? 'the cluster runs once (it always speaks the edge protocol, on PostgreSQL)' : false },
+  () => {
+    before(async () => {
+      pg = await startTestPostgres();
+    });
+    after(async () => {
+      for (const e of edges) await e.kill('SIGKILL').catch(() => undefined);
+      for (const s of servers) await s.close().catch(() => undefined);
+      for (const d of dirs) await forceCleanup(d).catch(() => undefined);
+      await pg?.stop();
+    });
+
+    test('edges join; creates spread over them; every call reaches the sandbox on its node; bad joins are refused', async () => {
+      const { s, client } = await server();
+      const [a, b] = await Promise.all([edge(s.url, 'a'), edge(s.url, 'b')]);
+      assert.deepEqual(await nodeStates(client), { a: 'ready', b: 'ready' });
+      const listed = (await client.nodes()).nodes;
+      assert.deepEqual(
+        listed.map((n) => [n.id, n.backends]),
+        [
+          ['a', ['container']],
+          ['b', ['container']],
+        ],
+      );
+      assert.deepEqual(listed.map((n) => n.address).sort(), [a.address, b.address].sort());
+
+      const made = await Promise.all(Array.from({ length: 8 }, (_, i) => client.sandboxes.create({ image: 'busybox:latest', labels: { i: String(i) } })));
+      const on = (n: string): number => made.filter((x) => x.info.node === n).length;
+      assert.ok(on('a') >= 2 && on('b') >= 2, `spread: a ${on('a')}, b ${on('b')}`);
+      for (const sb of made) {
+        assert.equal((await sb.exec(`hostname; echo ${sb.id} > /tmp/me; cat /tmp/me`)).stdout, `${sb.id.replace('_', '-')}\n${sb.id}\n`);
+        await sb.files.write('/tmp/f', `on ${sb.info.node}`);
+        assert.equal(await sb.files.readText('/tmp/f'), `on ${sb.info.node}`);
+      }
+      const sh = await made[0]!.shell();
+      await sh.exec('export X=42');
+      assert.equal((await sh.exec('echo $X')).stdout, '42\n');
+      await made[1]!.pause();
+      assert.equal((await client.sandboxes.get(made[1]!.id)).info.state, 'paused');
+      assert.equal((await made[1]!.exec('echo back')).stdout, 'back\n');
+      assert.equal((await client.sandboxes.list({ labels: { i: '3' } })).sandboxes[0]?.id, made[3]!.id);
+      await Promise.all(made.map((sb) => sb.delete()));
+      for (const sb of made) assert.deepEqual(hostLeftovers(sb.id), []);
+      assert.equal((await client.sandboxes.list({ state: 'running' })).sandboxes.length, 0);
+
+      // A wrong join token is refused, and the edge says so and stops; an API key cannot join; the
+      // join token is not an API key; a name a live edge holds is refused.
+      await assert.rejects(spawnEdge(s.url, 'c', await dataDir(), 'wrong-token-0123456789'), /unauthenticated: unknown API key/);
+      const join = { name: 'c', address: '127.0.0.1:1', token: 'x'.repeat(24), boot: 'b' };
+      assert.equal((await api(s.url, 'POST', '/v1/nodes/join', join)).json.error?.code, 'permission_denied');
+      assert.equal((await api(s.url, 'POST', '/v1/sandboxes', { image: 'busybox:latest' }, TOKEN)).json.error?.code, 'permission_denied');
+      assert.equal((await api(s.url, 'POST', '/v1/nodes/join', { ...join, name: 'a' }, TOKEN)).json.error?.code, 'conflict');
+      assert.equal((await api(s.url, 'POST', '/v1/nodes/join', { ...join, name: 'Bad_Name' }, TOKEN)).json.error?.code, 'invalid_argument');
+      // One that gives an address nothing answers at is refused, and not recorded.
+      const nowhere = await api(s.url, 'POST', '/v1/nodes/join', join, TOKEN);
+      assert.equal(nowhere.json.error?.code, 'unavailable');
+      assert.deepEqual(Object.keys(await nodeStates(client)), ['a', 'b']);
+      // Heartbeats are not audited (one a second from every node).
+      const audit = (await api(s.url, 'GET', '/v1/audit?limit=10000')).json.entries as Array<{ path: string }>;
+      assert.equal(audit.filter((e) => e.path.endsWith('/heartbeat')).length, 0);
+    });
+
+    test('an edge killed (-9) is marked down, its sandboxes failed with a reason; restarted, it joins again and removes what it left', async () => {
+      const { s, client } = await server();
+      const aDir = await dataDir();
+      const a = await edge(s.url, 'a', [], aDir);
+      await edge(s.url, 'b');
+      await api(s.url, 'POST', '/v1/nodes/b/drain');
+      const onA = await Promise.all([0, 1].map(() => client.sandboxes.create({ image: 'busybox:latest' })));
+      assert.deepEqual(
+        onA.map((x) => x.info.node),
+        ['a', 'a'],
+      );
+      await api(s.url, 'POST', '/v1/nodes/b/ready');
+      const inits = await Promise.all(onA.map((x) => initOf(x.id)));
+      await a.kill('SIGKILL');
+      await until(async () => (await nodeStates(client)).a === 'down', 10_000);
+      // Listed while the node is down, failed with why; calls on them answer at once.
+      for (const x of onA) {
+        const got = (await client.sandboxes.get(x.id)).info;
+        assert.equal(got.state, 'failed');
+        assert.match(got.error?.message ?? '', /node a stopped answering/);
+      }
+      const r = await api(s.url, 'POST', `/v1/sandboxes/${onA[0]!.id}/exec`, { cmd: 'true' });
+      assert.equal(r.json.error?.code, 'conflict');
+      // The inits still run (the edge died, not the host), and creates go to the other node.
+      for (const i of inits) assert.ok(i && (await initOf(onA[inits.indexOf(i)]!.id)));
+      const elsewhere = await client.sandboxes.create({ image: 'busybox:latest' });
+      assert.equal(elsewhere.info.node, 'b');
+      // Back: it joins again, what it left is removed (nothing both failed and alive).
+      await edge(s.url, 'a', [], aDir);
+      assert.equal((await nodeStates(client)).a, 'ready');
+      for (const x of onA) {
+        assert.equal(await initOf(x.id), null);
+        assert.deepEqual(hostLeftovers(x.id), []);
+        assert.equal((await client.sandboxes.get(x.id)).info.state, 'failed');
+      }
+      await elsewhere.delete();
+    });
+
+    test('an edge stopped (SIGSTOP) past the down delay: lists answer meanwhile; resumed, it must join again and ends what it held', async () => {
+      const { s, client } = await server();
+      const a = await edge(s.url, 'a');
+      const sb = await client.sandboxes.create({ image: 'busybox:latest' });
+      assert.equal(sb.info.node, 'a');
+      process.kill(a.pid, 'SIGSTOP');
+      try {
+        // Before the down delay the node is silent but not down: a list still answers (its live
+        // state given up on after a bound), as it does once the node is down.
+        const t0 = Date.now();
+        assert.equal((await client.sandboxes.list()).sandboxes.length, 1);
+        assert.ok(Date.now() - t0 < 5000, `a list with a silent node took ${Date.now() - t0} ms`);
+        await until(async () => (await nodeStates(client)).a === 'down', 10_000);
+        assert.equal((await client.sandboxes.get(sb.id)).info.state, 'failed');
+        assert.ok(await initOf(sb.id), 'the stopped edge’s sandbox still runs');
+      } finally {
+        process.kill(a.pid, 'SIGCONT');
+      }
+      // Its next heartbeat is refused: it joins again, and the sandbox the store failed is ended.
+      await until(async () => (await nodeStates(client)).a === 'ready', 10_000);
+      await until(async () => (await initOf(sb.id)) === null, 10_000);
+      assert.deepEqual(hostLeftovers(sb.id), []);
+      assert.equal((await client.sandboxes.get(sb.id)).info.state, 'failed');
+    });
+
+    test('two replicas on one database: any answers any call; an edge refusing on its fresher view passes the create to the next node; a full cluster says why per node', async () => {
+      // Heartbeats a minute apart: each replica's view of the nodes stays as it was when they joined.
+      const one = await server({ heartbeatMs: 60_000, downAfterMs: 120_000 });
+      const two = await server({ database: one.database, heartbeatMs: 60_000, downAfterMs: 120_000 });
+      // `small` looks best (more memory free), but holds one sandbox; `big` holds two.
+      await edge(one.s.url, 'small', ['--max-sandboxes', '1', '--memory-overcommit', '100']);
+      await edge(two.s.url, 'big', ['--max-sandboxes', '2']);
+      await until(async () => Object.keys(await nodeStates(one.client)).length === 2 && Object.keys(await nodeStates(two.client)).length === 2, 5000);
+      const first = await one.client.sandboxes.create({ image: 'busybox:latest' });
+      assert.equal(first.info.node, 'small');
+      // Replica two has not seen it: it tries `small` first, which refuses; `big` takes it.
+      const second = await two.client.sandboxes.create({ image: 'busybox:latest' });
+      assert.equal(second.info.node, 'big');
+      // Every call works through either replica.
+      assert.equal((await two.client.sandboxes.get(first.id)).info.node, 'small');
+      assert.equal((await (await two.client.sandboxes.get(first.id)).exec('echo via two')).stdout, 'via two\n');
+      assert.equal((await (await one.client.sandboxes.get(second.id)).exec('echo via one')).stdout, 'via one\n');
+      const third = await two.client.sandboxes.create({ image: 'busybox:latest' });
+      assert.equal(third.info.node, 'big');
+      // Full: the error names each node and why (the edges' own words).
+      const full = await api(two.s.url, 'POST', '/v1/sandboxes', { image: 'busybox:latest' });
+      assert.equal(full.status, 429);
+      assert.equal(full.json.error?.code, 'resource_exhausted');
+      const why = (full.json.error as unknown as { details: { nodes: Record<string, string> } }).details.nodes;
+      assert.deepEqual(Object.keys(why).sort(), ['big', 'small']);
+      assert.match(why.small ?? '', /holds 1 sandboxes/);
+      // Nothing was left of the refused create; the list through either replica is the same.
+      const ids = async (c: Warren): Promise<string[]> => (await c.sandboxes.list()).sandboxes.map((x) => `${x.id}:${x.info.state}`).sort();
+      assert.deepEqual(await ids(one.client), await ids(two.client));
+      assert.equal((await ids(one.client)).length, 3);
+      for (const x of [first, second, third]) await x.delete();
+    });
+
+    test('a replica killed in the middle of a create loses nothing: another one ends the create and removes what the node started', async () => {
+      const { s, client, database } = await server({ staleCreateMs: 3000 });
+      await edge(s.url, 'a');
+      // This replica kills itself once the edge has made the sandbox, before it records it running.
+      const dying = await serverProcess(database, { WARREN_TEST_CRASH_AT: 'create:started' });
+      const r = await fetch(`${dying.url}/v1/sandboxes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ image: 'busybox:latest' }),
+      }).catch((e: unknown) => e);
+      assert.ok(r instanceof Error, 'the create got no answer');
+      await dying.exited;
+      const [left] = (await client.sandboxes.list()).sandboxes;
+      assert.ok(left, 'the record of the cut-off create');
+      assert.ok(await initOf(left.id), 'the node made it');
+      // The live replica ends it: failed with why, nothing of it left on the node.
+      await until(async () => (await client.sandboxes.get(left.id)).info.state === 'failed', 10_000);
+      assert.match((await client.sandboxes.get(left.id)).info.error?.message ?? '', /cut off/);
+      await until(async () => (await initOf(left.id)) === null, 10_000);
+      assert.deepEqual(hostLeftovers(left.id), []);
+    });
+  },
+);
