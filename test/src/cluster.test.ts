@@ -7,6 +7,7 @@ import { OWNER_PID_FILE } from '@warren/edge';
 import { startServer, startTestPostgres, type RunningServer, type TestPostgres } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import { spawn } from 'node:child_process';
+import { makeTar } from './tar-writer.js';
 import { CLI, IMAGE_CACHE, forceCleanup, hostLeftovers, initOf, spawnEdge, until, type EdgeProcess } from './harness.js';
 
 // Several nodes on this machine: a control plane (in this process, its state in PostgreSQL) and
@@ -96,7 +97,7 @@ async function api(
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : {} };
+  return { status: res.status, json: (text ? JSON.parse(text) : {}) as Awaited<ReturnType<typeof api>>['json'] };
 }
 
 const nodeStates = async (c: Warren): Promise<Record<string, string>> => Object.fromEntries((await c.nodes()).nodes.map((n) => [n.id, n.state]));
@@ -160,7 +161,19 @@ describe(
       const nowhere = await api(s.url, 'POST', '/v1/nodes/join', join, TOKEN);
       assert.equal(nowhere.json.error?.code, 'unavailable');
       assert.deepEqual(Object.keys(await nodeStates(client)), ['a', 'b']);
-      // Heartbeats are not audited (one a second from every node).
+      // A layer uploaded through the control plane is in the cluster's blob store (the server's
+    // own, handed to the edges when they joined): each node reads it on demand.
+    const up = await fetch(`${s.url}/v1/layers?name=ws/task`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}` },
+      body: makeTar([{ path: 'task/README', content: 'from the blob store\n' }]),
+    });
+    assert.equal(up.status, 201);
+    const withLayer = await Promise.all([0, 1, 2, 3].map(() => client.sandboxes.create({ image: 'busybox:latest', layers: ['ws/task'] })));
+    assert.deepEqual([...new Set(withLayer.map((x) => x.info.node))].sort(), ['a', 'b']);
+    for (const x of withLayer) assert.equal((await x.exec('cat /task/README')).stdout, 'from the blob store\n');
+    await Promise.all(withLayer.map((x) => x.delete()));
+    // Heartbeats are not audited (one a second from every node).
       const audit = (await api(s.url, 'GET', '/v1/audit?limit=10000')).json.entries as Array<{ path: string }>;
       assert.equal(audit.filter((e) => e.path.endsWith('/heartbeat')).length, 0);
     });
