@@ -162,18 +162,24 @@ describe(
       assert.equal(nowhere.json.error?.code, 'unavailable');
       assert.deepEqual(Object.keys(await nodeStates(client)), ['a', 'b']);
       // A layer uploaded through the control plane is in the cluster's blob store (the server's
-    // own, handed to the edges when they joined): each node reads it on demand.
-    const up = await fetch(`${s.url}/v1/layers?name=ws/task`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${KEY}` },
-      body: makeTar([{ path: 'task/README', content: 'from the blob store\n' }]),
-    });
-    assert.equal(up.status, 201);
-    const withLayer = await Promise.all([0, 1, 2, 3].map(() => client.sandboxes.create({ image: 'busybox:latest', layers: ['ws/task'] })));
-    assert.deepEqual([...new Set(withLayer.map((x) => x.info.node))].sort(), ['a', 'b']);
-    for (const x of withLayer) assert.equal((await x.exec('cat /task/README')).stdout, 'from the blob store\n');
-    await Promise.all(withLayer.map((x) => x.delete()));
-    // Heartbeats are not audited (one a second from every node).
+      // own, handed to the edges when they joined): each node reads it on demand.
+      const up = await fetch(`${s.url}/v1/layers?name=ws/task`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}` },
+        body: makeTar([{ path: 'task/README', content: 'from the blob store\n' }]),
+      });
+      assert.equal(up.status, 201);
+      const withLayer = await Promise.all([0, 1, 2, 3].map(() => client.sandboxes.create({ image: 'busybox:latest', layers: ['ws/task'] })));
+      assert.deepEqual([...new Set(withLayer.map((x) => x.info.node))].sort(), ['a', 'b']);
+      for (const x of withLayer) assert.equal((await x.exec('cat /task/README')).stdout, 'from the blob store\n');
+      // Usage per node and per tenant in /metrics.
+      const metrics = await (await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
+      assert.match(metrics, /^warren_node_sandboxes\{node="a"\} \d+$/m);
+      assert.match(metrics, /^warren_node_sandboxes\{node="b"\} \d+$/m);
+      assert.match(metrics, /^warren_nodes\{state="ready"\} 2$/m);
+      assert.match(metrics, /^warren_tenant_sandboxes\{tenant="default"\} 4$/m);
+      await Promise.all(withLayer.map((x) => x.delete()));
+      // Heartbeats are not audited (one a second from every node).
       const audit = (await api(s.url, 'GET', '/v1/audit?limit=10000')).json.entries as Array<{ path: string }>;
       assert.equal(audit.filter((e) => e.path.endsWith('/heartbeat')).length, 0);
     });

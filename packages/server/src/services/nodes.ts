@@ -138,12 +138,20 @@ export class NodeService {
     const states = new Map<string, number>();
     for (const n of this.cluster.all()) states.set(n.state, (states.get(n.state) ?? 0) + 1);
     const net = await Promise.all(up.map((n) => this.networkMetrics(n.api)));
+    const tenants = await this.store.usageByTenant();
+    const label = (t: string): string => t.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`));
+    const perTenant = tenants.flatMap((t) => [
+      `warren_tenant_sandboxes{tenant="${label(t.tenant)}"} ${t.sandboxes}`,
+      `warren_tenant_cpu{tenant="${label(t.tenant)}"} ${t.cpu}`,
+      `warren_tenant_memory_mib{tenant="${label(t.tenant)}"} ${t.memoryMiB}`,
+    ]);
     return (
       `# TYPE warren_sandboxes gauge\nwarren_sandboxes ${sandboxes}\n` +
       `# TYPE warren_allocated_cpu gauge\nwarren_allocated_cpu ${cpu}\n` +
       `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${mem}\n` +
       `# TYPE warren_nodes gauge\n${[...states].map(([s, k]) => `warren_nodes{state="${s}"} ${k}`).join('\n')}\n` +
       `# TYPE warren_node_sandboxes gauge\n# TYPE warren_node_committed_memory_mib gauge\n${per.join('\n')}\n` +
+      `# TYPE warren_tenant_sandboxes gauge\n# TYPE warren_tenant_cpu gauge\n# TYPE warren_tenant_memory_mib gauge\n${perTenant.join('\n')}\n` +
       net.join('')
     );
   }

@@ -208,6 +208,14 @@ export class PgStore implements Store {
     return this.docs(`SELECT doc FROM sandboxes WHERE node = $1 AND ${LIVE}`, [node]);
   }
 
+  async usageByTenant(): Promise<Array<TenantUsage & { tenant: string }>> {
+    const r = await this.pool.query<{ tenant: string; n: string; cpu: number | null; mem: number | null }>(
+      `SELECT tenant, count(*) AS n, sum((doc -> 'resources' ->> 'cpu')::float8) AS cpu, sum((doc -> 'resources' ->> 'memoryMiB')::float8) AS mem
+       FROM sandboxes WHERE ${LIVE} GROUP BY tenant ORDER BY tenant`,
+    );
+    return r.rows.map((x) => ({ tenant: x.tenant, sandboxes: Number(x.n), cpu: x.cpu ?? 0, memoryMiB: x.mem ?? 0 }));
+  }
+
   async staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]> {
     return this.docs(`SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < $1 ORDER BY created_at LIMIT $2`, [beforeMs, limit]);
   }

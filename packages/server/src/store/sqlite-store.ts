@@ -121,6 +121,10 @@ export class SqliteStore implements Store {
       get: db.prepare<[string], Row>('SELECT doc FROM sandboxes WHERE id = ?'),
       byRequest: db.prepare<[string, string], Row>('SELECT doc FROM sandboxes WHERE tenant = ? AND request_id = ?'),
       live: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE node = ? AND state IN ('creating', 'running', 'paused')"),
+      usageByTenant: db.prepare<[], { tenant: string; n: number; cpu: number | null; mem: number | null }>(
+        `SELECT tenant, count(*) AS n, sum(json_extract(doc, '$.resources.cpu')) AS cpu, sum(json_extract(doc, '$.resources.memoryMiB')) AS mem
+         FROM sandboxes WHERE state IN ('creating', 'running', 'paused') GROUP BY tenant ORDER BY tenant`,
+      ),
       staleCreating: db.prepare<[number, number], Row>("SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < ? ORDER BY created_at LIMIT ?"),
       usage: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE tenant = ? AND state IN ('creating', 'running', 'paused')"),
       del: db.prepare('DELETE FROM sandboxes WHERE id = ?'),
@@ -230,6 +234,10 @@ export class SqliteStore implements Store {
 
   async liveOnNode(node: string): Promise<SandboxRecord[]> {
     return this.stmts.live.all(node).map((r) => JSON.parse(r.doc) as SandboxRecord);
+  }
+
+  async usageByTenant(): Promise<Array<TenantUsage & { tenant: string }>> {
+    return this.stmts.usageByTenant.all().map((r) => ({ tenant: r.tenant, sandboxes: r.n, cpu: r.cpu ?? 0, memoryMiB: r.mem ?? 0 }));
   }
 
   async staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]> {

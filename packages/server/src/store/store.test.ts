@@ -73,6 +73,10 @@ for (const kind of KINDS) {
       assert.equal(await s.getSandbox('sb_5'), undefined);
       assert.deepEqual(await s.listSandboxes({ tenant: 'a', labels: [['job', 'j2']], limit: 10 }), []);
       assert.deepEqual(await s.tenantUsage('a'), { sandboxes: 2, cpu: 1, memoryMiB: 256 });
+      assert.deepEqual(await s.usageByTenant(), [
+        { tenant: 'a', sandboxes: 2, cpu: 1, memoryMiB: 256 },
+        { tenant: 'b', sandboxes: 1, cpu: 0.5, memoryMiB: 128 },
+      ]);
     });
   });
 
@@ -232,6 +236,13 @@ for (const kind of KINDS) {
       assert.equal((await s.getSandbox('sb_2'))?.state, 'failed');
       assert.equal((await s.getSandbox('sb_3'))?.state, 'stopped');
       assert.equal((await s.getSandbox('sb_4'))?.state, 'running');
+      // A create cut off long ago is found; none made after the bound.
+      await s.insertSandbox(record('sb_5', 'a', { node: 'n2', state: 'creating', createdAt: 100 }));
+      await s.insertSandbox(record('sb_6', 'a', { node: 'n2', state: 'creating', createdAt: 300 }));
+      assert.deepEqual(
+        (await s.staleCreating(200, 10)).map((r) => r.id),
+        ['sb_5'],
+      );
       // Joining again brings it back (joining); a drained node stays drained through a rejoin.
       await s.putNode({ id: 'n1', address: '127.0.0.1:3', token: 't3', boot: 'b3', info: {}, load });
       assert.equal((await s.getNode('n1'))?.state, 'joining');

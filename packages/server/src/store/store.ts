@@ -134,6 +134,8 @@ export interface Store extends CatalogueStore {
   /** Sandboxes still `creating` that were made before `beforeMs` (creates a control plane never finished), at most `limit`. */
   staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]>;
   tenantUsage(tenant: string): Promise<TenantUsage>;
+  /** Every tenant's live sandboxes and what they ask for (for /metrics). */
+  usageByTenant(): Promise<Array<TenantUsage & { tenant: string }>>;
   deleteSandbox(id: string): Promise<void>;
   /** The command that first carried an exec requestId in a sandbox, if any. */
   execRequest(sandboxId: string, requestId: string): Promise<string | undefined>;
