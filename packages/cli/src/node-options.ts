@@ -11,6 +11,8 @@ import { DEFAULT_DATA_DIR, DEFAULT_IMAGE_CACHE } from './client.js';
  */
 export type UpOptions = Omit<WarrenOptions, 'logger'> & {
   keepSandboxes: boolean;
+  /** `warren edge --simulate`: what the simulated node promises. */
+  simulate?: { cpu: number; memoryMiB: number; sandboxes: number };
   join?: string;
   joinToken?: string;
   listen?: { host: string; port: number };
@@ -48,6 +50,18 @@ const ALL: NodeCommand[] = ['up', 'server', 'edge'];
 const CONTROL: NodeCommand[] = ['up', 'server'];
 const CLUSTER: NodeCommand[] = ['server', 'edge'];
 const forCommand = (n: NodeOption, cmd: NodeCommand): boolean => (n.for ?? ['up', 'edge']).includes(cmd);
+
+/** `cpu=N,memoryMiB=N,sandboxes=N`: what a simulated node promises. */
+function parseCapacity(v: string): { cpu: number; memoryMiB: number; sandboxes: number } {
+  const c = { cpu: 0, memoryMiB: 0, sandboxes: 0 };
+  for (const part of v.split(',')) {
+    const [k, n] = part.split('=');
+    if (k !== 'cpu' && k !== 'memoryMiB' && k !== 'sandboxes') throw new Error(`--simulate takes cpu=, memoryMiB= and sandboxes=, not "${part}"`);
+    c[k] = positiveInt(n ?? '', `--simulate ${k}`);
+  }
+  if (!c.cpu || !c.memoryMiB || !c.sandboxes) throw new Error('--simulate needs cpu=, memoryMiB= and sandboxes=');
+  return c;
+}
 
 /** `host:port` (an IPv6 host in brackets). */
 function hostPort(v: string, flag: string): { host: string; port: number } {
@@ -118,6 +132,16 @@ export const NODE_OPTIONS: NodeOption[] = [
       hostPort(str(v), '--advertise'); // checked; kept as written (an IPv6 host in brackets)
       o.advertise = str(v);
     },
+    for: ['edge'],
+  },
+  {
+    flag: 'simulate',
+    type: 'string',
+    usage: [
+      '[--simulate cpu=N,memoryMiB=N,sandboxes=N]',
+      'a simulated node: the real edge’s admission, accounting and protocol, but no sandboxes are made (for scale tests)',
+    ],
+    set: (o, v) => void (o.simulate = parseCapacity(str(v))),
     for: ['edge'],
   },
   {

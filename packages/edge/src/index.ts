@@ -6,6 +6,7 @@ export type { CommandListener } from './lifecycle/command.js';
 export { argvToScript, envList, shellQuote } from './lifecycle/shell.js';
 export type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from './backends/backend.js';
 export { ContainerBackend } from './backends/container/container-backend.js';
+export { SimulatedBackend } from './backends/simulated/simulated-backend.js';
 export type { ContainerBackendOptions, ContainerRuntime } from './backends/container/container-backend.js';
 export { spawnFields, SANDBOX_CONTROLLERS } from './backends/container/spawn-spec.js';
 export { findNamespaceInit, processExited, processStartTime } from './host/proc.js';

@@ -82,8 +82,12 @@ export interface EdgeApi {
   adopt(spec: EdgeSandboxSpec): Promise<boolean>;
   /** Stops a sandbox and removes what it left (also one the edge does not hold: leftovers). */
   destroy(id: string): Promise<void>;
-  /** The live ones of these sandboxes (all when `ids` is absent); `usage`: with CPU, memory and network counters. */
-  sandboxes(q?: { ids?: string[]; usage?: boolean }): Promise<EdgeSandboxState[]>;
+  /**
+   * The live ones of these sandboxes (all when `ids` is absent); `usage`: with CPU, memory and
+   * network counters; `touched`: only those with activity since the last `touched` call (what a
+   * control plane writes back to its store; the call clears it).
+   */
+  sandboxes(q?: { ids?: string[]; usage?: boolean; touched?: boolean }): Promise<EdgeSandboxState[]>;
   setExpiry(id: string, expiresAtMs: number | null): Promise<void>;
   pause(id: string): Promise<void>;
   resume(id: string): Promise<void>;

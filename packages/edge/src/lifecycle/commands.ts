@@ -4,7 +4,7 @@ import { WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
 import { SHELL } from '../init/platform.js';
 import { Command } from './command.js';
-import { forgetCommand, makeRoom, parseSessionId, type Live } from './live.js';
+import { forgetCommand, makeRoom, markActivity, parseSessionId, type Live } from './live.js';
 import { OutputBudget } from './output-budget.js';
 import { argvToScript, envList } from './shell.js';
 
@@ -94,9 +94,7 @@ export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, bu
     cmdId,
     call,
     req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-    () => {
-      l.spec.lastActivityMs = now();
-    },
+    () => markActivity(l, now()),
     budgets,
   );
   l.commands.set(cmdId, cmd);

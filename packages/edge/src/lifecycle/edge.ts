@@ -7,7 +7,7 @@ import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { memAvailableMiB, newCommandId, newLive, type Live } from './live.js';
+import { markActivity, memAvailableMiB, newCommandId, newLive, type Live } from './live.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, closeSession, launchCommand, openSession, pruneCommands } from './commands.js';
@@ -201,13 +201,20 @@ export class Edge {
     return this.live.has(id);
   }
 
-  /** The live state of these sandboxes (all when `ids` is absent); those not live here are left out. */
-  async states(q: { ids?: string[]; usage?: boolean } = {}): Promise<EdgeSandboxState[]> {
+  /**
+   * The live state of these sandboxes (all when `ids` is absent); those not live here are left
+   * out. `touched`: only those with activity since the last such call (which it clears).
+   */
+  async states(q: { ids?: string[]; usage?: boolean; touched?: boolean } = {}): Promise<EdgeSandboxState[]> {
     const ids = q.ids ?? [...this.live.keys()];
     const out: EdgeSandboxState[] = [];
     for (const id of ids) {
       const l = this.live.get(id);
       if (!l) continue;
+      if (q.touched) {
+        if (!l.touched) continue;
+        l.touched = false;
+      }
       const usage = q.usage ? await this.stats(id).catch(() => null) : null;
       const network = await this.networks.view(id, q.usage ?? false).catch(() => null);
       out.push({ id, paused: l.spec.paused, lastActivityMs: l.spec.lastActivityMs, expiresAtMs: l.spec.expiresAtMs, usage, network });
@@ -224,7 +231,7 @@ export class Edge {
   /** Marks API activity and thaws a paused sandbox (any call on a paused sandbox resumes it). */
   private async touch(id: string): Promise<Live> {
     const l = this.get(id);
-    l.spec.lastActivityMs = this.now();
+    markActivity(l, this.now());
     if (l.spec.paused) await this.resume(id);
     return l;
   }
@@ -386,7 +393,7 @@ export class Edge {
     try {
       return await runFnCall(l.sb.connect, spec);
     } finally {
-      l.spec.lastActivityMs = this.now();
+      markActivity(l, this.now());
     }
   }
 

@@ -28,6 +28,14 @@ export interface Live {
   residentWhilePaused: number;
   /** The last CPU sample: when, total seconds then, and the rate since the one before (cores). */
   cpuSample: { atMs: number; seconds: number; rate: number } | null;
+  /** Its activity time moved since a control plane last asked for the ones that did (EdgeApi.sandboxes `touched`). */
+  touched: boolean;
+}
+
+/** Records activity on a sandbox now (for idle timeouts, and for the control plane to write back). */
+export function markActivity(l: Live, now: number): void {
+  l.spec.lastActivityMs = now;
+  l.touched = true;
 }
 
 /** The node's available memory (/proc/meminfo MemAvailable), MiB. */
@@ -52,6 +60,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Back
     pausedAtMs: spec.paused ? now : null,
     residentWhilePaused: 0,
     cpuSample: null,
+    touched: false,
   };
 }
 

@@ -151,6 +151,9 @@ export class NodeService {
       `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${mem}\n` +
       `# TYPE warren_nodes gauge\n${[...states].map(([s, k]) => `warren_nodes{state="${s}"} ${k}`).join('\n')}\n` +
       `# TYPE warren_node_sandboxes gauge\n# TYPE warren_node_committed_memory_mib gauge\n${per.join('\n')}\n` +
+      `# TYPE warren_placements_total counter\nwarren_placements_total ${this.sandboxes.placements.created}\n` +
+      `# TYPE warren_placement_retries_total counter\nwarren_placement_retries_total ${this.sandboxes.placements.retried}\n` +
+      `# TYPE warren_store_round_trips_total counter\nwarren_store_round_trips_total ${this.store.roundTrips()}\n` +
       `# TYPE warren_tenant_sandboxes gauge\n# TYPE warren_tenant_cpu gauge\n# TYPE warren_tenant_memory_mib gauge\n${perTenant.join('\n')}\n` +
       net.join('')
     );

@@ -95,6 +95,8 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 export class SandboxService {
   /** Warm pools, when the node keeps them (set once at start). */
   pools: { claim(key: string): Promise<string | null>; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
+  /** Creates placed, and the tries on another node after an edge refused or did not answer (for /metrics). */
+  readonly placements = { created: 0, retried: 0 };
   /** The FnCall service: the workers made for a tenant's calls count in its quota. */
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
 
@@ -216,6 +218,7 @@ export class SandboxService {
     const refused: Record<string, string> = { ...placement.refused };
     let last: WarrenError | null = null;
     for (const [i, node] of placement.order.entries()) {
+      if (i > 0) this.placements.retried++;
       if (i > 0 && !(await this.store.updateSandbox(rec.id, { node }, { from: ['creating'] })))
         throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
       rec.node = node;
@@ -227,6 +230,7 @@ export class SandboxService {
         started = edge.create(this.edgeSpec(rec), files);
         // A node that stops answering (or goes down) meanwhile passes the create on.
         const live = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, started, this.cluster.goneSignal(node));
+        this.placements.created++;
         this.o.failpoint?.('create:started');
         return live;
       } catch (e) {
@@ -698,13 +702,13 @@ export class SandboxService {
     return ended;
   }
 
-  /** Writes the edge's in-memory activity times back to the store (cheap; called periodically). */
+  /**
+   * Writes the edges' activity times back to the store: only the sandboxes with activity since
+   * the last flush (the edge keeps track), one write each; cheap at any count. Called periodically.
+   */
   async flushActivity(): Promise<void> {
     for (const n of this.cluster.up())
-      for (const { id, lastActivityMs: t } of await n.api.sandboxes()) {
-        const rec = await this.store.getSandbox(id);
-        if (rec && rec.lastActivityAt !== t) await this.store.updateSandbox(id, { lastActivityAt: t });
-      }
+      for (const { id, lastActivityMs: t } of await n.api.sandboxes({ touched: true })) await this.store.updateSandbox(id, { lastActivityAt: t });
   }
 
   /** Where the node reaches a port of the caller's sandbox (its address; counts as activity). */

@@ -76,6 +76,8 @@ CREATE TABLE IF NOT EXISTS nodes (
 const SCHEMA_LOCK = 0x77617272;
 
 type Doc<T> = { doc: T };
+/** What a statement is sent through: the pool, or a transaction's connection. */
+type Queryable = Pick<pg.PoolClient, 'query'>;
 type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
 const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
 const LIVE = `state IN ('creating', 'running', 'paused')`;
@@ -107,7 +109,20 @@ const nodeOf = (r: NodeRow): NodeRecord => ({
  * const store = await PgStore.open('postgres://warren@db.example/warren');
  */
 export class PgStore implements Store {
-  private constructor(private readonly pool: pg.Pool) {}
+  private trips = 0;
+
+  private constructor(private readonly pool: pg.Pool) {
+    // Every statement is a round trip: counted where they all pass (the pool's and a transaction's client's query).
+    const query = pool.query.bind(pool);
+    pool.query = ((...args: Parameters<typeof query>) => {
+      this.trips++;
+      return query(...args);
+    }) as typeof pool.query;
+  }
+
+  roundTrips(): number {
+    return this.trips;
+  }
 
   /** Connects and makes the tables if they are not there (under a lock: replicas may start together). */
   static async open(url: string, o: { max?: number } = {}): Promise<PgStore> {
@@ -129,15 +144,22 @@ export class PgStore implements Store {
   }
 
   /** Runs `fn` in a transaction on one connection. */
-  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  private async tx<T>(fn: (c: Queryable) => Promise<T>): Promise<T> {
     const c = await this.pool.connect();
+    // BEGIN, each statement, COMMIT: a round trip each.
+    const q: Queryable = {
+      query: ((...args: Parameters<typeof c.query>) => {
+        this.trips++;
+        return (c.query as (...a: unknown[]) => unknown)(...args);
+      }) as typeof c.query,
+    };
     try {
-      await c.query('BEGIN');
-      const r = await fn(c);
-      await c.query('COMMIT');
+      await q.query('BEGIN');
+      const r = await fn(q);
+      await q.query('COMMIT');
       return r;
     } catch (e) {
-      await c.query('ROLLBACK').catch(() => undefined);
+      await q.query('ROLLBACK').catch(() => undefined);
       throw e;
     } finally {
       c.release();
@@ -463,7 +485,7 @@ export class PgStore implements Store {
 }
 
 /** A tenant's live sandboxes and what they ask for, summed in the database. */
-async function usageOf(q: pg.Pool | pg.PoolClient, tenant: string): Promise<TenantUsage> {
+async function usageOf(q: Queryable, tenant: string): Promise<TenantUsage> {
   const r = await q.query<{ n: string; cpu: number | null; mem: number | null }>(
     `SELECT count(*) AS n, sum((doc -> 'resources' ->> 'cpu')::float8) AS cpu, sum((doc -> 'resources' ->> 'memoryMiB')::float8) AS mem
      FROM sandboxes WHERE tenant = $1 AND ${LIVE}`,

@@ -435,6 +435,10 @@ export class SqliteStore implements Store {
     })();
   }
 
+  roundTrips(): number {
+    return 0;
+  }
+
   async close(): Promise<void> {
     this.db.close();
   }

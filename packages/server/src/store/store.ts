@@ -171,5 +171,7 @@ export interface Store extends CatalogueStore {
   getKey(hash: string): Promise<KeyRecord | undefined>;
   /** Removes the key whose hash begins with `hashPrefix` (16 hex digits, what a keyId names); whether one was. */
   deleteKeyByPrefix(hashPrefix: string): Promise<boolean>;
+  /** Round trips to the database so far (for /metrics; an embedded store has none). */
+  roundTrips(): number;
   close(): Promise<void>;
 }

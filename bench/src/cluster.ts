@@ -1,0 +1,221 @@
+// Warren benchmark: one control-plane process placing sandboxes over many nodes. The nodes are
+// simulated (`warren edge --simulate`: the real edge's admission, accounting, EdgeApi and network
+// transport, joins and heartbeats, over a backend that makes no sandboxes), all in this process,
+// each on a TCP port of its own; the control plane is `warren server` in a process of its own,
+// its state in a private PostgreSQL on this machine (a Unix socket, fsync off as in the tests).
+// Phases: a burst of single creates, a burst of batch creates, then a steady state: the cluster
+// filled to `--steady` sandboxes, then creates and deletes side by side for `--churn-seconds`.
+// Prints creates/s, create latency (p50/p99, what a client waits for a placement), balance (the
+// most loaded node against the mean), retries on another node after an edge refused on its
+// fresher view, and database round trips per create. Asserts nothing.
+// Usage: npm run bench:cluster [-- --nodes 160 --burst 32000 --steady 380000 --concurrency 128 --batch 1000 --churn-seconds 20]
+import { parseArgs } from 'node:util';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startSimulatedEdge, startTestPostgres, type RunningEdge } from '@warren/server';
+import { machineLine } from './side-by-side.js';
+
+const { values } = parseArgs({
+  options: {
+    nodes: { type: 'string', default: '160' },
+    burst: { type: 'string', default: '32000' },
+    steady: { type: 'string', default: '380000' },
+    concurrency: { type: 'string', default: '128' },
+    batch: { type: 'string', default: '1000' },
+    'batch-parallel': { type: 'string', default: '4' },
+    'churn-seconds': { type: 'string', default: '20' },
+    'per-node': { type: 'string', default: '2400' },
+  },
+});
+const NODES = Number(values.nodes);
+const BURST = Number(values.burst);
+const STEADY = Number(values.steady);
+const CONCURRENCY = Number(values.concurrency);
+const BATCH = Number(values.batch);
+const BATCH_PARALLEL = Number(values['batch-parallel']);
+const CHURN_S = Number(values['churn-seconds']);
+const PER_NODE = Number(values['per-node']);
+
+const TOKEN = 'bench-join-token-0123456789';
+const KEY = 'bench-admin-key';
+const CLI = new URL('../../packages/cli/dist/main.js', import.meta.url).pathname;
+const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
+const TEMPLATE = { image: 'busybox:latest', resources: { cpu: 1, memoryMiB: 256 } };
+const quiet = { info: () => undefined, warn: () => undefined };
+
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+const f1 = (x: number): string => x.toFixed(1);
+
+async function call(url: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(url + path, {
+    method,
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
+}
+
+/** The control plane's counters: placements, retries on another node, database round trips. */
+async function counters(url: string): Promise<{ placed: number; retried: number; trips: number }> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
+  const n = (name: string): number => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { placed: n('warren_placements_total'), retried: n('warren_placement_retries_total'), trips: n('warren_store_round_trips_total') };
+}
+
+/** The most loaded node's sandboxes against the mean (after the nodes' next heartbeat). */
+async function balance(url: string): Promise<{ max: number; mean: number }> {
+  await new Promise((r) => setTimeout(r, 1500));
+  const nodes = (await call(url, 'GET', '/v1/nodes')).json.nodes as Array<{ sandboxes: number }>;
+  const counts = nodes.map((n) => n.sandboxes);
+  return { max: Math.max(...counts), mean: counts.reduce((a, b) => a + b, 0) / counts.length };
+}
+
+/** Runs `fn` `count` times, `concurrency` at a time; answers each call's ms. */
+async function pool(count: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<number[]> {
+  const ms: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, count) }, async () => {
+      while (next < count) {
+        const i = next++;
+        const t = performance.now();
+        await fn(i);
+        ms.push(performance.now() - t);
+      }
+    }),
+  );
+  return ms;
+}
+
+async function phase(url: string, label: string, n: number, run: () => Promise<number[]>): Promise<string[]> {
+  const before = await counters(url);
+  const t0 = performance.now();
+  const ms = await run();
+  const s = (performance.now() - t0) / 1000;
+  const after = await counters(url);
+  const b = await balance(url);
+  const placed = after.placed - before.placed;
+  const line =
+    `${label}: ${n} creates in ${f1(s)} s = ${Math.round(n / s)}/s; latency p50 ${f1(pct(ms, 50))} ms, p99 ${f1(pct(ms, 99))} ms ` +
+    `(per ${label.includes('batch') ? `batch call of ${BATCH}` : 'create'}); balance max/mean ${(b.max / b.mean).toFixed(3)} (${b.max} vs ${f1(b.mean)}); ` +
+    `retries ${after.retried - before.retried}; database round trips per create ${(placed ? (after.trips - before.trips) / placed : NaN).toFixed(2)}`;
+  console.log(line);
+  return [line];
+}
+
+async function main(): Promise<void> {
+  console.log(machineLine());
+  console.log(`${NODES} simulated nodes of ${PER_NODE} sandboxes; creates of ${JSON.stringify(TEMPLATE.resources)}`);
+  const pg = await startTestPostgres();
+  const dir = await mkdtemp(join(tmpdir(), 'warren-bench-cluster-'));
+  const edges: RunningEdge[] = [];
+  const server = spawn(
+    process.execPath,
+    [CLI, 'server', '--port', '0', '--data-dir', dir, '--database', await pg.createDatabase('cluster'), '--images', 'busybox:latest', '--image-cache', IMAGE_CACHE],
+    { env: { ...process.env, WARREN_JOIN_TOKEN: TOKEN, WARREN_API_KEY: KEY }, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      server.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /running at (http:\/\/\S+)/.exec(out);
+        if (m?.[1]) resolve(m[1]);
+      });
+      server.on('exit', () => reject(new Error(`warren server exited: ${out}`)));
+    });
+    const t = performance.now();
+    for (let i = 0; i < NODES; i += 16)
+      edges.push(
+        ...(await Promise.all(
+          Array.from({ length: Math.min(16, NODES - i) }, (_, j) =>
+            startSimulatedEdge({
+              join: url,
+              token: TOKEN,
+              nodeId: `sim-${String(i + j).padStart(3, '0')}`,
+              listen: { host: '127.0.0.1', port: 0 },
+              capacity: { cpu: PER_NODE, memoryMiB: PER_NODE * TEMPLATE.resources.memoryMiB, sandboxes: PER_NODE },
+              logger: quiet,
+            }),
+          ),
+        )),
+      );
+    console.log(`${NODES} nodes joined in ${f1((performance.now() - t) / 1000)} s`);
+
+    const single = Math.floor(BURST / 2);
+    await phase(url, 'burst, single creates', single, () =>
+      pool(single, CONCURRENCY, async () => {
+        const r = await call(url, 'POST', '/v1/sandboxes', TEMPLATE);
+        if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.json)}`);
+      }),
+    );
+    const batches = Math.ceil((BURST - single) / BATCH);
+    await phase(url, 'burst, batch creates', BURST - single, () =>
+      pool(batches, BATCH_PARALLEL, async (i) => {
+        const count = Math.min(BATCH, BURST - single - i * BATCH);
+        const r = await call(url, 'POST', '/v1/sandboxes/batch', { count, template: TEMPLATE });
+        const errors = r.json.errors as unknown[] | undefined;
+        if (r.status !== 201 || errors?.length) throw new Error(`batch: ${r.status} ${JSON.stringify(errors?.slice(0, 3))}`);
+      }),
+    );
+
+    // Steady state: filled to STEADY, then creates and deletes side by side.
+    const fill = Math.max(0, STEADY - BURST);
+    if (fill) {
+      await phase(url, `fill to ${STEADY}, batch creates`, fill, () =>
+        pool(Math.ceil(fill / BATCH), BATCH_PARALLEL, async (i) => {
+          const count = Math.min(BATCH, fill - i * BATCH);
+          const r = await call(url, 'POST', '/v1/sandboxes/batch', { count, template: TEMPLATE });
+          const errors = r.json.errors as unknown[] | undefined;
+          if (r.status !== 201 || errors?.length) throw new Error(`batch: ${r.status} ${JSON.stringify(errors?.slice(0, 3))}`);
+        }),
+      );
+    }
+    // Ids to delete: a page of the oldest, then the ones churn makes.
+    const ids = ((await call(url, 'GET', `/v1/sandboxes?limit=1000`)).json.sandboxes as Array<{ id: string }>).map((x) => x.id);
+    const created: number[] = [];
+    const deleted: number[] = [];
+    const until = performance.now() + CHURN_S * 1000;
+    const before = await counters(url);
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async (_, w) => {
+        while (performance.now() < until) {
+          const t = performance.now();
+          if (w % 2 === 0 || ids.length === 0) {
+            const r = await call(url, 'POST', '/v1/sandboxes', TEMPLATE);
+            if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.json)}`);
+            ids.push(r.json.id as string);
+            created.push(performance.now() - t);
+          } else {
+            const id = ids.shift()!;
+            await call(url, 'DELETE', `/v1/sandboxes/${id}`);
+            deleted.push(performance.now() - t);
+          }
+        }
+      }),
+    );
+    const after = await counters(url);
+    const b = await balance(url);
+    console.log(
+      `steady state at ~${STEADY}: ${Math.round(created.length / CHURN_S)} creates/s and ${Math.round(deleted.length / CHURN_S)} deletes/s for ${CHURN_S} s; ` +
+        `create p50 ${f1(pct(created, 50))} ms, p99 ${f1(pct(created, 99))} ms; delete p50 ${f1(pct(deleted, 50))} ms, p99 ${f1(pct(deleted, 99))} ms; ` +
+        `balance max/mean ${(b.max / b.mean).toFixed(3)}; retries ${after.retried - before.retried}`,
+    );
+  } finally {
+    server.kill('SIGKILL');
+    await Promise.all(edges.map((e) => e.close().catch(() => undefined)));
+    await pg.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 1;
+});
