@@ -76,6 +76,8 @@ export const ListNodesResponse = z.object({ nodes: z.array(Node) });
 
 /** A node's load as its edge reports it in each heartbeat (the edge's EdgeLoad). */
 export const NodeLoad = z.object({
+  /** When the edge read it, on its own monotonic clock (ms): of two loads of one boot, the later is the truer. */
+  at: z.number(),
   committed: z.object({ cpu: z.number(), memoryMiB: z.number() }),
   requested: z.object({ cpu: z.number(), memoryMiB: z.number() }),
   used: z.object({ cpu: z.number(), memoryMiB: z.number(), swapMiB: z.number() }).nullable(),

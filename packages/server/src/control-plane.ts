@@ -184,12 +184,12 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
         await pools.start();
         await fn.start();
       }
-      flush = setInterval(() => void service.flushActivity().catch(() => undefined), 5000);
+      flush = setInterval(() => void service.sync.flushActivity().catch(() => undefined), 5000);
       flush.unref();
       if (!p.local) {
         const stale = p.staleCreateMs ?? 300_000;
         janitor = setInterval(
-          () => void service.endStaleCreates(stale).catch((e: unknown) => o.logger.warn('the check for cut-off creates failed', { error: String(e) })),
+          () => void service.sync.endStaleCreates(stale).catch((e: unknown) => o.logger.warn('the check for cut-off creates failed', { error: String(e) })),
           Math.min(10_000, Math.max(200, stale / 4)),
         );
         janitor.unref();
@@ -219,7 +219,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       });
       pools.close();
       if (p.local) await fn.close();
-      await service.flushActivity().catch(() => undefined);
+      await service.sync.flushActivity().catch(() => undefined);
       await audit.close();
       await cluster.close();
     },

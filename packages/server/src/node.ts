@@ -198,7 +198,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     throw e;
   };
   const url = await (async () => {
-    const recovered = await cp.sandboxes.reconcile(info.nodeId);
+    const recovered = await cp.sandboxes.sync.reconcile(info.nodeId);
     if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
     await node.network?.sweep();
     node.edge.start();

@@ -24,6 +24,11 @@ export interface EdgeInfo {
 
 /** What the node carries now (see Edge.usage, requested and used). */
 export interface EdgeLoad {
+  /**
+   * When it was read, on the edge's own monotonic clock (ms; only compared with other loads of
+   * the same boot): of two loads, the later one is the truer.
+   */
+  at: number;
   /** What admission counts: running sandboxes' requests, paused ones' resident memory. */
   committed: { cpu: number; memoryMiB: number };
   /** What the sandboxes requested in all, paused ones included. */
@@ -74,8 +79,11 @@ export interface EdgeApi {
   admit(resources: EdgeSandboxSpec['resources']): Promise<void>;
 
   // ---- sandboxes ----
-  /** Starts a sandbox, applies its user, workdir and files, and answers its state when it is ready. */
-  create(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState>;
+  /**
+   * Starts a sandbox, applies its user, workdir and files, and answers its state when it is
+   * ready, with the node's load just after (`used` not read): what placement sees next.
+   */
+  create(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState & { load?: EdgeLoad }>;
   /** Hands a running (pool's) sandbox to a caller: its env, user, workdir and lifetime become `spec`'s. */
   claim(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState>;
   /** Takes back a sandbox that ran before the edge restarted; false when it is gone. */

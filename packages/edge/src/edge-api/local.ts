@@ -5,7 +5,7 @@ import type { Edge } from '../lifecycle/edge.js';
 import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
-import type { CommandResult, CommandStream, EdgeApi } from './edge-api.js';
+import type { CommandResult, CommandStream, EdgeApi, EdgeLoad } from './edge-api.js';
 
 /** A command's events from byte `offset` on, until its exit or error (the command runs on if the reader stops). */
 export function commandEvents(cmd: Command, offset: number): AsyncIterable<ExecEvent> {
@@ -38,6 +38,18 @@ const gone = (id: string): never => {
 
 /** The edge in this process, behind the EdgeApi (what `warren up` uses by default). */
 export function localEdgeApi(edge: Edge): EdgeApi {
+  /** The node's load now (`used`: what its sandboxes really use, read from their cgroups). */
+  const load = async (used: boolean): Promise<EdgeLoad> => {
+    const u = edge.usage();
+    return {
+      at: performance.timeOrigin + performance.now(),
+      committed: { cpu: u.cpu, memoryMiB: u.memoryMiB },
+      requested: edge.requested(),
+      used: used ? await edge.used() : null,
+      sandboxes: u.sandboxes,
+      paused: u.paused,
+    };
+  };
   return {
     info: async () => ({
       nodeId: edge.nodeId,
@@ -47,20 +59,12 @@ export function localEdgeApi(edge: Edge): EdgeApi {
       maxFileBytes: edge.maxFileBytes,
       backends: edge.backends(),
     }),
-    load: async (opts = {}) => {
-      const u = edge.usage();
-      return {
-        committed: { cpu: u.cpu, memoryMiB: u.memoryMiB },
-        requested: edge.requested(),
-        used: opts.used ? await edge.used() : null,
-        sandboxes: u.sandboxes,
-        paused: u.paused,
-      };
-    },
+    load: (opts = {}) => load(opts.used ?? false),
     admit: async (r) => edge.admit(r),
     create: async (spec, files) => {
       await edge.create(copy(spec), files);
-      return (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
+      const st = (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
+      return { ...st, load: await load(false) };
     },
     claim: async (spec, files) => {
       await edge.claim(copy(spec), files);

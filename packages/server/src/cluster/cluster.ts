@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { WarrenError } from '@warren/api';
 import { remoteEdgeApi, type EdgeApi, type EdgeEvent, type EdgeInfo, type EdgeLoad, type RemoteEdgeApi } from '@warren/edge';
 import type { NodeRecord, NodeState, Store } from '../store/store.js';
@@ -32,7 +33,7 @@ export interface ClusterOptions {
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
-const EMPTY_LOAD: EdgeLoad = { committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: 0, paused: 0 };
+const EMPTY_LOAD: EdgeLoad = { at: 0, committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: 0, paused: 0 };
 
 /** A client of a node's edge at `host:port`. */
 export function connectEdge(address: string, token: string): RemoteEdgeApi {
@@ -44,15 +45,17 @@ export function connectEdge(address: string, token: string): RemoteEdgeApi {
 /**
  * The nodes a control plane places sandboxes on and reaches them through. With `warren up` one
  * edge in this process; with `warren server` the node table in the store, read again every
- * second (each replica keeps its own copy), a client and an event reader per node. What this
- * replica placed since a node's last heartbeat is added to that node's load, so a burst does not
- * pile onto the node that looked emptiest a second ago.
+ * second (each replica keeps its own copy), a client and an event reader per node. A node's load
+ * is the latest the replica has seen: its heartbeat, or the answer to a create there (which
+ * carries the node's load just after, every replica's creates included), whichever the edge read
+ * later; creates this replica has sent there and not yet heard back from are added to it. So a
+ * burst spreads, and a view is never older than the last answer from the node.
  */
 export class Cluster {
   private readonly nodes = new Map<string, ClusterNode>();
   private readonly readers = new Map<string, { boot: string; reader: EdgeEventReader }>();
-  /** What this replica placed on a node since its load was last read: cpu, memory, sandboxes. */
-  private readonly placed = new Map<string, { cpu: number; memoryMiB: number; sandboxes: number }>();
+  /** Creates this replica sent to a node that have not answered yet: cpu, memory, sandboxes. */
+  private readonly inFlight = new Map<string, { cpu: number; memoryMiB: number; sandboxes: number }>();
   /** Fires when a node goes down or starts anew (what calls in flight there stop waiting on). */
   private readonly gone = new Map<string, AbortController>();
   private timer: NodeJS.Timeout | null = null;
@@ -126,12 +129,13 @@ export class Cluster {
       address: r.address,
       boot: r.boot,
       info: r.info as EdgeInfo,
-      load: r.load as EdgeLoad,
+      // A create's answer read later than this heartbeat is the truer load.
+      load: same && cur.load.at > (r.load as EdgeLoad).at ? cur.load : (r.load as EdgeLoad),
       heartbeatAt: r.heartbeatAt,
       api,
       local: false,
     });
-    this.placed.delete(r.id);
+    if (!same) this.inFlight.delete(r.id);
     if (r.state === 'down') this.unfollow(r.id);
     else this.follow(r.id, r.boot, api);
   }
@@ -146,6 +150,8 @@ export class Cluster {
     let c = this.gone.get(id);
     if (!c) {
       c = new AbortController();
+      // Every create in flight there listens to it.
+      setMaxListeners(0, c.signal);
       this.gone.set(id, c);
     }
     return c.signal;
@@ -224,9 +230,9 @@ export class Cluster {
     );
   }
 
-  /** A node as placement sees it: its last load, plus what this replica placed there since. */
+  /** A node as placement sees it: its latest load, plus the creates this replica has in flight there. */
   private view(n: ClusterNode): PlacementNode {
-    const p = this.placed.get(n.id);
+    const p = this.inFlight.get(n.id);
     return {
       id: n.id,
       state: n.state,
@@ -241,13 +247,15 @@ export class Cluster {
     };
   }
 
-  /** Counts a sandbox placed on a node until its next heartbeat says what it holds (`sign` -1: a create that failed). */
-  placedOn(node: string, r: { cpu: number; memoryMiB: number }, sign: 1 | -1): void {
-    const p = this.placed.get(node) ?? { cpu: 0, memoryMiB: 0, sandboxes: 0 };
+  /** A create sent to a node (`sign` 1) or answered there (-1), with the load its answer carried. */
+  inFlightOn(node: string, r: { cpu: number; memoryMiB: number }, sign: 1 | -1, load?: EdgeLoad): void {
+    const p = this.inFlight.get(node) ?? { cpu: 0, memoryMiB: 0, sandboxes: 0 };
     p.cpu += sign * r.cpu;
     p.memoryMiB += sign * r.memoryMiB;
     p.sandboxes += sign;
-    this.placed.set(node, p);
+    this.inFlight.set(node, p);
+    const n = this.nodes.get(node);
+    if (n && load && load.at > n.load.at) n.load = load;
   }
 
   async close(): Promise<void> {

@@ -34,6 +34,14 @@ test('nodes that cannot take a create are left out, each with why; the best of t
   ];
   const p = placeSandbox(nodes, want, { k: 2, random: seeded(1) });
   assert.deepEqual(p.order, ['a', 'b']);
+  // When the view says every node is full, the least loaded few that are up are asked anyway
+  // (the view lags deletes): never a draining, down or wrong-backend one.
+  const none = placeSandbox(
+    nodes.filter((n) => !['a', 'b'].includes(n.id)),
+    want,
+  );
+  assert.deepEqual(none.order, ['busy', 'full']);
+  assert.deepEqual(Object.keys(none.refused).sort(), ['busy', 'down', 'draining', 'full', 'novm']);
   assert.match(p.refused.full ?? '', /3800 of 4096 MiB/);
   assert.equal(p.refused.draining, 'the node is draining');
   assert.equal(p.refused.down, 'the node is down');

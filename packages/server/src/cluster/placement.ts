@@ -56,11 +56,19 @@ export function placeSandbox(nodes: PlacementNode[], r: PlacementRequest, o: { k
   const random = o.random ?? Math.random;
   const refused: Record<string, string> = {};
   const fit: Array<{ id: string; score: number }> = [];
+  /** Nodes the view says are full (they are up and run the backend). */
+  const full: Array<{ id: string; score: number }> = [];
   for (const n of nodes) {
     const why = unfit(n, r);
-    if (why) refused[n.id] = why;
-    else fit.push({ id: n.id, score: placementScore(n, r) });
+    if (why === null) fit.push({ id: n.id, score: placementScore(n, r) });
+    else {
+      refused[n.id] = why.reason;
+      if (why.full) full.push({ id: n.id, score: placementScore(n, r) });
+    }
   }
+  // Every node full by the view: the view lags (deletes show at the next heartbeat), so the
+  // least loaded few are asked anyway; their own admission has the last word.
+  if (!fit.length) return { order: full.sort((a, b) => b.score - a.score).slice(0, FULL_TRIES).map((x) => x.id), refused };
   // Sample k without replacement (a partial Fisher-Yates shuffle), keep the best of them first.
   for (let i = 0; i < Math.min(k, fit.length); i++) {
     const j = i + Math.floor(random() * (fit.length - i));
@@ -71,17 +79,20 @@ export function placeSandbox(nodes: PlacementNode[], r: PlacementRequest, o: { k
   return { order: [...sampled, ...rest].map((x) => x.id), refused };
 }
 
-/** Why a node cannot take the request by the table's view (null: it can). */
-function unfit(n: PlacementNode, r: PlacementRequest): string | null {
-  if (n.state !== 'ready') return `the node is ${n.state}`;
-  if (!n.backends.includes(r.backend)) return `it does not run the ${r.backend} backend`;
-  if (r.network && !n.networking) return 'its sandboxes have loopback only';
+/** Nodes a create is tried on when the view says every node is full. */
+const FULL_TRIES = 3;
+
+/** Why a node cannot take the request by the table's view (null: it can); `full`: only for want of room. */
+function unfit(n: PlacementNode, r: PlacementRequest): { reason: string; full: boolean } | null {
+  if (n.state !== 'ready') return { reason: `the node is ${n.state}`, full: false };
+  if (!n.backends.includes(r.backend)) return { reason: `it does not run the ${r.backend} backend`, full: false };
+  if (r.network && !n.networking) return { reason: 'its sandboxes have loopback only', full: false };
   if (n.local) return null;
   try {
     checkAdmission(n.id, n.capacity, { ...n.committed, sandboxes: n.sandboxes, paused: n.paused, cpuUsed: n.cpuUsed }, r);
     return null;
   } catch (e) {
-    if (e instanceof WarrenError) return e.message;
+    if (e instanceof WarrenError) return { reason: e.message, full: true };
     throw e;
   }
 }

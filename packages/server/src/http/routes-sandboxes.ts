@@ -1,4 +1,3 @@
-import type * as api from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
 import { sendEmpty, sendJson } from './io.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
@@ -18,17 +17,8 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     // One decoded copy of the files for every create of the batch, not one each.
     const files = decodeFiles(body.template);
     const template = { ...body.template, files: undefined, requestId: undefined };
-    const results = await Promise.allSettled(Array.from({ length: body.count }, () => svc.create(c.caller, template, files)));
-    const sandboxes: api.Sandbox[] = [];
-    const errors: Array<{ code: string; message: string }> = [];
-    for (const r of results) {
-      if (r.status === 'fulfilled') sandboxes.push(r.value);
-      else {
-        const e = r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed');
-        errors.push({ code: e.code, message: e.message });
-      }
-    }
-    sendJson(c.res, 201, { sandboxes, errors });
+    const r = await svc.createMany(c.caller, template, body.count, files);
+    sendJson(c.res, 201, { sandboxes: r.sandboxes, errors: r.errors.map((e) => ({ code: e.code, message: e.message })) });
   });
   on(ROUTES.listSandboxes, async (c) => {
     sendJson(c.res, 200, await svc.list(c.caller, c.query()));

@@ -63,7 +63,7 @@ export class NodeService {
       });
     await this.store.putNode({ id: req.name, address: req.address, token: req.token, boot: req.boot, info, load });
     await this.cluster.refresh();
-    const r = await this.sandboxes.reconcile(req.name);
+    const r = await this.sandboxes.sync.reconcile(req.name);
     await this.store.setNodeState(req.name, 'ready', { from: ['joining'] });
     await this.cluster.refresh();
     this.o.logger.info('a node joined', { node: req.name, address: req.address, ...r });
@@ -151,8 +151,8 @@ export class NodeService {
       `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${mem}\n` +
       `# TYPE warren_nodes gauge\n${[...states].map(([s, k]) => `warren_nodes{state="${s}"} ${k}`).join('\n')}\n` +
       `# TYPE warren_node_sandboxes gauge\n# TYPE warren_node_committed_memory_mib gauge\n${per.join('\n')}\n` +
-      `# TYPE warren_placements_total counter\nwarren_placements_total ${this.sandboxes.placements.created}\n` +
-      `# TYPE warren_placement_retries_total counter\nwarren_placement_retries_total ${this.sandboxes.placements.retried}\n` +
+      `# TYPE warren_placements_total counter\nwarren_placements_total ${this.sandboxes.placer.counts.created}\n` +
+      `# TYPE warren_placement_retries_total counter\nwarren_placement_retries_total ${this.sandboxes.placer.counts.retried}\n` +
       `# TYPE warren_store_round_trips_total counter\nwarren_store_round_trips_total ${this.store.roundTrips()}\n` +
       `# TYPE warren_tenant_sandboxes gauge\n# TYPE warren_tenant_cpu gauge\n# TYPE warren_tenant_memory_mib gauge\n${perTenant.join('\n')}\n` +
       net.join('')

@@ -1,11 +1,32 @@
-import type { CreateSandboxRequest, Image, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
-import { WarrenError, sandboxEnv } from '@warren/api';
-import { compilePolicy, widestAllowPrefix, type CompiledPolicy, type EdgeApi, type EdgeSandboxSpec, type EdgeSandboxState } from '@warren/edge';
+import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import { compilePolicy, widestAllowPrefix, type EdgeApi, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
+import { Placer } from './placer.js';
+import type { Placement, PlacementRequest } from '../cluster/placement.js';
+import { NodeSync } from './node-sync.js';
+import { RUNNING, decodeFiles, edgeSpec, hasQuota, opensNetwork, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
+
+export { decodeFiles, hasQuota, poolKey, unclaimedSpec, visibleImage, type DecodedFile } from './sandbox-view.js';
+
+/** A create's request checked and resolved (see SandboxService.prepare). */
+interface Made {
+  backend: SandboxRecord['backend'];
+  layers: string[];
+  resources: SandboxRecord['resources'];
+  network: NetworkPolicy;
+  imageEnv: Record<string, string>;
+  want: PlacementRequest;
+  now: number;
+}
+
+/** No node can take a create: why, per node. */
+const noNode = (refused: Record<string, string>, m: Pick<Made, 'resources' | 'backend'>): WarrenError =>
+  new WarrenError('resource_exhausted', 'no node can take this sandbox now', { nodes: refused, requested: m.resources, backend: m.backend });
 
 export interface SandboxServiceOptions {
   defaultTtlSeconds: number;
@@ -34,69 +55,14 @@ export interface Caller {
   node?: true;
 }
 
-/** An image the caller may use: every tenant's, its tenant's, or any for an admin; not_found otherwise. */
-export async function visibleImage(catalogue: ImageCatalogue, caller: Caller, name: string): Promise<Image> {
-  const img = await catalogue.getImage(name);
-  if (!img || (img.tenant !== null && img.tenant !== caller.tenant && caller.role !== 'admin'))
-    throw new WarrenError('not_found', `image "${name}" does not exist`, { image: name });
-  return img;
-}
-
-/** A sandbox made ahead for nobody yet (a pool's, a FnCall worker): no env, user, workdir or lifetime. */
-export function unclaimedSpec(id: string, layers: string[], resources: EdgeSandboxSpec['resources'], more: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec {
-  return {
-    id,
-    layers,
-    resources,
-    env: {},
-    user: null,
-    workdir: null,
-    expiresAtMs: null,
-    idleTimeoutMs: null,
-    lastActivityMs: Date.now(),
-    paused: false,
-    ...more,
-  };
-}
-
-/** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
-export function poolKey(tenant: string, layers: string[], resources: SandboxRecord['resources'], network: NetworkPolicy): string {
-  const n = { egress: network.egress ?? 'deny', allow: [...(network.allow ?? [])].sort(), deny: [...(network.deny ?? [])].sort() };
-  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, n]);
-}
-
-/** A file given at create, decoded. */
-export interface DecodedFile {
-  path: string;
-  content: Buffer;
-  mode?: number;
-}
-
-/** The files of a create request, decoded from base64 (once per request: a batch shares them). */
-export function decodeFiles(req: Pick<CreateSandboxRequest, 'files'>): DecodedFile[] {
-  return (req.files ?? []).map((f) => ({ path: f.path, content: Buffer.from(f.content, 'base64'), mode: f.mode }));
-}
-
-const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connectionsDenied: 0, allowed: {}, denied: {} };
-
-/** Whether a key's quota limits anything (a key without one is never counted). */
-export const hasQuota = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
-
-/** Whether network rules let a sandbox reach beyond loopback. */
-function opensNetwork(c: CompiledPolicy): boolean {
-  return c.egress === 'allow' || c.allowNames.size > 0 || c.allowSuffixes.length > 0 || c.allowCidrs.length > 0;
-}
-
-/** The states a running sandbox's pause and resume move between. */
-const RUNNING: SandboxState[] = ['running', 'paused'];
-const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
-
 /** The control plane's view of sandboxes: records in the store, lifecycle on each one's node's edge. */
 export class SandboxService {
   /** Warm pools, when the node keeps them (set once at start). */
   pools: { claim(key: string): Promise<string | null>; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
-  /** Creates placed, and the tries on another node after an edge refused or did not answer (for /metrics). */
-  readonly placements = { created: 0, retried: 0 };
+  /** Starts recorded sandboxes on their nodes (placements and retries counted there, for /metrics). */
+  readonly placer: Placer;
+  /** Keeps the store and the nodes agreeing (reconcile, cut-off creates, activity). */
+  readonly sync: NodeSync;
   /** The FnCall service: the workers made for a tenant's calls count in its quota. */
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
 
@@ -106,7 +72,10 @@ export class SandboxService {
     private readonly cluster: Cluster,
     private readonly catalogue: ImageCatalogue,
     private readonly o: SandboxServiceOptions,
-  ) {}
+  ) {
+    this.placer = new Placer(store, cluster, o);
+    this.sync = new NodeSync(store, cluster, o);
+  }
 
   /**
    * Creates a sandbox, or answers the one an earlier create with the same requestId made.
@@ -114,7 +83,115 @@ export class SandboxService {
    */
   async create(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[] = decodeFiles(req)): Promise<Sandbox> {
     const made = await this.make(caller, req, files);
-    return made.live ? this.view(made.rec, made.live) : this.toApi(made.rec, false);
+    return made.live ? sandboxView(made.rec, made.live) : this.toApi(made.rec, false);
+  }
+
+  /**
+   * Creates `count` sandboxes from one request at once (a batch, no requestId): the image is
+   * resolved once, every sandbox placed before any is recorded (so they spread), all recorded in
+   * one statement, started on their nodes side by side (each retried on the next node as a
+   * single create is), and marked running in one statement. All-or-report: each one that failed
+   * is in `errors`, and none is left behind. A caller with a quota takes the single-create path
+   * for each (its quota counted create by create, as many as fit).
+   */
+  async createMany(caller: Caller, req: CreateSandboxRequest, count: number, files: DecodedFile[]): Promise<{ sandboxes: Sandbox[]; errors: WarrenError[] }> {
+    const settle = async <T>(ps: Array<Promise<T>>): Promise<{ ok: T[]; errors: WarrenError[] }> => {
+      const ok: T[] = [];
+      const errors: WarrenError[] = [];
+      for (const r of await Promise.allSettled(ps))
+        if (r.status === 'fulfilled') ok.push(r.value);
+        else errors.push(r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed'));
+      return { ok, errors };
+    };
+    const one = { ...req, requestId: undefined };
+    if (hasQuota(caller.quota) || this.pools) {
+      const r = await settle(Array.from({ length: count }, () => this.create(caller, one, files)));
+      return { sandboxes: r.ok, errors: r.errors };
+    }
+    let made: Made;
+    try {
+      made = await this.prepare(caller, one);
+    } catch (e) {
+      return { sandboxes: [], errors: Array.from({ length: count }, () => (e instanceof WarrenError ? e : new WarrenError('internal', 'create failed'))) };
+    }
+    const errors: WarrenError[] = [];
+    const placed: Array<{ rec: SandboxRecord; placement: Placement }> = [];
+    for (let i = 0; i < count; i++) {
+      const placement = this.cluster.place(made.want);
+      const first = placement.order[0];
+      if (first === undefined) errors.push(noNode(placement.refused, made));
+      else {
+        this.cluster.inFlightOn(first, made.resources, 1);
+        placed.push({ rec: this.newRecord(caller, one, made, newSandboxId(made.now), first), placement });
+      }
+    }
+    try {
+      await this.store.insertSandboxes(placed.map((p) => p.rec));
+    } catch (e) {
+      for (const p of placed) this.cluster.inFlightOn(p.rec.node, made.resources, -1);
+      throw e;
+    }
+    this.o.failpoint?.('create:stored');
+    const started = await settle(placed.map(async (p) => ({ rec: p.rec, live: await this.placer.place(p.rec, p.placement, files) })));
+    errors.push(...started.errors);
+    // A delete that came while they were being made wins (as for one create).
+    const running = new Set(await this.store.markStarted(started.ok.map((x) => x.rec.id)));
+    const sandboxes: Sandbox[] = [];
+    for (const { rec, live } of started.ok) {
+      if (running.has(rec.id)) sandboxes.push(sandboxView({ ...rec, state: 'running' }, live));
+      else {
+        await this.cluster
+          .edge(rec.node)
+          .destroy(rec.id)
+          .catch(() => undefined);
+        errors.push(new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id }));
+      }
+    }
+    return { sandboxes, errors };
+  }
+
+  /**
+   * What a create asks for, checked and resolved once (a batch shares it): the backend, the
+   * image's layers and env, resources and network, and what placement is asked.
+   */
+  private async prepare(caller: Caller, req: CreateSandboxRequest): Promise<Made> {
+    const backend = req.backend ?? 'container';
+    const backends = this.cluster.backends();
+    if (!backends.has(backend))
+      throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...backends].join(', ')}`, { backend });
+    const r = await this.resolve(caller, req);
+    const want = { backend, cpu: r.resources.cpu, memoryMiB: r.resources.memoryMiB, diskMiB: r.resources.diskMiB, network: opensNetwork(compilePolicy(r.network)) };
+    return { ...r, backend, want, now: (this.o.now ?? Date.now)() };
+  }
+
+  /** A new sandbox's record, `creating` on `node`. */
+  private newRecord(caller: Caller, req: CreateSandboxRequest, m: Made, id: string, node: string): SandboxRecord {
+    const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
+    return {
+      id,
+      tenant: caller.tenant,
+      node,
+      state: 'creating',
+      backend: m.backend,
+      image: req.image,
+      layers: m.layers,
+      layerNames: req.layers ?? [],
+      labels: req.labels ?? {},
+      resources: m.resources,
+      env: req.env ?? {},
+      imageEnv: m.imageEnv,
+      user: req.user ?? null,
+      workdir: req.workdir ?? null,
+      createdAt: m.now,
+      expiresAt: m.now + ttl * 1000,
+      lastActivityAt: m.now,
+      idleTimeoutSeconds: req.lifetime?.idleTimeoutSeconds ?? null,
+      pauseAfterIdleSeconds: req.lifetime?.pauseAfterIdleSeconds ?? null,
+      ttlCountsPaused: req.lifetime?.ttlCountsPaused ?? false,
+      error: null,
+      requestId: req.requestId ?? null,
+      network: m.network,
+    };
   }
 
   /** The record of a create, and the edge's state of the sandbox when this call made it (null for an earlier create's). */
@@ -123,59 +200,24 @@ export class SandboxService {
       const prev = await this.store.findByRequestId(caller.tenant, req.requestId);
       if (prev) return { rec: prev, live: null };
     }
-    const backend = req.backend ?? 'container';
-    const backends = this.cluster.backends();
-    if (!backends.has(backend))
-      throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...backends].join(', ')}`, { backend });
-    const { network, layers, resources, imageEnv } = await this.resolve(caller, req);
+    const made = await this.prepare(caller, req);
+    const { resources } = made;
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
     // no more of the quota (the pool's sandboxes count already). Pools are on the local node.
-    const pooled = (await this.pools?.claim(poolKey(caller.tenant, layers, resources, network))) ?? null;
-    const placement = pooled
-      ? { order: [this.cluster.up().find((n) => n.local)?.id ?? ''], refused: {} }
-      : this.cluster.place({
-          backend,
-          cpu: resources.cpu,
-          memoryMiB: resources.memoryMiB,
-          diskMiB: resources.diskMiB,
-          network: opensNetwork(compilePolicy(network)),
-        });
+    const pooled = (await this.pools?.claim(poolKey(caller.tenant, made.layers, resources, made.network))) ?? null;
+    const placement = pooled ? { order: [this.cluster.up().find((n) => n.local)?.id ?? ''], refused: {} } : this.cluster.place(made.want);
     const first = placement.order[0];
-    if (first === undefined)
-      throw new WarrenError('resource_exhausted', 'no node can take this sandbox now', { nodes: placement.refused, requested: resources, backend });
-    const now = (this.o.now ?? Date.now)();
-    const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
-    const rec: SandboxRecord = {
-      id: pooled ?? newSandboxId(now),
-      tenant: caller.tenant,
-      node: first,
-      state: 'creating',
-      backend,
-      image: req.image,
-      layers,
-      layerNames: req.layers ?? [],
-      labels: req.labels ?? {},
-      resources,
-      env: req.env ?? {},
-      imageEnv,
-      user: req.user ?? null,
-      workdir: req.workdir ?? null,
-      createdAt: now,
-      expiresAt: now + ttl * 1000,
-      lastActivityAt: now,
-      idleTimeoutSeconds: req.lifetime?.idleTimeoutSeconds ?? null,
-      pauseAfterIdleSeconds: req.lifetime?.pauseAfterIdleSeconds ?? null,
-      ttlCountsPaused: req.lifetime?.ttlCountsPaused ?? false,
-      error: null,
-      requestId: req.requestId ?? null,
-      network,
-    };
+    if (first === undefined) throw noNode(placement.refused, made);
+    const rec = this.newRecord(caller, req, made, pooled ?? newSandboxId(made.now), first);
     try {
       // The quota is checked where the record is written, in one transaction: creates of one
       // tenant at once cannot all pass it on the same count.
       const quota = caller.quota;
+      // Counted on its node from the moment it is placed: the creates placed meanwhile see it.
+      if (!pooled) this.cluster.inFlightOn(first, resources, 1);
       await this.store.insertSandbox(rec, pooled || !hasQuota(quota) ? {} : { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
     } catch (e) {
+      if (!pooled) this.cluster.inFlightOn(first, resources, -1);
       if (e instanceof WarrenError && e.code === 'resource_exhausted') throw e;
       // A concurrent create with the same requestId won the race.
       const prev = req.requestId ? await this.store.findByRequestId(caller.tenant, req.requestId) : undefined;
@@ -185,7 +227,7 @@ export class SandboxService {
     this.o.failpoint?.('create:stored');
     const held = this.o.holdAt?.('create:stored');
     if (held) await held;
-    const live = pooled ? await this.claimPooled(rec, files) : await this.place(rec, placement, files);
+    const live = pooled ? await this.claimPooled(rec, files) : await this.placer.place(rec, placement, files);
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
     if (!(await this.store.updateSandbox(rec.id, { state: 'running' }, { from: ['creating'] }))) {
       await this.cluster
@@ -201,71 +243,11 @@ export class SandboxService {
   private async claimPooled(rec: SandboxRecord, files: DecodedFile[]): Promise<EdgeSandboxState> {
     const edge = this.cluster.edge(rec.node);
     try {
-      return await edge.claim(this.edgeSpec(rec), files);
+      return await edge.claim(edgeSpec(rec), files);
     } catch (e) {
       await edge.destroy(rec.id).catch(() => undefined);
-      throw await this.createFailed(rec, e);
+      throw await this.placer.createFailed(rec, e);
     }
-  }
-
-  /**
-   * Starts a recorded sandbox on the placement's nodes in turn (`rec.node` is the first): an
-   * edge that refuses (its own, fresher view says it is full) or cannot be reached passes it to
-   * the next, the record following it there. When every node refused, the record goes (a
-   * sandbox no node had room for never was) and the error says why per node.
-   */
-  private async place(rec: SandboxRecord, placement: { order: string[]; refused: Record<string, string> }, files: DecodedFile[]): Promise<EdgeSandboxState> {
-    const refused: Record<string, string> = { ...placement.refused };
-    let last: WarrenError | null = null;
-    for (const [i, node] of placement.order.entries()) {
-      if (i > 0) this.placements.retried++;
-      if (i > 0 && !(await this.store.updateSandbox(rec.id, { node }, { from: ['creating'] })))
-        throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
-      rec.node = node;
-      this.cluster.placedOn(node, rec.resources, 1);
-      let started: Promise<EdgeSandboxState> | null = null;
-      let edge: EdgeApi | null = null;
-      try {
-        edge = this.cluster.edge(node);
-        started = edge.create(this.edgeSpec(rec), files);
-        // A node that stops answering (or goes down) meanwhile passes the create on.
-        const live = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, started, this.cluster.goneSignal(node));
-        this.placements.created++;
-        this.o.failpoint?.('create:started');
-        return live;
-      } catch (e) {
-        this.cluster.placedOn(node, rec.resources, -1);
-        const err = e instanceof WarrenError ? e : null;
-        // The edge admits a create before it starts anything (one call, not a check and then a
-        // create): a refused one left nothing there. One given up on may still finish there: it
-        // is destroyed there when it does (and a node that went down removes it when it joins again).
-        if (err?.code === 'unavailable' && started && edge) {
-          const there = edge;
-          const destroy = (): Promise<void> => there.destroy(rec.id);
-          void started.then(destroy, destroy).catch(() => undefined);
-        }
-        if (err?.code !== 'resource_exhausted' && (err?.code !== 'unavailable' || err.details.id !== undefined)) throw await this.createFailed(rec, e);
-        refused[node] = err.message;
-        last = err;
-      }
-    }
-    await this.store.deleteSandbox(rec.id);
-    // One node (warren up): its own error, as it said it.
-    if (placement.order.length === 1 && Object.keys(placement.refused).length === 0 && last) throw last;
-    throw new WarrenError('resource_exhausted', 'no node can take this sandbox now', { nodes: refused, requested: rec.resources, backend: rec.backend });
-  }
-
-  /** A create that failed on its edge: the record says why; the error names the sandbox. */
-  private async createFailed(rec: SandboxRecord, e: unknown): Promise<WarrenError> {
-    const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
-    await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
-    this.o.logger.warn('create failed', {
-      id: rec.id,
-      node: rec.node,
-      error: String(e),
-      cause: e instanceof Error && e.cause instanceof Error ? e.cause.message : undefined,
-    });
-    return new WarrenError(err.code, err.message, { ...err.details, id: rec.id });
   }
 
   /**
@@ -366,26 +348,6 @@ export class SandboxService {
     }
   }
 
-  private edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
-    return {
-      id: rec.id,
-      layers: rec.layers,
-      resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
-      env: sandboxEnv(rec.imageEnv, rec.env),
-      user: rec.user,
-      workdir: rec.workdir,
-      expiresAtMs: rec.expiresAt,
-      idleTimeoutMs: rec.idleTimeoutSeconds === null ? null : rec.idleTimeoutSeconds * 1000,
-      lastActivityMs: rec.lastActivityAt,
-      paused: rec.state === 'paused',
-      network: rec.network,
-      pauseAfterIdleMs: rec.pauseAfterIdleSeconds == null ? null : rec.pauseAfterIdleSeconds * 1000,
-      ttlCountsPaused: rec.ttlCountsPaused ?? false,
-      tenant: rec.tenant,
-      backend: rec.backend,
-    };
-  }
-
   /** The caller's sandbox; not_found for other tenants' ids too. */
   async record(caller: Caller, id: string): Promise<SandboxRecord> {
     const rec = await this.store.getSandbox(id);
@@ -415,7 +377,7 @@ export class SandboxService {
   /** One sandbox as the API shows it (`withUsage`: with CPU, memory and network counters read now). */
   async toApi(rec: SandboxRecord, withUsage = true): Promise<Sandbox> {
     const live = await this.liveStates([rec], withUsage);
-    return this.view(rec, live.get(rec.id) ?? null);
+    return sandboxView(rec, live.get(rec.id) ?? null);
   }
 
   /**
@@ -443,42 +405,6 @@ export class SandboxService {
       }),
     );
     return out;
-  }
-
-  /** A sandbox record and the edge's live state of it (null: not live) as the API shows it. */
-  private view(rec: SandboxRecord, live: EdgeSandboxState | null): Sandbox {
-    const state = live ? (live.paused ? 'paused' : 'running') : rec.state;
-    const none = { cpuSeconds: 0, cpuRecent: 0, memoryBytes: 0, swapBytes: 0, idleSeconds: 0 };
-    const st = live?.usage ?? null;
-    const usage = st
-      ? { cpuSeconds: st.cpuSeconds, cpuRecent: st.cpuRecent, memoryBytes: st.memoryBytes, swapBytes: st.swapBytes, idleSeconds: Math.round(st.idleSeconds) }
-      : none;
-    // The create answer skips usage reads, as for CPU and memory: nothing has happened yet.
-    const net = live?.network ?? null;
-    const policy = net?.policy ?? { egress: rec.network?.egress ?? 'deny', allow: rec.network?.allow ?? [], deny: rec.network?.deny ?? [] };
-    const network = { ...policy, address: net?.address ?? null, usage: net?.usage ?? EMPTY_NET_USAGE };
-    const s: Sandbox = {
-      id: rec.id,
-      state,
-      backend: rec.backend,
-      image: rec.image,
-      layers: rec.layerNames,
-      node: rec.node,
-      labels: rec.labels,
-      resources: rec.resources,
-      user: rec.user,
-      workdir: rec.workdir,
-      createdAt: new Date(rec.createdAt).toISOString(),
-      // The edge's, while it runs: a resume moves it before the store has heard.
-      expiresAt: iso(live ? live.expiresAtMs : rec.expiresAt),
-      lastActivityAt: new Date(live?.lastActivityMs ?? rec.lastActivityAt).toISOString(),
-      idleTimeoutSeconds: rec.idleTimeoutSeconds,
-      pauseAfterIdleSeconds: rec.pauseAfterIdleSeconds ?? null,
-      usage,
-      network,
-    };
-    if (rec.error) s.error = rec.error;
-    return s;
   }
 
   async list(caller: Caller, q: ListSandboxesQuery): Promise<ListSandboxesResponse> {
@@ -515,7 +441,7 @@ export class SandboxService {
       page.push(r);
     }
     const used = await this.liveStates(page, true);
-    const out = page.map((r) => this.view(r, used.get(r.id) ?? null));
+    const out = page.map((r) => sandboxView(r, used.get(r.id) ?? null));
     const last = out[out.length - 1];
     return { sandboxes: out, nextCursor: more && last ? Buffer.from(last.id).toString('base64url') : null };
   }
@@ -625,90 +551,6 @@ export class SandboxService {
       n += results.filter((x) => x.status === 'fulfilled').length;
     }
     return n;
-  }
-
-  /**
-   * Makes the store and a node agree, when the node's edge (re)starts or joins again: records of
-   * sandboxes the edge still holds stay; the others are taken back if their processes survived
-   * (adopt) or marked failed and removed; what the edge holds that no live record names (a
-   * sandbox failed while its node was down, a create that timed out) is destroyed. Nothing ends
-   * both failed and alive, nor alive and unknown.
-   */
-  async reconcile(node: string): Promise<{ kept: number; adopted: number; failed: number; removed: number }> {
-    const edge = this.cluster.edge(node);
-    // The edge's list first: a sandbox it holds was recorded before it was created.
-    const held = new Set((await edge.sandboxes()).map((x) => x.id));
-    const recs = await this.store.liveOnNode(node);
-    const named = new Set(recs.map((r) => r.id));
-    let kept = 0;
-    let adopted = 0;
-    let failed = 0;
-    let next = 0;
-    const one = async (rec: SandboxRecord): Promise<void> => {
-      if (held.has(rec.id) && rec.state !== 'creating') {
-        kept++;
-        return;
-      }
-      const ok =
-        rec.state !== 'creating' &&
-        (await edge.adopt(this.edgeSpec(rec)).catch((e: unknown) => {
-          this.o.logger.warn('could not take back a sandbox', { id: rec.id, error: String(e) });
-          return false;
-        }));
-      if (ok) {
-        await this.store.updateSandbox(rec.id, { state: 'running' }, { from: RUNNING });
-        adopted++;
-      } else {
-        await edge.destroy(rec.id).catch(() => undefined);
-        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while its node was away' } });
-        failed++;
-      }
-    };
-    // Several at a time: one slow sandbox (an init that does not answer) must not hold the rest.
-    await Promise.all(
-      Array.from({ length: Math.min(16, recs.length) }, async () => {
-        while (next < recs.length) await one(recs[next++]!);
-      }),
-    );
-    const unknown = [...held].filter((id) => !named.has(id));
-    for (const id of unknown)
-      await edge.destroy(id).catch((e: unknown) => this.o.logger.warn('could not remove a sandbox no record names', { id, error: String(e) }));
-    const leftovers = await edge.removeLeftovers();
-    if (leftovers.length) this.o.logger.warn('removed leftover sandboxes', { node, ids: leftovers });
-    return { kept, adopted, failed, removed: unknown.length + leftovers.length };
-  }
-
-  /**
-   * Ends creates that no control plane finishes: records still `creating` long after they were
-   * made (`olderThanMs`, well past any create's deadline), left by a replica that died in the
-   * middle. Each is failed (by one replica: the state changes only from `creating`) and what its
-   * node started is destroyed there (a node that is down does it when it joins again). Answers
-   * the ids ended.
-   */
-  async endStaleCreates(olderThanMs: number): Promise<string[]> {
-    const now = (this.o.now ?? Date.now)();
-    const ended: string[] = [];
-    for (const rec of await this.store.staleCreating(now - olderThanMs, 1000)) {
-      const error = { code: 'unavailable', message: 'its create was cut off (the control plane making it stopped)' };
-      if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error }, { from: ['creating'] }))) continue;
-      ended.push(rec.id);
-      if (this.cluster.up().some((n) => n.id === rec.node))
-        await this.cluster
-          .edge(rec.node)
-          .destroy(rec.id)
-          .catch((e: unknown) => this.o.logger.warn('could not remove a sandbox whose create was cut off', { id: rec.id, error: String(e) }));
-    }
-    if (ended.length) this.o.logger.warn('ended creates no control plane finished', { ids: ended });
-    return ended;
-  }
-
-  /**
-   * Writes the edges' activity times back to the store: only the sandboxes with activity since
-   * the last flush (the edge keeps track), one write each; cheap at any count. Called periodically.
-   */
-  async flushActivity(): Promise<void> {
-    for (const n of this.cluster.up())
-      for (const { id, lastActivityMs: t } of await n.api.sandboxes({ touched: true })) await this.store.updateSandbox(id, { lastActivityAt: t });
   }
 
   /** Where the node reaches a port of the caller's sandbox (its address; counts as activity). */

@@ -170,28 +170,54 @@ export class PgStore implements Store {
     return (await this.pool.query<Doc<T>>(sql, args)).rows.map((r) => r.doc);
   }
 
-  async insertSandbox(r: SandboxRecord, o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+  insertSandbox(r: SandboxRecord, o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+    return this.insertSandboxes([r], o);
+  }
+
+  async insertSandboxes(rs: SandboxRecord[], o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+    const tenant = rs[0]?.tenant;
+    if (tenant === undefined) return;
+    if (rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes takes sandboxes of one tenant');
+    const labels = rs.flatMap((r) => Object.entries(r.labels).map(([k, v]) => [r.id, k, v] as const));
+    const col = <T>(f: (r: SandboxRecord) => T): T[] => rs.map(f);
+    const args = [
+      col((r) => r.id),
+      col((r) => r.tenant),
+      col((r) => r.node),
+      col((r) => r.state),
+      col((r) => r.createdAt),
+      col((r) => r.requestId),
+      col((r) => JSON.stringify(r)),
+      labels.map((l) => l[0]),
+      labels.map((l) => l[1]),
+      labels.map((l) => l[2]),
+    ];
+    // The records and their labels in one statement (one round trip, whatever the count).
+    const insert = `WITH s AS (
+        INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc)
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::jsonb[]) RETURNING id)
+      INSERT INTO sandbox_labels (id, key, value) SELECT t.i, t.k, t.v FROM unnest($8::text[], $9::text[], $10::text[]) AS t (i, k, v)
+      WHERE (SELECT count(*) FROM s) > 0`;
+    // Creates without a quota to check count nothing: no lock, no transaction.
+    if (!o.admit) {
+      await this.pool.query(insert, args);
+      return;
+    }
+    const admit = o.admit;
     await this.tx(async (c) => {
-      // Every insert of a tenant takes its lock: what one counts, the next sees.
-      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [r.tenant]);
-      if (o.admit) o.admit(await usageOf(c, r.tenant));
-      await c.query('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)', [
-        r.id,
-        r.tenant,
-        r.node,
-        r.state,
-        r.createdAt,
-        r.requestId,
-        r,
-      ]);
-      const labels = Object.entries(r.labels);
-      if (labels.length)
-        await c.query('INSERT INTO sandbox_labels (id, key, value) SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS t (k, v)', [
-          r.id,
-          labels.map(([k]) => k),
-          labels.map(([, v]) => v),
-        ]);
+      // Every counted insert of a tenant takes its lock: what one counts, the next sees.
+      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [tenant]);
+      admit(await usageOf(c, tenant));
+      await c.query(insert, args);
     });
+  }
+
+  async markStarted(ids: string[]): Promise<string[]> {
+    const r = await this.pool.query<{ id: string }>(
+      `UPDATE sandboxes SET state = 'running', doc = doc || '{"state":"running"}'::jsonb WHERE id = ANY($1::text[]) AND state = 'creating' RETURNING id`,
+      [ids],
+    );
+    return r.rows.map((x) => x.id);
   }
 
   async updateSandbox(

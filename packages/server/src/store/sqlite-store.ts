@@ -175,16 +175,31 @@ export class SqliteStore implements Store {
     };
   }
 
-  async insertSandbox(r: SandboxRecord, o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+  insertSandbox(r: SandboxRecord, o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+    return this.insertSandboxes([r], o);
+  }
+
+  async insertSandboxes(rs: SandboxRecord[], o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
+    const tenant = rs[0]?.tenant;
+    if (tenant === undefined) return;
+    if (rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes takes sandboxes of one tenant');
     // IMMEDIATE: the write lock is taken before the usage is read, so another process on the
     // same file cannot insert between the check and the insert either.
     this.db
       .transaction(() => {
-        if (o.admit) o.admit(this.usageOf(r.tenant));
-        this.stmts.insert.run(r.id, r.tenant, r.node, r.state, r.createdAt, r.requestId, JSON.stringify(r));
-        for (const [k, v] of Object.entries(r.labels)) this.stmts.insertLabel.run(r.id, k, v);
+        if (o.admit) o.admit(this.usageOf(tenant));
+        for (const r of rs) {
+          this.stmts.insert.run(r.id, r.tenant, r.node, r.state, r.createdAt, r.requestId, JSON.stringify(r));
+          for (const [k, v] of Object.entries(r.labels)) this.stmts.insertLabel.run(r.id, k, v);
+        }
       })
       .immediate();
+  }
+
+  async markStarted(ids: string[]): Promise<string[]> {
+    const out: string[] = [];
+    for (const id of ids) if (await this.updateSandbox(id, { state: 'running' }, { from: ['creating'] })) out.push(id);
+    return out;
   }
 
   async updateSandbox(

@@ -80,6 +80,27 @@ for (const kind of KINDS) {
     });
   });
 
+  test(`${kind.name}: a batch of sandboxes is recorded at once, its quota checked as one; the running mark takes only those still creating`, async () => {
+    await withStore(kind, async (s) => {
+      await s.insertSandbox(record('sb_0', 't'));
+      const batch = ['sb_1', 'sb_2', 'sb_3'].map((id, i) => record(id, 't', { state: 'creating', labels: { job: 'b', i: String(i) }, requestId: null }));
+      await assert.rejects(
+        s.insertSandboxes(batch, { admit: (u) => atMost(3)({ ...u, sandboxes: u.sandboxes + batch.length - 1 }) }),
+        (e: WarrenError) => e.code === 'resource_exhausted',
+      );
+      assert.equal(await s.getSandbox('sb_1'), undefined);
+      const seen: TenantUsage[] = [];
+      await s.insertSandboxes(batch, { admit: (u) => void seen.push(u) });
+      assert.deepEqual(seen, [{ sandboxes: 1, cpu: 0.5, memoryMiB: 128 }]);
+      assert.deepEqual((await s.listSandboxes({ tenant: 't', labels: [['i', '1']], limit: 10 })).map((r) => r.id), ['sb_2']);
+      await s.updateSandbox('sb_2', { state: 'stopped' });
+      assert.deepEqual((await s.markStarted(['sb_1', 'sb_2', 'sb_3', 'sb_9'])).sort(), ['sb_1', 'sb_3']);
+      assert.equal((await s.getSandbox('sb_3'))?.state, 'running');
+      assert.equal((await s.getSandbox('sb_2'))?.state, 'stopped');
+      assert.deepEqual(await s.tenantUsage('t'), { sandboxes: 3, cpu: 1.5, memoryMiB: 384 });
+    });
+  });
+
   test(`${kind.name}: inserts of one tenant through three stores at once (replicas) cannot pass a quota together`, async () => {
     await withStore(kind, async (s, open) => {
       const stores = [s, await open(), await open()];

@@ -113,9 +113,17 @@ export interface Store extends CatalogueStore {
   /**
    * Records a new sandbox. With `admit`, in the same transaction as a read of its tenant's
    * live usage (without it): `admit` throws to refuse, and nothing is recorded. Concurrent
-   * inserts of one tenant see each other, so a burst cannot pass a quota together.
+   * inserts with `admit` of one tenant see each other, so a burst cannot pass a quota together;
+   * an insert without one (a key without a quota) takes no lock and counts nothing.
    */
   insertSandbox(r: SandboxRecord, o?: { admit?: (usage: TenantUsage) => void }): Promise<void>;
+  /**
+   * Records sandboxes of one tenant at once (a batch create): as insertSandbox, in one
+   * statement, `admit` seeing the usage before all of them (it checks them as one).
+   */
+  insertSandboxes(rs: SandboxRecord[], o?: { admit?: (usage: TenantUsage) => void }): Promise<void>;
+  /** Marks these sandboxes running, each only if it is still `creating`; answers those it marked. */
+  markStarted(ids: string[]): Promise<string[]>;
   /**
    * Patches a sandbox's record; with `from`, only while its state is one of those (a state
    * change that must not undo a concurrent one: a resume must not bring back a deleted

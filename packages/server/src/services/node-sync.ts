@@ -1,0 +1,105 @@
+import type { SandboxRecord, Store } from '../store/store.js';
+import type { Cluster } from '../cluster/cluster.js';
+import { RUNNING, edgeSpec } from './sandbox-view.js';
+
+export interface NodeSyncOptions {
+  logger: { warn(msg: string, meta?: unknown): void };
+  /** The lifecycle's clock (default Date.now). */
+  now?: () => number;
+}
+
+/**
+ * Keeps the store and the nodes agreeing: a node that (re)joins is reconciled, creates no
+ * control plane finishes are ended, the edges' activity times are written back.
+ */
+export class NodeSync {
+  constructor(
+    private readonly store: Store,
+    private readonly cluster: Cluster,
+    private readonly o: NodeSyncOptions,
+  ) {}
+
+  /**
+   * Makes the store and a node agree, when the node's edge (re)starts or joins again: records of
+   * sandboxes the edge still holds stay; the others are taken back if their processes survived
+   * (adopt) or marked failed and removed; what the edge holds that no live record names (a
+   * sandbox failed while its node was down, a create that timed out) is destroyed. Nothing ends
+   * both failed and alive, nor alive and unknown.
+   */
+  async reconcile(node: string): Promise<{ kept: number; adopted: number; failed: number; removed: number }> {
+    const edge = this.cluster.edge(node);
+    // The edge's list first: a sandbox it holds was recorded before it was created.
+    const held = new Set((await edge.sandboxes()).map((x) => x.id));
+    const recs = await this.store.liveOnNode(node);
+    const named = new Set(recs.map((r) => r.id));
+    let kept = 0;
+    let adopted = 0;
+    let failed = 0;
+    let next = 0;
+    const one = async (rec: SandboxRecord): Promise<void> => {
+      if (held.has(rec.id) && rec.state !== 'creating') {
+        kept++;
+        return;
+      }
+      const ok =
+        rec.state !== 'creating' &&
+        (await edge.adopt(edgeSpec(rec)).catch((e: unknown) => {
+          this.o.logger.warn('could not take back a sandbox', { id: rec.id, error: String(e) });
+          return false;
+        }));
+      if (ok) {
+        await this.store.updateSandbox(rec.id, { state: 'running' }, { from: RUNNING });
+        adopted++;
+      } else {
+        await edge.destroy(rec.id).catch(() => undefined);
+        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while its node was away' } });
+        failed++;
+      }
+    };
+    // Several at a time: one slow sandbox (an init that does not answer) must not hold the rest.
+    await Promise.all(
+      Array.from({ length: Math.min(16, recs.length) }, async () => {
+        while (next < recs.length) await one(recs[next++]!);
+      }),
+    );
+    const unknown = [...held].filter((id) => !named.has(id));
+    for (const id of unknown)
+      await edge.destroy(id).catch((e: unknown) => this.o.logger.warn('could not remove a sandbox no record names', { id, error: String(e) }));
+    const leftovers = await edge.removeLeftovers();
+    if (leftovers.length) this.o.logger.warn('removed leftover sandboxes', { node, ids: leftovers });
+    return { kept, adopted, failed, removed: unknown.length + leftovers.length };
+  }
+
+  /**
+   * Ends creates that no control plane finishes: records still `creating` long after they were
+   * made (`olderThanMs`, well past any create's deadline), left by a replica that died in the
+   * middle. Each is failed (by one replica: the state changes only from `creating`) and what its
+   * node started is destroyed there (a node that is down does it when it joins again). Answers
+   * the ids ended.
+   */
+  async endStaleCreates(olderThanMs: number): Promise<string[]> {
+    const now = (this.o.now ?? Date.now)();
+    const ended: string[] = [];
+    for (const rec of await this.store.staleCreating(now - olderThanMs, 1000)) {
+      const error = { code: 'unavailable', message: 'its create was cut off (the control plane making it stopped)' };
+      if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error }, { from: ['creating'] }))) continue;
+      ended.push(rec.id);
+      if (this.cluster.up().some((n) => n.id === rec.node))
+        await this.cluster
+          .edge(rec.node)
+          .destroy(rec.id)
+          .catch((e: unknown) => this.o.logger.warn('could not remove a sandbox whose create was cut off', { id: rec.id, error: String(e) }));
+    }
+    if (ended.length) this.o.logger.warn('ended creates no control plane finished', { ids: ended });
+    return ended;
+  }
+
+  /**
+   * Writes the edges' activity times back to the store: only the sandboxes with activity since
+   * the last flush (the edge keeps track), one write each; cheap at any count. Called periodically.
+   */
+  async flushActivity(): Promise<void> {
+    for (const n of this.cluster.up())
+      for (const { id, lastActivityMs: t } of await n.api.sandboxes({ touched: true })) await this.store.updateSandbox(id, { lastActivityAt: t });
+  }
+}

@@ -1,0 +1,123 @@
+import type { CreateSandboxRequest, Image, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
+import { WarrenError, sandboxEnv } from '@warren/api';
+import type { CompiledPolicy, EdgeSandboxSpec, EdgeSandboxState } from '@warren/edge';
+import type { ImageCatalogue } from '@warren/images';
+import type { KeyRecord, SandboxRecord } from '../store/store.js';
+import type { Caller } from './sandboxes.js';
+
+// Pure pieces of the sandbox service: what a record becomes on the edge and on the wire, what
+// makes pool sandboxes interchangeable, files decoded once.
+
+/** An image the caller may use: every tenant's, its tenant's, or any for an admin; not_found otherwise. */
+export async function visibleImage(catalogue: ImageCatalogue, caller: Caller, name: string): Promise<Image> {
+  const img = await catalogue.getImage(name);
+  if (!img || (img.tenant !== null && img.tenant !== caller.tenant && caller.role !== 'admin'))
+    throw new WarrenError('not_found', `image "${name}" does not exist`, { image: name });
+  return img;
+}
+
+/** A sandbox made ahead for nobody yet (a pool's, a FnCall worker): no env, user, workdir or lifetime. */
+export function unclaimedSpec(id: string, layers: string[], resources: EdgeSandboxSpec['resources'], more: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec {
+  return {
+    id,
+    layers,
+    resources,
+    env: {},
+    user: null,
+    workdir: null,
+    expiresAtMs: null,
+    idleTimeoutMs: null,
+    lastActivityMs: Date.now(),
+    paused: false,
+    ...more,
+  };
+}
+
+/** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
+export function poolKey(tenant: string, layers: string[], resources: SandboxRecord['resources'], network: NetworkPolicy): string {
+  const n = { egress: network.egress ?? 'deny', allow: [...(network.allow ?? [])].sort(), deny: [...(network.deny ?? [])].sort() };
+  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, n]);
+}
+
+/** A file given at create, decoded. */
+export interface DecodedFile {
+  path: string;
+  content: Buffer;
+  mode?: number;
+}
+
+/** The files of a create request, decoded from base64 (once per request: a batch shares them). */
+export function decodeFiles(req: Pick<CreateSandboxRequest, 'files'>): DecodedFile[] {
+  return (req.files ?? []).map((f) => ({ path: f.path, content: Buffer.from(f.content, 'base64'), mode: f.mode }));
+}
+
+const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connectionsDenied: 0, allowed: {}, denied: {} };
+
+/** Whether a key's quota limits anything (a key without one is never counted). */
+export const hasQuota = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
+
+/** Whether network rules let a sandbox reach beyond loopback. */
+export function opensNetwork(c: CompiledPolicy): boolean {
+  return c.egress === 'allow' || c.allowNames.size > 0 || c.allowSuffixes.length > 0 || c.allowCidrs.length > 0;
+}
+
+/** The states a running sandbox's pause and resume move between. */
+export const RUNNING: SandboxState[] = ['running', 'paused'];
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+/** What the edge is told of a sandbox: its record, as the edge's spec. */
+export function edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
+  return {
+    id: rec.id,
+    layers: rec.layers,
+    resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
+    env: sandboxEnv(rec.imageEnv, rec.env),
+    user: rec.user,
+    workdir: rec.workdir,
+    expiresAtMs: rec.expiresAt,
+    idleTimeoutMs: rec.idleTimeoutSeconds === null ? null : rec.idleTimeoutSeconds * 1000,
+    lastActivityMs: rec.lastActivityAt,
+    paused: rec.state === 'paused',
+    network: rec.network,
+    pauseAfterIdleMs: rec.pauseAfterIdleSeconds == null ? null : rec.pauseAfterIdleSeconds * 1000,
+    ttlCountsPaused: rec.ttlCountsPaused ?? false,
+    tenant: rec.tenant,
+    backend: rec.backend,
+  };
+}
+
+/** A sandbox record and the edge's live state of it (null: not live) as the API shows it. */
+export function sandboxView(rec: SandboxRecord, live: EdgeSandboxState | null): Sandbox {
+  const state = live ? (live.paused ? 'paused' : 'running') : rec.state;
+  const none = { cpuSeconds: 0, cpuRecent: 0, memoryBytes: 0, swapBytes: 0, idleSeconds: 0 };
+  const st = live?.usage ?? null;
+  const usage = st
+    ? { cpuSeconds: st.cpuSeconds, cpuRecent: st.cpuRecent, memoryBytes: st.memoryBytes, swapBytes: st.swapBytes, idleSeconds: Math.round(st.idleSeconds) }
+    : none;
+  // The create answer skips usage reads, as for CPU and memory: nothing has happened yet.
+  const net = live?.network ?? null;
+  const policy = net?.policy ?? { egress: rec.network?.egress ?? 'deny', allow: rec.network?.allow ?? [], deny: rec.network?.deny ?? [] };
+  const network = { ...policy, address: net?.address ?? null, usage: net?.usage ?? EMPTY_NET_USAGE };
+  const s: Sandbox = {
+    id: rec.id,
+    state,
+    backend: rec.backend,
+    image: rec.image,
+    layers: rec.layerNames,
+    node: rec.node,
+    labels: rec.labels,
+    resources: rec.resources,
+    user: rec.user,
+    workdir: rec.workdir,
+    createdAt: new Date(rec.createdAt).toISOString(),
+    // The edge's, while it runs: a resume moves it before the store has heard.
+    expiresAt: iso(live ? live.expiresAtMs : rec.expiresAt),
+    lastActivityAt: new Date(live?.lastActivityMs ?? rec.lastActivityAt).toISOString(),
+    idleTimeoutSeconds: rec.idleTimeoutSeconds,
+    pauseAfterIdleSeconds: rec.pauseAfterIdleSeconds ?? null,
+    usage,
+    network,
+  };
+  if (rec.error) s.error = rec.error;
+  return s;
+}
