@@ -117,7 +117,20 @@ async function main(): Promise<void> {
   const edges: RunningEdge[] = [];
   const server = spawn(
     process.execPath,
-    [CLI, 'server', '--port', '0', '--data-dir', dir, '--database', await pg.createDatabase('cluster'), '--images', 'busybox:latest', '--image-cache', IMAGE_CACHE],
+    [
+      CLI,
+      'server',
+      '--port',
+      '0',
+      '--data-dir',
+      dir,
+      '--database',
+      await pg.createDatabase('cluster'),
+      '--images',
+      'busybox:latest',
+      '--image-cache',
+      IMAGE_CACHE,
+    ],
     { env: { ...process.env, WARREN_JOIN_TOKEN: TOKEN, WARREN_API_KEY: KEY }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   try {

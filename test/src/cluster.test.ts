@@ -265,10 +265,12 @@ describe(
       assert.equal((await (await two.client.sandboxes.get(first.id)).exec('echo via two')).stdout, 'via two\n');
       assert.equal((await (await one.client.sandboxes.get(second.id)).exec('echo via one')).stdout, 'via one\n');
       const retries = async (url: string): Promise<number> =>
-      Number(/^warren_placement_retries_total (\d+)$/m.exec(await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text())?.[1]);
-    assert.equal(await retries(two.s.url), 1);
-    assert.equal(await retries(one.s.url), 0);
-    const third = await two.client.sandboxes.create({ image: 'busybox:latest' });
+        Number(
+          /^warren_placement_retries_total (\d+)$/m.exec(await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text())?.[1],
+        );
+      assert.equal(await retries(two.s.url), 1);
+      assert.equal(await retries(one.s.url), 0);
+      const third = await two.client.sandboxes.create({ image: 'busybox:latest' });
       assert.equal(third.info.node, 'big');
       // Full: the error names each node and why (the edges' own words).
       const full = await api(two.s.url, 'POST', '/v1/sandboxes', { image: 'busybox:latest' });

@@ -31,7 +31,7 @@ export { fnArgv } from './fn/fn-call.js';
 export type { FnCallOutcome, FnCallSpec } from './fn/fn-call.js';
 export type { CommandResult, CommandStream, EdgeApi, EdgeEvent, EdgeFile, EdgeInfo, EdgeLoad, FileBody } from './edge-api/edge-api.js';
 export { localEdgeApi } from './edge-api/local.js';
-export { checkAdmission } from './lifecycle/admission.js';
+export { admissionRefusal, checkAdmission } from './lifecycle/admission.js';
 export type { EdgeSandboxState } from './lifecycle/edge-spec.js';
 export { listenEdgeApi, serveEdgeApi } from './edge-api/server.js';
 export type { EdgeApiServerOptions } from './edge-api/server.js';

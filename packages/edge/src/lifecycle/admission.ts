@@ -45,14 +45,20 @@ export interface AdmissionState {
  * the sum of CPU limits. Throws resource_exhausted naming the resource; pure.
  */
 export function checkAdmission(node: string, c: EdgeCapacity, s: AdmissionState, r: AdmissionRequest): void {
+  const refusal = admissionRefusal(node, c, s, r);
+  if (refusal) throw refusal;
+}
+
+/** checkAdmission's answer without a throw: null when the node can take it (the placement of many creates asks often). */
+export function admissionRefusal(node: string, c: EdgeCapacity, s: AdmissionState, r: AdmissionRequest): WarrenError | null {
   if (r.cpu > c.maxCpuPerSandbox || r.memoryMiB > c.maxMemoryMiBPerSandbox) {
-    throw new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxCpuPerSandbox} CPUs and ${c.maxMemoryMiBPerSandbox} MiB`, {
+    return new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxCpuPerSandbox} CPUs and ${c.maxMemoryMiBPerSandbox} MiB`, {
       requested: r,
       limit: { cpu: c.maxCpuPerSandbox, memoryMiB: c.maxMemoryMiBPerSandbox },
     });
   }
   if (c.maxDiskMiBPerSandbox !== undefined && (r.diskMiB ?? 0) > c.maxDiskMiBPerSandbox) {
-    throw new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxDiskMiBPerSandbox} MiB of disk`, {
+    return new WarrenError('resource_exhausted', `a sandbox on this node may have at most ${c.maxDiskMiBPerSandbox} MiB of disk`, {
       requested: r,
       limit: { diskMiB: c.maxDiskMiBPerSandbox },
     });
@@ -65,10 +71,11 @@ export function checkAdmission(node: string, c: EdgeCapacity, s: AdmissionState,
       used: { cpu: round2(s.cpuUsed) },
       capacity: { cpu: c.cpu, busyCpu: c.busyCpu ?? null, memoryMiB: c.memoryMiB, sandboxes: c.sandboxes },
     });
-  if (s.sandboxes + 1 > c.sandboxes) throw full('sandboxes', `it holds ${s.sandboxes} sandboxes, its most`);
-  if (s.memoryMiB + r.memoryMiB > c.memoryMiB) throw full('memory', `${s.memoryMiB} of ${c.memoryMiB} MiB are committed`);
-  if (c.busyCpu !== undefined && s.cpuUsed > c.busyCpu) throw full('cpu', `its sandboxes use ${round2(s.cpuUsed)} cores, more than ${c.busyCpu}`);
-  if (s.cpu + r.cpu > c.cpu) throw full('cpuLimits', `its running sandboxes' CPU limits add up to ${s.cpu}, and at most ${c.cpu} may`);
+  if (s.sandboxes + 1 > c.sandboxes) return full('sandboxes', `it holds ${s.sandboxes} sandboxes, its most`);
+  if (s.memoryMiB + r.memoryMiB > c.memoryMiB) return full('memory', `${s.memoryMiB} of ${c.memoryMiB} MiB are committed`);
+  if (c.busyCpu !== undefined && s.cpuUsed > c.busyCpu) return full('cpu', `its sandboxes use ${round2(s.cpuUsed)} cores, more than ${c.busyCpu}`);
+  if (s.cpu + r.cpu > c.cpu) return full('cpuLimits', `its running sandboxes' CPU limits add up to ${s.cpu}, and at most ${c.cpu} may`);
+  return null;
 }
 
 const round2 = (x: number): number => Math.round(x * 100) / 100;

@@ -90,13 +90,7 @@ export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, bu
       timeoutMs,
     }));
   }
-  const cmd = new Command(
-    cmdId,
-    call,
-    req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT,
-    () => markActivity(l, now()),
-    budgets,
-  );
+  const cmd = new Command(cmdId, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), budgets);
   l.commands.set(cmdId, cmd);
   if (req.requestId) {
     l.requestIds.set(req.requestId, cmdId);

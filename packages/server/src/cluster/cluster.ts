@@ -3,7 +3,7 @@ import { WarrenError } from '@warren/api';
 import { remoteEdgeApi, type EdgeApi, type EdgeEvent, type EdgeInfo, type EdgeLoad, type RemoteEdgeApi } from '@warren/edge';
 import type { NodeRecord, NodeState, Store } from '../store/store.js';
 import { EdgeEventReader } from '../services/edge-events.js';
-import { placeSandbox, type Placement, type PlacementNode, type PlacementRequest } from './placement.js';
+import { placeAll, placeSandbox, type Placement, type PlacementNode, type PlacementRequest } from './placement.js';
 
 /** A node this control plane reaches: its row's view and a client of its edge. */
 export interface ClusterNode {
@@ -58,6 +58,9 @@ export class Cluster {
   private readonly inFlight = new Map<string, { cpu: number; memoryMiB: number; sandboxes: number }>();
   /** Fires when a node goes down or starts anew (what calls in flight there stop waiting on). */
   private readonly gone = new Map<string, AbortController>();
+  /** Each node as placement sees it, kept up to date as loads and creates in flight change. */
+  private readonly views = new Map<string, PlacementNode>();
+  private viewList: PlacementNode[] | null = null;
   private timer: NodeJS.Timeout | null = null;
   private refreshing: Promise<void> | null = null;
 
@@ -76,6 +79,7 @@ export class Cluster {
       api,
       local: true,
     });
+    this.updateView(info.nodeId);
     this.follow(info.nodeId, info.boot, api);
   }
 
@@ -136,6 +140,7 @@ export class Cluster {
       local: false,
     });
     if (!same) this.inFlight.delete(r.id);
+    this.updateView(r.id);
     if (r.state === 'down') this.unfollow(r.id);
     else this.follow(r.id, r.boot, api);
   }
@@ -161,6 +166,8 @@ export class Cluster {
     this.lose(id);
     const n = this.nodes.get(id);
     this.nodes.delete(id);
+    this.views.delete(id);
+    this.viewList = null;
     this.unfollow(id);
     if (n && !n.local) (n.api as RemoteEdgeApi).disconnect();
   }
@@ -221,19 +228,27 @@ export class Cluster {
     return this.up().some((n) => n.info.networking);
   }
 
-  /** Where a create may go, best first, and why the other nodes may not take it (see placeSandbox). */
+  /** Where a create goes first (see placeSandbox): a sample of the nodes. */
   place(r: PlacementRequest, o: { k?: number; random?: () => number } = {}): Placement {
-    return placeSandbox(
-      this.all().map((n) => this.view(n)),
-      r,
-      o,
-    );
+    return placeSandbox(this.placementNodes(), r, o);
   }
 
-  /** A node as placement sees it: its latest load, plus the creates this replica has in flight there. */
-  private view(n: ClusterNode): PlacementNode {
-    const p = this.inFlight.get(n.id);
-    return {
+  /** Every node that may take a create, best first, but those in `skip` (see placeAll). */
+  placeAll(r: PlacementRequest, skip?: ReadonlySet<string>): Placement {
+    return placeAll(this.placementNodes(), r, skip);
+  }
+
+  private placementNodes(): PlacementNode[] {
+    this.viewList ??= [...this.views.values()];
+    return this.viewList;
+  }
+
+  /** A node as placement sees it: its latest load, plus the creates this replica has in flight there (updated in place). */
+  private updateView(id: string): void {
+    const n = this.nodes.get(id);
+    if (!n) return;
+    const p = this.inFlight.get(id);
+    const v: PlacementNode = {
       id: n.id,
       state: n.state,
       local: n.local,
@@ -245,6 +260,12 @@ export class Cluster {
       paused: n.load.paused,
       cpuUsed: n.load.used?.cpu ?? 0,
     };
+    const cur = this.views.get(id);
+    if (cur) Object.assign(cur, v);
+    else {
+      this.views.set(id, v);
+      this.viewList = null;
+    }
   }
 
   /** A create sent to a node (`sign` 1) or answered there (-1), with the load its answer carried. */
@@ -256,6 +277,7 @@ export class Cluster {
     this.inFlight.set(node, p);
     const n = this.nodes.get(node);
     if (n && load && load.at > n.load.at) n.load = load;
+    this.updateView(node);
   }
 
   async close(): Promise<void> {

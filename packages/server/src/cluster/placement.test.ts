@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { placeSandbox, type PlacementNode, type PlacementRequest } from './placement.js';
+import { placeAll, placeSandbox, type PlacementNode, type PlacementRequest } from './placement.js';
 
 const node = (id: string, memoryMiB: number, more: Partial<PlacementNode> = {}): PlacementNode => ({
   id,
@@ -22,7 +22,7 @@ function seeded(seed: number): () => number {
   return () => (x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
 }
 
-test('nodes that cannot take a create are left out, each with why; the best of the sample comes first', () => {
+test('a full scan leaves out the nodes that cannot take a create, each with why, and puts the others best first', () => {
   const nodes = [
     node('full', 3800),
     node('draining', 0, { state: 'draining' }),
@@ -32,38 +32,50 @@ test('nodes that cannot take a create are left out, each with why; the best of t
     node('a', 1000),
     node('b', 3000),
   ];
-  const p = placeSandbox(nodes, want, { k: 2, random: seeded(1) });
+  const p = placeAll(nodes, want);
   assert.deepEqual(p.order, ['a', 'b']);
-  // When the view says every node is full, the least loaded few that are up are asked anyway
-  // (the view lags deletes): never a draining, down or wrong-backend one.
-  const none = placeSandbox(
-    nodes.filter((n) => !['a', 'b'].includes(n.id)),
-    want,
-  );
-  assert.deepEqual(none.order, ['busy', 'full']);
-  assert.deepEqual(Object.keys(none.refused).sort(), ['busy', 'down', 'draining', 'full', 'novm']);
+  assert.equal(p.complete, true);
   assert.match(p.refused.full ?? '', /3800 of 4096 MiB/);
   assert.equal(p.refused.draining, 'the node is draining');
   assert.equal(p.refused.down, 'the node is down');
   assert.match(p.refused.novm ?? '', /container backend/);
   assert.match(p.refused.busy ?? '', /use 1.9 cores/);
   assert.deepEqual(Object.keys(p.refused).sort(), ['busy', 'down', 'draining', 'full', 'novm']);
+  // Nodes tried already are skipped.
+  assert.deepEqual(placeAll(nodes, want, new Set(['a'])).order, ['b']);
+  // When the view says every node is full, the least loaded few that are up are asked anyway
+  // (the view lags deletes): never a draining, down or wrong-backend one.
+  const none = placeAll(
+    nodes.filter((n) => !['a', 'b'].includes(n.id)),
+    want,
+  );
+  assert.deepEqual(none.order, ['busy', 'full']);
+  assert.deepEqual(Object.keys(none.refused).sort(), ['busy', 'down', 'draining', 'full', 'novm']);
   // A create that needs a network skips a node without one.
-  assert.deepEqual(placeSandbox([node('lo', 0, { networking: false })], { ...want, network: true }).refused, { lo: 'its sandboxes have loopback only' });
+  assert.deepEqual(placeAll([node('lo', 0, { networking: false })], { ...want, network: true }).refused, { lo: 'its sandboxes have loopback only' });
 });
 
-test('with k = 1 the first pick is random; the rest follow best first (the retries after a refusal)', () => {
+test('the first try is the best of a random sample of k; a sample with no node that fits falls back to a full scan', () => {
   const nodes = [node('a', 3000), node('b', 0), node('c', 2000), node('d', 1000)];
-  const firsts = new Set<string>();
   const random = seeded(7);
+  const firsts = new Set<string>();
   for (let i = 0; i < 64; i++) {
     const p = placeSandbox(nodes, want, { k: 1, random });
+    assert.equal(p.order.length, 1);
+    assert.equal(p.complete, false);
     firsts.add(p.order[0]!);
-    const rest = p.order.slice(1);
-    const rank = ['b', 'd', 'c', 'a'].filter((x) => rest.includes(x));
-    assert.deepEqual(rest, rank);
   }
   assert.deepEqual([...firsts].sort(), ['a', 'b', 'c', 'd']);
+  // Of two sampled, the better first.
+  for (let i = 0; i < 64; i++) {
+    const p = placeSandbox(nodes, want, { k: 2, random });
+    const score = (id: string): number => -nodes.find((n) => n.id === id)!.committed.memoryMiB;
+    assert.equal(p.order.length, 2);
+    assert.ok(score(p.order[0]!) >= score(p.order[1]!), p.order.join());
+  }
+  // Only one node has room: a sample that misses it scans them all.
+  const one = [node('x', 3900), node('y', 3900), node('z', 0), node('w', 3900)];
+  for (let i = 0; i < 16; i++) assert.equal(placeSandbox(one, want, { k: 2, random }).order[0], 'z');
 });
 
 test('best of two over 160 equal nodes keeps the most loaded within 10 % of the mean, where one random pick does not', () => {

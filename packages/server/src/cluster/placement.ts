@@ -1,5 +1,4 @@
-import { WarrenError } from '@warren/api';
-import { checkAdmission, type EdgeCapacity } from '@warren/edge';
+import { admissionRefusal, type EdgeCapacity } from '@warren/edge';
 
 /** A node as placement sees it: the node table's view (its last heartbeat, plus what this replica placed since). */
 export interface PlacementNode {
@@ -32,6 +31,9 @@ export interface PlacementRequest {
 export interface Placement {
   order: string[];
   refused: Record<string, string>;
+  /** Whether every node was looked at (else `order` holds the sampled ones only: placeAll finds the rest). */
+  complete: boolean;
+  request: PlacementRequest;
 }
 
 /**
@@ -45,20 +47,42 @@ export function placementScore(n: PlacementNode, r: PlacementRequest): number {
 }
 
 /**
- * Where a create goes: of the nodes that can take it by the table's view (ready, with the
- * backend, with room by the edge's own admission rule), the best of `k` sampled at random first
- * (power of k choices: as balanced as comparing all, without every replica herding onto the same
- * emptiest node between two heartbeats), then the others, best first, to retry on when an edge
- * refuses on its fresher view. Pure; `random` is injected.
+ * Where a create goes first: `k` nodes sampled at random, the best of those that can take it by
+ * the table's view (ready, with the backend, with room by the edge's own admission rule) first —
+ * power of k choices: as balanced as comparing all, without every replica herding onto the same
+ * emptiest node between two heartbeats, and a few microseconds however many nodes there are.
+ * When none of the sample can take it, every node is looked at (placeAll). Pure; `random` is
+ * injected.
  */
-export function placeSandbox(nodes: PlacementNode[], r: PlacementRequest, o: { k?: number; random?: () => number } = {}): Placement {
-  const k = o.k ?? 2;
+export function placeSandbox(nodes: readonly PlacementNode[], r: PlacementRequest, o: { k?: number; random?: () => number } = {}): Placement {
+  const k = Math.min(o.k ?? 2, nodes.length);
   const random = o.random ?? Math.random;
+  const picked: Array<{ id: string; score: number }> = [];
+  const seen = new Set<number>();
+  while (seen.size < k) {
+    const i = Math.floor(random() * nodes.length);
+    if (seen.has(i)) continue;
+    seen.add(i);
+    const n = nodes[i]!;
+    if (unfit(n, r) === null) picked.push({ id: n.id, score: placementScore(n, r) });
+  }
+  if (!picked.length) return placeAll(nodes, r);
+  return { order: picked.sort((a, b) => b.score - a.score).map((x) => x.id), refused: {}, complete: false, request: r };
+}
+
+/**
+ * Every node that can take a create by the table's view, best first (`skip`: nodes tried
+ * already), and why each other may not. When the view says every node is full, the least loaded
+ * few that are up are asked anyway: the view lags (deletes show at the next heartbeat), and their
+ * own admission has the last word.
+ */
+export function placeAll(nodes: readonly PlacementNode[], r: PlacementRequest, skip: ReadonlySet<string> = new Set()): Placement {
   const refused: Record<string, string> = {};
   const fit: Array<{ id: string; score: number }> = [];
   /** Nodes the view says are full (they are up and run the backend). */
   const full: Array<{ id: string; score: number }> = [];
   for (const n of nodes) {
+    if (skip.has(n.id)) continue;
     const why = unfit(n, r);
     if (why === null) fit.push({ id: n.id, score: placementScore(n, r) });
     else {
@@ -66,17 +90,8 @@ export function placeSandbox(nodes: PlacementNode[], r: PlacementRequest, o: { k
       if (why.full) full.push({ id: n.id, score: placementScore(n, r) });
     }
   }
-  // Every node full by the view: the view lags (deletes show at the next heartbeat), so the
-  // least loaded few are asked anyway; their own admission has the last word.
-  if (!fit.length) return { order: full.sort((a, b) => b.score - a.score).slice(0, FULL_TRIES).map((x) => x.id), refused };
-  // Sample k without replacement (a partial Fisher-Yates shuffle), keep the best of them first.
-  for (let i = 0; i < Math.min(k, fit.length); i++) {
-    const j = i + Math.floor(random() * (fit.length - i));
-    [fit[i], fit[j]] = [fit[j]!, fit[i]!];
-  }
-  const sampled = fit.slice(0, k).sort((a, b) => b.score - a.score);
-  const rest = fit.slice(k).sort((a, b) => b.score - a.score);
-  return { order: [...sampled, ...rest].map((x) => x.id), refused };
+  const best = (xs: Array<{ id: string; score: number }>): string[] => xs.sort((a, b) => b.score - a.score).map((x) => x.id);
+  return { order: fit.length ? best(fit) : best(full).slice(0, FULL_TRIES), refused, complete: true, request: r };
 }
 
 /** Nodes a create is tried on when the view says every node is full. */
@@ -88,11 +103,6 @@ function unfit(n: PlacementNode, r: PlacementRequest): { reason: string; full: b
   if (!n.backends.includes(r.backend)) return { reason: `it does not run the ${r.backend} backend`, full: false };
   if (r.network && !n.networking) return { reason: 'its sandboxes have loopback only', full: false };
   if (n.local) return null;
-  try {
-    checkAdmission(n.id, n.capacity, { ...n.committed, sandboxes: n.sandboxes, paused: n.paused, cpuUsed: n.cpuUsed }, r);
-    return null;
-  } catch (e) {
-    if (e instanceof WarrenError) return { reason: e.message, full: true };
-    throw e;
-  }
+  const refusal = admissionRefusal(n.id, n.capacity, { ...n.committed, sandboxes: n.sandboxes, paused: n.paused, cpuUsed: n.cpuUsed }, r);
+  return refusal ? { reason: refusal.message, full: true } : null;
 }

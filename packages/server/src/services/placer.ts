@@ -4,6 +4,7 @@ import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import { edgeSpec, type DecodedFile } from './sandbox-view.js';
+import type { Placement } from '../cluster/placement.js';
 
 export interface PlacerOptions {
   logger: { warn(msg: string, meta?: unknown): void };
@@ -30,48 +31,71 @@ export class Placer {
    * the next, the record following it there. When every node refused, the record goes (a
    * sandbox no node had room for never was) and the error says why per node.
    */
-  async place(rec: SandboxRecord, placement: { order: string[]; refused: Record<string, string> }, files: DecodedFile[]): Promise<EdgeSandboxState> {
-    const refused: Record<string, string> = { ...placement.refused };
+  async place(rec: SandboxRecord, first: Placement, files: DecodedFile[]): Promise<EdgeSandboxState> {
+    const refused: Record<string, string> = {};
+    const tried = new Set<string>();
     let last: WarrenError | null = null;
-    for (const [i, node] of placement.order.entries()) {
-      if (i > 0) this.counts.retried++;
-      if (i > 0 && !(await this.store.updateSandbox(rec.id, { node }, { from: ['creating'] })))
-        throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
-      rec.node = node;
-      // The first node counts it since it was placed (make).
-      if (i > 0) this.cluster.inFlightOn(node, rec.resources, 1);
-      let started: Promise<unknown> | null = null;
-      let edge: EdgeApi | null = null;
-      try {
-        edge = this.cluster.edge(node);
-        const creating = edge.create(edgeSpec(rec), files);
-        started = creating;
-        // A node that stops answering (or goes down) meanwhile passes the create on.
-        const { load, ...live } = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, creating, this.cluster.goneSignal(node));
-        this.cluster.inFlightOn(node, rec.resources, -1, load);
-        this.counts.created++;
-        this.o.failpoint?.('create:started');
-        return live;
-      } catch (e) {
-        this.cluster.inFlightOn(node, rec.resources, -1);
-        const err = e instanceof WarrenError ? e : null;
-        // The edge admits a create before it starts anything (one call, not a check and then a
-        // create): a refused one left nothing there. One given up on may still finish there: it
-        // is destroyed there when it does (and a node that went down removes it when it joins again).
-        if (err?.code === 'unavailable' && started && edge) {
-          const there = edge;
-          const destroy = (): Promise<void> => there.destroy(rec.id);
-          void started.then(destroy, destroy).catch(() => undefined);
+    let placement = first;
+    for (;;) {
+      for (const node of placement.order) {
+        if (tried.has(node)) continue;
+        const again = tried.size > 0;
+        tried.add(node);
+        if (again) {
+          this.counts.retried++;
+          if (!(await this.store.updateSandbox(rec.id, { node }, { from: ['creating'] })))
+            throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
+          // The first node counts it since it was placed (make).
+          this.cluster.inFlightOn(node, rec.resources, 1);
         }
-        if (err?.code !== 'resource_exhausted' && (err?.code !== 'unavailable' || err.details.id !== undefined)) throw await this.createFailed(rec, e);
-        refused[node] = err.message;
-        last = err;
+        rec.node = node;
+        const tryOne = await this.tryNode(rec, node, files);
+        if ('live' in tryOne) return tryOne.live;
+        refused[node] = tryOne.refused.message;
+        last = tryOne.refused;
       }
+      if (placement.complete) break;
+      // The sample is spent: every node, best first, but those tried.
+      placement = this.cluster.placeAll(placement.request, tried);
+      for (const [n, why] of Object.entries(placement.refused)) refused[n] ??= why;
     }
     await this.store.deleteSandbox(rec.id);
     // One node (warren up): its own error, as it said it.
-    if (placement.order.length === 1 && Object.keys(placement.refused).length === 0 && last) throw last;
+    if (tried.size === 1 && Object.keys(refused).length === 1 && last) throw last;
     throw new WarrenError('resource_exhausted', 'no node can take this sandbox now', { nodes: refused, requested: rec.resources, backend: rec.backend });
+  }
+
+  /**
+   * Creates a recorded sandbox on one node: its state, or why that node refused it (full, or
+   * no answer within the deadline); any other failure fails the create.
+   */
+  private async tryNode(rec: SandboxRecord, node: string, files: DecodedFile[]): Promise<{ live: EdgeSandboxState } | { refused: WarrenError }> {
+    let started: Promise<unknown> | null = null;
+    let edge: EdgeApi | null = null;
+    try {
+      edge = this.cluster.edge(node);
+      const creating = edge.create(edgeSpec(rec), files);
+      started = creating;
+      // A node that stops answering (or goes down) meanwhile passes the create on.
+      const { load, ...live } = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, creating, this.cluster.goneSignal(node));
+      this.cluster.inFlightOn(node, rec.resources, -1, load);
+      this.counts.created++;
+      this.o.failpoint?.('create:started');
+      return { live };
+    } catch (e) {
+      this.cluster.inFlightOn(node, rec.resources, -1);
+      const err = e instanceof WarrenError ? e : null;
+      // The edge admits a create before it starts anything (one call, not a check and then a
+      // create): a refused one left nothing there. One given up on may still finish there: it
+      // is destroyed there when it does (and a node that went down removes it when it joins again).
+      if (err?.code === 'unavailable' && started && edge) {
+        const there = edge;
+        const destroy = (): Promise<void> => there.destroy(rec.id);
+        void started.then(destroy, destroy).catch(() => undefined);
+      }
+      if (err?.code === 'resource_exhausted' || (err?.code === 'unavailable' && err.details.id === undefined)) return { refused: err };
+      throw await this.createFailed(rec, e);
+    }
   }
 
   /** A create that failed on its edge: the record says why; the error names the sandbox. */

@@ -160,7 +160,13 @@ export class SandboxService {
     if (!backends.has(backend))
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...backends].join(', ')}`, { backend });
     const r = await this.resolve(caller, req);
-    const want = { backend, cpu: r.resources.cpu, memoryMiB: r.resources.memoryMiB, diskMiB: r.resources.diskMiB, network: opensNetwork(compilePolicy(r.network)) };
+    const want = {
+      backend,
+      cpu: r.resources.cpu,
+      memoryMiB: r.resources.memoryMiB,
+      diskMiB: r.resources.diskMiB,
+      network: opensNetwork(compilePolicy(r.network)),
+    };
     return { ...r, backend, want, now: (this.o.now ?? Date.now)() };
   }
 
@@ -205,7 +211,9 @@ export class SandboxService {
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
     // no more of the quota (the pool's sandboxes count already). Pools are on the local node.
     const pooled = (await this.pools?.claim(poolKey(caller.tenant, made.layers, resources, made.network))) ?? null;
-    const placement = pooled ? { order: [this.cluster.up().find((n) => n.local)?.id ?? ''], refused: {} } : this.cluster.place(made.want);
+    const placement: Placement = pooled
+      ? { order: [this.cluster.up().find((n) => n.local)?.id ?? ''], refused: {}, complete: true, request: made.want }
+      : this.cluster.place(made.want);
     const first = placement.order[0];
     if (first === undefined) throw noNode(placement.refused, made);
     const rec = this.newRecord(caller, req, made, pooled ?? newSandboxId(made.now), first);

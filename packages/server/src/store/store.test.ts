@@ -92,7 +92,10 @@ for (const kind of KINDS) {
       const seen: TenantUsage[] = [];
       await s.insertSandboxes(batch, { admit: (u) => void seen.push(u) });
       assert.deepEqual(seen, [{ sandboxes: 1, cpu: 0.5, memoryMiB: 128 }]);
-      assert.deepEqual((await s.listSandboxes({ tenant: 't', labels: [['i', '1']], limit: 10 })).map((r) => r.id), ['sb_2']);
+      assert.deepEqual(
+        (await s.listSandboxes({ tenant: 't', labels: [['i', '1']], limit: 10 })).map((r) => r.id),
+        ['sb_2'],
+      );
       await s.updateSandbox('sb_2', { state: 'stopped' });
       assert.deepEqual((await s.markStarted(['sb_1', 'sb_2', 'sb_3', 'sb_9'])).sort(), ['sb_1', 'sb_3']);
       assert.equal((await s.getSandbox('sb_3'))?.state, 'running');
