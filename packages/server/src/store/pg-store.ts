@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { WarrenError } from '@warren/api';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
@@ -113,10 +114,10 @@ export class PgStore implements Store {
 
   private constructor(private readonly pool: pg.Pool) {
     // Every statement is a round trip: counted where they all pass (the pool's and a transaction's client's query).
-    const query = pool.query.bind(pool);
-    pool.query = ((...args: Parameters<typeof query>) => {
+    const query = pool.query.bind(pool) as (...a: unknown[]) => Promise<unknown>;
+    pool.query = ((...args: unknown[]) => {
       this.trips++;
-      return query(...args);
+      return query(...args).catch(unreachable);
     }) as typeof pool.query;
   }
 
@@ -145,12 +146,12 @@ export class PgStore implements Store {
 
   /** Runs `fn` in a transaction on one connection. */
   private async tx<T>(fn: (c: Queryable) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect();
+    const c = await this.pool.connect().catch(unreachable);
     // BEGIN, each statement, COMMIT: a round trip each.
     const q: Queryable = {
       query: ((...args: Parameters<typeof c.query>) => {
         this.trips++;
-        return (c.query as (...a: unknown[]) => unknown)(...args);
+        return (c.query as (...a: unknown[]) => Promise<unknown>)(...args).catch(unreachable);
       }) as typeof c.query,
     };
     try {
@@ -508,6 +509,20 @@ export class PgStore implements Store {
   async close(): Promise<void> {
     await this.pool.end();
   }
+}
+
+/**
+ * A failure to reach the database (refused, dropped, shutting down or starting up) as the API's
+ * `unavailable`, which a client retries; any other error as it was.
+ */
+function unreachable(e: unknown): never {
+  const code = (e as { code?: unknown } | null)?.code;
+  const message = e instanceof Error ? e.message : String(e);
+  const lost =
+    (typeof code === 'string' && (/^(ECONNREFUSED|ECONNRESET|ENOENT|EPIPE|ETIMEDOUT)$/.test(code) || /^(08|57P0)/.test(code))) ||
+    /Connection terminated|connection timeout|Client has encountered a connection error/i.test(message);
+  if (lost) throw new WarrenError('unavailable', `the database is not answering (${message}); try again`, {}, { cause: e });
+  throw e;
 }
 
 /** A tenant's live sandboxes and what they ask for, summed in the database. */

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { WarrenError } from '@warren/api';
 import type { SandboxRecord, Store, TenantUsage } from './store.js';
 import { startTestPostgres, type TestPostgres } from '../testing/postgres.js';
+import { PgStore } from './pg-store.js';
 import { postgresStores, sqliteStores, type StoreKind } from '../testing/store-places.js';
 
 // The same tests on each kind of store: SQLite (warren up) and PostgreSQL (a cluster), whose
@@ -276,3 +277,23 @@ for (const kind of KINDS) {
     });
   });
 }
+
+test('postgres: a database that restarts: calls while it is down answer unavailable, and the store works again after without being reopened', async () => {
+  const own = await startTestPostgres();
+  const store = await PgStore.open(await own.createDatabase('restart'), { max: 4 });
+  try {
+    await store.insertSandbox(record('sb_1', 'a'));
+    const restarted = own.restart({ downMs: 300 });
+    // While it is down (or shutting down): a clear error, not a driver's.
+    await new Promise((r) => setTimeout(r, 100));
+    await assert.rejects(store.getSandbox('sb_1'), (e: WarrenError) => e.code === 'unavailable' && /database is not answering/.test(e.message));
+    await assert.rejects(store.insertSandbox(record('sb_2', 'a'), { admit: atMost(9) }), (e: WarrenError) => e.code === 'unavailable');
+    await restarted;
+    assert.equal((await store.getSandbox('sb_1'))?.id, 'sb_1');
+    await store.insertSandbox(record('sb_3', 'a'), { admit: atMost(9) });
+    assert.deepEqual(await store.tenantUsage('a'), { sandboxes: 2, cpu: 1, memoryMiB: 256 });
+  } finally {
+    await store.close();
+    await own.stop();
+  }
+});

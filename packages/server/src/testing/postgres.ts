@@ -15,6 +15,8 @@ export interface TestPostgres {
   createDatabase(name: string): Promise<string>;
   /** Stops the server (SIGKILL with `crash`, as a failure would) and removes its files. */
   stop(o?: { crash?: boolean }): Promise<void>;
+  /** Stops the server (its connections dropped) and starts it again on the same data; `downMs` between. */
+  restart(o?: { downMs?: number }): Promise<void>;
 }
 
 /** Where Debian's PostgreSQL binaries are (the newest version installed). */
@@ -52,51 +54,58 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     await rm(dir, { recursive: true, force: true });
     throw new Error(`initdb failed: ${init.stderr}`);
   }
-  const server = spawn(
-    join(bin, 'postgres'),
-    [
-      '-D',
-      data,
-      '-k',
-      dir,
-      '-c',
-      'listen_addresses=',
-      '-c',
-      'fsync=off',
-      '-c',
-      'synchronous_commit=off',
-      '-c',
-      'full_page_writes=off',
-      '-c',
-      'max_connections=200',
-    ],
-    { ...as, stdio: ['ignore', 'ignore', 'pipe'] },
-  );
+  const args = [
+    '-D',
+    data,
+    '-k',
+    dir,
+    '-c',
+    'listen_addresses=',
+    '-c',
+    'fsync=off',
+    '-c',
+    'synchronous_commit=off',
+    '-c',
+    'full_page_writes=off',
+    '-c',
+    'max_connections=200',
+  ];
   let log = '';
-  server.stderr.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
-  const exited = new Promise<void>((r) => server.once('exit', () => r()));
   const url = (database: string): string => `postgresql://warren@${encodeURIComponent(dir)}/${database}`;
+  /** Starts the server and resolves once it takes a connection. */
+  const launch = async (): Promise<{ server: ReturnType<typeof spawn>; exited: Promise<void> }> => {
+    const server = spawn(join(bin, 'postgres'), args, { ...as, stdio: ['ignore', 'ignore', 'pipe'] });
+    server.stderr?.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4000)));
+    const exited = new Promise<void>((r) => server.once('exit', () => r()));
+    for (let i = 0; ; i++) {
+      const c = new pg.Client({ connectionString: url('postgres') });
+      try {
+        await c.connect();
+        await c.end();
+        return { server, exited };
+      } catch (e) {
+        await c.end().catch(() => undefined);
+        if (i >= 200 || server.exitCode !== null) {
+          server.kill('SIGKILL');
+          await exited;
+          throw new Error(`PostgreSQL did not start: ${String(e)}\n${log}`);
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
+  };
+  let running = await launch().catch(async (e: unknown) => {
+    await rm(dir, { recursive: true, force: true });
+    throw e;
+  });
+  const halt = async (sig: NodeJS.Signals): Promise<void> => {
+    if (running.server.exitCode === null && running.server.signalCode === null) running.server.kill(sig);
+    await running.exited;
+  };
   const stop = async (o: { crash?: boolean } = {}): Promise<void> => {
-    if (server.exitCode === null && server.signalCode === null) server.kill(o.crash ? 'SIGKILL' : 'SIGINT');
-    await exited;
+    await halt(o.crash ? 'SIGKILL' : 'SIGINT');
     await rm(dir, { recursive: true, force: true });
   };
-  // Ready once it takes a connection.
-  for (let i = 0; ; i++) {
-    const c = new pg.Client({ connectionString: url('postgres') });
-    try {
-      await c.connect();
-      await c.end();
-      break;
-    } catch (e) {
-      await c.end().catch(() => undefined);
-      if (i >= 200 || server.exitCode !== null) {
-        await stop();
-        throw new Error(`PostgreSQL did not start: ${String(e)}\n${log}`);
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
   return {
     socketDir: dir,
     url,
@@ -112,5 +121,10 @@ export async function startTestPostgres(): Promise<TestPostgres> {
       return url(name);
     },
     stop,
+    async restart(o = {}) {
+      await halt('SIGINT');
+      if (o.downMs) await new Promise((r) => setTimeout(r, o.downMs));
+      running = await launch();
+    },
   };
 }
