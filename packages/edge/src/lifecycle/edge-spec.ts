@@ -62,4 +62,6 @@ export interface EdgeOptions {
   memoryFloorMiB?: number;
   /** The clock (default Date.now): tests advance their own. */
   now?: () => number;
+  /** How often the sweep runs (TTLs, idle timeouts, dead sandboxes, CPU samples; ms, default 1000). */
+  sweepMs?: number;
 }

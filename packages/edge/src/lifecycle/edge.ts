@@ -79,7 +79,7 @@ export class Edge {
   }
 
   start(): void {
-    this.timer = setInterval(() => this.sweep(), 1000);
+    this.timer = setInterval(() => this.sweep(), this.o.sweepMs ?? 1000);
     this.timer.unref();
   }
 

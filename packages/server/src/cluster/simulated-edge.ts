@@ -26,6 +26,9 @@ export async function startSimulatedEdge(o: SimulatedEdgeOptions): Promise<Runni
     backends: [new SimulatedBackend()],
     capacity: { cpu: c.cpu, memoryMiB: c.memoryMiB, sandboxes: c.sandboxes, maxCpuPerSandbox: c.cpu, maxMemoryMiBPerSandbox: c.memoryMiB },
     memoryFloorMiB: 0,
+    // Its sandboxes run nothing: nothing expires or dies between sweeps that a test waits on, and
+    // hundreds of simulated nodes share one process.
+    sweepMs: 10_000,
     logger: o.logger,
   });
   const api = localEdgeApi(edge);
