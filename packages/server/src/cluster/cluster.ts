@@ -102,6 +102,12 @@ export class Cluster {
     return this.refreshing;
   }
 
+  /** Reads the node table anew: after a refresh already going (which may have read it before a change this caller made). */
+  async refreshNow(): Promise<void> {
+    await this.refreshing?.catch(() => undefined);
+    await this.refresh();
+  }
+
   private async readTable(): Promise<void> {
     for (const id of await this.o.store.markNodesDown(this.o.downAfterMs ?? 10_000)) {
       const failed = await this.o.store.failLiveOnNode(id, { code: 'unavailable', message: `node ${id} stopped answering (no heartbeat)` });

@@ -62,10 +62,10 @@ export class NodeService {
         address: req.address,
       });
     await this.store.putNode({ id: req.name, address: req.address, token: req.token, boot: req.boot, info, load });
-    await this.cluster.refresh();
+    await this.cluster.refreshNow();
     const r = await this.sandboxes.sync.reconcile(req.name);
     await this.store.setNodeState(req.name, 'ready', { from: ['joining'] });
-    await this.cluster.refresh();
+    await this.cluster.refreshNow();
     this.o.logger.info('a node joined', { node: req.name, address: req.address, ...r });
     return { node: req.name, heartbeatMs: this.o.heartbeatMs, downAfterMs: this.o.downAfterMs, blobStore: this.o.blobStore?.() ?? null, reconciled: r };
   }
@@ -88,7 +88,7 @@ export class NodeService {
       if (!cur) throw new WarrenError('not_found', `no node ${id}`, { node: id });
       throw new WarrenError('conflict', `node ${id} is ${cur.state}`, { node: id, state: cur.state });
     }
-    await this.cluster.refresh();
+    await this.cluster.refreshNow();
   }
 
   async list(): Promise<ListNodesResponse> {
