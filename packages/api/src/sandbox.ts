@@ -77,6 +77,8 @@ export const CreateSandboxRequest = z.strictObject({
   files: z.array(FileSpec).max(1024).optional(),
   labels: Labels.optional(),
   requestId: z.string().min(1).max(256).optional(),
+  /** Wait up to `waitSeconds` for room (in a queue per tenant, served in turns) instead of failing at once while the cluster is full. */
+  schedule: z.strictObject({ waitSeconds: z.number().int().min(0).max(3600) }).optional(),
 });
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>;
 

@@ -217,6 +217,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      service.queue.close();
       pools.close();
       if (p.local) await fn.close();
       await service.sync.flushActivity().catch(() => undefined);

@@ -67,6 +67,7 @@ export class NodeService {
     await this.store.setNodeState(req.name, 'ready', { from: ['joining'] });
     await this.cluster.refreshNow();
     this.o.logger.info('a node joined', { node: req.name, address: req.address, ...r });
+    this.sandboxes.queue.poke();
     return { node: req.name, heartbeatMs: this.o.heartbeatMs, downAfterMs: this.o.downAfterMs, blobStore: this.o.blobStore?.() ?? null, reconciled: r };
   }
 
@@ -151,6 +152,7 @@ export class NodeService {
       `# TYPE warren_allocated_memory_mib gauge\nwarren_allocated_memory_mib ${mem}\n` +
       `# TYPE warren_nodes gauge\n${[...states].map(([s, k]) => `warren_nodes{state="${s}"} ${k}`).join('\n')}\n` +
       `# TYPE warren_node_sandboxes gauge\n# TYPE warren_node_committed_memory_mib gauge\n${per.join('\n')}\n` +
+      `# TYPE warren_creates_waiting gauge\nwarren_creates_waiting ${this.sandboxes.queue.waiting}\n` +
       `# TYPE warren_placements_total counter\nwarren_placements_total ${this.sandboxes.placer.counts.created}\n` +
       `# TYPE warren_placement_retries_total counter\nwarren_placement_retries_total ${this.sandboxes.placer.counts.retried}\n` +
       `# TYPE warren_store_round_trips_total counter\nwarren_store_round_trips_total ${this.store.roundTrips()}\n` +

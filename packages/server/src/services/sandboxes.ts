@@ -7,6 +7,7 @@ import { newSandboxId } from './ids.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import { Placer } from './placer.js';
+import { CapacityQueue } from './capacity-queue.js';
 import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, edgeSpec, hasQuota, opensNetwork, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
@@ -63,6 +64,8 @@ export class SandboxService {
   readonly placer: Placer;
   /** Keeps the store and the nodes agreeing (reconcile, cut-off creates, activity). */
   readonly sync: NodeSync;
+  /** Creates waiting for room (`schedule.waitSeconds`): told when room may have freed up. */
+  readonly queue = new CapacityQueue();
   /** The FnCall service: the workers made for a tenant's calls count in its quota. */
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
 
@@ -82,6 +85,11 @@ export class SandboxService {
    * `files`: the request's files already decoded (a batch decodes them once for all its creates).
    */
   async create(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[] = decodeFiles(req)): Promise<Sandbox> {
+    const waitMs = (req.schedule?.waitSeconds ?? 0) * 1000;
+    return waitMs > 0 ? this.queue.run(caller.tenant, waitMs, () => this.createNow(caller, req, files)) : this.createNow(caller, req, files);
+  }
+
+  private async createNow(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[]): Promise<Sandbox> {
     const made = await this.make(caller, req, files);
     return made.live ? sandboxView(made.rec, made.live) : this.toApi(made.rec, false);
   }
@@ -104,7 +112,7 @@ export class SandboxService {
       return { ok, errors };
     };
     const one = { ...req, requestId: undefined };
-    if (hasQuota(caller.quota) || this.pools) {
+    if (hasQuota(caller.quota) || this.pools || req.schedule?.waitSeconds) {
       const r = await settle(Array.from({ length: count }, () => this.create(caller, one, files)));
       return { sandboxes: r.ok, errors: r.errors };
     }
@@ -491,6 +499,8 @@ export class SandboxService {
       }
     }
     await this.store.deleteExecRequests(id);
+    // Its room may be what a waiting create needs.
+    this.queue.poke();
   }
 
   /**
@@ -539,6 +549,7 @@ export class SandboxService {
   async pause(caller: Caller, id: string): Promise<void> {
     await (await this.reach(caller, id)).edge.pause(id);
     await this.store.updateSandbox(id, { state: 'paused' }, { from: RUNNING });
+    this.queue.poke();
   }
 
   async resume(caller: Caller, id: string): Promise<void> {
