@@ -148,10 +148,7 @@ export class SandboxService {
     for (const { rec, live } of started.ok) {
       if (running.has(rec.id)) sandboxes.push(sandboxView({ ...rec, state: 'running' }, live));
       else {
-        await this.cluster
-          .edge(rec.node)
-          .destroy(rec.id)
-          .catch(() => undefined);
+        await this.destroyOn(rec.node, rec.id);
         errors.push(new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id }));
       }
     }
@@ -246,13 +243,19 @@ export class SandboxService {
     const live = pooled ? await this.claimPooled(rec, files) : await this.placer.place(rec, placement, files);
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
     if (!(await this.store.updateSandbox(rec.id, { state: 'running' }, { from: ['creating'] }))) {
-      await this.cluster
-        .edge(rec.node)
-        .destroy(rec.id)
-        .catch(() => undefined);
+      await this.destroyOn(rec.node, rec.id);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
     return { rec: { ...rec, state: 'running' }, live };
+  }
+
+  /** Destroys a sandbox on its node, if the node answers (a node that is down removes it when it joins again). */
+  private async destroyOn(node: string, id: string): Promise<void> {
+    try {
+      await this.cluster.edge(node).destroy(id);
+    } catch {
+      // Down, or gone: its reconcile at the next join finds it.
+    }
   }
 
   /** A pool's sandbox handed to its caller; on failure it is destroyed and its record failed. */
