@@ -57,12 +57,19 @@ test('waiting creates of two tenants are served in turns, not one tenant first',
       order.push(name);
       await sb.delete(); // its room goes to the next in turn
     });
-  const xs = ['x1', 'x2', 'x3'].map((n) => wait(x, n));
-  // Y's create queues after X's three.
-  await until(async () => (await waiting()) === 3);
-  const ys = [wait(y, 'y1')];
-  await until(async () => (await waiting()) === 4);
+  // Queued one after another (each in the queue before the next is sent), X's three, then Y's.
+  const all: Array<Promise<void>> = [];
+  for (const [c, name] of [
+    [x, 'x1'],
+    [x, 'x2'],
+    [x, 'x3'],
+    [y, 'y1'],
+  ] as const) {
+    const before = await waiting();
+    all.push(wait(c, name));
+    await until(async () => (await waiting()) === before + 1);
+  }
   await hold.delete();
-  await Promise.all([...xs, ...ys]);
+  await Promise.all(all);
   assert.deepEqual(order, ['x1', 'y1', 'x2', 'x3']);
 });
