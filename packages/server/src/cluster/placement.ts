@@ -1,6 +1,6 @@
 import { admissionRefusal, type EdgeCapacity } from '@warren/edge';
 
-/** A node as placement sees it: the node table's view (its last heartbeat, plus what this replica placed since). */
+/** A node as placement sees it: the latest load the replica saw of it (a heartbeat or a create's answer), plus its creates in flight there. */
 export interface PlacementNode {
   id: string;
   state: 'joining' | 'ready' | 'draining' | 'down';
