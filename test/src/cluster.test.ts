@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OWNER_PID_FILE } from '@warren/edge';
@@ -306,6 +306,67 @@ describe(
       assert.match((await client.sandboxes.get(left.id)).info.error?.message ?? '', /cut off/);
       await until(async () => (await initOf(left.id)) === null, 10_000);
       assert.deepEqual(hostLeftovers(left.id), []);
+    });
+
+    test('PostgreSQL restarted during a burst: each create is made or answers unavailable; after, the store and the nodes agree on every sandbox', async () => {
+      const { s, client } = await server({ staleCreateMs: 6000 });
+      const dirOf: Record<string, string> = { a: await dataDir(), b: await dataDir() };
+      await Promise.all(Object.entries(dirOf).map(([name, dir]) => edge(s.url, name, [], dir)));
+      // A sandbox whose init dies while the database is away: its end must not be lost.
+      const victim = await client.sandboxes.create({ image: 'busybox:latest' });
+      const victimInit = await initOf(victim.id);
+      assert.ok(victimInit);
+      const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+      // Single creates sent 40 ms apart, and a batch, while the database goes away and comes back.
+      const singles = Array.from({ length: 24 }, (_, i) => sleep(i * 40).then(() => api(s.url, 'POST', '/v1/sandboxes', { image: 'busybox:latest' })));
+      const batch = api(s.url, 'POST', '/v1/sandboxes/batch', { count: 12, template: { image: 'busybox:latest' } });
+      await sleep(150);
+      await pg.restart({
+        downMs: 1000,
+        whileDown: async () => {
+          process.kill(victimInit.pid, 'SIGKILL');
+          await until(async () => (await initOf(victim.id)) === null, 5000);
+          // The edge notices within its sweep (a second) and reports it to a control plane
+          // that cannot record it yet.
+          await sleep(1500);
+        },
+      });
+      const answers = await Promise.all(singles);
+      const made: string[] = [];
+      let unavailable = 0;
+      for (const r of answers) {
+        if (r.status === 201) made.push(r.json.id as string);
+        else {
+          assert.equal(r.json.error?.code, 'unavailable', JSON.stringify(r.json));
+          unavailable++;
+        }
+      }
+      const b = await batch;
+      if (b.status === 201) {
+        made.push(...(b.json.sandboxes as Array<{ id: string }>).map((x) => x.id));
+        for (const e of b.json.errors as Array<{ code: string }>) assert.equal(e.code, 'unavailable', JSON.stringify(e));
+      } else assert.equal(b.json.error?.code, 'unavailable', JSON.stringify(b.json));
+      assert.ok(unavailable > 0, 'some creates came while the database was away');
+      assert.ok(made.length > 0, 'creates are made again once it is back (no restart of the control plane)');
+      // Creates cut off in the middle (made on a node, not recorded running) are ended; then the
+      // store and the nodes agree: every sandbox a node runs is one the store calls running, and
+      // the other way round; every create answered 201 is one of them.
+      await until(async () => (await client.sandboxes.list({ state: 'creating' })).sandboxes.length === 0, 30_000);
+      await until(async () => (await client.sandboxes.get(victim.id)).info.state === 'failed', 10_000);
+      assert.match((await client.sandboxes.get(victim.id)).info.error?.message ?? '', /stopped on its own/);
+      const running = (await client.sandboxes.list({ state: 'running', limit: 1000 })).sandboxes.map((x) => x.id).sort();
+      const alive = async (): Promise<string[]> => {
+        const ids: string[] = [];
+        for (const dir of Object.values(dirOf))
+          for (const id of await readdir(join(dir, 'sandboxes')).catch(() => [] as string[])) if (await initOf(id)) ids.push(id);
+        return ids.sort();
+      };
+      // (A cut-off create's record is failed just before its node is told to remove it.)
+      await until(async () => JSON.stringify(await alive()) === JSON.stringify(running), 10_000).catch(() => undefined);
+      assert.deepEqual(await alive(), running);
+      for (const id of made) assert.ok(running.includes(id), `${id}, answered 201, runs`);
+      await Promise.all(running.map((id) => api(s.url, 'DELETE', `/v1/sandboxes/${id}`)));
+      for (const id of [...running, victim.id]) assert.deepEqual(hostLeftovers(id), []);
     });
   },
 );

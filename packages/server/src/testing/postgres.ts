@@ -15,8 +15,11 @@ export interface TestPostgres {
   createDatabase(name: string): Promise<string>;
   /** Stops the server (SIGKILL with `crash`, as a failure would) and removes its files. */
   stop(o?: { crash?: boolean }): Promise<void>;
-  /** Stops the server (its connections dropped) and starts it again on the same data; `downMs` between. */
-  restart(o?: { downMs?: number }): Promise<void>;
+  /**
+   * Stops the server (its connections dropped) and starts it again on the same data, after
+   * `downMs` and once `whileDown` (what a test does while the database is away) has finished.
+   */
+  restart(o?: { downMs?: number; whileDown?: () => Promise<void> }): Promise<void>;
 }
 
 /** Where Debian's PostgreSQL binaries are (the newest version installed). */
@@ -123,8 +126,11 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     stop,
     async restart(o = {}) {
       await halt('SIGINT');
-      if (o.downMs) await new Promise((r) => setTimeout(r, o.downMs));
-      running = await launch();
+      try {
+        await Promise.all([o.whileDown?.(), o.downMs ? new Promise((r) => setTimeout(r, o.downMs)) : undefined]);
+      } finally {
+        running = await launch();
+      }
     },
   };
 }
