@@ -284,6 +284,17 @@ describe(
       assert.deepEqual(await ids(one.client), await ids(two.client));
       assert.equal((await ids(one.client)).length, 3);
       for (const x of [first, second, third]) await x.delete();
+      // A key made through one replica works through both; revoked through one, it stops working
+      // there at once and through the other within a second (each looks a key up again then).
+      const made = await api(one.s.url, 'POST', '/v1/keys', { tenant: 'acme', role: 'user' });
+      const key = made.json.key as string;
+      assert.equal((await api(two.s.url, 'GET', '/v1/sandboxes', undefined, key)).status, 200);
+      assert.equal((await api(one.s.url, 'GET', '/v1/sandboxes', undefined, key)).status, 200);
+      assert.equal((await api(one.s.url, 'DELETE', `/v1/keys/${made.json.keyId as string}`)).status, 204);
+      assert.equal((await api(one.s.url, 'GET', '/v1/sandboxes', undefined, key)).json.error?.code, 'unauthenticated');
+      const t0 = Date.now();
+      await until(async () => (await api(two.s.url, 'GET', '/v1/sandboxes', undefined, key)).json.error?.code === 'unauthenticated', 5000);
+      assert.ok(Date.now() - t0 < 2000, `revoked through one replica, the key still worked through the other for ${Date.now() - t0} ms`);
     });
 
     test('a replica killed in the middle of a create loses nothing: another one ends the create and removes what the node started', async () => {

@@ -148,7 +148,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     checkDisk: async (what) => checkRoom(await dataDiskRoom(o.dataDir), o.dataDiskReserveBytes, what),
   });
   const admin = await adminKeyOf(o);
-  const auth = new Auth(store, admin.key, p.joinToken);
+  const auth = new Auth(store, admin.key, p.joinToken, { now: o.clock });
   const audit = new AuditLog(store, (e, entries) => o.logger.warn('audit entries were not written', { entries, error: String(e) }));
   let url = '';
   const nodes = new NodeService(store, cluster, service, {

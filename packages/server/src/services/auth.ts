@@ -8,11 +8,15 @@ export const hashKey = (key: string): string => createHash('sha256').update(key)
 const keyId = (hash: string): string => `k_${hash.slice(0, 16)}`;
 
 /**
- * API keys: stored hashed, looked up once per process and then found by the presented key (no
- * hash on the hot path); the bootstrap admin key is compared in constant time.
+ * API keys: stored hashed, looked up in the store at most once a second per presented key and
+ * process (no hash and no database on the hot path); the bootstrap admin key is compared in
+ * constant time. A key revoked through one replica stops working there at once and on the
+ * others within `cacheMs`, when they next look it up.
  */
 export class Auth {
-  private readonly cache = new Map<string, Caller>();
+  /** Callers by presented key; `until`: when a store key is looked up again (the admin's and join token's never are). */
+  private readonly cache = new Map<string, { caller: Caller; until: number }>();
+  private readonly lookups = new Map<string, Promise<Caller>>();
   private readonly adminHash: Buffer;
   private readonly joinHash: Buffer | null;
 
@@ -21,6 +25,7 @@ export class Auth {
     adminKey: string,
     /** The token edges join the cluster with (none: no edge may join). */
     joinToken?: string,
+    private readonly o: { now?: () => number; cacheMs?: number } = {},
   ) {
     this.adminHash = Buffer.from(hashKey(adminKey), 'hex');
     this.joinHash = joinToken ? Buffer.from(hashKey(joinToken), 'hex') : null;
@@ -29,20 +34,35 @@ export class Auth {
   async authenticate(header: string | undefined): Promise<Caller> {
     const m = /^Bearer\s+(\S+)$/i.exec(header ?? '');
     if (!m?.[1]) throw new WarrenError('unauthenticated', 'missing "Authorization: Bearer <key>"');
+    const now = (this.o.now ?? Date.now)();
     const cached = this.cache.get(m[1]);
-    if (cached) return cached;
-    const hash = hashKey(m[1]);
+    if (cached && now < cached.until) return cached.caller;
+    // Calls with one key at once share its lookup.
+    const pending = this.lookups.get(m[1]);
+    if (pending) return pending;
+    const lookup = this.lookup(m[1], now).finally(() => this.lookups.delete(m[1]!));
+    this.lookups.set(m[1], lookup);
+    return lookup;
+  }
+
+  private async lookup(key: string, now: number): Promise<Caller> {
+    const hash = hashKey(key);
     let caller: Caller | undefined;
+    let until = Infinity;
     const presented = Buffer.from(hash, 'hex');
     if (timingSafeEqual(presented, this.adminHash)) caller = { tenant: 'default', role: 'admin', quota: {}, keyId: 'admin' };
     else if (this.joinHash && timingSafeEqual(presented, this.joinHash)) caller = { tenant: '-', role: 'runner', quota: {}, keyId: 'node', node: true };
     else {
       const k = await this.store.getKey(hash);
       if (k) caller = { tenant: k.tenant, role: k.role, quota: k.quota, keyId: keyId(hash) };
+      until = now + (this.o.cacheMs ?? 1000);
     }
-    if (!caller) throw new WarrenError('unauthenticated', 'unknown API key');
+    if (!caller) {
+      this.cache.delete(key);
+      throw new WarrenError('unauthenticated', 'unknown API key');
+    }
     if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(m[1], caller);
+    this.cache.set(key, { caller, until });
     return caller;
   }
 
@@ -59,7 +79,7 @@ export class Auth {
         { keyId: id },
       );
     await this.store.deleteKeyByPrefix(m[1]);
-    for (const [k, c] of this.cache) if (c.keyId === id) this.cache.delete(k);
+    for (const [k, c] of this.cache) if (c.caller.keyId === id) this.cache.delete(k);
   }
 
   /** Makes a new key for a tenant; the key itself is returned once and never stored. */
