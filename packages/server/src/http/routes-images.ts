@@ -22,6 +22,16 @@ const adminOnly = (c: Authed, what: string): void => {
   if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', `only an admin key can delete ${what}`);
 };
 
+/**
+ * What an import, pull or upload answers for a failure that is not Warren's own: a full disk is
+ * resource_exhausted; anything else is internal, named by its error code only (never a host path).
+ */
+export function unexpected(e: unknown): WarrenError {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new WarrenError('resource_exhausted', "the node's data disk is full: the image does not fit");
+  return new WarrenError('internal', typeof code === 'string' && /^E[A-Z]+$/.test(code) ? `the import failed (${code})` : 'the import failed');
+}
+
 /** Import, layer upload, commit and deletion of images and layers. */
 export function imageRoutes(on: On, d: RouteDeps): void {
   /** Streams progress as it happens; a failure after the first line is the last line. */
@@ -33,7 +43,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     try {
       emit({ type: 'done', image: await run(emit) });
     } catch (e) {
-      const err = e instanceof WarrenError ? e : new WarrenError('internal', 'the import failed');
+      const err = e instanceof WarrenError ? e : unexpected(e);
       if (!(e instanceof WarrenError)) d.logger.warn('image import failed', { error: String(e) });
       emit({ type: 'error', error: { code: err.code, message: err.message } });
       c.req.resume();
