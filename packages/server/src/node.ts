@@ -1,3 +1,4 @@
+import { cachedImages } from './store/cached-images.js';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -173,7 +174,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     await store.close();
     throw e;
   });
-  const catalogue = new ImageCatalogue(node.layers, store);
+  const catalogue = new ImageCatalogue(node.layers, cachedImages(store));
   const adopted = await catalogue.adoptIndexFiles();
   if (adopted.images || adopted.layers) o.logger.info('took the image and layer index files into the store', adopted);
   await installDefaultImages(catalogue, node.prepared);

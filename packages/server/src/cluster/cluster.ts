@@ -229,9 +229,16 @@ export class Cluster {
     return new Set(this.up().flatMap((n) => n.info.backends.map((b) => b.name)));
   }
 
+  /** Whether some node that is not down runs `backend` (a create's check: stops at the first). */
+  hasBackend(backend: string): boolean {
+    for (const n of this.nodes.values()) if (n.state !== 'down' && n.info.backends.some((b) => b.name === backend)) return true;
+    return false;
+  }
+
   /** Whether some node gives sandboxes a network beyond loopback. */
   networking(): boolean {
-    return this.up().some((n) => n.info.networking);
+    for (const n of this.nodes.values()) if (n.state !== 'down' && n.info.networking) return true;
+    return false;
   }
 
   /** Where a create goes first (see placeSandbox): a sample of the nodes. */

@@ -1,3 +1,4 @@
+import { cachedImages } from '../store/cached-images.js';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -66,7 +67,7 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
   const layers = new LayerStore(join(o.dataDir, 'layers'));
   await layers.open();
   const store = o.database ? await openDatabase(o.database) : new SqliteStore(join(o.dataDir, 'warren.db'));
-  const catalogue = new ImageCatalogue(layers, store);
+  const catalogue = new ImageCatalogue(layers, cachedImages(store));
   const prepared = await prepareDefaultImages({ cacheDir: o.imageCacheDir, only: o.images, log: (m) => o.logger.info(m) });
   await installDefaultImages(catalogue, prepared);
   const ops = new HostHelper(join(o.nativeDir ?? defaultNativeDir(), 'warren-hostd'), (why) =>

@@ -8,6 +8,7 @@ import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import { Placer } from './placer.js';
 import { CapacityQueue } from './capacity-queue.js';
+import { GroupWrite } from './group-write.js';
 import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, edgeSpec, hasQuota, opensNetwork, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
@@ -68,6 +69,10 @@ export class SandboxService {
   readonly queue = new CapacityQueue();
   /** The FnCall service: the workers made for a tenant's calls count in its quota. */
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
+  /** Creates' records written together while one write is in flight (those without a quota to count). */
+  private readonly inserts: GroupWrite<SandboxRecord, void>;
+  /** Creates marked running together the same way (each only if still `creating`: a delete meanwhile wins). */
+  private readonly starts: GroupWrite<string, boolean>;
 
   constructor(
     private readonly store: Store,
@@ -78,6 +83,20 @@ export class SandboxService {
   ) {
     this.placer = new Placer(store, cluster, o);
     this.sync = new NodeSync(store, cluster, o);
+    this.inserts = new GroupWrite(async (recs) => {
+      try {
+        await store.insertSandboxes(recs);
+        return recs.map(() => ({ status: 'fulfilled', value: undefined }));
+      } catch (e) {
+        if (recs.length === 1 || (e instanceof WarrenError && e.code === 'unavailable')) throw e;
+        // One record that cannot go in (its requestId taken meanwhile) fails its own create only.
+        return Promise.allSettled(recs.map((r) => store.insertSandbox(r)));
+      }
+    });
+    this.starts = new GroupWrite(async (ids) => {
+      const started = new Set(await store.markStarted(ids));
+      return ids.map((id) => ({ status: 'fulfilled', value: started.has(id) }));
+    });
   }
 
   /**
@@ -161,9 +180,10 @@ export class SandboxService {
    */
   private async prepare(caller: Caller, req: CreateSandboxRequest): Promise<Made> {
     const backend = req.backend ?? 'container';
-    const backends = this.cluster.backends();
-    if (!backends.has(backend))
-      throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...backends].join(', ')}`, { backend });
+    if (!this.cluster.hasBackend(backend))
+      throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...this.cluster.backends()].join(', ')}`, {
+        backend,
+      });
     const r = await this.resolve(caller, req);
     const want = {
       backend,
@@ -228,7 +248,8 @@ export class SandboxService {
       const quota = caller.quota;
       // Counted on its node from the moment it is placed: the creates placed meanwhile see it.
       if (!pooled) this.cluster.inFlightOn(first, resources, 1);
-      await this.store.insertSandbox(rec, pooled || !hasQuota(quota) ? {} : { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
+      if (pooled || !hasQuota(quota)) await this.inserts.add(rec);
+      else await this.store.insertSandbox(rec, { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
     } catch (e) {
       if (!pooled) this.cluster.inFlightOn(first, resources, -1);
       if (e instanceof WarrenError && e.code === 'resource_exhausted') throw e;
@@ -242,7 +263,7 @@ export class SandboxService {
     if (held) await held;
     const live = pooled ? await this.claimPooled(rec, files) : await this.placer.place(rec, placement, files);
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
-    if (!(await this.store.updateSandbox(rec.id, { state: 'running' }, { from: ['creating'] }))) {
+    if (!(await this.starts.add(rec.id))) {
       await this.destroyOn(rec.node, rec.id);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }

@@ -178,7 +178,7 @@ export class PgStore implements Store {
   async insertSandboxes(rs: SandboxRecord[], o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
     const tenant = rs[0]?.tenant;
     if (tenant === undefined) return;
-    if (rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes takes sandboxes of one tenant');
+    if (o.admit && rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes counts the quota of one tenant');
     const labels = rs.flatMap((r) => Object.entries(r.labels).map(([k, v]) => [r.id, k, v] as const));
     const col = <T>(f: (r: SandboxRecord) => T): T[] => rs.map(f);
     const args = [

@@ -182,7 +182,7 @@ export class SqliteStore implements Store {
   async insertSandboxes(rs: SandboxRecord[], o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
     const tenant = rs[0]?.tenant;
     if (tenant === undefined) return;
-    if (rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes takes sandboxes of one tenant');
+    if (o.admit && rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes counts the quota of one tenant');
     // IMMEDIATE: the write lock is taken before the usage is read, so another process on the
     // same file cannot insert between the check and the insert either.
     this.db

@@ -118,8 +118,9 @@ export interface Store extends CatalogueStore {
    */
   insertSandbox(r: SandboxRecord, o?: { admit?: (usage: TenantUsage) => void }): Promise<void>;
   /**
-   * Records sandboxes of one tenant at once (a batch create): as insertSandbox, in one
-   * statement, `admit` seeing the usage before all of them (it checks them as one).
+   * Records sandboxes at once (a batch create, or creates grouped while a write was in flight):
+   * as insertSandbox, in one statement, all or none. With `admit` they are of one tenant, and it
+   * sees the usage before all of them (it checks them as one).
    */
   insertSandboxes(rs: SandboxRecord[], o?: { admit?: (usage: TenantUsage) => void }): Promise<void>;
   /** Marks these sandboxes running, each only if it is still `creating`; answers those it marked. */
