@@ -9,6 +9,7 @@
 // most loaded node against the mean), retries on another node after an edge refused on its
 // fresher view, and database round trips per create. Asserts nothing.
 // Usage: npm run bench:cluster [-- --nodes 160 --burst 32000 --steady 380000 --concurrency 128 --batch 1000 --churn-seconds 20]
+// (WARREN_BENCH_PROFILE=DIR: a CPU profile of the control plane; node --cpu-prof for this process's.)
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -115,9 +116,12 @@ async function main(): Promise<void> {
   const pg = await startTestPostgres();
   const dir = await mkdtemp(join(tmpdir(), 'warren-bench-cluster-'));
   const edges: RunningEdge[] = [];
+  // WARREN_BENCH_PROFILE=DIR: the control plane writes a CPU profile there when it stops.
+  const profile = process.env.WARREN_BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.WARREN_BENCH_PROFILE}`] : [];
   const server = spawn(
     process.execPath,
     [
+      ...profile,
       CLI,
       'server',
       '--port',
@@ -221,6 +225,9 @@ async function main(): Promise<void> {
         `balance max/mean ${(b.max / b.mean).toFixed(3)}; retries ${after.retried - before.retried}`,
     );
   } finally {
+    // A clean stop (a profile, if one is asked for with NODE_OPTIONS=--cpu-prof, is written then).
+    server.kill('SIGTERM');
+    await Promise.race([new Promise((r) => server.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
     server.kill('SIGKILL');
     await Promise.all(edges.map((e) => e.close().catch(() => undefined)));
     await pg.stop();
