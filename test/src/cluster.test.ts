@@ -4,7 +4,7 @@ import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OWNER_PID_FILE } from '@warren/edge';
-import { startServer, startTestPostgres, type RunningServer, type TestPostgres } from '@warren/server';
+import { startServer, startSimulatedEdge, startTestPostgres, type RunningEdge, type RunningServer, type TestPostgres } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import { spawn } from 'node:child_process';
 import { makeTar } from './tar-writer.js';
@@ -295,6 +295,58 @@ describe(
       const t0 = Date.now();
       await until(async () => (await api(two.s.url, 'GET', '/v1/sandboxes', undefined, key)).json.error?.code === 'unauthenticated', 5000);
       assert.ok(Date.now() - t0 < 2000, `revoked through one replica, the key still worked through the other for ${Date.now() - t0} ms`);
+    });
+
+    test('a batch goes to each node in one call; the sandboxes a node refuses on its fresher view move to the next node', async () => {
+      // Heartbeats a minute apart: replica two's view of the nodes stays as it was when they joined.
+      const one = await server({ heartbeatMs: 60_000, downAfterMs: 120_000 });
+      const two = await server({ database: one.database, heartbeatMs: 60_000, downAfterMs: 120_000 });
+      const sim = (url: string, nodeId: string, memoryMiB: number, sandboxes: number): Promise<RunningEdge> =>
+        startSimulatedEdge({
+          join: url,
+          token: TOKEN,
+          nodeId,
+          listen: { host: '127.0.0.1', port: 0 },
+          capacity: { cpu: 64, memoryMiB, sandboxes },
+          logger: quiet,
+        });
+      // `small` looks better (more memory) but holds 3 sandboxes.
+      const sims = [await sim(one.s.url, 'small', 65_536, 3), await sim(one.s.url, 'big', 32_768, 20)];
+      try {
+        await until(async () => Object.keys(await nodeStates(two.client)).length === 2, 5000);
+        const batch = async (url: string, count: number): Promise<Array<{ id: string; node: string }>> => {
+          const r = await api(url, 'POST', '/v1/sandboxes/batch', { count, template: { image: 'busybox:latest' } });
+          assert.equal(r.status, 201, JSON.stringify(r.json));
+          assert.deepEqual(r.json.errors, []);
+          return r.json.sandboxes as Array<{ id: string; node: string }>;
+        };
+        // Through replica one, `small` filled while `big` is drained.
+        assert.equal((await api(one.s.url, 'POST', '/v1/nodes/big/drain')).status, 204);
+        assert.deepEqual(
+          (await batch(one.s.url, 3)).map((x) => x.node),
+          ['small', 'small', 'small'],
+        );
+        assert.equal((await api(one.s.url, 'POST', '/v1/nodes/big/ready')).status, 204);
+        await until(async () => (await nodeStates(two.client)).big === 'ready', 5000);
+        // Replica two still sees `small` empty: it sends it three in one call, which it refuses;
+        // they move to `big`, with the three sent there at once.
+        const made = await batch(two.s.url, 6);
+        assert.deepEqual(
+          made.map((x) => x.node),
+          Array(6).fill('big'),
+        );
+        const retries = Number(
+          /^warren_placement_retries_total (\d+)$/m.exec(
+            await (await fetch(`${two.s.url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text(),
+          )?.[1],
+        );
+        assert.equal(retries, 3);
+        const listed = (await one.client.sandboxes.list({ state: 'running' })).sandboxes;
+        assert.equal(listed.length, 9);
+        assert.equal(listed.filter((x) => x.info.node === 'small').length, 3);
+      } finally {
+        for (const e of sims) await e.close();
+      }
     });
 
     test('a replica killed in the middle of a create loses nothing: another one ends the create and removes what the node started', async () => {

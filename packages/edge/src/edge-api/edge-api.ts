@@ -1,4 +1,4 @@
-import type { ExecEvent, ExecRequest, ExitEvent, FileEntry, NetworkPolicy } from '@warren/api';
+import type { ErrorCode, ExecEvent, ExecRequest, ExitEvent, FileEntry, NetworkPolicy } from '@warren/api';
 import type { LayerInfo } from '@warren/images';
 import type { EdgeCapacity } from '../lifecycle/admission.js';
 import type { BackendCapabilities } from '../backends/backend.js';
@@ -46,6 +46,12 @@ export interface EdgeFile {
   mode?: number;
 }
 
+/** One sandbox of a createMany: its state, or why it was not made (the error the edge threw). */
+export type CreateOutcome = { state: EdgeSandboxState } | { error: { code: ErrorCode; message: string; details: Record<string, unknown> } };
+
+/** The most sandboxes one createMany makes. */
+export const MAX_CREATE_MANY = 256;
+
 /** A command's events as it runs, from its start (or the offset asked for) to its exit or error. */
 export interface CommandStream {
   commandId: string;
@@ -84,6 +90,13 @@ export interface EdgeApi {
    * ready, with the node's load just after (`used` not read): what placement sees next.
    */
   create(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState & { load?: EdgeLoad }>;
+  /**
+   * Makes several sandboxes with the same files (a batch's sandboxes placed on this node; at
+   * most MAX_CREATE_MANY): each admitted in turn as `create` admits one, then made side by side.
+   * Answers each one's state or error, in order, and the node's load once all are done: one
+   * call per node and batch instead of one per sandbox.
+   */
+  createMany(specs: EdgeSandboxSpec[], files?: EdgeFile[]): Promise<{ outcomes: CreateOutcome[]; load: EdgeLoad }>;
   /** Hands a running (pool's) sandbox to a caller: its env, user, workdir and lifetime become `spec`'s. */
   claim(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState>;
   /** Takes back a sandbox that ran before the edge restarted; false when it is gone. */

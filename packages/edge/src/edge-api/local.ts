@@ -5,7 +5,7 @@ import type { Edge } from '../lifecycle/edge.js';
 import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
-import type { CommandResult, CommandStream, EdgeApi, EdgeLoad } from './edge-api.js';
+import { MAX_CREATE_MANY, type CommandResult, type CommandStream, type CreateOutcome, type EdgeApi, type EdgeLoad } from './edge-api.js';
 
 /** A command's events from byte `offset` on, until its exit or error (the command runs on if the reader stops). */
 export function commandEvents(cmd: Command, offset: number): AsyncIterable<ExecEvent> {
@@ -65,6 +65,23 @@ export function localEdgeApi(edge: Edge): EdgeApi {
       await edge.create(copy(spec), files);
       const st = (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
       return { ...st, load: await load(false) };
+    },
+    createMany: async (specs, files) => {
+      if (!Array.isArray(specs) || specs.length > MAX_CREATE_MANY)
+        throw new WarrenError('invalid_argument', `createMany takes at most ${MAX_CREATE_MANY} sandboxes`);
+      // Each admitted before the next (Edge.create admits before its first await), made side by side.
+      const made = await Promise.allSettled(
+        specs.map(async (spec) => {
+          await edge.create(copy(spec), files);
+          return (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
+        }),
+      );
+      const outcomes = made.map((r): CreateOutcome => {
+        if (r.status === 'fulfilled') return { state: r.value };
+        const e = r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'sandbox creation failed');
+        return { error: { code: e.code, message: e.message, details: e.details } };
+      });
+      return { outcomes, load: await load(false) };
     },
     claim: async (spec, files) => {
       await edge.claim(copy(spec), files);

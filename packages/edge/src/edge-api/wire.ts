@@ -21,6 +21,7 @@ export const EDGE_CALLS = {
   load: 'unary',
   admit: 'unary',
   create: 'files',
+  createMany: 'files',
   claim: 'files',
   adopt: 'unary',
   destroy: 'unary',

@@ -1,5 +1,5 @@
 import { WarrenError } from '@warren/api';
-import type { EdgeApi, EdgeSandboxState } from '@warren/edge';
+import { MAX_CREATE_MANY, type CreateOutcome, type EdgeApi, type EdgeLoad, type EdgeSandboxState } from '@warren/edge';
 import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
@@ -13,6 +13,12 @@ export interface PlacerOptions {
   /** How long a create may take on a node before it is tried on the next one (ms; default 120,000). */
   createTimeoutMs?: number;
 }
+
+/**
+ * Whether a node's error passes a create on to the next node: it refused (full on its own view),
+ * or could not be reached; not a sandbox that failed there (an `unavailable` naming it).
+ */
+const refusal = (e: WarrenError): boolean => e.code === 'resource_exhausted' || (e.code === 'unavailable' && e.details.id === undefined);
 
 /** Starts recorded sandboxes on the nodes a placement names, in turn (see place). */
 export class Placer {
@@ -31,10 +37,16 @@ export class Placer {
    * the next, the record following it there. When every node refused, the record goes (a
    * sandbox no node had room for never was) and the error says why per node.
    */
-  async place(rec: SandboxRecord, first: Placement, files: DecodedFile[]): Promise<EdgeSandboxState> {
-    const refused: Record<string, string> = {};
-    const tried = new Set<string>();
-    let last: WarrenError | null = null;
+  async place(
+    rec: SandboxRecord,
+    first: Placement,
+    files: DecodedFile[],
+    /** A node that already refused it (a batch's createMany), and why. */
+    before?: { node: string; refused: WarrenError },
+  ): Promise<EdgeSandboxState> {
+    const refused: Record<string, string> = before ? { [before.node]: before.refused.message } : {};
+    const tried = new Set<string>(before ? [before.node] : []);
+    let last: WarrenError | null = before?.refused ?? null;
     let placement = first;
     for (;;) {
       for (const node of placement.order) {
@@ -66,6 +78,88 @@ export class Placer {
   }
 
   /**
+   * Starts a batch's recorded sandboxes: those placed on one node go in one createMany call (at
+   * most MAX_CREATE_MANY a call), the nodes' calls side by side. One its node refused, or whose
+   * call got no answer, goes on as a single create does (`place`, from the next node); any other
+   * failure fails it. Answers each one's state or error, in order.
+   */
+  async placeMany(items: Array<{ rec: SandboxRecord; placement: Placement }>, files: DecodedFile[]): Promise<Array<PromiseSettledResult<EdgeSandboxState>>> {
+    const out = new Array<PromiseSettledResult<EdgeSandboxState>>(items.length);
+    const byNode = new Map<string, number[]>();
+    items.forEach((it, i) => {
+      const on = byNode.get(it.rec.node) ?? [];
+      on.push(i);
+      byNode.set(it.rec.node, on);
+    });
+    const calls: Array<Promise<void>> = [];
+    for (const [node, at] of byNode)
+      for (let k = 0; k < at.length; k += MAX_CREATE_MANY) {
+        const group = at.slice(k, k + MAX_CREATE_MANY);
+        calls.push(
+          this.createGroup(
+            node,
+            group.map((i) => items[i]!),
+            files,
+          ).then((rs) => group.forEach((i, j) => (out[i] = rs[j]!))),
+        );
+      }
+    await Promise.all(calls);
+    return out;
+  }
+
+  /** One createMany call on `node` for `group` (see placeMany). */
+  private async createGroup(
+    node: string,
+    group: Array<{ rec: SandboxRecord; placement: Placement }>,
+    files: DecodedFile[],
+  ): Promise<Array<PromiseSettledResult<EdgeSandboxState>>> {
+    const settle = (p: Promise<EdgeSandboxState>): Promise<PromiseSettledResult<EdgeSandboxState>> =>
+      p.then(
+        (value) => ({ status: 'fulfilled', value }),
+        (reason: unknown) => ({ status: 'rejected', reason }),
+      );
+    const onward = (it: { rec: SandboxRecord; placement: Placement }, why: WarrenError): Promise<PromiseSettledResult<EdgeSandboxState>> =>
+      settle(this.place(it.rec, it.placement, files, { node, refused: why }));
+    let started: Promise<unknown> | null = null;
+    let edge: EdgeApi | null = null;
+    let answer: { outcomes: CreateOutcome[]; load: EdgeLoad };
+    try {
+      edge = this.cluster.edge(node);
+      const creating = edge.createMany(
+        group.map((it) => edgeSpec(it.rec)),
+        files,
+      );
+      started = creating;
+      answer = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, creating, this.cluster.goneSignal(node));
+    } catch (e) {
+      for (const it of group) this.cluster.inFlightOn(node, it.rec.resources, -1);
+      const err = e instanceof WarrenError ? e : null;
+      // Given up on, the call may still finish there: what it made is destroyed when it does.
+      if (err?.code === 'unavailable' && started && edge) {
+        const there = edge;
+        const destroy = (): Promise<unknown> => Promise.allSettled(group.map((it) => there.destroy(it.rec.id)));
+        void started.then(destroy, destroy).catch(() => undefined);
+      }
+      if (err && refusal(err)) return Promise.all(group.map((it) => onward(it, err)));
+      return Promise.all(group.map((it) => settle(this.createFailed(it.rec, e).then((f) => Promise.reject(f)))));
+    }
+    this.o.failpoint?.('create:started');
+    return Promise.all(
+      group.map((it, k) => {
+        this.cluster.inFlightOn(node, it.rec.resources, -1, k === group.length - 1 ? answer.load : undefined);
+        const o = answer.outcomes[k];
+        if (o && 'state' in o) {
+          this.counts.created++;
+          return Promise.resolve({ status: 'fulfilled', value: o.state } as const);
+        }
+        const err = o ? new WarrenError(o.error.code, o.error.message, o.error.details) : new WarrenError('internal', 'the node answered no outcome for it');
+        if (refusal(err)) return onward(it, err);
+        return settle(this.createFailed(it.rec, err).then((f) => Promise.reject(f)));
+      }),
+    );
+  }
+
+  /**
    * Creates a recorded sandbox on one node: its state, or why that node refused it (full, or
    * no answer within the deadline); any other failure fails the create.
    */
@@ -93,7 +187,7 @@ export class Placer {
         const destroy = (): Promise<void> => there.destroy(rec.id);
         void started.then(destroy, destroy).catch(() => undefined);
       }
-      if (err?.code === 'resource_exhausted' || (err?.code === 'unavailable' && err.details.id === undefined)) return { refused: err };
+      if (err && refusal(err)) return { refused: err };
       throw await this.createFailed(rec, e);
     }
   }

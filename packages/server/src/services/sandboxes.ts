@@ -159,8 +159,12 @@ export class SandboxService {
       throw e;
     }
     this.o.failpoint?.('create:stored');
-    const started = await settle(placed.map(async (p) => ({ rec: p.rec, live: await this.placer.place(p.rec, p.placement, files) })));
-    errors.push(...started.errors);
+    const outcomes = await this.placer.placeMany(placed, files);
+    const started = { ok: [] as Array<{ rec: SandboxRecord; live: EdgeSandboxState }> };
+    outcomes.forEach((r, i) => {
+      if (r.status === 'fulfilled') started.ok.push({ rec: placed[i]!.rec, live: r.value });
+      else errors.push(r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed'));
+    });
     // A delete that came while they were being made wins (as for one create).
     const running = new Set(await this.store.markStarted(started.ok.map((x) => x.rec.id)));
     const sandboxes: Sandbox[] = [];
