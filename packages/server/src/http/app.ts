@@ -12,6 +12,7 @@ import { fileRoutes } from './routes-files.js';
 import { opsRoutes } from './routes-ops.js';
 import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
+import { exposition } from './prometheus.js';
 
 export type AppDeps = RouteDeps;
 
@@ -87,10 +88,12 @@ export function createApp(d: AppDeps): Server {
       const nodes = await d.nodes.metrics();
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(
-        `# TYPE warren_http_requests_total counter\nwarren_http_requests_total ${metrics.requests}\n` +
-          `# TYPE warren_http_errors_total counter\nwarren_http_errors_total ${metrics.errors}\n` +
-          d.fn.metrics() +
+        exposition([
+          `# TYPE warren_http_requests_total counter\nwarren_http_requests_total ${metrics.requests}\n` +
+            `# TYPE warren_http_errors_total counter\nwarren_http_errors_total ${metrics.errors}\n`,
+          d.fn.metrics(),
           nodes,
+        ]),
       );
       return;
     }
