@@ -31,6 +31,8 @@ export interface ClusterOptions {
   /** Sandboxes that failed because their node went down (for the log). */
   onNodeDown?: (node: string, failed: string[]) => void;
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+  /** A monotonic clock in ms (default performance.now): tests advance their own. */
+  now?: () => number;
 }
 
 const EMPTY_LOAD: EdgeLoad = { at: 0, committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: 0, paused: 0 };
@@ -63,8 +65,21 @@ export class Cluster {
   private viewList: PlacementNode[] | null = null;
   private timer: NodeJS.Timeout | null = null;
   private refreshing: Promise<void> | null = null;
+  /**
+   * No node is marked down before this (on `now`): the down delay after this replica
+   * started, and after it could not reach the store. Heartbeats sent meanwhile may not have been
+   * recorded (the store was away, or no replica ran): a node must get a whole down delay of
+   * heartbeats recorded before its silence counts, or a database restart or a control-plane
+   * restart longer than the delay would fail every sandbox of every node.
+   */
+  private quietUntil: number;
+  private storeLost = false;
+  private readonly now: () => number;
 
-  constructor(private readonly o: ClusterOptions) {}
+  constructor(private readonly o: ClusterOptions) {
+    this.now = o.now ?? (() => performance.now());
+    this.quietUntil = this.now() + (o.downAfterMs ?? 10_000);
+  }
 
   /** Adds the edge of this process (`warren up`): ready for as long as the process runs. */
   addLocal(api: EdgeApi, info: EdgeInfo): void {
@@ -109,12 +124,24 @@ export class Cluster {
   }
 
   private async readTable(): Promise<void> {
-    for (const id of await this.o.store.markNodesDown(this.o.downAfterMs ?? 10_000)) {
-      const failed = await this.o.store.failLiveOnNode(id, { code: 'unavailable', message: `node ${id} stopped answering (no heartbeat)` });
-      this.o.logger.warn('a node is down', { node: id, failedSandboxes: failed.length });
-      this.o.onNodeDown?.(id, failed);
+    const downAfterMs = this.o.downAfterMs ?? 10_000;
+    let rows: NodeRecord[];
+    try {
+      if (!this.storeLost && this.now() >= this.quietUntil)
+        for (const id of await this.o.store.markNodesDown(downAfterMs)) {
+          const failed = await this.o.store.failLiveOnNode(id, { code: 'unavailable', message: `node ${id} stopped answering (no heartbeat)` });
+          this.o.logger.warn('a node is down', { node: id, failedSandboxes: failed.length });
+          this.o.onNodeDown?.(id, failed);
+        }
+      rows = await this.o.store.listNodes();
+    } catch (e) {
+      if (e instanceof WarrenError && e.code === 'unavailable') this.storeLost = true;
+      throw e;
     }
-    const rows = await this.o.store.listNodes();
+    if (this.storeLost) {
+      this.storeLost = false;
+      this.quietUntil = this.now() + downAfterMs;
+    }
     const seen = new Set<string>();
     for (const r of rows) {
       seen.add(r.id);
