@@ -295,6 +295,20 @@ describe(
       const t0 = Date.now();
       await until(async () => (await api(two.s.url, 'GET', '/v1/sandboxes', undefined, key)).json.error?.code === 'unauthenticated', 5000);
       assert.ok(Date.now() - t0 < 2000, `revoked through one replica, the key still worked through the other for ${Date.now() - t0} ms`);
+      // A layer uploaded through replica one is used on `big`, which joined replica two: two
+      // reads the blob from one (each replica keeps what was made through it).
+      const up = await fetch(`${one.s.url}/v1/layers?name=ws/peer`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}` },
+        body: makeTar([{ path: 'peer/README', content: 'through the other replica\n' }]),
+      });
+      assert.equal(up.status, 201, await up.text());
+      assert.equal((await api(two.s.url, 'POST', '/v1/nodes/small/drain')).status, 204);
+      await until(async () => (await nodeStates(two.client)).small === 'draining', 5000);
+      const withLayer = await two.client.sandboxes.create({ image: 'busybox:latest', layers: ['ws/peer'] });
+      assert.equal(withLayer.info.node, 'big');
+      assert.equal((await withLayer.exec('cat /peer/README')).stdout, 'through the other replica\n');
+      await withLayer.delete();
     });
 
     test('a batch goes to each node in one call; the sandboxes a node refuses on its fresher view move to the next node', async () => {
@@ -410,6 +424,9 @@ describe(
         for (const e of b.json.errors as Array<{ code: string }>) assert.equal(e.code, 'unavailable', JSON.stringify(e));
       } else assert.equal(b.json.error?.code, 'unavailable', JSON.stringify(b.json));
       assert.ok(unavailable > 0, 'some creates came while the database was away');
+      // The nodes stayed up: their heartbeats could not be recorded while it was away, and that
+      // silence is not theirs (the down delay, 1.5 s here, counts again from its return).
+      assert.deepEqual(await nodeStates(client), { a: 'ready', b: 'ready' });
       // Once it is back, creates are made again (no restart of the control plane).
       const again = await api(s.url, 'POST', '/v1/sandboxes', { image: 'busybox:latest' });
       assert.equal(again.status, 201, JSON.stringify(again.json));
@@ -417,8 +434,12 @@ describe(
       // Creates cut off in the middle (made on a node, not recorded running) are ended; then the
       // store and the nodes agree: every sandbox a node runs is one the store calls running, and
       // the other way round; every create answered 201 is one of them.
-      await until(async () => (await client.sandboxes.list({ state: 'creating' })).sandboxes.length === 0, 30_000);
-      await until(async () => (await client.sandboxes.get(victim.id)).info.state === 'failed', 10_000);
+      await until(async () => (await client.sandboxes.list({ state: 'creating' })).sandboxes.length === 0, 30_000).catch(async () =>
+        assert.fail(`creates left creating: ${JSON.stringify((await client.sandboxes.list({ state: 'creating' })).sandboxes.map((x) => x.id))}`),
+      );
+      await until(async () => (await client.sandboxes.get(victim.id)).info.state === 'failed', 10_000).catch(async () =>
+        assert.fail(`the sandbox whose init died is ${JSON.stringify((await client.sandboxes.get(victim.id)).info)}`),
+      );
       assert.match((await client.sandboxes.get(victim.id)).info.error?.message ?? '', /stopped on its own/);
       const running = (await client.sandboxes.list({ state: 'running', limit: 1000 })).sandboxes.map((x) => x.id).sort();
       const alive = async (): Promise<string[]> => {

@@ -103,7 +103,10 @@ export const JoinNodeResponse = z.object({
   node: z.string(),
   heartbeatMs: z.number(),
   downAfterMs: z.number(),
-  /** Where the node reads layers it lacks (null: it has what it needs, or none is set). */
+  /**
+   * Where the node reads layers it lacks (null: none is set): a URL, absolute, or relative to
+   * the one it joined through (the control plane's own blobs).
+   */
   blobStore: z.object({ url: z.string(), key: z.string().optional() }).nullable(),
   /** What the join found: records kept, taken back, failed; sandboxes no record named, removed. */
   reconciled: z.object({ kept: z.number(), adopted: z.number(), failed: z.number(), removed: z.number() }),

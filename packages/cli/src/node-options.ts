@@ -127,12 +127,12 @@ export const NODE_OPTIONS: NodeOption[] = [
   {
     flag: 'advertise',
     type: 'string',
-    usage: ['[--advertise HOST:PORT]', 'where the control plane reaches it (default: the --listen address)'],
+    usage: ['[--advertise HOST:PORT]', 'where the others reach it: an edge, its control plane; a server, the other replicas (default: where it listens)'],
     set: (o, v) => {
       hostPort(str(v), '--advertise'); // checked; kept as written (an IPv6 host in brackets)
       o.advertise = str(v);
     },
-    for: ['edge'],
+    for: ['edge', 'server'],
   },
   {
     flag: 'simulate',

@@ -18,6 +18,7 @@ import { FileService } from './services/files.js';
 import { NodeService } from './services/nodes.js';
 import { AuditLog } from './services/audit.js';
 import { createApp } from './http/app.js';
+import type { RouteDeps } from './http/route-types.js';
 import { Cluster } from './cluster/cluster.js';
 import type { WarrenOptions } from './node.js';
 
@@ -39,6 +40,8 @@ export interface ControlPlaneParts {
   joinToken?: string;
   /** What a joining edge reads layers it lacks from. */
   blobStore?: () => JoinNodeResponse['blobStore'];
+  /** Sends a blob this process lacks from another replica's (see peerBlobs). */
+  peerBlob?: RouteDeps['peerBlob'];
   /** Heartbeats and the down delay (ms). */
   heartbeatMs?: number;
   downAfterMs?: number;
@@ -171,6 +174,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     fn,
     audit,
     logger: o.logger,
+    peerBlob: p.peerBlob,
   });
   let flush: NodeJS.Timeout | null = null;
   let janitor: NodeJS.Timeout | null = null;

@@ -1,4 +1,5 @@
 import { cachedImages } from '../store/cached-images.js';
+import { peerBlobs } from './peer-blobs.js';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -43,6 +44,11 @@ export interface ServerOptions
    * server's own blobs (`/v1/blobs/`, read with the join token).
    */
   blobStore?: { url: string; key?: string };
+  /**
+   * `host:port` where the other replicas reach this one (`--advertise`; default the listen
+   * address): they read the blobs made through it from there. Needed when it listens on 0.0.0.0.
+   */
+  advertise?: string;
 }
 
 export interface RunningServer {
@@ -74,6 +80,8 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
     o.logger.warn('warren-hostd died; a new one took its place', { error: String(why) }),
   );
   let url = '';
+  // This replica in the store: its peers read the blobs made through it from its URL.
+  const replica = `r_${randomBytes(8).toString('hex')}`;
   const cp = await buildControlPlane({
     o: { ...o, dataDiskReserveBytes: 256 * 2 ** 20 },
     store,
@@ -82,7 +90,9 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
     local: null,
     defaultDiskMiB: null,
     joinToken: o.joinToken,
-    blobStore: () => o.blobStore ?? { url: `${url}/v1/blobs/`, key: o.joinToken },
+    // Relative by default: an edge reads it from the address it joined through.
+    blobStore: () => o.blobStore ?? { url: '/v1/blobs/', key: o.joinToken },
+    peerBlob: peerBlobs({ store, self: replica, joinToken: o.joinToken }),
     heartbeatMs: o.heartbeatMs,
     downAfterMs: o.downAfterMs,
     staleCreateMs: o.staleCreateMs,
@@ -94,6 +104,13 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
   });
   await cp.cluster.start();
   url = await cp.start();
+  const seen = (): Promise<void> =>
+    store
+      .seeReplica(replica, o.advertise ? `http://${o.advertise}` : url)
+      .catch((e: unknown) => o.logger.warn('could not say this replica is alive', { error: String(e) }));
+  await seen();
+  const alive = setInterval(() => void seen(), 5000);
+  alive.unref();
   let closing: Promise<void> | null = null;
   return {
     url,
@@ -101,6 +118,7 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
     adminKeyFile: cp.adminKeyFile,
     close: () =>
       (closing ??= (async () => {
+        clearInterval(alive);
         await cp.close();
         await ops.close();
         await store.close();
@@ -155,7 +173,9 @@ export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
     logger: o.logger,
     onJoined: async (r) => {
       if (!remote && r.blobStore) {
-        remote = remoteBlobs({ dataDir: o.dataDir, nativeDir: o.nativeDir ?? defaultNativeDir(), logger: o.logger }, r.blobStore);
+        // A relative URL is the control plane's own blobs, at the address this edge joined through.
+        const blobs = { ...r.blobStore, url: new URL(r.blobStore.url, o.join).toString() };
+        remote = remoteBlobs({ dataDir: o.dataDir, nativeDir: o.nativeDir ?? defaultNativeDir(), logger: o.logger }, blobs);
         await remote.start();
         node.layers.remote = remote;
       }

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RouteSpec, z } from '@warren/api';
 import type { ImageCatalogue } from '@warren/images';
 import type { Auth } from '../services/auth.js';
@@ -42,6 +43,8 @@ export interface RouteDeps {
   fn: FnService;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };
+  /** Sends a blob this process lacks from another replica's blobs; false when none has it. */
+  peerBlob?: (name: string, req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
 }
 
 export const sandboxId = (c: Authed): string => c.params.id ?? '';

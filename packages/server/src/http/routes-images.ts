@@ -94,7 +94,11 @@ export function imageRoutes(on: On, d: RouteDeps): void {
     const name = c.params.file ?? '';
     if (!BLOB_NAME.test(name)) throw new WarrenError('not_found', `no blob ${name}`);
     const st = await stat(join(blobDir, name)).catch(() => null);
-    if (!st?.isFile()) throw new WarrenError('not_found', `no blob ${name}`);
+    if (!st?.isFile()) {
+      // Made through another replica: read from its blobs.
+      if (await d.peerBlob?.(name, c.req, c.res)) return;
+      throw new WarrenError('not_found', `no blob ${name}`);
+    }
     const range = /^bytes=(\d+)-(\d*)$/.exec(c.req.headers.range ?? '');
     const start = range ? Number(range[1]) : 0;
     const end = range?.[2] ? Math.min(Number(range[2]), st.size - 1) : st.size - 1;

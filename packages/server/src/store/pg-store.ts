@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS nodes (
   heartbeat_at BIGINT NOT NULL,
   doc JSONB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, url TEXT NOT NULL, seen_at BIGINT NOT NULL);
 `;
 
 /** The advisory lock key the schema is made under (one replica at a time). */
@@ -471,6 +472,23 @@ export class PgStore implements Store {
       [id, boot, JSON.stringify(load)],
     );
     return (r.rowCount ?? 0) > 0;
+  }
+
+  async seeReplica(id: string, url: string): Promise<void> {
+    await this.pool.query(`INSERT INTO replicas (id, url, seen_at) VALUES ($1, $2, ${NOW_MS}) ON CONFLICT (id) DO UPDATE SET url = $2, seen_at = ${NOW_MS}`, [
+      id,
+      url,
+    ]);
+  }
+
+  async liveReplicas(withinMs: number, except: string): Promise<Array<{ id: string; url: string }>> {
+    // Long gone ones are forgotten here too (replicas come and go with deployments).
+    await this.pool.query(`DELETE FROM replicas WHERE seen_at < ${NOW_MS} - 86400000`);
+    const r = await this.pool.query<{ id: string; url: string }>(`SELECT id, url FROM replicas WHERE seen_at >= ${NOW_MS} - $1 AND id <> $2 ORDER BY id`, [
+      withinMs,
+      except,
+    ]);
+    return r.rows;
   }
 
   async listNodes(): Promise<NodeRecord[]> {

@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS nodes (
   heartbeat_at INTEGER NOT NULL,
   doc TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, url TEXT NOT NULL, seen_at INTEGER NOT NULL);
 `;
 
 type Row = { doc: string };
@@ -416,6 +417,20 @@ export class SqliteStore implements Store {
 
   async heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean> {
     return this.stmts.heartbeat.run(Date.now(), JSON.stringify(load), id, boot).changes > 0;
+  }
+
+  async seeReplica(id: string, url: string): Promise<void> {
+    this.db
+      .prepare('INSERT INTO replicas (id, url, seen_at) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET url = excluded.url, seen_at = excluded.seen_at')
+      .run(id, url, Date.now());
+  }
+
+  async liveReplicas(withinMs: number, except: string): Promise<Array<{ id: string; url: string }>> {
+    const now = Date.now();
+    this.db.prepare('DELETE FROM replicas WHERE seen_at < ?').run(now - 86_400_000);
+    return this.db
+      .prepare<[number, string], { id: string; url: string }>('SELECT id, url FROM replicas WHERE seen_at >= ? AND id <> ? ORDER BY id')
+      .all(now - withinMs, except);
   }
 
   async listNodes(): Promise<NodeRecord[]> {

@@ -221,6 +221,20 @@ for (const kind of KINDS) {
     });
   });
 
+  test(`${kind.name}: replicas say where they are; each finds the others seen lately, not itself`, async () => {
+    await withStore(kind, async (s, open) => {
+      const other = await open();
+      await s.seeReplica('r_a', 'http://10.0.0.5:7070');
+      await other.seeReplica('r_b', 'http://10.0.0.6:7070');
+      assert.deepEqual(await s.liveReplicas(60_000, 'r_a'), [{ id: 'r_b', url: 'http://10.0.0.6:7070' }]);
+      assert.deepEqual(await other.liveReplicas(60_000, 'r_b'), [{ id: 'r_a', url: 'http://10.0.0.5:7070' }]);
+      // Moved: the latest address; none seen within a bound below zero.
+      await other.seeReplica('r_b', 'http://10.0.0.7:7070');
+      assert.deepEqual(await s.liveReplicas(60_000, 'r_a'), [{ id: 'r_b', url: 'http://10.0.0.7:7070' }]);
+      assert.deepEqual(await s.liveReplicas(-1000, 'r_a'), []);
+    });
+  });
+
   test(`${kind.name}: nodes join, heartbeat by their boot, are marked down once when silent (one replica wins), and their live sandboxes fail`, async () => {
     await withStore(kind, async (s, open) => {
       const other = await open();

@@ -165,6 +165,10 @@ export interface Store extends CatalogueStore {
   putNode(n: Omit<NodeRecord, 'heartbeatAt' | 'silentMs' | 'state' | 'joinedAt'>): Promise<void>;
   /** A node's heartbeat: its load, now; false when no node of this id and boot is up (it must join again). */
   heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean>;
+  /** A control-plane replica says it is alive at `url` (by the store's clock), for its peers to find. */
+  seeReplica(id: string, url: string): Promise<void>;
+  /** The other replicas (not `except`) seen within `withinMs`. */
+  liveReplicas(withinMs: number, except: string): Promise<Array<{ id: string; url: string }>>;
   listNodes(): Promise<NodeRecord[]>;
   getNode(id: string): Promise<NodeRecord | undefined>;
   /** Sets a node's state, with `from` only while it is one of those; whether it was set. */
