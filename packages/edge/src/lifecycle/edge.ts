@@ -31,6 +31,8 @@ export type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec
  */
 export class Edge {
   private readonly live = new Map<string, Live>();
+  /** The sandboxes paused (or being paused) since they were last seen running: what usage() walks, not every sandbox. */
+  private readonly pausedIds = new Set<string>();
   private readonly output: OutputBudgets;
   private readonly freezes = new Freezes();
   private readonly backendSet: BackendSet;
@@ -95,7 +97,13 @@ export class Edge {
     let cpu = this.allocated.cpu;
     let memoryMiB = this.allocated.memoryMiB;
     let paused = 0;
-    for (const l of this.live.values()) {
+    for (const id of this.pausedIds) {
+      const l = this.live.get(id);
+      // Gone, or running again: no longer walked.
+      if (!l || (!l.spec.paused && !l.pausing)) {
+        this.pausedIds.delete(id);
+        continue;
+      }
       // Until its page-out is done, a paused sandbox counts as a running one.
       if (!l.spec.paused || l.pausing || l.reclaim) continue;
       paused++;
@@ -279,7 +287,9 @@ export class Edge {
 
   /** Freezes a sandbox and answers; its memory is reclaimed in the background (pause.ts). */
   async pause(id: string): Promise<void> {
-    await pauseLive(this.able(id, 'pause', 'be paused'), id, this.pauses);
+    const l = this.able(id, 'pause', 'be paused');
+    this.pausedIds.add(id);
+    await pauseLive(l, id, this.pauses);
   }
 
   /** Pauses a sandbox and waits for its page-out (what memory pressure needs). */
