@@ -8,7 +8,7 @@ import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import { Placer } from './placer.js';
 import { CapacityQueue } from './capacity-queue.js';
-import { GroupWrite } from './group-write.js';
+import { createWrites, type CreateWrites } from './create-writes.js';
 import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, edgeSpec, hasQuota, opensNetwork, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
@@ -69,10 +69,8 @@ export class SandboxService {
   readonly queue = new CapacityQueue();
   /** The FnCall service: the workers made for a tenant's calls count in its quota. */
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
-  /** Creates' records written together while one write is in flight (those without a quota to count). */
-  private readonly inserts: GroupWrite<SandboxRecord, void>;
-  /** Creates marked running together the same way (each only if still `creating`: a delete meanwhile wins). */
-  private readonly starts: GroupWrite<string, boolean>;
+  /** Creates' records written and marked running in group writes. */
+  private readonly writes: CreateWrites;
 
   constructor(
     private readonly store: Store,
@@ -83,20 +81,7 @@ export class SandboxService {
   ) {
     this.placer = new Placer(store, cluster, o);
     this.sync = new NodeSync(store, cluster, o);
-    this.inserts = new GroupWrite(async (recs) => {
-      try {
-        await store.insertSandboxes(recs);
-        return recs.map(() => ({ status: 'fulfilled', value: undefined }));
-      } catch (e) {
-        if (recs.length === 1 || (e instanceof WarrenError && e.code === 'unavailable')) throw e;
-        // One record that cannot go in (its requestId taken meanwhile) fails its own create only.
-        return Promise.allSettled(recs.map((r) => store.insertSandbox(r)));
-      }
-    });
-    this.starts = new GroupWrite(async (ids) => {
-      const started = new Set(await store.markStarted(ids));
-      return ids.map((id) => ({ status: 'fulfilled', value: started.has(id) }));
-    });
+    this.writes = createWrites(store);
   }
 
   /**
@@ -160,15 +145,15 @@ export class SandboxService {
     }
     this.o.failpoint?.('create:stored');
     const outcomes = await this.placer.placeMany(placed, files);
-    const started = { ok: [] as Array<{ rec: SandboxRecord; live: EdgeSandboxState }> };
+    const started: Array<{ rec: SandboxRecord; live: EdgeSandboxState }> = [];
     outcomes.forEach((r, i) => {
-      if (r.status === 'fulfilled') started.ok.push({ rec: placed[i]!.rec, live: r.value });
+      if (r.status === 'fulfilled') started.push({ rec: placed[i]!.rec, live: r.value });
       else errors.push(r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed'));
     });
     // A delete that came while they were being made wins (as for one create).
-    const running = new Set(await this.store.markStarted(started.ok.map((x) => x.rec.id)));
+    const running = new Set(await this.store.markStarted(started.map((x) => x.rec.id)));
     const sandboxes: Sandbox[] = [];
-    for (const { rec, live } of started.ok) {
+    for (const { rec, live } of started) {
       if (running.has(rec.id)) sandboxes.push(sandboxView({ ...rec, state: 'running' }, live));
       else {
         await this.destroyOn(rec.node, rec.id);
@@ -252,7 +237,7 @@ export class SandboxService {
       const quota = caller.quota;
       // Counted on its node from the moment it is placed: the creates placed meanwhile see it.
       if (!pooled) this.cluster.inFlightOn(first, resources, 1);
-      if (pooled || !hasQuota(quota)) await this.inserts.add(rec);
+      if (pooled || !hasQuota(quota)) await this.writes.insert(rec);
       else await this.store.insertSandbox(rec, { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
     } catch (e) {
       if (!pooled) this.cluster.inFlightOn(first, resources, -1);
@@ -267,7 +252,7 @@ export class SandboxService {
     if (held) await held;
     const live = pooled ? await this.claimPooled(rec, files) : await this.placer.place(rec, placement, files);
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
-    if (!(await this.starts.add(rec.id))) {
+    if (!(await this.writes.start(rec.id))) {
       await this.destroyOn(rec.node, rec.id);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
