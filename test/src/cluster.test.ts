@@ -78,8 +78,8 @@ async function serverProcess(database: string, env: Record<string, string> = {})
   return { url, exited };
 }
 
-async function edge(url: string, name: string, args: string[] = [], dir?: string): Promise<EdgeProcess> {
-  const e = await spawnEdge(url, name, dir ?? (await dataDir()), TOKEN, args);
+async function edge(url: string, name: string, args: string[] = [], dir?: string, env: Record<string, string> = {}): Promise<EdgeProcess> {
+  const e = await spawnEdge(url, name, dir ?? (await dataDir()), TOKEN, args, env);
   edges.push(e);
   return e;
 }
@@ -454,6 +454,47 @@ describe(
       for (const id of made) assert.ok(running.includes(id), `${id}, answered 201, runs`);
       await Promise.all(running.map((id) => api(s.url, 'DELETE', `/v1/sandboxes/${id}`)));
       for (const id of [...running, victim.id]) assert.deepEqual(hostLeftovers(id), []);
+    });
+
+    test('edges whose clocks are an hour off: lifetimes run on the control plane’s clock, and the times it lists are its own', async () => {
+      const { s, client } = await server();
+      const HOUR = 3_600_000;
+      await edge(s.url, 'ahead', [], undefined, { WARREN_TEST_CLOCK_OFFSET_MS: String(HOUR) });
+      await edge(s.url, 'behind', [], undefined, { WARREN_TEST_CLOCK_OFFSET_MS: String(-HOUR) });
+      const on = async (node: string): Promise<Awaited<ReturnType<typeof client.sandboxes.create>>> => {
+        const other = node === 'ahead' ? 'behind' : 'ahead';
+        await api(s.url, 'POST', `/v1/nodes/${other}/drain`);
+        try {
+          const sb = await client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 120, idleTimeoutSeconds: 60 } });
+          assert.equal(sb.info.node, node);
+          return sb;
+        } finally {
+          await api(s.url, 'POST', `/v1/nodes/${other}/ready`);
+        }
+      };
+      const t0 = Date.now();
+      const made = [await on('ahead'), await on('behind')];
+      // Each node sweeps every second: an hour ahead, a deadline sent on the control plane's clock
+      // has long passed and the sandbox had been idle an hour.
+      await new Promise((r) => setTimeout(r, 2500));
+      for (const sb of made) {
+        const { info } = await client.sandboxes.get(sb.id);
+        assert.equal(info.state, 'running', `${info.node}: ${JSON.stringify(info)}`);
+        const expires = Date.parse(info.expiresAt!);
+        assert.ok(expires >= t0 + 118_000 && expires <= Date.now() + 122_000, `${info.node}: expires ${info.expiresAt}`);
+        const active = Date.parse(info.lastActivityAt);
+        assert.ok(active >= t0 - 2000 && active <= Date.now() + 2000, `${info.node}: last active ${info.lastActivityAt}`);
+        assert.equal((await sb.exec('echo up')).stdout, 'up\n');
+      }
+      // An hour behind, a deadline a second away would wait an hour.
+      const t1 = Date.now();
+      for (const sb of made) await sb.setTimeout(1);
+      await until(async () => (await Promise.all(made.map(async (sb) => (await client.sandboxes.get(sb.id)).info.state))).every((x) => x === 'stopped'), 8000);
+      assert.ok(Date.now() - t1 < 6000);
+      for (const sb of made) assert.deepEqual(hostLeftovers(sb.id), []);
+      // Each replica measures every node's clock against its own, and says so.
+      const offsets = Object.fromEntries((await client.nodes()).nodes.map((n) => [n.id, n.clockOffsetMs]));
+      assert.ok(Math.abs(offsets.ahead! - HOUR) < 1000 && Math.abs(offsets.behind! + HOUR) < 1000, JSON.stringify(offsets));
     });
   },
 );

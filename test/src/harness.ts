@@ -274,12 +274,19 @@ export interface EdgeProcess {
  * Runs `warren edge --join URL --name NAME` as its own process and resolves once it joined;
  * rejects with what it printed if it exits first.
  */
-export async function spawnEdge(join: string, name: string, dataDir: string, token: string, args: string[] = []): Promise<EdgeProcess> {
+export async function spawnEdge(
+  join: string,
+  name: string,
+  dataDir: string,
+  token: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<EdgeProcess> {
   const { spawn } = await import('node:child_process');
   const child = spawn(
     process.execPath,
     [CLI, 'edge', '--join', join, '--name', name, '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--images', 'busybox:latest', '--no-zram-swap', ...args],
-    { env: { ...process.env, WARREN_JOIN_TOKEN: token, WARREN_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+    { env: { ...process.env, WARREN_JOIN_TOKEN: token, WARREN_API_KEY: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   let out = '';

@@ -71,6 +71,12 @@ export const Node = z.object({
   sandboxes: z.number(),
   paused: z.number(),
   lastHeartbeatAt: z.string(),
+  /**
+   * How far the node's clock is ahead of this replica's (ms, negative: behind; null: not measured
+   * yet), measured on every call to it: lifetimes and activity times are moved by it on the way,
+   * so they run on the control plane's clock whatever the node's says.
+   */
+  clockOffsetMs: z.number().nullable(),
 });
 export const ListNodesResponse = z.object({ nodes: z.array(Node) });
 

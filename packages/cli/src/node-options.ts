@@ -72,6 +72,11 @@ function hostPort(v: string, flag: string): { host: string; port: number } {
 
 const num = (v: Value): number => Number(v);
 const str = (v: Value): string => String(v);
+/** A wall clock `offsetMs` off this machine's (a node whose clock is wrong, for tests). */
+const skewedClock =
+  (offsetMs: number): (() => number) =>
+  () =>
+    Date.now() + offsetMs;
 /** Sets network options, unless --no-network (earlier in the table) turned networking off. */
 const inNet = (o: UpOptions, set: (n: Exclude<WarrenOptions['network'], false | undefined>) => void): void => {
   if (o.network === false) return;
@@ -349,9 +354,11 @@ export const NODE_OPTIONS: NodeOption[] = [
     for: CONTROL,
   },
   // No flags: the hardening benchmark's baseline node sets the first, fault-injection tests
-  // (test/src/faults.test.ts) the second, and the suite's second pass the third.
+  // (test/src/faults.test.ts) the second, the cluster's clock-skew test the third (a node whose
+  // clock is that many ms off), and the suite's second pass the fourth.
   { env: 'WARREN_UNHARDENED_BENCH', type: 'string', set: (o, v) => void (o.unhardened = v === '1') },
   { env: 'WARREN_TEST_CRASH_AT', type: 'string', set: (o, v) => void (o.crashAt = str(v) || undefined), for: ALL },
+  { env: 'WARREN_TEST_CLOCK_OFFSET_MS', type: 'string', set: (o, v) => void (Number(v) && (o.clock = skewedClock(Number(v)))), for: ['edge'] },
   { env: 'WARREN_EDGE_TRANSPORT', type: 'string', set: (o, v) => void (v === 'http' && (o.edgeTransport = 'http')), for: ['up'] },
 ];
 

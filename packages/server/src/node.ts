@@ -147,8 +147,8 @@ async function linkEdge(edge: Edge, o: WarrenOptions): Promise<{ api: EdgeApi; c
   const token = randomBytes(24).toString('base64url');
   const socketPath = join(o.dataDir, 'run', 'edge.sock');
   await mkdir(join(o.dataDir, 'run'), { recursive: true });
-  const served = await listenEdgeApi(local, socketPath, { token, logger: o.logger });
-  const api = remoteEdgeApi({ socketPath, token });
+  const served = await listenEdgeApi(local, socketPath, { token, logger: o.logger, now: o.clock });
+  const api = remoteEdgeApi({ socketPath, token, now: o.clock });
   return {
     api,
     close: async () => {

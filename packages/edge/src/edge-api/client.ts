@@ -3,12 +3,24 @@ import type { Socket } from 'node:net';
 import { WarrenError, parseError } from '@warren/api';
 import type { ExecEvent } from '@warren/api';
 import type { CommandStream, EdgeApi, EdgeFile } from './edge-api.js';
+import { CLOCKED, ClockOffset, shiftEvent } from './clock.js';
 import { encodeFileCall } from './file-frames.js';
 import { END_FRAME, FRAME, FrameReader, MAX_DATA_FRAME, frameHeader, textFrame, type FrameType } from './frames.js';
 import { writeData } from './frame-socket.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { Inbox } from '../util/inbox.js';
-import { BODY_ARG, EDGE_CALLS, EDGE_PATH, EDGE_PROTOCOL, MAX_CALL_BYTES, collectBody, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
+import {
+  BODY_ARG,
+  CLOCK_HEADER,
+  EDGE_CALLS,
+  EDGE_PATH,
+  EDGE_PROTOCOL,
+  MAX_CALL_BYTES,
+  collectBody,
+  decodeValue,
+  encodeValue,
+  type EdgeCallName,
+} from './wire.js';
 
 export interface RemoteEdgeOptions {
   /** The edge's Unix socket; or `host` and `port`. */
@@ -18,12 +30,16 @@ export interface RemoteEdgeOptions {
   token: string;
   /** Connections kept open to the edge (default 64); calls beyond wait for one. */
   maxSockets?: number;
+  /** The caller's wall clock, the one the times it passes and is answered are on (default Date.now). */
+  now?: () => number;
 }
 
 /** An EdgeApi reached over the edge protocol (see serveEdgeApi). */
 export interface RemoteEdgeApi extends EdgeApi {
   /** Drops the connections (the edge itself runs on); calls after fail with `unavailable`. */
   disconnect(): void;
+  /** Ms the edge's clock is ahead of the caller's (negative: behind), as last measured; null before the first answer. */
+  clockOffsetMs(): number | null;
 }
 
 const broke = (cause?: unknown): WarrenError =>
@@ -98,7 +114,10 @@ class Pool {
   private readonly waiting: Array<{ resolve: (c: Connection) => void; reject: (e: Error) => void }> = [];
   private closed = false;
 
-  constructor(private readonly o: RemoteEdgeOptions) {}
+  constructor(
+    private readonly o: RemoteEdgeOptions,
+    private readonly clock: ClockOffset,
+  ) {}
 
   /** An idle connection at once, or null. */
   take(): Connection | null {
@@ -140,6 +159,8 @@ class Pool {
   /** A new connection: the HTTP/1.1 upgrade to the edge protocol, with the token. */
   private open(): Promise<Connection> {
     this.opening++;
+    const now = this.o.now ?? Date.now;
+    const sent = now();
     return new Promise<Connection>((resolve, reject) => {
       const req = request({
         agent: false,
@@ -150,7 +171,9 @@ class Pool {
         path: EDGE_PATH,
         headers: { authorization: `Bearer ${this.o.token}`, connection: 'upgrade', upgrade: EDGE_PROTOCOL },
       });
-      req.once('upgrade', (_res: IncomingMessage, socket: Socket, head: Buffer) => {
+      req.once('upgrade', (res: IncomingMessage, socket: Socket, head: Buffer) => {
+        const edgeNow = Number(res.headers[CLOCK_HEADER]);
+        if (edgeNow) this.clock.sample(sent, edgeNow, now());
         const c = new Connection(socket, head, (x) => this.gone(x));
         if (this.closed) c.destroy();
         else this.all.add(c);
@@ -194,17 +217,23 @@ function callFrame(name: EdgeCallName, args: unknown[]): Buffer {
  * await edge.info();
  */
 export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
-  const pool = new Pool(o);
+  const now = o.now ?? Date.now;
+  const clock = new ClockOffset();
+  const pool = new Pool(o, clock);
 
-  /** Sends `frames` and answers the call's `result` (its value) or `error`. */
+  /** Sends `frames` and answers the call's `result` (its value) or `error`; the result's edge clock is a sample of its offset. */
   const answer = (c: Connection, frames: Buffer[]): Promise<unknown> =>
     new Promise((resolve, reject) => {
+      const sent = now();
       c.begin((t, p) => {
         c.finish();
         if (t !== FRAME.result && t !== FRAME.error) c.destroy();
         pool.release(c);
-        if (t === FRAME.result) resolve((decodeValue(p.toString('utf8')) as { r: unknown }).r ?? undefined);
-        else if (t === FRAME.error) reject(errorOf(p));
+        if (t === FRAME.result) {
+          const m = decodeValue(p.toString('utf8')) as { r: unknown; t?: unknown };
+          if (typeof m.t === 'number') clock.sample(sent, m.t, now());
+          resolve(m.r ?? undefined);
+        } else if (t === FRAME.error) reject(errorOf(p));
         else reject(broke());
       }, reject);
       if (frames.length === 1) c.socket.write(frames[0]!);
@@ -333,7 +362,10 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
           return i;
         }));
       return {
-        next: async () => (await open()).next(),
+        next: async () => {
+          const r = await (await open()).next();
+          return r.done ? r : { value: shiftEvent(r.value, -(clock.offsetMs ?? 0)), done: false };
+        },
         return: async () => {
           stopped = true;
           if (it) await (await it.catch(() => null))?.return?.();
@@ -357,7 +389,22 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
       };
     else api[name] = (after?: unknown) => events(typeof after === 'number' ? after : undefined);
   }
+  // Times go to the edge on its clock and come back on the caller's (clock.ts). A connection's
+  // upgrade answer carries the edge's clock: the first timed call opens one first if need be.
+  const offset = async (): Promise<number> => {
+    if (clock.offsetMs === null) pool.release(await pool.acquire());
+    return clock.offsetMs ?? 0;
+  };
+  for (const [n, shift] of Object.entries(CLOCKED)) {
+    const call = api[n]!;
+    api[n] = async (...args) => {
+      const sent = shift.args ? shift.args(args, await offset()) : args;
+      const r = await call(...sent);
+      return shift.result ? shift.result(r, -(clock.offsetMs ?? 0)) : r;
+    };
+  }
   const remote = api as unknown as RemoteEdgeApi;
   remote.disconnect = () => pool.close();
+  remote.clockOffsetMs = () => clock.offsetMs;
   return remote;
 }

@@ -32,10 +32,11 @@ async function serve(
   api: EdgeApi,
   token = 'tok',
   maxSockets?: number,
+  edgeNow?: () => number,
 ): Promise<{ remote: ReturnType<typeof remoteEdgeApi>; socketPath: string; close(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'warren-edge-api-'));
   const socketPath = join(dir, 'edge.sock');
-  const served = await listenEdgeApi(api, socketPath, { token });
+  const served = await listenEdgeApi(api, socketPath, { token, now: edgeNow });
   const remote = remoteEdgeApi({ socketPath, token, maxSockets });
   return {
     remote,
@@ -368,5 +369,57 @@ test('a call in progress when the edge goes fails with unavailable, and so does 
     await assert.rejects(t.remote.statPath('sb_1', '/x'), (e: WarrenError) => e.code === 'unavailable');
   } finally {
     await t.close().catch(() => undefined);
+  }
+});
+
+test('an edge whose clock is off gets lifetimes on its own clock and answers on the caller’s; the caller knows the offset', async () => {
+  const HOUR = 3_600_000;
+  const events = new EdgeEvents();
+  const got: Array<[string, number | null, number | null]> = [];
+  const t = await serve(
+    fakeEdge({
+      info: async () => ({ nodeId: 'n', boot: 'b', capacity: {} as never, networking: false, maxFileBytes: 1, backends: [] }),
+      create: async (spec) => {
+        got.push(['create', spec.lastActivityMs, spec.expiresAtMs]);
+        return { id: spec.id, paused: false, lastActivityMs: spec.lastActivityMs, expiresAtMs: spec.expiresAtMs, usage: null, network: null };
+      },
+      setExpiry: async (_id, ms) => void got.push(['setExpiry', null, ms]),
+      sandboxes: async () => [{ id: 'sb_a', paused: false, lastActivityMs: Date.now() + HOUR, expiresAtMs: null, usage: null, network: null }],
+      events: (after) => pushIterable<EdgeEvent>((push) => events.subscribe(push, after ?? events.last)),
+    }),
+    'tok',
+    undefined,
+    () => Date.now() + HOUR,
+  );
+  try {
+    assert.equal(t.remote.clockOffsetMs(), null);
+    const now = Date.now();
+    const spec = {
+      id: 'sb_a',
+      layers: [],
+      resources: { cpu: 1, memoryMiB: 1, pids: 1 },
+      env: {},
+      user: null,
+      workdir: null,
+      idleTimeoutMs: null,
+      paused: false,
+    };
+    // The first timed call measures the edge's clock first.
+    const made = await t.remote.create({ ...spec, lastActivityMs: now, expiresAtMs: now + 60_000 });
+    const off = t.remote.clockOffsetMs()!;
+    assert.ok(Math.abs(off - HOUR) < 50, String(off));
+    assert.ok(Math.abs(got[0]![1]! - (now + HOUR)) < 50 && Math.abs(got[0]![2]! - (now + HOUR + 60_000)) < 50, JSON.stringify(got));
+    assert.ok(Math.abs(made.lastActivityMs - now) < 50 && Math.abs(made.expiresAtMs! - (now + 60_000)) < 50, JSON.stringify(made));
+    await t.remote.setExpiry('sb_a', now + 5000);
+    assert.ok(Math.abs(got[1]![2]! - (now + HOUR + 5000)) < 50);
+    const [listed] = await t.remote.sandboxes();
+    assert.ok(Math.abs(listed!.lastActivityMs - Date.now()) < 50, String(listed!.lastActivityMs - Date.now()));
+    const it = t.remote.events(0)[Symbol.asyncIterator]();
+    events.emit({ type: 'state', id: 'sb_a', paused: true, expiresAtMs: now + HOUR + 60_000 });
+    const ev = (await it.next()).value as EdgeEvent & { type: 'state' };
+    assert.ok(Math.abs(ev.expiresAtMs! - (now + 60_000)) < 50, String(ev.expiresAtMs! - now));
+    await it.return?.();
+  } finally {
+    await t.close();
   }
 });

@@ -9,12 +9,14 @@ import { ContentCache, decodeFileCall } from './file-frames.js';
 import { END_FRAME, FRAME, FrameReader, MAX_DATA_FRAME, textFrame, type FrameType } from './frames.js';
 import { write, writeData } from './frame-socket.js';
 import { Inbox } from '../util/inbox.js';
-import { BODY_ARG, EDGE_CALLS, EDGE_PATH, EDGE_PROTOCOL, MAX_CALL_BYTES, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
+import { BODY_ARG, CLOCK_HEADER, EDGE_CALLS, EDGE_PATH, EDGE_PROTOCOL, MAX_CALL_BYTES, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
 
 export interface EdgeApiServerOptions {
   /** What every connection must carry as `authorization: Bearer <token>`. */
   token: string;
   logger?: { warn(msg: string, meta?: unknown): void };
+  /** The edge's wall clock, the one its lifecycle runs on (default Date.now): each answer carries it, for the caller to measure the offset from its own. */
+  now?: () => number;
 }
 
 /** What a body sent to the edge may hold queued before its connection is paused, in bytes. */
@@ -96,7 +98,7 @@ class Connection {
       const fn = this.api[call] as (...a: unknown[]) => Promise<unknown>;
       if (kind === 'unary' || kind === 'files') {
         const r = await fn.apply(this.api, args);
-        await this.answer(textFrame(FRAME.result, `{"r":${r === undefined ? 'null' : encodeValue(r)}}`));
+        await this.answer(textFrame(FRAME.result, `{"r":${r === undefined ? 'null' : encodeValue(r)},"t":${(this.o.now ?? Date.now)()}}`));
       } else if (kind === 'body-in') {
         args.splice(BODY_ARG[call] ?? args.length, 0, this.body);
         await fn.apply(this.api, args);
@@ -208,7 +210,7 @@ export function serveEdgeApi(api: EdgeApi, o: EdgeApiServerOptions): Server {
     if (!authorized(req.headers.authorization)) return refuse(socket, new WarrenError('unauthenticated', 'this edge answers only its control plane'));
     if (req.url !== EDGE_PATH || req.headers.upgrade !== EDGE_PROTOCOL)
       return refuse(socket, new WarrenError('invalid_argument', `the edge speaks ${EDGE_PROTOCOL} only: GET ${EDGE_PATH} with upgrade: ${EDGE_PROTOCOL}`));
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: ${EDGE_PROTOCOL}\r\n\r\n`);
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: ${EDGE_PROTOCOL}\r\n${CLOCK_HEADER}: ${(o.now ?? Date.now)()}\r\n\r\n`);
     new Connection(socket as Socket, api, content, o, head);
   });
   return server;

@@ -66,6 +66,8 @@ export type EdgeCallName = keyof typeof EDGE_CALLS;
 /** Where a connection asks for the edge protocol (an HTTP/1.1 upgrade to EDGE_PROTOCOL). */
 export const EDGE_PATH = '/edge/v1';
 export const EDGE_PROTOCOL = 'warren-edge/1';
+/** The upgrade answer's header with the edge's wall clock (ms); each unary answer carries it too, as `t`. */
+export const CLOCK_HEADER = 'x-warren-clock';
 
 /** For `body-in` calls: where the body goes among the arguments (writeFile's mode comes after it). */
 export const BODY_ARG: Partial<Record<EdgeCallName, number>> = { writeFile: 2, putArchive: 2 };

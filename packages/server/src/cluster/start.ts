@@ -159,7 +159,7 @@ export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
   const node = await openEdgeNode(o);
   const api = localEdgeApi(node.edge);
   const token = randomBytes(24).toString('base64url');
-  const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger });
+  const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger, now: o.clock });
   const port = served.port;
   const address = o.advertise ?? `${o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host}:${port}`;
   const swap = await node.openSwap();

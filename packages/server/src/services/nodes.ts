@@ -1,6 +1,6 @@
 import type { JoinNodeRequest, JoinNodeResponse, ListNodesResponse } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import type { EdgeApi, EdgeInfo, EdgeLoad } from '@warren/edge';
+import type { EdgeApi, EdgeInfo, EdgeLoad, RemoteEdgeApi } from '@warren/edge';
 import { connectEdge, type Cluster, type ClusterNode } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import type { Store } from '../store/store.js';
@@ -113,6 +113,7 @@ export class NodeService {
       paused: load.paused,
       backends: n.info.backends.map((b) => b.name),
       lastHeartbeatAt: new Date(n.local ? Date.now() : n.heartbeatAt).toISOString(),
+      clockOffsetMs: n.local ? 0 : ((n.api as Partial<RemoteEdgeApi>).clockOffsetMs?.() ?? null),
     };
   }
 
