@@ -8,10 +8,12 @@
 // Prints creates/s, create latency (p50/p99, what a client waits for a placement), balance (the
 // most loaded node against the mean), retries on another node after an edge refused on its
 // fresher view, and database round trips per create. Asserts nothing.
-// Usage: npm run bench:cluster [-- --nodes 160 --burst 32000 --steady 380000 --concurrency 128 --batch 1000 --churn-seconds 20]
+// Usage: npm run bench:cluster [-- --nodes 160 --burst 32000 --steady 380000 --concurrency 128 --batch 1000 --churn-seconds 20
+//   --phases single,batch,steady]
 // (WARREN_BENCH_PROFILE=DIR: a CPU profile of the control plane; node --cpu-prof for this process's.)
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,8 +30,11 @@ const { values } = parseArgs({
     'batch-parallel': { type: 'string', default: '4' },
     'churn-seconds': { type: 'string', default: '20' },
     'per-node': { type: 'string', default: '2400' },
+    /** Which phases run: single, batch, steady (default all). */
+    phases: { type: 'string', default: 'single,batch,steady' },
   },
 });
+const PHASES = new Set(values.phases.split(','));
 const NODES = Number(values.nodes);
 const BURST = Number(values.burst);
 const STEADY = Number(values.steady);
@@ -52,14 +57,33 @@ const pct = (xs: number[], p: number): number => {
 };
 const f1 = (x: number): string => x.toFixed(1);
 
-async function call(url: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(url + path, {
-    method,
-    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
+// The load's client: node:http on kept-alive connections (fetch costs this process several
+// times the CPU per call, and the control plane shares the machine's two cores with it).
+const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+
+function call(url: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const data = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(url + path, {
+      method,
+      agent,
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        ...(data === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) }),
+      },
+    });
+    req.once('error', reject);
+    req.once('response', (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (d: Buffer) => parts.push(d));
+      res.once('error', reject);
+      res.once('end', () => {
+        const text = Buffer.concat(parts).toString('utf8');
+        resolve({ status: res.statusCode ?? 0, json: (text ? JSON.parse(text) : {}) as Record<string, unknown> });
+      });
+    });
+    req.end(data);
   });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
 }
 
 /** The control plane's counters: placements, retries on another node, database round trips. */
@@ -165,23 +189,26 @@ async function main(): Promise<void> {
       );
     console.log(`${NODES} nodes joined in ${f1((performance.now() - t) / 1000)} s`);
 
-    const single = Math.floor(BURST / 2);
-    await phase(url, 'burst, single creates', single, () =>
-      pool(single, CONCURRENCY, async () => {
-        const r = await call(url, 'POST', '/v1/sandboxes', TEMPLATE);
-        if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.json)}`);
-      }),
-    );
+    const single = PHASES.has('batch') ? Math.floor(BURST / 2) : BURST;
+    if (PHASES.has('single'))
+      await phase(url, 'burst, single creates', single, () =>
+        pool(single, CONCURRENCY, async () => {
+          const r = await call(url, 'POST', '/v1/sandboxes', TEMPLATE);
+          if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.json)}`);
+        }),
+      );
     const batches = Math.ceil((BURST - single) / BATCH);
-    await phase(url, 'burst, batch creates', BURST - single, () =>
-      pool(batches, BATCH_PARALLEL, async (i) => {
-        const count = Math.min(BATCH, BURST - single - i * BATCH);
-        const r = await call(url, 'POST', '/v1/sandboxes/batch', { count, template: TEMPLATE });
-        const errors = r.json.errors as unknown[] | undefined;
-        if (r.status !== 201 || errors?.length) throw new Error(`batch: ${r.status} ${JSON.stringify(errors?.slice(0, 3))}`);
-      }),
-    );
+    if (PHASES.has('batch'))
+      await phase(url, 'burst, batch creates', BURST - single, () =>
+        pool(batches, BATCH_PARALLEL, async (i) => {
+          const count = Math.min(BATCH, BURST - single - i * BATCH);
+          const r = await call(url, 'POST', '/v1/sandboxes/batch', { count, template: TEMPLATE });
+          const errors = r.json.errors as unknown[] | undefined;
+          if (r.status !== 201 || errors?.length) throw new Error(`batch: ${r.status} ${JSON.stringify(errors?.slice(0, 3))}`);
+        }),
+      );
 
+    if (!PHASES.has('steady')) return;
     // Steady state: filled to STEADY, then creates and deletes side by side.
     const fill = Math.max(0, STEADY - BURST);
     if (fill) {
@@ -230,6 +257,7 @@ async function main(): Promise<void> {
     await Promise.race([new Promise((r) => server.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
     server.kill('SIGKILL');
     await Promise.all(edges.map((e) => e.close().catch(() => undefined)));
+    agent.destroy();
     await pg.stop();
     await rm(dir, { recursive: true, force: true });
   }

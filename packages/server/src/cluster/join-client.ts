@@ -1,3 +1,5 @@
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { WarrenError, parseError, type JoinNodeRequest, type JoinNodeResponse } from '@warren/api';
 import type { EdgeLoad } from '@warren/edge';
 
@@ -28,8 +30,12 @@ export class JoinClient {
   private stopped = false;
   private joined: JoinNodeResponse | null = null;
   private busy = false;
+  /** One connection kept open for the heartbeats (a new one per call costs both ends a handshake every second). */
+  private readonly agent: HttpAgent;
 
-  constructor(private readonly o: JoinClientOptions) {}
+  constructor(private readonly o: JoinClientOptions) {
+    this.agent = new URL(o.url).protocol === 'https:' ? new HttpsAgent({ keepAlive: true, maxSockets: 2 }) : new HttpAgent({ keepAlive: true, maxSockets: 2 });
+  }
 
   /** Resolves after the first join (tried every `retryMs` until it works or the client stops). */
   async start(): Promise<JoinNodeResponse> {
@@ -79,17 +85,45 @@ export class JoinClient {
     }
   }
 
-  /** POSTs JSON with the join token; the API's error as a WarrenError. */
-  private async call(path: string, body: unknown): Promise<unknown> {
-    const res = await fetch(new URL(path, this.o.url), {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.o.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(60_000),
+  /** POSTs JSON with the join token (a minute at most); the API's error as a WarrenError. */
+  private call(path: string, body: unknown): Promise<unknown> {
+    const url = new URL(path, this.o.url);
+    const data = JSON.stringify(body);
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      const req = send(url, {
+        method: 'POST',
+        agent: this.agent,
+        timeout: 60_000,
+        headers: { authorization: `Bearer ${this.o.token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+      });
+      req.once('timeout', () => req.destroy(new WarrenError('unavailable', `the control plane did not answer ${url.pathname} within a minute`)));
+      req.once('error', (e) =>
+        reject(e instanceof WarrenError ? e : new WarrenError('unavailable', `the control plane cannot be reached: ${e.message}`, {}, { cause: e })),
+      );
+      req.once('response', (res) => {
+        const parts: Buffer[] = [];
+        let size = 0;
+        res.on('data', (d: Buffer) => {
+          size += d.length;
+          // A join's answer lists what was reconciled; more than this is not a control plane.
+          if (size > 64 << 20) req.destroy(new WarrenError('unavailable', 'the control plane’s answer is too large'));
+          else parts.push(d);
+        });
+        res.once('error', reject);
+        res.once('end', () => {
+          try {
+            const text = Buffer.concat(parts).toString('utf8');
+            const json = text ? (JSON.parse(text) as unknown) : undefined;
+            if ((res.statusCode ?? 500) >= 300) reject(parseError(res.statusCode ?? 500, json ?? {}));
+            else resolve(json);
+          } catch {
+            reject(new WarrenError('unavailable', `the control plane answered ${res.statusCode} with a body that is not JSON`));
+          }
+        });
+      });
+      req.end(data);
     });
-    const text = await res.text();
-    if (!res.ok) throw parseError(res.status, text ? (JSON.parse(text) as unknown) : {});
-    return text ? (JSON.parse(text) as unknown) : undefined;
   }
 
   /** The last join's answer (null before the first). */
@@ -100,5 +134,6 @@ export class JoinClient {
   stop(): void {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    this.agent.destroy();
   }
 }

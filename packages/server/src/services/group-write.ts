@@ -1,8 +1,18 @@
+export interface GroupWriteOptions {
+  /** The most items one write takes (default 1000). */
+  max?: number;
+  /**
+   * What the first write waits for before it goes (default: nothing), so that writes nobody waits
+   * on (heartbeats) go together even when they come one at a time: e.g. a timer of 100 ms.
+   */
+  linger?: () => Promise<void>;
+}
+
 /**
- * Group commit: the first write goes at once; writes asked for while it is in flight wait and go
- * together in the next one (at most `max` each), so a burst of creates costs a few database
- * round trips instead of one each, and a lone create waits for nothing. `write` answers each
- * item's outcome in order (one item's failure need not fail the others).
+ * Group commit: the first write goes at once (or after `linger`); writes asked for while it is in
+ * flight wait and go together in the next one (at most `max` each), so a burst of creates costs
+ * a few database round trips instead of one each, and a lone create waits for nothing. `write`
+ * answers each item's outcome in order (one item's failure need not fail the others).
  * @example
  * const starts = new GroupWrite((ids: string[]) => store.markStarted(ids).then(...));
  * await starts.add(id);
@@ -13,7 +23,7 @@ export class GroupWrite<T, R> {
 
   constructor(
     private readonly write: (items: T[]) => Promise<Array<PromiseSettledResult<R>>>,
-    private readonly max = 1000,
+    private readonly o: GroupWriteOptions = {},
   ) {}
 
   add(item: T): Promise<R> {
@@ -26,8 +36,9 @@ export class GroupWrite<T, R> {
   private async drain(): Promise<void> {
     this.running = true;
     try {
+      if (this.o.linger) await this.o.linger().catch(() => undefined);
       while (this.queue.length) {
-        const group = this.queue.splice(0, this.max);
+        const group = this.queue.splice(0, this.o.max ?? 1000);
         let out: Array<PromiseSettledResult<R>>;
         try {
           out = await this.write(group.map((g) => g.item));

@@ -4,6 +4,7 @@ import type { EdgeApi, EdgeInfo, EdgeLoad, RemoteEdgeApi } from '@warren/edge';
 import { connectEdge, type Cluster, type ClusterNode } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import type { Store } from '../store/store.js';
+import { GroupWrite } from './group-write.js';
 import type { SandboxService } from './sandboxes.js';
 
 export interface NodeServiceOptions {
@@ -20,12 +21,19 @@ export interface NodeServiceOptions {
 
 /** The nodes that run sandboxes: joining, heartbeats, drain, and what they promise and carry. */
 export class NodeService {
+  private readonly beats: GroupWrite<{ id: string; boot: string; load: EdgeLoad }, boolean>;
+
   constructor(
     private readonly store: Store,
     private readonly cluster: Cluster,
     private readonly sandboxes: SandboxService,
     private readonly o: NodeServiceOptions,
-  ) {}
+  ) {
+    const lingerMs = Math.min(100, o.heartbeatMs / 10);
+    this.beats = new GroupWrite(async (beats) => (await store.heartbeatNodes(beats)).map((value) => ({ status: 'fulfilled', value })), {
+      linger: () => new Promise((r) => setTimeout(r, lingerMs)),
+    });
+  }
 
   /**
    * An edge joins (or joins again after a restart or after it was down): the control plane
@@ -71,9 +79,13 @@ export class NodeService {
     return { node: req.name, heartbeatMs: this.o.heartbeatMs, downAfterMs: this.o.downAfterMs, blobStore: this.o.blobStore?.() ?? null, reconciled: r };
   }
 
-  /** An edge's heartbeat; conflict when the node must join again (down meanwhile, or another boot). */
+  /**
+   * An edge's heartbeat; conflict when the node must join again (down meanwhile, or another boot).
+   * Heartbeats that come within a tenth of the heartbeat period go to the store in one write (a
+   * node's heartbeat waits that long for its answer; with 160 nodes a second, 10 writes instead of 160).
+   */
   async heartbeat(id: string, boot: string, load: EdgeLoad): Promise<void> {
-    if (!(await this.store.heartbeatNode(id, boot, load)))
+    if (!(await this.beats.add({ id, boot, load })))
       throw new WarrenError('conflict', `node ${id} must join again (it was marked down, or it restarted)`, { node: id });
   }
 

@@ -466,12 +466,16 @@ export class PgStore implements Store {
     );
   }
 
-  async heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean> {
-    const r = await this.pool.query(
-      `UPDATE nodes SET heartbeat_at = ${NOW_MS}, doc = jsonb_set(doc, '{load}', $3::jsonb) WHERE id = $1 AND boot = $2 AND state <> 'down'`,
-      [id, boot, JSON.stringify(load)],
+  async heartbeatNodes(beats: Array<{ id: string; boot: string; load: unknown }>): Promise<boolean[]> {
+    if (!beats.length) return [];
+    const r = await this.pool.query<{ id: string; boot: string }>(
+      `UPDATE nodes n SET heartbeat_at = ${NOW_MS}, doc = jsonb_set(n.doc, '{load}', b.load)
+       FROM unnest($1::text[], $2::text[], $3::jsonb[]) AS b(id, boot, load)
+       WHERE n.id = b.id AND n.boot = b.boot AND n.state <> 'down' RETURNING n.id, n.boot`,
+      [beats.map((b) => b.id), beats.map((b) => b.boot), beats.map((b) => JSON.stringify(b.load))],
     );
-    return (r.rowCount ?? 0) > 0;
+    const took = new Set(r.rows.map((x) => `${x.id}\0${x.boot}`));
+    return beats.map((b) => took.has(`${b.id}\0${b.boot}`));
   }
 
   async seeReplica(id: string, url: string): Promise<void> {

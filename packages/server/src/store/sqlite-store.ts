@@ -415,8 +415,9 @@ export class SqliteStore implements Store {
     this.stmts.putNode.run(n.id, n.boot, now, JSON.stringify(doc));
   }
 
-  async heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean> {
-    return this.stmts.heartbeat.run(Date.now(), JSON.stringify(load), id, boot).changes > 0;
+  async heartbeatNodes(beats: Array<{ id: string; boot: string; load: unknown }>): Promise<boolean[]> {
+    const now = Date.now();
+    return this.db.transaction(() => beats.map((b) => this.stmts.heartbeat.run(now, JSON.stringify(b.load), b.id, b.boot).changes > 0))();
   }
 
   async seeReplica(id: string, url: string): Promise<void> {

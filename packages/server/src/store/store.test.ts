@@ -251,8 +251,15 @@ for (const kind of KINDS) {
       assert.equal(await s.setNodeState('n1', 'ready', { from: ['joining'] }), true);
       assert.equal(await s.setNodeState('n1', 'ready', { from: ['joining'] }), false);
       // A heartbeat of another boot (an edge that restarted and has not joined again) is refused.
-      assert.equal(await other.heartbeatNode('n1', 'b0', { sandboxes: 9 }), false);
-      assert.equal(await other.heartbeatNode('n1', 'b1', { sandboxes: 2 }), true);
+      assert.deepEqual(
+        await other.heartbeatNodes([
+          { id: 'n1', boot: 'b0', load: { sandboxes: 9 } },
+          { id: 'n1', boot: 'b1', load: { sandboxes: 2 } },
+          { id: 'n9', boot: 'b1', load: { sandboxes: 1 } },
+        ]),
+        [false, true, false],
+      );
+      assert.deepEqual(await other.heartbeatNodes([]), []);
       const n1 = await s.getNode('n1');
       assert.deepEqual(n1?.load, { sandboxes: 2 });
       assert.equal(n1?.token, 't1');
@@ -267,7 +274,7 @@ for (const kind of KINDS) {
       const [x, y] = await Promise.all([s.markNodesDown(-1000), other.markNodesDown(-1000)]);
       assert.deepEqual([...(x ?? []), ...(y ?? [])].sort(), ['n1', 'n2']);
       assert.equal((await s.getNode('n1'))?.state, 'down');
-      assert.equal(await s.heartbeatNode('n1', 'b1', load), false);
+      assert.deepEqual(await s.heartbeatNodes([{ id: 'n1', boot: 'b1', load }]), [false]);
       const why = { code: 'unavailable', message: 'node n1 is down' };
       assert.deepEqual((await s.failLiveOnNode('n1', why)).sort(), ['sb_1', 'sb_2']);
       assert.deepEqual(await s.failLiveOnNode('n1', why), []);

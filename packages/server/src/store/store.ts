@@ -163,8 +163,11 @@ export interface Store extends CatalogueStore {
    * replaces what was kept under its name.
    */
   putNode(n: Omit<NodeRecord, 'heartbeatAt' | 'silentMs' | 'state' | 'joinedAt'>): Promise<void>;
-  /** A node's heartbeat: its load, now; false when no node of this id and boot is up (it must join again). */
-  heartbeatNode(id: string, boot: string, load: unknown): Promise<boolean>;
+  /**
+   * Nodes' heartbeats, in one write: each one's load, now; per beat, false when no node of its id
+   * and boot is up (it must join again).
+   */
+  heartbeatNodes(beats: Array<{ id: string; boot: string; load: unknown }>): Promise<boolean[]>;
   /** A control-plane replica says it is alive at `url` (by the store's clock), for its peers to find. */
   seeReplica(id: string, url: string): Promise<void>;
   /** The other replicas (not `except`) seen within `withinMs`. */
