@@ -14,6 +14,7 @@
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
 import { Agent, request } from 'node:http';
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,6 +36,8 @@ const { values } = parseArgs({
   },
 });
 const PHASES = new Set(values.phases.split(','));
+/** The control plane's process (for its CPU time). */
+let serverPid = 0;
 const NODES = Number(values.nodes);
 const BURST = Number(values.burst);
 const STEADY = Number(values.steady);
@@ -86,6 +89,32 @@ function call(url: string, method: string, path: string, body?: unknown): Promis
   });
 }
 
+/**
+ * CPU seconds used so far (user + system) by the control plane, by PostgreSQL (all its
+ * processes; the bench runs its own), and by this process (the load and the simulated nodes).
+ */
+function cpuSeconds(serverPid: number): { server: number; postgres: number; bench: number } {
+  const tick = 100; // USER_HZ on Linux
+  const of = (pid: string): number => {
+    try {
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+      return (Number(rest[11]) + Number(rest[12])) / tick;
+    } catch {
+      return 0;
+    }
+  };
+  let postgres = 0;
+  for (const pid of readdirSync('/proc'))
+    if (/^\d+$/.test(pid))
+      try {
+        if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres')) postgres += of(pid);
+      } catch {
+        // gone meanwhile
+      }
+  return { server: of(String(serverPid)), postgres, bench: of('self') };
+}
+
 /** The control plane's counters: placements, retries on another node, database round trips. */
 async function counters(url: string): Promise<{ placed: number; retried: number; trips: number }> {
   const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
@@ -120,16 +149,20 @@ async function pool(count: number, concurrency: number, fn: (i: number) => Promi
 
 async function phase(url: string, label: string, n: number, run: () => Promise<number[]>): Promise<string[]> {
   const before = await counters(url);
+  const cpu0 = cpuSeconds(serverPid);
   const t0 = performance.now();
   const ms = await run();
   const s = (performance.now() - t0) / 1000;
+  const cpu1 = cpuSeconds(serverPid);
   const after = await counters(url);
   const b = await balance(url);
   const placed = after.placed - before.placed;
   const line =
     `${label}: ${n} creates in ${f1(s)} s = ${Math.round(n / s)}/s; latency p50 ${f1(pct(ms, 50))} ms, p99 ${f1(pct(ms, 99))} ms ` +
     `(per ${label.includes('batch') ? `batch call of ${BATCH}` : 'create'}); balance max/mean ${(b.max / b.mean).toFixed(3)} (${b.max} vs ${f1(b.mean)}); ` +
-    `retries ${after.retried - before.retried}; database round trips per create ${(placed ? (after.trips - before.trips) / placed : NaN).toFixed(2)}`;
+    `retries ${after.retried - before.retried}; database round trips per create ${(placed ? (after.trips - before.trips) / placed : NaN).toFixed(2)}; ` +
+    `CPU ms per create: control plane ${((1000 * (cpu1.server - cpu0.server)) / n).toFixed(3)}, PostgreSQL ${((1000 * (cpu1.postgres - cpu0.postgres)) / n).toFixed(3)}, ` +
+    `load and simulated nodes ${((1000 * (cpu1.bench - cpu0.bench)) / n).toFixed(3)}`;
   console.log(line);
   return [line];
 }
@@ -161,6 +194,7 @@ async function main(): Promise<void> {
     ],
     { env: { ...process.env, WARREN_JOIN_TOKEN: TOKEN, WARREN_API_KEY: KEY }, stdio: ['ignore', 'pipe', 'inherit'] },
   );
+  serverPid = server.pid ?? 0;
   try {
     const url = await new Promise<string>((resolve, reject) => {
       let out = '';

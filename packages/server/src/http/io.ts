@@ -1,19 +1,44 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WarrenError, serializeError, type z } from '@warren/api';
 
-/** Reads a request body up to `maxBytes`; payload_too_large past it. */
-export async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+/**
+ * Reads a request body up to `maxBytes`; payload_too_large past it (the rest is not read: the
+ * answer closes the connection). Events, not async iteration: every create's hot path.
+ */
+export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const tooLarge = (): WarrenError => new WarrenError('payload_too_large', `body is larger than ${maxBytes} bytes`, { maxBytes });
   const declared = Number(req.headers['content-length'] ?? -1);
-  if (declared > maxBytes) throw new WarrenError('payload_too_large', `body is larger than ${maxBytes} bytes`, { maxBytes });
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    const b = c as Buffer;
-    size += b.length;
-    if (size > maxBytes) throw new WarrenError('payload_too_large', `body is larger than ${maxBytes} bytes`, { maxBytes });
-    chunks.push(b);
-  }
-  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+  if (declared > maxBytes) return Promise.reject(tooLarge());
+  if (req.readableEnded) return Promise.resolve(Buffer.alloc(0));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (b: Buffer): void => {
+      size += b.length;
+      if (size > maxBytes) {
+        done();
+        req.pause();
+        reject(tooLarge());
+      } else chunks.push(b);
+    };
+    const onEnd = (): void => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    const onError = (e: Error): void => {
+      done();
+      reject(e);
+    };
+    const onClose = (): void => {
+      if (req.complete) return;
+      done();
+      reject(new WarrenError('invalid_argument', 'the request body was cut off'));
+    };
+    const done = (): void => {
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+    };
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+  });
 }
 
 /** Turns zod issues into one readable invalid_argument. */
@@ -81,5 +106,8 @@ export function sendError(res: ServerResponse, err: unknown): void {
     res.destroy();
     return;
   }
+  // A body not read to its end (too large, or refused before it was read) is not read at all:
+  // the connection closes after the answer.
+  if (!res.req.complete) res.setHeader('connection', 'close');
   sendJson(res, status, body);
 }

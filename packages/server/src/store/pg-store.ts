@@ -180,25 +180,14 @@ export class PgStore implements Store {
     const tenant = rs[0]?.tenant;
     if (tenant === undefined) return;
     if (o.admit && rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes counts the quota of one tenant');
-    const labels = rs.flatMap((r) => Object.entries(r.labels).map(([k, v]) => [r.id, k, v] as const));
-    const col = <T>(f: (r: SandboxRecord) => T): T[] => rs.map(f);
-    const args = [
-      col((r) => r.id),
-      col((r) => r.tenant),
-      col((r) => r.node),
-      col((r) => r.state),
-      col((r) => r.createdAt),
-      col((r) => r.requestId),
-      col((r) => JSON.stringify(r)),
-      labels.map((l) => l[0]),
-      labels.map((l) => l[1]),
-      labels.map((l) => l[2]),
-    ];
-    // The records and their labels in one statement (one round trip, whatever the count).
-    const insert = `WITH s AS (
+    // The records and their labels in one statement (one round trip, whatever the count), sent as
+    // one JSON array: one JSON.stringify, where arrays of text would escape every record again.
+    const args = [JSON.stringify(rs)];
+    const insert = `WITH r AS (SELECT value AS doc FROM jsonb_array_elements($1::jsonb)),
+      s AS (
         INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc)
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::jsonb[]) RETURNING id)
-      INSERT INTO sandbox_labels (id, key, value) SELECT t.i, t.k, t.v FROM unnest($8::text[], $9::text[], $10::text[]) AS t (i, k, v)
+        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', (doc->>'createdAt')::bigint, doc->>'requestId', doc FROM r RETURNING id)
+      INSERT INTO sandbox_labels (id, key, value) SELECT r.doc->>'id', l.key, l.value FROM r, jsonb_each_text(r.doc->'labels') AS l
       WHERE (SELECT count(*) FROM s) > 0`;
     // Creates without a quota to check count nothing: no lock, no transaction.
     if (!o.admit) {
