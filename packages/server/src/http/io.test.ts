@@ -41,7 +41,7 @@ test('a body within the bound is read whole; one past it, declared or not, answe
       Array.from({ length: 100 }, () => Buffer.alloc(1024, 1)),
     );
     assert.equal(big.status, 413);
-    assert.equal(JSON.parse(big.body).error.code, 'payload_too_large');
+    assert.equal((JSON.parse(big.body) as { error: { code: string } }).error.code, 'payload_too_large');
     assert.equal(big.closed, true);
   } finally {
     await s.close();
