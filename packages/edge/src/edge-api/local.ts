@@ -64,7 +64,7 @@ export function localEdgeApi(edge: Edge): EdgeApi {
     create: async (spec, files) => {
       await edge.create(copy(spec), files);
       const st = (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
-      return { ...st, load: await load(false) };
+      return Object.assign({}, st, { load: await load(false) });
     },
     createMany: async (specs, files) => {
       if (!Array.isArray(specs) || specs.length > MAX_CREATE_MANY)

@@ -140,7 +140,13 @@ export class Edge {
 
   /** Checks that the node can take a sandbox of this size; throws resource_exhausted if not (see checkAdmission). */
   admit(r: EdgeSandboxSpec['resources']): void {
-    checkAdmission(this.o.nodeId, this.o.capacity, { ...this.usage(), cpuUsed: this.cpuLoad.cores }, r);
+    const u = this.usage();
+    checkAdmission(
+      this.o.nodeId,
+      this.o.capacity,
+      { cpu: u.cpu, memoryMiB: u.memoryMiB, sandboxes: u.sandboxes, paused: u.paused, cpuUsed: this.cpuLoad.cores },
+      r,
+    );
   }
 
   /** Starts a sandbox and applies its workdir and files before returning. */

@@ -103,6 +103,7 @@ function unfit(n: PlacementNode, r: PlacementRequest): { reason: string; full: b
   if (!n.backends.includes(r.backend)) return { reason: `it does not run the ${r.backend} backend`, full: false };
   if (r.network && !n.networking) return { reason: 'its sandboxes have loopback only', full: false };
   if (n.local) return null;
-  const refusal = admissionRefusal(n.id, n.capacity, { ...n.committed, sandboxes: n.sandboxes, paused: n.paused, cpuUsed: n.cpuUsed }, r);
+  const s = { cpu: n.committed.cpu, memoryMiB: n.committed.memoryMiB, sandboxes: n.sandboxes, paused: n.paused, cpuUsed: n.cpuUsed };
+  const refusal = admissionRefusal(n.id, n.capacity, s, r);
   return refusal ? { reason: refusal.message, full: true } : null;
 }

@@ -154,7 +154,7 @@ export class SandboxService {
     const running = new Set(await this.store.markStarted(started.map((x) => x.rec.id)));
     const sandboxes: Sandbox[] = [];
     for (const { rec, live } of started) {
-      if (running.has(rec.id)) sandboxes.push(sandboxView({ ...rec, state: 'running' }, live));
+      if (running.has(rec.id)) sandboxes.push(sandboxView(Object.assign({}, rec, { state: 'running' as const }), live));
       else {
         await this.destroyOn(rec.node, rec.id);
         errors.push(new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id }));
@@ -181,7 +181,7 @@ export class SandboxService {
       diskMiB: r.resources.diskMiB,
       network: opensNetwork(compilePolicy(r.network)),
     };
-    return { ...r, backend, want, now: (this.o.now ?? Date.now)() };
+    return Object.assign({}, r, { backend, want, now: (this.o.now ?? Date.now)() });
   }
 
   /** A new sandbox's record, `creating` on `node`. */
@@ -256,7 +256,7 @@ export class SandboxService {
       await this.destroyOn(rec.node, rec.id);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
-    return { rec: { ...rec, state: 'running' }, live };
+    return { rec: Object.assign({}, rec, { state: 'running' as const }), live };
   }
 
   /** Destroys a sandbox on its node, if the node answers (a node that is down removes it when it joins again). */

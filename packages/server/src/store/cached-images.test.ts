@@ -32,7 +32,9 @@ test("an image's row is read once a second per process; this process's writes ar
   );
   assert.equal(reads, 2);
   got[0]!.layers.push('changed by a caller');
+  got[1]!.env.X = 'changed by a caller';
   assert.deepEqual((await c.getImage('app:1'))?.layers, ['sha256:a'], 'a caller cannot change what is kept');
+  assert.deepEqual((await c.getImage('app:1'))?.env, {});
   assert.equal(reads, 2);
   // Replaced by another replica: seen once the second is up.
   rows.set('app:1', image('app:1', 'sha256:b'));
