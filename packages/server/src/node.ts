@@ -142,7 +142,8 @@ export interface RunningWarren {
  * control plane elsewhere would (same process; the suite runs on both).
  */
 async function linkEdge(edge: Edge, o: WarrenOptions): Promise<{ api: EdgeApi; close(): Promise<void> }> {
-  const local = localEdgeApi(edge);
+  // Over the socket, what it is handed comes decoded from the wire.
+  const local = localEdgeApi(edge, { fresh: o.edgeTransport === 'http' });
   if (o.edgeTransport !== 'http') return { api: local, close: async () => undefined };
   const token = randomBytes(24).toString('base64url');
   const socketPath = join(o.dataDir, 'run', 'edge.sock');

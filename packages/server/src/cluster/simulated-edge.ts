@@ -31,7 +31,8 @@ export async function startSimulatedEdge(o: SimulatedEdgeOptions): Promise<Runni
     sweepMs: 10_000,
     logger: o.logger,
   });
-  const api = localEdgeApi(edge);
+  // Served only: what it is handed comes decoded from the wire.
+  const api = localEdgeApi(edge, { fresh: true });
   const token = randomBytes(24).toString('base64url');
   const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger });
   const address = `${o.listen.host}:${served.port}`;

@@ -157,7 +157,8 @@ export interface RunningEdge {
  */
 export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
   const node = await openEdgeNode(o);
-  const api = localEdgeApi(node.edge);
+  // Served only: what it is handed comes decoded from the wire.
+  const api = localEdgeApi(node.edge, { fresh: true });
   const token = randomBytes(24).toString('base64url');
   const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger, now: o.clock });
   const port = served.port;
