@@ -261,6 +261,7 @@ async function main(): Promise<void> {
     const deleted: number[] = [];
     const until = performance.now() + CHURN_S * 1000;
     const before = await counters(url);
+    const cpu0 = cpuSeconds(serverPid);
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async (_, w) => {
         while (performance.now() < until) {
@@ -278,12 +279,16 @@ async function main(): Promise<void> {
         }
       }),
     );
+    const cpu1 = cpuSeconds(serverPid);
+    const ops = created.length + deleted.length;
     const after = await counters(url);
     const b = await balance(url);
     console.log(
       `steady state at ~${STEADY}: ${Math.round(created.length / CHURN_S)} creates/s and ${Math.round(deleted.length / CHURN_S)} deletes/s for ${CHURN_S} s; ` +
         `create p50 ${f1(pct(created, 50))} ms, p99 ${f1(pct(created, 99))} ms; delete p50 ${f1(pct(deleted, 50))} ms, p99 ${f1(pct(deleted, 99))} ms; ` +
-        `balance max/mean ${(b.max / b.mean).toFixed(3)}; retries ${after.retried - before.retried}`,
+        `balance max/mean ${(b.max / b.mean).toFixed(3)}; retries ${after.retried - before.retried}; database round trips per operation ${((after.trips - before.trips) / ops).toFixed(2)}; ` +
+        `CPU ms per operation: control plane ${((1000 * (cpu1.server - cpu0.server)) / ops).toFixed(3)}, PostgreSQL ${((1000 * (cpu1.postgres - cpu0.postgres)) / ops).toFixed(3)}, ` +
+        `load and simulated nodes ${((1000 * (cpu1.bench - cpu0.bench)) / ops).toFixed(3)}`,
     );
   } finally {
     // A clean stop (a profile, if one is asked for with NODE_OPTIONS=--cpu-prof, is written then).

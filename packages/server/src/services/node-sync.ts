@@ -96,10 +96,12 @@ export class NodeSync {
 
   /**
    * Writes the edges' activity times back to the store: only the sandboxes with activity since
-   * the last flush (the edge keeps track), one write each; cheap at any count. Called periodically.
+   * the last flush (the edge keeps track), one write per node; cheap at any count. Called periodically.
    */
   async flushActivity(): Promise<void> {
-    for (const n of this.cluster.up())
-      for (const { id, lastActivityMs: t } of await n.api.sandboxes({ touched: true })) await this.store.updateSandbox(id, { lastActivityAt: t });
+    for (const n of this.cluster.up()) {
+      const touched = await n.api.sandboxes({ touched: true });
+      await this.store.setActivity(touched.map((s) => ({ id: s.id, at: s.lastActivityMs })));
+    }
   }
 }

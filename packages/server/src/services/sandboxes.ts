@@ -9,6 +9,7 @@ import { within } from '../cluster/within.js';
 import { Placer } from './placer.js';
 import { CapacityQueue } from './capacity-queue.js';
 import { createWrites, type CreateWrites } from './create-writes.js';
+import { GroupWrite } from './group-write.js';
 import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, edgeSpec, hasQuota, opensNetwork, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
@@ -71,6 +72,8 @@ export class SandboxService {
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
   /** Creates' records written and marked running in group writes. */
   private readonly writes: CreateWrites;
+  /** Last activity times of ended sandboxes, written together (a delete waits for nothing). */
+  private readonly activity: GroupWrite<{ id: string; at: number }, void>;
 
   constructor(
     private readonly store: Store,
@@ -82,6 +85,10 @@ export class SandboxService {
     this.placer = new Placer(store, cluster, o);
     this.sync = new NodeSync(store, cluster, o);
     this.writes = createWrites(store);
+    this.activity = new GroupWrite<{ id: string; at: number }, void>(async (entries) => {
+      await store.setActivity(entries);
+      return entries.map(() => ({ status: 'fulfilled', value: undefined }));
+    });
   }
 
   /**
@@ -476,23 +483,21 @@ export class SandboxService {
   }
 
   /** Stops and removes a sandbox; idempotent for sandboxes that already ended. */
-  async delete(caller: Caller, id: string): Promise<void> {
-    const rec = await this.record(caller, id);
-    await this.stop(rec.id, 'stopped');
-  }
-
   /**
-   * Records the end first, then stops the sandbox: a crash in between leaves a record that no
-   * restart takes back (only live states are adopted; what is left of it is removed then).
+   * Ends a sandbox: its end recorded (and its ownership checked) in one write, then it is removed
+   * from its node. The record first: a crash in between leaves a record that no restart takes
+   * back (only live states are adopted; what is left of it is removed then).
    */
-  private async stop(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'] = null): Promise<void> {
-    await this.remove(id, await this.recordEnd(id, state, error));
+  async delete(caller: Caller, id: string): Promise<void> {
+    const rec = await this.store.endSandbox(id, { state: 'stopped', error: null }, caller.role === 'admin' ? {} : { tenant: caller.tenant });
+    if (!rec) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
+    this.o.failpoint?.('delete:stored');
+    await this.remove(id, rec);
   }
 
   /** The record of a sandbox that ends, ended (what it was before). */
   private async recordEnd(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error']): Promise<SandboxRecord | undefined> {
-    const rec = await this.store.getSandbox(id);
-    if (rec) await this.store.updateSandbox(id, { state, error }, { from: ['creating', 'running', 'paused'] });
+    const rec = await this.store.endSandbox(id, { state, error });
     this.o.failpoint?.('delete:stored');
     return rec;
   }
@@ -507,11 +512,17 @@ export class SandboxService {
       const edge = this.cluster.edge(rec.node);
       const [live] = await edge.sandboxes({ ids: [id] });
       if (live) {
-        if (rec.lastActivityAt !== live.lastActivityMs) await this.store.updateSandbox(id, { lastActivityAt: live.lastActivityMs });
+        // Its last activity is kept (written with other ends'), while it is destroyed.
+        const kept =
+          rec.lastActivityAt === live.lastActivityMs
+            ? undefined
+            : this.activity
+                .add({ id, at: live.lastActivityMs })
+                .catch((e: unknown) => this.o.logger.warn('the last activity of an ended sandbox was not kept', { id, error: String(e) }));
         await edge.destroy(id);
+        await kept;
       }
     }
-    await this.store.deleteExecRequests(id);
     // Its room may be what a waiting create needs.
     this.queue.poke();
   }

@@ -225,6 +225,27 @@ export class PgStore implements Store {
     return (r.rowCount ?? 0) > 0;
   }
 
+  async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
+    // Every part of the statement sees the row as it was before it: `old` is the record before the end.
+    const r = await this.pool.query<Doc<SandboxRecord>>(
+      `WITH old AS (SELECT doc FROM sandboxes WHERE id = $1 AND ($3::text IS NULL OR tenant = $3)),
+        ended AS (UPDATE sandboxes SET doc = doc || $2::jsonb, state = $2::jsonb ->> 'state'
+          WHERE id = $1 AND ${LIVE} AND EXISTS (SELECT 1 FROM old) RETURNING id),
+        forgot AS (DELETE FROM exec_requests WHERE sandbox_id = $1 AND EXISTS (SELECT 1 FROM old))
+      SELECT doc FROM old`,
+      [id, JSON.stringify({ state: end.state, error: end.error }), o.tenant ?? null],
+    );
+    return r.rows[0]?.doc;
+  }
+
+  async setActivity(entries: Array<{ id: string; at: number }>): Promise<void> {
+    if (!entries.length) return;
+    await this.pool.query(
+      `UPDATE sandboxes s SET doc = s.doc || jsonb_build_object('lastActivityAt', a.at) FROM unnest($1::text[], $2::bigint[]) AS a(id, at) WHERE s.id = a.id`,
+      [entries.map((e) => e.id), entries.map((e) => e.at)],
+    );
+  }
+
   async getSandbox(id: string): Promise<SandboxRecord | undefined> {
     return (await this.docs<SandboxRecord>('SELECT doc FROM sandboxes WHERE id = $1', [id]))[0];
   }

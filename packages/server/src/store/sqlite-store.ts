@@ -218,6 +218,32 @@ export class SqliteStore implements Store {
     return true;
   }
 
+  async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
+    return this.db.transaction(() => {
+      const row = this.stmts.get.get(id);
+      if (!row) return undefined;
+      const cur = JSON.parse(row.doc) as SandboxRecord;
+      if (o.tenant !== undefined && cur.tenant !== o.tenant) return undefined;
+      if (cur.state === 'creating' || cur.state === 'running' || cur.state === 'paused') {
+        const next = Object.assign({}, cur, { state: end.state, error: end.error });
+        this.stmts.update.run(next.state, next.node, JSON.stringify(next), id);
+      }
+      this.stmts.deleteExecRequests.run(id);
+      return cur;
+    })();
+  }
+
+  async setActivity(entries: Array<{ id: string; at: number }>): Promise<void> {
+    this.db.transaction(() => {
+      for (const e of entries) {
+        const row = this.stmts.get.get(e.id);
+        if (!row) continue;
+        const next = Object.assign(JSON.parse(row.doc) as SandboxRecord, { lastActivityAt: e.at });
+        this.stmts.update.run(next.state, next.node, JSON.stringify(next), e.id);
+      }
+    })();
+  }
+
   async getSandbox(id: string): Promise<SandboxRecord | undefined> {
     const row = this.stmts.get.get(id);
     return row ? (JSON.parse(row.doc) as SandboxRecord) : undefined;

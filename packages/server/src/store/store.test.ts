@@ -150,6 +150,39 @@ for (const kind of KINDS) {
     });
   });
 
+  test(`${kind.name}: an end is one write: a live sandbox ends once, its exec requestIds go, another tenant's is left alone; activity times in one write`, async () => {
+    await withStore(kind, async (s) => {
+      await s.insertSandbox(record('sb_1', 'a', { state: 'paused', lastActivityAt: 5 }));
+      await s.insertSandbox(record('sb_2', 'a', { state: 'stopped' }));
+      await s.putExecRequest('sb_1', 'x', 'c1');
+      // Another tenant's: not found to it, and nothing changed.
+      assert.equal(await s.endSandbox('sb_1', { state: 'stopped', error: null }, { tenant: 'b' }), undefined);
+      assert.equal((await s.getSandbox('sb_1'))?.state, 'paused');
+      assert.equal(await s.execRequest('sb_1', 'x'), 'c1');
+      // Its own tenant's end answers the record as it was, and records the end.
+      const why = { code: 'unavailable', message: 'gone' };
+      const before = await s.endSandbox('sb_1', { state: 'failed', error: why }, { tenant: 'a' });
+      assert.deepEqual([before?.state, before?.error, before?.lastActivityAt], ['paused', null, 5]);
+      const after = await s.getSandbox('sb_1');
+      assert.deepEqual([after?.state, after?.error, after?.lastActivityAt, after?.labels], ['failed', why, 5, { job: 'j1' }]);
+      assert.equal(await s.execRequest('sb_1', 'x'), undefined);
+      // An ended one is answered as it is and stays as it is; a missing one is undefined.
+      assert.equal((await s.endSandbox('sb_1', { state: 'stopped', error: null }))?.state, 'failed');
+      assert.equal((await s.getSandbox('sb_1'))?.state, 'failed');
+      assert.equal((await s.endSandbox('sb_2', { state: 'failed', error: why }))?.state, 'stopped');
+      assert.equal((await s.getSandbox('sb_2'))?.error, null);
+      assert.equal(await s.endSandbox('sb_missing', { state: 'stopped', error: null }), undefined);
+      await s.setActivity([
+        { id: 'sb_1', at: 70 },
+        { id: 'sb_missing', at: 1 },
+        { id: 'sb_2', at: 80 },
+      ]);
+      await s.setActivity([]);
+      assert.deepEqual([(await s.getSandbox('sb_1'))?.lastActivityAt, (await s.getSandbox('sb_2'))?.lastActivityAt], [70, 80]);
+      assert.equal((await s.getSandbox('sb_1'))?.state, 'failed');
+    });
+  });
+
   test(`${kind.name}: a list filters by tenant, state and every label, pages in id order, and a second store sees it all`, async () => {
     await withStore(kind, async (s, open) => {
       for (let i = 0; i < 5; i++)

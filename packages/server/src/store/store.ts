@@ -135,6 +135,15 @@ export interface Store extends CatalogueStore {
     patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node'>>,
     o?: { from?: SandboxState[] },
   ): Promise<boolean>;
+  /**
+   * Ends a sandbox in one write: its state (and error), if it is live (creating, running,
+   * paused), and forgets its exec requestIds. Answers its record as it was before (undefined: no
+   * such sandbox). With `tenant`, a sandbox of another tenant is left alone and answered undefined
+   * (not found, to that tenant).
+   */
+  endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error'>, o?: { tenant?: string }): Promise<SandboxRecord | undefined>;
+  /** Sandboxes' last activity times, in one write (those whose record is gone are skipped). */
+  setActivity(entries: Array<{ id: string; at: number }>): Promise<void>;
   getSandbox(id: string): Promise<SandboxRecord | undefined>;
   findByRequestId(tenant: string, requestId: string): Promise<SandboxRecord | undefined>;
   listSandboxes(f: ListFilter): Promise<SandboxRecord[]>;
