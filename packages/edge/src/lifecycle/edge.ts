@@ -8,6 +8,7 @@ import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { markActivity, memAvailableMiB, newCommandId, newLive, type Live } from './live.js';
+import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, closeSession, launchCommand, openSession, pruneCommands } from './commands.js';
@@ -31,6 +32,8 @@ export type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec
  */
 export class Edge {
   private readonly live = new Map<string, Live>();
+  /** The layers the live sandboxes stand on, counted. */
+  private readonly layerRefs = new LayerRefs();
   /** The sandboxes paused (or being paused) since they were last seen running: what usage() walks, not every sandbox. */
   private readonly pausedIds = new Set<string>();
   private readonly output: OutputBudgets;
@@ -169,6 +172,7 @@ export class Edge {
       await configureSandbox(sb.connect, spec, files, this.maxFileBytes);
       await backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
+      this.layerRefs.hold(spec.layers);
     } catch (e) {
       if (sb) await backend.destroy(spec.id).catch(() => undefined);
       await net?.detach(spec.id).catch(() => undefined);
@@ -188,7 +192,7 @@ export class Edge {
     const l = this.get(spec.id);
     if (l.spec.paused || l.pausing) await this.resume(spec.id);
     await configureSandbox(l.sb.connect, spec, files, this.maxFileBytes);
-    l.spec = { ...spec, layers: l.spec.layers, resources: l.spec.resources, network: l.spec.network, paused: false };
+    l.spec = Object.assign({}, spec, { layers: l.spec.layers, resources: l.spec.resources, network: l.spec.network, paused: false });
   }
 
   private reserve(r: EdgeSandboxSpec['resources'], sign: 1 | -1): void {
@@ -206,6 +210,7 @@ export class Edge {
     await this.o.network?.adopt(spec.id, spec.network);
     spec.paused = false;
     this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
+    this.layerRefs.hold(spec.layers);
     this.allocated.cpu += spec.resources.cpu;
     this.allocated.memoryMiB += spec.resources.memoryMiB;
     return true;
@@ -272,6 +277,7 @@ export class Edge {
     const l = this.live.get(id);
     if (l) {
       this.live.delete(id);
+      this.layerRefs.release(l.spec.layers);
       for (const c of l.commands.values()) c.release();
       this.allocated.cpu -= l.spec.resources.cpu;
       this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
@@ -283,9 +289,10 @@ export class Edge {
     } finally {
       await this.o.network?.detach(id);
     }
-    // Layers no sandbox stands on any more may be let go (on-demand ones then leave the cache).
+    // Layers no sandbox stands on any more may be let go (on-demand ones then leave the cache);
+    // one a sandbox made meanwhile stands on again stays.
     if (l) {
-      const inUse = this.layersInUse();
+      const inUse = this.layerRefs.inUse();
       const idle = l.spec.layers.filter((d) => !inUse.has(d));
       if (idle.length) await l.backend.releaseLayers(idle).catch(() => undefined);
     }
@@ -333,9 +340,7 @@ export class Edge {
 
   /** Layer digests the live sandboxes of this node stand on (garbage collection keeps them). */
   layersInUse(): Set<string> {
-    const out = new Set<string>();
-    for (const l of this.live.values()) for (const d of l.spec.layers) out.add(d);
-    return out;
+    return this.layerRefs.inUse();
   }
 
   /** Where the host reaches the sandbox (its link address), or null without a network. */
