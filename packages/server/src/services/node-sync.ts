@@ -4,8 +4,6 @@ import { RUNNING, edgeSpec } from './sandbox-view.js';
 
 export interface NodeSyncOptions {
   logger: { warn(msg: string, meta?: unknown): void };
-  /** The lifecycle's clock (default Date.now). */
-  now?: () => number;
 }
 
 /**
@@ -78,9 +76,8 @@ export class NodeSync {
    * the ids ended.
    */
   async endStaleCreates(olderThanMs: number): Promise<string[]> {
-    const now = (this.o.now ?? Date.now)();
     const ended: string[] = [];
-    for (const rec of await this.store.staleCreating(now - olderThanMs, 1000)) {
+    for (const rec of await this.store.staleCreating(olderThanMs, 1000)) {
       const error = { code: 'unavailable', message: 'its create was cut off (the control plane making it stopped)' };
       if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error }, { from: ['creating'] }))) continue;
       ended.push(rec.id);

@@ -186,7 +186,7 @@ export class PgStore implements Store {
     const insert = `WITH r AS (SELECT value AS doc FROM jsonb_array_elements($1::jsonb)),
       s AS (
         INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc)
-        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', (doc->>'createdAt')::bigint, doc->>'requestId', doc FROM r RETURNING id)
+        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', ${NOW_MS}, doc->>'requestId', doc FROM r RETURNING id)
       INSERT INTO sandbox_labels (id, key, value) SELECT r.doc->>'id', l.key, l.value FROM r, jsonb_each_text(r.doc->'labels') AS l
       WHERE (SELECT count(*) FROM s) > 0`;
     // Creates without a quota to check count nothing: no lock, no transaction.
@@ -276,8 +276,8 @@ export class PgStore implements Store {
     return r.rows.map((x) => ({ tenant: x.tenant, sandboxes: Number(x.n), cpu: x.cpu ?? 0, memoryMiB: x.mem ?? 0 }));
   }
 
-  async staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]> {
-    return this.docs(`SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < $1 ORDER BY created_at LIMIT $2`, [beforeMs, limit]);
+  async staleCreating(olderThanMs: number, limit: number): Promise<SandboxRecord[]> {
+    return this.docs(`SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < ${NOW_MS} - $1 ORDER BY created_at LIMIT $2`, [olderThanMs, limit]);
   }
 
   async tenantUsage(tenant: string): Promise<TenantUsage> {

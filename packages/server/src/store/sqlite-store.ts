@@ -189,8 +189,10 @@ export class SqliteStore implements Store {
     this.db
       .transaction(() => {
         if (o.admit) o.admit(this.usageOf(tenant));
+        // Recorded at by this store's clock (staleCreating), whatever the record's says.
+        const at = Date.now();
         for (const r of rs) {
-          this.stmts.insert.run(r.id, r.tenant, r.node, r.state, r.createdAt, r.requestId, JSON.stringify(r));
+          this.stmts.insert.run(r.id, r.tenant, r.node, r.state, at, r.requestId, JSON.stringify(r));
           for (const [k, v] of Object.entries(r.labels)) this.stmts.insertLabel.run(r.id, k, v);
         }
       })
@@ -282,8 +284,8 @@ export class SqliteStore implements Store {
     return this.stmts.usageByTenant.all().map((r) => ({ tenant: r.tenant, sandboxes: r.n, cpu: r.cpu ?? 0, memoryMiB: r.mem ?? 0 }));
   }
 
-  async staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]> {
-    return this.stmts.staleCreating.all(beforeMs, limit).map((r) => JSON.parse(r.doc) as SandboxRecord);
+  async staleCreating(olderThanMs: number, limit: number): Promise<SandboxRecord[]> {
+    return this.stmts.staleCreating.all(Date.now() - olderThanMs, limit).map((r) => JSON.parse(r.doc) as SandboxRecord);
   }
 
   async tenantUsage(tenant: string): Promise<TenantUsage> {

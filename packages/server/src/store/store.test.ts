@@ -315,12 +315,15 @@ for (const kind of KINDS) {
       assert.equal((await s.getSandbox('sb_2'))?.state, 'failed');
       assert.equal((await s.getSandbox('sb_3'))?.state, 'stopped');
       assert.equal((await s.getSandbox('sb_4'))?.state, 'running');
-      // A create cut off long ago is found; none made after the bound.
+      // A create is stale by the store's clock, which recorded it, not by the record's own time
+      // (a replica whose clock is behind wrote createdAt 100): none is a minute old yet; all are
+      // older than a minute from now, oldest first.
       await s.insertSandbox(record('sb_5', 'a', { node: 'n2', state: 'creating', createdAt: 100 }));
       await s.insertSandbox(record('sb_6', 'a', { node: 'n2', state: 'creating', createdAt: 300 }));
+      assert.deepEqual(await s.staleCreating(60_000, 10), []);
       assert.deepEqual(
-        (await s.staleCreating(200, 10)).map((r) => r.id),
-        ['sb_5'],
+        (await s.staleCreating(-60_000, 10)).map((r) => r.id),
+        ['sb_5', 'sb_6'],
       );
       // Joining again brings it back (joining); a drained node stays drained through a rejoin.
       await s.putNode({ id: 'n1', address: '127.0.0.1:3', token: 't3', boot: 'b3', info: {}, load });

@@ -149,8 +149,12 @@ export interface Store extends CatalogueStore {
   listSandboxes(f: ListFilter): Promise<SandboxRecord[]>;
   /** Sandboxes in a live state on a node (running, paused, creating). */
   liveOnNode(node: string): Promise<SandboxRecord[]>;
-  /** Sandboxes still `creating` that were made before `beforeMs` (creates a control plane never finished), at most `limit`. */
-  staleCreating(beforeMs: number, limit: number): Promise<SandboxRecord[]>;
+  /**
+   * Sandboxes still `creating` that were recorded more than `olderThanMs` ago (creates a control
+   * plane never finished), at most `limit`. By the store's own clock, which recorded them: replicas'
+   * clocks may differ, and one ahead must not take another's create in progress for cut off.
+   */
+  staleCreating(olderThanMs: number, limit: number): Promise<SandboxRecord[]>;
   tenantUsage(tenant: string): Promise<TenantUsage>;
   /** Every tenant's live sandboxes and what they ask for (for /metrics). */
   usageByTenant(): Promise<Array<TenantUsage & { tenant: string }>>;
