@@ -9,7 +9,7 @@
 // most loaded node against the mean), retries on another node after an edge refused on its
 // fresher view, and database round trips per create. Asserts nothing.
 // Usage: npm run bench:cluster [-- --nodes 160 --burst 32000 --steady 380000 --concurrency 128 --batch 1000 --churn-seconds 20
-//   --phases single,batch,steady]
+//   --phases single,batch,idle,steady]
 // (WARREN_BENCH_PROFILE=DIR: a CPU profile of the control plane; node --cpu-prof for this process's.)
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
@@ -31,7 +31,7 @@ const { values } = parseArgs({
     'batch-parallel': { type: 'string', default: '4' },
     'churn-seconds': { type: 'string', default: '20' },
     'per-node': { type: 'string', default: '2400' },
-    /** Which phases run: single, batch, steady (default all). */
+    /** Which phases run: single, batch, idle (20 s of nothing), steady (default all but idle). */
     phases: { type: 'string', default: 'single,batch,steady' },
   },
 });
@@ -242,6 +242,16 @@ async function main(): Promise<void> {
         }),
       );
 
+    if (PHASES.has('idle')) {
+      // What the cluster costs doing nothing: 160 nodes' heartbeats and the control plane's timers.
+      const cpu0 = cpuSeconds(serverPid);
+      await new Promise((r) => setTimeout(r, 20_000));
+      const cpu1 = cpuSeconds(serverPid);
+      console.log(
+        `idle, 20 s: CPU per second: control plane ${f1((1000 * (cpu1.server - cpu0.server)) / 20)} ms, PostgreSQL ${f1((1000 * (cpu1.postgres - cpu0.postgres)) / 20)} ms, ` +
+          `simulated nodes ${f1((1000 * (cpu1.bench - cpu0.bench)) / 20)} ms`,
+      );
+    }
     if (!PHASES.has('steady')) return;
     // Steady state: filled to STEADY, then creates and deletes side by side.
     const fill = Math.max(0, STEADY - BURST);
