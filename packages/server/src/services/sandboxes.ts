@@ -9,7 +9,7 @@ import { within } from '../cluster/within.js';
 import { Placer } from './placer.js';
 import { CapacityQueue } from './capacity-queue.js';
 import { createWrites, type CreateWrites } from './create-writes.js';
-import { GroupWrite } from './group-write.js';
+import { SandboxEnds } from './sandbox-ends.js';
 import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, edgeSpec, hasQuota, opensNetwork, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
@@ -72,8 +72,8 @@ export class SandboxService {
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
   /** Creates' records written and marked running in group writes. */
   private readonly writes: CreateWrites;
-  /** Last activity times of ended sandboxes, written together (a delete waits for nothing). */
-  private readonly activity: GroupWrite<{ id: string; at: number }, void>;
+  /** Deletes, expiries and deaths: the end recorded, then the sandbox removed from its node. */
+  private readonly ends: SandboxEnds;
 
   constructor(
     private readonly store: Store,
@@ -85,10 +85,7 @@ export class SandboxService {
     this.placer = new Placer(store, cluster, o);
     this.sync = new NodeSync(store, cluster, o);
     this.writes = createWrites(store);
-    this.activity = new GroupWrite<{ id: string; at: number }, void>(async (entries) => {
-      await store.setActivity(entries);
-      return entries.map(() => ({ status: 'fulfilled', value: undefined }));
-    });
+    this.ends = new SandboxEnds(store, cluster, { logger: o.logger, failpoint: o.failpoint, freed: () => this.queue.poke() });
   }
 
   /**
@@ -482,62 +479,9 @@ export class SandboxService {
     return { sandboxes: out, nextCursor: more && last ? Buffer.from(last.id).toString('base64url') : null };
   }
 
-  /** Stops and removes a sandbox; idempotent for sandboxes that already ended. */
-  /**
-   * Ends a sandbox: its end recorded (and its ownership checked) in one write, then it is removed
-   * from its node. The record first: a crash in between leaves a record that no restart takes
-   * back (only live states are adopted; what is left of it is removed then).
-   */
-  async delete(caller: Caller, id: string): Promise<void> {
-    const rec = await this.store.endSandbox(id, { state: 'stopped', error: null }, caller.role === 'admin' ? {} : { tenant: caller.tenant });
-    if (!rec) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
-    this.o.failpoint?.('delete:stored');
-    await this.remove(id, rec);
-  }
-
-  /** The record of a sandbox that ends, ended (what it was before). */
-  private async recordEnd(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error']): Promise<SandboxRecord | undefined> {
-    const rec = await this.store.endSandbox(id, { state, error });
-    this.o.failpoint?.('delete:stored');
-    return rec;
-  }
-
-  /**
-   * Removes what is left of a sandbox whose end is recorded, keeping its last activity time. On
-   * a node that is down nothing can be: its reconcile removes it when the node joins again.
-   */
-  private async remove(id: string, rec: SandboxRecord | undefined): Promise<void> {
-    // A sandbox still being made is the create's to remove (it sees the record has ended).
-    if (rec && this.cluster.up().some((n) => n.id === rec.node)) {
-      const edge = this.cluster.edge(rec.node);
-      const [live] = await edge.sandboxes({ ids: [id] });
-      if (live) {
-        // Its last activity is kept (written with other ends'), while it is destroyed.
-        const kept =
-          rec.lastActivityAt === live.lastActivityMs
-            ? undefined
-            : this.activity
-                .add({ id, at: live.lastActivityMs })
-                .catch((e: unknown) => this.o.logger.warn('the last activity of an ended sandbox was not kept', { id, error: String(e) }));
-        await edge.destroy(id);
-        await kept;
-      }
-    }
-    // Its room may be what a waiting create needs.
-    this.queue.poke();
-  }
-
-  /**
-   * An edge's event ends a sandbox: resolves once the end is recorded; its removal goes on
-   * meanwhile (a burst of expiries is removed side by side, not one after another).
-   */
-  private async ended(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'], what: string): Promise<void> {
-    const warn = (e: unknown): void => this.o.logger.warn(what, { id, error: String(e) });
-    const rec = await this.recordEnd(id, state, error).catch((e: unknown) => {
-      warn(e);
-      return undefined;
-    });
-    void this.remove(id, rec).catch(warn);
+  /** Ends the caller's sandbox and removes it from its node (SandboxEnds); idempotent for one that already ended. */
+  delete(caller: Caller, id: string): Promise<void> {
+    return this.ends.delete(caller, id);
   }
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
@@ -548,18 +492,12 @@ export class SandboxService {
 
   /** Called by the edge when a TTL or idle timeout passes. */
   expire(id: string, reason: 'ttl' | 'idle'): Promise<void> {
-    this.o.logger.info('sandbox expired', { id, reason });
-    return this.ended(id, 'stopped', null, 'expire failed');
+    return this.ends.expire(id, reason);
   }
 
   /** Called by the edge when a sandbox's processes died under it. */
   died(id: string): Promise<void> {
-    return this.ended(
-      id,
-      'failed',
-      { code: 'unavailable', message: 'the sandbox stopped on its own (its init exited or was killed, e.g. out of memory)' },
-      'cleanup of a dead sandbox failed',
-    );
+    return this.ends.died(id);
   }
 
   async setTimeout(caller: Caller, id: string, ttlSeconds: number): Promise<SandboxRecord> {
