@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # libFuzzer runtime for warren-init's fuzzers; PostgreSQL, of which the tests start private
 # servers of their own); `--bench`: also the
 # layers benchmark's blob stores (that registry, and nginx as a static file server).
-pkgs=(runc erofs-utils busybox-static bash-static btrfs-progs debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev libssl-dev fuse3 iproute2 nftables util-linux tar)
+pkgs=(runc erofs-utils busybox-static bash-static btrfs-progs debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev libssl-dev fuse3 iproute2 nftables util-linux tar qemu-system-x86)
 [ "${1:-}" = --test ] && pkgs+=(docker-registry apache2-utils openssl python3 python3-setuptools python3-pip mypy clang libclang-rt-14-dev postgresql)
 [ "${1:-}" = --bench ] && pkgs+=(docker-registry nginx-light)
 need=()
@@ -39,6 +39,9 @@ fi
 
 npx tsc -b
 make -s -C native
+
+# The microVM backend's guest kernel (Debian's cloud kernel, unpacked into the cache).
+bash scripts/guest-kernel.sh
 
 # Default images: busybox in seconds, debian-python with debootstrap once (cached).
 node packages/cli/dist/main.js images prepare --image-cache "${WARREN_IMAGE_CACHE:-/var/cache/warren/images}" >/dev/null

@@ -1,0 +1,314 @@
+/*
+ * The guest's end of the agent mux: one virtio-serial port carries every connection the edge
+ * makes to the sandbox's init (a container's init gets each as a connection on its socket; a
+ * microVM has one port). Each stream the host opens becomes a connection to the init's abstract
+ * socket, bytes copied both ways within the credit each side grants (so a host that stops
+ * reading one stream holds back that stream only, and no buffer here grows past VM_WINDOW per
+ * stream). Frames are described in vm.h. A host that disconnects (the edge restarted) ends
+ * every stream; the next one starts afresh.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "vm.h"
+
+struct stream {
+	uint32_t id;
+	int fd;		    /* connection to the init; -1: slot free */
+	uint32_t credit;    /* bytes the host lets us send on it */
+	unsigned char *out; /* from the host, not yet written to the init */
+	size_t out_len;
+	int host_eof, sock_eof;
+};
+
+static struct stream streams[VM_MAX_STREAMS];
+static int port_fd = -1;
+
+int vm_find_port(const char *name, char *out, size_t n)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		DIR *d = opendir("/sys/class/virtio-ports");
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			char p[300], s[128] = { 0 };
+			snprintf(p, sizeof p, "/sys/class/virtio-ports/%s/name", e->d_name);
+			int fd = open(p, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			ssize_t r = read(fd, s, sizeof s - 1);
+			close(fd);
+			if (r > 0) {
+				s[strcspn(s, "\n")] = 0;
+				if (!strcmp(s, name)) {
+					snprintf(out, n, "/dev/%s", e->d_name);
+					closedir(d);
+					return 0;
+				}
+			}
+		}
+		if (d)
+			closedir(d);
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+/* Writes all of buf to the port (it may be non-blocking: waits for room). */
+static int port_write(const unsigned char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(port_fd, buf, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				struct pollfd p = { port_fd, POLLOUT, 0 };
+				poll(&p, 1, 100);
+				continue;
+			}
+			return -1;
+		}
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int send_frame(int type, uint32_t id, const void *payload, uint32_t len)
+{
+	unsigned char h[VM_HEADER];
+	h[0] = (unsigned char)type;
+	put32(h + 1, id);
+	put32(h + 5, len);
+	if (port_write(h, sizeof h) < 0)
+		return -1;
+	return len ? port_write(payload, len) : 0;
+}
+
+static struct stream *find(uint32_t id)
+{
+	for (int i = 0; i < VM_MAX_STREAMS; i++)
+		if (streams[i].fd >= 0 && streams[i].id == id)
+			return &streams[i];
+	return NULL;
+}
+
+static void drop(struct stream *s, int tell)
+{
+	if (tell)
+		send_frame(VM_CLOSE, s->id, NULL, 0);
+	close(s->fd);
+	free(s->out);
+	memset(s, 0, sizeof *s);
+	s->fd = -1;
+}
+
+static void drop_all(void)
+{
+	for (int i = 0; i < VM_MAX_STREAMS; i++)
+		if (streams[i].fd >= 0)
+			drop(&streams[i], 0);
+}
+
+static void open_stream(uint32_t id, const struct sockaddr_un *agent, socklen_t al)
+{
+	struct stream *s = NULL;
+	for (int i = 0; i < VM_MAX_STREAMS && !s; i++)
+		if (streams[i].fd < 0)
+			s = &streams[i];
+	int fd = s && !find(id) ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+	if (fd < 0 || connect(fd, (const struct sockaddr *)agent, al) < 0) {
+		if (fd >= 0)
+			close(fd);
+		send_frame(VM_CLOSE, id, NULL, 0);
+		return;
+	}
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	s->id = id;
+	s->fd = fd;
+	s->credit = VM_WINDOW;
+}
+
+/* Writes what the host sent to the init; grants the host that much again. */
+static void flush_out(struct stream *s)
+{
+	size_t done = 0;
+	while (done < s->out_len) {
+		ssize_t w = write(s->fd, s->out + done, s->out_len - done);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			drop(s, 1);
+			return;
+		}
+		done += (size_t)w;
+	}
+	if (done) {
+		memmove(s->out, s->out + done, s->out_len - done);
+		s->out_len -= done;
+		unsigned char c[4];
+		put32(c, (uint32_t)done);
+		send_frame(VM_CREDIT, s->id, c, 4);
+	}
+	if (!s->out_len && s->host_eof == 1) {
+		shutdown(s->fd, SHUT_WR);
+		s->host_eof = 2;
+	}
+	if (s->host_eof == 2 && s->sock_eof)
+		drop(s, 1);
+}
+
+/* One frame from the host. */
+static void on_frame(int type, uint32_t id, const unsigned char *p, uint32_t len, const struct sockaddr_un *agent, socklen_t al)
+{
+	if (type == VM_OPEN) {
+		open_stream(id, agent, al);
+		return;
+	}
+	struct stream *s = find(id);
+	if (!s)
+		return; /* closed here meanwhile */
+	switch (type) {
+	case VM_DATA:
+		if (s->out_len + len > VM_WINDOW || s->host_eof) {
+			drop(s, 1); /* past the credit granted: the host broke the protocol on this stream */
+			return;
+		}
+		unsigned char *grown = realloc(s->out, s->out_len + len);
+		if (!grown) {
+			drop(s, 1);
+			return;
+		}
+		s->out = grown;
+		memcpy(s->out + s->out_len, p, len);
+		s->out_len += len;
+		flush_out(s);
+		break;
+	case VM_EOF:
+		s->host_eof = 1;
+		flush_out(s);
+		break;
+	case VM_CLOSE:
+		drop(s, 0);
+		break;
+	case VM_CREDIT:
+		if (len == 4)
+			s->credit += get32(p);
+		break;
+	}
+}
+
+int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t al)
+{
+	for (int i = 0; i < VM_MAX_STREAMS; i++)
+		streams[i].fd = -1;
+	port_fd = open(port, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+	if (port_fd < 0) {
+		perror("warren-vmstage: open the agent port");
+		return 1;
+	}
+	static unsigned char in[VM_HEADER + VM_MAX_PAYLOAD];
+	static unsigned char buf[VM_MAX_PAYLOAD];
+	size_t in_len = 0;
+	static struct pollfd pfd[VM_MAX_STREAMS + 1];
+	static struct stream *who[VM_MAX_STREAMS + 1];
+	for (;;) {
+		int n = 0;
+		pfd[n] = (struct pollfd){ port_fd, POLLIN, 0 };
+		who[n++] = NULL;
+		for (int i = 0; i < VM_MAX_STREAMS; i++) {
+			struct stream *s = &streams[i];
+			if (s->fd < 0)
+				continue;
+			short ev = (s->credit && !s->sock_eof ? POLLIN : 0) | (s->out_len ? POLLOUT : 0);
+			if (!ev)
+				continue;
+			pfd[n] = (struct pollfd){ s->fd, ev, 0 };
+			who[n++] = s;
+		}
+		if (poll(pfd, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return 1;
+		}
+		if (pfd[0].revents & POLLIN) {
+			ssize_t r = read(port_fd, in + in_len, sizeof in - in_len);
+			if (r > 0) {
+				in_len += (size_t)r;
+				size_t off = 0;
+				while (in_len - off >= VM_HEADER) {
+					uint32_t len = get32(in + off + 5);
+					if (len > VM_MAX_PAYLOAD) { /* not our protocol: start again */
+						drop_all();
+						off = in_len;
+						break;
+					}
+					if (in_len - off < VM_HEADER + len)
+						break;
+					on_frame(in[off], get32(in + off + 1), in + off + VM_HEADER, len, agent, al);
+					off += VM_HEADER + len;
+				}
+				memmove(in, in + off, in_len - off);
+				in_len -= off;
+			}
+		} else if (pfd[0].revents & (POLLHUP | POLLERR)) {
+			/* The host end is gone (the edge restarted): its streams with it. */
+			drop_all();
+			in_len = 0;
+			struct timespec ts = { 0, 20 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		for (int k = 1; k < n; k++) {
+			struct stream *s = who[k];
+			if (s->fd < 0 || s->fd != pfd[k].fd)
+				continue; /* dropped by a frame above */
+			if (pfd[k].revents & POLLOUT)
+				flush_out(s);
+			if (s->fd < 0)
+				continue;
+			if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) {
+				size_t want = s->credit < sizeof buf ? s->credit : sizeof buf;
+				if (!want || s->sock_eof)
+					continue;
+				ssize_t r = read(s->fd, buf, want);
+				if (r > 0) {
+					s->credit -= (uint32_t)r;
+					send_frame(VM_DATA, s->id, buf, (uint32_t)r);
+				} else if (r == 0) {
+					s->sock_eof = 1;
+					send_frame(VM_EOF, s->id, NULL, 0);
+					if (s->host_eof == 2)
+						drop(s, 1);
+				} else if (errno != EAGAIN && errno != EINTR)
+					drop(s, 1);
+			}
+		}
+	}
+}

@@ -1,0 +1,216 @@
+/*
+ * warren-vmstage: PID 1 of a Warren microVM until the sandbox's own init takes over.
+ *
+ * Runs from the initramfs Warren builds (packages/edge/src/backends/microvm/initramfs.ts):
+ * loads the kernel modules listed in /modules/order, mounts the image's EROFS layers (read-only
+ * virtio disks with serials warren-l0, warren-l1, ..., bottom first, and a layer's file data
+ * on disk warren-dN when it is split off) under an overlay whose upper
+ * is the writable disk (serial warren-rw, ext4, made by the host), puts the platform files at
+ * /.warren, moves into that root, and execs /.warren/warren-init as PID 1 with a listening Unix
+ * socket as fd 3, as a container's init gets. A child it forks first carries the init's
+ * connections over the virtio-serial port named warren.agent (mux.c). Kernel command line:
+ * warren.layers=KINDS (see layer_kinds). Any failure is written to the console and powers off.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <stddef.h>
+#include <time.h>
+#include <unistd.h>
+#include "vm.h"
+
+#define MAX_LAYERS 64
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "warren-vmstage: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, ": %s\n", strerror(errno));
+	va_end(ap);
+	sync();
+	reboot(RB_POWER_OFF);
+	_exit(1);
+}
+
+static void must_mount(const char *src, const char *dst, const char *type, unsigned long flags, const char *data)
+{
+	mkdir(dst, 0755);
+	if (mount(src, dst, type, flags, data) < 0)
+		die("mount %s on %s (%s)", src, dst, type ? type : "bind");
+}
+
+/* Loads each module named in /modules/order (one file name a line, dependencies first). */
+static void load_modules(void)
+{
+	FILE *f = fopen("/modules/order", "r");
+	if (!f)
+		return;
+	char line[256], path[300];
+	while (fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!line[0])
+			continue;
+		snprintf(path, sizeof path, "/modules/%s", line);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			die("open %s", path);
+		if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+			die("load module %s", line);
+		close(fd);
+	}
+	fclose(f);
+}
+
+/* The /dev path of the virtio disk whose serial is `serial`, waiting up to 10 s for it to appear. */
+static int find_disk(const char *serial, char *out, size_t n)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		DIR *d = opendir("/sys/block");
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (strncmp(e->d_name, "vd", 2))
+				continue;
+			char p[300], s[64] = { 0 };
+			snprintf(p, sizeof p, "/sys/block/%s/serial", e->d_name);
+			int fd = open(p, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			ssize_t r = read(fd, s, sizeof s - 1);
+			close(fd);
+			if (r > 0 && !strncmp(s, serial, strlen(serial)) && (s[strlen(serial)] == 0 || s[strlen(serial)] == '\n')) {
+				snprintf(out, n, "/dev/%s", e->d_name);
+				closedir(d);
+				return 0;
+			}
+		}
+		if (d)
+			closedir(d);
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+/*
+ * warren.layers=KINDS from the kernel command line: one letter per layer, bottom first: `d` for a
+ * layer whose file data is on a disk of its own (serial warren-dN), `m` for one that is whole.
+ */
+static int layer_kinds(char *out, size_t n)
+{
+	char buf[4096] = { 0 };
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof buf - 1) < 0)
+		die("read /proc/cmdline");
+	close(fd);
+	char *p = strstr(buf, "warren.layers=");
+	size_t len = p ? strspn(p + strlen("warren.layers="), "dm") : 0;
+	if (len < 1 || len > MAX_LAYERS || len >= n) {
+		errno = EINVAL;
+		die("warren.layers= names %zu layers", len);
+	}
+	memcpy(out, p + strlen("warren.layers="), len);
+	out[len] = 0;
+	return (int)len;
+}
+
+int main(void)
+{
+	if (getpid() != 1) {
+		fprintf(stderr, "warren-vmstage runs as a microVM's PID 1 only\n");
+		return 2;
+	}
+	must_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	must_mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL);
+	must_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL);
+	load_modules();
+
+	char kinds[MAX_LAYERS + 1];
+	int layers = layer_kinds(kinds, sizeof kinds);
+	char lower[MAX_LAYERS * 16] = { 0 };
+	mkdir("/layers", 0755);
+	for (int i = 0; i < layers; i++) {
+		char serial[32], dev[300], data[300], dir[32], opts[320] = "";
+		snprintf(serial, sizeof serial, "warren-l%d", i);
+		if (find_disk(serial, dev, sizeof dev) < 0) {
+			errno = ENODEV;
+			die("no disk %s", serial);
+		}
+		if (kinds[i] == 'd') {
+			snprintf(serial, sizeof serial, "warren-d%d", i);
+			if (find_disk(serial, data, sizeof data) < 0) {
+				errno = ENODEV;
+				die("no disk %s", serial);
+			}
+			snprintf(opts, sizeof opts, "device=%s", data);
+		}
+		snprintf(dir, sizeof dir, "/layers/%d", i);
+		must_mount(dev, dir, "erofs", MS_RDONLY | MS_NODEV, opts[0] ? opts : NULL);
+		/* overlay's lowerdir lists the top layer first */
+		char tmp[sizeof lower];
+		snprintf(tmp, sizeof tmp, "%s%s%s", dir, lower[0] ? ":" : "", lower);
+		memcpy(lower, tmp, sizeof lower);
+	}
+	char rw[300];
+	if (find_disk("warren-rw", rw, sizeof rw) == 0)
+		must_mount(rw, "/rw", "ext4", MS_NODEV, NULL);
+	else
+		must_mount("tmpfs", "/rw", "tmpfs", MS_NODEV, "mode=0755");
+	mkdir("/rw/upper", 0755);
+	mkdir("/rw/work", 0755);
+	char opts[sizeof lower + 128];
+	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=/rw/upper,workdir=/rw/work", lower);
+	must_mount("overlay", "/newroot", "overlay", 0, opts);
+
+	must_mount("/platform", "/newroot/.warren", NULL, MS_BIND, NULL);
+	if (mount(NULL, "/newroot/.warren", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		die("remount /.warren read-only");
+	if (mount("/dev", "/newroot/dev", NULL, MS_MOVE, NULL) < 0 && (mkdir("/newroot/dev", 0755), mount("/dev", "/newroot/dev", NULL, MS_MOVE, NULL)) < 0)
+		die("move /dev");
+	must_mount("devpts", "/newroot/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
+	must_mount("shm", "/newroot/dev/shm", "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV, "mode=1777");
+	must_mount("proc", "/newroot/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL);
+	must_mount("sysfs", "/newroot/sys", "sysfs", MS_NOSUID | MS_NOEXEC | MS_NODEV | MS_RDONLY, NULL);
+
+	/* The agent's port, found before the root moves (its name is in sysfs). */
+	char port[300];
+	if (vm_find_port("warren.agent", port, sizeof port) < 0)
+		die("no virtio-serial port warren.agent");
+
+	if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 || chdir("/") < 0)
+		die("switch to the sandbox's root");
+	sethostname("sandbox", 7);
+
+	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	memcpy(a.sun_path + 1, VM_AGENT_NAME, strlen(VM_AGENT_NAME));
+	socklen_t al = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(VM_AGENT_NAME);
+	if (ls < 0 || bind(ls, (struct sockaddr *)&a, al) < 0 || listen(ls, 128) < 0)
+		die("the init's socket");
+
+	pid_t mux = fork();
+	if (mux < 0)
+		die("fork the agent mux");
+	if (mux == 0) {
+		close(ls);
+		_exit(vm_mux_run(port, &a, al));
+	}
+	if (ls == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(ls, 3) < 0)
+		die("fd 3");
+	char *argv[] = { "/.warren/warren-init", NULL };
+	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "WARREN_LISTEN_FD=3", NULL };
+	execve(argv[0], argv, envp);
+	die("exec %s", argv[0]);
+}

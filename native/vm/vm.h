@@ -1,0 +1,27 @@
+/* warren-vmstage: a microVM's first PID 1 (stage.c) and the agent's mux over virtio-serial (mux.c). */
+#ifndef WARREN_VM_H
+#define WARREN_VM_H
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+/* The abstract Unix socket the init listens on inside the guest. */
+#define VM_AGENT_NAME "warren-agent"
+
+/*
+ * The mux's frames, both ways over the port: type (1 byte), stream (4, big-endian), length (4,
+ * big-endian), payload. Streams are opened by the host. Each side may send DATA on a stream only
+ * within the credit the other granted (VM_WINDOW at the open, then CREDIT frames as it consumes).
+ */
+enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5 };
+#define VM_HEADER 9
+#define VM_WINDOW (256 * 1024)
+#define VM_MAX_PAYLOAD (64 * 1024)
+#define VM_MAX_STREAMS 1024
+
+/* The /dev path of the virtio-serial port named `name`. */
+int vm_find_port(const char *name, char *out, size_t n);
+/* Carries streams between the port and the init's socket until the port fails; the exit status. */
+int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t agent_len);
+
+#endif

@@ -1,0 +1,208 @@
+import { connect, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import { WarrenError } from '@warren/api';
+import type { AgentConnect } from '../../init/call.js';
+
+/**
+ * The host's end of a microVM's agent mux (the guest's is native/vm/mux.c): one connection to
+ * QEMU's socket for the virtio-serial port carries every connection the edge makes to the
+ * guest's init. Frames: type (1 byte), stream (4, big-endian), length (4, big-endian), payload.
+ * Each side sends DATA on a stream only within the credit the other granted: WINDOW at the open,
+ * then CREDIT frames as the reader consumes, so one stream nobody reads holds back itself only.
+ */
+export const MUX = { OPEN: 1, DATA: 2, EOF: 3, CLOSE: 4, CREDIT: 5 } as const;
+export const MUX_HEADER = 9;
+export const MUX_WINDOW = 256 * 1024;
+export const MUX_MAX_PAYLOAD = 64 * 1024;
+/** Streams open at once (the guest's table). */
+export const MUX_MAX_STREAMS = 1024;
+
+/** One frame's bytes (pure). */
+export function muxFrame(type: number, id: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const h = Buffer.allocUnsafe(MUX_HEADER + payload.length);
+  h[0] = type;
+  h.writeUInt32BE(id, 1);
+  h.writeUInt32BE(payload.length, 5);
+  payload.copy(h, MUX_HEADER);
+  return h;
+}
+
+/** Splits bytes into frames, keeping a partial one for the next chunk (pure). */
+export class MuxDecoder {
+  private pending: Buffer = Buffer.alloc(0);
+
+  push(chunk: Buffer): Array<{ type: number; id: number; payload: Buffer }> {
+    const buf = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
+    const out: Array<{ type: number; id: number; payload: Buffer }> = [];
+    let off = 0;
+    while (buf.length - off >= MUX_HEADER) {
+      const len = buf.readUInt32BE(off + 5);
+      if (len > MUX_MAX_PAYLOAD) throw new WarrenError('internal', `the microVM's agent sent a frame of ${len} bytes`);
+      if (buf.length - off < MUX_HEADER + len) break;
+      out.push({ type: buf[off]!, id: buf.readUInt32BE(off + 1), payload: buf.subarray(off + MUX_HEADER, off + MUX_HEADER + len) });
+      off += MUX_HEADER + len;
+    }
+    this.pending = Buffer.from(buf.subarray(off));
+    return out;
+  }
+}
+
+/** One stream as a Duplex: what the InitCall over it reads and writes. */
+class MuxStream extends Duplex {
+  /** Bytes the guest lets us send. */
+  credit = MUX_WINDOW;
+  /** Bytes read by our consumer and not yet granted back to the guest. */
+  private consumed = 0;
+  private waiting: { chunk: Buffer; done: (e?: Error | null) => void } | null = null;
+
+  constructor(
+    readonly id: number,
+    private readonly mux: AgentMux,
+  ) {
+    super({ allowHalfOpen: true });
+  }
+
+  /** Bytes from the guest. */
+  deliver(payload: Buffer): void {
+    this.consumed += payload.length;
+    this.push(payload);
+  }
+
+  override _read(): void {
+    if (this.consumed > 0) {
+      const grant = Buffer.allocUnsafe(4);
+      grant.writeUInt32BE(this.consumed);
+      this.consumed = 0;
+      this.mux.send(MUX.CREDIT, this.id, grant);
+    }
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: (e?: Error | null) => void): void {
+    this.waiting = { chunk, done };
+    this.flush();
+  }
+
+  /** Sends what credit allows of the waiting chunk (again when credit comes). */
+  flush(): void {
+    const w = this.waiting;
+    if (!w) return;
+    while (w.chunk.length && this.credit > 0) {
+      const n = Math.min(w.chunk.length, this.credit, MUX_MAX_PAYLOAD);
+      this.mux.send(MUX.DATA, this.id, w.chunk.subarray(0, n));
+      this.credit -= n;
+      w.chunk = w.chunk.subarray(n);
+    }
+    if (!w.chunk.length) {
+      this.waiting = null;
+      w.done();
+    }
+  }
+
+  override _final(done: (e?: Error | null) => void): void {
+    this.mux.send(MUX.EOF, this.id);
+    done();
+  }
+
+  override _destroy(e: Error | null, done: (e?: Error | null) => void): void {
+    this.mux.closed(this, true);
+    const w = this.waiting;
+    this.waiting = null;
+    w?.done(e ?? new Error('stream closed'));
+    done(e);
+  }
+}
+
+/**
+ * The edge's connection to one microVM's agent port: `connect` answers a new stream to the
+ * guest's init (an AgentConnect, as a container's Unix socket gives).
+ */
+export class AgentMux {
+  private socket: Socket | null = null;
+  private opening: Promise<Socket> | null = null;
+  private readonly streams = new Map<number, MuxStream>();
+  private nextId = 1;
+
+  constructor(private readonly socketPath: string) {}
+
+  readonly connect: AgentConnect = async () => {
+    const socket = await this.open();
+    if (this.streams.size >= MUX_MAX_STREAMS) throw new WarrenError('resource_exhausted', `a microVM's agent has ${MUX_MAX_STREAMS} connections open`);
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0x7fffffff ? 1 : this.nextId + 1;
+    const s = new MuxStream(id, this);
+    this.streams.set(id, s);
+    socket.write(muxFrame(MUX.OPEN, id));
+    return s;
+  };
+
+  send(type: number, id: number, payload?: Buffer): void {
+    this.socket?.write(muxFrame(type, id, payload));
+  }
+
+  /** A stream is done: forget it (and tell the guest when it ended here). */
+  closed(s: MuxStream, tell: boolean): void {
+    if (this.streams.get(s.id) !== s) return;
+    this.streams.delete(s.id);
+    if (tell) this.send(MUX.CLOSE, s.id);
+  }
+
+  /** Ends every stream and the connection. */
+  close(): void {
+    const socket = this.socket;
+    this.socket = null;
+    this.opening = null;
+    for (const s of [...this.streams.values()]) s.destroy(new WarrenError('unavailable', 'the microVM is gone'));
+    socket?.destroy();
+  }
+
+  private open(): Promise<Socket> {
+    if (this.socket) return Promise.resolve(this.socket);
+    this.opening ??= new Promise<Socket>((resolve, reject) => {
+      const socket = connect(this.socketPath);
+      const decoder = new MuxDecoder();
+      socket.once('error', (e) => {
+        if (this.socket !== socket) {
+          this.opening = null;
+          reject(new WarrenError('unavailable', "the microVM's agent is not reachable", {}, { cause: e }));
+        }
+      });
+      socket.once('connect', () => {
+        this.socket = socket;
+        socket.on('error', () => undefined);
+        resolve(socket);
+      });
+      socket.on('data', (chunk: Buffer) => {
+        let frames;
+        try {
+          frames = decoder.push(chunk);
+        } catch {
+          if (this.socket === socket) this.close();
+          return;
+        }
+        for (const f of frames) this.onFrame(f.type, f.id, f.payload);
+      });
+      socket.once('close', () => {
+        if (this.socket === socket) this.close();
+      });
+    });
+    return this.opening;
+  }
+
+  private onFrame(type: number, id: number, payload: Buffer): void {
+    const s = this.streams.get(id);
+    if (!s) return;
+    if (type === MUX.DATA) {
+      if (!s.readableEnded) s.deliver(Buffer.from(payload));
+    } else if (type === MUX.EOF) s.push(null);
+    else if (type === MUX.CREDIT && payload.length === 4) {
+      s.credit += payload.readUInt32BE(0);
+      s.flush();
+    } else if (type === MUX.CLOSE) {
+      // The guest is done with it: what it sent is read first, then the stream goes.
+      this.closed(s, false);
+      s.push(null);
+      if (s.readableEnded) s.destroy();
+      else s.once('end', () => s.destroy());
+    }
+  }
+}

@@ -1,0 +1,71 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { WarrenError } from '@warren/api';
+import { cpioNewc, type CpioEntry } from './cpio.js';
+
+/**
+ * The guest kernel's modules a microVM loads before anything else (paths under the kernel's
+ * `kernel/` tree, dependencies first): virtio over MMIO, its disks and serial ports, EROFS (and
+ * libcrc32c, which it needs) and overlay. Debian's cloud kernel builds them all as modules.
+ */
+export const GUEST_MODULES = [
+  'drivers/virtio/virtio_ring.ko',
+  'drivers/virtio/virtio.ko',
+  'drivers/virtio/virtio_mmio.ko',
+  'drivers/block/virtio_blk.ko',
+  'drivers/char/virtio_console.ko',
+  'lib/libcrc32c.ko',
+  'fs/erofs/erofs.ko',
+  'fs/overlayfs/overlay.ko',
+];
+
+/** What boots a microVM: the kernel and the initramfs Warren built for it. */
+export interface GuestKit {
+  kernel: string;
+  initrd: string;
+  /** The kernel package's name (which kernel the guests run). */
+  release: string;
+}
+
+/** The entries of a microVM's initramfs (pure): the stage as /init, the modules, the platform files. */
+export function initramfsEntries(files: { stage: Buffer; init: Buffer; modules: Array<{ name: string; data: Buffer }> }): CpioEntry[] {
+  return [
+    { path: 'init', data: files.stage, mode: 0o755 },
+    { path: 'modules', dir: true },
+    ...files.modules.map((m) => ({ path: `modules/${m.name}`, data: m.data })),
+    { path: 'modules/order', data: Buffer.from(files.modules.map((m) => m.name).join('\n') + '\n') },
+    { path: 'platform', dir: true },
+    { path: 'platform/warren-init', data: files.init, mode: 0o755 },
+  ];
+}
+
+/**
+ * The guest kit under `cacheDir` (the kernel `scripts/guest-kernel.sh` unpacked there), its
+ * initramfs built from `nativeDir`'s warren-vmstage and warren-init if this build has none yet
+ * (named by the hash of what went in, written whole or not at all).
+ */
+export async function guestKit(cacheDir: string, nativeDir: string): Promise<GuestKit> {
+  const current = join(cacheDir, 'current');
+  const release = existsSync(current) ? (await readFile(current, 'utf8')).trim() : '';
+  const kernelDir = join(cacheDir, release);
+  const kernel = join(kernelDir, 'vmlinuz');
+  if (!release || !existsSync(kernel))
+    throw new WarrenError('unavailable', `no microVM guest kernel in ${cacheDir}: run scripts/guest-kernel.sh (bash scripts/setup.sh does)`, { cacheDir });
+  const modules = await Promise.all(GUEST_MODULES.map(async (m) => ({ name: m.split('/').pop()!, data: await readFile(join(kernelDir, 'modules', m)) })));
+  const entries = initramfsEntries({
+    stage: await readFile(join(nativeDir, 'warren-vmstage')),
+    init: await readFile(join(nativeDir, 'warren-init')),
+    modules,
+  });
+  const archive = cpioNewc(entries);
+  const initrd = join(cacheDir, `initrd-${createHash('sha256').update(archive).digest('hex').slice(0, 16)}.cpio`);
+  if (!existsSync(initrd)) {
+    await mkdir(cacheDir, { recursive: true });
+    const tmp = `${initrd}.${process.pid}.partial`;
+    await writeFile(tmp, archive);
+    await rename(tmp, initrd);
+  }
+  return { kernel, initrd, release };
+}

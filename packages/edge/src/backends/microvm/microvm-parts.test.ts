@@ -1,0 +1,129 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpioNewc } from './cpio.js';
+import { MUX, MUX_HEADER, MuxDecoder, muxFrame } from './agent-mux.js';
+import { microvmArgs } from './qemu-args.js';
+import { initramfsEntries } from './guest-kit.js';
+
+/** Reads a newc archive back: name, mode and data of each entry. */
+function readCpio(buf: Buffer): Array<{ name: string; mode: number; data: string }> {
+  const out: Array<{ name: string; mode: number; data: string }> = [];
+  let off = 0;
+  for (;;) {
+    assert.equal(buf.toString('ascii', off, off + 6), '070701');
+    const field = (i: number): number => parseInt(buf.toString('ascii', off + 6 + i * 8, off + 14 + i * 8), 16);
+    const mode = field(1);
+    const size = field(6);
+    const nameSize = field(11);
+    const name = buf.toString('utf8', off + 110, off + 110 + nameSize - 1);
+    let p = off + 110 + nameSize;
+    p += (4 - (p % 4)) % 4;
+    const data = buf.toString('utf8', p, p + size);
+    p += size + ((4 - (size % 4)) % 4);
+    if (name === 'TRAILER!!!') return out;
+    out.push({ name, mode, data });
+    off = p;
+  }
+}
+
+test('cpioNewc writes the kernel’s newc format: entries, modes and data read back, 4-byte aligned', () => {
+  const a = cpioNewc([
+    { path: 'modules', dir: true },
+    { path: 'modules/order', data: Buffer.from('a.ko\n') },
+    { path: 'init', data: Buffer.from('#!x'), mode: 0o755 },
+  ]);
+  assert.equal(a.length % 4, 0);
+  assert.deepEqual(readCpio(a), [
+    { name: 'modules', mode: 0o040755, data: '' },
+    { name: 'modules/order', mode: 0o100644, data: 'a.ko\n' },
+    { name: 'init', mode: 0o100755, data: '#!x' },
+  ]);
+  assert.deepEqual(cpioNewc([{ path: 'x', data: Buffer.from('1') }]), cpioNewc([{ path: 'x', data: Buffer.from('1') }]));
+  assert.throws(() => cpioNewc([{ path: '/abs', data: Buffer.alloc(0) }]), /bad path/);
+  assert.throws(() => cpioNewc([{ path: 'a/../b', data: Buffer.alloc(0) }]), /bad path/);
+});
+
+test('the initramfs: the stage as /init, the modules in order, warren-init under platform/', () => {
+  const names = readCpio(
+    cpioNewc(
+      initramfsEntries({
+        stage: Buffer.from('S'),
+        init: Buffer.from('I'),
+        modules: [
+          { name: 'virtio.ko', data: Buffer.from('v') },
+          { name: 'erofs.ko', data: Buffer.from('e') },
+        ],
+      }),
+    ),
+  );
+  assert.deepEqual(
+    names.map((n) => [n.name, n.data]),
+    [
+      ['init', 'S'],
+      ['modules', ''],
+      ['modules/virtio.ko', 'v'],
+      ['modules/erofs.ko', 'e'],
+      ['modules/order', 'virtio.ko\nerofs.ko\n'],
+      ['platform', ''],
+      ['platform/warren-init', 'I'],
+    ],
+  );
+});
+
+test('microvmArgs: each layer a read-only disk by serial, the kinds on the command line, no defaults, bad paths refused', () => {
+  const spec = {
+    kernel: '/k/vmlinuz',
+    initrd: '/k/initrd',
+    cpus: 0.5,
+    memoryMiB: 256,
+    layers: [
+      { meta: '/l/a.erofs', data: '/l/a.data' },
+      { meta: '/l/b.erofs', data: null },
+    ],
+    rwDisk: '/vm/rw.ext4',
+    agentSocket: '/vm/agent.sock',
+    qmpSocket: '/vm/qmp.sock',
+    consoleLog: '/vm/console.log',
+    pidFile: '/vm/qemu.pid',
+    accel: 'tcg' as const,
+  };
+  const args = microvmArgs(spec);
+  const after = (flag: string): string[] => args.flatMap((a, i) => (a === flag ? [args[i + 1]!] : []));
+  assert.deepEqual(after('-smp'), ['1']);
+  assert.deepEqual(after('-m'), ['256M']);
+  assert.match(after('-append')[0]!, /warren\.layers=dm(\s|$)/);
+  assert.deepEqual(
+    after('-device').filter((d) => d.startsWith('virtio-blk')),
+    [
+      'virtio-blk-device,drive=l0,serial=warren-l0',
+      'virtio-blk-device,drive=d0,serial=warren-d0',
+      'virtio-blk-device,drive=l1,serial=warren-l1',
+      'virtio-blk-device,drive=rw,serial=warren-rw',
+    ],
+  );
+  assert.equal(after('-drive').filter((d) => d.includes('readonly=on')).length, 3);
+  assert.ok(args.includes('-nodefaults'));
+  assert.ok(!args.some((a) => a.includes('netdev')));
+  assert.throws(() => microvmArgs({ ...spec, rwDisk: '/vm/a,b' }), /commas/);
+});
+
+test('MuxDecoder: frames split across chunks and several in one; an oversized length is refused', () => {
+  const d = new MuxDecoder();
+  const a = muxFrame(MUX.DATA, 7, Buffer.from('hello'));
+  const b = muxFrame(MUX.EOF, 7);
+  const all = Buffer.concat([a, b]);
+  assert.deepEqual(d.push(all.subarray(0, 4)), []);
+  assert.deepEqual(d.push(all.subarray(4, MUX_HEADER + 2)), []);
+  const got = d.push(all.subarray(MUX_HEADER + 2));
+  assert.deepEqual(
+    got.map((f) => [f.type, f.id, f.payload.toString()]),
+    [
+      [MUX.DATA, 7, 'hello'],
+      [MUX.EOF, 7, ''],
+    ],
+  );
+  const bad = Buffer.alloc(MUX_HEADER);
+  bad[0] = MUX.DATA;
+  bad.writeUInt32BE(1 << 20, 5);
+  assert.throws(() => new MuxDecoder().push(bad), /frame of 1048576 bytes/);
+});

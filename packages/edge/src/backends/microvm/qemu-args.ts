@@ -1,0 +1,68 @@
+/** One image layer as the guest gets it: its EROFS file, and its file data when split off. */
+export interface VmLayer {
+  meta: string;
+  data: string | null;
+}
+
+/** Everything one microVM's QEMU is started with. */
+export interface MicrovmSpec {
+  kernel: string;
+  initrd: string;
+  cpus: number;
+  memoryMiB: number;
+  /** Bottom first. */
+  layers: VmLayer[];
+  /** The writable disk (ext4, made by the host): the overlay's upper. */
+  rwDisk: string;
+  /** QEMU listens here for the agent's port (the edge's AgentMux connects). */
+  agentSocket: string;
+  /** QEMU's QMP socket (stop, cont, migrate, quit). */
+  qmpSocket: string;
+  /** The guest's console, for errors at boot. */
+  consoleLog: string;
+  pidFile: string;
+  /** `kvm` where /dev/kvm can really run a guest, else `tcg`. */
+  accel: 'kvm' | 'tcg';
+}
+
+/**
+ * QEMU's arguments for a microVM (pure): the `microvm` machine (no firmware, no PCI, virtio over
+ * MMIO), direct kernel boot into Warren's initramfs, each layer a read-only virtio disk named by
+ * its serial (warren-lN, its data warren-dN), the writable disk warren-rw, the agent on the
+ * virtio-serial port warren.agent, nothing else: no network device, no display, no defaults.
+ */
+export function microvmArgs(s: MicrovmSpec): string[] {
+  const kinds = s.layers.map((l) => (l.data ? 'd' : 'm')).join('');
+  const disks = s.layers.flatMap((l, i) => [...drive(`l${i}`, l.meta, true), ...(l.data ? drive(`d${i}`, l.data, true) : [])]);
+  // prettier-ignore
+  return [
+    '-M', 'microvm,x-option-roms=off,rtc=on',
+    '-accel', s.accel,
+    '-cpu', s.accel === 'kvm' ? 'host' : 'max',
+    '-smp', String(Math.max(1, Math.ceil(s.cpus))),
+    '-m', `${s.memoryMiB}M`,
+    '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
+    '-kernel', s.kernel,
+    '-initrd', s.initrd,
+    '-append', `console=ttyS0 quiet panic=-1 warren.layers=${kinds}`,
+    '-serial', `file:${s.consoleLog}`,
+    ...disks,
+    ...drive('rw', s.rwDisk, false),
+    '-device', 'virtio-serial-device',
+    '-chardev', `socket,id=agent,path=${s.agentSocket},server=on,wait=off`,
+    '-device', 'virtserialport,chardev=agent,name=warren.agent',
+    '-qmp', `unix:${s.qmpSocket},server=on,wait=off`,
+    '-pidfile', s.pidFile,
+    '-daemonize',
+  ];
+}
+
+/** A virtio disk on the MMIO bus with `serial` = `warren-ID` (how the guest finds it). */
+function drive(id: string, file: string, readonly: boolean): string[] {
+  if (/[,\s]/.test(file)) throw new Error(`a microVM disk path may not hold commas or spaces: ${file}`);
+  // prettier-ignore
+  return [
+    '-drive', `id=${id},file=${file},format=raw,if=none,${readonly ? 'readonly=on' : 'discard=unmap'}`,
+    '-device', `virtio-blk-device,drive=${id},serial=warren-${id}`,
+  ];
+}
