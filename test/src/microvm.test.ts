@@ -2,9 +2,10 @@
 // (warren-vmstage, then warren-init as PID 1), busybox's EROFS layer as read-only virtio disks
 // under an overlay on an ext4 writable disk, the init's protocol over the virtio-serial mux.
 import { test } from 'node:test';
+import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -19,10 +20,17 @@ import {
   type RunningMicrovm,
   type VmLayer,
 } from '@warren/edge';
-import { IMAGE_CACHE } from './harness.js';
+import { IMAGE_CACHE, errorCode, http, startTestWarren } from './harness.js';
 
 const NATIVE = new URL('../../native/build', import.meta.url).pathname;
 const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
+
+/** A platform dir of warren-init alone (what the guest finds at /.warren). */
+async function platformOf(native: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-platform-'));
+  await copyFile(join(native, 'warren-init'), join(dir, 'warren-init'));
+  return dir;
+}
 
 /** busybox's layer in the image cache: its EROFS file and its split-off data. */
 function busyboxLayer(): VmLayer {
@@ -61,7 +69,7 @@ const alive = (pid: number): boolean => {
 
 test('a microVM boots busybox from its EROFS layer and its init answers over the virtio-serial mux', { timeout: 120_000 }, async () => {
   const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
-  const kit = await guestKit(GUEST_CACHE, NATIVE);
+  const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), await platformOf(NATIVE));
   let vm: RunningMicrovm | null = null;
   try {
     const t0 = performance.now();
@@ -98,7 +106,7 @@ test('a microVM boots busybox from its EROFS layer and its init answers over the
 
 test('a guest that cannot start: a clear error with its console, QEMU gone, nothing left running', { timeout: 120_000 }, async () => {
   const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
-  const kit = await guestKit(GUEST_CACHE, NATIVE);
+  const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), await platformOf(NATIVE));
   try {
     // A layer that is not EROFS: the guest's stage cannot mount it and powers off.
     const bogus = join(dir, 'not-erofs');
@@ -115,5 +123,51 @@ test('a guest that cannot start: a clear error with its console, QEMU gone, noth
     if (pid) assert.equal(alive(pid), false);
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('"backend": "microvm" through the API: exec, files, env and workdir, loopback only, deleted with nothing left', { timeout: 180_000 }, async () => {
+  const t = await startTestWarren({ images: ['busybox:latest'] });
+  try {
+    const info = (await http(t, 'GET', '/v1/info')).json as { backends: Array<{ name: string; available: boolean; accelerator: string | null }> };
+    assert.deepEqual(
+      info.backends.find((b) => b.name === 'microvm'),
+      { name: 'microvm', available: true, accelerator: 'tcg' },
+    );
+    const opened = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', backend: 'microvm', network: { egress: 'allow' } });
+    assert.equal(errorCode(opened), 'invalid_argument');
+    assert.match((opened.json as { error: { message: string } }).error.message, /loopback only/);
+
+    const sb = await t.client.sandboxes.create({
+      image: 'busybox:latest',
+      backend: 'microvm',
+      env: { FROM: 'api' },
+      workdir: '/work',
+      resources: { memoryMiB: 256 },
+    });
+    try {
+      assert.equal(sb.info.backend, 'microvm');
+      const r = await sb.exec('echo $FROM; pwd; uname -r; cat /proc/1/comm; echo err >&2; exit 4');
+      assert.equal(r.exitCode, 4);
+      assert.equal(r.stderr, 'err\n');
+      const [from, pwd, kernel, init] = r.stdout.split('\n');
+      assert.deepEqual([from, pwd, init], ['api', '/work', 'warren-init']);
+      assert.notEqual(kernel, execFileSync('uname', ['-r']).toString().trim(), 'the guest runs its own kernel');
+      await sb.files.write('/work/notes.txt', 'from the API\n');
+      assert.equal((await sb.exec('cat /work/notes.txt')).stdout, 'from the API\n');
+      assert.equal(await sb.files.readText('/work/notes.txt'), 'from the API\n');
+      const list = await t.client.sandboxes.list();
+      assert.ok(list.sandboxes.some((x) => x.id === sb.id));
+      const vmDir = join(t.dataDir, 'microvm', sb.id);
+      const pid = Number(await readFile(vmFiles(vmDir).pid, 'utf8'));
+      assert.ok(alive(pid));
+      await sb.delete();
+      assert.equal(alive(pid), false);
+      assert.equal(existsSync(vmDir), false);
+    } finally {
+      await sb.delete().catch(() => undefined);
+    }
+  } finally {
+    await t.close();
   }
 });

@@ -306,15 +306,19 @@ describe('bad input gets the contract error and harms nothing', () => {
     assert.equal(errorCode(big), 'resource_exhausted');
     const vm = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', backend: 'vm' });
     assert.equal(errorCode(vm), 'invalid_argument');
-    assert.match((vm.json as { error: { message: string } }).error.message, /backend "vm" is not available on any node; use one of: container/);
+    assert.match((vm.json as { error: { message: string } }).error.message, /backend "vm" is not available on any node; use one of: container, microvm/);
     // What the node's edge registered is what the node offers.
     const info = await http(t, 'GET', '/v1/info');
     assert.deepEqual(
-      (info.json as { backends: Array<{ name: string; available: boolean }> }).backends.map((b) => [b.name, b.available]),
+      (info.json as { backends: Array<{ name: string; available: boolean; accelerator: string | null }> }).backends.map((b) => [
+        b.name,
+        b.available,
+        b.accelerator,
+      ]),
       [
-        ['container', true],
-        ['microvm', false],
-        ['vm', false],
+        ['container', true, null],
+        ['microvm', true, 'tcg'],
+        ['vm', false, null],
       ],
     );
     const ghost = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', user: 'ghost' });

@@ -18,7 +18,7 @@ export { CgroupV1, parseProcCgroup, readOwnCgroupParent, sandboxCgroupParent } f
 export { InitCall } from './init/call.js';
 export { SandboxNetwork } from './net/sandbox-network.js';
 export type { NetAttachment, NetHost, SandboxNetworkOptions } from './net/sandbox-network.js';
-export { compilePolicy, widestAllowPrefix } from './net/policy.js';
+export { compilePolicy, opensNetwork, widestAllowPrefix } from './net/policy.js';
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
 export { activeSwaps, defaultZramMiB, openNodeSwap, removeLeftoverZram, setupZramSwap } from './host/swap.js';
@@ -47,3 +47,4 @@ export { startCommand } from './init/channel.js';
 export { REPLY } from './init/frame.js';
 export type { AgentConnect } from './init/call.js';
 export { decodeFields } from './init/frame.js';
+export { MicrovmBackend, type MicrovmBackendOptions } from './backends/microvm/microvm-backend.js';

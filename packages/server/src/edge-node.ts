@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { chmod, copyFile, mkdir, readFile, rename } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -6,6 +7,10 @@ import {
   CgroupV1,
   ContainerBackend,
   Edge,
+  MicrovmBackend,
+  guestKit,
+  type Backend,
+  type GuestKit,
   HostHelper,
   SandboxNetwork,
   openSandboxDisk,
@@ -179,6 +184,9 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
     logger: o.logger,
   });
   await backend.open();
+  const backends: Backend[] = [backend];
+  const microvm = await openMicrovm(o, layers, nativeDir, platformDir);
+  if (microvm) backends.push(microvm);
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
@@ -190,7 +198,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
     : undefined;
   const edge = new Edge({
     nodeId,
-    backends: [backend],
+    backends,
     now: o.clock,
     capacity: {
       cpu: ncpu * (o.overcommit?.cpu ?? 64),
@@ -235,4 +243,35 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
       await swap?.close();
     },
   };
+}
+
+/** Where `scripts/guest-kernel.sh` unpacks the microVM guest kernel by default. */
+export const DEFAULT_GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
+
+/**
+ * The microVM backend, when this node can run it: QEMU installed and a guest kernel in the cache
+ * (else null, said in the log). Its guests run under TCG unless told `kvm` (a probe that boots a
+ * guest under KVM to see that it really runs is still to come: on this kind of machine
+ * /dev/kvm can open and yet hang a stock kernel).
+ */
+async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: string, platformDir: string): Promise<MicrovmBackend | null> {
+  if (o.microvm === false) return null;
+  const cacheDir = o.microvm?.guestCacheDir ?? DEFAULT_GUEST_CACHE;
+  const qemu = ['/usr/bin/qemu-system-x86_64', '/usr/local/bin/qemu-system-x86_64'].some((p) => existsSync(p));
+  if (!qemu || !existsSync(join(cacheDir, 'current'))) {
+    o.logger.info('no microVM backend on this node (QEMU or the guest kernel is missing: bash scripts/setup.sh installs both)', { cacheDir });
+    return null;
+  }
+  let kit: Promise<GuestKit> | null = null;
+  return new MicrovmBackend({
+    dir: join(o.dataDir, 'microvm'),
+    store: layers,
+    kit: () =>
+      (kit ??= guestKit(cacheDir, join(nativeDir, 'warren-vmstage'), platformDir).catch((e: unknown) => {
+        kit = null;
+        throw e;
+      })),
+    accel: o.microvm?.accel ?? 'tcg',
+    defaultDiskMiB: 1024,
+  });
 }

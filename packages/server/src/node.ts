@@ -33,6 +33,11 @@ export interface WarrenOptions {
   nativeDir?: string;
   runcPath?: string;
   runcRoot?: string;
+  /**
+   * The microVM backend (QEMU `microvm`): on when QEMU and the guest kernel
+   * (scripts/guest-kernel.sh, under `guestCacheDir`) are there, unless false.
+   */
+  microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string };
   /** How sandbox inits start: `native` (default) or `runc`. */
   runtime?: ContainerRuntime;
   images?: DefaultImageName[];

@@ -43,6 +43,8 @@ export interface BackendCapabilities {
   ports: boolean;
   /** It can run FnCall workers. */
   fnWorkers: boolean;
+  /** Its sandboxes can join the node's sandbox network (else they have loopback only). */
+  network: boolean;
 }
 
 /**
@@ -53,6 +55,8 @@ export interface Backend {
   /** What a create names in `backend` to get this one. */
   readonly name: string;
   readonly capabilities: BackendCapabilities;
+  /** How its sandboxes are run when that differs by machine (a VM's `kvm` or `tcg`). */
+  readonly accelerator?: string;
   /**
    * Starts a sandbox. Its CPU limit may wait for `started`: what the platform does in it before
    * handing it over (its init's start, resolv.conf, workdir, files) is not the sandbox's to pay for.

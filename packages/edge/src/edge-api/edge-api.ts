@@ -19,7 +19,7 @@ export interface EdgeInfo {
   /** The largest file a write or an archive may put into a sandbox, in bytes. */
   maxFileBytes: number;
   /** The backends it runs, by name, and what each can do (the first is the default). */
-  backends: Array<{ name: string; capabilities: BackendCapabilities }>;
+  backends: Array<{ name: string; capabilities: BackendCapabilities; accelerator?: string | null }>;
 }
 
 /** What the node carries now (see Edge.usage, requested and used). */

@@ -18,8 +18,8 @@ export class BackendSet {
   }
 
   /** Names and capabilities, as the node reports them. */
-  describe(): Array<{ name: string; capabilities: BackendCapabilities }> {
-    return this.all.map((b) => ({ name: b.name, capabilities: { ...b.capabilities } }));
+  describe(): Array<{ name: string; capabilities: BackendCapabilities; accelerator: string | null }> {
+    return this.all.map((b) => ({ name: b.name, capabilities: { ...b.capabilities }, accelerator: b.accelerator ?? null }));
   }
 
   /** What every backend's sandboxes use together. */

@@ -9,7 +9,7 @@ import { parseSessionId } from './live.js';
 /** A strict fake backend: records calls, fails creates on demand, throws on anything unexpected. */
 class FakeBackend implements Backend {
   readonly name = 'fake';
-  capabilities = { pause: true, commit: true, ports: true, fnWorkers: true };
+  capabilities = { pause: true, commit: true, ports: true, fnWorkers: true, network: true };
   calls: string[] = [];
   failCreate = false;
   dead = new Set<string>();
@@ -308,7 +308,7 @@ test("the backend hears that a sandbox is set up only after the edge's own write
 test('a create picks its backend by name; a name the node lacks, or an operation its backend cannot do, is refused and costs nothing', async () => {
   const first = new FakeBackend();
   const second = new FakeBackend();
-  Object.assign(second, { name: 'small', capabilities: { pause: false, commit: false, ports: false, fnWorkers: false } });
+  Object.assign(second, { name: 'small', capabilities: { pause: false, commit: false, ports: false, fnWorkers: false, network: false } });
   const e = edge(first, [], { backends: [first, second] });
   await assert.rejects(
     e.create(spec('sb_x', { backend: 'vm' })),

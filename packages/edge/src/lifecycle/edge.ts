@@ -19,6 +19,7 @@ import { EdgeEvents } from './events.js';
 import { BackendSet, capable } from './backend-set.js';
 import type { LayerInfo } from '@warren/images';
 import { stopReclaim } from './reclaim.js';
+import { compilePolicy, opensNetwork } from '../net/policy.js';
 import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
 import { SandboxNetworks } from './networks.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
@@ -158,7 +159,11 @@ export class Edge {
     this.admit(spec.resources);
     this.reserve(spec.resources, 1);
     let sb: BackendSandbox | null = null;
-    const net = this.o.network;
+    // A backend without the node's sandbox network gives its sandboxes loopback only: rules
+    // that open more are refused, never recorded and ignored.
+    if (!backend.capabilities.network && opensNetwork(compilePolicy(spec.network)))
+      throw new WarrenError('invalid_argument', `a ${backend.name} sandbox has loopback only: leave out network rules that open it`, { backend: backend.name });
+    const net = backend.capabilities.network ? this.o.network : undefined;
     try {
       const link = net && !spec.fn ? await net.attach(spec.id, spec.network) : null;
       sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath, fn: spec.fn });
@@ -207,7 +212,7 @@ export class Edge {
     const sb = await backend.adopt(spec.id);
     if (!sb) return false;
     // A sandbox from before its node had networking keeps the empty namespace it has.
-    await this.o.network?.adopt(spec.id, spec.network);
+    if (backend.capabilities.network) await this.o.network?.adopt(spec.id, spec.network);
     spec.paused = false;
     this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
     this.layerRefs.hold(spec.layers);

@@ -19,6 +19,11 @@ export interface CompiledPolicy {
   source: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] };
 }
 
+/** Whether a policy lets a sandbox reach anything beyond its own loopback. */
+export function opensNetwork(c: CompiledPolicy): boolean {
+  return c.egress === 'allow' || c.allowNames.size > 0 || c.allowSuffixes.length > 0 || c.allowCidrs.length > 0;
+}
+
 /** Parses a policy; throws (with the offending rule) on what the schema would have refused. */
 export function compilePolicy(p: NetworkPolicy | undefined): CompiledPolicy {
   const c: CompiledPolicy = {

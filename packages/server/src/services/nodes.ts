@@ -132,7 +132,12 @@ export class NodeService {
   /** The backends a create may name, with whether a node runs each (Warren knows three). */
   backends(): Array<{ name: string; available: boolean; accelerator: string | null }> {
     const have = this.cluster.backends();
-    return (['container', 'microvm', 'vm'] as const).map((name) => ({ name, available: have.has(name), accelerator: null }));
+    const described = this.cluster.up().flatMap((n) => n.info.backends);
+    return (['container', 'microvm', 'vm'] as const).map((name) => ({
+      name,
+      available: have.has(name),
+      accelerator: described.find((b) => b.name === name)?.accelerator ?? null,
+    }));
   }
 
   /** The nodes' gauges (per node, and the cluster's totals) and per-sandbox network counters, Prometheus text. */

@@ -1,6 +1,6 @@
 import type { CreateSandboxRequest, Image, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
 import { WarrenError, sandboxEnv } from '@warren/api';
-import type { CompiledPolicy, EdgeSandboxSpec, EdgeSandboxState } from '@warren/edge';
+import type { EdgeSandboxSpec, EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord } from '../store/store.js';
 import type { Caller } from './sandboxes.js';
@@ -55,11 +55,6 @@ const EMPTY_NET_USAGE = { bytesIn: 0, bytesOut: 0, connectionsAllowed: 0, connec
 
 /** Whether a key's quota limits anything (a key without one is never counted). */
 export const hasQuota = (q: KeyRecord['quota']): boolean => q.sandboxes !== undefined || q.cpu !== undefined || q.memoryMiB !== undefined;
-
-/** Whether network rules let a sandbox reach beyond loopback. */
-export function opensNetwork(c: CompiledPolicy): boolean {
-  return c.egress === 'allow' || c.allowNames.size > 0 || c.allowSuffixes.length > 0 || c.allowCidrs.length > 0;
-}
 
 /** The states a running sandbox's pause and resume move between. */
 export const RUNNING: SandboxState[] = ['running', 'paused'];

@@ -1,6 +1,6 @@
 import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { compilePolicy, widestAllowPrefix, type EdgeApi, type EdgeSandboxState } from '@warren/edge';
+import { compilePolicy, opensNetwork, widestAllowPrefix, type EdgeApi, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
@@ -12,7 +12,7 @@ import { createWrites, type CreateWrites } from './create-writes.js';
 import { SandboxEnds } from './sandbox-ends.js';
 import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
-import { RUNNING, decodeFiles, edgeSpec, hasQuota, opensNetwork, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
+import { RUNNING, decodeFiles, edgeSpec, hasQuota, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
 
 export { decodeFiles, hasQuota, poolKey, unclaimedSpec, visibleImage, type DecodedFile } from './sandbox-view.js';
 

@@ -60,7 +60,7 @@ export interface ContainerBackendOptions {
 /** Container sandboxes: EROFS layers + overlay, a user namespace and the rest, warren-init as PID 1. */
 export class ContainerBackend implements Backend {
   readonly name = 'container';
-  readonly capabilities = { pause: true, commit: true, ports: true, fnWorkers: true };
+  readonly capabilities = { pause: true, commit: true, ports: true, fnWorkers: true, network: true };
   readonly runtime: ContainerRuntime;
   private readonly layers: LayerMounts;
   /** runc is CPU-bound; more parallel starts than cores only thrash. */

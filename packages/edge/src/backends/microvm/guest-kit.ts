@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import { cpioNewc, type CpioEntry } from './cpio.js';
@@ -29,24 +29,32 @@ export interface GuestKit {
   release: string;
 }
 
-/** The entries of a microVM's initramfs (pure): the stage as /init, the modules, the platform files. */
-export function initramfsEntries(files: { stage: Buffer; init: Buffer; modules: Array<{ name: string; data: Buffer }> }): CpioEntry[] {
+/**
+ * The entries of a microVM's initramfs (pure): the stage as /init, the modules, and the platform
+ * files (warren-init and what a container finds at /.warren too) under platform/.
+ */
+export function initramfsEntries(files: {
+  stage: Buffer;
+  platform: Array<{ name: string; data: Buffer }>;
+  modules: Array<{ name: string; data: Buffer }>;
+}): CpioEntry[] {
   return [
     { path: 'init', data: files.stage, mode: 0o755 },
     { path: 'modules', dir: true },
     ...files.modules.map((m) => ({ path: `modules/${m.name}`, data: m.data })),
     { path: 'modules/order', data: Buffer.from(files.modules.map((m) => m.name).join('\n') + '\n') },
     { path: 'platform', dir: true },
-    { path: 'platform/warren-init', data: files.init, mode: 0o755 },
+    ...files.platform.map((f) => ({ path: `platform/${f.name}`, data: f.data, mode: 0o755 })),
   ];
 }
 
 /**
  * The guest kit under `cacheDir` (the kernel `scripts/guest-kernel.sh` unpacked there), its
- * initramfs built from `nativeDir`'s warren-vmstage and warren-init if this build has none yet
- * (named by the hash of what went in, written whole or not at all).
+ * initramfs built from `stage` (warren-vmstage) and the files of `platformDir` (warren-init and
+ * the rest of /.warren) if this build has none yet (named by the hash of what went in, written
+ * whole or not at all).
  */
-export async function guestKit(cacheDir: string, nativeDir: string): Promise<GuestKit> {
+export async function guestKit(cacheDir: string, stage: string, platformDir: string): Promise<GuestKit> {
   const current = join(cacheDir, 'current');
   const release = existsSync(current) ? (await readFile(current, 'utf8')).trim() : '';
   const kernelDir = join(cacheDir, release);
@@ -54,11 +62,10 @@ export async function guestKit(cacheDir: string, nativeDir: string): Promise<Gue
   if (!release || !existsSync(kernel))
     throw new WarrenError('unavailable', `no microVM guest kernel in ${cacheDir}: run scripts/guest-kernel.sh (bash scripts/setup.sh does)`, { cacheDir });
   const modules = await Promise.all(GUEST_MODULES.map(async (m) => ({ name: m.split('/').pop()!, data: await readFile(join(kernelDir, 'modules', m)) })));
-  const entries = initramfsEntries({
-    stage: await readFile(join(nativeDir, 'warren-vmstage')),
-    init: await readFile(join(nativeDir, 'warren-init')),
-    modules,
-  });
+  const names = (await readdir(platformDir, { withFileTypes: true })).filter((d) => d.isFile()).map((d) => d.name);
+  if (!names.includes('warren-init')) throw new WarrenError('internal', `no warren-init in ${platformDir}`);
+  const platform = await Promise.all(names.sort().map(async (name) => ({ name, data: await readFile(join(platformDir, name)) })));
+  const entries = initramfsEntries({ stage: await readFile(stage), platform, modules });
   const archive = cpioNewc(entries);
   const initrd = join(cacheDir, `initrd-${createHash('sha256').update(archive).digest('hex').slice(0, 16)}.cpio`);
   if (!existsSync(initrd)) {

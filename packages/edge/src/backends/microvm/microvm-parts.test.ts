@@ -43,12 +43,15 @@ test('cpioNewc writes the kernel’s newc format: entries, modes and data read b
   assert.throws(() => cpioNewc([{ path: 'a/../b', data: Buffer.alloc(0) }]), /bad path/);
 });
 
-test('the initramfs: the stage as /init, the modules in order, warren-init under platform/', () => {
+test('the initramfs: the stage as /init, the modules in order, the platform files under platform/', () => {
   const names = readCpio(
     cpioNewc(
       initramfsEntries({
         stage: Buffer.from('S'),
-        init: Buffer.from('I'),
+        platform: [
+          { name: 'bash', data: Buffer.from('B') },
+          { name: 'warren-init', data: Buffer.from('I') },
+        ],
         modules: [
           { name: 'virtio.ko', data: Buffer.from('v') },
           { name: 'erofs.ko', data: Buffer.from('e') },
@@ -65,6 +68,7 @@ test('the initramfs: the stage as /init, the modules in order, warren-init under
       ['modules/erofs.ko', 'e'],
       ['modules/order', 'virtio.ko\nerofs.ko\n'],
       ['platform', ''],
+      ['platform/bash', 'B'],
       ['platform/warren-init', 'I'],
     ],
   );
@@ -86,12 +90,15 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
     consoleLog: '/vm/console.log',
     pidFile: '/vm/qemu.pid',
     accel: 'tcg' as const,
+    tscKhz: 2096013.4,
   };
   const args = microvmArgs(spec);
   const after = (flag: string): string[] => args.flatMap((a, i) => (a === flag ? [args[i + 1]!] : []));
   assert.deepEqual(after('-smp'), ['1']);
   assert.deepEqual(after('-m'), ['256M']);
   assert.match(after('-append')[0]!, /warren\.layers=dm(\s|$)/);
+  assert.match(after('-append')[0]!, / tsc_early_khz=2096013 /);
+  assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc_early_khz/);
   assert.deepEqual(
     after('-device').filter((d) => d.startsWith('virtio-blk')),
     [

@@ -18,6 +18,8 @@ export interface MicrovmStart {
   /** The writable disk's size. */
   diskMiB: number;
   accel: 'kvm' | 'tcg';
+  /** The host's TSC rate (see MicrovmSpec.tscKhz; default: read from /proc/cpuinfo). */
+  tscKhz?: number | null;
   /** How long the guest has to answer its first call (ms; default 30,000). */
   bootTimeoutMs?: number;
 }
@@ -58,6 +60,7 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     consoleLog: f.console,
     pidFile: f.pid,
     accel: s.accel,
+    tscKhz: s.tscKhz === undefined ? await hostTscKhz() : s.tscKhz,
   });
   // -daemonize: the command answers once QEMU is set up, its VM running in a process of its own.
   const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
@@ -79,6 +82,19 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     throw new WarrenError('unavailable', 'the microVM did not answer: its guest did not start', { console: console.slice(-2000) }, { cause: e });
   }
   return { pid, mux, dir };
+}
+
+let tscKhz: Promise<number | null> | null = null;
+
+/** The host CPU's rate in kHz as /proc/cpuinfo says (its TSC's on a CPU with a constant TSC), read once; null if unknown. */
+export function hostTscKhz(): Promise<number | null> {
+  tscKhz ??= readFile('/proc/cpuinfo', 'utf8')
+    .then((t) => {
+      const mhz = Number(/^cpu MHz\s*:\s*([\d.]+)/m.exec(t)?.[1]);
+      return mhz > 0 ? Math.round(mhz * 1000) : null;
+    })
+    .catch(() => null);
+  return tscKhz;
 }
 
 /** Kills a microVM's QEMU and waits until it is gone (at most 5 s). */

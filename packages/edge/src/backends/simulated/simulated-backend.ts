@@ -13,7 +13,7 @@ const NONE: SandboxStats = { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
  */
 export class SimulatedBackend implements Backend {
   readonly name = 'container';
-  readonly capabilities = { pause: true, commit: false, ports: false, fnWorkers: false };
+  readonly capabilities = { pause: true, commit: false, ports: false, fnWorkers: false, network: true };
   private readonly ids = new Set<string>();
 
   async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
