@@ -53,6 +53,8 @@ class MuxStream extends Duplex {
   credit = MUX_WINDOW;
   /** Bytes read by our consumer and not yet granted back to the guest. */
   private consumed = 0;
+  /** Bytes the guest may still send (what we granted and it has not used). */
+  private allowed = MUX_WINDOW;
   private waiting: { chunk: Buffer; done: (e?: Error | null) => void } | null = null;
 
   constructor(
@@ -62,16 +64,23 @@ class MuxStream extends Duplex {
     super({ allowHalfOpen: true });
   }
 
-  /** Bytes from the guest. */
-  deliver(payload: Buffer): void {
+  /**
+   * Bytes from the guest; false when they are past the credit it was granted (a guest that
+   * breaks the protocol: the stream is ended rather than buffered without bound).
+   */
+  deliver(payload: Buffer): boolean {
+    if (payload.length > this.allowed) return false;
+    this.allowed -= payload.length;
     this.consumed += payload.length;
     this.push(payload);
+    return true;
   }
 
   override _read(): void {
     if (this.consumed > 0) {
       const grant = Buffer.allocUnsafe(4);
       grant.writeUInt32BE(this.consumed);
+      this.allowed += this.consumed;
       this.consumed = 0;
       this.mux.send(MUX.CREDIT, this.id, grant);
     }
@@ -192,7 +201,8 @@ export class AgentMux {
     const s = this.streams.get(id);
     if (!s) return;
     if (type === MUX.DATA) {
-      if (!s.readableEnded) s.deliver(Buffer.from(payload));
+      if (!s.readableEnded && !s.deliver(Buffer.from(payload)))
+        s.destroy(new WarrenError('unavailable', "the microVM's agent sent more than it was allowed on a connection"));
     } else if (type === MUX.EOF) s.push(null);
     else if (type === MUX.CREDIT && payload.length === 4) {
       s.credit += payload.readUInt32BE(0);

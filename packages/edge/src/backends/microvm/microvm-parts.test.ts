@@ -1,7 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpioNewc } from './cpio.js';
-import { MUX, MUX_HEADER, MuxDecoder, muxFrame } from './agent-mux.js';
+import { createServer, type Socket } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AgentMux, MUX, MUX_HEADER, MUX_MAX_PAYLOAD, MUX_WINDOW, MuxDecoder, muxFrame } from './agent-mux.js';
 import { microvmArgs } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
 
@@ -133,4 +137,94 @@ test('MuxDecoder: frames split across chunks and several in one; an oversized le
   bad[0] = MUX.DATA;
   bad.writeUInt32BE(1 << 20, 5);
   assert.throws(() => new MuxDecoder().push(bad), /frame of 1048576 bytes/);
+});
+
+/** A stand-in guest on a Unix socket: the frames it got, and a way to send its own. */
+async function fakeGuest(
+  onFrame: (f: { type: number; id: number; payload: Buffer }, send: (b: Buffer) => void) => void,
+): Promise<{ path: string; got: Array<{ type: number; id: number; payload: Buffer }>; close: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-mux-'));
+  const path = join(dir, 'agent.sock');
+  const got: Array<{ type: number; id: number; payload: Buffer }> = [];
+  const sockets: Socket[] = [];
+  const server = createServer((sock) => {
+    sockets.push(sock);
+    const d = new MuxDecoder();
+    sock.on('data', (c: Buffer) => {
+      for (const f of d.push(c)) {
+        got.push({ ...f, payload: Buffer.from(f.payload) });
+        onFrame(f, (b) => sock.write(b));
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(path, r));
+  return {
+    path,
+    got,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+test('AgentMux: a guest sends within the credit it is granted, and gets it back as the host reads', async () => {
+  const total = MUX_WINDOW * 3;
+  let sent = 0;
+  let credit = MUX_WINDOW;
+  let id = 0;
+  const pump = (send: (b: Buffer) => void): void => {
+    while (credit > 0 && sent < total) {
+      const n = Math.min(credit, MUX_MAX_PAYLOAD, total - sent);
+      send(muxFrame(MUX.DATA, id, Buffer.alloc(n, 97)));
+      credit -= n;
+      sent += n;
+    }
+    if (sent === total) send(muxFrame(MUX.EOF, id));
+  };
+  const g = await fakeGuest((f, send) => {
+    if (f.type === MUX.OPEN) {
+      id = f.id;
+      pump(send);
+    } else if (f.type === MUX.CREDIT) {
+      credit += f.payload.readUInt32BE(0);
+      pump(send);
+    }
+  });
+  const mux = new AgentMux(g.path);
+  try {
+    const s = await mux.connect();
+    let n = 0;
+    for await (const chunk of s) n += (chunk as Buffer).length;
+    assert.equal(n, total);
+    // The host gave the guest back what it read: past the first window, in CREDIT frames.
+    const granted = g.got.filter((f) => f.type === MUX.CREDIT).reduce((a, f) => a + f.payload.readUInt32BE(0), 0);
+    assert.ok(granted >= total - MUX_WINDOW, `granted ${granted}`);
+  } finally {
+    mux.close();
+    await g.close();
+  }
+});
+
+test('AgentMux: a guest that sends past its credit has that connection ended (CLOSE), not buffered without bound', async () => {
+  const g = await fakeGuest((f, send) => {
+    if (f.type !== MUX.OPEN) return;
+    for (let sent = 0; sent <= MUX_WINDOW; sent += MUX_MAX_PAYLOAD) send(muxFrame(MUX.DATA, f.id, Buffer.alloc(MUX_MAX_PAYLOAD)));
+  });
+  const mux = new AgentMux(g.path);
+  try {
+    const s = await mux.connect();
+    s.pause(); // nobody reads: the host grants nothing more
+    const err = await Promise.race([
+      new Promise<Error>((resolve) => s.once('error', resolve)),
+      new Promise<Error>((r) => setTimeout(() => r(new Error('no error in 5 s')), 5000)),
+    ]);
+    assert.match(err.message, /more than it was allowed/);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok(g.got.some((f) => f.type === MUX.CLOSE));
+  } finally {
+    mux.close();
+    await g.close();
+  }
 });
