@@ -124,8 +124,8 @@ describe(
       assert.deepEqual(
         listed.map((n) => [n.id, n.backends]),
         [
-          ['a', ['container']],
-          ['b', ['container']],
+          ['a', ['container', 'microvm']],
+          ['b', ['container', 'microvm']],
         ],
       );
       assert.deepEqual(listed.map((n) => n.address).sort(), [a.address, b.address].sort());

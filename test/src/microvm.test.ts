@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
-import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -20,7 +20,7 @@ import {
   type RunningMicrovm,
   type VmLayer,
 } from '@warren/edge';
-import { IMAGE_CACHE, errorCode, http, startTestWarren } from './harness.js';
+import { IMAGE_CACHE, errorCode, http, startTestWarren, until } from './harness.js';
 
 const NATIVE = new URL('../../native/build', import.meta.url).pathname;
 const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
@@ -164,6 +164,49 @@ test('"backend": "microvm" through the API: exec, files, env and workdir, loopba
       await sb.delete();
       assert.equal(alive(pid), false);
       assert.equal(existsSync(vmDir), false);
+    } finally {
+      await sb.delete().catch(() => undefined);
+    }
+  } finally {
+    await t.close();
+  }
+});
+
+test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
+  const t = await startTestWarren({ images: ['busybox:latest'] });
+  try {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+    try {
+      const sh = await sb.shell();
+      await sh.exec('export KEPT=yes; cd /tmp');
+      await sb.exec('(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) > /dev/null 2>&1 &');
+      await sb.files.write('/root/file', 'before the pause\n');
+      const dir = join(t.dataDir, 'microvm', sb.id);
+      const pid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
+      const t0 = performance.now();
+      await sb.pause();
+      const pauseMs = performance.now() - t0;
+      // The page-out of a microVM is its save: the state on disk, its QEMU gone.
+      await until(async () => !alive(pid) && existsSync(vmFiles(dir).state), 60_000);
+      const savedMiB = (await stat(vmFiles(dir).state)).size / 2 ** 20;
+      const node = ((await http(t, 'GET', '/v1/sandboxes/' + sb.id)).json as { state: string }).state;
+      assert.equal(node, 'paused');
+      const t1 = performance.now();
+      await sb.resume();
+      const resumeMs = performance.now() - t1;
+      const c1 = Number(await sb.files.readText('/tmp/count'));
+      assert.equal((await sh.exec('echo $KEPT $(pwd)')).stdout, 'yes /tmp\n');
+      assert.equal(await sb.files.readText('/root/file'), 'before the pause\n');
+      await until(async () => Number(await sb.files.readText('/tmp/count')) > c1 + 3, 30_000);
+      assert.equal(existsSync(vmFiles(dir).state), false);
+      const newPid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
+      assert.notEqual(newPid, pid);
+      assert.ok(alive(newPid));
+      console.log(`microVM pause ${pauseMs.toFixed(0)} ms, saved state ${savedMiB.toFixed(1)} MiB, resume from disk ${resumeMs.toFixed(0)} ms (TCG)`);
+      await sh.close();
+      await sb.delete();
+      assert.equal(alive(newPid), false);
+      assert.equal(existsSync(dir), false);
     } finally {
       await sb.delete().catch(() => undefined);
     }

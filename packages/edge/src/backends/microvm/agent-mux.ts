@@ -155,6 +155,23 @@ export class AgentMux {
     if (tell) this.send(MUX.CLOSE, s.id);
   }
 
+  /**
+   * Ends every stream and the connection, as close does, and answers the streams that were open:
+   * a guest saved and restored still holds its ends of them (see forget).
+   */
+  detach(): number[] {
+    const ids = [...this.streams.keys()];
+    this.close();
+    return ids;
+  }
+
+  /** Tells the guest to end streams it still holds from before a detach. */
+  async forget(ids: number[]): Promise<void> {
+    if (!ids.length) return;
+    const socket = await this.open();
+    for (const id of ids) socket.write(muxFrame(MUX.CLOSE, id));
+  }
+
   /** Ends every stream and the connection. */
   close(): void {
     const socket = this.socket;

@@ -6,7 +6,8 @@ import type { LayerInfo, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
 import { AgentMux } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
-import { removeMicrovm, startMicrovm, stopMicrovm, vmFiles, type RunningMicrovm } from './vm-process.js';
+import { removeMicrovm, restoreMicrovm, saveMicrovm, startMicrovm, stopMicrovm, vmFiles, type RunningMicrovm } from './vm-process.js';
+import { Qmp } from './qmp.js';
 
 export interface MicrovmBackendOptions {
   /** Each microVM's files go in a directory of its own below this one. */
@@ -37,14 +38,16 @@ async function procStat(pid: number): Promise<{ start: number; cpuSeconds: numbe
  * Sandboxes as QEMU microVMs (`"backend": "microvm"`): the guest's kernel is the boundary. Each
  * boots Warren's initramfs, whose stage mounts the image's layers (read-only virtio disks) under
  * an overlay on a writable disk of `diskMiB` and hands over to the same warren-init as in
- * containers, reached over one virtio-serial port (AgentMux). Not yet: pause (a snapshot),
- * commit, ports and the sandbox network (its sandboxes have loopback only).
+ * containers, reached over one virtio-serial port (AgentMux). A pause stops its CPUs at once,
+ * then saves it to disk and ends its QEMU (the reclaim); a resume starts it again from there. Not
+ * yet: commit, ports and the sandbox network (its sandboxes have loopback only).
  */
 export class MicrovmBackend implements Backend {
   readonly name = 'microvm';
-  readonly capabilities = { pause: false, commit: false, ports: false, fnWorkers: false, network: false };
+  readonly capabilities = { pause: true, commit: false, ports: false, fnWorkers: false, network: false };
   readonly accelerator: string;
-  private readonly vms = new Map<string, { pid: number; start: number; mux: AgentMux }>();
+  /** pid 0 and `stale` set: saved to disk, no QEMU (the streams open when it was saved). */
+  private readonly vms = new Map<string, { pid: number; start: number; mux: AgentMux; stale: number[] | null }>();
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.accelerator = o.accel;
@@ -78,7 +81,7 @@ export class MicrovmBackend implements Backend {
       throw e;
     }
     const st = await procStat(vm.pid);
-    this.vms.set(spec.id, { pid: vm.pid, start: st?.start ?? 0, mux: vm.mux });
+    this.vms.set(spec.id, { pid: vm.pid, start: st?.start ?? 0, mux: vm.mux, stale: null });
     return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: st?.start ?? null };
   }
 
@@ -86,13 +89,28 @@ export class MicrovmBackend implements Backend {
 
   async adopt(id: string): Promise<BackendSandbox | null> {
     const f = vmFiles(this.vmDir(id));
-    const pid = Number((await readFile(f.pid, 'utf8').catch(() => '')).trim());
-    const st = pid ? await procStat(pid) : null;
-    const comm = pid ? await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '') : '';
-    if (!st || !comm.startsWith('qemu-system')) return null;
     const mux = new AgentMux(f.agent);
-    this.vms.set(id, { pid, start: st.start, mux });
-    return { id, connect: mux.connect, initPid: pid, initStartTime: st.start };
+    const pid = Number((await readFile(f.pid, 'utf8').catch(() => '')).trim());
+    let st = pid ? await procStat(pid) : null;
+    const comm = pid ? await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '') : '';
+    let running = st && comm.startsWith('qemu-system') ? pid : 0;
+    if (!running && existsSync(f.state)) {
+      // Saved while paused: started again from its state (the edge takes back running sandboxes).
+      const vm = await restoreMicrovm(this.vmDir(id), mux, this.o.bootTimeoutMs).catch(() => null);
+      if (!vm) return null;
+      running = vm.pid;
+      st = await procStat(vm.pid);
+    } else if (running) {
+      await Qmp.open(f.qmp)
+        .then(async (q) => {
+          await q.execute('cont').catch(() => undefined);
+          q.close();
+        })
+        .catch(() => undefined);
+    }
+    if (!running || !st) return null;
+    this.vms.set(id, { pid: running, start: st.start, mux, stale: null });
+    return { id, connect: mux.connect, initPid: running, initStartTime: st.start };
   }
 
   async destroy(id: string): Promise<void> {
@@ -112,16 +130,55 @@ export class MicrovmBackend implements Backend {
     throw new WarrenError('invalid_argument', `a microvm sandbox cannot ${what} yet`);
   }
 
-  async pause(): Promise<void> {
-    this.refuse('pause');
+  private entry(id: string): { pid: number; start: number; mux: AgentMux; stale: number[] | null } {
+    const vm = this.vms.get(id);
+    if (!vm) throw new WarrenError('not_found', `sandbox ${id} is not running here`, { id });
+    return vm;
   }
 
-  async reclaim(): Promise<number> {
-    this.refuse('pause');
+  /** Stops its CPUs (QMP `stop`): answers at once; reclaim then saves it to disk. */
+  async pause(id: string): Promise<void> {
+    const vm = this.entry(id);
+    if (vm.stale) return;
+    const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
+    try {
+      await q.execute('stop');
+    } finally {
+      q.close();
+    }
   }
 
-  async resume(): Promise<void> {
-    this.refuse('resume');
+  /**
+   * A paused microVM's memory given back whole: its state (memory and devices) saved to disk
+   * and its QEMU ended; 0 bytes resident. A resume meanwhile (`signal`) cancels the save.
+   */
+  async reclaim(id: string, signal?: AbortSignal): Promise<number> {
+    const vm = this.entry(id);
+    if (vm.stale) return 0;
+    if (!(await saveMicrovm(this.vmDir(id), vm.pid, signal))) return (await this.stats(id)).memoryBytes;
+    vm.stale = vm.mux.detach();
+    vm.pid = 0;
+    return 0;
+  }
+
+  /** Its CPUs again (QMP `cont`), or, once saved, a new QEMU from its state. */
+  async resume(id: string): Promise<void> {
+    const vm = this.entry(id);
+    if (vm.stale) {
+      const r = await restoreMicrovm(this.vmDir(id), vm.mux, this.o.bootTimeoutMs);
+      const st = await procStat(r.pid);
+      vm.pid = r.pid;
+      vm.start = st?.start ?? 0;
+      await vm.mux.forget(vm.stale);
+      vm.stale = null;
+      return;
+    }
+    const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
+    try {
+      await q.execute('cont');
+    } finally {
+      q.close();
+    }
   }
 
   async commit(): Promise<LayerInfo> {
@@ -130,8 +187,8 @@ export class MicrovmBackend implements Backend {
 
   /** CPU time and memory of its QEMU: what the VMM really holds (RSS), guest and device model together. */
   async stats(id: string): Promise<SandboxStats> {
-    const vm = this.vms.get(id);
-    if (!vm) throw new WarrenError('not_found', `sandbox ${id} is not running here`, { id });
+    const vm = this.entry(id);
+    if (vm.stale) return { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
     const st = await procStat(vm.pid);
     const statm = await readFile(`/proc/${vm.pid}/statm`, 'utf8').catch(() => '0 0');
     return { cpuSeconds: st?.cpuSeconds ?? 0, memoryBytes: Number(statm.split(' ')[1] ?? 0) * 4096, swapBytes: 0 };
@@ -148,10 +205,14 @@ export class MicrovmBackend implements Backend {
     return sum;
   }
 
+  /** Whether its QEMU is gone (one saved to disk while paused has none, and lives on). */
   async exited(sb: BackendSandbox): Promise<boolean> {
-    if (sb.initPid === null) return true;
-    const st = await procStat(sb.initPid);
-    return !st || (sb.initStartTime !== null && st.start !== sb.initStartTime);
+    const vm = this.vms.get(sb.id);
+    if (vm?.stale) return false;
+    const pid = vm?.pid ?? sb.initPid;
+    if (!pid) return true;
+    const st = await procStat(pid);
+    return !st || st.start !== (vm?.start ?? sb.initStartTime);
   }
 
   async releaseLayers(): Promise<void> {}

@@ -91,7 +91,7 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
     rwDisk: '/vm/rw.ext4',
     agentSocket: '/vm/agent.sock',
     qmpSocket: '/vm/qmp.sock',
-    consoleLog: '/vm/console.log',
+    consoleSocket: '/vm/console.sock',
     pidFile: '/vm/qemu.pid',
     accel: 'tcg' as const,
     tscKhz: 2096013.4,
@@ -114,7 +114,7 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   );
   assert.equal(after('-drive').filter((d) => d.includes('readonly=on')).length, 3);
   assert.ok(args.includes('-nodefaults'));
-  assert.ok(!args.some((a) => a.includes('netdev')));
+  assert.ok(!args.some((a) => a.includes('netdev') || a.startsWith('file:')));
   assert.throws(() => microvmArgs({ ...spec, rwDisk: '/vm/a,b' }), /commas/);
 });
 

@@ -18,8 +18,12 @@ export interface MicrovmSpec {
   agentSocket: string;
   /** QEMU's QMP socket (stop, cont, migrate, quit). */
   qmpSocket: string;
-  /** The guest's console, for errors at boot. */
-  consoleLog: string;
+  /**
+   * QEMU listens here for the guest's serial console: the edge reads it while the guest boots
+   * (its errors), and what the guest writes while nobody reads is dropped (a file would let a
+   * guest fill the node's disk).
+   */
+  consoleSocket: string;
   pidFile: string;
   /** `kvm` where /dev/kvm can really run a guest, else `tcg`. */
   accel: 'kvm' | 'tcg';
@@ -51,7 +55,8 @@ export function microvmArgs(s: MicrovmSpec): string[] {
     '-kernel', s.kernel,
     '-initrd', s.initrd,
     '-append', `console=ttyS0 quiet panic=-1${s.accel === 'tcg' && s.tscKhz ? ` tsc_early_khz=${Math.round(s.tscKhz)}` : ''} warren.layers=${kinds}`,
-    '-serial', `file:${s.consoleLog}`,
+    '-chardev', `socket,id=console,path=${s.consoleSocket},server=on,wait=off`,
+    '-serial', 'chardev:console',
     ...disks,
     ...drive('rw', s.rwDisk, false),
     '-device', 'virtio-serial-device',

@@ -1,13 +1,15 @@
 import { execFile, spawn } from 'node:child_process';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { WarrenError } from '@warren/api';
 import { simpleCall } from '../../init/call.js';
 import { REQ } from '../../init/frame.js';
 import { AgentMux } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
-import { microvmArgs, type VmLayer } from './qemu-args.js';
+import { microvmArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
+import { Qmp } from './qmp.js';
 
 const run = promisify(execFile);
 
@@ -31,13 +33,15 @@ export interface RunningMicrovm {
   dir: string;
 }
 
-/** The files of a microVM in its directory (the sockets, the console, the writable disk). */
-export const vmFiles = (dir: string): { agent: string; qmp: string; console: string; pid: string; rw: string } => ({
+/** The files of a microVM in its directory (the sockets, the console, the writable disk, its saved state). */
+export const vmFiles = (dir: string): { agent: string; qmp: string; console: string; pid: string; rw: string; spec: string; state: string } => ({
   agent: join(dir, 'agent.sock'),
   qmp: join(dir, 'qmp.sock'),
-  console: join(dir, 'console.log'),
+  console: join(dir, 'console.sock'),
   pid: join(dir, 'qemu.pid'),
   rw: join(dir, 'rw.ext4'),
+  spec: join(dir, 'vm.json'),
+  state: join(dir, 'state'),
 });
 
 /**
@@ -48,7 +52,7 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
   const f = vmFiles(dir);
   await run('truncate', ['-s', `${s.diskMiB}M`, f.rw]);
   await run('mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', f.rw]);
-  const args = microvmArgs({
+  const spec: MicrovmSpec = {
     kernel: kit.kernel,
     initrd: kit.initrd,
     cpus: s.cpus,
@@ -57,14 +61,21 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     rwDisk: f.rw,
     agentSocket: f.agent,
     qmpSocket: f.qmp,
-    consoleLog: f.console,
+    consoleSocket: f.console,
     pidFile: f.pid,
     accel: s.accel,
     tscKhz: s.tscKhz === undefined ? await hostTscKhz() : s.tscKhz,
-  });
-  // -daemonize: the command answers once QEMU is set up, its VM running in a process of its own.
+  };
+  // What a restore starts the same machine with (its devices must match the saved state's).
+  await writeFile(f.spec, JSON.stringify(spec));
+  return boot(dir, spec, [], s.bootTimeoutMs ?? 30_000, new AgentMux(f.agent));
+}
+
+/** Starts QEMU (it daemonizes once set up) and waits for the guest's init to answer through `mux`. */
+async function boot(dir: string, spec: MicrovmSpec, extra: string[], timeoutMs: number, mux: AgentMux, started?: () => Promise<void>): Promise<RunningMicrovm> {
+  const f = vmFiles(dir);
   const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const p = spawn('qemu-system-x86_64', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn('qemu-system-x86_64', [...microvmArgs(spec), ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     p.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4096)));
     p.once('error', (e) => resolve({ code: -1, stderr: String(e) }));
@@ -72,16 +83,110 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
   });
   if (out.code !== 0) throw new WarrenError('internal', `QEMU did not start the microVM: ${out.stderr.trim()}`, { exitCode: out.code });
   const pid = Number((await readFile(f.pid, 'utf8')).trim());
-  const mux = new AgentMux(f.agent);
+  const console = consoleTail(f.console);
   try {
-    await simpleCall(mux.connect, REQ.stat, [['p', '/']], {}, s.bootTimeoutMs ?? 30_000);
+    await started?.();
+    await simpleCall(mux.connect, REQ.stat, [['p', '/']], {}, timeoutMs);
   } catch (e) {
     mux.close();
     await stopMicrovm(pid);
-    const console = await readFile(f.console, 'utf8').catch(() => '');
-    throw new WarrenError('unavailable', 'the microVM did not answer: its guest did not start', { console: console.slice(-2000) }, { cause: e });
+    throw new WarrenError('unavailable', 'the microVM did not answer: its guest did not start', { console: await console.ended() }, { cause: e });
+  } finally {
+    console.stop();
   }
   return { pid, mux, dir };
+}
+
+/**
+ * The last 2,000 characters the guest's console printed while it booted, read from QEMU's
+ * socket: `stop` ends the reading; `ended` waits (at most a second) for QEMU to close it first.
+ */
+function consoleTail(path: string): { stop(): void; ended(): Promise<string> } {
+  let tail = '';
+  const socket = connect(path);
+  socket.setEncoding('utf8');
+  socket.on('data', (d: string) => (tail = (tail + d).slice(-2000)));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((r) => socket.once('close', () => r()));
+  return {
+    stop: () => socket.destroy(),
+    ended: async () => {
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 1000))]);
+      socket.destroy();
+      return tail;
+    },
+  };
+}
+
+/** A path QEMU's `exec:` migration may name (it goes through a shell). */
+function shellSafe(path: string): string {
+  if (!/^[\w./-]+$/.test(path)) throw new WarrenError('internal', `a microVM's state path may not hold shell characters: ${path}`);
+  return path;
+}
+
+/**
+ * Saves a stopped microVM's state (memory and devices) to its `state` file and ends its QEMU:
+ * true when saved. `signal` (the sandbox is resuming) cancels a save under way: false, QEMU
+ * left running, stopped.
+ */
+export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal): Promise<boolean> {
+  const f = vmFiles(dir);
+  const partial = `${f.state}.partial`;
+  const qmp = await Qmp.open(f.qmp);
+  try {
+    await qmp.execute('stop');
+    // QEMU 7.2 caps a migration at 32 MiB/s unless told otherwise; this one goes to a local file.
+    await qmp.execute('migrate-set-parameters', { 'max-bandwidth': 2 ** 40 });
+    await qmp.execute('migrate', { uri: `exec:cat > ${shellSafe(partial)}` });
+    for (;;) {
+      if (signal?.aborted) {
+        await qmp.execute('migrate_cancel').catch(() => undefined);
+        await rm(partial, { force: true });
+        return false;
+      }
+      const st = (await qmp.execute('query-migrate')) as { status?: string; 'error-desc'?: string };
+      if (st.status === 'completed') break;
+      if (st.status === 'failed' || st.status === 'cancelled') throw new WarrenError('internal', `saving the microVM failed: ${st['error-desc'] ?? st.status}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await rename(partial, f.state);
+    await qmp.execute('quit').catch(() => undefined);
+  } finally {
+    qmp.close();
+  }
+  await waitGone(pid);
+  return true;
+}
+
+/**
+ * Starts a saved microVM again from its state file (the same machine, `-incoming`), reached
+ * through `mux` (the same AgentMux: connections made meanwhile wait for it), then removes the
+ * state file.
+ */
+export async function restoreMicrovm(dir: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
+  const f = vmFiles(dir);
+  const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
+  // It was saved stopped, so it comes back stopped: running again once its state is in.
+  const vm = await boot(dir, spec, ['-incoming', `exec:cat ${shellSafe(f.state)}`], timeoutMs, mux, async () => {
+    const qmp = await Qmp.open(f.qmp);
+    try {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const st = (await qmp.execute('query-status')) as { status?: string };
+        if (st.status === 'running') break;
+        if (st.status !== 'inmigrate') {
+          await qmp.execute('cont');
+          break;
+        }
+        if (Date.now() > until) throw new WarrenError('deadline_exceeded', 'the microVM did not load its saved state in time');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    } finally {
+      qmp.close();
+    }
+  });
+  await rm(f.state, { force: true });
+  return vm;
 }
 
 let tscKhz: Promise<number | null> | null = null;
@@ -104,6 +209,11 @@ export async function stopMicrovm(pid: number): Promise<void> {
   } catch {
     return;
   }
+  await waitGone(pid);
+}
+
+/** Waits until a process is gone (at most 5 s). */
+async function waitGone(pid: number): Promise<void> {
   for (let i = 0; i < 500; i++) {
     try {
       process.kill(pid, 0);
