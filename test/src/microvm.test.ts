@@ -5,11 +5,12 @@ import { test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
-import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   REPLY,
+  sweepDataDir,
   decodeFields,
   guestKit,
   startCommand,
@@ -212,5 +213,38 @@ test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell s
     }
   } finally {
     await t.close();
+  }
+});
+
+test('a dead node’s microVMs are swept with its data dir: its QEMU killed, another dir’s left alone', { timeout: 60_000 }, async () => {
+  const dirs = [await mkdtemp(join(tmpdir(), 'warren-sweep-')), await mkdtemp(join(tmpdir(), 'warren-sweep-'))];
+  const pids: number[] = [];
+  try {
+    for (const d of dirs) {
+      const vm = join(d, 'microvm', 'sb_1');
+      await mkdir(vm, { recursive: true });
+      // A QEMU held before its first instruction (-S): what a node that died left running.
+      execFileSync('qemu-system-x86_64', [
+        '-M',
+        'microvm',
+        '-nodefaults',
+        '-display',
+        'none',
+        '-S',
+        '-qmp',
+        `unix:${join(vm, 'qmp.sock')},server=on,wait=off`,
+        '-pidfile',
+        join(vm, 'qemu.pid'),
+        '-daemonize',
+      ]);
+      pids.push(Number(await readFile(join(vm, 'qemu.pid'), 'utf8')));
+    }
+    assert.ok(alive(pids[0]!) && alive(pids[1]!));
+    await sweepDataDir(dirs[0]!);
+    await until(async () => !alive(pids[0]!), 5000);
+    assert.ok(alive(pids[1]!), 'the other node’s microVM runs on');
+  } finally {
+    for (const p of pids) await stopMicrovm(p);
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
   }
 });

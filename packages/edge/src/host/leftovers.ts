@@ -76,6 +76,13 @@ export async function sweepDataDir(dataDir: string, opts: { remove?: boolean; lo
     for (let i = 0; i < 500 && (await cgroups.procs('pids', path).catch(() => [])).length > 0; i++) await new Promise((r) => setTimeout(r, 2));
     await cgroups.remove(path, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
   }
+  // microVMs: their QEMU, named by its pidfile (and checked to be QEMU, on this dir's files).
+  for (const id of await readdir(join(dataDir, 'microvm')).catch(() => [] as string[])) {
+    const pid = Number((await readFile(join(dataDir, 'microvm', id, 'qemu.pid'), 'utf8').catch(() => '')).trim());
+    const cmdline = pid > 0 ? await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '') : '';
+    if (cmdline.startsWith('qemu-system') && cmdline.includes(join(dataDir, 'microvm', id) + '/') && killQuietly(pid))
+      log(`swept leftover microVM ${pid} (${id})`);
+  }
   // An on-demand blob view's daemon.
   const blobfs = Number((await readFile(join(dataDir, 'cache', 'blobfs.pid'), 'utf8').catch(() => '')).trim());
   if (blobfs > 0 && (await readFile(`/proc/${blobfs}/cmdline`, 'utf8').catch(() => '')).includes('warren-blobfs') && killQuietly(blobfs)) {
