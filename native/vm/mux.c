@@ -32,16 +32,16 @@ struct stream {
 static struct stream streams[VM_MAX_STREAMS];
 static int port_fd = -1;
 
-int vm_find_port(const char *name, char *out, size_t n)
+int vm_sysfs_find(const char *dir, const char *attr, const char *want, char *out, size_t n)
 {
 	for (int tries = 0; tries < 1000; tries++) {
-		DIR *d = opendir("/sys/class/virtio-ports");
+		DIR *d = opendir(dir);
 		struct dirent *e;
 		while (d && (e = readdir(d))) {
 			if (e->d_name[0] == '.')
 				continue;
 			char p[300], s[128] = { 0 };
-			snprintf(p, sizeof p, "/sys/class/virtio-ports/%s/name", e->d_name);
+			snprintf(p, sizeof p, "%s/%s/%s", dir, e->d_name, attr);
 			int fd = open(p, O_RDONLY | O_CLOEXEC);
 			if (fd < 0)
 				continue;
@@ -49,7 +49,7 @@ int vm_find_port(const char *name, char *out, size_t n)
 			close(fd);
 			if (r > 0) {
 				s[strcspn(s, "\n")] = 0;
-				if (!strcmp(s, name)) {
+				if (!strcmp(s, want)) {
 					snprintf(out, n, "/dev/%s", e->d_name);
 					closedir(d);
 					return 0;

@@ -12,7 +12,6 @@
  * warren.layers=KINDS (see layer_kinds). Any failure is written to the console and powers off.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -26,7 +25,6 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <stddef.h>
-#include <time.h>
 #include <unistd.h>
 #include "vm.h"
 
@@ -77,31 +75,7 @@ static void load_modules(void)
 /* The /dev path of the virtio disk whose serial is `serial`, waiting up to 10 s for it to appear. */
 static int find_disk(const char *serial, char *out, size_t n)
 {
-	for (int tries = 0; tries < 1000; tries++) {
-		DIR *d = opendir("/sys/block");
-		struct dirent *e;
-		while (d && (e = readdir(d))) {
-			if (strncmp(e->d_name, "vd", 2))
-				continue;
-			char p[300], s[64] = { 0 };
-			snprintf(p, sizeof p, "/sys/block/%s/serial", e->d_name);
-			int fd = open(p, O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
-				continue;
-			ssize_t r = read(fd, s, sizeof s - 1);
-			close(fd);
-			if (r > 0 && !strncmp(s, serial, strlen(serial)) && (s[strlen(serial)] == 0 || s[strlen(serial)] == '\n')) {
-				snprintf(out, n, "/dev/%s", e->d_name);
-				closedir(d);
-				return 0;
-			}
-		}
-		if (d)
-			closedir(d);
-		struct timespec ts = { 0, 10 * 1000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
-	return -1;
+	return vm_sysfs_find("/sys/block", "serial", serial, out, n);
 }
 
 /*
@@ -186,7 +160,7 @@ int main(void)
 
 	/* The agent's port, found before the root moves (its name is in sysfs). */
 	char port[300];
-	if (vm_find_port("warren.agent", port, sizeof port) < 0)
+	if (vm_sysfs_find("/sys/class/virtio-ports", "name", "warren.agent", port, sizeof port) < 0)
 		die("no virtio-serial port warren.agent");
 
 	if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 || chdir("/") < 0)

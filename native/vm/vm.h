@@ -19,8 +19,11 @@ enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5 };
 #define VM_MAX_PAYLOAD (64 * 1024)
 #define VM_MAX_STREAMS 1024
 
-/* The /dev path of the virtio-serial port named `name`. */
-int vm_find_port(const char *name, char *out, size_t n);
+/*
+ * The /dev path of the device under sysfs `dir` whose `attr` reads `want` (a disk by its serial,
+ * a virtio-serial port by its name), waiting up to 10 s for it to appear; -1 if none did.
+ */
+int vm_sysfs_find(const char *dir, const char *attr, const char *want, char *out, size_t n);
 /* Carries streams between the port and the init's socket until the port fails; the exit status. */
 int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t agent_len);
 
