@@ -248,3 +248,31 @@ test('a dead node’s microVMs are swept with its data dir: its QEMU killed, ano
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   }
 });
+
+test(
+  'a microVM whose QEMU is killed mid-command: the command answers an error, the sandbox is reported failed, its delete leaves nothing',
+  { timeout: 120_000 },
+  async () => {
+    const t = await startTestWarren({ images: ['busybox:latest'] });
+    try {
+      const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+      const dir = join(t.dataDir, 'microvm', sb.id);
+      try {
+        const pid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
+        const running = sb.exec('sleep 30');
+        await new Promise((r) => setTimeout(r, 500));
+        process.kill(pid, 'SIGKILL');
+        await assert.rejects(running, (e: Error & { code?: string }) => e.code === 'unavailable' || e.code === 'conflict');
+        await until(async () => (await sb.refresh()).state === 'failed', 15_000);
+        assert.equal((await sb.refresh()).error?.code, 'unavailable');
+        await sb.delete();
+        // Its end recorded, the node removes what is left of it (its disk and files).
+        await until(async () => !existsSync(dir), 10_000);
+      } finally {
+        await sb.delete().catch(() => undefined);
+      }
+    } finally {
+      await t.close();
+    }
+  },
+);
