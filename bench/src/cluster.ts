@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSimulatedEdge, startTestPostgres, type RunningEdge } from '@warren/server';
 import { machineLine } from './side-by-side.js';
+import { processCpuSeconds } from './stats.js';
 
 const { values } = parseArgs({
   options: {
@@ -94,25 +95,15 @@ function call(url: string, method: string, path: string, body?: unknown): Promis
  * processes; the bench runs its own), and by this process (the load and the simulated nodes).
  */
 function cpuSeconds(serverPid: number): { server: number; postgres: number; bench: number } {
-  const tick = 100; // USER_HZ on Linux
-  const of = (pid: string): number => {
-    try {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-      return (Number(rest[11]) + Number(rest[12])) / tick;
-    } catch {
-      return 0;
-    }
-  };
   let postgres = 0;
   for (const pid of readdirSync('/proc'))
     if (/^\d+$/.test(pid))
       try {
-        if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres')) postgres += of(pid);
+        if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres')) postgres += processCpuSeconds(Number(pid));
       } catch {
         // gone meanwhile
       }
-  return { server: of(String(serverPid)), postgres, bench: of('self') };
+  return { server: processCpuSeconds(serverPid), postgres, bench: processCpuSeconds('self') };
 }
 
 /** The control plane's counters: placements, retries on another node, database round trips. */

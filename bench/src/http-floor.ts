@@ -9,8 +9,8 @@ import { spawn } from 'node:child_process';
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
-import { readFileSync } from 'node:fs';
 import { machineLine } from './side-by-side.js';
+import { processCpuSeconds } from './stats.js';
 
 const { values } = parseArgs({
   options: {
@@ -42,11 +42,7 @@ const ANSWER = JSON.stringify({
 const BODY = JSON.stringify({ image: 'busybox:latest', resources: { cpu: 1, memoryMiB: 256 } });
 
 /** CPU ms (user + system) a process has used. */
-function cpuMs(pid: number | 'self'): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(rest[11]) + Number(rest[12])) * 10; // USER_HZ is 100 on Linux
-}
+const cpuMs = (pid: number | 'self'): number => processCpuSeconds(pid) * 1000;
 
 function serve(): void {
   const server = createServer((req, res) => {

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /** Percentile of a list of numbers (nearest rank). */
 export function pct(xs: number[], p: number): number {
   if (!xs.length) return NaN;
@@ -28,4 +30,15 @@ export async function pool<T>(
     }),
   );
   return { results, latencies, wallMs: performance.now() - t0 };
+}
+
+/** CPU seconds (user + system) a process has used so far; 0 once it is gone. */
+export function processCpuSeconds(pid: number | 'self'): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return 0;
+  }
 }

@@ -21,7 +21,8 @@ import {
   type RunningMicrovm,
   type VmLayer,
 } from '@warren/edge';
-import { IMAGE_CACHE, errorCode, http, startTestWarren, until } from './harness.js';
+import type { CreateOptions, Sandbox } from '@warren/sdk';
+import { IMAGE_CACHE, errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 const NATIVE = new URL('../../native/build', import.meta.url).pathname;
 const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
@@ -127,9 +128,27 @@ test('a guest that cannot start: a clear error with its console, QEMU gone, noth
   }
 });
 
-test('"backend": "microvm" through the API: exec, files, env and workdir, loopback only, deleted with nothing left', { timeout: 180_000 }, async () => {
+/**
+ * A node with busybox and one microVM sandbox of 256 MiB (`extra` added to its create) for `fn`,
+ * with its directory and QEMU's pid; the sandbox and the node are removed after, also on failure.
+ */
+async function withMicrovm(extra: Partial<CreateOptions>, fn: (c: { t: TestWarren; sb: Sandbox; dir: string; pid: number }) => Promise<void>): Promise<void> {
   const t = await startTestWarren({ images: ['busybox:latest'] });
   try {
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 }, ...extra });
+    try {
+      const dir = join(t.dataDir, 'microvm', sb.id);
+      await fn({ t, sb, dir, pid: Number(await readFile(vmFiles(dir).pid, 'utf8')) });
+    } finally {
+      await sb.delete().catch(() => undefined);
+    }
+  } finally {
+    await t.close();
+  }
+}
+
+test('"backend": "microvm" through the API: exec, files, env and workdir, loopback only, deleted with nothing left', { timeout: 180_000 }, async () => {
+  await withMicrovm({ env: { FROM: 'api' }, workdir: '/work' }, async ({ t, sb, dir, pid }) => {
     const info = (await http(t, 'GET', '/v1/info')).json as { backends: Array<{ name: string; available: boolean; accelerator: string | null }> };
     assert.deepEqual(
       info.backends.find((b) => b.name === 'microvm'),
@@ -139,81 +158,56 @@ test('"backend": "microvm" through the API: exec, files, env and workdir, loopba
     assert.equal(errorCode(opened), 'invalid_argument');
     assert.match((opened.json as { error: { message: string } }).error.message, /loopback only/);
 
-    const sb = await t.client.sandboxes.create({
-      image: 'busybox:latest',
-      backend: 'microvm',
-      env: { FROM: 'api' },
-      workdir: '/work',
-      resources: { memoryMiB: 256 },
-    });
-    try {
-      assert.equal(sb.info.backend, 'microvm');
-      const r = await sb.exec('echo $FROM; pwd; uname -r; cat /proc/1/comm; echo err >&2; exit 4');
-      assert.equal(r.exitCode, 4);
-      assert.equal(r.stderr, 'err\n');
-      const [from, pwd, kernel, init] = r.stdout.split('\n');
-      assert.deepEqual([from, pwd, init], ['api', '/work', 'warren-init']);
-      assert.notEqual(kernel, execFileSync('uname', ['-r']).toString().trim(), 'the guest runs its own kernel');
-      await sb.files.write('/work/notes.txt', 'from the API\n');
-      assert.equal((await sb.exec('cat /work/notes.txt')).stdout, 'from the API\n');
-      assert.equal(await sb.files.readText('/work/notes.txt'), 'from the API\n');
-      const list = await t.client.sandboxes.list();
-      assert.ok(list.sandboxes.some((x) => x.id === sb.id));
-      const vmDir = join(t.dataDir, 'microvm', sb.id);
-      const pid = Number(await readFile(vmFiles(vmDir).pid, 'utf8'));
-      assert.ok(alive(pid));
-      await sb.delete();
-      assert.equal(alive(pid), false);
-      assert.equal(existsSync(vmDir), false);
-    } finally {
-      await sb.delete().catch(() => undefined);
-    }
-  } finally {
-    await t.close();
-  }
+    assert.equal(sb.info.backend, 'microvm');
+    const r = await sb.exec('echo $FROM; pwd; uname -r; cat /proc/1/comm; echo err >&2; exit 4');
+    assert.equal(r.exitCode, 4);
+    assert.equal(r.stderr, 'err\n');
+    const [from, pwd, kernel, init] = r.stdout.split('\n');
+    assert.deepEqual([from, pwd, init], ['api', '/work', 'warren-init']);
+    assert.notEqual(kernel, execFileSync('uname', ['-r']).toString().trim(), 'the guest runs its own kernel');
+    await sb.files.write('/work/notes.txt', 'from the API\n');
+    assert.equal((await sb.exec('cat /work/notes.txt')).stdout, 'from the API\n');
+    assert.equal(await sb.files.readText('/work/notes.txt'), 'from the API\n');
+    const list = await t.client.sandboxes.list();
+    assert.ok(list.sandboxes.some((x) => x.id === sb.id));
+    assert.ok(alive(pid));
+    await sb.delete();
+    assert.equal(alive(pid), false);
+    assert.equal(existsSync(dir), false);
+  });
 });
 
 test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
-  const t = await startTestWarren({ images: ['busybox:latest'] });
-  try {
-    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
-    try {
-      const sh = await sb.shell();
-      await sh.exec('export KEPT=yes; cd /tmp');
-      await sb.exec('(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) > /dev/null 2>&1 &');
-      await sb.files.write('/root/file', 'before the pause\n');
-      const dir = join(t.dataDir, 'microvm', sb.id);
-      const pid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
-      const t0 = performance.now();
-      await sb.pause();
-      const pauseMs = performance.now() - t0;
-      // The page-out of a microVM is its save: the state on disk, its QEMU gone.
-      await until(async () => !alive(pid) && existsSync(vmFiles(dir).state), 60_000);
-      const savedMiB = (await stat(vmFiles(dir).state)).size / 2 ** 20;
-      const node = ((await http(t, 'GET', '/v1/sandboxes/' + sb.id)).json as { state: string }).state;
-      assert.equal(node, 'paused');
-      const t1 = performance.now();
-      await sb.resume();
-      const resumeMs = performance.now() - t1;
-      const c1 = Number(await sb.files.readText('/tmp/count'));
-      assert.equal((await sh.exec('echo $KEPT $(pwd)')).stdout, 'yes /tmp\n');
-      assert.equal(await sb.files.readText('/root/file'), 'before the pause\n');
-      await until(async () => Number(await sb.files.readText('/tmp/count')) > c1 + 3, 30_000);
-      assert.equal(existsSync(vmFiles(dir).state), false);
-      const newPid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
-      assert.notEqual(newPid, pid);
-      assert.ok(alive(newPid));
-      console.log(`microVM pause ${pauseMs.toFixed(0)} ms, saved state ${savedMiB.toFixed(1)} MiB, resume from disk ${resumeMs.toFixed(0)} ms (TCG)`);
-      await sh.close();
-      await sb.delete();
-      assert.equal(alive(newPid), false);
-      assert.equal(existsSync(dir), false);
-    } finally {
-      await sb.delete().catch(() => undefined);
-    }
-  } finally {
-    await t.close();
-  }
+  await withMicrovm({}, async ({ t, sb, dir, pid }) => {
+    const sh = await sb.shell();
+    await sh.exec('export KEPT=yes; cd /tmp');
+    await sb.exec('(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) > /dev/null 2>&1 &');
+    await sb.files.write('/root/file', 'before the pause\n');
+    const t0 = performance.now();
+    await sb.pause();
+    const pauseMs = performance.now() - t0;
+    // The page-out of a microVM is its save: the state on disk, its QEMU gone.
+    await until(async () => !alive(pid) && existsSync(vmFiles(dir).state), 60_000);
+    const savedMiB = (await stat(vmFiles(dir).state)).size / 2 ** 20;
+    const node = ((await http(t, 'GET', '/v1/sandboxes/' + sb.id)).json as { state: string }).state;
+    assert.equal(node, 'paused');
+    const t1 = performance.now();
+    await sb.resume();
+    const resumeMs = performance.now() - t1;
+    const c1 = Number(await sb.files.readText('/tmp/count'));
+    assert.equal((await sh.exec('echo $KEPT $(pwd)')).stdout, 'yes /tmp\n');
+    assert.equal(await sb.files.readText('/root/file'), 'before the pause\n');
+    await until(async () => Number(await sb.files.readText('/tmp/count')) > c1 + 3, 30_000);
+    assert.equal(existsSync(vmFiles(dir).state), false);
+    const newPid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
+    assert.notEqual(newPid, pid);
+    assert.ok(alive(newPid));
+    console.log(`microVM pause ${pauseMs.toFixed(0)} ms, saved state ${savedMiB.toFixed(1)} MiB, resume from disk ${resumeMs.toFixed(0)} ms (TCG)`);
+    await sh.close();
+    await sb.delete();
+    assert.equal(alive(newPid), false);
+    assert.equal(existsSync(dir), false);
+  });
 });
 
 test('a dead node’s microVMs are swept with its data dir: its QEMU killed, another dir’s left alone', { timeout: 60_000 }, async () => {
@@ -253,26 +247,16 @@ test(
   'a microVM whose QEMU is killed mid-command: the command answers an error, the sandbox is reported failed, its delete leaves nothing',
   { timeout: 120_000 },
   async () => {
-    const t = await startTestWarren({ images: ['busybox:latest'] });
-    try {
-      const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
-      const dir = join(t.dataDir, 'microvm', sb.id);
-      try {
-        const pid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
-        const running = sb.exec('sleep 30');
-        await new Promise((r) => setTimeout(r, 500));
-        process.kill(pid, 'SIGKILL');
-        await assert.rejects(running, (e: Error & { code?: string }) => e.code === 'unavailable' || e.code === 'conflict');
-        await until(async () => (await sb.refresh()).state === 'failed', 15_000);
-        assert.equal((await sb.refresh()).error?.code, 'unavailable');
-        await sb.delete();
-        // Its end recorded, the node removes what is left of it (its disk and files).
-        await until(async () => !existsSync(dir), 10_000);
-      } finally {
-        await sb.delete().catch(() => undefined);
-      }
-    } finally {
-      await t.close();
-    }
+    await withMicrovm({}, async ({ sb, dir, pid }) => {
+      const running = sb.exec('sleep 30');
+      await new Promise((r) => setTimeout(r, 500));
+      process.kill(pid, 'SIGKILL');
+      await assert.rejects(running, (e: Error & { code?: string }) => e.code === 'unavailable' || e.code === 'conflict');
+      await until(async () => (await sb.refresh()).state === 'failed', 15_000);
+      assert.equal((await sb.refresh()).error?.code, 'unavailable');
+      await sb.delete();
+      // Its end recorded, the node removes what is left of it (its disk and files).
+      await until(async () => !existsSync(dir), 10_000);
+    });
   },
 );

@@ -3,6 +3,7 @@ import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { nodeTag } from '../net/addresses.js';
 import { CgroupV1, SANDBOX_CONTROLLERS, readOwnCgroupParent } from './cgroups.js';
+import { pidfileProcess } from './proc.js';
 
 /**
  * The last-resort cleanup of a data dir whose Warren could not close (a failed start, a killed
@@ -78,10 +79,9 @@ export async function sweepDataDir(dataDir: string, opts: { remove?: boolean; lo
   }
   // microVMs: their QEMU, named by its pidfile (and checked to be QEMU, on this dir's files).
   for (const id of await readdir(join(dataDir, 'microvm')).catch(() => [] as string[])) {
-    const pid = Number((await readFile(join(dataDir, 'microvm', id, 'qemu.pid'), 'utf8').catch(() => '')).trim());
-    const cmdline = pid > 0 ? await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '') : '';
-    if (cmdline.startsWith('qemu-system') && cmdline.includes(join(dataDir, 'microvm', id) + '/') && killQuietly(pid))
-      log(`swept leftover microVM ${pid} (${id})`);
+    const vm = join(dataDir, 'microvm', id);
+    const pid = await pidfileProcess(join(vm, 'qemu.pid'), 'qemu-system-x86_64', vm);
+    if (pid && killQuietly(pid)) log(`swept leftover microVM ${pid} (${id})`);
   }
   // An on-demand blob view's daemon.
   const blobfs = Number((await readFile(join(dataDir, 'cache', 'blobfs.pid'), 'utf8').catch(() => '')).trim());

@@ -1,10 +1,34 @@
 import { readFile } from 'node:fs/promises';
 
+/** The fields of a /proc/PID/stat line after the command name (the state is the first). */
+function statFields(stat: string): string[] {
+  // The command name may hold spaces and parentheses: fields resume after the last ')'.
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /** State letter and start time (clock ticks after boot) of a /proc/PID/stat line. */
 export function parseProcStat(stat: string): { state: string; startTime: number } {
-  // The command name may hold spaces and parentheses: fields resume after the last ')'.
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const rest = statFields(stat);
   return { state: rest[0] ?? '', startTime: Number(rest[19]) };
+}
+
+/** CPU seconds (user + system) a process has used; null when it is gone. */
+export async function processCpuSeconds(pid: number): Promise<number | null> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return null;
+  const rest = statFields(stat);
+  return (Number(rest[11]) + Number(rest[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+/**
+ * The pid a pidfile names, when that process runs `program` on files under `dir` (its command
+ * line says so): a pid reused by anything else since, or a stale file, gives null.
+ */
+export async function pidfileProcess(pidFile: string, program: string, dir: string): Promise<number | null> {
+  const pid = Number((await readFile(pidFile, 'utf8').catch(() => '')).trim());
+  if (!(pid > 0)) return null;
+  const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
+  return argv[0] === program && argv.some((a) => a.includes(dir + '/')) ? pid : null;
 }
 
 async function readStat(pid: number): Promise<{ state: string; startTime: number } | null> {

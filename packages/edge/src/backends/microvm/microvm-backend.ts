@@ -6,7 +6,8 @@ import type { LayerInfo, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
 import { AgentMux } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
-import { removeMicrovm, restoreMicrovm, saveMicrovm, startMicrovm, stopMicrovm, vmFiles, type RunningMicrovm } from './vm-process.js';
+import { removeMicrovm, restoreMicrovm, runningQemu, saveMicrovm, startMicrovm, stopMicrovm, vmFiles, type RunningMicrovm } from './vm-process.js';
+import { processCpuSeconds, processExited, processStartTime } from '../../host/proc.js';
 import { Qmp } from './qmp.js';
 
 export interface MicrovmBackendOptions {
@@ -23,15 +24,15 @@ export interface MicrovmBackendOptions {
   bootTimeoutMs?: number;
 }
 
-/** A process's start time (clock ticks after boot, field 22 of /proc/PID/stat) and CPU seconds; null when it is gone. */
-async function procStat(pid: number): Promise<{ start: number; cpuSeconds: number } | null> {
-  try {
-    const s = await readFile(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { start: Number(f[19]), cpuSeconds: (Number(f[11]) + Number(f[12])) / 100 };
-  } catch {
-    return null;
-  }
+/** A microVM of this node: its QEMU (pid 0 while saved) and start time, the way to its init. */
+interface Vm {
+  pid: number;
+  start: number | null;
+  mux: AgentMux;
+  /** Set while saved to disk: the streams that were open when it was saved (see AgentMux.forget). */
+  stale: number[] | null;
+  /** While its state is being saved: its QEMU ends on purpose then. */
+  saving: boolean;
 }
 
 /**
@@ -46,8 +47,7 @@ export class MicrovmBackend implements Backend {
   readonly name = 'microvm';
   readonly capabilities = { pause: true, commit: false, ports: false, fnWorkers: false, network: false };
   readonly accelerator: string;
-  /** pid 0 and `stale` set: saved to disk, no QEMU (the streams open when it was saved). */
-  private readonly vms = new Map<string, { pid: number; start: number; mux: AgentMux; stale: number[] | null }>();
+  private readonly vms = new Map<string, Vm>();
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.accelerator = o.accel;
@@ -80,37 +80,32 @@ export class MicrovmBackend implements Backend {
       await removeMicrovm(dir);
       throw e;
     }
-    const st = await procStat(vm.pid);
-    this.vms.set(spec.id, { pid: vm.pid, start: st?.start ?? 0, mux: vm.mux, stale: null });
-    return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: st?.start ?? null };
+    const start = await processStartTime(vm.pid);
+    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, stale: null, saving: false });
+    return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: start };
   }
 
   async started(): Promise<void> {}
 
   async adopt(id: string): Promise<BackendSandbox | null> {
-    const f = vmFiles(this.vmDir(id));
-    const mux = new AgentMux(f.agent);
-    const pid = Number((await readFile(f.pid, 'utf8').catch(() => '')).trim());
-    let st = pid ? await procStat(pid) : null;
-    const comm = pid ? await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '') : '';
-    let running = st && comm.startsWith('qemu-system') ? pid : 0;
-    if (!running && existsSync(f.state)) {
+    const dir = this.vmDir(id);
+    const mux = new AgentMux(vmFiles(dir).agent);
+    let pid = await runningQemu(dir);
+    if (pid === null && existsSync(vmFiles(dir).state)) {
       // Saved while paused: started again from its state (the edge takes back running sandboxes).
-      const vm = await restoreMicrovm(this.vmDir(id), mux, this.o.bootTimeoutMs).catch(() => null);
-      if (!vm) return null;
-      running = vm.pid;
-      st = await procStat(vm.pid);
-    } else if (running) {
-      await Qmp.open(f.qmp)
+      pid = (await restoreMicrovm(dir, mux, this.o.bootTimeoutMs).catch(() => null))?.pid ?? null;
+    } else if (pid !== null) {
+      await Qmp.open(vmFiles(dir).qmp)
         .then(async (q) => {
           await q.execute('cont').catch(() => undefined);
           q.close();
         })
         .catch(() => undefined);
     }
-    if (!running || !st) return null;
-    this.vms.set(id, { pid: running, start: st.start, mux, stale: null });
-    return { id, connect: mux.connect, initPid: running, initStartTime: st.start };
+    const start = pid === null ? null : await processStartTime(pid);
+    if (pid === null || start === null) return null;
+    this.vms.set(id, { pid, start, mux, stale: null, saving: false });
+    return { id, connect: mux.connect, initPid: pid, initStartTime: start };
   }
 
   async destroy(id: string): Promise<void> {
@@ -118,11 +113,8 @@ export class MicrovmBackend implements Backend {
     const vm = this.vms.get(id);
     this.vms.delete(id);
     vm?.mux.close();
-    const pid = vm?.pid ?? Number((await readFile(vmFiles(dir).pid, 'utf8').catch(() => '')).trim());
-    if (pid) {
-      const comm = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
-      if (comm.startsWith('qemu-system')) await stopMicrovm(pid);
-    }
+    const pid = await runningQemu(dir);
+    if (pid !== null) await stopMicrovm(pid);
     await removeMicrovm(dir);
   }
 
@@ -130,7 +122,7 @@ export class MicrovmBackend implements Backend {
     throw new WarrenError('invalid_argument', `a microvm sandbox cannot ${what} yet`);
   }
 
-  private entry(id: string): { pid: number; start: number; mux: AgentMux; stale: number[] | null } {
+  private entry(id: string): Vm {
     const vm = this.vms.get(id);
     if (!vm) throw new WarrenError('not_found', `sandbox ${id} is not running here`, { id });
     return vm;
@@ -155,10 +147,15 @@ export class MicrovmBackend implements Backend {
   async reclaim(id: string, signal?: AbortSignal): Promise<number> {
     const vm = this.entry(id);
     if (vm.stale) return 0;
-    if (!(await saveMicrovm(this.vmDir(id), vm.pid, signal))) return (await this.stats(id)).memoryBytes;
-    vm.stale = vm.mux.detach();
-    vm.pid = 0;
-    return 0;
+    vm.saving = true;
+    try {
+      if (!(await saveMicrovm(this.vmDir(id), vm.pid, signal))) return (await this.stats(id)).memoryBytes;
+      vm.stale = vm.mux.detach();
+      vm.pid = 0;
+      return 0;
+    } finally {
+      vm.saving = false;
+    }
   }
 
   /** Its CPUs again (QMP `cont`), or, once saved, a new QEMU from its state. */
@@ -166,9 +163,8 @@ export class MicrovmBackend implements Backend {
     const vm = this.entry(id);
     if (vm.stale) {
       const r = await restoreMicrovm(this.vmDir(id), vm.mux, this.o.bootTimeoutMs);
-      const st = await procStat(r.pid);
       vm.pid = r.pid;
-      vm.start = st?.start ?? 0;
+      vm.start = await processStartTime(r.pid);
       await vm.mux.forget(vm.stale);
       vm.stale = null;
       return;
@@ -189,9 +185,8 @@ export class MicrovmBackend implements Backend {
   async stats(id: string): Promise<SandboxStats> {
     const vm = this.entry(id);
     if (vm.stale) return { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
-    const st = await procStat(vm.pid);
     const statm = await readFile(`/proc/${vm.pid}/statm`, 'utf8').catch(() => '0 0');
-    return { cpuSeconds: st?.cpuSeconds ?? 0, memoryBytes: Number(statm.split(' ')[1] ?? 0) * 4096, swapBytes: 0 };
+    return { cpuSeconds: (await processCpuSeconds(vm.pid)) ?? 0, memoryBytes: Number(statm.split(' ')[1] ?? 0) * 4096, swapBytes: 0 };
   }
 
   async totals(): Promise<SandboxStats> {
@@ -205,14 +200,12 @@ export class MicrovmBackend implements Backend {
     return sum;
   }
 
-  /** Whether its QEMU is gone (one saved to disk while paused has none, and lives on). */
+  /** Whether its QEMU is gone (one saved to disk while paused, or being saved, has none and lives on). */
   async exited(sb: BackendSandbox): Promise<boolean> {
     const vm = this.vms.get(sb.id);
-    if (vm?.stale) return false;
+    if (vm?.stale || vm?.saving) return false;
     const pid = vm?.pid ?? sb.initPid;
-    if (!pid) return true;
-    const st = await procStat(pid);
-    return !st || st.start !== (vm?.start ?? sb.initStartTime);
+    return !pid || processExited(pid, vm ? vm.start : sb.initStartTime);
   }
 
   async releaseLayers(): Promise<void> {}

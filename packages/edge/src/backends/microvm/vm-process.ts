@@ -10,8 +10,11 @@ import { AgentMux } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
 import { microvmArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
 import { Qmp } from './qmp.js';
+import { pidfileProcess } from '../../host/proc.js';
 
 const run = promisify(execFile);
+/** The VMM, by the name it is started with (its argv[0], which the edge checks a pidfile's process by). */
+const QEMU = 'qemu-system-x86_64';
 
 export interface MicrovmStart {
   cpus: number;
@@ -75,7 +78,7 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
 async function boot(dir: string, spec: MicrovmSpec, extra: string[], timeoutMs: number, mux: AgentMux, started?: () => Promise<void>): Promise<RunningMicrovm> {
   const f = vmFiles(dir);
   const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const p = spawn('qemu-system-x86_64', [...microvmArgs(spec), ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn(QEMU, [...microvmArgs(spec), ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     p.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4096)));
     p.once('error', (e) => resolve({ code: -1, stderr: String(e) }));
@@ -200,6 +203,11 @@ export function hostTscKhz(): Promise<number | null> {
     })
     .catch(() => null);
   return tscKhz;
+}
+
+/** The pid of the QEMU running the microVM in `dir` (by its pidfile, checked to be that QEMU); null if none. */
+export function runningQemu(dir: string): Promise<number | null> {
+  return pidfileProcess(vmFiles(dir).pid, QEMU, dir);
 }
 
 /** Kills a microVM's QEMU and waits until it is gone (at most 5 s). */
