@@ -12,12 +12,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/random.h>
+#include <sys/ioctl.h>
 #include "vm.h"
 
 struct stream {
@@ -184,11 +187,44 @@ static void flush_out(struct stream *s)
 		drop(s, 1);
 }
 
+/*
+ * A new host (see VM_HELLO in vm.h): the streams of the one before end; the clock, the kernel's
+ * random state and the hostname become this sandbox's. A payload too short is ignored.
+ */
+static void hello(const unsigned char *p, uint32_t len)
+{
+	drop_all();
+	if (len < 8 + VM_SEED)
+		return;
+	uint64_t ns = (uint64_t)get32(p) << 32 | get32(p + 4);
+	struct timespec now = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+	clock_settime(CLOCK_REALTIME, &now);
+	struct {
+		struct rand_pool_info info;
+		unsigned char seed[VM_SEED];
+	} pool = { .info = { .entropy_count = VM_SEED * 8, .buf_size = VM_SEED } };
+	memcpy(pool.seed, p + 8, VM_SEED);
+	int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ioctl(fd, RNDADDENTROPY, &pool);
+		ioctl(fd, RNDRESEEDCRNG);
+		close(fd);
+	}
+	memset(&pool, 0, sizeof pool);
+	size_t hn = len - 8 - VM_SEED;
+	if (hn > 0 && hn <= 64)
+		sethostname((const char *)p + 8 + VM_SEED, hn);
+}
+
 /* One frame from the host. */
 static void on_frame(int type, uint32_t id, const unsigned char *p, uint32_t len, const struct sockaddr_un *agent, socklen_t al)
 {
 	if (type == VM_OPEN) {
 		open_stream(id, agent, al);
+		return;
+	}
+	if (type == VM_HELLO) {
+		hello(p, len);
 		return;
 	}
 	struct stream *s = find(id);
@@ -233,6 +269,13 @@ int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t al)
 		perror("warren-vmstage: open the agent port");
 		return 1;
 	}
+	/* SIGIO, held pending, says the host came back (see the hang-up below). */
+	sigset_t sigio;
+	sigemptyset(&sigio);
+	sigaddset(&sigio, SIGIO);
+	sigprocmask(SIG_BLOCK, &sigio, NULL);
+	if (fcntl(port_fd, F_SETOWN, getpid()) < 0 || fcntl(port_fd, F_SETFL, O_NONBLOCK | O_ASYNC) < 0)
+		perror("warren-vmstage: SIGIO on the agent port");
 	static unsigned char in[VM_HEADER + VM_MAX_PAYLOAD];
 	static unsigned char buf[VM_MAX_PAYLOAD];
 	size_t in_len = 0;
@@ -257,32 +300,35 @@ int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t al)
 				continue;
 			return 1;
 		}
-		if (pfd[0].revents & POLLIN) {
-			ssize_t r = read(port_fd, in + in_len, sizeof in - in_len);
-			if (r > 0) {
-				in_len += (size_t)r;
-				size_t off = 0;
-				while (in_len - off >= VM_HEADER) {
-					uint32_t len = get32(in + off + 5);
-					if (len > VM_MAX_PAYLOAD) { /* not our protocol: start again */
-						drop_all();
-						off = in_len;
-						break;
-					}
-					if (in_len - off < VM_HEADER + len)
-						break;
-					on_frame(in[off], get32(in + off + 1), in + off + VM_HEADER, len, agent, al);
-					off += VM_HEADER + len;
+		/* With the host gone the port polls readable and hung up, and reads 0. */
+		ssize_t r = pfd[0].revents & POLLIN ? read(port_fd, in + in_len, sizeof in - in_len) : 0;
+		if (r > 0) {
+			in_len += (size_t)r;
+			size_t off = 0;
+			while (in_len - off >= VM_HEADER) {
+				uint32_t len = get32(in + off + 5);
+				if (len > VM_MAX_PAYLOAD) { /* not our protocol: start again */
+					drop_all();
+					off = in_len;
+					break;
 				}
-				memmove(in, in + off, in_len - off);
-				in_len -= off;
+				if (in_len - off < VM_HEADER + len)
+					break;
+				on_frame(in[off], get32(in + off + 1), in + off + VM_HEADER, len, agent, al);
+				off += VM_HEADER + len;
 			}
-		} else if (pfd[0].revents & (POLLHUP | POLLERR)) {
-			/* The host end is gone (the edge restarted): its streams with it. */
+			memmove(in, in + off, in_len - off);
+			in_len -= off;
+		} else if (pfd[0].revents & (POLLHUP | POLLERR) || (pfd[0].revents & POLLIN && r == 0)) {
+			/*
+			 * The host end is gone (the edge restarted, or this is a template): its streams
+			 * with it. The port stays so until the host is back, which the driver signals
+			 * with SIGIO: wait for that (a second at most) rather than spin.
+			 */
 			drop_all();
 			in_len = 0;
-			struct timespec ts = { 0, 20 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
+			struct timespec ts = { 1, 0 };
+			sigtimedwait(&sigio, NULL, &ts);
 			continue;
 		}
 		for (int k = 1; k < n; k++) {

@@ -12,8 +12,14 @@
  * The mux's frames, both ways over the port: type (1 byte), stream (4, big-endian), length (4,
  * big-endian), payload. Streams are opened by the host. Each side may send DATA on a stream only
  * within the credit the other granted (VM_WINDOW at the open, then CREDIT frames as it consumes).
+ * HELLO (stream 0) is the host's first frame on every connection: the streams of an earlier
+ * host end, and the guest takes the payload as who and when it now is (a guest restored from a
+ * snapshot or a save has another's or an old clock, hostname and random state): the host's
+ * CLOCK_REALTIME (8 bytes, ns, big-endian), VM_SEED bytes of randomness for the kernel's pool
+ * (reseeded at once), then the hostname.
  */
-enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5 };
+enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HELLO = 6 };
+#define VM_SEED 32
 #define VM_HEADER 9
 #define VM_WINDOW (256 * 1024)
 #define VM_MAX_PAYLOAD (64 * 1024)

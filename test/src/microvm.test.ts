@@ -13,6 +13,7 @@ import {
   sweepDataDir,
   decodeFields,
   guestKit,
+  processCpuSeconds,
   startCommand,
   startMicrovm,
   stopMicrovm,
@@ -260,3 +261,142 @@ test(
     });
   },
 );
+
+/** The QEMU of a microVM sandbox (by its pidfile) and its command line. */
+async function qemuOf(dataDir: string, id: string): Promise<{ pid: number; argv: string[] }> {
+  const pid = Number(await readFile(vmFiles(join(dataDir, 'microvm', id)).pid, 'utf8'));
+  return { pid, argv: (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0') };
+}
+
+/** What a guest says of itself: hostname, the clock (s) and 16 random bytes. */
+async function identity(sb: Sandbox): Promise<{ hostname: string; clock: number; random: string }> {
+  const r = await sb.exec('hostname; date +%s; head -c 16 /dev/urandom | od -An -tx1 | tr -d " \\n"');
+  const [hostname, clock, random] = r.stdout.split('\n');
+  return { hostname: hostname!, clock: Number(clock), random: random! };
+}
+
+test('creates clone the template of their image and size: no boot, each its own hostname, clock and randomness and disk', { timeout: 240_000 }, async () => {
+  const t = await startTestWarren({ images: ['busybox:latest'] });
+  const made: Sandbox[] = [];
+  try {
+    const create = async (): Promise<{ sb: Sandbox; ms: number }> => {
+      const t0 = performance.now();
+      const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+      made.push(sb);
+      return { sb, ms: performance.now() - t0 };
+    };
+    const first = await create();
+    const second = await create();
+    const templates = join(t.dataDir, 'microvm-templates');
+    const [name, ...more] = readdirSync(templates);
+    assert.deepEqual(more, [], 'one template for one image and size');
+    // Each QEMU maps the template's RAM copy-on-write: nothing of it is copied per sandbox.
+    for (const { sb } of [first, second])
+      assert.ok((await qemuOf(t.dataDir, sb.id)).argv.some((a) => a.endsWith(`mem-path=${join(templates, name!, 'ram')},share=off`)));
+    // The template's guest was saved long before: each clone is told who and when it is.
+    const [a, b] = [await identity(first.sb), await identity(second.sb)];
+    assert.equal(a.hostname, first.sb.id.replace(/_/g, '-'));
+    assert.equal(b.hostname, second.sb.id.replace(/_/g, '-'));
+    for (const x of [a, b]) assert.ok(Math.abs(x.clock - Date.now() / 1000) < 5, `guest clock ${x.clock}`);
+    assert.match(a.random, /^[0-9a-f]{32}$/);
+    assert.notEqual(a.random, b.random, 'clones of one snapshot must not share their random state');
+    // Each has its own writable disk.
+    await first.sb.exec('echo mine > /root/mine');
+    assert.equal((await second.sb.exec('cat /root/mine')).exitCode, 1);
+    assert.equal((await first.sb.exec('cat /root/mine')).stdout, 'mine\n');
+    console.log(`microVM create with a new template ${first.ms.toFixed(0)} ms, from the template ${second.ms.toFixed(0)} ms (TCG)`);
+  } finally {
+    for (const sb of made) await sb.delete().catch(() => undefined);
+    await t.close();
+  }
+});
+
+test(
+  'a template whose state is corrupt or another’s: the create fails clearly, nothing is left, the next create makes it again',
+  { timeout: 300_000 },
+  async () => {
+    const t = await startTestWarren({ images: ['busybox:latest'] });
+    try {
+      const templates = join(t.dataDir, 'microvm-templates');
+      const create = (memoryMiB: number): Promise<Sandbox> =>
+        t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB } });
+      await (await create(256)).delete();
+      const [big] = readdirSync(templates);
+      await (await create(128)).delete();
+      const small = readdirSync(templates).find((n) => n !== big)!;
+      for (const bad of [await readFile(join(templates, small, 'state')), Buffer.from('QEVM not a saved state')]) {
+        await writeFile(join(templates, big!, 'state'), bad);
+        await assert.rejects(create(256), (e: Error & { code?: string }) => {
+          assert.equal(e.code, 'unavailable', e.message);
+          return true;
+        });
+        assert.ok(!existsSync(join(templates, big!)), 'the bad template is dropped');
+        assert.deepEqual(readdirSync(join(t.dataDir, 'microvm')), [], 'no sandbox dir left');
+        assert.ok(!(await t.client.sandboxes.list()).sandboxes.some((s) => s.info.state === 'creating' || s.info.state === 'running'));
+        const again = await create(256);
+        assert.equal((await again.exec('echo ok')).stdout, 'ok\n');
+        await again.delete();
+        assert.ok(existsSync(join(templates, big!, 'ready')), 'made again');
+      }
+    } finally {
+      await t.close();
+    }
+  },
+);
+
+test('a guest whose init never answers: the create fails with unavailable after its boot timeout, QEMU gone', { timeout: 120_000 }, async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
+  const platform = await mkdtemp(join(tmpdir(), 'warren-platform-'));
+  try {
+    await writeFile(join(platform, 'warren-init'), '#!/bin/sh\necho init is stuck\nexec sleep 100000\n', { mode: 0o755 });
+    const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform);
+    const t0 = performance.now();
+    await assert.rejects(
+      startMicrovm(dir, kit, { cpus: 1, memoryMiB: 128, layers: [busyboxLayer()], diskMiB: 16, accel: 'tcg', bootTimeoutMs: 15_000 }),
+      (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'unavailable');
+        assert.match(e.message, /did not answer/);
+        return true;
+      },
+    );
+    assert.ok(performance.now() - t0 >= 15_000);
+    const pid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
+    assert.equal(alive(pid), false);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+    await rm(platform, { recursive: true, force: true });
+  }
+});
+
+test('an edge restarted: its microVMs run on and are adopted (shell sessions too), its template is used again', { timeout: 240_000 }, async () => {
+  const first = await startTestWarren({ images: ['busybox:latest'] });
+  let second: TestWarren | null = null;
+  try {
+    const sb = await first.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+    const sh = await sb.shell();
+    await sh.exec('cd /tmp; export KEPT=yes');
+    const { pid } = await qemuOf(first.dataDir, sb.id);
+    const templates = join(first.dataDir, 'microvm-templates');
+    const ready = (await stat(join(templates, readdirSync(templates)[0]!, 'ready'))).mtimeMs;
+    await first.close({ keep: true });
+    assert.ok(alive(pid), 'the microVM runs on while its edge is down');
+    // With nobody at the port the guest's mux waits for the host to come back, not spins.
+    const cpu0 = (await processCpuSeconds(pid))!;
+    await new Promise((r) => setTimeout(r, 3000));
+    const idle = (await processCpuSeconds(pid))! - cpu0;
+    assert.ok(idle < 0.6, `the microVM used ${idle.toFixed(2)} s of CPU in 3 s with its edge down`);
+    second = await startTestWarren({ images: ['busybox:latest'], dataDir: first.dataDir });
+    const k = await second.client.sandboxes.get(sb.id);
+    assert.equal(k.info.state, 'running');
+    assert.equal((await k.exec('echo $KEPT $(pwd)', { session: sh.id })).stdout, 'yes /tmp\n');
+    const other = await second.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+    assert.equal((await stat(join(templates, readdirSync(templates)[0]!, 'ready'))).mtimeMs, ready, 'the template was not made again');
+    assert.equal((await other.exec('hostname')).stdout, `${other.id.replace(/_/g, '-')}\n`);
+    await other.delete();
+    await k.delete();
+    assert.equal(alive(pid), false);
+  } finally {
+    await second?.close();
+    await first.close();
+  }
+});

@@ -9,7 +9,7 @@ export { ContainerBackend } from './backends/container/container-backend.js';
 export { SimulatedBackend } from './backends/simulated/simulated-backend.js';
 export type { ContainerBackendOptions, ContainerRuntime } from './backends/container/container-backend.js';
 export { spawnFields, SANDBOX_CONTROLLERS } from './backends/container/spawn-spec.js';
-export { findNamespaceInit, processExited, processStartTime } from './host/proc.js';
+export { findNamespaceInit, processCpuSeconds, processExited, processStartTime } from './host/proc.js';
 export { buildOciConfig, runcRunArgs, runcDeleteArgs, INIT_PATH } from './backends/container/oci-config.js';
 export type { ContainerSpec } from './backends/container/oci-config.js';
 export { HostHelper } from './host/hostd.js';

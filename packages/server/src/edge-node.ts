@@ -273,5 +273,6 @@ async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: st
       })),
     accel: o.microvm?.accel ?? 'tcg',
     defaultDiskMiB: 1024,
+    templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
   });
 }

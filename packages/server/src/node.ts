@@ -35,9 +35,10 @@ export interface WarrenOptions {
   runcRoot?: string;
   /**
    * The microVM backend (QEMU `microvm`): on when QEMU and the guest kernel
-   * (scripts/guest-kernel.sh, under `guestCacheDir`) are there, unless false.
+   * (scripts/guest-kernel.sh, under `guestCacheDir`) are there, unless false. `snapshots:
+   * false` boots every microVM's guest rather than cloning a template (a benchmark's cold boot).
    */
-  microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string };
+  microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean };
   /** How sandbox inits start: `native` (default) or `runc`. */
   runtime?: ContainerRuntime;
   images?: DefaultImageName[];

@@ -15,6 +15,14 @@ export interface BackendCreateSpec {
   fn?: boolean;
 }
 
+/**
+ * A sandbox's host name: its id with `-` for `_` (`sb-…`), a valid DNS label, so each sandbox
+ * has a name of its own, as a Docker container does (a container's from its runtime, a microVM's from the agent's HELLO).
+ */
+export function sandboxHostname(id: string): string {
+  return id.replace(/[^A-Za-z0-9-]/g, '-').slice(0, 63);
+}
+
 export interface SandboxStats {
   cpuSeconds: number;
   memoryBytes: number;

@@ -77,11 +77,13 @@ export async function sweepDataDir(dataDir: string, opts: { remove?: boolean; lo
     for (let i = 0; i < 500 && (await cgroups.procs('pids', path).catch(() => [])).length > 0; i++) await new Promise((r) => setTimeout(r, 2));
     await cgroups.remove(path, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
   }
-  // microVMs: their QEMU, named by its pidfile (and checked to be QEMU, on this dir's files).
-  for (const id of await readdir(join(dataDir, 'microvm')).catch(() => [] as string[])) {
-    const vm = join(dataDir, 'microvm', id);
-    const pid = await pidfileProcess(join(vm, 'qemu.pid'), 'qemu-system-x86_64', vm);
-    if (pid && killQuietly(pid)) log(`swept leftover microVM ${pid} (${id})`);
+  // microVMs (and templates being made): their QEMU, named by its pidfile (and checked to be QEMU, on this dir's files).
+  for (const kind of ['microvm', 'microvm-templates']) {
+    for (const id of await readdir(join(dataDir, kind)).catch(() => [] as string[])) {
+      const vm = join(dataDir, kind, id);
+      const pid = await pidfileProcess(join(vm, 'qemu.pid'), 'qemu-system-x86_64', vm);
+      if (pid && killQuietly(pid)) log(`swept leftover microVM ${pid} (${kind}/${id})`);
+    }
   }
   // An on-demand blob view's daemon.
   const blobfs = Number((await readFile(join(dataDir, 'cache', 'blobfs.pid'), 'utf8').catch(() => '')).trim());

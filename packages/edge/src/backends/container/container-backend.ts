@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { IdMap, LayerInfo, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
+import { sandboxHostname } from '../backend.js';
 import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
 import { findNamespaceInit, processExited, processStartTime, userNamespaceBase } from '../../host/proc.js';
@@ -13,7 +14,7 @@ import { unixAgent } from '../../init/call.js';
 import { LayerMounts } from './layer-mounts.js';
 import { IdRanges } from './id-ranges.js';
 import { Semaphore } from '../../util/semaphore.js';
-import { buildOciConfig, runcDeleteArgs, runcRunArgs, sandboxHostname } from './oci-config.js';
+import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
 import { SANDBOX_CONTROLLERS, spawnFields, type SpawnPaths } from './spawn-spec.js';
 
 /**

@@ -41,14 +41,6 @@ export interface ContainerSpec {
   unhardened?: boolean;
 }
 
-/**
- * A sandbox's host name: its id with `-` for `_` (`sb-…`), a valid DNS label, so each sandbox
- * has a name of its own, as a Docker container does (the init puts it in /etc/hosts).
- */
-export function sandboxHostname(id: string): string {
-  return id.replace(/[^A-Za-z0-9-]/g, '-').slice(0, 63);
-}
-
 export { INIT_PATH, PLATFORM_MOUNT };
 /** Where a FnCall worker sees its image's layers (never a call: its root is made of them). */
 export const FN_LAYERS = '/.warren-layers';

@@ -10,7 +10,7 @@ import type { AgentConnect } from '../../init/call.js';
  * Each side sends DATA on a stream only within the credit the other granted: WINDOW at the open,
  * then CREDIT frames as the reader consumes, so one stream nobody reads holds back itself only.
  */
-export const MUX = { OPEN: 1, DATA: 2, EOF: 3, CLOSE: 4, CREDIT: 5 } as const;
+export const MUX = { OPEN: 1, DATA: 2, EOF: 3, CLOSE: 4, CREDIT: 5, HELLO: 6 } as const;
 export const MUX_HEADER = 9;
 export const MUX_WINDOW = 256 * 1024;
 export const MUX_MAX_PAYLOAD = 64 * 1024;
@@ -25,6 +25,26 @@ export function muxFrame(type: number, id: number, payload: Buffer = Buffer.allo
   h.writeUInt32BE(payload.length, 5);
   payload.copy(h, MUX_HEADER);
   return h;
+}
+
+/** Bytes of randomness a HELLO hands the guest's kernel. */
+export const MUX_SEED = 32;
+
+/**
+ * A HELLO's payload (pure): the host's first frame on each connection tells the guest who and
+ * when it now is, since a guest cloned from a snapshot or restored from a save has another's or
+ * an old clock, hostname and kernel random state (native/vm/vm.h): the wall clock in ns
+ * (8 bytes, big-endian), MUX_SEED bytes of randomness, the hostname.
+ */
+export function muxHello(nowNs: bigint, seed: Buffer, hostname: string): Buffer {
+  if (seed.length !== MUX_SEED) throw new Error(`a HELLO's seed is ${MUX_SEED} bytes`);
+  const name = Buffer.from(hostname);
+  if (name.length > 64) throw new Error(`hostname too long: ${hostname}`);
+  const b = Buffer.alloc(8 + MUX_SEED + name.length);
+  b.writeBigUInt64BE(nowNs, 0);
+  seed.copy(b, 8);
+  name.copy(b, 8 + MUX_SEED);
+  return b;
 }
 
 /** Splits bytes into frames, keeping a partial one for the next chunk (pure). */
@@ -131,7 +151,11 @@ export class AgentMux {
   private readonly streams = new Map<number, MuxStream>();
   private nextId = 1;
 
-  constructor(private readonly socketPath: string) {}
+  /** `hello`: the payload of the HELLO each new connection starts with (see muxHello). */
+  constructor(
+    private readonly socketPath: string,
+    private readonly hello: () => Buffer,
+  ) {}
 
   readonly connect: AgentConnect = async () => {
     const socket = await this.open();
@@ -156,23 +180,9 @@ export class AgentMux {
   }
 
   /**
-   * Ends every stream and the connection, as close does, and answers the streams that were open:
-   * a guest saved and restored still holds its ends of them (see forget).
+   * Ends every stream and the connection (the guest ends its side of them at the next
+   * connection's HELLO: also one saved or restored meanwhile).
    */
-  detach(): number[] {
-    const ids = [...this.streams.keys()];
-    this.close();
-    return ids;
-  }
-
-  /** Tells the guest to end streams it still holds from before a detach. */
-  async forget(ids: number[]): Promise<void> {
-    if (!ids.length) return;
-    const socket = await this.open();
-    for (const id of ids) socket.write(muxFrame(MUX.CLOSE, id));
-  }
-
-  /** Ends every stream and the connection. */
   close(): void {
     const socket = this.socket;
     this.socket = null;
@@ -193,6 +203,7 @@ export class AgentMux {
         }
       });
       socket.once('connect', () => {
+        socket.write(muxFrame(MUX.HELLO, 0, this.hello()));
         this.socket = socket;
         socket.on('error', () => undefined);
         resolve(socket);

@@ -3,10 +3,24 @@ import { mkdir, readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { LayerInfo, LayerStore } from '@warren/images';
-import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
+import { sandboxHostname, type Backend, type BackendCreateSpec, type BackendSandbox, type SandboxStats } from '../backend.js';
 import { AgentMux } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
-import { removeMicrovm, restoreMicrovm, runningQemu, saveMicrovm, startMicrovm, stopMicrovm, vmFiles, type RunningMicrovm } from './vm-process.js';
+import { MicrovmTemplates, templateName } from './templates.js';
+import {
+  cloneMicrovm,
+  helloFor,
+  makeTemplate,
+  removeMicrovm,
+  restoreMicrovm,
+  runningQemu,
+  saveMicrovm,
+  startMicrovm,
+  stopMicrovm,
+  vmFiles,
+  type MicrovmStart,
+  type RunningMicrovm,
+} from './vm-process.js';
 import { processCpuSeconds, processExited, processStartTime } from '../../host/proc.js';
 import { Qmp } from './qmp.js';
 
@@ -22,6 +36,11 @@ export interface MicrovmBackendOptions {
   defaultDiskMiB: number;
   /** How long a guest has to answer after QEMU starts (ms). */
   bootTimeoutMs?: number;
+  /**
+   * Where templates go (freshly booted microVMs saved, one per image and size, that creates
+   * clone); null: every create boots its guest (cold).
+   */
+  templateDir: string | null;
 }
 
 /** A microVM of this node: its QEMU (pid 0 while saved) and start time, the way to its init. */
@@ -29,8 +48,8 @@ interface Vm {
   pid: number;
   start: number | null;
   mux: AgentMux;
-  /** Set while saved to disk: the streams that were open when it was saved (see AgentMux.forget). */
-  stale: number[] | null;
+  /** Saved to disk (it has no QEMU until resumed). */
+  saved: boolean;
   /** While its state is being saved: its QEMU ends on purpose then. */
   saving: boolean;
 }
@@ -39,7 +58,9 @@ interface Vm {
  * Sandboxes as QEMU microVMs (`"backend": "microvm"`): the guest's kernel is the boundary. Each
  * boots Warren's initramfs, whose stage mounts the image's layers (read-only virtio disks) under
  * an overlay on a writable disk of `diskMiB` and hands over to the same warren-init as in
- * containers, reached over one virtio-serial port (AgentMux). A pause stops its CPUs at once,
+ * containers, reached over one virtio-serial port (AgentMux). A create clones the template of
+ * its image and size (made by the first such create): no boot, its own clock, randomness and
+ * hostname from the agent's HELLO. A pause stops its CPUs at once,
  * then saves it to disk and ends its QEMU (the reclaim); a resume starts it again from there. Not
  * yet: commit, ports and the sandbox network (its sandboxes have loopback only).
  */
@@ -48,9 +69,11 @@ export class MicrovmBackend implements Backend {
   readonly capabilities = { pause: true, commit: false, ports: false, fnWorkers: false, network: false };
   readonly accelerator: string;
   private readonly vms = new Map<string, Vm>();
+  private readonly templates: MicrovmTemplates | null;
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.accelerator = o.accel;
+    this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir);
   }
 
   private vmDir(id: string): string {
@@ -66,30 +89,58 @@ export class MicrovmBackend implements Backend {
       layers.push({ meta: this.o.store.layerPath(digest), data: this.o.store.dataPath(digest) });
     }
     await mkdir(dir, { recursive: true, mode: 0o700 });
+    const kit = await this.o.kit();
+    const boot: MicrovmStart = {
+      cpus: Math.max(1, Math.ceil(spec.resources.cpu)),
+      memoryMiB: spec.resources.memoryMiB,
+      diskMiB: spec.resources.diskMiB ?? this.o.defaultDiskMiB,
+      layers,
+      accel: this.o.accel,
+      bootTimeoutMs: this.o.bootTimeoutMs,
+      hello: helloFor(sandboxHostname(spec.id)),
+    };
     let vm: RunningMicrovm;
     try {
-      vm = await startMicrovm(dir, await this.o.kit(), {
-        cpus: spec.resources.cpu,
-        memoryMiB: spec.resources.memoryMiB,
-        diskMiB: spec.resources.diskMiB ?? this.o.defaultDiskMiB,
-        layers,
-        accel: this.o.accel,
-        bootTimeoutMs: this.o.bootTimeoutMs,
-      });
+      vm = this.templates ? await this.clone(this.templates, dir, kit, boot) : await startMicrovm(dir, kit, boot);
     } catch (e) {
       await removeMicrovm(dir);
       throw e;
     }
     const start = await processStartTime(vm.pid);
-    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, stale: null, saving: false });
+    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: false });
     return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: start };
+  }
+
+  /** A clone of the template for `boot` (made first if this node has none); a clone that fails drops it. */
+  private clone(templates: MicrovmTemplates, dir: string, kit: GuestKit, boot: MicrovmStart): Promise<RunningMicrovm> {
+    const name = templateName({
+      kernel: kit.kernel,
+      initrd: kit.initrd,
+      layers: boot.layers,
+      cpus: boot.cpus,
+      memoryMiB: boot.memoryMiB,
+      diskMiB: boot.diskMiB,
+      accel: boot.accel,
+    });
+    return templates.with(
+      name,
+      (t) => makeTemplate(t, kit, { ...boot, hello: undefined }),
+      async (t) => {
+        try {
+          return await cloneMicrovm(dir, t, new AgentMux(vmFiles(dir).agent, boot.hello!), this.o.bootTimeoutMs);
+        } catch (e) {
+          await templates.drop(name);
+          throw e;
+        }
+      },
+    );
   }
 
   async started(): Promise<void> {}
 
   async adopt(id: string): Promise<BackendSandbox | null> {
     const dir = this.vmDir(id);
-    const mux = new AgentMux(vmFiles(dir).agent);
+    const mux = new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(id)));
     let pid = await runningQemu(dir);
     if (pid === null && existsSync(vmFiles(dir).state)) {
       // Saved while paused: started again from its state (the edge takes back running sandboxes).
@@ -104,7 +155,7 @@ export class MicrovmBackend implements Backend {
     }
     const start = pid === null ? null : await processStartTime(pid);
     if (pid === null || start === null) return null;
-    this.vms.set(id, { pid, start, mux, stale: null, saving: false });
+    this.vms.set(id, { pid, start, mux, saved: false, saving: false });
     return { id, connect: mux.connect, initPid: pid, initStartTime: start };
   }
 
@@ -131,7 +182,7 @@ export class MicrovmBackend implements Backend {
   /** Stops its CPUs (QMP `stop`): answers at once; reclaim then saves it to disk. */
   async pause(id: string): Promise<void> {
     const vm = this.entry(id);
-    if (vm.stale) return;
+    if (vm.saved) return;
     const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
     try {
       await q.execute('stop');
@@ -146,11 +197,12 @@ export class MicrovmBackend implements Backend {
    */
   async reclaim(id: string, signal?: AbortSignal): Promise<number> {
     const vm = this.entry(id);
-    if (vm.stale) return 0;
+    if (vm.saved) return 0;
     vm.saving = true;
     try {
       if (!(await saveMicrovm(this.vmDir(id), vm.pid, signal))) return (await this.stats(id)).memoryBytes;
-      vm.stale = vm.mux.detach();
+      vm.mux.close();
+      vm.saved = true;
       vm.pid = 0;
       return 0;
     } finally {
@@ -161,12 +213,11 @@ export class MicrovmBackend implements Backend {
   /** Its CPUs again (QMP `cont`), or, once saved, a new QEMU from its state. */
   async resume(id: string): Promise<void> {
     const vm = this.entry(id);
-    if (vm.stale) {
+    if (vm.saved) {
       const r = await restoreMicrovm(this.vmDir(id), vm.mux, this.o.bootTimeoutMs);
       vm.pid = r.pid;
       vm.start = await processStartTime(r.pid);
-      await vm.mux.forget(vm.stale);
-      vm.stale = null;
+      vm.saved = false;
       return;
     }
     const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
@@ -181,12 +232,15 @@ export class MicrovmBackend implements Backend {
     this.refuse('commit');
   }
 
-  /** CPU time and memory of its QEMU: what the VMM really holds (RSS), guest and device model together. */
+  /**
+   * CPU time and memory of its QEMU: what the VMM really holds, guest and device model together
+   * (its proportional set: a clone's share of its template's pages counts once over all clones).
+   */
   async stats(id: string): Promise<SandboxStats> {
     const vm = this.entry(id);
-    if (vm.stale) return { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
-    const statm = await readFile(`/proc/${vm.pid}/statm`, 'utf8').catch(() => '0 0');
-    return { cpuSeconds: (await processCpuSeconds(vm.pid)) ?? 0, memoryBytes: Number(statm.split(' ')[1] ?? 0) * 4096, swapBytes: 0 };
+    if (vm.saved) return { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
+    const rollup = await readFile(`/proc/${vm.pid}/smaps_rollup`, 'utf8').catch(() => '');
+    return { cpuSeconds: (await processCpuSeconds(vm.pid)) ?? 0, memoryBytes: Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024, swapBytes: 0 };
   }
 
   async totals(): Promise<SandboxStats> {
@@ -203,7 +257,7 @@ export class MicrovmBackend implements Backend {
   /** Whether its QEMU is gone (one saved to disk while paused, or being saved, has none and lives on). */
   async exited(sb: BackendSandbox): Promise<boolean> {
     const vm = this.vms.get(sb.id);
-    if (vm?.stale || vm?.saving) return false;
+    if (vm?.saved || vm?.saving) return false;
     const pid = vm?.pid ?? sb.initPid;
     return !pid || processExited(pid, vm ? vm.start : sb.initStartTime);
   }

@@ -5,7 +5,7 @@ import { createServer, type Socket } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentMux, MUX, MUX_HEADER, MUX_MAX_PAYLOAD, MUX_WINDOW, MuxDecoder, muxFrame } from './agent-mux.js';
+import { AgentMux, MUX, MUX_HEADER, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WINDOW, MuxDecoder, muxFrame, muxHello } from './agent-mux.js';
 import { microvmArgs } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
 
@@ -116,6 +116,50 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.ok(args.includes('-nodefaults'));
   assert.ok(!args.some((a) => a.includes('netdev') || a.startsWith('file:')));
   assert.throws(() => microvmArgs({ ...spec, rwDisk: '/vm/a,b' }), /commas/);
+  // RAM: anonymous by default; a template writes its file, a clone maps it copy-on-write, under the machine's own RAM id.
+  assert.ok(!args.includes('-object'));
+  const tmpl = microvmArgs({ ...spec, ram: { file: '/t/ram', shared: true } });
+  const clone = microvmArgs({ ...spec, ram: { file: '/t/ram', shared: false } });
+  assert.equal(tmpl[tmpl.indexOf('-object') + 1], 'memory-backend-file,id=microvm.ram,size=256M,mem-path=/t/ram,share=on');
+  assert.equal(clone[clone.indexOf('-object') + 1], 'memory-backend-file,id=microvm.ram,size=256M,mem-path=/t/ram,share=off');
+  assert.match(clone[clone.indexOf('-M') + 1]!, /,memory-backend=microvm\.ram$/);
+  assert.throws(() => microvmArgs({ ...spec, ram: { file: '/t/r am', shared: false } }), /spaces/);
+});
+
+test('muxHello: the clock in ns, the seed, the hostname; a wrong seed or a long name refused', () => {
+  const seed = Buffer.alloc(MUX_SEED, 7);
+  const h = muxHello(1_700_000_000_123_456_789n, seed, 'sb-abc');
+  assert.equal(h.readBigUInt64BE(0), 1_700_000_000_123_456_789n);
+  assert.deepEqual(h.subarray(8, 8 + MUX_SEED), seed);
+  assert.equal(h.subarray(8 + MUX_SEED).toString(), 'sb-abc');
+  assert.throws(() => muxHello(0n, Buffer.alloc(8), 'x'), /seed/);
+  assert.throws(() => muxHello(0n, seed, 'x'.repeat(65)), /too long/);
+});
+
+test('AgentMux: every connection to the guest starts with a HELLO (stream 0), a new one for a new connection', async () => {
+  const g = await fakeGuest(() => undefined);
+  let n = 0;
+  const mux = new AgentMux(g.path, () => muxHello(BigInt(++n), Buffer.alloc(MUX_SEED), `h${n}`));
+  try {
+    (await mux.connect()).destroy();
+    mux.close();
+    (await mux.connect()).destroy();
+    await new Promise((r) => setTimeout(r, 50));
+    const hellos = g.got.filter((f) => f.type === MUX.HELLO);
+    assert.deepEqual(
+      hellos.map((f) => [f.id, f.payload.subarray(8 + MUX_SEED).toString()]),
+      [
+        [0, 'h1'],
+        [0, 'h2'],
+      ],
+    );
+    // Before each connection's first OPEN.
+    assert.equal(g.got[0]!.type, MUX.HELLO);
+    assert.ok(g.got.findIndex((f) => f.type === MUX.OPEN) > 0);
+  } finally {
+    mux.close();
+    await g.close();
+  }
 });
 
 test('MuxDecoder: frames split across chunks and several in one; an oversized length is refused', () => {
@@ -192,7 +236,7 @@ test('AgentMux: a guest sends within the credit it is granted, and gets it back 
       pump(send);
     }
   });
-  const mux = new AgentMux(g.path);
+  const mux = new AgentMux(g.path, () => muxHello(0n, Buffer.alloc(MUX_SEED), 'sandbox'));
   try {
     const s = await mux.connect();
     let n = 0;
@@ -212,7 +256,7 @@ test('AgentMux: a guest that sends past its credit has that connection ended (CL
     if (f.type !== MUX.OPEN) return;
     for (let sent = 0; sent <= MUX_WINDOW; sent += MUX_MAX_PAYLOAD) send(muxFrame(MUX.DATA, f.id, Buffer.alloc(MUX_MAX_PAYLOAD)));
   });
-  const mux = new AgentMux(g.path);
+  const mux = new AgentMux(g.path, () => muxHello(0n, Buffer.alloc(MUX_SEED), 'sandbox'));
   try {
     const s = await mux.connect();
     s.pause(); // nobody reads: the host grants nothing more

@@ -5,8 +5,10 @@ import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { WarrenError } from '@warren/api';
 import { simpleCall } from '../../init/call.js';
-import { REQ } from '../../init/frame.js';
-import { AgentMux } from './agent-mux.js';
+import { REPLY, REQ } from '../../init/frame.js';
+import { startCommand } from '../../init/channel.js';
+import { randomBytes } from 'node:crypto';
+import { AgentMux, MUX_SEED, muxHello } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
 import { microvmArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
 import { Qmp } from './qmp.js';
@@ -27,6 +29,10 @@ export interface MicrovmStart {
   tscKhz?: number | null;
   /** How long the guest has to answer its first call (ms; default 30,000). */
   bootTimeoutMs?: number;
+  /** Its RAM in this file, written through (a template's: see makeTemplate); default anonymous. */
+  ramFile?: string;
+  /** The HELLO payload its agent's connections start with (default: hostname `sandbox`). */
+  hello?: () => Buffer;
 }
 
 /** A running microVM: its QEMU's pid and the way to its init. */
@@ -37,7 +43,7 @@ export interface RunningMicrovm {
 }
 
 /** The files of a microVM in its directory (the sockets, the console, the writable disk, its saved state). */
-export const vmFiles = (dir: string): { agent: string; qmp: string; console: string; pid: string; rw: string; spec: string; state: string } => ({
+export const vmFiles = (dir: string): { agent: string; qmp: string; console: string; pid: string; rw: string; spec: string; state: string; ram: string } => ({
   agent: join(dir, 'agent.sock'),
   qmp: join(dir, 'qmp.sock'),
   console: join(dir, 'console.sock'),
@@ -45,7 +51,13 @@ export const vmFiles = (dir: string): { agent: string; qmp: string; console: str
   rw: join(dir, 'rw.ext4'),
   spec: join(dir, 'vm.json'),
   state: join(dir, 'state'),
+  ram: join(dir, 'ram'),
 });
+
+/** A HELLO for a guest named `hostname`, with the clock now and fresh randomness. */
+export function helloFor(hostname: string): () => Buffer {
+  return () => muxHello(BigInt(Date.now()) * 1_000_000n, randomBytes(MUX_SEED), hostname);
+}
 
 /**
  * Starts a microVM in `dir` (an empty directory of its own) and waits until its init answers.
@@ -68,17 +80,82 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     pidFile: f.pid,
     accel: s.accel,
     tscKhz: s.tscKhz === undefined ? await hostTscKhz() : s.tscKhz,
+    ram: s.ramFile ? { file: s.ramFile, shared: true } : null,
   };
   // What a restore starts the same machine with (its devices must match the saved state's).
   await writeFile(f.spec, JSON.stringify(spec));
-  return boot(dir, spec, [], s.bootTimeoutMs ?? 30_000, new AgentMux(f.agent));
+  return boot(dir, spec, null, s.bootTimeoutMs ?? 30_000, new AgentMux(f.agent, s.hello ?? helloFor('sandbox')));
 }
 
-/** Starts QEMU (it daemonizes once set up) and waits for the guest's init to answer through `mux`. */
-async function boot(dir: string, spec: MicrovmSpec, extra: string[], timeoutMs: number, mux: AgentMux, started?: () => Promise<void>): Promise<RunningMicrovm> {
+/**
+ * Makes a template in `dir` (an empty directory of its own): a microVM booted as startMicrovm
+ * does, with its RAM in the file `ram`, then saved to `state` with nothing but its devices (the
+ * RAM is in the file) and its QEMU ended. `rw.ext4` and `vm.json` stay for its clones.
+ */
+export async function makeTemplate(dir: string, kit: GuestKit, s: MicrovmStart): Promise<void> {
+  const vm = await startMicrovm(dir, kit, { ...s, ramFile: vmFiles(dir).ram });
+  // The shell that runs commands, run once: its pages are in the guest's page cache of every
+  // clone (an image without /bin/sh runs nothing here).
+  await warmShell(vm.mux).catch(() => undefined);
+  vm.mux.close();
+  try {
+    await saveMicrovm(dir, vm.pid, undefined, true);
+  } catch (e) {
+    await stopMicrovm(vm.pid);
+    throw e;
+  }
+}
+
+/** Runs `/bin/sh -c true` in a guest to its end (at most 10 s). */
+async function warmShell(mux: AgentMux): Promise<void> {
+  const { call } = await startCommand(mux.connect, { argv: ['/bin/sh', '-c', 'true'], env: [], stdin: false });
+  const timer = setTimeout(() => call.close(), 10_000);
+  try {
+    for (let f = await call.next(); f && f.type !== REPLY.done; f = await call.next());
+  } finally {
+    clearTimeout(timer);
+    call.close();
+  }
+}
+
+/**
+ * Starts a microVM in `dir` as a clone of the template in `template` (see makeTemplate): its
+ * writable disk a copy of the template's (sparse), its RAM the template's file mapped
+ * copy-on-write, its devices from the template's state. Waits until its init answers through
+ * `mux`, whose HELLO gives it its own clock, randomness and hostname. Its own `vm.json` names
+ * anonymous RAM: a save of it holds all of its memory, so it never needs the template again.
+ */
+export async function cloneMicrovm(dir: string, template: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
+  const f = vmFiles(dir);
+  const t = vmFiles(template);
+  const own: MicrovmSpec = {
+    ...(JSON.parse(await readFile(t.spec, 'utf8')) as MicrovmSpec),
+    rwDisk: f.rw,
+    agentSocket: f.agent,
+    qmpSocket: f.qmp,
+    consoleSocket: f.console,
+    pidFile: f.pid,
+    ram: null,
+  };
+  await run('cp', ['--sparse=always', t.rw, f.rw]);
+  await writeFile(f.spec, JSON.stringify(own));
+  return boot(dir, { ...own, ram: { file: t.ram, shared: false } }, { state: t.state, ignoreShared: true }, timeoutMs, mux);
+}
+
+/** A saved state to start from: its file, and whether its RAM is not in it (a template's). */
+interface Incoming {
+  state: string;
+  ignoreShared: boolean;
+}
+
+/**
+ * Starts QEMU (it daemonizes once set up), loads `incoming` into it if given and runs it, and
+ * waits for the guest's init to answer through `mux`.
+ */
+async function boot(dir: string, spec: MicrovmSpec, incoming: Incoming | null, timeoutMs: number, mux: AgentMux): Promise<RunningMicrovm> {
   const f = vmFiles(dir);
   const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const p = spawn(QEMU, [...microvmArgs(spec), ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn(QEMU, [...microvmArgs(spec), ...(incoming ? ['-incoming', 'defer'] : [])], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     p.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4096)));
     p.once('error', (e) => resolve({ code: -1, stderr: String(e) }));
@@ -87,13 +164,18 @@ async function boot(dir: string, spec: MicrovmSpec, extra: string[], timeoutMs: 
   if (out.code !== 0) throw new WarrenError('internal', `QEMU did not start the microVM: ${out.stderr.trim()}`, { exitCode: out.code });
   const pid = Number((await readFile(f.pid, 'utf8')).trim());
   const console = consoleTail(f.console);
+  let phase = incoming ? 'load its saved state' : 'answer';
+  const t0 = Date.now();
   try {
-    await started?.();
+    if (incoming) await load(f.qmp, incoming, timeoutMs);
+    phase = 'answer';
     await simpleCall(mux.connect, REQ.stat, [['p', '/']], {}, timeoutMs);
   } catch (e) {
     mux.close();
+    const ended = processExitedNow(pid);
     await stopMicrovm(pid);
-    throw new WarrenError('unavailable', 'the microVM did not answer: its guest did not start', { console: await console.ended() }, { cause: e });
+    const why = `${ended ? 'its QEMU ended' : 'no answer'} after ${Date.now() - t0} ms`;
+    throw new WarrenError('unavailable', `the microVM did not ${phase}: ${why}`, { console: await console.ended(), phase }, { cause: e });
   } finally {
     console.stop();
   }
@@ -128,11 +210,11 @@ function shellSafe(path: string): string {
 }
 
 /**
- * Saves a stopped microVM's state (memory and devices) to its `state` file and ends its QEMU:
- * true when saved. `signal` (the sandbox is resuming) cancels a save under way: false, QEMU
+ * Saves a stopped microVM's state (memory and devices; its devices alone with `ramInFile`, a
+ * template's) to its `state` file and ends its QEMU: true when saved. `signal` (the sandbox is resuming) cancels a save under way: false, QEMU
  * left running, stopped.
  */
-export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal): Promise<boolean> {
+export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal, ramInFile = false): Promise<boolean> {
   const f = vmFiles(dir);
   const partial = `${f.state}.partial`;
   const qmp = await Qmp.open(f.qmp);
@@ -140,6 +222,10 @@ export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal
     await qmp.execute('stop');
     // QEMU 7.2 caps a migration at 32 MiB/s unless told otherwise; this one goes to a local file.
     await qmp.execute('migrate-set-parameters', { 'max-bandwidth': 2 ** 40 });
+    // A template's RAM is its file (shared): the state holds its devices alone. A clone's QEMU
+    // has the capability on from loading its template's state; its own saves hold all its RAM
+    // and must say so (a load checks the capability matches).
+    await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: ramInFile }] });
     await qmp.execute('migrate', { uri: `exec:cat > ${shellSafe(partial)}` });
     for (;;) {
       if (signal?.aborted) {
@@ -162,32 +248,39 @@ export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal
 }
 
 /**
- * Starts a saved microVM again from its state file (the same machine, `-incoming`), reached
- * through `mux` (the same AgentMux: connections made meanwhile wait for it), then removes the
- * state file.
+ * Loads a saved state into a QEMU started with `-incoming defer` and runs it (it was saved
+ * stopped, so it comes back stopped). A state QEMU cannot load ends QEMU (the caller's call then
+ * fails).
+ */
+async function load(qmpPath: string, incoming: Incoming, timeoutMs: number): Promise<void> {
+  const qmp = await Qmp.open(qmpPath);
+  try {
+    if (incoming.ignoreShared) await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+    await qmp.execute('migrate-incoming', { uri: `exec:cat ${shellSafe(incoming.state)}` });
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const st = (await qmp.execute('query-status')) as { status?: string };
+      if (st.status === 'running') break;
+      if (st.status !== 'inmigrate') {
+        await qmp.execute('cont');
+        break;
+      }
+      if (Date.now() > until) throw new WarrenError('deadline_exceeded', 'the microVM did not load its saved state in time');
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  } finally {
+    qmp.close();
+  }
+}
+
+/**
+ * Starts a saved microVM again from its state file (the same machine), reached through `mux`
+ * (the same AgentMux: connections made meanwhile wait for it), then removes the state file.
  */
 export async function restoreMicrovm(dir: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
   const f = vmFiles(dir);
   const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
-  // It was saved stopped, so it comes back stopped: running again once its state is in.
-  const vm = await boot(dir, spec, ['-incoming', `exec:cat ${shellSafe(f.state)}`], timeoutMs, mux, async () => {
-    const qmp = await Qmp.open(f.qmp);
-    try {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const st = (await qmp.execute('query-status')) as { status?: string };
-        if (st.status === 'running') break;
-        if (st.status !== 'inmigrate') {
-          await qmp.execute('cont');
-          break;
-        }
-        if (Date.now() > until) throw new WarrenError('deadline_exceeded', 'the microVM did not load its saved state in time');
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    } finally {
-      qmp.close();
-    }
-  });
+  const vm = await boot(dir, spec, { state: f.state, ignoreShared: false }, timeoutMs, mux);
   await rm(f.state, { force: true });
   return vm;
 }
@@ -220,16 +313,19 @@ export async function stopMicrovm(pid: number): Promise<void> {
   await waitGone(pid);
 }
 
+/** Whether a process is gone now. */
+function processExitedNow(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 /** Waits until a process is gone (at most 5 s). */
 async function waitGone(pid: number): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    try {
-      process.kill(pid, 0);
-    } catch {
-      return;
-    }
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  for (let i = 0; i < 500 && !processExitedNow(pid); i++) await new Promise((r) => setTimeout(r, 10));
 }
 
 /** Removes a stopped microVM's directory. */
