@@ -2,12 +2,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { cpioNewc } from './cpio.js';
 import { createServer, type Socket } from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentMux, MUX, MUX_HEADER, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WINDOW, MuxDecoder, muxFrame, muxHello } from './agent-mux.js';
 import { microvmArgs } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
+import { stopMicrovm } from './vm-process.js';
 
 /** Reads a newc archive back: name, mode and data of each entry. */
 function readCpio(buf: Buffer): Array<{ name: string; mode: number; data: string }> {
@@ -270,5 +272,19 @@ test('AgentMux: a guest that sends past its credit has that connection ended (CL
   } finally {
     mux.close();
     await g.close();
+  }
+});
+
+test('stopMicrovm: a QEMU that has exited but is not yet reaped (a zombie of the host’s init) counts as gone at once', async () => {
+  // `sleep 0` exits at once; its parent, exec'd into `sleep 10`, never reaps it.
+  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 10'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const zombie = Number((await new Promise<Buffer>((r) => parent.stdout.once('data', r))).toString().trim());
+    for (let i = 0; i < 100 && !(await readFile(`/proc/${zombie}/stat`, 'utf8')).includes(') Z '); i++) await new Promise((r) => setTimeout(r, 10));
+    const t0 = performance.now();
+    await stopMicrovm(zombie);
+    assert.ok(performance.now() - t0 < 1000, `took ${(performance.now() - t0).toFixed(0)} ms`);
+  } finally {
+    parent.kill('SIGKILL');
   }
 });

@@ -12,7 +12,7 @@ import { AgentMux, MUX_SEED, muxHello } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
 import { microvmArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
 import { Qmp } from './qmp.js';
-import { pidfileProcess } from '../../host/proc.js';
+import { pidfileProcess, processExited } from '../../host/proc.js';
 
 const run = promisify(execFile);
 /** The VMM, by the name it is started with (its argv[0], which the edge checks a pidfile's process by). */
@@ -172,7 +172,7 @@ async function boot(dir: string, spec: MicrovmSpec, incoming: Incoming | null, t
     await simpleCall(mux.connect, REQ.stat, [['p', '/']], {}, timeoutMs);
   } catch (e) {
     mux.close();
-    const ended = processExitedNow(pid);
+    const ended = await processExited(pid);
     await stopMicrovm(pid);
     const why = `${ended ? 'its QEMU ended' : 'no answer'} after ${Date.now() - t0} ms`;
     throw new WarrenError('unavailable', `the microVM did not ${phase}: ${why}`, { console: await console.ended(), phase }, { cause: e });
@@ -313,19 +313,12 @@ export async function stopMicrovm(pid: number): Promise<void> {
   await waitGone(pid);
 }
 
-/** Whether a process is gone now. */
-function processExitedNow(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch {
-    return true;
-  }
-}
-
-/** Waits until a process is gone (at most 5 s). */
+/**
+ * Waits until a process is gone (at most 5 s). An exited QEMU whose parent (the host's init,
+ * since it daemonized) has not reaped it yet counts as gone.
+ */
 async function waitGone(pid: number): Promise<void> {
-  for (let i = 0; i < 500 && !processExitedNow(pid); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 500 && !(await processExited(pid)); i++) await new Promise((r) => setTimeout(r, 10));
 }
 
 /** Removes a stopped microVM's directory. */
