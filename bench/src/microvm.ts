@@ -70,6 +70,8 @@ async function series(c: Warren, backend: 'container' | 'microvm', label: string
   const create: number[] = [];
   const first: number[] = [];
   for (let i = 0; i < RUNS; i++) {
+    // One create at a time on a node left idle for a second before each (a spare QEMU is ready then).
+    await new Promise((r) => setTimeout(r, 1000));
     const r = await createAndRun(c, backend);
     create.push(r.createMs);
     first.push(r.firstMs);
@@ -91,7 +93,7 @@ async function main(): Promise<void> {
     if (!vm?.available) throw new Error('no microVM backend on this node: bash scripts/setup.sh installs QEMU and the guest kernel');
     console.log(`microVM accelerator: ${vm.accelerator}; guests of ${MEMORY_MIB} MiB, 1 vCPU, image ${IMAGE}`);
 
-    console.log('create to first command:');
+    console.log('create to first command (one at a time, the node idle for a second before each):');
     await series(warm.client, 'container', 'container');
     await series(cold.client, 'microvm', 'microVM, cold boot');
     const t0 = performance.now();

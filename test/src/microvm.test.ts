@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +23,7 @@ import {
   type VmLayer,
 } from '@warren/edge';
 import type { CreateOptions, Sandbox } from '@warren/sdk';
-import { IMAGE_CACHE, errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
+import { IMAGE_CACHE, errorCode, forceCleanup, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 const NATIVE = new URL('../../native/build', import.meta.url).pathname;
 const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
@@ -61,10 +61,10 @@ async function sh(agent: AgentConnect, script: string): Promise<{ out: string; e
   }
 }
 
+/** Whether a process runs (one that exited and waits to be reaped by the host's init does not). */
 const alive = (pid: number): boolean => {
   try {
-    process.kill(pid, 0);
-    return true;
+    return !/\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return false;
   }
@@ -331,7 +331,11 @@ test(
           return true;
         });
         assert.ok(!existsSync(join(templates, big!)), 'the bad template is dropped');
-        assert.deepEqual(readdirSync(join(t.dataDir, 'microvm')), [], 'no sandbox dir left');
+        assert.deepEqual(
+          readdirSync(join(t.dataDir, 'microvm')).filter((n) => !n.startsWith('.spare-')),
+          [],
+          'no sandbox dir left',
+        );
         assert.ok(!(await t.client.sandboxes.list()).sandboxes.some((s) => s.info.state === 'creating' || s.info.state === 'running'));
         const again = await create(256);
         assert.equal((await again.exec('echo ok')).stdout, 'ok\n');
@@ -400,3 +404,44 @@ test('an edge restarted: its microVMs run on and are adopted (shell sessions too
     await first.close();
   }
 });
+
+test(
+  'a spare QEMU waits for the next clone: that create takes it (its directory a link to the spare’s); delete and stop leave none',
+  { timeout: 240_000 },
+  async () => {
+    const t = await startTestWarren({ images: ['busybox:latest'] });
+    const vms = join(t.dataDir, 'microvm');
+    const spares = (): string[] => readdirSync(vms).filter((n) => n.startsWith('.spare-'));
+    let sparePids: number[] = [];
+    try {
+      const create = (): Promise<Sandbox> => t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+      const first = await create();
+      // The create asked for a spare of its template: a QEMU waiting for the template's state.
+      await until(async () => spares().length === 1 && existsSync(join(vms, spares()[0]!, 'qemu.pid')), 30_000);
+      // QEMU writes its pidfile a little before it is ready (it daemonizes last).
+      await new Promise((r) => setTimeout(r, 500));
+      const spare = spares()[0]!;
+      const sparePid = Number(await readFile(join(vms, spare, 'qemu.pid'), 'utf8'));
+      assert.ok(alive(sparePid));
+      const second = await create();
+      assert.equal(readlinkSync(join(vms, second.id)), spare, 'the sandbox is the spare');
+      assert.equal((await qemuOf(t.dataDir, second.id)).pid, sparePid);
+      assert.equal((await second.exec('hostname')).stdout, `${second.id.replace(/_/g, '-')}\n`);
+      await second.delete();
+      assert.equal(alive(sparePid), false);
+      assert.ok(!existsSync(join(vms, spare)), 'the spare’s directory went with its sandbox');
+      await first.delete();
+      await until(async () => spares().length === 1 && existsSync(join(vms, spares()[0]!, 'qemu.pid')), 30_000);
+      sparePids = spares().map((n) => Number(readFileSync(join(vms, n, 'qemu.pid'), 'utf8')));
+    } finally {
+      await t.close({ keep: true, removeData: false });
+    }
+    try {
+      // A stopped node leaves no spare running (its sandboxes, none here, would run on).
+      for (const p of sparePids) assert.equal(alive(p), false);
+      assert.deepEqual(spares(), []);
+    } finally {
+      await forceCleanup(t.dataDir);
+    }
+  },
+);

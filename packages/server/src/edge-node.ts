@@ -274,5 +274,6 @@ async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: st
     accel: o.microvm?.accel ?? 'tcg',
     defaultDiskMiB: 1024,
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
+    spares: o.microvm ? o.microvm.spares : undefined,
   });
 }

@@ -36,9 +36,10 @@ export interface WarrenOptions {
   /**
    * The microVM backend (QEMU `microvm`): on when QEMU and the guest kernel
    * (scripts/guest-kernel.sh, under `guestCacheDir`) are there, unless false. `snapshots:
-   * false` boots every microVM's guest rather than cloning a template (a benchmark's cold boot).
+   * false` boots every microVM's guest rather than cloning a template (a benchmark's cold boot);
+   * `spares`: QEMUs kept started for the next clones (default 1; 0: none).
    */
-  microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean };
+  microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean; spares?: number };
   /** How sandbox inits start: `native` (default) or `runc`. */
   runtime?: ContainerRuntime;
   images?: DefaultImageName[];

@@ -81,7 +81,7 @@ export async function sweepDataDir(dataDir: string, opts: { remove?: boolean; lo
   for (const kind of ['microvm', 'microvm-templates']) {
     for (const id of await readdir(join(dataDir, kind)).catch(() => [] as string[])) {
       const vm = join(dataDir, kind, id);
-      const pid = await pidfileProcess(join(vm, 'qemu.pid'), 'qemu-system-x86_64', vm);
+      const pid = await pidfileProcess(join(vm, 'qemu.pid'), 'qemu-system-x86_64');
       if (pid && killQuietly(pid)) log(`swept leftover microVM ${pid} (${kind}/${id})`);
     }
   }

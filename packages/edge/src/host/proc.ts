@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir, readlink, realpath } from 'node:fs/promises';
 
 /** The fields of a /proc/PID/stat line after the command name (the state is the first). */
 function statFields(stat: string): string[] {
@@ -21,14 +21,20 @@ export async function processCpuSeconds(pid: number): Promise<number | null> {
 }
 
 /**
- * The pid a pidfile names, when that process runs `program` on files under `dir` (its command
- * line says so): a pid reused by anything else since, or a stale file, gives null.
+ * The pid a pidfile names, when that process runs `program` and holds the pidfile open (as QEMU
+ * does): a pid reused by anything else since, or a stale file, gives null. The open file names
+ * the process's directory wherever it has moved since (a renamed directory included).
  */
-export async function pidfileProcess(pidFile: string, program: string, dir: string): Promise<number | null> {
+export async function pidfileProcess(pidFile: string, program: string): Promise<number | null> {
   const pid = Number((await readFile(pidFile, 'utf8').catch(() => '')).trim());
   if (!(pid > 0)) return null;
   const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
-  return argv[0] === program && argv.some((a) => a.includes(dir + '/')) ? pid : null;
+  if (argv[0] !== program) return null;
+  const want = await realpath(pidFile).catch(() => null);
+  for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
+    if (want && (await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')) === want) return pid;
+  }
+  return null;
 }
 
 async function readStat(pid: number): Promise<{ state: string; startTime: number } | null> {

@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readFile, readdir, rm, symlink } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { LayerInfo, LayerStore } from '@warren/images';
 import { sandboxHostname, type Backend, type BackendCreateSpec, type BackendSandbox, type SandboxStats } from '../backend.js';
 import { AgentMux } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
+import { MicrovmSpares } from './spares.js';
 import { MicrovmTemplates, templateName } from './templates.js';
 import {
   cloneMicrovm,
@@ -13,6 +14,7 @@ import {
   makeTemplate,
   removeMicrovm,
   restoreMicrovm,
+  runSpare,
   runningQemu,
   saveMicrovm,
   startMicrovm,
@@ -41,6 +43,8 @@ export interface MicrovmBackendOptions {
    * clone); null: every create boots its guest (cold).
    */
   templateDir: string | null;
+  /** QEMUs kept started for the next clones (see MicrovmSpares; default 1). */
+  spares?: number;
 }
 
 /** A microVM of this node: its QEMU (pid 0 while saved) and start time, the way to its init. */
@@ -70,10 +74,13 @@ export class MicrovmBackend implements Backend {
   readonly accelerator: string;
   private readonly vms = new Map<string, Vm>();
   private readonly templates: MicrovmTemplates | null;
+  private readonly spares: MicrovmSpares | null;
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.accelerator = o.accel;
-    this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir);
+    const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1);
+    this.spares = spares;
+    this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
   }
 
   private vmDir(id: string): string {
@@ -126,8 +133,18 @@ export class MicrovmBackend implements Backend {
       name,
       (t) => makeTemplate(t, kit, { ...boot, hello: undefined }),
       async (t) => {
+        const mux = new AgentMux(vmFiles(dir).agent, boot.hello!);
         try {
-          return await cloneMicrovm(dir, t, new AgentMux(vmFiles(dir).agent, boot.hello!), this.o.bootTimeoutMs);
+          const spare = await this.spares?.take(t);
+          let vm: RunningMicrovm;
+          if (spare) {
+            // The sandbox's directory is a link to the spare's (QEMU keeps the paths it was started with).
+            await rm(dir, { recursive: true, force: true });
+            await symlink(basename(spare.dir), dir);
+            vm = await runSpare(dir, spare.pid, t, mux, this.o.bootTimeoutMs);
+          } else vm = await cloneMicrovm(dir, t, mux, this.o.bootTimeoutMs);
+          this.spares?.fill(t);
+          return vm;
         } catch (e) {
           await templates.drop(name);
           throw e;
@@ -268,12 +285,16 @@ export class MicrovmBackend implements Backend {
 
   async list(): Promise<string[]> {
     if (!existsSync(this.o.dir)) return [];
-    return (await readdir(this.o.dir, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name);
+    // A sandbox made of a spare is a link to the spare's directory; spares themselves are no sandboxes.
+    return (await readdir(this.o.dir, { withFileTypes: true }))
+      .filter((d) => (d.isDirectory() || d.isSymbolicLink()) && !d.name.startsWith('.'))
+      .map((d) => d.name);
   }
 
   /** The microVMs run on (a restarted edge adopts them); only the connections to them close. */
   async close(): Promise<void> {
     for (const vm of this.vms.values()) vm.mux.close();
     this.vms.clear();
+    await this.spares?.close();
   }
 }

@@ -45,9 +45,11 @@ interface Entry {
 export class MicrovmTemplates {
   private readonly entries = new Map<string, Entry>();
 
+  /** `onRemove`: told of each template directory removed (its spares go with it). */
   constructor(
     private readonly dir: string,
     private readonly max = 8,
+    private readonly onRemove: (dir: string) => Promise<void> = async () => undefined,
   ) {}
 
   /** Runs `use` on the template `name`'s directory, made with `make(dir)` first if there is none. */
@@ -74,6 +76,7 @@ export class MicrovmTemplates {
   /** Removes a template (a clone of it failed: the next create makes it again). */
   async drop(name: string): Promise<void> {
     this.entries.delete(name);
+    await this.onRemove(join(this.dir, name));
     await rm(join(this.dir, name), { recursive: true, force: true });
   }
 

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile, readlink, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { WarrenError } from '@warren/api';
@@ -42,16 +42,28 @@ export interface RunningMicrovm {
   dir: string;
 }
 
-/** The files of a microVM in its directory (the sockets, the console, the writable disk, its saved state). */
-export const vmFiles = (dir: string): { agent: string; qmp: string; console: string; pid: string; rw: string; spec: string; state: string; ram: string } => ({
-  agent: join(dir, 'agent.sock'),
-  qmp: join(dir, 'qmp.sock'),
-  console: join(dir, 'console.sock'),
-  pid: join(dir, 'qemu.pid'),
-  rw: join(dir, 'rw.ext4'),
-  spec: join(dir, 'vm.json'),
-  state: join(dir, 'state'),
-  ram: join(dir, 'ram'),
+/** The files of a microVM in its directory, by name. */
+const FILES = {
+  agent: 'agent.sock',
+  qmp: 'qmp.sock',
+  console: 'console.sock',
+  pid: 'qemu.pid',
+  rw: 'rw.ext4',
+  spec: 'vm.json',
+  state: 'state',
+  ram: 'ram',
+} as const;
+
+/** The files of a microVM in its directory (the sockets, the console, the writable disk, its saved state), as paths. */
+export const vmFiles = (dir: string): { [K in keyof typeof FILES]: string } => ({
+  agent: join(dir, FILES.agent),
+  qmp: join(dir, FILES.qmp),
+  console: join(dir, FILES.console),
+  pid: join(dir, FILES.pid),
+  rw: join(dir, FILES.rw),
+  spec: join(dir, FILES.spec),
+  state: join(dir, FILES.state),
+  ram: join(dir, FILES.ram),
 });
 
 /** A HELLO for a guest named `hostname`, with the clock now and fresh randomness. */
@@ -84,7 +96,8 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
   };
   // What a restore starts the same machine with (its devices must match the saved state's).
   await writeFile(f.spec, JSON.stringify(spec));
-  return boot(dir, spec, null, s.bootTimeoutMs ?? 30_000, new AgentMux(f.agent, s.hello ?? helloFor('sandbox')));
+  const pid = await spawnQemu(dir, spec, false);
+  return bring(dir, pid, null, s.bootTimeoutMs ?? 30_000, new AgentMux(f.agent, s.hello ?? helloFor('sandbox')));
 }
 
 /**
@@ -126,8 +139,18 @@ async function warmShell(mux: AgentMux): Promise<void> {
  * anonymous RAM: a save of it holds all of its memory, so it never needs the template again.
  */
 export async function cloneMicrovm(dir: string, template: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
-  const f = vmFiles(dir);
+  return runSpare(dir, await startSpare(dir, template), template, mux, timeoutMs);
+}
+
+/**
+ * The first half of a clone (see cloneMicrovm): its disk and a QEMU started in `dir`, waiting
+ * for the template's state (no CPU used meanwhile). Answers QEMU's pid. QEMU names its files by
+ * their paths (it opens the disk again while saving): `dir` stays where it is, a sandbox made of
+ * it is a symbolic link to it.
+ */
+export async function startSpare(dir: string, template: string): Promise<number> {
   const t = vmFiles(template);
+  const f = vmFiles(dir);
   const own: MicrovmSpec = {
     ...(JSON.parse(await readFile(t.spec, 'utf8')) as MicrovmSpec),
     rwDisk: f.rw,
@@ -139,7 +162,12 @@ export async function cloneMicrovm(dir: string, template: string, mux: AgentMux,
   };
   await run('cp', ['--sparse=always', t.rw, f.rw]);
   await writeFile(f.spec, JSON.stringify(own));
-  return boot(dir, { ...own, ram: { file: t.ram, shared: false } }, { state: t.state, ignoreShared: true }, timeoutMs, mux);
+  return spawnQemu(dir, { ...own, ram: { file: t.ram, shared: false } }, true);
+}
+
+/** The second half of a clone: the spare in `dir` (QEMU `pid`) loads the template's state and runs. */
+export function runSpare(dir: string, pid: number, template: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
+  return bring(dir, pid, { state: vmFiles(template).state, ignoreShared: true }, timeoutMs, mux);
 }
 
 /** A saved state to start from: its file, and whether its RAM is not in it (a template's). */
@@ -149,11 +177,10 @@ interface Incoming {
 }
 
 /**
- * Starts QEMU (it daemonizes once set up), loads `incoming` into it if given and runs it, and
- * waits for the guest's init to answer through `mux`.
+ * Starts QEMU for the microVM in `dir` (it daemonizes once set up; with `incoming` it then waits
+ * for a state to load) and answers its pid.
  */
-async function boot(dir: string, spec: MicrovmSpec, incoming: Incoming | null, timeoutMs: number, mux: AgentMux): Promise<RunningMicrovm> {
-  const f = vmFiles(dir);
+async function spawnQemu(dir: string, spec: MicrovmSpec, incoming: boolean): Promise<number> {
   const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
     const p = spawn(QEMU, [...microvmArgs(spec), ...(incoming ? ['-incoming', 'defer'] : [])], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
@@ -162,7 +189,16 @@ async function boot(dir: string, spec: MicrovmSpec, incoming: Incoming | null, t
     p.once('close', (code) => resolve({ code, stderr }));
   });
   if (out.code !== 0) throw new WarrenError('internal', `QEMU did not start the microVM: ${out.stderr.trim()}`, { exitCode: out.code });
-  const pid = Number((await readFile(f.pid, 'utf8')).trim());
+  return Number((await readFile(vmFiles(dir).pid, 'utf8')).trim());
+}
+
+/**
+ * Loads `incoming` into the QEMU `pid` of the microVM in `dir` if given and runs it, and waits
+ * for the guest's init to answer through `mux`. On any failure QEMU is killed, and the error
+ * says why with the end of the guest's console.
+ */
+async function bring(dir: string, pid: number, incoming: Incoming | null, timeoutMs: number, mux: AgentMux): Promise<RunningMicrovm> {
+  const f = vmFiles(dir);
   const console = consoleTail(f.console);
   let phase = incoming ? 'load its saved state' : 'answer';
   const t0 = Date.now();
@@ -280,7 +316,7 @@ async function load(qmpPath: string, incoming: Incoming, timeoutMs: number): Pro
 export async function restoreMicrovm(dir: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
   const f = vmFiles(dir);
   const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
-  const vm = await boot(dir, spec, { state: f.state, ignoreShared: false }, timeoutMs, mux);
+  const vm = await bring(dir, await spawnQemu(dir, spec, true), { state: f.state, ignoreShared: false }, timeoutMs, mux);
   await rm(f.state, { force: true });
   return vm;
 }
@@ -300,7 +336,7 @@ export function hostTscKhz(): Promise<number | null> {
 
 /** The pid of the QEMU running the microVM in `dir` (by its pidfile, checked to be that QEMU); null if none. */
 export function runningQemu(dir: string): Promise<number | null> {
-  return pidfileProcess(vmFiles(dir).pid, QEMU, dir);
+  return pidfileProcess(vmFiles(dir).pid, QEMU);
 }
 
 /** Kills a microVM's QEMU and waits until it is gone (at most 5 s). */
@@ -321,7 +357,9 @@ async function waitGone(pid: number): Promise<void> {
   for (let i = 0; i < 500 && !(await processExited(pid)); i++) await new Promise((r) => setTimeout(r, 10));
 }
 
-/** Removes a stopped microVM's directory. */
+/** Removes a stopped microVM's directory (and, for one made of a spare, the spare's that it links to). */
 export async function removeMicrovm(dir: string): Promise<void> {
+  const target = await readlink(dir).catch(() => null);
+  if (target !== null) await rm(resolve(dirname(dir), target), { recursive: true, force: true });
   await rm(dir, { recursive: true, force: true });
 }
