@@ -171,6 +171,10 @@ test('"backend": "microvm" through the API: exec, files, env and workdir, loopba
     assert.equal(await sb.files.readText('/work/notes.txt'), 'from the API\n');
     const list = await t.client.sandboxes.list();
     assert.ok(list.sandboxes.some((x) => x.id === sb.id));
+    // The node counts its sandboxes per backend.
+    const nodes = (await http(t, 'GET', '/v1/nodes')).json as { nodes: Array<{ byBackend: Record<string, { sandboxes: number; paused: number }> }> };
+    assert.deepEqual(nodes.nodes[0]!.byBackend.microvm, { sandboxes: 1, paused: 0 });
+    assert.deepEqual(nodes.nodes[0]!.byBackend.container, { sandboxes: 0, paused: 0 });
     assert.ok(alive(pid));
     await sb.delete();
     assert.equal(alive(pid), false);
@@ -445,3 +449,16 @@ test(
     }
   },
 );
+
+test('admission counts what a microVM’s QEMU holds beyond its guest’s memory', { timeout: 180_000 }, async () => {
+  await withMicrovm({ resources: { memoryMiB: 128 } }, async ({ t, sb }) => {
+    type NodeView = { allocated: { memoryMiB: number }; committed: { memoryMiB: number }; used: { memoryMiB: number } };
+    const node = async (): Promise<NodeView> => ((await http(t, 'GET', '/v1/nodes')).json as { nodes: NodeView[] }).nodes[0]!;
+    assert.equal((await node()).allocated.memoryMiB, 128);
+    // The guest fills most of its memory (its page cache): the VMM then holds that, its own, and TCG's code cache.
+    assert.equal((await sb.exec('head -c 90m /dev/zero > /root/fill && sync && echo ok')).stdout, 'ok\n');
+    await until(async () => (await node()).committed.memoryMiB > 128, 20_000);
+    const n = await node();
+    assert.ok(n.committed.memoryMiB <= n.used.memoryMiB + 1, `committed ${n.committed.memoryMiB} MiB, used ${n.used.memoryMiB} MiB`);
+  });
+});

@@ -70,6 +70,8 @@ export const Node = z.object({
   used: z.object({ cpu: z.number(), memoryMiB: z.number(), swapMiB: z.number() }),
   sandboxes: z.number(),
   paused: z.number(),
+  /** Sandboxes and paused ones per backend it runs. */
+  byBackend: z.record(z.string(), z.object({ sandboxes: z.number(), paused: z.number() })),
   lastHeartbeatAt: z.string(),
   /**
    * How far the node's clock is ahead of this replica's (ms, negative: behind; null: not measured
@@ -89,6 +91,7 @@ export const NodeLoad = z.object({
   used: z.object({ cpu: z.number(), memoryMiB: z.number(), swapMiB: z.number() }).nullable(),
   sandboxes: z.number().int().min(0),
   paused: z.number().int().min(0),
+  byBackend: z.record(z.string(), z.object({ sandboxes: z.number().int().min(0), paused: z.number().int().min(0) })).optional(),
 });
 /** A node's name: what `warren edge --name` gives (a DNS label's characters). */
 export const NodeName = z

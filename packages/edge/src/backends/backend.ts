@@ -85,6 +85,11 @@ export interface Backend {
   stats(id: string): Promise<SandboxStats>;
   /** The same for all of this backend's sandboxes together. */
   totals(): Promise<SandboxStats>;
+  /**
+   * Memory its running sandboxes hold beyond what they requested, as of the last `totals`
+   * (MiB): a VMM's own on top of its guest's. Admission counts it; absent: none.
+   */
+  heldBeyondRequestsMiB?(): number;
   /** Whether a sandbox's processes are gone (its init exited or was killed). */
   exited(sb: BackendSandbox): Promise<boolean>;
   /**

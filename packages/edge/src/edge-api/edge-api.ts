@@ -37,6 +37,8 @@ export interface EdgeLoad {
   used: { cpu: number; memoryMiB: number; swapMiB: number } | null;
   sandboxes: number;
   paused: number;
+  /** Sandboxes and paused ones per backend (absent from an edge that does not say). */
+  byBackend?: Record<string, { sandboxes: number; paused: number }>;
 }
 
 /** A file handed over at create, whole. */

@@ -53,6 +53,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
       used: used ? await edge.used() : null,
       sandboxes: u.sandboxes,
       paused: u.paused,
+      byBackend: edge.byBackend(),
     };
   };
   return {

@@ -23,6 +23,13 @@ export class BackendSet {
   }
 
   /** What every backend's sandboxes use together. */
+  /** Memory the backends' running sandboxes hold beyond their requests (see Backend.heldBeyondRequestsMiB). */
+  heldBeyondRequestsMiB(): number {
+    let n = 0;
+    for (const b of this.all) n += b.heldBeyondRequestsMiB?.() ?? 0;
+    return n;
+  }
+
   async totals(): Promise<SandboxStats> {
     const all = await Promise.all(this.all.map((b) => b.totals()));
     const sum = { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };

@@ -94,12 +94,13 @@ export class Edge {
   }
 
   /**
-   * What admission counts: CPUs and memory requested by running sandboxes; a paused one counts
-   * the memory still resident after its reclaim and no CPU.
+   * What admission counts: CPUs and memory requested by running sandboxes (and the memory a
+   * VMM holds beyond its guest's request, as last sampled); a paused one counts the memory
+   * still resident after its reclaim and no CPU.
    */
   usage(): { cpu: number; memoryMiB: number; sandboxes: number; paused: number } {
     let cpu = this.allocated.cpu;
-    let memoryMiB = this.allocated.memoryMiB;
+    let memoryMiB = this.allocated.memoryMiB + this.backendSet.heldBeyondRequestsMiB();
     let paused = 0;
     for (const id of this.pausedIds) {
       const l = this.live.get(id);
@@ -135,6 +136,18 @@ export class Edge {
   /** A live sandbox whose backend can do `what`; invalid_argument if it cannot. */
   private able(id: string, what: keyof BackendCapabilities, verb: string): Live {
     return capable(this.get(id), id, what, verb);
+  }
+
+  /** How many sandboxes each backend runs, and how many of them are paused (a walk over all: for reports). */
+  byBackend(): Record<string, { sandboxes: number; paused: number }> {
+    const out: Record<string, { sandboxes: number; paused: number }> = {};
+    for (const b of this.backendSet.all) out[b.name] = { sandboxes: 0, paused: 0 };
+    for (const l of this.live.values()) {
+      const c = (out[l.backend.name] ??= { sandboxes: 0, paused: 0 });
+      c.sandboxes++;
+      if (l.spec.paused) c.paused++;
+    }
+    return out;
   }
 
   /** What the node's sandboxes requested in all (paused ones included), for reports. */

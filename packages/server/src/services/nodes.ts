@@ -124,6 +124,7 @@ export class NodeService {
       sandboxes: load.sandboxes,
       paused: load.paused,
       backends: n.info.backends.map((b) => b.name),
+      byBackend: load.byBackend ?? {},
       lastHeartbeatAt: new Date(n.local ? Date.now() : n.heartbeatAt).toISOString(),
       clockOffsetMs: n.local ? 0 : ((n.api as Partial<RemoteEdgeApi>).clockOffsetMs?.() ?? null),
     };

@@ -56,6 +56,8 @@ interface Vm {
   saved: boolean;
   /** While its state is being saved: its QEMU ends on purpose then. */
   saving: boolean;
+  /** Its guest's memory (what its sandbox requested). */
+  memoryMiB: number;
 }
 
 /**
@@ -75,6 +77,8 @@ export class MicrovmBackend implements Backend {
   private readonly vms = new Map<string, Vm>();
   private readonly templates: MicrovmTemplates | null;
   private readonly spares: MicrovmSpares | null;
+  /** See heldBeyondRequestsMiB. */
+  private beyond = 0;
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.accelerator = o.accel;
@@ -114,7 +118,7 @@ export class MicrovmBackend implements Backend {
       throw e;
     }
     const start = await processStartTime(vm.pid);
-    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: false });
+    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: false, memoryMiB: boot.memoryMiB });
     return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: start };
   }
 
@@ -172,7 +176,8 @@ export class MicrovmBackend implements Backend {
     }
     const start = pid === null ? null : await processStartTime(pid);
     if (pid === null || start === null) return null;
-    this.vms.set(id, { pid, start, mux, saved: false, saving: false });
+    const memoryMiB = (JSON.parse(await readFile(vmFiles(dir).spec, 'utf8').catch(() => '{}')) as { memoryMiB?: number }).memoryMiB ?? 0;
+    this.vms.set(id, { pid, start, mux, saved: false, saving: false, memoryMiB });
     return { id, connect: mux.connect, initPid: pid, initStartTime: start };
   }
 
@@ -262,13 +267,21 @@ export class MicrovmBackend implements Backend {
 
   async totals(): Promise<SandboxStats> {
     const sum = { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
-    for (const id of this.vms.keys()) {
+    let beyond = 0;
+    for (const [id, vm] of this.vms) {
       const s = await this.stats(id).catch(() => null);
       if (!s) continue;
       sum.cpuSeconds += s.cpuSeconds;
       sum.memoryBytes += s.memoryBytes;
+      beyond += Math.max(0, Math.ceil(s.memoryBytes / 2 ** 20) - vm.memoryMiB);
     }
+    this.beyond = beyond;
     return sum;
+  }
+
+  /** What its QEMUs held beyond their guests' memory at the last `totals` (device model, TCG's code cache). */
+  heldBeyondRequestsMiB(): number {
+    return this.beyond;
   }
 
   /** Whether its QEMU is gone (one saved to disk while paused, or being saved, has none and lives on). */
