@@ -12,7 +12,9 @@ import {
   REPLY,
   sweepDataDir,
   decodeFields,
+  chooseAccel,
   guestKit,
+  guestRuns,
   processCpuSeconds,
   startCommand,
   startMicrovm,
@@ -462,3 +464,37 @@ test('admission counts what a microVM’s QEMU holds beyond its guest’s memory
     assert.ok(n.committed.memoryMiB <= n.used.memoryMiB + 1, `committed ${n.committed.memoryMiB} MiB, used ${n.used.memoryMiB} MiB`);
   });
 });
+
+test(
+  'the accelerator probe: a guest that runs says so on its console; a kernel that is none does not; the answer is kept per host boot',
+  { timeout: 120_000 },
+  async () => {
+    const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), await platformOf(NATIVE));
+    assert.equal(await guestRuns(kit, 'tcg', 60_000), true);
+    const dir = await mkdtemp(join(tmpdir(), 'warren-accel-'));
+    try {
+      const bogus = join(dir, 'vmlinuz');
+      await writeFile(bogus, 'not a kernel');
+      assert.equal(await guestRuns({ ...kit, kernel: bogus }, 'tcg', 60_000), false);
+      // No /dev/kvm: TCG, nothing probed.
+      let probed = 0;
+      const counting = async (): Promise<typeof kit> => {
+        probed++;
+        return { ...kit, kernel: bogus };
+      };
+      assert.equal(await chooseAccel(dir, counting, { kvmDevice: join(dir, 'no-kvm') }), 'tcg');
+      assert.equal(probed, 0);
+      // A device that is there is probed once per boot of the host (here the probe's guest cannot run: TCG).
+      assert.equal(await chooseAccel(dir, counting, { kvmDevice: bogus, timeoutMs: 5000 }), 'tcg');
+      assert.equal(await chooseAccel(dir, counting, { kvmDevice: bogus, timeoutMs: 5000 }), 'tcg');
+      assert.equal(probed, 1);
+      const boot = (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
+      assert.equal(await readFile(join(dir, `accel-${boot}`), 'utf8'), 'tcg');
+      await writeFile(join(dir, `accel-${boot}`), 'kvm');
+      assert.equal(await chooseAccel(dir, counting, { kvmDevice: bogus }), 'kvm');
+      assert.equal(probed, 1);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+);

@@ -48,3 +48,4 @@ export { REPLY } from './init/frame.js';
 export type { AgentConnect } from './init/call.js';
 export { decodeFields } from './init/frame.js';
 export { MicrovmBackend, type MicrovmBackendOptions } from './backends/microvm/microvm-backend.js';
+export { chooseAccel, guestRuns } from './backends/microvm/accel.js';

@@ -8,6 +8,7 @@ import {
   ContainerBackend,
   Edge,
   MicrovmBackend,
+  chooseAccel,
   guestKit,
   type Backend,
   type GuestKit,
@@ -250,9 +251,9 @@ export const DEFAULT_GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache
 
 /**
  * The microVM backend, when this node can run it: QEMU installed and a guest kernel in the cache
- * (else null, said in the log). Its guests run under TCG unless told `kvm` (a probe that boots a
- * guest under KVM to see that it really runs is still to come: on this kind of machine
- * /dev/kvm can open and yet hang a stock kernel).
+ * (else null, said in the log). Its guests run under KVM when /dev/kvm is there and really runs
+ * one (probed once per host boot: on some machines /dev/kvm opens and yet hangs a stock
+ * kernel), else under TCG, unless told which.
  */
 async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: string, platformDir: string): Promise<MicrovmBackend | null> {
   if (o.microvm === false) return null;
@@ -263,15 +264,17 @@ async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: st
     return null;
   }
   let kit: Promise<GuestKit> | null = null;
+  const kitOnce = (): Promise<GuestKit> =>
+    (kit ??= guestKit(cacheDir, join(nativeDir, 'warren-vmstage'), platformDir).catch((e: unknown) => {
+      kit = null;
+      throw e;
+    }));
+  const accel = o.microvm?.accel ?? (await chooseAccel(cacheDir, kitOnce).catch(() => 'tcg' as const));
   return new MicrovmBackend({
     dir: join(o.dataDir, 'microvm'),
     store: layers,
-    kit: () =>
-      (kit ??= guestKit(cacheDir, join(nativeDir, 'warren-vmstage'), platformDir).catch((e: unknown) => {
-        kit = null;
-        throw e;
-      })),
-    accel: o.microvm?.accel ?? 'tcg',
+    kit: kitOnce,
+    accel,
     defaultDiskMiB: 1024,
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
