@@ -84,6 +84,9 @@ export interface TestWarren {
   close(opts?: { keep?: boolean; removeData?: boolean }): Promise<void>;
 }
 
+/** Whether this run's sandboxes are microVMs (the API's tests run once more on that backend). */
+export const ON_MICROVM = process.env.WARREN_TEST_BACKEND === 'microvm';
+
 const quiet = { info: () => undefined, warn: (m: string, meta?: unknown) => process.env.WARREN_TEST_LOG && console.error(m, meta) };
 
 /** A real single-node Warren on a free loopback port with its own data dir. */
@@ -145,6 +148,8 @@ export async function startTestWarren(
     clock: opts.clock?.now,
     holdAt: opts.holdAt,
     database,
+    // A pass of the API's tests on the microVM backend (scripts/run-tests.mjs) makes it the default.
+    defaultBackend: process.env.WARREN_TEST_BACKEND === 'microvm' ? 'microvm' : undefined,
     // The suite's second pass (npm run test:http) reaches every edge over its network transport.
     edgeTransport: process.env.WARREN_EDGE_TRANSPORT === 'http' ? 'http' : undefined,
     logger: quiet,

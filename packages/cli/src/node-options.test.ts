@@ -60,6 +60,10 @@ test('flags, their "no" forms and the environment land where the node reads them
   // Without a blob store, its credentials go nowhere.
   assert.equal((await nodeOptions(parse([]), { WARREN_BLOB_KEY: 'k' })).blobStore, undefined);
   await assert.rejects(nodeOptions(parse(['--runtime', 'crun']), {}), /native or runc/);
+  const vm = await nodeOptions(parse(['--default-backend', 'microvm', '--no-microvm']), {});
+  assert.equal(vm.defaultBackend, 'microvm');
+  assert.equal(vm.microvm, false);
+  await assert.rejects(nodeOptions(parse(['--default-backend', 'vm']), {}), /container or microvm/);
   await assert.rejects(nodeOptions(parse(['--dns-rate', '0']), {}), /at least 1/);
 });
 

@@ -257,6 +257,23 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => inNet(o, (n) => void (n.dnsQueriesPerSecond = positiveInt(str(v), '--dns-rate'))),
   },
   {
+    flag: 'default-backend',
+    type: 'string',
+    usage: ['[--default-backend container|microvm]', 'the backend of a create that names none (default container)'],
+    set: (o, v) => {
+      if (v !== 'container' && v !== 'microvm') throw new Error('--default-backend is container or microvm');
+      o.defaultBackend = v;
+    },
+    for: CONTROL,
+  },
+  {
+    flag: 'no-microvm',
+    type: 'boolean',
+    default: false,
+    usage: ['[--no-microvm]', 'no microVM backend on this node, even with QEMU and the guest kernel there'],
+    set: (o, v) => void (v === true && (o.microvm = false)),
+  },
+  {
     flag: 'no-zram-swap',
     type: 'boolean',
     default: false,

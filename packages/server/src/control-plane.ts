@@ -26,7 +26,7 @@ import type { WarrenOptions } from './node.js';
 export interface ControlPlaneParts {
   o: Pick<
     WarrenOptions,
-    'port' | 'host' | 'dataDir' | 'adminKey' | 'defaultTtlSeconds' | 'fn' | 'maxUploadBytes' | 'pullRegistries' | 'holdAt' | 'clock' | 'logger'
+    'port' | 'host' | 'dataDir' | 'adminKey' | 'defaultTtlSeconds' | 'defaultBackend' | 'fn' | 'maxUploadBytes' | 'pullRegistries' | 'holdAt' | 'clock' | 'logger'
   > & { dataDiskReserveBytes: number };
   store: Store;
   catalogue: ImageCatalogue;
@@ -117,6 +117,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     failpoint: p.failpoint,
     holdAt: o.holdAt,
     defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
+    defaultBackend: o.defaultBackend ?? 'container',
     defaults: { cpu: 1, memoryMiB: 512, pids: 1024, diskMiB: p.defaultDiskMiB },
     logger: o.logger,
     now: o.clock,

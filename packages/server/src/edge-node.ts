@@ -38,7 +38,7 @@ import type { Logger, WarrenOptions } from './node.js';
 /** The options of a node's edge: all of WarrenOptions that is not the control plane's. */
 export type EdgeNodeOptions = Omit<
   WarrenOptions,
-  'port' | 'host' | 'database' | 'adminKey' | 'defaultTtlSeconds' | 'pullRegistries' | 'fn' | 'holdAt' | 'edgeTransport'
+  'port' | 'host' | 'database' | 'adminKey' | 'defaultTtlSeconds' | 'defaultBackend' | 'pullRegistries' | 'fn' | 'holdAt' | 'edgeTransport'
 >;
 
 /** A node's edge and what it stands on, opened (see openEdgeNode). */

@@ -44,6 +44,8 @@ export interface WarrenOptions {
   runtime?: ContainerRuntime;
   images?: DefaultImageName[];
   defaultTtlSeconds?: number;
+  /** The backend of a create that names none (default `container`). */
+  defaultBackend?: 'container' | 'microvm';
   maxSandboxes?: number;
   /**
    * A blob store to read layer data from on demand: `http(s)://…` serving `<url>/<hex>.erofs|.data`

@@ -24,6 +24,7 @@ export interface ServerOptions
     | 'images'
     | 'adminKey'
     | 'defaultTtlSeconds'
+    | 'defaultBackend'
     | 'maxUploadBytes'
     | 'pullRegistries'
     | 'nativeDir'

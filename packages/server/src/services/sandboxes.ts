@@ -33,6 +33,8 @@ const noNode = (refused: Record<string, string>, m: Pick<Made, 'resources' | 'ba
 
 export interface SandboxServiceOptions {
   defaultTtlSeconds: number;
+  /** The backend of a create that names none. */
+  defaultBackend?: 'container' | 'microvm';
   /** diskMiB: a sandbox's writable layer when it asks for no limit; null on a node without disk quotas. */
   defaults: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
@@ -172,7 +174,7 @@ export class SandboxService {
    * image's layers and env, resources and network, and what placement is asked.
    */
   private async prepare(caller: Caller, req: CreateSandboxRequest): Promise<Made> {
-    const backend = req.backend ?? 'container';
+    const backend = req.backend ?? this.o.defaultBackend ?? 'container';
     if (!this.cluster.hasBackend(backend))
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...this.cluster.backends()].join(', ')}`, {
         backend,
