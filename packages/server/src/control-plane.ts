@@ -26,7 +26,18 @@ import type { WarrenOptions } from './node.js';
 export interface ControlPlaneParts {
   o: Pick<
     WarrenOptions,
-    'port' | 'host' | 'dataDir' | 'adminKey' | 'defaultTtlSeconds' | 'defaultBackend' | 'fn' | 'maxUploadBytes' | 'pullRegistries' | 'holdAt' | 'clock' | 'logger'
+    | 'port'
+    | 'host'
+    | 'dataDir'
+    | 'adminKey'
+    | 'defaultTtlSeconds'
+    | 'defaultBackend'
+    | 'fn'
+    | 'maxUploadBytes'
+    | 'pullRegistries'
+    | 'holdAt'
+    | 'clock'
+    | 'logger'
   > & { dataDiskReserveBytes: number };
   store: Store;
   catalogue: ImageCatalogue;
