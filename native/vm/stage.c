@@ -19,6 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
+#include <sched.h>
+#include <stdint.h>
+#include <linux/mount.h>
 #include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -100,6 +104,79 @@ static int layer_kinds(char *out, size_t n)
 	return (int)len;
 }
 
+/*
+ * warren.idshift=BASE:SIZE from the kernel command line: the image layers' files are stored with
+ * their ids shifted by BASE (the node's layer range, which a container's user namespace maps back
+ * to 0); 0 when absent.
+ */
+static unsigned long id_shift(unsigned long *size)
+{
+	char buf[4096] = { 0 };
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof buf - 1) < 0)
+		die("read /proc/cmdline");
+	close(fd);
+	char *p = strstr(buf, "warren.idshift=");
+	unsigned long base = 0;
+	*size = 0;
+	if (p && sscanf(p + strlen("warren.idshift="), "%lu:%lu", &base, size) != 2)
+		base = *size = 0;
+	return base;
+}
+
+/* A user namespace whose ids BASE.. are 0.. outside: an idmapped mount through it shows BASE as 0. */
+static int shift_userns(unsigned long base, unsigned long size)
+{
+	int ready[2], done[2];
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(done, O_CLOEXEC) < 0)
+		die("pipe");
+	pid_t c = fork();
+	if (c < 0)
+		die("fork");
+	if (c == 0) {
+		char x = 0;
+		close(ready[0]);
+		close(done[1]); /* its read below ends when the parent closes its end */
+		if (unshare(CLONE_NEWUSER) < 0)
+			_exit(1);
+		if (write(ready[1], &x, 1) != 1 || read(done[0], &x, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(done[0]);
+	char x, path[64], map[64];
+	if (read(ready[0], &x, 1) != 1)
+		die("user namespace for the layers' ids");
+	snprintf(map, sizeof map, "%lu 0 %lu\n", base, size);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof path, "/proc/%d/%s", c, i ? "gid_map" : "uid_map");
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, map, strlen(map)) < 0)
+			die("write %s", path);
+		close(fd);
+	}
+	snprintf(path, sizeof path, "/proc/%d/ns/user", c);
+	int ns = open(path, O_RDONLY | O_CLOEXEC);
+	if (ns < 0)
+		die("open %s", path);
+	close(done[1]);
+	close(ready[0]);
+	waitpid(c, NULL, 0);
+	return ns;
+}
+
+/* Mounts `dir` again over itself, idmapped through `userns`. */
+static void idmap_over(const char *dir, int userns)
+{
+	int t = (int)syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns };
+	if (t < 0 || syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof a) < 0 ||
+	    syscall(SYS_move_mount, t, "", AT_FDCWD, dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die("idmapped mount of %s", dir);
+	close(t);
+}
+
 int main(void)
 {
 	if (getpid() != 1) {
@@ -113,6 +190,8 @@ int main(void)
 
 	char kinds[MAX_LAYERS + 1];
 	int layers = layer_kinds(kinds, sizeof kinds);
+	unsigned long shift_size, shift = id_shift(&shift_size);
+	int userns = shift ? shift_userns(shift, shift_size) : -1;
 	char lower[MAX_LAYERS * 16] = { 0 };
 	mkdir("/layers", 0755);
 	for (int i = 0; i < layers; i++) {
@@ -132,6 +211,8 @@ int main(void)
 		}
 		snprintf(dir, sizeof dir, "/layers/%d", i);
 		must_mount(dev, dir, "erofs", MS_RDONLY | MS_NODEV, opts[0] ? opts : NULL);
+		if (userns >= 0)
+			idmap_over(dir, userns);
 		/* overlay's lowerdir lists the top layer first */
 		char tmp[sizeof lower];
 		snprintf(tmp, sizeof tmp, "%s%s%s", dir, lower[0] ? ":" : "", lower);

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ExecEvent, Sandbox } from '@warren/sdk';
 import { Warren, WarrenError } from '@warren/sdk';
-import { ON_MICROVM, errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
 
 async function collect(it: AsyncIterable<ExecEvent>): Promise<ExecEvent[]> {
   const out: ExecEvent[] = [];
@@ -37,9 +37,7 @@ describe('commands', () => {
     assert.ok(badCwd instanceof WarrenError && badCwd.code === 'invalid_argument');
   });
 
-  // On microVMs the image's files still carry the node's id shift (owner 100000, not 0) until the
-  // guest mounts its layers idmapped: issue 19's note.
-  test("files written through the API belong to the sandbox's user", { skip: ON_MICROVM && 'microVM: image files keep the node’s id shift' }, async () => {
+  test("files written through the API belong to the sandbox's user", async () => {
     await sb.files.write('/workspace/new/dir/mine.txt', 'v1\n');
     const r = await sb.exec(
       'stat -c %U /workspace /workspace/new /workspace/new/dir/mine.txt; echo v2 >> /workspace/new/dir/mine.txt && cat /workspace/new/dir/mine.txt',

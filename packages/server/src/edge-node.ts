@@ -278,5 +278,6 @@ async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: st
     defaultDiskMiB: 1024,
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
+    idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
   });
 }

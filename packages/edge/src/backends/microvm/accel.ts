@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { GuestKit } from './guest-kit.js';
+import { hostTscKhz } from './vm-process.js';
 
 /** What the guest's stage prints when it is booted with no layers (its first words on the console). */
 const STAGE_SAYS = 'warren-vmstage: warren.layers= names 0 layers';
@@ -14,11 +15,13 @@ const STAGE_SAYS = 'warren-vmstage: warren.layers= names 0 layers';
  * a stock kernel hangs it).
  */
 export async function guestRuns(kit: GuestKit, accel: 'kvm' | 'tcg', timeoutMs: number): Promise<boolean> {
+  // Under TCG the guest is told the TSC's rate, as every TCG guest (see MicrovmSpec.tscKhz).
+  const tsc = accel === 'tcg' ? await hostTscKhz() : null;
   // prettier-ignore
   const p = spawn('qemu-system-x86_64', [
     '-M', 'microvm,x-option-roms=off', '-accel', accel, '-cpu', accel === 'kvm' ? 'host' : 'max', '-m', '128M',
     '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
-    '-kernel', kit.kernel, '-initrd', kit.initrd, '-append', 'console=ttyS0 quiet panic=-1 warren.layers=',
+    '-kernel', kit.kernel, '-initrd', kit.initrd, '-append', `console=ttyS0 quiet panic=-1${tsc ? ` tsc_early_khz=${tsc}` : ''} warren.layers=`,
     '-serial', 'stdio',
   ], { stdio: ['ignore', 'pipe', 'ignore'] });
   return new Promise<boolean>((resolve) => {

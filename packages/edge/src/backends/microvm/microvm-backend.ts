@@ -45,6 +45,8 @@ export interface MicrovmBackendOptions {
   templateDir: string | null;
   /** QEMUs kept started for the next clones (see MicrovmSpares; default 1). */
   spares?: number;
+  /** The ids the node's layers are stored with start here (see MicrovmSpec.idShift). */
+  idShift?: { base: number; size: number } | null;
 }
 
 /** A microVM of this node: its QEMU (pid 0 while saved) and start time, the way to its init. */
@@ -109,6 +111,7 @@ export class MicrovmBackend implements Backend {
       accel: this.o.accel,
       bootTimeoutMs: this.o.bootTimeoutMs,
       hello: helloFor(sandboxHostname(spec.id)),
+      idShift: this.o.idShift ?? null,
     };
     let vm: RunningMicrovm;
     try {

@@ -105,6 +105,8 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.match(after('-append')[0]!, /warren\.layers=dm(\s|$)/);
   assert.match(after('-append')[0]!, / tsc_early_khz=2096013 /);
   assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc_early_khz/);
+  assert.doesNotMatch(after('-append')[0]!, /idshift/);
+  assert.match(microvmArgs({ ...spec, idShift: { base: 100000, size: 65536 } }).join(' '), / warren\.idshift=100000:65536( |$)/);
   assert.deepEqual(
     after('-device').filter((d) => d.startsWith('virtio-blk')),
     [

@@ -39,6 +39,11 @@ export interface MicrovmSpec {
    * write stay the template's, one copy in the page cache for all its clones).
    */
   ram?: { file: string; shared: boolean } | null;
+  /**
+   * The ids the layers' files are stored with start here (the node's layer range): the guest
+   * mounts them idmapped so that BASE shows as 0, as a container's user namespace does.
+   */
+  idShift?: { base: number; size: number } | null;
 }
 
 /** The RAM's id: the microvm machine's own name for it, so a state saved with one kind of RAM loads into another. */
@@ -66,7 +71,7 @@ export function microvmArgs(s: MicrovmSpec): string[] {
     '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
     '-kernel', s.kernel,
     '-initrd', s.initrd,
-    '-append', `console=ttyS0 quiet panic=-1${s.accel === 'tcg' && s.tscKhz ? ` tsc_early_khz=${Math.round(s.tscKhz)}` : ''} warren.layers=${kinds}`,
+    '-append', `console=ttyS0 quiet panic=-1${s.accel === 'tcg' && s.tscKhz ? ` tsc_early_khz=${Math.round(s.tscKhz)}` : ''} warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}`,
     '-chardev', `socket,id=console,path=${s.consoleSocket},server=on,wait=off`,
     '-serial', 'chardev:console',
     ...disks,

@@ -26,6 +26,7 @@ test('templateName: the same key names the same template; any field changed name
     { ...key, memoryMiB: 512 },
     { ...key, diskMiB: 64 },
     { ...key, accel: 'kvm' },
+    { ...key, idShift: { base: 100000, size: 65536 } },
   ].map(templateName);
   assert.equal(new Set([templateName(key), ...others]).size, others.length + 1);
 });

@@ -13,12 +13,14 @@ export interface TemplateKey {
   memoryMiB: number;
   diskMiB: number;
   accel: string;
+  /** How the layers' ids are shifted (see MicrovmSpec.idShift). */
+  idShift?: { base: number; size: number } | null;
 }
 
 /** A template's name (pure): a hash of its key. */
 export function templateName(k: TemplateKey): string {
   return createHash('sha256')
-    .update(JSON.stringify([k.kernel, k.initrd, k.layers, k.cpus, k.memoryMiB, k.diskMiB, k.accel]))
+    .update(JSON.stringify([k.kernel, k.initrd, k.layers, k.cpus, k.memoryMiB, k.diskMiB, k.accel, k.idShift ?? null]))
     .digest('hex')
     .slice(0, 24);
 }

@@ -33,6 +33,8 @@ export interface MicrovmStart {
   ramFile?: string;
   /** The HELLO payload its agent's connections start with (default: hostname `sandbox`). */
   hello?: () => Buffer;
+  /** See MicrovmSpec.idShift. */
+  idShift?: { base: number; size: number } | null;
 }
 
 /** A running microVM: its QEMU's pid and the way to its init. */
@@ -93,6 +95,7 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     accel: s.accel,
     tscKhz: s.tscKhz === undefined ? await hostTscKhz() : s.tscKhz,
     ram: s.ramFile ? { file: s.ramFile, shared: true } : null,
+    idShift: s.idShift ?? null,
   };
   // What a restore starts the same machine with (its devices must match the saved state's).
   await writeFile(f.spec, JSON.stringify(spec));
