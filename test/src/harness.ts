@@ -84,9 +84,6 @@ export interface TestWarren {
   close(opts?: { keep?: boolean; removeData?: boolean }): Promise<void>;
 }
 
-/** Whether this run's sandboxes are microVMs (the API's tests run once more on that backend). */
-export const ON_MICROVM = process.env.WARREN_TEST_BACKEND === 'microvm';
-
 const quiet = { info: () => undefined, warn: (m: string, meta?: unknown) => process.env.WARREN_TEST_LOG && console.error(m, meta) };
 
 /** A real single-node Warren on a free loopback port with its own data dir. */
