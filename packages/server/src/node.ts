@@ -117,8 +117,9 @@ export interface WarrenOptions {
    */
   crashAt?: string;
   /**
-   * For tests only: a create waits at `create:stored` (its record written, nothing started on
-   * the edge) until the promise this answers for the step resolves (undefined: it goes on).
+   * For tests only: a create waits at a step until the promise this answers for the step
+   * resolves (undefined: it goes on): `create:stored` (its record written, nothing started on
+   * the edge), `create:started` (made on its node, not yet recorded running).
    */
   holdAt?: (step: string) => Promise<void> | undefined;
   logger: Logger;

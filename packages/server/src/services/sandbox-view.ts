@@ -81,9 +81,20 @@ export function edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
   };
 }
 
+/**
+ * The state the API shows: a running or paused sandbox's from its edge (a pause there is
+ * seen before the store hears of it); any other from its record. A sandbox its node has made
+ * whose create has not finished stays `creating`: the create may still fail or be cut off, and
+ * then it is removed.
+ */
+export function shownState(rec: SandboxRecord, live: EdgeSandboxState | null): SandboxState {
+  if (!live || (rec.state !== 'running' && rec.state !== 'paused')) return rec.state;
+  return live.paused ? 'paused' : 'running';
+}
+
 /** A sandbox record and the edge's live state of it (null: not live) as the API shows it. */
 export function sandboxView(rec: SandboxRecord, live: EdgeSandboxState | null): Sandbox {
-  const state = live ? (live.paused ? 'paused' : 'running') : rec.state;
+  const state = shownState(rec, live);
   const none = { cpuSeconds: 0, cpuRecent: 0, memoryBytes: 0, swapBytes: 0, idleSeconds: 0 };
   const st = live?.usage ?? null;
   const usage = st

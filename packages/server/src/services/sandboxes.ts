@@ -12,7 +12,7 @@ import { createWrites, type CreateWrites } from './create-writes.js';
 import { SandboxEnds } from './sandbox-ends.js';
 import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
-import { RUNNING, decodeFiles, edgeSpec, hasQuota, poolKey, sandboxView, visibleImage, type DecodedFile } from './sandbox-view.js';
+import { RUNNING, decodeFiles, edgeSpec, hasQuota, poolKey, sandboxView, shownState, visibleImage, type DecodedFile } from './sandbox-view.js';
 
 export { decodeFiles, hasQuota, poolKey, unclaimedSpec, visibleImage, type DecodedFile } from './sandbox-view.js';
 
@@ -257,6 +257,8 @@ export class SandboxService {
     const held = this.o.holdAt?.('create:stored');
     if (held) await held;
     const live = pooled ? await this.claimPooled(rec, files) : await this.placer.place(rec, placement, files);
+    const started = this.o.holdAt?.('create:started');
+    if (started) await started;
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
     if (!(await this.writes.start(rec.id))) {
       await this.destroyOn(rec.node, rec.id);
@@ -467,8 +469,7 @@ export class SandboxService {
     const page: SandboxRecord[] = [];
     let more = false;
     for (const r of rows) {
-      const st = live.get(r.id);
-      if (q.state && (st ? (st.paused ? 'paused' : 'running') : r.state) !== q.state) continue;
+      if (q.state && shownState(r, live.get(r.id) ?? null) !== q.state) continue;
       if (page.length === limit) {
         more = true;
         break;
