@@ -194,7 +194,7 @@ static void flush_out(struct stream *s)
 static void hello(const unsigned char *p, uint32_t len)
 {
 	drop_all();
-	if (len < 8 + VM_SEED)
+	if (len < 8 + VM_SEED + VM_LINK)
 		return;
 	uint64_t ns = (uint64_t)get32(p) << 32 | get32(p + 4);
 	struct timespec now = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
@@ -211,9 +211,15 @@ static void hello(const unsigned char *p, uint32_t len)
 		close(fd);
 	}
 	memset(&pool, 0, sizeof pool);
-	size_t hn = len - 8 - VM_SEED;
+	const unsigned char *link = p + 8 + VM_SEED;
+	uint32_t addr, gateway;
+	memcpy(&addr, link, 4);
+	memcpy(&gateway, link + 5, 4);
+	if (addr && vm_link_config("eth0", addr, link[4], gateway) < 0)
+		fprintf(stderr, "warren-vmstage: eth0: %s\n", strerror(errno));
+	size_t hn = len - 8 - VM_SEED - VM_LINK;
 	if (hn > 0 && hn <= 64)
-		sethostname((const char *)p + 8 + VM_SEED, hn);
+		sethostname((const char *)link + VM_LINK, hn);
 }
 
 /* One frame from the host. */

@@ -187,6 +187,8 @@ int main(void)
 	must_mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL);
 	must_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL);
 	load_modules();
+	if (vm_link_up("lo") < 0)
+		die("loopback up");
 
 	char kinds[MAX_LAYERS + 1];
 	int layers = layer_kinds(kinds, sizeof kinds);

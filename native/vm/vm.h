@@ -2,6 +2,7 @@
 #ifndef WARREN_VM_H
 #define WARREN_VM_H
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -16,10 +17,12 @@
  * host end, and the guest takes the payload as who and when it now is (a guest restored from a
  * snapshot or a save has another's or an old clock, hostname and random state): the host's
  * CLOCK_REALTIME (8 bytes, ns, big-endian), VM_SEED bytes of randomness for the kernel's pool
- * (reseeded at once), then the hostname.
+ * (reseeded at once), its link (VM_LINK bytes: eth0's IPv4 address, its prefix length, the
+ * default gateway; an address of 0 leaves eth0 as it is), then the hostname.
  */
 enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HELLO = 6 };
 #define VM_SEED 32
+#define VM_LINK 9
 #define VM_HEADER 9
 #define VM_WINDOW (256 * 1024)
 #define VM_MAX_PAYLOAD (64 * 1024)
@@ -30,6 +33,13 @@ enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HEL
  * a virtio-serial port by its name), waiting up to 10 s for it to appear; -1 if none did.
  */
 int vm_sysfs_find(const char *dir, const char *attr, const char *want, char *out, size_t n);
+/* Sets link `ifname` up; -1 with errno on failure. */
+int vm_link_up(const char *ifname);
+/*
+ * Gives link `ifname` the IPv4 address `addr`/`prefix` (network order), sets it up, and routes
+ * by default through `gateway`; -1 with errno on failure.
+ */
+int vm_link_config(const char *ifname, uint32_t addr, unsigned prefix, uint32_t gateway);
 /* Carries streams between the port and the init's socket until the port fails; the exit status. */
 int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t agent_len);
 

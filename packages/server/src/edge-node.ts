@@ -186,9 +186,9 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
   });
   await backend.open();
   const backends: Backend[] = [backend];
-  const microvm = await openMicrovm(o, layers, nativeDir, platformDir);
-  if (microvm) backends.push(microvm);
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
+  const microvm = await openMicrovm(o, layers, nativeDir, platformDir, network);
+  if (microvm) backends.push(microvm);
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
   const crashAt = o.crashAt;
@@ -255,7 +255,13 @@ export const DEFAULT_GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache
  * one (probed once per host boot: on some machines /dev/kvm opens and yet hangs a stock
  * kernel), else under TCG, unless told which.
  */
-async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: string, platformDir: string): Promise<MicrovmBackend | null> {
+async function openMicrovm(
+  o: EdgeNodeOptions,
+  layers: LayerStore,
+  nativeDir: string,
+  platformDir: string,
+  network: SandboxNetwork | null,
+): Promise<MicrovmBackend | null> {
   if (o.microvm === false) return null;
   const cacheDir = o.microvm?.guestCacheDir ?? DEFAULT_GUEST_CACHE;
   const qemu = ['/usr/bin/qemu-system-x86_64', '/usr/local/bin/qemu-system-x86_64'].some((p) => existsSync(p));
@@ -279,5 +285,6 @@ async function openMicrovm(o: EdgeNodeOptions, layers: LayerStore, nativeDir: st
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
     idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
+    bindTap: network ? (tap, link) => network.bindTap(tap, link) : undefined,
   });
 }

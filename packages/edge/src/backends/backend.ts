@@ -11,8 +11,21 @@ export interface BackendCreateSpec {
   signal?: AbortSignal;
   /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
   netns?: string;
+  /** Its link on the node's sandbox network, for a backend whose VMM opens a tap (Backend.link). */
+  tap?: TapLink;
   /** A FnCall worker (see ContainerSpec.fn): it serves only per-call isolated runs. */
   fn?: boolean;
+}
+
+/**
+ * A sandbox's link as a VMM makes it: the tap the VMM opens is the host's end, named `ifname`
+ * (see SandboxNetwork.bindTap); the guest takes `address`/`prefix` and routes through `gateway`.
+ */
+export interface TapLink {
+  ifname: string;
+  address: string;
+  prefix: number;
+  gateway: string;
 }
 
 /**
@@ -65,6 +78,11 @@ export interface Backend {
   readonly capabilities: BackendCapabilities;
   /** How its sandboxes are run when that differs by machine (a VM's `kvm` or `tcg`). */
   readonly accelerator?: string;
+  /**
+   * How its sandboxes join the node's sandbox network (with `capabilities.network`): their
+   * runtime joins a namespace (`netns`, the default), or their VMM opens a tap (`tap`).
+   */
+  readonly link?: 'netns' | 'tap';
   /**
    * Starts a sandbox. Its CPU limit may wait for `started`: what the platform does in it before
    * handing it over (its init's start, resolv.conf, workdir, files) is not the sandbox's to pay for.

@@ -178,8 +178,17 @@ export class Edge {
       throw new WarrenError('invalid_argument', `a ${backend.name} sandbox has loopback only: leave out network rules that open it`, { backend: backend.name });
     const net = backend.capabilities.network ? this.o.network : undefined;
     try {
-      const link = net && !spec.fn ? await net.attach(spec.id, spec.network) : null;
-      sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: link?.nsPath, fn: spec.fn });
+      // A runtime joins a namespace of the node's; a VMM opens a tap for the sandbox's slot.
+      const tap = net && !spec.fn && backend.link === 'tap' ? await net.attachTap(spec.id, spec.network) : null;
+      const link = net && !spec.fn && !tap ? await net.attach(spec.id, spec.network) : tap;
+      sb = await backend.create({
+        id: spec.id,
+        layers: spec.layers,
+        resources: spec.resources,
+        netns: link && 'nsPath' in link ? link.nsPath : undefined,
+        tap: tap ?? undefined,
+        fn: spec.fn,
+      });
       if (net && link) {
         await net.started(spec.id);
         // The node answers every DNS query a sandbox sends; its resolv.conf names its link's far

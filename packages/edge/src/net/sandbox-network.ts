@@ -42,6 +42,17 @@ export interface SandboxNetworkOptions {
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
+/** The host end's MAC address of every microVM's link (each link is an Ethernet of its own). */
+export const TAP_HOST_MAC = '02:77:72:6e:00:02';
+
+/** A link a VMM makes of a tap (see attachTap): the host end's name, the guest's address and prefix, its gateway. */
+export interface TapAttachment {
+  ifname: string;
+  address: string;
+  prefix: number;
+  gateway: string;
+}
+
 /** What a sandbox joins: the namespace path to give the runtime, and its address. */
 export interface NetAttachment {
   nsPath: string;
@@ -227,6 +238,57 @@ export class SandboxNetwork {
       address: formatIpv4(ready.slot.sandboxIp),
       gateway: formatIpv4(ready.slot.hostIp),
     };
+  }
+
+  /**
+   * A link for a sandbox whose VMM opens a tap (a microVM): its slot, address and rules, and no
+   * namespace; the tap becomes the slot's host end once the VMM holds it (bindTap).
+   */
+  async attachTap(id: string, policy: NetworkPolicy | undefined): Promise<TapAttachment> {
+    const compiled = compilePolicy(policy);
+    const s = this.allocate();
+    const a: Attached = {
+      id,
+      slot: s,
+      fd: null,
+      fdPid: 0,
+      policy: compilePolicy(undefined),
+      gateway: s.hostIp,
+      counters: new NetCounters(),
+      active: 0,
+      applying: Promise.resolve(),
+    };
+    this.register(a);
+    try {
+      await writeFile(join(this.netDir, 'slots', id), String(s.index));
+      await this.apply(a, compiled);
+    } catch (e) {
+      await this.detach(id);
+      throw e;
+    }
+    return { ifname: s.hostIf, address: formatIpv4(s.sandboxIp), prefix: 31, gateway: formatIpv4(s.hostIp) };
+  }
+
+  /**
+   * Makes `tap` (one a VMM has just opened, on the host) the host end of `link`: named
+   * `link.ifname`, the gateway's address, up. Again after each start of the VMM (a tap goes
+   * with the process that opened it).
+   */
+  async bindTap(tap: string, link: Omit<TapAttachment, 'address'>): Promise<void> {
+    for (const name of [tap, link.ifname]) if (!/^[A-Za-z0-9_-]{1,15}$/.test(name)) throw new WarrenError('internal', `bad link name ${name}`);
+    const gateway = parseIpv4(link.gateway);
+    if (gateway === null) throw new WarrenError('internal', `bad gateway ${link.gateway}`);
+    const cmds = [
+      ...(tap === link.ifname ? [] : [`link set dev ${tap} name ${link.ifname}`]),
+      // One address for every tap's host end: a guest restored from a save keeps its neighbour
+      // table, and its link's new tap must answer to the address it holds.
+      `link set ${link.ifname} address ${TAP_HOST_MAC} addrgenmode none`,
+      `addr replace ${formatIpv4(gateway)}/${link.prefix} dev ${link.ifname}`,
+      `link set ${link.ifname} up`,
+    ];
+    await this.ip(cmds.join('\n') + '\n').catch((e: unknown) => {
+      throw new WarrenError('unavailable', "could not set up a microVM's link", { link: link.ifname }, { cause: e });
+    });
   }
 
   /** The sandbox's init holds its namespace now: the helper lets go of it. */

@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
-import { WarrenError } from '@warren/api';
+import { WarrenError, parseIpv4 } from '@warren/api';
 import type { AgentConnect } from '../../init/call.js';
 
 /**
@@ -30,20 +30,45 @@ export function muxFrame(type: number, id: number, payload: Buffer = Buffer.allo
 /** Bytes of randomness a HELLO hands the guest's kernel. */
 export const MUX_SEED = 32;
 
+/** A guest's link as a HELLO gives it (eth0): its IPv4 address, prefix length and default gateway. */
+export interface MuxLink {
+  address: string;
+  prefix: number;
+  gateway: string;
+}
+
+/** Bytes of a HELLO's link field. */
+export const MUX_LINK = 9;
+
 /**
  * A HELLO's payload (pure): the host's first frame on each connection tells the guest who and
  * when it now is, since a guest cloned from a snapshot or restored from a save has another's or
- * an old clock, hostname and kernel random state (native/vm/vm.h): the wall clock in ns
- * (8 bytes, big-endian), MUX_SEED bytes of randomness, the hostname.
+ * an old clock, hostname, address and kernel random state (native/vm/vm.h): the wall clock in ns
+ * (8 bytes, big-endian), MUX_SEED bytes of randomness, its link (address, prefix length, gateway;
+ * zeros: none), the hostname.
  */
-export function muxHello(nowNs: bigint, seed: Buffer, hostname: string): Buffer {
+export function muxHello(nowNs: bigint, seed: Buffer, hostname: string, link: MuxLink | null = null): Buffer {
   if (seed.length !== MUX_SEED) throw new Error(`a HELLO's seed is ${MUX_SEED} bytes`);
   const name = Buffer.from(hostname);
   if (name.length > 64) throw new Error(`hostname too long: ${hostname}`);
-  const b = Buffer.alloc(8 + MUX_SEED + name.length);
+  const b = Buffer.alloc(8 + MUX_SEED + MUX_LINK + name.length);
   b.writeBigUInt64BE(nowNs, 0);
   seed.copy(b, 8);
-  name.copy(b, 8 + MUX_SEED);
+  if (link) {
+    if (!Number.isInteger(link.prefix) || link.prefix < 0 || link.prefix > 32) throw new Error(`bad prefix length ${link.prefix}`);
+    ipv4Bytes(link.address).copy(b, 8 + MUX_SEED);
+    b[8 + MUX_SEED + 4] = link.prefix;
+    ipv4Bytes(link.gateway).copy(b, 8 + MUX_SEED + 5);
+  }
+  name.copy(b, 8 + MUX_SEED + MUX_LINK);
+  return b;
+}
+
+function ipv4Bytes(a: string): Buffer {
+  const n = parseIpv4(a);
+  if (n === null) throw new Error(`not an IPv4 address: ${a}`);
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n >>> 0);
   return b;
 }
 

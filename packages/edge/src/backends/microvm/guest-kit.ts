@@ -7,7 +7,7 @@ import { cpioNewc, type CpioEntry } from './cpio.js';
 
 /**
  * The guest kernel's modules a microVM loads before anything else (paths under the kernel's
- * `kernel/` tree, dependencies first): virtio over MMIO, its disks and serial ports, EROFS (and
+ * `kernel/` tree, dependencies first): virtio over MMIO, its disks, serial ports and NIC, EROFS (and
  * libcrc32c, which it needs) and overlay. Debian's cloud kernel builds them all as modules.
  */
 export const GUEST_MODULES = [
@@ -16,6 +16,9 @@ export const GUEST_MODULES = [
   'drivers/virtio/virtio_mmio.ko',
   'drivers/block/virtio_blk.ko',
   'drivers/char/virtio_console.ko',
+  'net/core/failover.ko',
+  'drivers/net/net_failover.ko',
+  'drivers/net/virtio_net.ko',
   'lib/libcrc32c.ko',
   'fs/erofs/erofs.ko',
   'fs/overlayfs/overlay.ko',

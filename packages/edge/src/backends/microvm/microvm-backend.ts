@@ -1,9 +1,17 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm, symlink } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { LayerInfo, LayerStore } from '@warren/images';
-import { sandboxHostname, type Backend, type BackendCreateSpec, type BackendSandbox, type SandboxStats } from '../backend.js';
+import {
+  sandboxHostname,
+  type Backend,
+  type BackendCapabilities,
+  type BackendCreateSpec,
+  type BackendSandbox,
+  type SandboxStats,
+  type TapLink,
+} from '../backend.js';
 import { AgentMux } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
 import { MicrovmSpares } from './spares.js';
@@ -22,6 +30,7 @@ import {
   vmFiles,
   type MicrovmStart,
   type RunningMicrovm,
+  type VmTap,
 } from './vm-process.js';
 import { processCpuSeconds, processExited, processStartTime } from '../../host/proc.js';
 import { Qmp } from './qmp.js';
@@ -47,7 +56,15 @@ export interface MicrovmBackendOptions {
   spares?: number;
   /** The ids the node's layers are stored with start here (see MicrovmSpec.idShift). */
   idShift?: { base: number; size: number } | null;
+  /**
+   * Makes a tap a microVM's QEMU opened the host end of its sandbox's link (SandboxNetwork.bindTap);
+   * absent: the node has no sandbox network, and microVMs have loopback only.
+   */
+  bindTap?: (tap: string, link: TapLink) => Promise<void>;
 }
+
+/** A microVM's link, in its directory (for an adopt). */
+const LINK_FILE = 'link.json';
 
 /** A microVM of this node: its QEMU (pid 0 while saved) and start time, the way to its init. */
 interface Vm {
@@ -60,6 +77,8 @@ interface Vm {
   saving: boolean;
   /** Its guest's memory (what its sandbox requested). */
   memoryMiB: number;
+  /** Its network link, if it has one. */
+  link: TapLink | null;
 }
 
 /**
@@ -69,12 +88,14 @@ interface Vm {
  * containers, reached over one virtio-serial port (AgentMux). A create clones the template of
  * its image and size (made by the first such create): no boot, its own clock, randomness and
  * hostname from the agent's HELLO. A pause stops its CPUs at once,
- * then saves it to disk and ends its QEMU (the reclaim); a resume starts it again from there. Not
- * yet: commit, ports and the sandbox network (its sandboxes have loopback only).
+ * then saves it to disk and ends its QEMU (the reclaim); a resume starts it again from there.
+ * On the node's sandbox network each has a tap for its link (the host's end, named for its slot,
+ * like a container's veth): its address and route come with the HELLO. Not yet: commit, ports.
  */
 export class MicrovmBackend implements Backend {
   readonly name = 'microvm';
-  readonly capabilities = { pause: true, commit: false, ports: false, fnWorkers: false, network: false };
+  readonly capabilities: BackendCapabilities;
+  readonly link = 'tap' as const;
   readonly accelerator: string;
   private readonly vms = new Map<string, Vm>();
   private readonly templates: MicrovmTemplates | null;
@@ -84,7 +105,8 @@ export class MicrovmBackend implements Backend {
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.accelerator = o.accel;
-    const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1);
+    this.capabilities = { pause: true, commit: false, ports: false, fnWorkers: false, network: o.bindTap !== undefined };
+    const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, o.bindTap !== undefined);
     this.spares = spares;
     this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
   }
@@ -96,6 +118,7 @@ export class MicrovmBackend implements Backend {
 
   async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
     const dir = this.vmDir(spec.id);
+    const link = this.o.bindTap ? (spec.tap ?? null) : null;
     const layers = [];
     for (const digest of spec.layers) {
       if (!(await this.o.store.ensureMeta(digest))) throw new WarrenError('not_found', `layer ${digest} is not on this node and no blob store has it`);
@@ -110,19 +133,32 @@ export class MicrovmBackend implements Backend {
       layers,
       accel: this.o.accel,
       bootTimeoutMs: this.o.bootTimeoutMs,
-      hello: helloFor(sandboxHostname(spec.id)),
+      hello: helloFor(sandboxHostname(spec.id), link),
       idShift: this.o.idShift ?? null,
+      tap: this.vmTap(link),
     };
-    let vm: RunningMicrovm;
+    let vm: RunningMicrovm | null = null;
     try {
       vm = this.templates ? await this.clone(this.templates, dir, kit, boot) : await startMicrovm(dir, kit, boot);
+      // What an adopt, or a restore after one, needs again (its directory may be a spare's now).
+      await writeFile(join(dir, LINK_FILE), JSON.stringify(link));
     } catch (e) {
+      if (vm) {
+        vm.mux.close();
+        await stopMicrovm(vm.pid);
+      }
       await removeMicrovm(dir);
       throw e;
     }
     const start = await processStartTime(vm.pid);
-    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: false, memoryMiB: boot.memoryMiB });
+    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: false, memoryMiB: boot.memoryMiB, link });
     return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: start };
+  }
+
+  /** How a microVM's QEMU's tap becomes its sandbox's link `link` (none without one, or without a sandbox network). */
+  private vmTap(link: TapLink | null): VmTap | null {
+    const bind = this.o.bindTap;
+    return link && bind ? { name: link.ifname, bind: (current) => bind(current, link) } : null;
   }
 
   /** A clone of the template for `boot` (made first if this node has none); a clone that fails drops it. */
@@ -138,7 +174,7 @@ export class MicrovmBackend implements Backend {
     });
     return templates.with(
       name,
-      (t) => makeTemplate(t, kit, { ...boot, hello: undefined }),
+      (t) => makeTemplate(t, kit, { ...boot, hello: undefined, tap: null }),
       async (t) => {
         const mux = new AgentMux(vmFiles(dir).agent, boot.hello!);
         try {
@@ -148,8 +184,8 @@ export class MicrovmBackend implements Backend {
             // The sandbox's directory is a link to the spare's (QEMU keeps the paths it was started with).
             await rm(dir, { recursive: true, force: true });
             await symlink(basename(spare.dir), dir);
-            vm = await runSpare(dir, spare.pid, t, mux, this.o.bootTimeoutMs);
-          } else vm = await cloneMicrovm(dir, t, mux, this.o.bootTimeoutMs);
+            vm = await runSpare(dir, spare, t, mux, boot.tap ?? null, this.o.bootTimeoutMs);
+          } else vm = await cloneMicrovm(dir, t, mux, boot.tap ?? null, this.o.bootTimeoutMs);
           this.spares?.fill(t);
           return vm;
         } catch (e) {
@@ -164,11 +200,12 @@ export class MicrovmBackend implements Backend {
 
   async adopt(id: string): Promise<BackendSandbox | null> {
     const dir = this.vmDir(id);
-    const mux = new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(id)));
+    const link = this.o.bindTap ? ((JSON.parse(await readFile(join(dir, LINK_FILE), 'utf8').catch(() => 'null')) as TapLink | null) ?? null) : null;
+    const mux = new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(id), link));
     let pid = await runningQemu(dir);
     if (pid === null && existsSync(vmFiles(dir).state)) {
       // Saved while paused: started again from its state (the edge takes back running sandboxes).
-      pid = (await restoreMicrovm(dir, mux, this.o.bootTimeoutMs).catch(() => null))?.pid ?? null;
+      pid = (await restoreMicrovm(dir, mux, this.vmTap(link), this.o.bootTimeoutMs).catch(() => null))?.pid ?? null;
     } else if (pid !== null) {
       await Qmp.open(vmFiles(dir).qmp)
         .then(async (q) => {
@@ -180,7 +217,7 @@ export class MicrovmBackend implements Backend {
     const start = pid === null ? null : await processStartTime(pid);
     if (pid === null || start === null) return null;
     const memoryMiB = (JSON.parse(await readFile(vmFiles(dir).spec, 'utf8').catch(() => '{}')) as { memoryMiB?: number }).memoryMiB ?? 0;
-    this.vms.set(id, { pid, start, mux, saved: false, saving: false, memoryMiB });
+    this.vms.set(id, { pid, start, mux, saved: false, saving: false, memoryMiB, link });
     return { id, connect: mux.connect, initPid: pid, initStartTime: start };
   }
 
@@ -239,7 +276,7 @@ export class MicrovmBackend implements Backend {
   async resume(id: string): Promise<void> {
     const vm = this.entry(id);
     if (vm.saved) {
-      const r = await restoreMicrovm(this.vmDir(id), vm.mux, this.o.bootTimeoutMs);
+      const r = await restoreMicrovm(this.vmDir(id), vm.mux, this.vmTap(vm.link), this.o.bootTimeoutMs);
       vm.pid = r.pid;
       vm.start = await processStartTime(r.pid);
       vm.saved = false;

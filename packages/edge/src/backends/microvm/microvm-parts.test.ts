@@ -6,8 +6,8 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentMux, MUX, MUX_HEADER, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WINDOW, MuxDecoder, muxFrame, muxHello } from './agent-mux.js';
-import { microvmArgs } from './qemu-args.js';
+import { AgentMux, MUX, MUX_HEADER, MUX_LINK, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WINDOW, MuxDecoder, muxFrame, muxHello } from './agent-mux.js';
+import { GUEST_MAC, microvmArgs } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
 import { stopMicrovm } from './vm-process.js';
 
@@ -119,6 +119,13 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.equal(after('-drive').filter((d) => d.includes('readonly=on')).length, 3);
   assert.ok(args.includes('-nodefaults'));
   assert.ok(!args.some((a) => a.includes('netdev') || a.startsWith('file:')));
+  // One NIC always (a template's and its clones' devices match), on a tap only when given one.
+  assert.deepEqual(after('-device').filter((d) => d.startsWith('virtio-net')), [`virtio-net-device,mac=${GUEST_MAC}`]);
+  const linked = microvmArgs({ ...spec, tap: 'wnab12c3' });
+  assert.equal(linked[linked.indexOf('-netdev') + 1], 'tap,id=net0,ifname=wnab12c3,script=no,downscript=no');
+  assert.ok(linked.includes(`virtio-net-device,netdev=net0,mac=${GUEST_MAC}`));
+  assert.throws(() => microvmArgs({ ...spec, tap: 'a,script=/x' }), /tap name/);
+  assert.throws(() => microvmArgs({ ...spec, tap: 'x'.repeat(16) }), /tap name/);
   assert.throws(() => microvmArgs({ ...spec, rwDisk: '/vm/a,b' }), /commas/);
   // RAM: anonymous by default; a template writes its file, a clone maps it copy-on-write, under the machine's own RAM id.
   assert.ok(!args.includes('-object'));
@@ -130,14 +137,20 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.throws(() => microvmArgs({ ...spec, ram: { file: '/t/r am', shared: false } }), /spaces/);
 });
 
-test('muxHello: the clock in ns, the seed, the hostname; a wrong seed or a long name refused', () => {
+test('muxHello: the clock in ns, the seed, the link, the hostname; a wrong seed, a long name or a bad link refused', () => {
   const seed = Buffer.alloc(MUX_SEED, 7);
   const h = muxHello(1_700_000_000_123_456_789n, seed, 'sb-abc');
   assert.equal(h.readBigUInt64BE(0), 1_700_000_000_123_456_789n);
   assert.deepEqual(h.subarray(8, 8 + MUX_SEED), seed);
-  assert.equal(h.subarray(8 + MUX_SEED).toString(), 'sb-abc');
+  assert.deepEqual(h.subarray(8 + MUX_SEED, 8 + MUX_SEED + MUX_LINK), Buffer.alloc(MUX_LINK), 'no link: zeros');
+  assert.equal(h.subarray(8 + MUX_SEED + MUX_LINK).toString(), 'sb-abc');
+  const l = muxHello(0n, seed, 'sb-abc', { address: '10.200.0.3', prefix: 31, gateway: '10.200.0.2' });
+  assert.deepEqual([...l.subarray(8 + MUX_SEED, 8 + MUX_SEED + MUX_LINK)], [10, 200, 0, 3, 31, 10, 200, 0, 2]);
+  assert.equal(l.subarray(8 + MUX_SEED + MUX_LINK).toString(), 'sb-abc');
   assert.throws(() => muxHello(0n, Buffer.alloc(8), 'x'), /seed/);
   assert.throws(() => muxHello(0n, seed, 'x'.repeat(65)), /too long/);
+  assert.throws(() => muxHello(0n, seed, 'x', { address: '10.0.0.300', prefix: 31, gateway: '10.0.0.1' }), /IPv4/);
+  assert.throws(() => muxHello(0n, seed, 'x', { address: '10.0.0.3', prefix: 33, gateway: '10.0.0.1' }), /prefix/);
 });
 
 test('AgentMux: every connection to the guest starts with a HELLO (stream 0), a new one for a new connection', async () => {
@@ -151,7 +164,7 @@ test('AgentMux: every connection to the guest starts with a HELLO (stream 0), a 
     await new Promise((r) => setTimeout(r, 50));
     const hellos = g.got.filter((f) => f.type === MUX.HELLO);
     assert.deepEqual(
-      hellos.map((f) => [f.id, f.payload.subarray(8 + MUX_SEED).toString()]),
+      hellos.map((f) => [f.id, f.payload.subarray(8 + MUX_SEED + MUX_LINK).toString()]),
       [
         [0, 'h1'],
         [0, 'h2'],

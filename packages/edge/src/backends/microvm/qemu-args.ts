@@ -44,7 +44,15 @@ export interface MicrovmSpec {
    * mounts them idmapped so that BASE shows as 0, as a container's user namespace does.
    */
   idShift?: { base: number; size: number } | null;
+  /**
+   * The tap its NIC's frames go through (QEMU opens it by this name, on the host); none: the NIC
+   * has no peer (a template's: its clones each get their own).
+   */
+  tap?: string | null;
 }
+
+/** Every guest's NIC's MAC address: each microVM's link is an Ethernet of its own (a tap), so one address serves all. */
+export const GUEST_MAC = '02:77:72:6e:00:01';
 
 /** The RAM's id: the microvm machine's own name for it, so a state saved with one kind of RAM loads into another. */
 const RAM_ID = 'microvm.ram';
@@ -53,11 +61,16 @@ const RAM_ID = 'microvm.ram';
  * QEMU's arguments for a microVM (pure): the `microvm` machine (no firmware, no PCI, virtio over
  * MMIO), direct kernel boot into Warren's initramfs, each layer a read-only virtio disk named by
  * its serial (warren-lN, its data warren-dN), the writable disk warren-rw, the agent on the
- * virtio-serial port warren.agent, nothing else: no network device, no display, no defaults.
+ * virtio-serial port warren.agent, one NIC (virtio-net, on `tap` when given), nothing else: no
+ * display, no defaults.
  */
 export function microvmArgs(s: MicrovmSpec): string[] {
   const kinds = s.layers.map((l) => (l.data ? 'd' : 'm')).join('');
   const disks = s.layers.flatMap((l, i) => [...drive(`l${i}`, l.meta, true), ...(l.data ? drive(`d${i}`, l.data, true) : [])]);
+  if (s.tap && !/^[A-Za-z0-9_-]{1,15}$/.test(s.tap)) throw new Error(`a microVM's tap name is 1 to 15 letters, digits, _ or -: ${s.tap}`);
+  const nic = s.tap
+    ? ['-netdev', `tap,id=net0,ifname=${s.tap},script=no,downscript=no`, '-device', `virtio-net-device,netdev=net0,mac=${GUEST_MAC}`]
+    : ['-device', `virtio-net-device,mac=${GUEST_MAC}`];
   if (s.ram && /[,\s]/.test(s.ram.file)) throw new Error(`a microVM's RAM file may not hold commas or spaces: ${s.ram.file}`);
   const ram = s.ram ? ['-object', `memory-backend-file,id=${RAM_ID},size=${s.memoryMiB}M,mem-path=${s.ram.file},share=${s.ram.shared ? 'on' : 'off'}`] : [];
   // prettier-ignore
@@ -76,6 +89,7 @@ export function microvmArgs(s: MicrovmSpec): string[] {
     '-serial', 'chardev:console',
     ...disks,
     ...drive('rw', s.rwDisk, false),
+    ...nic,
     '-device', 'virtio-serial-device',
     '-chardev', `socket,id=agent,path=${s.agentSocket},server=on,wait=off`,
     '-device', 'virtserialport,chardev=agent,name=warren.agent',

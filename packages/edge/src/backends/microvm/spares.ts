@@ -10,6 +10,8 @@ const PREFIX = '.spare-';
 interface Spare {
   dir: string;
   pid: number;
+  /** The tap its QEMU opened (a name of its own until a create binds it: VmTap); null without network. */
+  tap: string | null;
 }
 
 /**
@@ -30,6 +32,8 @@ export class MicrovmSpares {
   constructor(
     private readonly dir: string,
     private readonly max: number,
+    /** Whether spares open a tap (the node's microVMs have network links). */
+    private readonly taps: boolean,
   ) {}
 
   /** A ready spare of `template` (its directory and QEMU), taken out of the pool; null if none. */
@@ -79,7 +83,7 @@ export class MicrovmSpares {
     for (const e of entries) {
       if (!e.isDirectory() || !e.name.startsWith(PREFIX) || linked.has(e.name) || held.has(e.name)) continue;
       const dir = join(this.dir, e.name);
-      await this.stop({ dir, pid: (await runningQemu(dir)) ?? 0 });
+      await this.stop({ dir, pid: (await runningQemu(dir)) ?? 0, tap: null });
     }
   }
 
@@ -90,10 +94,12 @@ export class MicrovmSpares {
     try {
       await (this.swept ??= this.sweep());
       await mkdir(dir, { recursive: true, mode: 0o700 });
-      const pid = await startSpare(dir, template);
+      // A name no slot's link has (it is renamed to its sandbox's slot when taken).
+      const tap = this.taps ? `wv${randomBytes(5).toString('hex')}` : null;
+      const pid = await startSpare(dir, template, tap);
       const list = this.ready.get(template);
-      if (this.closed || !list) await this.stop({ dir, pid });
-      else list.push({ dir, pid });
+      if (this.closed || !list) await this.stop({ dir, pid, tap });
+      else list.push({ dir, pid, tap });
     } catch {
       await rm(dir, { recursive: true, force: true });
     } finally {

@@ -8,7 +8,7 @@ import { simpleCall } from '../../init/call.js';
 import { REPLY, REQ } from '../../init/frame.js';
 import { startCommand } from '../../init/channel.js';
 import { randomBytes } from 'node:crypto';
-import { AgentMux, MUX_SEED, muxHello } from './agent-mux.js';
+import { AgentMux, MUX_SEED, muxHello, type MuxLink } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
 import { microvmArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
 import { Qmp } from './qmp.js';
@@ -35,6 +35,18 @@ export interface MicrovmStart {
   hello?: () => Buffer;
   /** See MicrovmSpec.idShift. */
   idShift?: { base: number; size: number } | null;
+  /** Its network link (none: its NIC has no peer). */
+  tap?: VmTap | null;
+}
+
+/**
+ * A microVM's network link: the tap its QEMU opens, by name, and what makes that tap the
+ * sandbox's link once QEMU holds it (`bind`, given the name QEMU opened it by: a spare's is
+ * another, renamed then). Bound again after every start of its QEMU (the tap goes with it).
+ */
+export interface VmTap {
+  name: string;
+  bind(current: string): Promise<void>;
 }
 
 /** A running microVM: its QEMU's pid and the way to its init. */
@@ -68,9 +80,9 @@ export const vmFiles = (dir: string): { [K in keyof typeof FILES]: string } => (
   ram: join(dir, FILES.ram),
 });
 
-/** A HELLO for a guest named `hostname`, with the clock now and fresh randomness. */
-export function helloFor(hostname: string): () => Buffer {
-  return () => muxHello(BigInt(Date.now()) * 1_000_000n, randomBytes(MUX_SEED), hostname);
+/** A HELLO for a guest named `hostname` (and its link), with the clock now and fresh randomness. */
+export function helloFor(hostname: string, link: MuxLink | null = null): () => Buffer {
+  return () => muxHello(BigInt(Date.now()) * 1_000_000n, randomBytes(MUX_SEED), hostname, link);
 }
 
 /**
@@ -96,11 +108,14 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     tscKhz: s.tscKhz === undefined ? await hostTscKhz() : s.tscKhz,
     ram: s.ramFile ? { file: s.ramFile, shared: true } : null,
     idShift: s.idShift ?? null,
+    tap: s.tap?.name ?? null,
   };
   // What a restore starts the same machine with (its devices must match the saved state's).
   await writeFile(f.spec, JSON.stringify(spec));
   const pid = await spawnQemu(dir, spec, false);
-  return bring(dir, pid, null, s.bootTimeoutMs ?? 30_000, new AgentMux(f.agent, s.hello ?? helloFor('sandbox')));
+  const mux = new AgentMux(f.agent, s.hello ?? helloFor('sandbox'));
+  if (s.tap) await bindTap(pid, mux, s.tap, s.tap.name);
+  return bring(dir, pid, null, s.bootTimeoutMs ?? 30_000, mux);
 }
 
 /**
@@ -141,8 +156,8 @@ async function warmShell(mux: AgentMux): Promise<void> {
  * `mux`, whose HELLO gives it its own clock, randomness and hostname. Its own `vm.json` names
  * anonymous RAM: a save of it holds all of its memory, so it never needs the template again.
  */
-export async function cloneMicrovm(dir: string, template: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
-  return runSpare(dir, await startSpare(dir, template), template, mux, timeoutMs);
+export async function cloneMicrovm(dir: string, template: string, mux: AgentMux, tap: VmTap | null, timeoutMs = 30_000): Promise<RunningMicrovm> {
+  return runSpare(dir, { pid: await startSpare(dir, template, tap?.name ?? null), tap: tap?.name ?? null }, template, mux, tap, timeoutMs);
 }
 
 /**
@@ -151,7 +166,7 @@ export async function cloneMicrovm(dir: string, template: string, mux: AgentMux,
  * their paths (it opens the disk again while saving): `dir` stays where it is, a sandbox made of
  * it is a symbolic link to it.
  */
-export async function startSpare(dir: string, template: string): Promise<number> {
+export async function startSpare(dir: string, template: string, tap: string | null): Promise<number> {
   const t = vmFiles(template);
   const f = vmFiles(dir);
   const own: MicrovmSpec = {
@@ -162,15 +177,48 @@ export async function startSpare(dir: string, template: string): Promise<number>
     consoleSocket: f.console,
     pidFile: f.pid,
     ram: null,
+    tap,
   };
   await run('cp', ['--sparse=always', t.rw, f.rw]);
   await writeFile(f.spec, JSON.stringify(own));
   return spawnQemu(dir, { ...own, ram: { file: t.ram, shared: false } }, true);
 }
 
-/** The second half of a clone: the spare in `dir` (QEMU `pid`) loads the template's state and runs. */
-export function runSpare(dir: string, pid: number, template: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
-  return bring(dir, pid, { state: vmFiles(template).state, ignoreShared: true }, timeoutMs, mux);
+/**
+ * The second half of a clone: the spare in `dir` (its QEMU, and the tap it opened) gets the
+ * sandbox's link `tap`, loads the template's state and runs.
+ */
+export async function runSpare(
+  dir: string,
+  spare: { pid: number; tap: string | null },
+  template: string,
+  mux: AgentMux,
+  tap: VmTap | null,
+  timeoutMs = 30_000,
+): Promise<RunningMicrovm> {
+  if (tap) {
+    if (!spare.tap) {
+      await stopMicrovm(spare.pid);
+      throw new WarrenError('internal', 'a spare microVM without a network link was given one');
+    }
+    // A restore opens the link by its own name.
+    const f = vmFiles(dir);
+    const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
+    await writeFile(f.spec, JSON.stringify({ ...spec, tap: tap.name }));
+    await bindTap(spare.pid, mux, tap, spare.tap);
+  }
+  return bring(dir, spare.pid, { state: vmFiles(template).state, ignoreShared: true }, timeoutMs, mux);
+}
+
+/** Binds a just-started QEMU's tap (see VmTap); on failure QEMU is stopped. */
+async function bindTap(pid: number, mux: AgentMux, tap: VmTap, current: string): Promise<void> {
+  try {
+    await tap.bind(current);
+  } catch (e) {
+    mux.close();
+    await stopMicrovm(pid);
+    throw e;
+  }
 }
 
 /** A saved state to start from: its file, and whether its RAM is not in it (a template's). */
@@ -316,10 +364,12 @@ async function load(qmpPath: string, incoming: Incoming, timeoutMs: number): Pro
  * Starts a saved microVM again from its state file (the same machine), reached through `mux`
  * (the same AgentMux: connections made meanwhile wait for it), then removes the state file.
  */
-export async function restoreMicrovm(dir: string, mux: AgentMux, timeoutMs = 30_000): Promise<RunningMicrovm> {
+export async function restoreMicrovm(dir: string, mux: AgentMux, tap: VmTap | null, timeoutMs = 30_000): Promise<RunningMicrovm> {
   const f = vmFiles(dir);
   const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
-  const vm = await bring(dir, await spawnQemu(dir, spec, true), { state: f.state, ignoreShared: false }, timeoutMs, mux);
+  const pid = await spawnQemu(dir, spec, true);
+  if (spec.tap && tap) await bindTap(pid, mux, tap, spec.tap);
+  const vm = await bring(dir, pid, { state: f.state, ignoreShared: false }, timeoutMs, mux);
   await rm(f.state, { force: true });
   return vm;
 }
