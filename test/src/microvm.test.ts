@@ -182,73 +182,79 @@ test('"backend": "microvm" through the API: exec, files, env and workdir, delete
   });
 });
 
-test('a microVM on the sandbox network: its own address on a tap, DNS and egress by its rules, the node refused; kept over a pause and a clone', { timeout: 300_000 }, async () => {
-  const web = `127.${randomInt(100, 200)}.${randomInt(1, 250)}.1`;
-  const server = createHttpServer((req, res) => res.end(`http ${req.headers.host ?? '-'}\n`));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(80, web, () => resolve());
-  });
-  const t = await startTestWarren({ images: ['busybox:latest'], network: { hosts: { 'pypi.example': web, 'registry.npm.example': web }, poolSize: 1 } });
-  const made: Sandbox[] = [];
-  try {
-    const create = async (): Promise<Sandbox> => {
-      const sb = await t.client.sandboxes.create({
-        image: 'busybox:latest',
-        backend: 'microvm',
-        resources: { memoryMiB: 256 },
-        network: { egress: 'deny', allow: ['pypi.example'] },
-      });
-      made.push(sb);
-      return sb;
-    };
-    // busybox's own resolver and nc (its wget resolves through glibc's NSS, which its static build
-    // lacks); nc's input stays open until the answer is in (it closes the connection at its end).
-    const fetchIn = async (sb: Sandbox, name: string): Promise<string> => {
-      const r = await sb.exec(
-        `ip=$(nslookup ${name} 2>/dev/null | awk '/^Name:/{n=1} n&&/^Address/{print $2; exit}'); [ -n "$ip" ] || { echo nxdomain; exit; }; ` +
-          `(printf 'GET / HTTP/1.0\\r\\nHost: ${name}\\r\\n\\r\\n'; sleep 2) | nc -w 5 $ip 80 | tail -n 1`,
-        { timeoutMs: 60_000 },
-      );
-      return r.stdout.trim();
-    };
-    const a = await create();
-    const b = await create();
-    const [ia, ib] = [await a.refresh(), await b.refresh()];
-    assert.ok(ia.network.address && ib.network.address && ia.network.address !== ib.network.address, JSON.stringify([ia.network, ib.network]));
-    for (const [sb, info] of [
-      [a, ia],
-      [b, ib],
-    ] as const) {
-      // The guest's eth0 has the address the API shows (given by the HELLO, each clone its own).
-      assert.match((await sb.exec('ip -4 -o addr show eth0')).stdout, new RegExp(` inet ${info.network.address!.replace(/\./g, '\\.')}/31 `));
-      assert.equal(await fetchIn(sb, 'pypi.example'), 'http pypi.example');
+test(
+  'a microVM on the sandbox network: its own address on a tap, DNS and egress by its rules, the node refused; kept over a pause and a clone',
+  { timeout: 300_000 },
+  async () => {
+    const web = `127.${randomInt(100, 200)}.${randomInt(1, 250)}.1`;
+    const server = createHttpServer((req, res) => res.end(`http ${req.headers.host ?? '-'}\n`));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(80, web, () => resolve());
+    });
+    const t = await startTestWarren({ images: ['busybox:latest'], network: { hosts: { 'pypi.example': web, 'registry.npm.example': web }, poolSize: 1 } });
+    const made: Sandbox[] = [];
+    try {
+      const create = async (): Promise<Sandbox> => {
+        const sb = await t.client.sandboxes.create({
+          image: 'busybox:latest',
+          backend: 'microvm',
+          resources: { memoryMiB: 256 },
+          network: { egress: 'deny', allow: ['pypi.example'] },
+        });
+        made.push(sb);
+        return sb;
+      };
+      // busybox's own resolver and nc (its wget resolves through glibc's NSS, which its static build
+      // lacks); nc's input stays open until the answer is in (it closes the connection at its end).
+      const fetchIn = async (sb: Sandbox, name: string): Promise<string> => {
+        const r = await sb.exec(
+          `ip=$(nslookup ${name} 2>/dev/null | awk '/^Name:/{n=1} n&&/^Address/{print $2; exit}'); [ -n "$ip" ] || { echo nxdomain; exit; }; ` +
+            `(printf 'GET / HTTP/1.0\\r\\nHost: ${name}\\r\\n\\r\\n'; sleep 2) | nc -w 5 $ip 80 | tail -n 1`,
+          { timeoutMs: 60_000 },
+        );
+        return r.stdout.trim();
+      };
+      const a = await create();
+      const b = await create();
+      const [ia, ib] = [await a.refresh(), await b.refresh()];
+      assert.ok(ia.network.address && ib.network.address && ia.network.address !== ib.network.address, JSON.stringify([ia.network, ib.network]));
+      for (const [sb, info] of [
+        [a, ia],
+        [b, ib],
+      ] as const) {
+        // The guest's eth0 has the address the API shows (given by the HELLO, each clone its own).
+        assert.match((await sb.exec('ip -4 -o addr show eth0')).stdout, new RegExp(` inet ${info.network.address!.replace(/\./g, '\\.')}/31 `));
+        assert.equal(await fetchIn(sb, 'pypi.example'), 'http pypi.example');
+      }
+      // Its link's host end is a tap named for its slot, like a container's veth.
+      const gateway = (await a.exec('ip -4 route show default')).stdout.split(' ')[2]!;
+      assert.match((await a.exec('cat /etc/resolv.conf')).stdout, new RegExp(`^nameserver ${gateway.replace(/\./g, '\\.')}$`, 'm'));
+      const hostIf = execFileSync('ip', ['-o', '-4', 'addr', 'show', 'to', `${gateway}/32`])
+        .toString()
+        .split(/\s+/)[1]!;
+      assert.match(readFileSync(`/sys/class/net/${hostIf}/tun_flags`, 'utf8'), /^0x/, `${hostIf} is a tap`);
+      // Names the rules do not allow do not resolve; the node's own ports are not reachable.
+      assert.equal(await fetchIn(a, 'registry.npm.example'), 'nxdomain');
+      const apiPort = new URL(t.url).port;
+      assert.equal((await a.exec(`nc -w 3 ${gateway} ${apiPort} < /dev/null; echo rc=$?`, { timeoutMs: 30_000 })).stdout.trim(), 'rc=1');
+      assert.ok((await a.refresh()).network.usage.bytesOut > 0);
+      // Paused, saved (its QEMU and tap gone), resumed: the same address, reachable again.
+      await a.pause();
+      await until(async () => !existsSync(`/sys/class/net/${hostIf}`), 60_000);
+      await a.resume();
+      assert.equal((await a.refresh()).network.address, ia.network.address);
+      assert.equal(await fetchIn(a, 'pypi.example'), 'http pypi.example');
+      // Deleted: its link goes with its QEMU.
+      await a.delete();
+      assert.equal(existsSync(`/sys/class/net/${hostIf}`), false);
+    } finally {
+      for (const sb of made) await sb.delete().catch(() => undefined);
+      await t.close();
+      server.close();
     }
-    // Its link's host end is a tap named for its slot, like a container's veth.
-    const gateway = (await a.exec('ip -4 route show default')).stdout.split(' ')[2]!;
-    assert.match((await a.exec('cat /etc/resolv.conf')).stdout, new RegExp(`^nameserver ${gateway.replace(/\./g, '\\.')}$`, 'm'));
-    const hostIf = execFileSync('ip', ['-o', '-4', 'addr', 'show', 'to', `${gateway}/32`]).toString().split(/\s+/)[1]!;
-    assert.match(readFileSync(`/sys/class/net/${hostIf}/tun_flags`, 'utf8'), /^0x/, `${hostIf} is a tap`);
-    // Names the rules do not allow do not resolve; the node's own ports are not reachable.
-    assert.equal(await fetchIn(a, 'registry.npm.example'), 'nxdomain');
-    const apiPort = new URL(t.url).port;
-    assert.equal((await a.exec(`nc -w 3 ${gateway} ${apiPort} < /dev/null; echo rc=$?`, { timeoutMs: 30_000 })).stdout.trim(), 'rc=1');
-    assert.ok((await a.refresh()).network.usage.bytesOut > 0);
-    // Paused, saved (its QEMU and tap gone), resumed: the same address, reachable again.
-    await a.pause();
-    await until(async () => !existsSync(`/sys/class/net/${hostIf}`), 60_000);
-    await a.resume();
-    assert.equal((await a.refresh()).network.address, ia.network.address);
-    assert.equal(await fetchIn(a, 'pypi.example'), 'http pypi.example');
-    // Deleted: its link goes with its QEMU.
-    await a.delete();
-    assert.equal(existsSync(`/sys/class/net/${hostIf}`), false);
-  } finally {
-    for (const sb of made) await sb.delete().catch(() => undefined);
-    await t.close();
-    server.close();
-  }
-});
+  },
+);
 
 test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
   await withMicrovm({}, async ({ t, sb, dir, pid }) => {

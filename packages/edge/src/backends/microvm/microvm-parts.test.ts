@@ -120,7 +120,10 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.ok(args.includes('-nodefaults'));
   assert.ok(!args.some((a) => a.includes('netdev') || a.startsWith('file:')));
   // One NIC always (a template's and its clones' devices match), on a tap only when given one.
-  assert.deepEqual(after('-device').filter((d) => d.startsWith('virtio-net')), [`virtio-net-device,mac=${GUEST_MAC}`]);
+  assert.deepEqual(
+    after('-device').filter((d) => d.startsWith('virtio-net')),
+    [`virtio-net-device,mac=${GUEST_MAC}`],
+  );
   const linked = microvmArgs({ ...spec, tap: 'wnab12c3' });
   assert.equal(linked[linked.indexOf('-netdev') + 1], 'tap,id=net0,ifname=wnab12c3,script=no,downscript=no');
   assert.ok(linked.includes(`virtio-net-device,netdev=net0,mac=${GUEST_MAC}`));
