@@ -90,7 +90,8 @@ interface Vm {
  * hostname from the agent's HELLO. A pause stops its CPUs at once,
  * then saves it to disk and ends its QEMU (the reclaim); a resume starts it again from there.
  * On the node's sandbox network each has a tap for its link (the host's end, named for its slot,
- * like a container's veth): its address and route come with the HELLO. Not yet: commit, ports.
+ * like a container's veth): its address and route come with the HELLO, and the node reaches its
+ * ports there. Not yet: commit.
  */
 export class MicrovmBackend implements Backend {
   readonly name = 'microvm';
@@ -105,7 +106,9 @@ export class MicrovmBackend implements Backend {
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.accelerator = o.accel;
-    this.capabilities = { pause: true, commit: false, ports: false, fnWorkers: false, network: o.bindTap !== undefined };
+    // On the sandbox network the node reaches its ports at its address, over its tap.
+    const linked = o.bindTap !== undefined;
+    this.capabilities = { pause: true, commit: false, ports: linked, fnWorkers: false, network: linked };
     const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, o.bindTap !== undefined);
     this.spares = spares;
     this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
