@@ -34,6 +34,7 @@ struct stream {
 
 static struct stream streams[VM_MAX_STREAMS];
 static int port_fd = -1;
+static int rw_fd = -1;
 
 int vm_sysfs_find(const char *dir, const char *attr, const char *want, char *out, size_t n)
 {
@@ -137,13 +138,20 @@ static void drop_all(void)
 			drop(&streams[i], 0);
 }
 
+static struct stream *free_slot(uint32_t id)
+{
+	if (find(id))
+		return NULL;
+	for (int i = 0; i < VM_MAX_STREAMS; i++)
+		if (streams[i].fd < 0)
+			return &streams[i];
+	return NULL;
+}
+
 static void open_stream(uint32_t id, const struct sockaddr_un *agent, socklen_t al)
 {
-	struct stream *s = NULL;
-	for (int i = 0; i < VM_MAX_STREAMS && !s; i++)
-		if (streams[i].fd < 0)
-			s = &streams[i];
-	int fd = s && !find(id) ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+	struct stream *s = free_slot(id);
+	int fd = s ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
 	if (fd < 0 || connect(fd, (const struct sockaddr *)agent, al) < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -153,6 +161,34 @@ static void open_stream(uint32_t id, const struct sockaddr_un *agent, socklen_t 
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	s->id = id;
 	s->fd = fd;
+	s->credit = VM_WINDOW;
+}
+
+/* A stream whose bytes a child writes: the writable layer as a tar (see VM_EXPORT in vm.h). */
+static void export_stream(uint32_t id)
+{
+	struct stream *s = free_slot(id);
+	int sv[2];
+	if (!s || rw_fd < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		send_frame(VM_CLOSE, id, NULL, 0);
+		return;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		send_frame(VM_CLOSE, id, NULL, 0);
+		return;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		close(port_fd);
+		_exit(vm_export_upper(rw_fd, sv[1]));
+	}
+	close(sv[1]);
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	s->id = id;
+	s->fd = sv[0];
 	s->credit = VM_WINDOW;
 }
 
@@ -229,6 +265,10 @@ static void on_frame(int type, uint32_t id, const unsigned char *p, uint32_t len
 		open_stream(id, agent, al);
 		return;
 	}
+	if (type == VM_EXPORT) {
+		export_stream(id);
+		return;
+	}
 	if (type == VM_HELLO) {
 		hello(p, len);
 		return;
@@ -266,8 +306,10 @@ static void on_frame(int type, uint32_t id, const unsigned char *p, uint32_t len
 	}
 }
 
-int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t al)
+int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t al, int rw)
 {
+	rw_fd = rw;
+	signal(SIGCHLD, SIG_IGN); /* an export's child is reaped by the kernel */
 	for (int i = 0; i < VM_MAX_STREAMS; i++)
 		streams[i].fd = -1;
 	port_fd = open(port, O_RDWR | O_CLOEXEC | O_NONBLOCK);

@@ -227,6 +227,8 @@ int main(void)
 		must_mount("tmpfs", "/rw", "tmpfs", MS_NODEV, "mode=0755");
 	mkdir("/rw/upper", 0755);
 	mkdir("/rw/work", 0755);
+	/* The mux exports it for a commit (it is out of the sandbox's sight once the root moves). */
+	int rw_fd = open("/rw", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char opts[sizeof lower + 128];
 	snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=/rw/upper,workdir=/rw/work", lower);
 	must_mount("overlay", "/newroot", "overlay", 0, opts);
@@ -262,8 +264,10 @@ int main(void)
 		die("fork the agent mux");
 	if (mux == 0) {
 		close(ls);
-		_exit(vm_mux_run(port, &a, al));
+		_exit(vm_mux_run(port, &a, al, rw_fd));
 	}
+	if (rw_fd >= 0)
+		close(rw_fd);
 	if (ls == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(ls, 3) < 0)
 		die("fd 3");
 	char *argv[] = { "/.warren/warren-init", NULL };

@@ -19,8 +19,11 @@
  * CLOCK_REALTIME (8 bytes, ns, big-endian), VM_SEED bytes of randomness for the kernel's pool
  * (reseeded at once), its link (VM_LINK bytes: eth0's IPv4 address, its prefix length, the
  * default gateway; an address of 0 leaves eth0 as it is), then the hostname.
+ * EXPORT opens a stream, as OPEN does, whose bytes are the writable layer as a layer tar
+ * (export.c, its file system frozen meanwhile) and which ends with it; a tar without its end
+ * marker is one that failed.
  */
-enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HELLO = 6 };
+enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HELLO = 6, VM_EXPORT = 7 };
 #define VM_SEED 32
 #define VM_LINK 9
 #define VM_HEADER 9
@@ -40,7 +43,12 @@ int vm_link_up(const char *ifname);
  * by default through `gateway`; -1 with errno on failure.
  */
 int vm_link_config(const char *ifname, uint32_t addr, unsigned prefix, uint32_t gateway);
-/* Carries streams between the port and the init's socket until the port fails; the exit status. */
-int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t agent_len);
+/* Writes the writable layer under `rw` (its upper/) to `out` as a layer tar; 0 when all of it was written. */
+int vm_export_upper(int rw, int out);
+/*
+ * Carries streams between the port and the init's socket until the port fails; the exit status.
+ * `rw`: a descriptor of the writable disk's file system (EXPORT), -1 if none.
+ */
+int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t agent_len, int rw);
 
 #endif

@@ -263,6 +263,56 @@ test(
   },
 );
 
+test(
+  'a microVM becomes an image: the guest writes its layer (whiteouts, opaque dirs, links, owners, long names) and a container runs it; also when saved',
+  { timeout: 300_000 },
+  async () => {
+    await withMicrovm({}, async ({ t, sb, dir }) => {
+      const long = `/opt/${'d'.repeat(90)}/${'f'.repeat(60)}`;
+      const setup = await sb.exec(
+        [
+          'mkdir -p /opt/app /root/cache',
+          'echo v1 > /opt/app/a && ln /opt/app/a /opt/app/b && ln -s a /opt/app/link',
+          'echo mine > /opt/app/owned && chown 1000:1001 /opt/app/owned && chmod 640 /opt/app/owned',
+          `mkdir -p ${long.slice(0, long.lastIndexOf('/'))} && echo deep > ${long}`,
+          'rm /bin/vi && rm -rf /home && mkdir -p /home/fresh',
+          'echo junk > /root/cache/x',
+        ].join(' && '),
+      );
+      assert.equal(setup.exitCode, 0, setup.stderr);
+      const image = await sb.commit('built/vm:v1', { exclude: ['/root/cache'] });
+      const base = (await t.client.images()).find((i) => i.name === 'busybox:latest');
+      assert.deepEqual(image.layers.slice(0, -1), base?.layers);
+      // It runs on, its files writable (the export's freeze is over).
+      assert.equal((await sb.exec('echo after > /opt/app/after && cat /opt/app/after')).stdout, 'after\n');
+      const check = [
+        'cat /opt/app/a /opt/app/link',
+        '[ "$(stat -c %i /opt/app/a)" = "$(stat -c %i /opt/app/b)" ] && echo hardlinked',
+        'stat -c "%u:%g %a" /opt/app/owned',
+        `cat ${long}`,
+        'test -e /bin/vi || echo vi-gone',
+        'ls /home',
+        'test -e /root/cache || echo cache-excluded',
+        'test -e /opt/app/after || echo after-not-in-it',
+      ].join('; ');
+      const want = 'v1\nv1\nhardlinked\n1000:1001 640\ndeep\nvi-gone\nfresh\ncache-excluded\nafter-not-in-it\n';
+      const child = await t.client.sandboxes.create({ image: 'built/vm:v1' });
+      try {
+        assert.equal((await child.exec(check)).stdout, want);
+      } finally {
+        await child.delete();
+      }
+      // Paused and saved to disk (no QEMU): a commit starts it again for the export, and it stays paused.
+      await sb.pause();
+      await until(async () => existsSync(vmFiles(dir).state), 60_000);
+      const second = await sb.commit('built/vm:v2');
+      assert.notDeepEqual(second.layers.at(-1), image.layers.at(-1), 'the second commit has /opt/app/after');
+      assert.equal((await sb.refresh()).state, 'paused');
+      assert.equal((await sb.exec('cat /opt/app/after')).stdout, 'after\n');
+    });
+  },
+);
+
 test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
   await withMicrovm({}, async ({ t, sb, dir, pid }) => {
     const sh = await sb.shell();

@@ -212,6 +212,9 @@ export class LayerStore {
       maxBytes?: number;
       /** The stored blob an earlier conversion made of the tar with this diffID, if any, pinned. */
       known?: (diffId: string) => Promise<string | undefined>;
+      /** Left out of the layer (paths relative to its root), as addLayerDir's. */
+      exclude?: string[];
+      excludeRegex?: string[];
     },
   ): Promise<LayerInfo> {
     const work = await mkdtemp(join(this.root, 'tmp', 'layer-'));
@@ -227,12 +230,14 @@ export class LayerStore {
       }
       const file = join(work, 'layer.erofs');
       const data = join(work, 'layer.data');
-      await mkfsErofs(file, dir, { data, signal: o.signal });
+      await mkfsErofs(file, dir, { data, exclude: o.exclude, excludeRegex: o.excludeRegex, signal: o.signal });
       const known = await layerDigest(file, data);
       const digest = known.digest;
       this.pin(digest);
       await this.addLayerFile(file, data, known);
-      return { digest, diffId: unpacked.diffId, sizeBytes: await this.layerSize(digest) };
+      // With paths left out, the layer is not the tar: it has no diffID of its own (as a commit's).
+      const whole = !o.exclude?.length && !o.excludeRegex?.length;
+      return { digest, diffId: whole ? unpacked.diffId : '', sizeBytes: await this.layerSize(digest) };
     } finally {
       await rm(work, { recursive: true, force: true });
     }

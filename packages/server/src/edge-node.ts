@@ -32,6 +32,7 @@ import {
   prepareDefaultImages,
   type PreparedImage,
   type DefaultImageName,
+  type FsOps,
 } from '@warren/images';
 import type { Logger, WarrenOptions } from './node.js';
 
@@ -187,7 +188,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
   await backend.open();
   const backends: Backend[] = [backend];
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
-  const microvm = await openMicrovm(o, layers, nativeDir, platformDir, network);
+  const microvm = await openMicrovm(o, layers, mounts, nativeDir, platformDir, network);
   if (microvm) backends.push(microvm);
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
@@ -258,6 +259,7 @@ export const DEFAULT_GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache
 async function openMicrovm(
   o: EdgeNodeOptions,
   layers: LayerStore,
+  fsOps: FsOps,
   nativeDir: string,
   platformDir: string,
   network: SandboxNetwork | null,
@@ -285,6 +287,8 @@ async function openMicrovm(
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
     idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
+    idMap: DEFAULT_ID_MAP,
+    fsOps,
     bindTap: network ? (tap, link) => network.bindTap(tap, link) : undefined,
   });
 }

@@ -10,7 +10,7 @@ import type { AgentConnect } from '../../init/call.js';
  * Each side sends DATA on a stream only within the credit the other granted: WINDOW at the open,
  * then CREDIT frames as the reader consumes, so one stream nobody reads holds back itself only.
  */
-export const MUX = { OPEN: 1, DATA: 2, EOF: 3, CLOSE: 4, CREDIT: 5, HELLO: 6 } as const;
+export const MUX = { OPEN: 1, DATA: 2, EOF: 3, CLOSE: 4, CREDIT: 5, HELLO: 6, EXPORT: 7 } as const;
 export const MUX_HEADER = 9;
 export const MUX_WINDOW = 256 * 1024;
 export const MUX_MAX_PAYLOAD = 64 * 1024;
@@ -182,16 +182,26 @@ export class AgentMux {
     private readonly hello: () => Buffer,
   ) {}
 
-  readonly connect: AgentConnect = async () => {
+  readonly connect: AgentConnect = () => this.stream(MUX.OPEN);
+
+  /**
+   * A stream of the guest's writable layer as a layer tar (EXPORT, native/vm/vm.h): its file
+   * system frozen while it is read, ended by the tar's end marker (none: the guest failed).
+   */
+  exportLayer(): Promise<Duplex> {
+    return this.stream(MUX.EXPORT);
+  }
+
+  private async stream(open: number): Promise<Duplex> {
     const socket = await this.open();
     if (this.streams.size >= MUX_MAX_STREAMS) throw new WarrenError('resource_exhausted', `a microVM's agent has ${MUX_MAX_STREAMS} connections open`);
     const id = this.nextId;
     this.nextId = this.nextId >= 0x7fffffff ? 1 : this.nextId + 1;
     const s = new MuxStream(id, this);
     this.streams.set(id, s);
-    socket.write(muxFrame(MUX.OPEN, id));
+    socket.write(muxFrame(open, id));
     return s;
-  };
+  }
 
   send(type: number, id: number, payload?: Buffer): void {
     this.socket?.write(muxFrame(type, id, payload));

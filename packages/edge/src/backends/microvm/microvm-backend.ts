@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { WarrenError } from '@warren/api';
-import type { LayerInfo, LayerStore } from '@warren/images';
+import type { FsOps, IdMap, LayerInfo, LayerStore } from '@warren/images';
 import {
   sandboxHostname,
   type Backend,
@@ -38,8 +38,12 @@ import { Qmp } from './qmp.js';
 export interface MicrovmBackendOptions {
   /** Each microVM's files go in a directory of its own below this one. */
   dir: string;
-  /** Where a sandbox's layers come from (their EROFS files are the guest's read-only disks). */
-  store: Pick<LayerStore, 'ensureMeta' | 'layerPath' | 'dataPath'>;
+  /** Where a sandbox's layers come from (their EROFS files are the guest's read-only disks), and where its commits go. */
+  store: Pick<LayerStore, 'ensureMeta' | 'layerPath' | 'dataPath' | 'addLayerTar'>;
+  /** What a commit's unpacking needs of the host (device nodes, xattrs). */
+  fsOps: FsOps;
+  /** The ids layers are stored with (a guest's files are owned by ids from 0; a commit shifts them so). */
+  idMap: IdMap;
   /** The kernel and initramfs (built on first use). */
   kit: () => Promise<GuestKit>;
   accel: 'kvm' | 'tcg';
@@ -74,7 +78,7 @@ interface Vm {
   /** Saved to disk (it has no QEMU until resumed). */
   saved: boolean;
   /** While its state is being saved: its QEMU ends on purpose then. */
-  saving: boolean;
+  saving: Promise<void> | null;
   /** Its guest's memory (what its sandbox requested). */
   memoryMiB: number;
   /** Its network link, if it has one. */
@@ -91,7 +95,7 @@ interface Vm {
  * then saves it to disk and ends its QEMU (the reclaim); a resume starts it again from there.
  * On the node's sandbox network each has a tap for its link (the host's end, named for its slot,
  * like a container's veth): its address and route come with the HELLO, and the node reaches its
- * ports there. Not yet: commit.
+ * ports there. A commit has the guest write its writable layer as a layer tar.
  */
 export class MicrovmBackend implements Backend {
   readonly name = 'microvm';
@@ -108,7 +112,7 @@ export class MicrovmBackend implements Backend {
     this.accelerator = o.accel;
     // On the sandbox network the node reaches its ports at its address, over its tap.
     const linked = o.bindTap !== undefined;
-    this.capabilities = { pause: true, commit: false, ports: linked, fnWorkers: false, network: linked };
+    this.capabilities = { pause: true, commit: true, ports: linked, fnWorkers: false, network: linked };
     const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, o.bindTap !== undefined);
     this.spares = spares;
     this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
@@ -154,7 +158,7 @@ export class MicrovmBackend implements Backend {
       throw e;
     }
     const start = await processStartTime(vm.pid);
-    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: false, memoryMiB: boot.memoryMiB, link });
+    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: null, memoryMiB: boot.memoryMiB, link });
     return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: start };
   }
 
@@ -220,7 +224,7 @@ export class MicrovmBackend implements Backend {
     const start = pid === null ? null : await processStartTime(pid);
     if (pid === null || start === null) return null;
     const memoryMiB = (JSON.parse(await readFile(vmFiles(dir).spec, 'utf8').catch(() => '{}')) as { memoryMiB?: number }).memoryMiB ?? 0;
-    this.vms.set(id, { pid, start, mux, saved: false, saving: false, memoryMiB, link });
+    this.vms.set(id, { pid, start, mux, saved: false, saving: null, memoryMiB, link });
     return { id, connect: mux.connect, initPid: pid, initStartTime: start };
   }
 
@@ -232,10 +236,6 @@ export class MicrovmBackend implements Backend {
     const pid = await runningQemu(dir);
     if (pid !== null) await stopMicrovm(pid);
     await removeMicrovm(dir);
-  }
-
-  private refuse(what: string): never {
-    throw new WarrenError('invalid_argument', `a microvm sandbox cannot ${what} yet`);
   }
 
   private entry(id: string): Vm {
@@ -263,7 +263,8 @@ export class MicrovmBackend implements Backend {
   async reclaim(id: string, signal?: AbortSignal): Promise<number> {
     const vm = this.entry(id);
     if (vm.saved) return 0;
-    vm.saving = true;
+    let done = (): void => undefined;
+    vm.saving = new Promise<void>((r) => (done = r));
     try {
       if (!(await saveMicrovm(this.vmDir(id), vm.pid, signal))) return (await this.stats(id)).memoryBytes;
       vm.mux.close();
@@ -271,7 +272,8 @@ export class MicrovmBackend implements Backend {
       vm.pid = 0;
       return 0;
     } finally {
-      vm.saving = false;
+      vm.saving = null;
+      done();
     }
   }
 
@@ -293,8 +295,41 @@ export class MicrovmBackend implements Backend {
     }
   }
 
-  async commit(): Promise<LayerInfo> {
-    this.refuse('commit');
+  /**
+   * Its writable layer as a new layer: the guest writes its overlay's upper directory as a layer
+   * tar (its file system frozen meanwhile; EXPORT, native/vm/export.c) and the node unpacks it as
+   * it unpacks a registry's layer, trusting nothing in it. The guest runs for as long as that
+   * takes (a saved one is started again first) and is stopped again after: the caller froze it.
+   */
+  async commit(id: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo> {
+    const vm = this.entry(id);
+    const dir = this.vmDir(id);
+    // A save under way (the page-out of a pause) ends first: then it has a QEMU, or it is saved.
+    await vm.saving;
+    if (vm.saved) await this.resume(id);
+    else await this.qmp(id, 'cont');
+    try {
+      // Bounded by its disk: a layer tar of it is no larger than twice it (headers), whatever the guest sends.
+      const disk = (await stat(vmFiles(dir).rw)).size;
+      return await this.o.store.addLayerTar(endMarked(await vm.mux.exportLayer()), {
+        idMap: this.o.idMap,
+        ops: this.o.fsOps,
+        maxBytes: 2 * disk + 64 * 2 ** 20,
+        exclude: opts.exclude,
+        excludeRegex: opts.excludeRegex,
+      });
+    } finally {
+      await this.qmp(id, 'stop').catch(() => undefined);
+    }
+  }
+
+  private async qmp(id: string, command: string): Promise<void> {
+    const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
+    try {
+      await q.execute(command);
+    } finally {
+      q.close();
+    }
   }
 
   /**
@@ -353,4 +388,17 @@ export class MicrovmBackend implements Backend {
     this.vms.clear();
     await this.spares?.close();
   }
+}
+
+/**
+ * The bytes of a guest's layer tar, passed on; at the end, fails unless they ended with the tar's
+ * end marker (two zero blocks), which the guest writes only when it wrote all of its layer.
+ */
+async function* endMarked(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  let tail = Buffer.alloc(0);
+  for await (const chunk of source) {
+    tail = Buffer.concat([tail, chunk]).subarray(-1024);
+    yield chunk;
+  }
+  if (tail.length < 1024 || tail.some((b) => b !== 0)) throw new WarrenError('unavailable', "the microVM's writable layer could not be read whole");
 }

@@ -20,8 +20,24 @@ export class Qmp {
     socket.on('close', () => this.fail(new Error('QMP connection closed')));
   }
 
-  /** Connects and negotiates (the greeting, then `qmp_capabilities`). */
+  /**
+   * Connects and negotiates (the greeting, then `qmp_capabilities`). QEMU serves one client at a
+   * time and drops one that comes while it has not yet seen the last one go (the connection is
+   * reset): that is tried again, for a second at most.
+   */
   static async open(path: string, timeoutMs = 10_000): Promise<Qmp> {
+    for (let tries = 0; ; tries++) {
+      try {
+        return await Qmp.openOnce(path, timeoutMs);
+      } catch (e) {
+        const code = ((e as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+        if (tries >= 50 || (code !== 'ECONNRESET' && code !== 'EPIPE')) throw e;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+  }
+
+  private static async openOnce(path: string, timeoutMs: number): Promise<Qmp> {
     const socket = connect(path);
     const q = new Qmp(socket);
     const greeting = new Promise<unknown>((resolve, reject) => q.waiting.push({ resolve, reject }));
