@@ -394,7 +394,7 @@ export class MicrovmBackend implements Backend {
  * The bytes of a guest's layer tar, passed on; at the end, fails unless they ended with the tar's
  * end marker (two zero blocks), which the guest writes only when it wrote all of its layer.
  */
-async function* endMarked(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+export async function* endMarked(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
   let tail = Buffer.alloc(0);
   for await (const chunk of source) {
     tail = Buffer.concat([tail, chunk]).subarray(-1024);

@@ -10,6 +10,7 @@ import { AgentMux, MUX, MUX_HEADER, MUX_LINK, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WIN
 import { GUEST_MAC, microvmArgs } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
 import { stopMicrovm } from './vm-process.js';
+import { endMarked } from './microvm-backend.js';
 
 /** Reads a newc archive back: name, mode and data of each entry. */
 function readCpio(buf: Buffer): Array<{ name: string; mode: number; data: string }> {
@@ -305,4 +306,23 @@ test('stopMicrovm: a QEMU that has exited but is not yet reaped (a zombie of the
   } finally {
     parent.kill('SIGKILL');
   }
+});
+
+test('a guest’s layer tar passes only with its end marker: one cut short (no marker, or data after it) fails', async () => {
+  const read = async (chunks: Buffer[]): Promise<number> => {
+    let n = 0;
+    for await (const c of endMarked(
+      (async function* () {
+        yield* chunks;
+      })(),
+    ))
+      n += c.length;
+    return n;
+  };
+  const entry = Buffer.alloc(1024, 7);
+  assert.equal(await read([entry, Buffer.alloc(600), Buffer.alloc(424)]), 2048, 'the marker split over chunks');
+  await assert.rejects(read([entry]), /could not be read whole/);
+  await assert.rejects(read([entry, Buffer.alloc(1023)]), /could not be read whole/);
+  await assert.rejects(read([Buffer.alloc(1024), Buffer.from('x')]), /could not be read whole/);
+  await assert.rejects(read([]), /could not be read whole/);
 });
