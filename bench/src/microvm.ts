@@ -2,7 +2,8 @@
 // microVM booted cold and a microVM cloned from its image's template; the memory an idle
 // microVM holds (its QEMU's proportional set: a clone shares its template's pages); pause (the
 // CPUs stopped), the save to disk, and resume from it with the first command after. Prints the
-// accelerator QEMU used (TCG where /dev/kvm cannot run a guest). Prints numbers; asserts nothing.
+// accelerator QEMU used (TCG where /dev/kvm cannot run a guest), and what a microVM's network link
+// costs a clone (the same on a node without the sandbox network). Prints numbers; asserts nothing.
 // Usage: npm run bench:microvm [-- --runs 5 --idle 4 --memory-mib 256]
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -34,7 +35,7 @@ interface Node {
   dataDir: string;
 }
 
-async function node(snapshots: boolean): Promise<Node> {
+async function node(snapshots: boolean, network = true): Promise<Node> {
   const dataDir = await mkdtemp(join(tmpdir(), 'warren-bench-microvm-'));
   await chmod(dataDir, 0o711);
   const warren = await startWarren({
@@ -46,6 +47,7 @@ async function node(snapshots: boolean): Promise<Node> {
     images: ['busybox:latest'],
     memoryFloorMiB: 0,
     microvm: { snapshots },
+    network: network ? undefined : false,
     logger: quiet,
   });
   return { warren, client: new Warren({ url: warren.url, apiKey: KEY }), dataDir };
@@ -101,6 +103,15 @@ async function main(): Promise<void> {
     console.log(`  microVM: the image's template made (one boot and save) and the first clone running: ${(performance.now() - t0).toFixed(0)} ms`);
     await firstClone.sb.delete();
     await series(warm.client, 'microvm', 'microVM, from its template');
+    // What its link costs a create: the same on a node without the sandbox network (loopback only).
+    const bare = await node(true, false);
+    try {
+      await (await createAndRun(bare.client, 'microvm')).sb.delete();
+      await series(bare.client, 'microvm', 'microVM, from its template, no sandbox network');
+    } finally {
+      await bare.warren.close();
+      await rm(bare.dataDir, { recursive: true, force: true });
+    }
 
     // Idle memory: clones with a shell each, left alone a few seconds.
     const idle: Sandbox[] = [];

@@ -223,6 +223,17 @@ static void flush_out(struct stream *s)
 		drop(s, 1);
 }
 
+/* The sandbox's /etc/resolv.conf (the mux's root is the sandbox's): never through a link. */
+static void write_resolv_conf(const unsigned char *p, size_t n)
+{
+	int fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, p, n) != (ssize_t)n)
+		fprintf(stderr, "warren-vmstage: /etc/resolv.conf: %s\n", strerror(errno));
+	close(fd);
+}
+
 /*
  * A new host (see VM_HELLO in vm.h): the streams of the one before end; the clock, the kernel's
  * random state and the hostname become this sandbox's. A payload too short is ignored.
@@ -230,7 +241,7 @@ static void flush_out(struct stream *s)
 static void hello(const unsigned char *p, uint32_t len)
 {
 	drop_all();
-	if (len < 8 + VM_SEED + VM_LINK)
+	if (len < 8 + VM_SEED + VM_LINK + 2)
 		return;
 	uint64_t ns = (uint64_t)get32(p) << 32 | get32(p + 4);
 	struct timespec now = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
@@ -251,11 +262,21 @@ static void hello(const unsigned char *p, uint32_t len)
 	uint32_t addr, gateway;
 	memcpy(&addr, link, 4);
 	memcpy(&gateway, link + 5, 4);
-	if (addr && vm_link_config("eth0", addr, link[4], gateway) < 0)
-		fprintf(stderr, "warren-vmstage: eth0: %s\n", strerror(errno));
-	size_t hn = len - 8 - VM_SEED - VM_LINK;
+	const unsigned char *conf = link + VM_LINK + 2;
+	size_t conf_len = (size_t)link[VM_LINK] << 8 | link[VM_LINK + 1];
+	if (conf_len > len - 8 - VM_SEED - VM_LINK - 2)
+		return;
+	if (addr) {
+		int fresh = vm_link_address("eth0") != addr;
+		if (vm_link_config("eth0", addr, link[4], gateway) < 0)
+			fprintf(stderr, "warren-vmstage: eth0: %s\n", strerror(errno));
+		else if (fresh && conf_len)
+			write_resolv_conf(conf, conf_len);
+	}
+	const unsigned char *name = conf + conf_len;
+	size_t hn = len - (size_t)(name - p);
 	if (hn > 0 && hn <= 64)
-		sethostname((const char *)link + VM_LINK, hn);
+		sethostname((const char *)name, hn);
 }
 
 /* One frame from the host. */

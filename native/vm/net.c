@@ -30,6 +30,20 @@ int vm_link_up(const char *ifname)
 	return r;
 }
 
+uint32_t vm_link_address(const char *ifname)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return 0;
+	struct ifreq ifr = { 0 };
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	uint32_t a = 0;
+	if (ioctl(s, SIOCGIFADDR, &ifr) == 0)
+		a = ((struct sockaddr_in *)&ifr.ifr_addr)->sin_addr.s_addr;
+	close(s);
+	return a;
+}
+
 static void set_in(struct sockaddr *sa, uint32_t addr)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = { .s_addr = addr } };

@@ -18,7 +18,9 @@
  * snapshot or a save has another's or an old clock, hostname and random state): the host's
  * CLOCK_REALTIME (8 bytes, ns, big-endian), VM_SEED bytes of randomness for the kernel's pool
  * (reseeded at once), its link (VM_LINK bytes: eth0's IPv4 address, its prefix length, the
- * default gateway; an address of 0 leaves eth0 as it is), then the hostname.
+ * default gateway; an address of 0 leaves eth0 as it is), the sandbox's /etc/resolv.conf (2
+ * bytes of length, big-endian, then the bytes; written when eth0 gets an address it did not
+ * have: a clone's first HELLO, not a restored guest's again), then the hostname.
  * EXPORT opens a stream, as OPEN does, whose bytes are the writable layer as a layer tar
  * (export.c, its file system frozen meanwhile) and which ends with it; a tar without its end
  * marker is one that failed.
@@ -36,6 +38,8 @@ enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HEL
  * a virtio-serial port by its name), waiting up to 10 s for it to appear; -1 if none did.
  */
 int vm_sysfs_find(const char *dir, const char *attr, const char *want, char *out, size_t n);
+/* Link `ifname`'s IPv4 address (network order); 0 if it has none. */
+uint32_t vm_link_address(const char *ifname);
 /* Sets link `ifname` up; -1 with errno on failure. */
 int vm_link_up(const char *ifname);
 /*

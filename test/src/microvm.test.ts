@@ -244,10 +244,13 @@ test(
       const served = await http(t, 'GET', `/v1/sandboxes/${a.id}/ports/8000/hello.txt`);
       assert.deepEqual([served.status, served.text], [200, 'served\n']);
       // Paused, saved (its QEMU and tap gone), resumed: the same address, reachable again.
+      await a.exec('echo "# mine" >> /etc/resolv.conf');
       await a.pause();
       await until(async () => !existsSync(`/sys/class/net/${hostIf}`), 60_000);
       await a.resume();
       assert.equal((await a.refresh()).network.address, ia.network.address);
+      // Its resolv.conf came with its first HELLO only: what it changed there stays.
+      assert.match((await a.exec('cat /etc/resolv.conf')).stdout, /^# mine$/m);
       assert.equal(await fetchIn(a, 'pypi.example'), 'http pypi.example');
       // Deleted: its link goes with its QEMU (the kernel lets go of it once the host's
       // connections to it, the port proxy's, drop their routes).

@@ -36,6 +36,14 @@ export function sandboxHostname(id: string): string {
   return id.replace(/[^A-Za-z0-9-]/g, '-').slice(0, 63);
 }
 
+/**
+ * A sandbox's /etc/resolv.conf: the node answers every DNS query a sandbox sends, at its link's
+ * far end (`gateway`). A file of the sandbox's own (not a mount: /etc stays movable); never committed.
+ */
+export function sandboxResolvConf(gateway: string): Buffer {
+  return Buffer.from(`nameserver ${gateway}\noptions timeout:2 attempts:2\n`);
+}
+
 export interface SandboxStats {
   cpuSeconds: number;
   memoryBytes: number;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import type { BackendCapabilities, BackendSandbox, SandboxStats } from '../backends/backend.js';
+import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
@@ -189,13 +189,10 @@ export class Edge {
         tap: tap ?? undefined,
         fn: spec.fn,
       });
-      if (net && link) {
-        await net.started(spec.id);
-        // The node answers every DNS query a sandbox sends; its resolv.conf names its link's far
-        // end. A file of the sandbox's own (not a mount: /etc stays movable); never committed.
-        const conf = Buffer.from(`nameserver ${link.gateway}\noptions timeout:2 attempts:2\n`);
-        await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', conf, { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
-      }
+      if (net && link) await net.started(spec.id);
+      // A VMM's guest writes its own (the HELLO carries it, no call more on a create's path).
+      if (link && 'nsPath' in link)
+        await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', sandboxResolvConf(link.gateway), { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
       await configureSandbox(sb.connect, spec, files, this.maxFileBytes);
       await backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb, backend, this.now()));

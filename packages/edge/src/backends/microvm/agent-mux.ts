@@ -30,11 +30,15 @@ export function muxFrame(type: number, id: number, payload: Buffer = Buffer.allo
 /** Bytes of randomness a HELLO hands the guest's kernel. */
 export const MUX_SEED = 32;
 
-/** A guest's link as a HELLO gives it (eth0): its IPv4 address, prefix length and default gateway. */
+/**
+ * A guest's link as a HELLO gives it (eth0): its IPv4 address, prefix length and default
+ * gateway, and the /etc/resolv.conf the guest writes when the address is new to it.
+ */
 export interface MuxLink {
   address: string;
   prefix: number;
   gateway: string;
+  resolvConf: Buffer;
 }
 
 /** Bytes of a HELLO's link field. */
@@ -45,13 +49,15 @@ export const MUX_LINK = 9;
  * when it now is, since a guest cloned from a snapshot or restored from a save has another's or
  * an old clock, hostname, address and kernel random state (native/vm/vm.h): the wall clock in ns
  * (8 bytes, big-endian), MUX_SEED bytes of randomness, its link (address, prefix length, gateway;
- * zeros: none), the hostname.
+ * zeros: none), its resolv.conf (2 bytes of length, then the bytes), the hostname.
  */
 export function muxHello(nowNs: bigint, seed: Buffer, hostname: string, link: MuxLink | null = null): Buffer {
   if (seed.length !== MUX_SEED) throw new Error(`a HELLO's seed is ${MUX_SEED} bytes`);
   const name = Buffer.from(hostname);
   if (name.length > 64) throw new Error(`hostname too long: ${hostname}`);
-  const b = Buffer.alloc(8 + MUX_SEED + MUX_LINK + name.length);
+  const conf = link?.resolvConf ?? Buffer.alloc(0);
+  if (conf.length > 4096) throw new Error(`a resolv.conf of ${conf.length} bytes`);
+  const b = Buffer.alloc(8 + MUX_SEED + MUX_LINK + 2 + conf.length + name.length);
   b.writeBigUInt64BE(nowNs, 0);
   seed.copy(b, 8);
   if (link) {
@@ -60,7 +66,9 @@ export function muxHello(nowNs: bigint, seed: Buffer, hostname: string, link: Mu
     b[8 + MUX_SEED + 4] = link.prefix;
     ipv4Bytes(link.gateway).copy(b, 8 + MUX_SEED + 5);
   }
-  name.copy(b, 8 + MUX_SEED + MUX_LINK);
+  b.writeUInt16BE(conf.length, 8 + MUX_SEED + MUX_LINK);
+  conf.copy(b, 8 + MUX_SEED + MUX_LINK + 2);
+  name.copy(b, 8 + MUX_SEED + MUX_LINK + 2 + conf.length);
   return b;
 }
 

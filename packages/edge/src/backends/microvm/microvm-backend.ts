@@ -5,6 +5,7 @@ import { WarrenError } from '@warren/api';
 import type { FsOps, IdMap, LayerInfo, LayerStore } from '@warren/images';
 import {
   sandboxHostname,
+  sandboxResolvConf,
   type Backend,
   type BackendCapabilities,
   type BackendCreateSpec,
@@ -12,7 +13,7 @@ import {
   type SandboxStats,
   type TapLink,
 } from '../backend.js';
-import { AgentMux } from './agent-mux.js';
+import { AgentMux, type MuxLink } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
 import { MicrovmSpares } from './spares.js';
 import { MicrovmTemplates, templateName } from './templates.js';
@@ -65,6 +66,11 @@ export interface MicrovmBackendOptions {
    * absent: the node has no sandbox network, and microVMs have loopback only.
    */
   bindTap?: (tap: string, link: TapLink) => Promise<void>;
+}
+
+/** What a guest's HELLO says of its link (none without one). */
+function muxLink(link: TapLink | null): MuxLink | null {
+  return link && { address: link.address, prefix: link.prefix, gateway: link.gateway, resolvConf: sandboxResolvConf(link.gateway) };
 }
 
 /** A microVM's link, in its directory (for an adopt). */
@@ -140,7 +146,7 @@ export class MicrovmBackend implements Backend {
       layers,
       accel: this.o.accel,
       bootTimeoutMs: this.o.bootTimeoutMs,
-      hello: helloFor(sandboxHostname(spec.id), link),
+      hello: helloFor(sandboxHostname(spec.id), muxLink(link)),
       idShift: this.o.idShift ?? null,
       tap: this.vmTap(link),
     };
@@ -208,7 +214,7 @@ export class MicrovmBackend implements Backend {
   async adopt(id: string): Promise<BackendSandbox | null> {
     const dir = this.vmDir(id);
     const link = this.o.bindTap ? ((JSON.parse(await readFile(join(dir, LINK_FILE), 'utf8').catch(() => 'null')) as TapLink | null) ?? null) : null;
-    const mux = new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(id), link));
+    const mux = new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(id), muxLink(link)));
     let pid = await runningQemu(dir);
     if (pid === null && existsSync(vmFiles(dir).state)) {
       // Saved while paused: started again from its state (the edge takes back running sandboxes).

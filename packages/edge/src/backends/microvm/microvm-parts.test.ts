@@ -146,15 +146,19 @@ test('muxHello: the clock in ns, the seed, the link, the hostname; a wrong seed,
   const h = muxHello(1_700_000_000_123_456_789n, seed, 'sb-abc');
   assert.equal(h.readBigUInt64BE(0), 1_700_000_000_123_456_789n);
   assert.deepEqual(h.subarray(8, 8 + MUX_SEED), seed);
-  assert.deepEqual(h.subarray(8 + MUX_SEED, 8 + MUX_SEED + MUX_LINK), Buffer.alloc(MUX_LINK), 'no link: zeros');
-  assert.equal(h.subarray(8 + MUX_SEED + MUX_LINK).toString(), 'sb-abc');
-  const l = muxHello(0n, seed, 'sb-abc', { address: '10.200.0.3', prefix: 31, gateway: '10.200.0.2' });
+  assert.deepEqual(h.subarray(8 + MUX_SEED, 8 + MUX_SEED + MUX_LINK + 2), Buffer.alloc(MUX_LINK + 2), 'no link, no resolv.conf: zeros');
+  assert.equal(h.subarray(8 + MUX_SEED + MUX_LINK + 2).toString(), 'sb-abc');
+  const conf = Buffer.from('nameserver 10.200.0.2\n');
+  const l = muxHello(0n, seed, 'sb-abc', { address: '10.200.0.3', prefix: 31, gateway: '10.200.0.2', resolvConf: conf });
   assert.deepEqual([...l.subarray(8 + MUX_SEED, 8 + MUX_SEED + MUX_LINK)], [10, 200, 0, 3, 31, 10, 200, 0, 2]);
-  assert.equal(l.subarray(8 + MUX_SEED + MUX_LINK).toString(), 'sb-abc');
+  assert.equal(l.readUInt16BE(8 + MUX_SEED + MUX_LINK), conf.length);
+  assert.equal(l.subarray(8 + MUX_SEED + MUX_LINK + 2).toString(), 'nameserver 10.200.0.2\nsb-abc');
   assert.throws(() => muxHello(0n, Buffer.alloc(8), 'x'), /seed/);
   assert.throws(() => muxHello(0n, seed, 'x'.repeat(65)), /too long/);
-  assert.throws(() => muxHello(0n, seed, 'x', { address: '10.0.0.300', prefix: 31, gateway: '10.0.0.1' }), /IPv4/);
-  assert.throws(() => muxHello(0n, seed, 'x', { address: '10.0.0.3', prefix: 33, gateway: '10.0.0.1' }), /prefix/);
+  const ok = { address: '10.0.0.3', prefix: 31, gateway: '10.0.0.2', resolvConf: Buffer.alloc(0) };
+  assert.throws(() => muxHello(0n, seed, 'x', { ...ok, address: '10.0.0.300' }), /IPv4/);
+  assert.throws(() => muxHello(0n, seed, 'x', { ...ok, prefix: 33 }), /prefix/);
+  assert.throws(() => muxHello(0n, seed, 'x', { ...ok, resolvConf: Buffer.alloc(4097) }), /resolv/);
 });
 
 test('AgentMux: every connection to the guest starts with a HELLO (stream 0), a new one for a new connection', async () => {
@@ -168,7 +172,7 @@ test('AgentMux: every connection to the guest starts with a HELLO (stream 0), a 
     await new Promise((r) => setTimeout(r, 50));
     const hellos = g.got.filter((f) => f.type === MUX.HELLO);
     assert.deepEqual(
-      hellos.map((f) => [f.id, f.payload.subarray(8 + MUX_SEED + MUX_LINK).toString()]),
+      hellos.map((f) => [f.id, f.payload.subarray(8 + MUX_SEED + MUX_LINK + 2).toString()]),
       [
         [0, 'h1'],
         [0, 'h2'],

@@ -114,8 +114,8 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
   await writeFile(f.spec, JSON.stringify(spec));
   const pid = await spawnQemu(dir, spec, false);
   const mux = new AgentMux(f.agent, s.hello ?? helloFor('sandbox'));
-  if (s.tap) await bindTap(pid, mux, s.tap, s.tap.name);
-  return bring(dir, pid, null, s.bootTimeoutMs ?? 30_000, mux);
+  const tap = s.tap;
+  return bring(dir, pid, null, s.bootTimeoutMs ?? 30_000, mux, tap ? () => tap.bind(tap.name) : null);
 }
 
 /**
@@ -205,20 +205,9 @@ export async function runSpare(
     const f = vmFiles(dir);
     const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
     await writeFile(f.spec, JSON.stringify({ ...spec, tap: tap.name }));
-    await bindTap(spare.pid, mux, tap, spare.tap);
   }
-  return bring(dir, spare.pid, { state: vmFiles(template).state, ignoreShared: true }, timeoutMs, mux);
-}
-
-/** Binds a just-started QEMU's tap (see VmTap); on failure QEMU is stopped. */
-async function bindTap(pid: number, mux: AgentMux, tap: VmTap, current: string): Promise<void> {
-  try {
-    await tap.bind(current);
-  } catch (e) {
-    mux.close();
-    await stopMicrovm(pid);
-    throw e;
-  }
+  const current = spare.tap;
+  return bring(dir, spare.pid, { state: vmFiles(template).state, ignoreShared: true }, timeoutMs, mux, tap && current ? () => tap.bind(current) : null);
 }
 
 /** A saved state to start from: its file, and whether its RAM is not in it (a template's). */
@@ -248,13 +237,25 @@ async function spawnQemu(dir: string, spec: MicrovmSpec, incoming: boolean): Pro
  * for the guest's init to answer through `mux`. On any failure QEMU is killed, and the error
  * says why with the end of the guest's console.
  */
-async function bring(dir: string, pid: number, incoming: Incoming | null, timeoutMs: number, mux: AgentMux): Promise<RunningMicrovm> {
+async function bring(
+  dir: string,
+  pid: number,
+  incoming: Incoming | null,
+  timeoutMs: number,
+  mux: AgentMux,
+  /** Binds its tap (VmTap): while its state loads, and before the HELLO gives the guest its address. */
+  link: (() => Promise<void>) | null,
+): Promise<RunningMicrovm> {
   const f = vmFiles(dir);
   const console = consoleTail(f.console);
   let phase = incoming ? 'load its saved state' : 'answer';
   const t0 = Date.now();
+  const linking = link?.() ?? null;
+  linking?.catch(() => undefined);
   try {
     if (incoming) await load(f.qmp, incoming, timeoutMs);
+    phase = 'get its network link';
+    await linking;
     phase = 'answer';
     await simpleCall(mux.connect, REQ.stat, [['p', '/']], {}, timeoutMs);
   } catch (e) {
@@ -368,8 +369,8 @@ export async function restoreMicrovm(dir: string, mux: AgentMux, tap: VmTap | nu
   const f = vmFiles(dir);
   const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
   const pid = await spawnQemu(dir, spec, true);
-  if (spec.tap && tap) await bindTap(pid, mux, tap, spec.tap);
-  const vm = await bring(dir, pid, { state: f.state, ignoreShared: false }, timeoutMs, mux);
+  const current = spec.tap;
+  const vm = await bring(dir, pid, { state: f.state, ignoreShared: false }, timeoutMs, mux, current && tap ? () => tap.bind(current) : null);
   await rm(f.state, { force: true });
   return vm;
 }
