@@ -67,6 +67,16 @@ static int octal(char *field, size_t n, unsigned long long v)
 	return 1;
 }
 
+/* A header's checksum: its bytes summed with the checksum field as spaces. */
+static void checksum(char *h)
+{
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (int i = 0; i < BLOCK; i++)
+		sum += (unsigned char)h[i];
+	octal(h + 148, 7, sum);
+}
+
 /* One PAX record "LEN key=value\n" appended to buf (len so far in *at); 0 if it did not fit. */
 static int pax_record(char *buf, size_t cap, size_t *at, const char *key, const char *value)
 {
@@ -109,11 +119,7 @@ static void header(struct out *o, const char *path, char type, const struct stat
 		h[156] = 'x';
 		memcpy(h + 257, "ustar", 6);
 		memcpy(h + 263, "00", 2);
-		memset(h + 148, ' ', 8);
-		unsigned sum = 0;
-		for (int i = 0; i < BLOCK; i++)
-			sum += (unsigned char)h[i];
-		octal(h + 148, 7, sum);
+		checksum(h);
 		put(o, h, BLOCK);
 		put(o, pax, at);
 		static const char zeros[BLOCK];
@@ -136,11 +142,7 @@ static void header(struct out *o, const char *path, char type, const struct stat
 		octal(h + 329, 8, major(st->st_rdev));
 		octal(h + 337, 8, minor(st->st_rdev));
 	}
-	memset(h + 148, ' ', 8);
-	unsigned sum = 0;
-	for (int i = 0; i < BLOCK; i++)
-		sum += (unsigned char)h[i];
-	octal(h + 148, 7, sum);
+	checksum(h);
 	put(o, h, BLOCK);
 }
 

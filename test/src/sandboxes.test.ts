@@ -6,6 +6,22 @@ import { type WarrenError, Warren } from '@warren/sdk';
 import { assertConfined } from './confinement.js';
 import { errorCode, hostLeftovers, http, initOf, startTestWarren, testClock, until, type TestWarren } from './harness.js';
 
+/** A node whose creates wait at `step` (WarrenOptions.holdAt) until `release`; `reached` resolves when one is there. */
+async function heldAt(step: string): Promise<{ th: TestWarren; reached: Promise<void>; release: () => void }> {
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((r) => (release = r));
+  let arrived: () => void = () => undefined;
+  const reached = new Promise<void>((r) => (arrived = r));
+  const th = await startTestWarren({
+    holdAt: (at) => {
+      if (at !== step) return undefined;
+      arrived();
+      return gate;
+    },
+  });
+  return { th, reached, release };
+}
+
 describe('sandbox lifecycle through the API', () => {
   let t: TestWarren;
   before(async () => {
@@ -175,17 +191,7 @@ describe('sandbox lifecycle through the API', () => {
 
   test('a delete that arrives while the sandbox is being created wins', async () => {
     // The create is held once its record is written, before the edge starts anything.
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((r) => (release = r));
-    let reached: () => void = () => undefined;
-    const atStored = new Promise<void>((r) => (reached = r));
-    const th = await startTestWarren({
-      holdAt: (step) => {
-        if (step !== 'create:stored') return undefined;
-        reached();
-        return gate;
-      },
-    });
+    const { th, reached: atStored, release } = await heldAt('create:stored');
     try {
       const creating = th.client.sandboxes.create({ image: 'busybox:latest', labels: { race: 'r' } }).then(
         (sb) => ({ sb, err: null }),
@@ -213,17 +219,7 @@ describe('sandbox lifecycle through the API', () => {
   test('a sandbox its node has made, whose create has not finished, is listed creating, not running', async () => {
     // Held once the node made it, before it is recorded running: the create may still fail or be
     // cut off (and the sandbox removed), so no list or get may call it running yet.
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((r) => (release = r));
-    let reached: () => void = () => undefined;
-    const atStarted = new Promise<void>((r) => (reached = r));
-    const th = await startTestWarren({
-      holdAt: (step) => {
-        if (step !== 'create:started') return undefined;
-        reached();
-        return gate;
-      },
-    });
+    const { th, reached: atStarted, release } = await heldAt('create:started');
     try {
       const creating = th.client.sandboxes.create({ image: 'busybox:latest', labels: { held: 'h' } });
       creating.catch(() => undefined); // (awaited below; a failed assertion first must not leave it unhandled)

@@ -214,25 +214,7 @@ export class SandboxNetwork {
     while (this.pool[0] && this.pool[0].pid !== this.o.host.pid) this.used.delete(this.pool.shift()!.slot.index);
     const ready = this.pool.shift() ?? (await this.prepare(1))[0]!;
     this.refill();
-    const a: Attached = {
-      id,
-      slot: ready.slot,
-      fd: ready.fd,
-      fdPid: ready.pid,
-      policy: compilePolicy(undefined),
-      gateway: ready.slot.hostIp,
-      counters: new NetCounters(),
-      active: 0,
-      applying: Promise.resolve(),
-    };
-    this.register(a);
-    try {
-      await writeFile(join(this.netDir, 'slots', id), String(ready.slot.index));
-      await this.apply(a, compiled);
-    } catch (e) {
-      await this.detach(id);
-      throw e;
-    }
+    await this.record(this.take(id, ready.slot, ready.fd, ready.pid), compiled);
     return {
       nsPath: `/proc/${ready.pid}/fd/${ready.fd}`,
       address: formatIpv4(ready.slot.sandboxIp),
@@ -247,11 +229,17 @@ export class SandboxNetwork {
   async attachTap(id: string, policy: NetworkPolicy | undefined): Promise<TapAttachment> {
     const compiled = compilePolicy(policy);
     const s = this.allocate();
+    await this.record(this.take(id, s, null, 0), compiled);
+    return { ifname: s.hostIf, address: formatIpv4(s.sandboxIp), prefix: 31, gateway: formatIpv4(s.hostIp) };
+  }
+
+  /** A sandbox's slot, registered (its namespace `fd` held by the helper `fdPid`, if any). */
+  private take(id: string, s: Slot, fd: number | null, fdPid: number): Attached {
     const a: Attached = {
       id,
       slot: s,
-      fd: null,
-      fdPid: 0,
+      fd,
+      fdPid,
       policy: compilePolicy(undefined),
       gateway: s.hostIp,
       counters: new NetCounters(),
@@ -259,14 +247,18 @@ export class SandboxNetwork {
       applying: Promise.resolve(),
     };
     this.register(a);
+    return a;
+  }
+
+  /** A new sandbox's slot written down (for an adopt) and its rules applied; on failure, nothing of it is left. */
+  private async record(a: Attached, policy: CompiledPolicy): Promise<void> {
     try {
-      await writeFile(join(this.netDir, 'slots', id), String(s.index));
-      await this.apply(a, compiled);
+      await writeFile(join(this.netDir, 'slots', a.id), String(a.slot.index));
+      await this.apply(a, policy);
     } catch (e) {
-      await this.detach(id);
+      await this.detach(a.id);
       throw e;
     }
-    return { ifname: s.hostIf, address: formatIpv4(s.sandboxIp), prefix: 31, gateway: formatIpv4(s.hostIp) };
   }
 
   /**
@@ -304,20 +296,7 @@ export class SandboxNetwork {
   async adopt(id: string, policy: NetworkPolicy | undefined): Promise<boolean> {
     const index = Number(await readFile(join(this.netDir, 'slots', id), 'utf8').catch(() => 'NaN'));
     if (!Number.isInteger(index) || index < 0 || index >= slotCount(this.block)) return false;
-    const s = slot(this.block, this.ifPrefix, index);
-    const a: Attached = {
-      id,
-      slot: s,
-      fd: null,
-      fdPid: 0,
-      policy: compilePolicy(undefined),
-      gateway: s.hostIp,
-      counters: new NetCounters(),
-      active: 0,
-      applying: Promise.resolve(),
-    };
-    this.register(a);
-    await this.apply(a, compilePolicy(policy));
+    await this.apply(this.take(id, slot(this.block, this.ifPrefix, index), null, 0), compilePolicy(policy));
     return true;
   }
 
