@@ -316,6 +316,26 @@ test(
   },
 );
 
+test('many microVMs at once: one template for all, each its own clone, hostname and address; all removed after', { timeout: 300_000 }, async () => {
+  const t = await startTestWarren({ images: ['busybox:latest'] });
+  const made: Sandbox[] = [];
+  try {
+    const r = await t.client.sandboxes.createMany(4, { image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+    made.push(...r.sandboxes);
+    assert.deepEqual(r.errors, []);
+    assert.equal(r.sandboxes.length, 4);
+    assert.equal(readdirSync(join(t.dataDir, 'microvm-templates')).length, 1, 'the creates waited for one template');
+    const seen = await Promise.all(r.sandboxes.map(async (sb) => (await sb.exec("hostname; ip -4 -o addr show eth0 | awk '{print $4}'")).stdout));
+    r.sandboxes.forEach((sb, i) => assert.match(seen[i]!, new RegExp(`^${sb.id.replace(/_/g, '-')}\n\\d+\\.\\d+\\.\\d+\\.\\d+/31\n$`)));
+    assert.equal(new Set(seen.map((x) => x.split('\n')[1])).size, 4, 'four addresses');
+    await Promise.all(r.sandboxes.map((sb) => sb.delete()));
+    await until(async () => readdirSync(join(t.dataDir, 'microvm')).filter((n) => !n.startsWith('.')).length === 0, 30_000);
+  } finally {
+    for (const sb of made) await sb.delete().catch(() => undefined);
+    await t.close();
+  }
+});
+
 test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
   await withMicrovm({}, async ({ t, sb, dir, pid }) => {
     const sh = await sb.shell();
