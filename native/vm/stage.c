@@ -86,14 +86,9 @@ static int find_disk(const char *serial, char *out, size_t n)
  * warren.layers=KINDS from the kernel command line: one letter per layer, bottom first: `d` for a
  * layer whose file data is on a disk of its own (serial warren-dN), `m` for one that is whole.
  */
-static int layer_kinds(char *out, size_t n)
+static int layer_kinds(const char *cmdline, char *out, size_t n)
 {
-	char buf[4096] = { 0 };
-	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, buf, sizeof buf - 1) < 0)
-		die("read /proc/cmdline");
-	close(fd);
-	char *p = strstr(buf, "warren.layers=");
+	const char *p = strstr(cmdline, "warren.layers=");
 	size_t len = p ? strspn(p + strlen("warren.layers="), "dm") : 0;
 	if (len < 1 || len > MAX_LAYERS || len >= n) {
 		errno = EINVAL;
@@ -109,14 +104,9 @@ static int layer_kinds(char *out, size_t n)
  * their ids shifted by BASE (the node's layer range, which a container's user namespace maps back
  * to 0); 0 when absent.
  */
-static unsigned long id_shift(unsigned long *size)
+static unsigned long id_shift(const char *cmdline, unsigned long *size)
 {
-	char buf[4096] = { 0 };
-	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, buf, sizeof buf - 1) < 0)
-		die("read /proc/cmdline");
-	close(fd);
-	char *p = strstr(buf, "warren.idshift=");
+	const char *p = strstr(cmdline, "warren.idshift=");
 	unsigned long base = 0;
 	*size = 0;
 	if (p && sscanf(p + strlen("warren.idshift="), "%lu:%lu", &base, size) != 2)
@@ -200,9 +190,14 @@ int main(void)
 	if (vm_link_up("lo") < 0)
 		die("loopback up");
 
+	static char cmdline[4096];
+	int cfd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	if (cfd < 0 || read(cfd, cmdline, sizeof cmdline - 1) < 0)
+		die("read /proc/cmdline");
+	close(cfd);
 	char kinds[MAX_LAYERS + 1];
-	int layers = layer_kinds(kinds, sizeof kinds);
-	unsigned long shift_size, shift = id_shift(&shift_size);
+	int layers = layer_kinds(cmdline, kinds, sizeof kinds);
+	unsigned long shift_size, shift = id_shift(cmdline, &shift_size);
 	int userns = shift ? shift_userns(shift, shift_size) : -1;
 	char lower[MAX_LAYERS * 16] = { 0 };
 	mkdir("/layers", 0755);

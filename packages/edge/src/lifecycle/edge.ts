@@ -178,21 +178,15 @@ export class Edge {
       throw new WarrenError('invalid_argument', `a ${backend.name} sandbox has loopback only: leave out network rules that open it`, { backend: backend.name });
     const net = backend.capabilities.network ? this.o.network : undefined;
     try {
-      // A runtime joins a namespace of the node's; a VMM opens a tap for the sandbox's slot.
-      const tap = net && !spec.fn && backend.link === 'tap' ? await net.attachTap(spec.id, spec.network) : null;
-      const link = net && !spec.fn && !tap ? await net.attach(spec.id, spec.network) : tap;
-      sb = await backend.create({
-        id: spec.id,
-        layers: spec.layers,
-        resources: spec.resources,
-        netns: link && 'nsPath' in link ? link.nsPath : undefined,
-        tap: tap ?? undefined,
-        fn: spec.fn,
-      });
-      if (net && link) await net.started(spec.id);
-      // A VMM's guest writes its own (the HELLO carries it, no call more on a create's path).
-      if (link && 'nsPath' in link)
-        await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', sandboxResolvConf(link.gateway), { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
+      // A runtime joins a namespace of the node's; a VMM opens a tap for the sandbox's slot (its
+      // guest writes its resolv.conf itself: the HELLO carries it).
+      const tap = net && !spec.fn && backend.link === 'tap' ? await net.attachTap(spec.id, spec.network) : undefined;
+      const ns = net && !spec.fn && !tap ? await net.attach(spec.id, spec.network) : null;
+      sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: ns?.nsPath, tap, fn: spec.fn });
+      if (net && ns) {
+        await net.started(spec.id);
+        await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', sandboxResolvConf(ns.gateway), { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
+      }
       await configureSandbox(sb.connect, spec, files, this.maxFileBytes);
       await backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb, backend, this.now()));

@@ -88,7 +88,7 @@ export function edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
  * then it is removed.
  */
 export function shownState(rec: SandboxRecord, live: EdgeSandboxState | null): SandboxState {
-  if (!live || (rec.state !== 'running' && rec.state !== 'paused')) return rec.state;
+  if (!live || !RUNNING.includes(rec.state)) return rec.state;
   return live.paused ? 'paused' : 'running';
 }
 

@@ -119,7 +119,7 @@ export class MicrovmBackend implements Backend {
     // On the sandbox network the node reaches its ports at its address, over its tap.
     const linked = o.bindTap !== undefined;
     this.capabilities = { pause: true, commit: true, ports: linked, fnWorkers: false, network: linked };
-    const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, o.bindTap !== undefined);
+    const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, linked);
     this.spares = spares;
     this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
   }
@@ -254,12 +254,7 @@ export class MicrovmBackend implements Backend {
   async pause(id: string): Promise<void> {
     const vm = this.entry(id);
     if (vm.saved) return;
-    const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
-    try {
-      await q.execute('stop');
-    } finally {
-      q.close();
-    }
+    await this.qmp(id, 'stop');
   }
 
   /**
@@ -293,12 +288,7 @@ export class MicrovmBackend implements Backend {
       vm.saved = false;
       return;
     }
-    const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
-    try {
-      await q.execute('cont');
-    } finally {
-      q.close();
-    }
+    await this.qmp(id, 'cont');
   }
 
   /**
@@ -329,6 +319,7 @@ export class MicrovmBackend implements Backend {
     }
   }
 
+  /** One QMP command to its QEMU, on a connection of its own. */
   private async qmp(id: string, command: string): Promise<void> {
     const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
     try {
