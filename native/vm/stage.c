@@ -10,6 +10,10 @@
  * socket as fd 3, as a container's init gets. A child it forks first carries the init's
  * connections over the virtio-serial port named warren.agent (mux.c). Kernel command line:
  * warren.layers=KINDS (see layer_kinds). Any failure is written to the console and powers off.
+ *
+ * With warren.systemd on the command line (a full VM), the image's own /sbin/init (systemd)
+ * becomes PID 1 instead and boots the image as a machine: warren-init then runs beside it, a
+ * child forked first in a session of its own, and /sys is writable (udev needs it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -195,6 +199,7 @@ int main(void)
 	if (cfd < 0 || read(cfd, cmdline, sizeof cmdline - 1) < 0)
 		die("read /proc/cmdline");
 	close(cfd);
+	int systemd = strstr(cmdline, "warren.systemd") != NULL;
 	char kinds[MAX_LAYERS + 1];
 	int layers = layer_kinds(cmdline, kinds, sizeof kinds);
 	unsigned long shift_size, shift = id_shift(cmdline, &shift_size);
@@ -246,7 +251,7 @@ int main(void)
 	must_mount("devpts", "/newroot/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
 	must_mount("shm", "/newroot/dev/shm", "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV, "mode=1777");
 	must_mount("proc", "/newroot/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL);
-	must_mount("sysfs", "/newroot/sys", "sysfs", MS_NOSUID | MS_NOEXEC | MS_NODEV | MS_RDONLY, NULL);
+	must_mount("sysfs", "/newroot/sys", "sysfs", MS_NOSUID | MS_NOEXEC | MS_NODEV | (systemd ? 0 : MS_RDONLY), NULL);
 
 	/* The agent's port, found before the root moves (its name is in sysfs). */
 	char port[300];
@@ -273,10 +278,23 @@ int main(void)
 	}
 	if (rw_fd >= 0)
 		close(rw_fd);
+	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "WARREN_LISTEN_FD=3", NULL };
+	if (systemd) {
+		pid_t init = fork();
+		if (init < 0)
+			die("fork warren-init");
+		if (init > 0) {
+			close(ls);
+			char *argv[] = { "/sbin/init", NULL };
+			char *sysenv[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+			execve(argv[0], argv, sysenv);
+			die("exec the image's %s", argv[0]);
+		}
+		setsid();
+	}
 	if (ls == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(ls, 3) < 0)
 		die("fd 3");
 	char *argv[] = { "/.warren/warren-init", NULL };
-	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "WARREN_LISTEN_FD=3", NULL };
 	execve(argv[0], argv, envp);
 	die("exec %s", argv[0]);
 }

@@ -205,6 +205,15 @@ class AsyncSandbox:
         body = w.drop_none({"name": name, "exclude": list(exclude) if exclude is not None else None})
         return from_wire(Image, await self._t.call(w.Request("POST", w.sandbox_path(self.id, "/commit"), json=body, timeout=3600)))
 
+    async def screen(self) -> bytes:
+        """A full VM's screen now, as PNG bytes (backend ``vm``)."""
+        return await self._t.raw(w.Request("GET", w.sandbox_path(self.id, "/screen"), accept="image/png", idempotent=True))
+
+    async def input(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """Keys, text and mouse events to a full VM's display, in order (backend ``vm``), e.g.
+        ``[{"type": "mouse", "x": 10, "y": 20, "button": "left"}, {"type": "text", "text": "ls"}, {"type": "key", "key": "Return"}]``."""
+        await self._t.call(w.Request("POST", w.sandbox_path(self.id, "/input"), json={"events": [dict(e) for e in events]}))
+
     async def delete(self) -> None:
         await self._t.call(w.Request("DELETE", w.sandbox_path(self.id), idempotent=True))
 

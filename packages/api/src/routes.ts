@@ -6,6 +6,7 @@ import * as i from './images.js';
 import * as o from './ops.js';
 import * as p from './pools.js';
 import * as fn from './fn.js';
+import * as d from './display.js';
 
 /** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
 export interface RouteSpec {
@@ -81,6 +82,20 @@ export const ROUTES = {
     body: i.CommitRequest,
     response: i.Image,
     status: 201,
+  }),
+  screen: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/screen',
+    summary: "A full VM's display now, as a PNG (backend vm; others answer invalid_argument); a paused VM is resumed first",
+    rawResponse: 'image/png',
+    status: 200,
+  }),
+  input: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/input',
+    summary: "Keys, text and mouse events to a full VM's display, in order (backend vm); the pointer is absolute, in the screen's pixels",
+    body: d.InputRequest,
+    status: 204,
   }),
   batchPause: r({
     method: 'POST',

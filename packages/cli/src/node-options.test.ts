@@ -63,7 +63,8 @@ test('flags, their "no" forms and the environment land where the node reads them
   const vm = await nodeOptions(parse(['--default-backend', 'microvm', '--no-microvm']), {});
   assert.equal(vm.defaultBackend, 'microvm');
   assert.equal(vm.microvm, false);
-  await assert.rejects(nodeOptions(parse(['--default-backend', 'vm']), {}), /container or microvm/);
+  assert.equal((await nodeOptions(parse(['--default-backend', 'vm', '--no-vm']), {})).vm, false);
+  await assert.rejects(nodeOptions(parse(['--default-backend', 'qemu']), {}), /container, microvm or vm/);
   await assert.rejects(nodeOptions(parse(['--dns-rate', '0']), {}), /at least 1/);
 });
 

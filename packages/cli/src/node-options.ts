@@ -259,9 +259,9 @@ export const NODE_OPTIONS: NodeOption[] = [
   {
     flag: 'default-backend',
     type: 'string',
-    usage: ['[--default-backend container|microvm]', 'the backend of a create that names none (default container)'],
+    usage: ['[--default-backend container|microvm|vm]', 'the backend of a create that names none (default container)'],
     set: (o, v) => {
-      if (v !== 'container' && v !== 'microvm') throw new Error('--default-backend is container or microvm');
+      if (v !== 'container' && v !== 'microvm' && v !== 'vm') throw new Error('--default-backend is container, microvm or vm');
       o.defaultBackend = v;
     },
     for: CONTROL,
@@ -272,6 +272,13 @@ export const NODE_OPTIONS: NodeOption[] = [
     default: false,
     usage: ['[--no-microvm]', 'no microVM backend on this node, even with QEMU and the guest kernel there'],
     set: (o, v) => void (v === true && (o.microvm = false)),
+  },
+  {
+    flag: 'no-vm',
+    type: 'boolean',
+    default: false,
+    usage: ['[--no-vm]', 'no full-VM backend on this node, even with QEMU and its guest kernel there'],
+    set: (o, v) => void (v === true && (o.vm = false)),
   },
   {
     flag: 'no-zram-swap',

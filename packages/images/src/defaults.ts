@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { DEFAULT_PATH } from '@warren/api';
 import { buildBusyboxRootfs } from './busybox.js';
 import { buildDebianRootfs } from './debian.js';
+import { buildDesktopRootfs } from './desktop.js';
 import { mkfsErofs } from './erofs.js';
 import { DEFAULT_ID_MAP, type IdMap } from './idmap.js';
 import type { ImageCatalogue } from './image-catalogue.js';
@@ -10,12 +11,19 @@ import { layerDigest } from './layer-store.js';
 import { shiftOwnership } from './rootfs.js';
 import { runFile } from './exec-file.js';
 
-/** The base images every Warren node has, built from Debian's packages without other network. */
+/**
+ * The base images a Warren node has, built from Debian's packages without other network. An
+ * `extra` one (the full VMs' desktop: minutes to build, ~650 MB) only where asked for by name.
+ */
 export const DEFAULT_IMAGES = {
-  'busybox:latest': { file: 'busybox.v2.erofs', build: (dir: string) => buildBusyboxRootfs(dir) },
-  'debian-python:latest': { file: 'debian-python.v2.erofs', build: (dir: string, signal?: AbortSignal) => buildDebianRootfs(dir, { signal }) },
+  'busybox:latest': { file: 'busybox.v2.erofs', extra: false, build: (dir: string) => buildBusyboxRootfs(dir) },
+  'debian-python:latest': { file: 'debian-python.v2.erofs', extra: false, build: (dir: string, signal?: AbortSignal) => buildDebianRootfs(dir, { signal }) },
+  'debian-desktop:latest': { file: 'debian-desktop.v3.erofs', extra: true, build: (dir: string, signal?: AbortSignal) => buildDesktopRootfs(dir, { signal }) },
 } as const;
 export type DefaultImageName = keyof typeof DEFAULT_IMAGES;
+
+/** The default images a node builds when not told which: all but the extra ones. */
+export const STANDARD_IMAGES = (Object.keys(DEFAULT_IMAGES) as DefaultImageName[]).filter((n) => !DEFAULT_IMAGES[n].extra);
 
 /** A default image's layer in the cache: its files, digest and block digests. */
 export interface PreparedImage {
@@ -42,7 +50,7 @@ export async function prepareDefaultImages(opts: PrepareOptions): Promise<Map<De
   await mkdir(opts.cacheDir, { recursive: true });
   await removeStaleBuilds(opts.cacheDir);
   const out = new Map<DefaultImageName, PreparedImage>();
-  for (const name of opts.only ?? (Object.keys(DEFAULT_IMAGES) as DefaultImageName[])) {
+  for (const name of opts.only ?? STANDARD_IMAGES) {
     const spec = DEFAULT_IMAGES[name];
     const file = join(opts.cacheDir, spec.file);
     const data = file.replace(/\.erofs$/, '.data');

@@ -1,4 +1,14 @@
-import type { CreateSandboxRequest, ExecEvent, ExecRequest, ExecResult, FileEntry, Image, NetworkPolicy, Sandbox as SandboxInfo } from '@warren/api';
+import type {
+  CreateSandboxRequest,
+  ExecEvent,
+  ExecRequest,
+  ExecResult,
+  FileEntry,
+  Image,
+  InputEvent,
+  NetworkPolicy,
+  Sandbox as SandboxInfo,
+} from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
 import { ndjson, type Transport } from './transport.js';
 
@@ -86,6 +96,17 @@ export class Sandbox {
 
   async pause(): Promise<void> {
     await this.t.json(ROUTES.pause, this.at());
+  }
+
+  /** A full VM's screen now, as PNG bytes (backend `vm`). */
+  async screen(): Promise<Uint8Array> {
+    const res = await this.t.request(ROUTES.screen, this.at());
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  /** Keys, text and mouse events to a full VM's display, in order (backend `vm`). */
+  async input(events: InputEvent[]): Promise<void> {
+    await this.t.empty(ROUTES.input, this.at(), { json: { events } });
   }
 
   async resume(): Promise<void> {

@@ -12,6 +12,7 @@ import {
   guestKit,
   type Backend,
   type GuestKit,
+  type GuestKind,
   HostHelper,
   SandboxNetwork,
   openSandboxDisk,
@@ -188,8 +189,11 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
   await backend.open();
   const backends: Backend[] = [backend];
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
-  const microvm = await openMicrovm(o, layers, mounts, nativeDir, platformDir, network);
+  const guestHost: GuestHost = { layers, fsOps: mounts, nativeDir, platformDir, network };
+  const microvm = await openMicrovm(o, guestHost);
   if (microvm) backends.push(microvm);
+  const vm = microvm && o.vm !== false ? await openVm(o, microvm.accelerator, guestHost) : null;
+  if (vm) backends.push(vm);
   const ncpu = o.overcommit?.cpus ?? cpus().length;
   const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
   const crashAt = o.crashAt;
@@ -247,6 +251,15 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
   };
 }
 
+/** What a VM backend takes from its node: the layer store, host file operations, the native and platform files, the sandbox network. */
+interface GuestHost {
+  layers: LayerStore;
+  fsOps: FsOps;
+  nativeDir: string;
+  platformDir: string;
+  network: SandboxNetwork | null;
+}
+
 /** Where `scripts/guest-kernel.sh` unpacks the microVM guest kernel by default. */
 export const DEFAULT_GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
 
@@ -256,14 +269,8 @@ export const DEFAULT_GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache
  * one (probed once per host boot: on some machines /dev/kvm opens and yet hangs a stock
  * kernel), else under TCG, unless told which.
  */
-async function openMicrovm(
-  o: EdgeNodeOptions,
-  layers: LayerStore,
-  fsOps: FsOps,
-  nativeDir: string,
-  platformDir: string,
-  network: SandboxNetwork | null,
-): Promise<MicrovmBackend | null> {
+async function openMicrovm(o: EdgeNodeOptions, h: GuestHost): Promise<MicrovmBackend | null> {
+  const { layers, fsOps, nativeDir, platformDir, network } = h;
   if (o.microvm === false) return null;
   const cacheDir = o.microvm?.guestCacheDir ?? DEFAULT_GUEST_CACHE;
   const qemu = ['/usr/bin/qemu-system-x86_64', '/usr/local/bin/qemu-system-x86_64'].some((p) => existsSync(p));
@@ -271,12 +278,7 @@ async function openMicrovm(
     o.logger.info('no microVM backend on this node (QEMU or the guest kernel is missing: bash scripts/setup.sh installs both)', { cacheDir });
     return null;
   }
-  let kit: Promise<GuestKit> | null = null;
-  const kitOnce = (): Promise<GuestKit> =>
-    (kit ??= guestKit(cacheDir, join(nativeDir, 'warren-vmstage'), platformDir).catch((e: unknown) => {
-      kit = null;
-      throw e;
-    }));
+  const kitOnce = kitOf(cacheDir, nativeDir, platformDir, 'microvm');
   const accel = o.microvm?.accel ?? (await chooseAccel(cacheDir, kitOnce).catch(() => 'tcg' as const));
   return new MicrovmBackend({
     dir: join(o.dataDir, 'microvm'),
@@ -286,6 +288,45 @@ async function openMicrovm(
     defaultDiskMiB: 1024,
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
+    idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
+    idMap: DEFAULT_ID_MAP,
+    fsOps,
+    bindTap: network ? (tap, link) => network.bindTap(tap, link) : undefined,
+  });
+}
+
+/** A guest kit of `kind`, built on first use (one that failed is tried again next time). */
+function kitOf(cacheDir: string, nativeDir: string, platformDir: string, kind: GuestKind): () => Promise<GuestKit> {
+  let kit: Promise<GuestKit> | null = null;
+  return () =>
+    (kit ??= guestKit(cacheDir, join(nativeDir, 'warren-vmstage'), platformDir, kind).catch((e: unknown) => {
+      kit = null;
+      throw e;
+    }));
+}
+
+/**
+ * The full-VM backend, when this node can run it: the microVM backend's QEMU and accelerator,
+ * and the full VMs' guest kernel in the same cache (else null, said in the log).
+ */
+async function openVm(o: EdgeNodeOptions, accel: string, h: GuestHost): Promise<MicrovmBackend | null> {
+  const { layers, fsOps, nativeDir, platformDir, network } = h;
+  const cacheDir = (o.microvm || undefined)?.guestCacheDir ?? DEFAULT_GUEST_CACHE;
+  if (!existsSync(join(cacheDir, 'current-vm'))) {
+    o.logger.info('no full-VM backend on this node (its guest kernel is missing: bash scripts/setup.sh fetches it)', { cacheDir });
+    return null;
+  }
+  const v = o.vm || undefined;
+  return new MicrovmBackend({
+    kind: 'vm',
+    dir: join(o.dataDir, 'vm'),
+    store: layers,
+    kit: kitOf(cacheDir, nativeDir, platformDir, 'vm'),
+    accel: accel === 'kvm' ? 'kvm' : 'tcg',
+    defaultDiskMiB: 2048,
+    bootTimeoutMs: v?.bootTimeoutMs ?? 600_000,
+    templateDir: v?.snapshots === false ? null : join(o.dataDir, 'vm-templates'),
+    spares: v?.spares,
     idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
     idMap: DEFAULT_ID_MAP,
     fsOps,

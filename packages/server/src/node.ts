@@ -40,12 +40,19 @@ export interface WarrenOptions {
    * `spares`: QEMUs kept started for the next clones (default 1; 0: none).
    */
   microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean; spares?: number };
+  /**
+   * The full-VM backend (QEMU `q35` with a display; `"backend": "vm"`): on when QEMU and the
+   * full VMs' guest kernel are there and the microVM backend is not turned off, unless false.
+   * Its accelerator and guest cache are the microVM backend's; `snapshots` and `spares` as there;
+   * `bootTimeoutMs`: how long a VM's first boot (its template's) may take (default 10 minutes).
+   */
+  vm?: false | { snapshots?: boolean; spares?: number; bootTimeoutMs?: number };
   /** How sandbox inits start: `native` (default) or `runc`. */
   runtime?: ContainerRuntime;
   images?: DefaultImageName[];
   defaultTtlSeconds?: number;
   /** The backend of a create that names none (default `container`). */
-  defaultBackend?: 'container' | 'microvm';
+  defaultBackend?: 'container' | 'microvm' | 'vm';
   maxSandboxes?: number;
   /**
    * A blob store to read layer data from on demand: `http(s)://…` serving `<url>/<hex>.erofs|.data`

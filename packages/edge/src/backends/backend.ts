@@ -1,6 +1,6 @@
 import type { AgentConnect } from '../init/call.js';
 import type { LayerInfo } from '@warren/images';
-import type { Resources } from '@warren/api';
+import type { InputEvent, Resources } from '@warren/api';
 
 /** Everything a backend needs to start one sandbox. */
 export interface BackendCreateSpec {
@@ -74,6 +74,8 @@ export interface BackendCapabilities {
   fnWorkers: boolean;
   /** Its sandboxes can join the node's sandbox network (else they have loopback only). */
   network: boolean;
+  /** Its sandboxes have a display: a screen to read and a keyboard and pointer to drive (a full VM's); absent: none. */
+  display?: boolean;
 }
 
 /**
@@ -128,6 +130,10 @@ export interface Backend {
   releaseLayers(digests: string[]): Promise<void>;
   /** Lets go of removed layers (unmounts them). */
   forgetLayers(digests: string[]): Promise<void>;
+  /** With `capabilities.display`: the sandbox's screen now, as a PNG. */
+  screen?(id: string): Promise<Buffer>;
+  /** With `capabilities.display`: keys, text and pointer events to its display, in order. */
+  input?(id: string, events: InputEvent[]): Promise<void>;
   /** Ids of sandboxes this backend has on the node (to find leftovers). */
   list(): Promise<string[]>;
   close(opts: { keepLayers: boolean }): Promise<void>;

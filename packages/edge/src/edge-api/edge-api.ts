@@ -1,4 +1,4 @@
-import type { ErrorCode, ExecEvent, ExecRequest, ExitEvent, FileEntry, NetworkPolicy } from '@warren/api';
+import type { ErrorCode, ExecEvent, ExecRequest, ExitEvent, FileEntry, InputEvent, NetworkPolicy } from '@warren/api';
 import type { LayerInfo } from '@warren/images';
 import type { EdgeCapacity } from '../lifecycle/admission.js';
 import type { BackendCapabilities } from '../backends/backend.js';
@@ -119,6 +119,10 @@ export interface EdgeApi {
   portAddress(id: string): Promise<string | null>;
   /** The sandbox's changes as a new layer, pinned in the node's layer store until it is named. */
   commit(id: string, opts: { exclude?: string[] }): Promise<LayerInfo>;
+  /** A full VM's display now, as PNG bytes (a paused one is resumed first; invalid_argument for a backend without a display). */
+  screen(id: string): Promise<FileBody>;
+  /** Keys, text and pointer events to a full VM's display, in order (resumed first, as `screen`). */
+  input(id: string, events: InputEvent[]): Promise<void>;
   /** Ids the backends hold on disk that no live sandbox owns, removed. */
   removeLeftovers(): Promise<string[]>;
 

@@ -105,6 +105,8 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
       return edge.sandboxAddress(id);
     },
     commit: (id, opts) => edge.commit(id, opts),
+    screen: async (id) => oneChunk(await edge.screen(id)),
+    input: (id, events) => edge.input(id, events),
     removeLeftovers: () => edge.removeLeftovers(),
 
     exec: async (id, req, commandId): Promise<CommandStream> => {
@@ -150,4 +152,9 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     },
     close: (opts) => edge.close(opts),
   };
+}
+
+/** Bytes already whole, as a body. */
+async function* oneChunk(b: Buffer): AsyncGenerator<Buffer> {
+  yield b;
 }

@@ -32,6 +32,8 @@ export const EDGE_CALLS = {
   setNetwork: 'unary',
   portAddress: 'unary',
   commit: 'unary',
+  screen: 'body-out',
+  input: 'unary',
   removeLeftovers: 'unary',
   exec: 'command',
   run: 'unary',

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
-import type { ExecRequest } from '@warren/api';
+import type { ExecRequest, InputEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
@@ -349,6 +349,20 @@ export class Edge {
         return l.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
       },
     );
+  }
+
+  /** A full VM's display now, as a PNG; counts as activity (a paused one is resumed first). */
+  async screen(id: string): Promise<Buffer> {
+    const l = this.able(id, 'display', 'show a screen');
+    await this.touch(id);
+    return l.backend.screen!(id);
+  }
+
+  /** Keys, text and pointer events to a full VM's display, in order; counts as activity, as `screen`. */
+  async input(id: string, events: InputEvent[]): Promise<void> {
+    const l = this.able(id, 'display', 'take display input');
+    await this.touch(id);
+    await l.backend.input!(id, events);
   }
 
   /** Unmounts layers that were removed from the store (none of them is in use). */

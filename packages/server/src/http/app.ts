@@ -9,6 +9,7 @@ import type { Caller } from '../services/sandboxes.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
 import { commandRoutes } from './routes-commands.js';
 import { fileRoutes } from './routes-files.js';
+import { displayRoutes } from './routes-display.js';
 import { opsRoutes } from './routes-ops.js';
 import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
@@ -71,6 +72,7 @@ export function createApp(d: AppDeps): Server {
   sandboxRoutes(on, d);
   commandRoutes(on, d);
   fileRoutes(on, d);
+  displayRoutes(on, d);
   opsRoutes(on, d);
   imageRoutes(on, d);
   fnRoutes(on, d);

@@ -10,9 +10,18 @@ export interface PlacerOptions {
   logger: { warn(msg: string, meta?: unknown): void };
   /** Named steps where a fault-injection test crashes the process (see WarrenOptions.crashAt). */
   failpoint?: (step: string) => void;
-  /** How long a create may take on a node before it is tried on the next one (ms; default 120,000). */
+  /**
+   * How long a create may take on a node before it is tried on the next one (ms; default
+   * 120,000; a full VM's at least VM_CREATE_TIMEOUT_MS).
+   */
   createTimeoutMs?: number;
 }
+
+/**
+ * The least time a full VM's create is given: the first create of an image on a node boots it to
+ * its desktop under systemd (its template), minutes under TCG.
+ */
+export const VM_CREATE_TIMEOUT_MS = 900_000;
 
 /**
  * Whether a node's error passes a create on to the next node: it refused (full on its own view),
@@ -130,7 +139,7 @@ export class Placer {
         files,
       );
       started = creating;
-      answer = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, creating, this.cluster.goneSignal(node));
+      answer = await within(Math.max(...group.map((it) => this.timeoutFor(it.rec))), `node ${node}`, creating, this.cluster.goneSignal(node));
     } catch (e) {
       for (const it of group) this.cluster.inFlightOn(node, it.rec.resources, -1);
       const err = e instanceof WarrenError ? e : null;
@@ -159,6 +168,12 @@ export class Placer {
     );
   }
 
+  /** How long a node has for the create of `rec` (a batch's sandboxes share one backend). */
+  private timeoutFor(rec: SandboxRecord): number {
+    const base = this.o.createTimeoutMs ?? 120_000;
+    return rec.backend === 'vm' ? Math.max(base, VM_CREATE_TIMEOUT_MS) : base;
+  }
+
   /**
    * Creates a recorded sandbox on one node: its state, or why that node refused it (full, or
    * no answer within the deadline); any other failure fails the create.
@@ -171,7 +186,7 @@ export class Placer {
       const creating = edge.create(edgeSpec(rec), files);
       started = creating;
       // A node that stops answering (or goes down) meanwhile passes the create on.
-      const { load, ...live } = await within(this.o.createTimeoutMs ?? 120_000, `node ${node}`, creating, this.cluster.goneSignal(node));
+      const { load, ...live } = await within(this.timeoutFor(rec), `node ${node}`, creating, this.cluster.goneSignal(node));
       this.cluster.inFlightOn(node, rec.resources, -1, load);
       this.counts.created++;
       this.o.failpoint?.('create:started');

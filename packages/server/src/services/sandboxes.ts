@@ -34,7 +34,7 @@ const noNode = (refused: Record<string, string>, m: Pick<Made, 'resources' | 'ba
 export interface SandboxServiceOptions {
   defaultTtlSeconds: number;
   /** The backend of a create that names none. */
-  defaultBackend?: 'container' | 'microvm';
+  defaultBackend?: 'container' | 'microvm' | 'vm';
   /** diskMiB: a sandbox's writable layer when it asks for no limit; null on a node without disk quotas. */
   defaults: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };

@@ -24,6 +24,41 @@ export const GUEST_MODULES = [
   'fs/overlayfs/overlay.ko',
 ];
 
+/**
+ * The guest kernel's modules a full VM loads first (see GUEST_MODULES): Debian's standard kernel,
+ * which has the VESA framebuffer the display needs built in, on a PCI machine, and builds ext4,
+ * crc32c and the virtio transports as modules; its keyboard and tablet are virtio input devices.
+ */
+export const VM_GUEST_MODULES = [
+  'drivers/virtio/virtio_ring.ko',
+  'drivers/virtio/virtio.ko',
+  'drivers/virtio/virtio_pci_modern_dev.ko',
+  'drivers/virtio/virtio_pci_legacy_dev.ko',
+  'drivers/virtio/virtio_pci.ko',
+  'drivers/block/virtio_blk.ko',
+  'drivers/char/virtio_console.ko',
+  'net/core/failover.ko',
+  'drivers/net/net_failover.ko',
+  'drivers/net/virtio_net.ko',
+  'crypto/crc32c_generic.ko',
+  'lib/libcrc32c.ko',
+  'fs/erofs/erofs.ko',
+  'fs/overlayfs/overlay.ko',
+  'lib/crc16.ko',
+  'fs/mbcache.ko',
+  'fs/jbd2/jbd2.ko',
+  'fs/ext4/ext4.ko',
+  'drivers/virtio/virtio_input.ko',
+  'drivers/input/evdev.ko',
+];
+
+/** Which guests a kit boots: microVMs (the cloud kernel) or full VMs (the standard one). */
+export type GuestKind = 'microvm' | 'vm';
+
+/** The file in the guest cache that names each kind's unpacked kernel package (scripts/guest-kernel.sh). */
+const CURRENT: Record<GuestKind, string> = { microvm: 'current', vm: 'current-vm' };
+const MODULES: Record<GuestKind, string[]> = { microvm: GUEST_MODULES, vm: VM_GUEST_MODULES };
+
 /** What boots a microVM: the kernel and the initramfs Warren built for it. */
 export interface GuestKit {
   kernel: string;
@@ -57,14 +92,18 @@ export function initramfsEntries(files: {
  * the rest of /.warren) if this build has none yet (named by the hash of what went in, written
  * whole or not at all).
  */
-export async function guestKit(cacheDir: string, stage: string, platformDir: string): Promise<GuestKit> {
-  const current = join(cacheDir, 'current');
+export async function guestKit(cacheDir: string, stage: string, platformDir: string, kind: GuestKind = 'microvm'): Promise<GuestKit> {
+  const current = join(cacheDir, CURRENT[kind]);
   const release = existsSync(current) ? (await readFile(current, 'utf8')).trim() : '';
   const kernelDir = join(cacheDir, release);
   const kernel = join(kernelDir, 'vmlinuz');
   if (!release || !existsSync(kernel))
-    throw new WarrenError('unavailable', `no microVM guest kernel in ${cacheDir}: run scripts/guest-kernel.sh (bash scripts/setup.sh does)`, { cacheDir });
-  const modules = await Promise.all(GUEST_MODULES.map(async (m) => ({ name: m.split('/').pop()!, data: await readFile(join(kernelDir, 'modules', m)) })));
+    throw new WarrenError(
+      'unavailable',
+      `no ${kind === 'vm' ? 'full-VM' : 'microVM'} guest kernel in ${cacheDir}: run scripts/guest-kernel.sh (bash scripts/setup.sh does)`,
+      { cacheDir },
+    );
+  const modules = await Promise.all(MODULES[kind].map(async (m) => ({ name: m.split('/').pop()!, data: await readFile(join(kernelDir, 'modules', m)) })));
   const names = (await readdir(platformDir, { withFileTypes: true })).filter((d) => d.isFile()).map((d) => d.name);
   if (!names.includes('warren-init')) throw new WarrenError('internal', `no warren-init in ${platformDir}`);
   const platform = await Promise.all(names.sort().map(async (name) => ({ name, data: await readFile(join(platformDir, name)) })));

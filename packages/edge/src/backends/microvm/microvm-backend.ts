@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { WarrenError } from '@warren/api';
+import { WarrenError, type InputEvent } from '@warren/api';
 import type { FsOps, IdMap, LayerInfo, LayerStore } from '@warren/images';
 import {
   sandboxHostname,
@@ -35,8 +35,16 @@ import {
 } from './vm-process.js';
 import { processCpuSeconds, processExited, processStartTime } from '../../host/proc.js';
 import { Qmp } from './qmp.js';
+import { inputBatches } from './input-events.js';
+import { VM_SCREEN } from './qemu-args.js';
+import { encodePng, parsePpm } from './screen.js';
 
 export interface MicrovmBackendOptions {
+  /**
+   * Its machines: `microvm` (the default) or full VMs (`vm`: q35 with a display, the image's own
+   * systemd as PID 1; see vmArgs). The backend's name is this.
+   */
+  kind?: 'microvm' | 'vm';
   /** Each microVM's files go in a directory of its own below this one. */
   dir: string;
   /** Where a sandbox's layers come from (their EROFS files are the guest's read-only disks), and where its commits go. */
@@ -104,7 +112,7 @@ interface Vm {
  * ports there. A commit has the guest write its writable layer as a layer tar.
  */
 export class MicrovmBackend implements Backend {
-  readonly name = 'microvm';
+  readonly name: 'microvm' | 'vm';
   readonly capabilities: BackendCapabilities;
   readonly link = 'tap' as const;
   readonly accelerator: string;
@@ -115,10 +123,11 @@ export class MicrovmBackend implements Backend {
   private beyond = 0;
 
   constructor(private readonly o: MicrovmBackendOptions) {
+    this.name = o.kind ?? 'microvm';
     this.accelerator = o.accel;
     // On the sandbox network the node reaches its ports at its address, over its tap.
     const linked = o.bindTap !== undefined;
-    this.capabilities = { pause: true, commit: true, ports: linked, fnWorkers: false, network: linked };
+    this.capabilities = { pause: true, commit: true, ports: linked, fnWorkers: false, network: linked, display: this.name === 'vm' };
     const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, linked);
     this.spares = spares;
     this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
@@ -140,6 +149,7 @@ export class MicrovmBackend implements Backend {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const kit = await this.o.kit();
     const boot: MicrovmStart = {
+      kind: this.name,
       cpus: Math.max(1, Math.ceil(spec.resources.cpu)),
       memoryMiB: spec.resources.memoryMiB,
       diskMiB: spec.resources.diskMiB ?? this.o.defaultDiskMiB,
@@ -319,11 +329,42 @@ export class MicrovmBackend implements Backend {
     }
   }
 
-  /** One QMP command to its QEMU, on a connection of its own. */
-  private async qmp(id: string, command: string): Promise<void> {
+  /**
+   * Its display now, as a PNG: QEMU dumps the screen as a PPM into its directory (QEMU 7.2's own
+   * PNG dump swaps red and blue), which is read (bounded) and encoded here.
+   */
+  async screen(id: string): Promise<Buffer> {
+    const vm = this.entry(id);
+    if (vm.saved) throw new WarrenError('conflict', `sandbox ${id} is paused`, { id });
+    const file = join(this.vmDir(id), 'screen.ppm');
+    try {
+      await this.qmp(id, 'screendump', { filename: file });
+      const size = (await stat(file)).size;
+      if (size > 3 * 8192 * 8192 + 64) throw new WarrenError('internal', `the VM's screen dump is ${size} bytes`);
+      return encodePng(parsePpm(await readFile(file)));
+    } finally {
+      await rm(file, { force: true });
+    }
+  }
+
+  /** Keys, text and pointer events to its display (its virtio keyboard and tablet), each change a QMP call of its own, in order. */
+  async input(id: string, events: InputEvent[]): Promise<void> {
+    const vm = this.entry(id);
+    if (vm.saved) throw new WarrenError('conflict', `sandbox ${id} is paused`, { id });
+    const batches = inputBatches(events, VM_SCREEN);
     const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
     try {
-      await q.execute(command);
+      for (const b of batches) await q.execute('input-send-event', { events: b });
+    } finally {
+      q.close();
+    }
+  }
+
+  /** One QMP command to its QEMU, on a connection of its own. */
+  private async qmp(id: string, command: string, args?: Record<string, unknown>): Promise<void> {
+    const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
+    try {
+      await q.execute(command, args);
     } finally {
       q.close();
     }

@@ -4,8 +4,10 @@ export interface VmLayer {
   data: string | null;
 }
 
-/** Everything one microVM's QEMU is started with. */
+/** Everything one microVM's (or full VM's) QEMU is started with. */
 export interface MicrovmSpec {
+  /** The machine: `microvm` (absent) or a full VM (`vm`: q35, PCI, a display; see vmArgs). */
+  kind?: 'microvm' | 'vm';
   kernel: string;
   initrd: string;
   cpus: number;
@@ -56,6 +58,19 @@ export const GUEST_MAC = '02:77:72:6e:00:01';
 
 /** The RAM's id: the microvm machine's own name for it, so a state saved with one kind of RAM loads into another. */
 const RAM_ID = 'microvm.ram';
+/** The same for the q35 machine. */
+const PC_RAM_ID = 'pc.ram';
+
+/**
+ * A full VM's display: the VESA mode its kernel sets at boot (`vga=0x344`: QEMU's VGA BIOS mode 0x144
+ * plus Linux's 0x200), 32 bits a pixel (X's fbdev driver cannot draw on the 24-bit packed 0x318).
+ */
+export const VM_SCREEN = { width: 1024, height: 768, vesaMode: '0x344' } as const;
+
+/** QEMU's arguments for the machine `s` names (pure). */
+export function qemuArgs(s: MicrovmSpec): string[] {
+  return s.kind === 'vm' ? vmArgs(s) : microvmArgs(s);
+}
 
 /**
  * QEMU's arguments for a microVM (pure): the `microvm` machine (no firmware, no PCI, virtio over
@@ -67,12 +82,8 @@ const RAM_ID = 'microvm.ram';
 export function microvmArgs(s: MicrovmSpec): string[] {
   const kinds = s.layers.map((l) => (l.data ? 'd' : 'm')).join('');
   const disks = s.layers.flatMap((l, i) => [...drive(`l${i}`, l.meta, true), ...(l.data ? drive(`d${i}`, l.data, true) : [])]);
-  if (s.tap && !/^[A-Za-z0-9_-]{1,15}$/.test(s.tap)) throw new Error(`a microVM's tap name is 1 to 15 letters, digits, _ or -: ${s.tap}`);
-  const nic = s.tap
-    ? ['-netdev', `tap,id=net0,ifname=${s.tap},script=no,downscript=no`, '-device', `virtio-net-device,netdev=net0,mac=${GUEST_MAC}`]
-    : ['-device', `virtio-net-device,mac=${GUEST_MAC}`];
-  if (s.ram && /[,\s]/.test(s.ram.file)) throw new Error(`a microVM's RAM file may not hold commas or spaces: ${s.ram.file}`);
-  const ram = s.ram ? ['-object', `memory-backend-file,id=${RAM_ID},size=${s.memoryMiB}M,mem-path=${s.ram.file},share=${s.ram.shared ? 'on' : 'off'}`] : [];
+  const nic = nicArgs(s.tap, 'mmio');
+  const ram = ramArgs(s, RAM_ID);
   // prettier-ignore
   return [
     '-M', `microvm,x-option-roms=off,rtc=on${s.ram ? `,memory-backend=${RAM_ID}` : ''}`,
@@ -99,12 +110,68 @@ export function microvmArgs(s: MicrovmSpec): string[] {
   ];
 }
 
-/** A virtio disk on the MMIO bus with `serial` = `warren-ID` (how the guest finds it). */
-function drive(id: string, file: string, readonly: boolean): string[] {
+/**
+ * QEMU's arguments for a full VM (pure): the `q35` machine with its firmware (SeaBIOS), virtio
+ * over PCI, a VGA display in VM_SCREEN's mode and a virtio keyboard and tablet (QMP's
+ * input-send-event reaches the guest through them; the tablet's pointer is absolute). It boots
+ * the standard kernel into the same initramfs as a microVM, whose stage hands over to the image's
+ * own /sbin/init (`warren.systemd`); disks, agent port and NIC as in microvmArgs, on PCI.
+ */
+export function vmArgs(s: MicrovmSpec): string[] {
+  const kinds = s.layers.map((l) => (l.data ? 'd' : 'm')).join('');
+  const pci = 'pci' as const;
+  const disks = s.layers.flatMap((l, i) => [...drive(`l${i}`, l.meta, true, pci), ...(l.data ? drive(`d${i}`, l.data, true, pci) : [])]);
+  // prettier-ignore
+  return [
+    '-M', `q35${s.ram ? `,memory-backend=${PC_RAM_ID}` : ''}`,
+    '-accel', s.accel,
+    '-cpu', s.accel === 'kvm' ? 'host' : 'max',
+    '-smp', String(Math.max(1, Math.ceil(s.cpus))),
+    '-m', `${s.memoryMiB}M`,
+    ...ramArgs(s, PC_RAM_ID),
+    '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
+    '-device', 'VGA',
+    '-kernel', s.kernel,
+    '-initrd', s.initrd,
+    '-append', `console=ttyS0 quiet panic=-1 vga=${VM_SCREEN.vesaMode} net.ifnames=0 warren.systemd warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}`,
+    '-chardev', `socket,id=console,path=${s.consoleSocket},server=on,wait=off`,
+    '-serial', 'chardev:console',
+    ...disks,
+    ...drive('rw', s.rwDisk, false, pci),
+    ...nicArgs(s.tap, pci),
+    '-device', 'virtio-serial-pci',
+    '-chardev', `socket,id=agent,path=${s.agentSocket},server=on,wait=off`,
+    '-device', 'virtserialport,chardev=agent,name=warren.agent',
+    '-device', 'virtio-keyboard-pci',
+    '-device', 'virtio-tablet-pci',
+    '-qmp', `unix:${s.qmpSocket},server=on,wait=off`,
+    '-pidfile', s.pidFile,
+    '-daemonize',
+  ];
+}
+
+/** Its NIC (virtio-net on `bus`'s transport), on the tap named `tap` when given, else with no peer. */
+function nicArgs(tap: string | null | undefined, bus: 'mmio' | 'pci'): string[] {
+  if (tap && !/^[A-Za-z0-9_-]{1,15}$/.test(tap)) throw new Error(`a microVM's tap name is 1 to 15 letters, digits, _ or -: ${tap}`);
+  const device = bus === 'pci' ? 'virtio-net-pci' : 'virtio-net-device';
+  return tap
+    ? ['-netdev', `tap,id=net0,ifname=${tap},script=no,downscript=no`, '-device', `${device},netdev=net0,mac=${GUEST_MAC}`]
+    : ['-device', `${device},mac=${GUEST_MAC}`];
+}
+
+/** Its RAM as the file `s.ram` names (see MicrovmSpec.ram), by the machine's own id for it; none: anonymous. */
+function ramArgs(s: MicrovmSpec, id: string): string[] {
+  if (!s.ram) return [];
+  if (/[,\s]/.test(s.ram.file)) throw new Error(`a microVM's RAM file may not hold commas or spaces: ${s.ram.file}`);
+  return ['-object', `memory-backend-file,id=${id},size=${s.memoryMiB}M,mem-path=${s.ram.file},share=${s.ram.shared ? 'on' : 'off'}`];
+}
+
+/** A virtio disk (on `bus`'s transport) with `serial` = `warren-ID` (how the guest finds it). */
+function drive(id: string, file: string, readonly: boolean, bus: 'mmio' | 'pci' = 'mmio'): string[] {
   if (/[,\s]/.test(file)) throw new Error(`a microVM disk path may not hold commas or spaces: ${file}`);
   // prettier-ignore
   return [
     '-drive', `id=${id},file=${file},format=raw,if=none,${readonly ? 'readonly=on' : 'discard=unmap'}`,
-    '-device', `virtio-blk-device,drive=${id},serial=warren-${id}`,
+    '-device', `${bus === 'pci' ? 'virtio-blk-pci' : 'virtio-blk-device'},drive=${id},serial=warren-${id}`,
   ];
 }

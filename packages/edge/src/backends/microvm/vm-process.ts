@@ -10,7 +10,7 @@ import { startCommand } from '../../init/channel.js';
 import { randomBytes } from 'node:crypto';
 import { AgentMux, MUX_SEED, muxHello, type MuxLink } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
-import { microvmArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
+import { qemuArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
 import { Qmp } from './qmp.js';
 import { pidfileProcess, processExited } from '../../host/proc.js';
 
@@ -19,6 +19,8 @@ const run = promisify(execFile);
 const QEMU = 'qemu-system-x86_64';
 
 export interface MicrovmStart {
+  /** The machine (see MicrovmSpec.kind; default a microVM). */
+  kind?: 'microvm' | 'vm';
   cpus: number;
   memoryMiB: number;
   layers: VmLayer[];
@@ -94,6 +96,7 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
   await run('truncate', ['-s', `${s.diskMiB}M`, f.rw]);
   await run('mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', f.rw]);
   const spec: MicrovmSpec = {
+    kind: s.kind ?? 'microvm',
     kernel: kit.kernel,
     initrd: kit.initrd,
     cpus: s.cpus,
@@ -115,7 +118,34 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
   const pid = await spawnQemu(dir, spec, false);
   const mux = new AgentMux(f.agent, s.hello ?? helloFor('sandbox'));
   const tap = s.tap;
-  return bring(dir, pid, null, s.bootTimeoutMs ?? 30_000, mux, tap ? () => tap.bind(tap.name) : null);
+  const timeoutMs = s.bootTimeoutMs ?? 30_000;
+  const vm = await bring(dir, pid, null, timeoutMs, mux, tap ? () => tap.bind(tap.name) : null);
+  if (spec.kind === 'vm') {
+    try {
+      await waitBooted(vm.mux, timeoutMs);
+    } catch (e) {
+      mux.close();
+      await stopMicrovm(pid);
+      throw e;
+    }
+  }
+  return vm;
+}
+
+/**
+ * Waits until a full VM's own init has booted it (systemd's start-up jobs all done: its desktop
+ * is up); an image whose PID 1 is not systemd counts as booted once its agent answers.
+ */
+async function waitBooted(mux: AgentMux, timeoutMs: number): Promise<void> {
+  // systemd's own socket comes up early in its start; systemctl asks before then fail at once.
+  const script = [
+    'case "$(readlink /proc/1/exe)" in */systemd) ;; *) exit 0 ;; esac',
+    'until [ -S /run/systemd/private ]; do sleep 0.1; done',
+    'systemctl is-system-running --wait >/dev/null',
+    'exit 0',
+  ].join('\n');
+  if (!(await runToEnd(mux, ['/bin/sh', '-c', script], timeoutMs)))
+    throw new WarrenError('unavailable', `the VM did not finish booting within ${timeoutMs} ms`, { phase: 'boot' });
 }
 
 /**
@@ -139,10 +169,17 @@ export async function makeTemplate(dir: string, kit: GuestKit, s: MicrovmStart):
 
 /** Runs `/bin/sh -c true` in a guest to its end (at most 10 s). */
 async function warmShell(mux: AgentMux): Promise<void> {
-  const { call } = await startCommand(mux.connect, { argv: ['/bin/sh', '-c', 'true'], env: [], stdin: false });
-  const timer = setTimeout(() => call.close(), 10_000);
+  await runToEnd(mux, ['/bin/sh', '-c', 'true'], 10_000);
+}
+
+/** Runs `argv` in a guest to its end, at most `timeoutMs`: whether it ended in time. */
+async function runToEnd(mux: AgentMux, argv: string[], timeoutMs: number): Promise<boolean> {
+  const { call } = await startCommand(mux.connect, { argv, env: [], stdin: false });
+  const timer = setTimeout(() => call.close(), timeoutMs);
   try {
-    for (let f = await call.next(); f && f.type !== REPLY.done; f = await call.next());
+    let f = await call.next();
+    while (f && f.type !== REPLY.done) f = await call.next();
+    return f !== null;
   } finally {
     clearTimeout(timer);
     call.close();
@@ -222,7 +259,7 @@ interface Incoming {
  */
 async function spawnQemu(dir: string, spec: MicrovmSpec, incoming: boolean): Promise<number> {
   const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const p = spawn(QEMU, [...microvmArgs(spec), ...(incoming ? ['-incoming', 'defer'] : [])], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn(QEMU, [...qemuArgs(spec), ...(incoming ? ['-incoming', 'defer'] : [])], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     p.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4096)));
     p.once('error', (e) => resolve({ code: -1, stderr: String(e) }));

@@ -1,0 +1,25 @@
+import { z } from 'zod';
+
+/**
+ * One input event for a full VM's display (`POST /v1/sandboxes/{id}/input`):
+ * - `key`: presses and releases `key`, an X keysym name (`Return`, `BackSpace`, `Up`, `F5`, `a`)
+ *   or a combination with `+` (`ctrl+c`, `ctrl+shift+t`); the guest's keyboard is a US layout.
+ * - `text`: types `text` as keys on that layout (printable ASCII, newline and tab).
+ * - `mouse`: moves the pointer to `x`,`y` (pixels from the top left, absolute) when given, then
+ *   with `button` clicks it (`action` click, the default), or only presses or releases it.
+ */
+export const InputEvent = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('key'), key: z.string().min(1).max(64) }),
+  z.strictObject({ type: z.literal('text'), text: z.string().max(10_000) }),
+  z.strictObject({
+    type: z.literal('mouse'),
+    x: z.number().int().min(0).max(16_383).optional(),
+    y: z.number().int().min(0).max(16_383).optional(),
+    button: z.enum(['left', 'middle', 'right', 'wheel-up', 'wheel-down']).optional(),
+    action: z.enum(['click', 'down', 'up']).optional(),
+  }),
+]);
+export type InputEvent = z.infer<typeof InputEvent>;
+
+export const InputRequest = z.strictObject({ events: z.array(InputEvent).min(1).max(1000) });
+export type InputRequest = z.infer<typeof InputRequest>;

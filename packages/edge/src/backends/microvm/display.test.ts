@@ -1,0 +1,97 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { inflateSync } from 'node:zlib';
+import { WarrenError } from '@warren/api';
+import { encodePng, parsePpm } from './screen.js';
+import { inputBatches, keyCodes } from './input-events.js';
+import { VM_SCREEN, vmArgs, type MicrovmSpec } from './qemu-args.js';
+
+test('a screen dump (PPM) becomes a PNG with the same pixels, red still red: the first row as is, the next as differences from the row above', () => {
+  const rgb = Buffer.from([255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30, 40, 50, 60, 255, 255, 255]);
+  const img = parsePpm(Buffer.concat([Buffer.from('P6\n3 2\n255\n'), rgb]));
+  assert.deepEqual([img.width, img.height], [3, 2]);
+  const png = encodePng(img);
+  assert.equal(png.subarray(1, 4).toString('latin1'), 'PNG');
+  // The chunks in order: IHDR (3 x 2, 8-bit truecolour), one IDAT, IEND.
+  const ihdr = png.subarray(16, 29);
+  assert.deepEqual([ihdr.readUInt32BE(0), ihdr.readUInt32BE(4), ihdr[8], ihdr[9]], [3, 2, 8, 2]);
+  const idatAt = 8 + 12 + 13;
+  assert.equal(png.toString('latin1', idatAt + 4, idatAt + 8), 'IDAT');
+  const rows = inflateSync(png.subarray(idatAt + 8, idatAt + 8 + png.readUInt32BE(idatAt)));
+  const up = [10 - 255, 20, 30, 40, 50 - 255, 60, 255, 255, 255 - 255].map((d) => d & 0xff);
+  assert.deepEqual([...rows], [0, ...rgb.subarray(0, 9), 2, ...up]);
+  assert.equal(png.subarray(-8, -4).toString('latin1'), 'IEND');
+});
+
+test('a PPM that is not one, or holds fewer pixels than it says, is refused', () => {
+  assert.throws(() => parsePpm(Buffer.from('P5\n2 2\n255\n0000')), WarrenError);
+  assert.throws(() => parsePpm(Buffer.from('P6\n2 2\n255\n' + 'x'.repeat(11))), /holds 11 bytes/);
+  assert.throws(() => parsePpm(Buffer.from('P6\n100000 100000\n255\n')), WarrenError);
+  assert.throws(() => parsePpm(Buffer.alloc(0)), WarrenError);
+});
+
+test('keys: names, characters and chords become key codes, modifiers first', () => {
+  assert.deepEqual(keyCodes('Return'), ['ret']);
+  assert.deepEqual(keyCodes('BackSpace'), ['backspace']);
+  assert.deepEqual(keyCodes('ctrl+c'), ['ctrl', 'c']);
+  assert.deepEqual(keyCodes('ctrl+shift+T'), ['ctrl', 'shift', 'shift', 't']);
+  assert.deepEqual(keyCodes('+'), ['shift', 'equal']);
+  assert.deepEqual(keyCodes('F5'), ['f5']);
+  assert.throws(
+    () => keyCodes('Hyper_Q'),
+    (e: WarrenError) => e.code === 'invalid_argument',
+  );
+});
+
+test('input batches: one key change each, text on a US layout, the pointer scaled to the tablet', () => {
+  const codes = (bs: ReturnType<typeof inputBatches>): string[] =>
+    bs.map((b) => {
+      const e = b[0] as { type: string; data: { down: boolean; key?: { data: string }; button?: string } };
+      return `${e.data.down ? '+' : '-'}${e.data.key?.data ?? e.data.button}`;
+    });
+  assert.deepEqual(codes(inputBatches([{ type: 'text', text: 'a!' }], VM_SCREEN)), ['+a', '-a', '+shift', '+1', '-1', '-shift']);
+  assert.deepEqual(codes(inputBatches([{ type: 'key', key: 'ctrl+c' }], VM_SCREEN)), ['+ctrl', '+c', '-c', '-ctrl']);
+  const mouse = inputBatches([{ type: 'mouse', x: 1023, y: 0, button: 'left' }], VM_SCREEN);
+  assert.deepEqual(mouse[0], [
+    { type: 'abs', data: { axis: 'x', value: 0x7fff } },
+    { type: 'abs', data: { axis: 'y', value: 0 } },
+  ]);
+  assert.deepEqual(codes(mouse.slice(1)), ['+left', '-left']);
+  assert.deepEqual(codes(inputBatches([{ type: 'mouse', button: 'right', action: 'down' }], VM_SCREEN)), ['+right']);
+  assert.throws(
+    () => inputBatches([{ type: 'text', text: 'é' }], VM_SCREEN),
+    (e: WarrenError) => e.code === 'invalid_argument',
+  );
+  assert.throws(() => inputBatches([{ type: 'mouse', x: 1024, y: 5 }], VM_SCREEN), /off the 1024x768 screen/);
+});
+
+test("vmArgs: q35 with a VGA display, virtio on PCI, a keyboard and a tablet, the image's own init", () => {
+  const spec: MicrovmSpec = {
+    kind: 'vm',
+    kernel: '/k/vmlinuz',
+    initrd: '/k/initrd',
+    cpus: 2,
+    memoryMiB: 1024,
+    layers: [{ meta: '/l/a.erofs', data: '/l/a.data' }],
+    rwDisk: '/vm/rw.ext4',
+    agentSocket: '/vm/agent.sock',
+    qmpSocket: '/vm/qmp.sock',
+    consoleSocket: '/vm/console.sock',
+    pidFile: '/vm/qemu.pid',
+    accel: 'tcg',
+    tap: 'wn0001',
+    ram: { file: '/t/ram', shared: true },
+  };
+  const args = vmArgs(spec).join(' ');
+  assert.match(args, /-M q35,memory-backend=pc\.ram /);
+  assert.match(args, /memory-backend-file,id=pc\.ram,size=1024M,mem-path=\/t\/ram,share=on/);
+  assert.match(args, /-device VGA /);
+  assert.match(args, /virtio-blk-pci,drive=l0,serial=warren-l0/);
+  assert.match(args, /virtio-blk-pci,drive=d0,serial=warren-d0/);
+  assert.match(args, /virtio-net-pci,netdev=net0/);
+  assert.match(args, /virtio-serial-pci/);
+  assert.match(args, /virtio-keyboard-pci .*virtio-tablet-pci/);
+  assert.match(args, / vga=0x344 net\.ifnames=0 warren\.systemd warren\.layers=d( |$)/);
+  assert.doesNotMatch(args, /virtio-\w+-device/);
+  assert.throws(() => vmArgs({ ...spec, tap: 'a,b' }), /tap name/);
+});

@@ -1,0 +1,152 @@
+import { WarrenError, type InputEvent } from '@warren/api';
+
+/** One QMP `input-send-event` call's events (delivered to the guest together, then a sync). */
+export type QmpInputBatch = Array<Record<string, unknown>>;
+
+/** The largest value of QEMU's absolute pointer axes (the tablet's range). */
+const ABS_MAX = 0x7fff;
+
+/** Keysym names (lower case) that are not a single character, as QEMU's key codes. */
+const NAMED_KEYS: Record<string, string> = {
+  return: 'ret',
+  enter: 'ret',
+  kp_enter: 'kp_enter',
+  space: 'spc',
+  tab: 'tab',
+  escape: 'esc',
+  esc: 'esc',
+  backspace: 'backspace',
+  delete: 'delete',
+  insert: 'insert',
+  home: 'home',
+  end: 'end',
+  page_up: 'pgup',
+  prior: 'pgup',
+  page_down: 'pgdn',
+  next: 'pgdn',
+  up: 'up',
+  down: 'down',
+  left: 'left',
+  right: 'right',
+  ctrl: 'ctrl',
+  control: 'ctrl',
+  control_l: 'ctrl',
+  control_r: 'ctrl_r',
+  shift: 'shift',
+  shift_l: 'shift',
+  shift_r: 'shift_r',
+  alt: 'alt',
+  alt_l: 'alt',
+  alt_r: 'alt_r',
+  super: 'meta_l',
+  super_l: 'meta_l',
+  meta: 'meta_l',
+  menu: 'menu',
+  caps_lock: 'caps_lock',
+  print: 'print',
+  ...Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`f${i + 1}`, `f${i + 1}`])),
+};
+
+/** Characters that have a key of their own on a US keyboard, and those typed with shift (pure table). */
+const PLAIN: Record<string, string> = {
+  ' ': 'spc',
+  '\n': 'ret',
+  '\t': 'tab',
+  '-': 'minus',
+  '=': 'equal',
+  '[': 'bracket_left',
+  ']': 'bracket_right',
+  '\\': 'backslash',
+  ';': 'semicolon',
+  "'": 'apostrophe',
+  '`': 'grave_accent',
+  ',': 'comma',
+  '.': 'dot',
+  '/': 'slash',
+};
+const SHIFTED: Record<string, string> = {
+  '!': '1',
+  '@': '2',
+  '#': '3',
+  $: '4',
+  '%': '5',
+  '^': '6',
+  '&': '7',
+  '*': '8',
+  '(': '9',
+  ')': '0',
+  _: 'minus',
+  '+': 'equal',
+  '{': 'bracket_left',
+  '}': 'bracket_right',
+  '|': 'backslash',
+  ':': 'semicolon',
+  '"': 'apostrophe',
+  '~': 'grave_accent',
+  '<': 'comma',
+  '>': 'dot',
+  '?': 'slash',
+};
+
+/** The key code and whether shift is held for one character; null for one a US keyboard cannot type. */
+function charKey(c: string): { code: string; shift: boolean } | null {
+  if (/^[a-z0-9]$/.test(c)) return { code: c, shift: false };
+  if (/^[A-Z]$/.test(c)) return { code: c.toLowerCase(), shift: true };
+  if (PLAIN[c]) return { code: PLAIN[c], shift: false };
+  if (SHIFTED[c]) return { code: SHIFTED[c], shift: true };
+  return null;
+}
+
+const key = (code: string, down: boolean): Record<string, unknown> => ({ type: 'key', data: { down, key: { type: 'qcode', data: code } } });
+
+/** Presses the keys in order and releases them in reverse, each change a batch of its own (a guest sees every one). */
+function chord(codes: string[]): QmpInputBatch[] {
+  return [...codes.map((c) => [key(c, true)]), ...[...codes].reverse().map((c) => [key(c, false)])];
+}
+
+/** A key name or chord (`ctrl+shift+t`) as key codes, modifiers first; invalid_argument for a name it does not know. */
+export function keyCodes(name: string): string[] {
+  const parts = name.length > 1 && name.includes('+') ? name.split('+') : [name];
+  return parts.flatMap((p) => {
+    const named = NAMED_KEYS[p.toLowerCase()];
+    if (named) return [named];
+    const c = p.length === 1 ? charKey(p) : null;
+    if (!c) throw new WarrenError('invalid_argument', `no key named ${JSON.stringify(p)} (X keysym names such as Return, BackSpace, ctrl+c)`, { key: name });
+    return c.shift ? ['shift', c.code] : [c.code];
+  });
+}
+
+/**
+ * The API's input events as QMP input-send-event batches, in order (pure): keys and text as
+ * presses and releases on a US layout; a mouse event as a pointer move (absolute: the screen's
+ * `width`×`height` pixels scaled to the tablet's range), then its button pressed and/or released.
+ */
+export function inputBatches(events: InputEvent[], screen: { width: number; height: number }): QmpInputBatch[] {
+  const out: QmpInputBatch[] = [];
+  for (const e of events) {
+    if (e.type === 'key') out.push(...chord(keyCodes(e.key)));
+    else if (e.type === 'text') {
+      for (const ch of e.text) {
+        const c = charKey(ch);
+        if (!c) throw new WarrenError('invalid_argument', `text holds ${JSON.stringify(ch)}, which the display's US keyboard cannot type`);
+        out.push(...chord(c.shift ? ['shift', c.code] : [c.code]));
+      }
+    } else {
+      if (e.x !== undefined || e.y !== undefined) {
+        if ((e.x ?? 0) >= screen.width || (e.y ?? 0) >= screen.height)
+          throw new WarrenError('invalid_argument', `the pointer's place (${e.x ?? '-'}, ${e.y ?? '-'}) is off the ${screen.width}x${screen.height} screen`);
+        const axes: QmpInputBatch = [];
+        if (e.x !== undefined) axes.push({ type: 'abs', data: { axis: 'x', value: Math.round((e.x * ABS_MAX) / Math.max(1, screen.width - 1)) } });
+        if (e.y !== undefined) axes.push({ type: 'abs', data: { axis: 'y', value: Math.round((e.y * ABS_MAX) / Math.max(1, screen.height - 1)) } });
+        out.push(axes);
+      }
+      if (e.button) {
+        const btn = (down: boolean): QmpInputBatch => [{ type: 'btn', data: { down, button: e.button } }];
+        const action = e.action ?? 'click';
+        if (action !== 'up') out.push(btn(true));
+        if (action !== 'down') out.push(btn(false));
+      }
+    }
+  }
+  return out;
+}
