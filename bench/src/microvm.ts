@@ -3,8 +3,10 @@
 // microVM holds (its QEMU's proportional set: a clone shares its template's pages); pause (the
 // CPUs stopped), the save to disk, and resume from it with the first command after. Prints the
 // accelerator QEMU used (TCG where /dev/kvm cannot run a guest), and what a microVM's network link
-// costs a clone (the same on a node without the sandbox network). Prints numbers; asserts nothing.
-// Usage: npm run bench:microvm [-- --runs 5 --idle 4 --memory-mib 256]
+// costs a clone (the same on a node without the sandbox network). With --vm, full VMs too (the
+// desktop image, built on first use): the first create (its boot, under systemd, with X) and
+// creates from its template. Prints numbers; asserts nothing.
+// Usage: npm run bench:microvm [-- --runs 5 --idle 4 --memory-mib 256 --vm]
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +22,7 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '5' },
     idle: { type: 'string', default: '4' },
     'memory-mib': { type: 'string', default: '256' },
+    vm: { type: 'boolean', default: false },
   },
 });
 const RUNS = Number(values.runs);
@@ -35,7 +38,7 @@ interface Node {
   dataDir: string;
 }
 
-async function node(snapshots: boolean, network = true): Promise<Node> {
+async function node(snapshots: boolean, network = true, images = ['busybox:latest']): Promise<Node> {
   const dataDir = await mkdtemp(join(tmpdir(), 'warren-bench-microvm-'));
   await chmod(dataDir, 0o711);
   const warren = await startWarren({
@@ -44,7 +47,7 @@ async function node(snapshots: boolean, network = true): Promise<Node> {
     dataDir,
     imageCacheDir: process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images',
     adminKey: KEY,
-    images: ['busybox:latest'],
+    images: images as Array<'busybox:latest'>,
     memoryFloorMiB: 0,
     microvm: { snapshots },
     network: network ? undefined : false,
@@ -58,17 +61,23 @@ const line = (label: string, xs: number[]): string =>
     .toFixed(0)
     .padStart(5)} ms   (${xs.length} runs)`;
 
+/** The full VMs' image, and the memory each gets. */
+const DESKTOP = 'debian-desktop:latest';
+const VM_MEMORY_MIB = 1024;
+
 /** Create, then the first command (`true`): both times, in ms. */
-async function createAndRun(c: Warren, backend: 'container' | 'microvm'): Promise<{ sb: Sandbox; createMs: number; firstMs: number }> {
+async function createAndRun(c: Warren, backend: 'container' | 'microvm' | 'vm'): Promise<{ sb: Sandbox; createMs: number; firstMs: number }> {
   const t0 = performance.now();
-  const sb = await c.sandboxes.create({ image: IMAGE, backend, resources: { memoryMiB: MEMORY_MIB } });
+  const sb = await c.sandboxes.create(
+    backend === 'vm' ? { image: DESKTOP, backend, resources: { memoryMiB: VM_MEMORY_MIB } } : { image: IMAGE, backend, resources: { memoryMiB: MEMORY_MIB } },
+  );
   const createMs = performance.now() - t0;
   const r = await sb.exec('true');
   if (r.exitCode !== 0) throw new Error(`the first command failed: ${r.stderr}`);
   return { sb, createMs, firstMs: performance.now() - t0 };
 }
 
-async function series(c: Warren, backend: 'container' | 'microvm', label: string): Promise<void> {
+async function series(c: Warren, backend: 'container' | 'microvm' | 'vm', label: string): Promise<void> {
   const create: number[] = [];
   const first: number[] = [];
   for (let i = 0; i < RUNS; i++) {
@@ -112,6 +121,8 @@ async function main(): Promise<void> {
       await bare.warren.close();
       await rm(bare.dataDir, { recursive: true, force: true });
     }
+
+    if (values.vm) await fullVms();
 
     // Idle memory: clones with a shell each, left alone a few seconds.
     const idle: Sandbox[] = [];
@@ -160,6 +171,23 @@ async function main(): Promise<void> {
       await n.warren.close();
       await rm(n.dataDir, { recursive: true, force: true });
     }
+  }
+}
+
+/** Full VMs of the desktop image: the first create boots it (its template), the rest clone that. */
+async function fullVms(): Promise<void> {
+  const n = await node(true, true, ['busybox:latest', DESKTOP]);
+  try {
+    const t0 = performance.now();
+    const first = await createAndRun(n.client, 'vm');
+    console.log(
+      `  full VM (${DESKTOP}, ${VM_MEMORY_MIB} MiB): booted to its desktop, saved as its template, first clone running: ${(performance.now() - t0).toFixed(0)} ms`,
+    );
+    await first.sb.delete();
+    await series(n.client, 'vm', 'full VM, from its template');
+  } finally {
+    await n.warren.close();
+    await rm(n.dataDir, { recursive: true, force: true });
   }
 }
 
