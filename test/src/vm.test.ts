@@ -30,7 +30,7 @@ async function screen(sb: Sandbox): Promise<{ width: number; height: number; rgb
 }
 
 test(
-  '"backend": "vm": a desktop boots under systemd, its screen shows a terminal, keys and a click typed into it write a file; paused and resumed; deleted with nothing left',
+  '"backend": "vm": a desktop boots under systemd, its screen shows a terminal, keys and a click typed into it write a file; paused and resumed; a clone with its own address, committed; deleted with nothing left',
   {
     timeout: 1_200_000,
     // Where the control plane keeps its state is nothing to a VM's display: it runs in the first two passes (in process, and over the edge protocol).
@@ -112,6 +112,17 @@ test(
       const cloneMs = Date.now() - t1;
       assert.equal((await second.exec('cat /proc/1/comm; test -e /tmp/typed || echo clean')).stdout, 'systemd\nclean\n');
       assert.ok(cloneMs < bootMs, `a clone (${cloneMs} ms) is quicker than the boot (${bootMs} ms)`);
+      // On the sandbox network with an address of its own, as a microVM.
+      const address = (await second.refresh()).network.address;
+      assert.ok(address && address !== (await sb.refresh()).network.address);
+      assert.equal((await second.exec('hostname -I')).stdout.trim(), address);
+      // Committed: its writable layer runs in a container.
+      await second.exec('echo from-a-vm > /root/committed.txt');
+      await second.commit('built/desktop-vm:v1');
+      const fromVm = await t.client.sandboxes.create({ image: 'built/desktop-vm:v1' });
+      made.push(fromVm);
+      assert.equal((await fromVm.exec('cat /root/committed.txt')).stdout, 'from-a-vm\n');
+      await fromVm.delete();
       const nodes = (await http(t, 'GET', '/v1/nodes')).json as { nodes: Array<{ byBackend: Record<string, { sandboxes: number; paused: number }> }> };
       assert.deepEqual(nodes.nodes[0]!.byBackend.vm, { sandboxes: 2, paused: 0 });
 
