@@ -112,6 +112,8 @@ export async function startTestWarren(
     database?: string;
     /** Holds a create at a step until the promise resolves (WarrenOptions.holdAt). */
     holdAt?: WarrenOptions['holdAt'];
+    /** The full-VM backend (WarrenOptions.vm; default on where it can run). */
+    vm?: WarrenOptions['vm'];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -144,6 +146,7 @@ export async function startTestWarren(
     dataDiskReserveMiB: opts.dataDiskReserveMiB,
     clock: opts.clock?.now,
     holdAt: opts.holdAt,
+    vm: opts.vm,
     database,
     // A pass of the API's tests on the microVM backend (scripts/run-tests.mjs) makes it the default.
     defaultBackend: process.env.WARREN_TEST_BACKEND === 'microvm' ? 'microvm' : undefined,
