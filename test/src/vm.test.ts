@@ -30,7 +30,7 @@ async function screen(sb: Sandbox): Promise<{ width: number; height: number; rgb
 }
 
 test(
-  '"backend": "vm": a desktop boots under systemd, its screen shows a terminal, keys and a click typed into it write a file; paused and resumed; a clone with its own address, committed; deleted with nothing left',
+  '"backend": "vm": a desktop boots under systemd, its screen shows a terminal, keys and a click typed into it write a file; paused and resumed; a clone with its own address, files and a served port, committed; deleted with nothing left',
   {
     timeout: 1_200_000,
     // Where the control plane keeps its state is nothing to a VM's display: it runs in the first two passes (in process, and over the edge protocol).
@@ -116,6 +116,15 @@ test(
       const address = (await second.refresh()).network.address;
       assert.ok(address && address !== (await sb.refresh()).network.address);
       assert.equal((await second.exec('hostname -I')).stdout.trim(), address);
+      // Files through the API, and a port served from inside through the node's proxy.
+      await second.files.write('/srv/www/hello.txt', 'from a VM\n');
+      assert.equal(await second.files.readText('/srv/www/hello.txt'), 'from a VM\n');
+      await second.exec('cd /srv/www && nohup python3 -m http.server 8000 > /dev/null 2>&1 &');
+      let served = { status: 0, text: '' };
+      await until(async () => (served = await http(t!, 'GET', `/v1/sandboxes/${second.id}/ports/8000/hello.txt`)).status === 200, 60_000).catch(
+        () => undefined,
+      );
+      assert.deepEqual([served.status, served.text], [200, 'from a VM\n']);
       // Committed: its writable layer runs in a container.
       await second.exec('echo from-a-vm > /root/committed.txt');
       await second.commit('built/desktop-vm:v1');
