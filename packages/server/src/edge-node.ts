@@ -8,6 +8,7 @@ import {
   ContainerBackend,
   Edge,
   MicrovmBackend,
+  type MicrovmBackendOptions,
   chooseAccel,
   guestKit,
   type Backend,
@@ -270,7 +271,7 @@ export const DEFAULT_GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache
  * kernel), else under TCG, unless told which.
  */
 async function openMicrovm(o: EdgeNodeOptions, h: GuestHost): Promise<MicrovmBackend | null> {
-  const { layers, fsOps, nativeDir, platformDir, network } = h;
+  const { nativeDir, platformDir } = h;
   if (o.microvm === false) return null;
   const cacheDir = o.microvm?.guestCacheDir ?? DEFAULT_GUEST_CACHE;
   const qemu = ['/usr/bin/qemu-system-x86_64', '/usr/local/bin/qemu-system-x86_64'].some((p) => existsSync(p));
@@ -282,17 +283,25 @@ async function openMicrovm(o: EdgeNodeOptions, h: GuestHost): Promise<MicrovmBac
   const accel = o.microvm?.accel ?? (await chooseAccel(cacheDir, kitOnce).catch(() => 'tcg' as const));
   return new MicrovmBackend({
     dir: join(o.dataDir, 'microvm'),
-    store: layers,
     kit: kitOnce,
     accel,
     defaultDiskMiB: 1024,
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
+    ...guestShared(h),
+  });
+}
+
+/** What both VM backends take alike from their node: its layers (and their ids), host file operations, its sandbox network's taps. */
+function guestShared(h: GuestHost): Pick<MicrovmBackendOptions, 'store' | 'idShift' | 'idMap' | 'fsOps' | 'bindTap'> {
+  const network = h.network;
+  return {
+    store: h.layers,
     idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
     idMap: DEFAULT_ID_MAP,
-    fsOps,
+    fsOps: h.fsOps,
     bindTap: network ? (tap, link) => network.bindTap(tap, link) : undefined,
-  });
+  };
 }
 
 /** A guest kit of `kind`, built on first use (one that failed is tried again next time). */
@@ -310,7 +319,7 @@ function kitOf(cacheDir: string, nativeDir: string, platformDir: string, kind: G
  * and the full VMs' guest kernel in the same cache (else null, said in the log).
  */
 async function openVm(o: EdgeNodeOptions, accel: string, h: GuestHost): Promise<MicrovmBackend | null> {
-  const { layers, fsOps, nativeDir, platformDir, network } = h;
+  const { nativeDir, platformDir } = h;
   const cacheDir = (o.microvm || undefined)?.guestCacheDir ?? DEFAULT_GUEST_CACHE;
   if (!existsSync(join(cacheDir, 'current-vm'))) {
     o.logger.info('no full-VM backend on this node (its guest kernel is missing: bash scripts/setup.sh fetches it)', { cacheDir });
@@ -320,16 +329,12 @@ async function openVm(o: EdgeNodeOptions, accel: string, h: GuestHost): Promise<
   return new MicrovmBackend({
     kind: 'vm',
     dir: join(o.dataDir, 'vm'),
-    store: layers,
     kit: kitOf(cacheDir, nativeDir, platformDir, 'vm'),
     accel: accel === 'kvm' ? 'kvm' : 'tcg',
     defaultDiskMiB: 2048,
     bootTimeoutMs: v?.bootTimeoutMs ?? 600_000,
     templateDir: v?.snapshots === false ? null : join(o.dataDir, 'vm-templates'),
     spares: v?.spares,
-    idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
-    idMap: DEFAULT_ID_MAP,
-    fsOps,
-    bindTap: network ? (tap, link) => network.bindTap(tap, link) : undefined,
+    ...guestShared(h),
   });
 }

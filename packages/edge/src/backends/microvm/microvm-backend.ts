@@ -37,7 +37,7 @@ import { processCpuSeconds, processExited, processStartTime } from '../../host/p
 import { Qmp } from './qmp.js';
 import { inputBatches } from './input-events.js';
 import { VM_SCREEN } from './qemu-args.js';
-import { encodePng, parsePpm } from './screen.js';
+import { MAX_PPM_BYTES, encodePng, parsePpm } from './screen.js';
 
 export interface MicrovmBackendOptions {
   /**
@@ -340,7 +340,7 @@ export class MicrovmBackend implements Backend {
     try {
       await this.qmp(id, 'screendump', { filename: file });
       const size = (await stat(file)).size;
-      if (size > 3 * 8192 * 8192 + 64) throw new WarrenError('internal', `the VM's screen dump is ${size} bytes`);
+      if (size > MAX_PPM_BYTES) throw new WarrenError('internal', `the VM's screen dump is ${size} bytes`);
       return encodePng(parsePpm(await readFile(file)));
     } finally {
       await rm(file, { force: true });

@@ -11,6 +11,8 @@ export interface RgbImage {
 
 /** The largest screen a PPM here may describe (pixels): a bound on what a VM's dump can make the node allocate. */
 const MAX_PIXELS = 8192 * 8192;
+/** The largest PPM file of such a screen (its header is short): what a node reads of a dump at most. */
+export const MAX_PPM_BYTES = 3 * MAX_PIXELS + 64;
 
 /**
  * A binary PPM (P6, 8 bits a sample: what QEMU's `screendump` writes) as an RgbImage (pure).
