@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # libFuzzer runtime for warren-init's fuzzers; PostgreSQL, of which the tests start private
 # servers of their own); `--bench`: also the
 # layers benchmark's blob stores (that registry, and nginx as a static file server).
-pkgs=(runc erofs-utils busybox-static bash-static btrfs-progs debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev libssl-dev fuse3 iproute2 nftables util-linux tar qemu-system-x86)
+pkgs=(runc erofs-utils busybox-static bash-static btrfs-progs debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev libssl-dev fuse3 iproute2 nftables util-linux tar qemu-system-x86 lz4 zstd xz-utils)
 [ "${1:-}" = --test ] && pkgs+=(docker-registry apache2-utils openssl python3 python3-setuptools python3-pip mypy clang libclang-rt-14-dev postgresql)
 [ "${1:-}" = --bench ] && pkgs+=(docker-registry nginx-light)
 need=()

@@ -38,7 +38,7 @@ interface Node {
   dataDir: string;
 }
 
-async function node(snapshots: boolean, network = true, images = ['busybox:latest']): Promise<Node> {
+async function node(snapshots: boolean, network = true, images = ['busybox:latest'], spares?: number): Promise<Node> {
   const dataDir = await mkdtemp(join(tmpdir(), 'warren-bench-microvm-'));
   await chmod(dataDir, 0o711);
   const warren = await startWarren({
@@ -49,7 +49,7 @@ async function node(snapshots: boolean, network = true, images = ['busybox:lates
     adminKey: KEY,
     images: images as Array<'busybox:latest'>,
     memoryFloorMiB: 0,
-    microvm: { snapshots },
+    microvm: { snapshots, spares },
     network: network ? undefined : false,
     logger: quiet,
   });
@@ -120,6 +120,17 @@ async function main(): Promise<void> {
     } finally {
       await bare.warren.close();
       await rm(bare.dataDir, { recursive: true, force: true });
+    }
+
+    // A create that finds no spare ready (a burst of creates outruns them): QEMU is started and
+    // the template's state loaded within the create, and the guest's first paths translated anew.
+    const noSpare = await node(true, true, ['busybox:latest'], 0);
+    try {
+      await (await createAndRun(noSpare.client, 'microvm')).sb.delete();
+      await series(noSpare.client, 'microvm', 'microVM, from its template, no spare ready');
+    } finally {
+      await noSpare.warren.close();
+      await rm(noSpare.dataDir, { recursive: true, force: true });
     }
 
     if (values.vm) await fullVms();

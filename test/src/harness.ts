@@ -114,6 +114,7 @@ export async function startTestWarren(
     holdAt?: WarrenOptions['holdAt'];
     /** The full-VM backend (WarrenOptions.vm; default on where it can run). */
     vm?: WarrenOptions['vm'];
+    microvm?: WarrenOptions['microvm'];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -147,6 +148,7 @@ export async function startTestWarren(
     clock: opts.clock?.now,
     holdAt: opts.holdAt,
     vm: opts.vm,
+    microvm: opts.microvm,
     database,
     // A pass of the API's tests on the microVM backend (scripts/run-tests.mjs) makes it the default.
     defaultBackend: process.env.WARREN_TEST_BACKEND === 'microvm' ? 'microvm' : undefined,

@@ -43,6 +43,7 @@ export { cpioNewc, type CpioEntry } from './backends/microvm/cpio.js';
 export { guestKit, initramfsEntries, GUEST_MODULES, VM_GUEST_MODULES, type GuestKind, type GuestKit } from './backends/microvm/guest-kit.js';
 export { microvmArgs, qemuArgs, vmArgs, VM_SCREEN, type MicrovmSpec, type VmLayer } from './backends/microvm/qemu-args.js';
 export { startMicrovm, stopMicrovm, removeMicrovm, vmFiles, type MicrovmStart, type RunningMicrovm } from './backends/microvm/vm-process.js';
+export { Qmp } from './backends/microvm/qmp.js';
 export { startCommand } from './init/channel.js';
 export { REPLY } from './init/frame.js';
 export type { AgentConnect } from './init/call.js';

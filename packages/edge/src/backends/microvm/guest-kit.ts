@@ -96,7 +96,11 @@ export async function guestKit(cacheDir: string, stage: string, platformDir: str
   const current = join(cacheDir, CURRENT[kind]);
   const release = existsSync(current) ? (await readFile(current, 'utf8')).trim() : '';
   const kernelDir = join(cacheDir, release);
-  const kernel = join(kernelDir, 'vmlinuz');
+  // A microVM boots the kernel unpacked (an ELF with a PVH entry, which QEMU's microvm machine
+  // starts directly) where scripts/guest-kernel.sh could make one: under TCG, unpacking the
+  // compressed kernel inside the guest is a good part of a cold boot.
+  const unpacked = join(kernelDir, 'vmlinux');
+  const kernel = kind === 'microvm' && existsSync(unpacked) ? unpacked : join(kernelDir, 'vmlinuz');
   if (!release || !existsSync(kernel))
     throw new WarrenError(
       'unavailable',

@@ -1,24 +1,29 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readlink, rm } from 'node:fs/promises';
+import { mkdir, readdir, readlink, rm, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { processExited } from '../../host/proc.js';
-import { runningQemu, startSpare, stopMicrovm } from './vm-process.js';
+import { runningQemu, runSpareAhead, startSpare, stopMicrovm } from './vm-process.js';
 
 /** A spare's directory name starts so (a sandbox id never does). */
 const PREFIX = '.spare-';
+/** The file a spare's directory gets once it runs ahead, ready to be taken (it stays with the sandbox made of it). */
+export const SPARE_READY = 'spare-ready';
 
 interface Spare {
   dir: string;
   pid: number;
   /** The tap its QEMU opened (a name of its own until a create binds it: VmTap); null without network. */
   tap: string | null;
+  /** Its guest runs the template's state already (see runSpareAhead). */
+  running: boolean;
 }
 
 /**
- * Spare QEMUs for clones: each started for a template, with its disk copied, waiting for the
- * template's state (see startSpare: no CPU, about 40 MiB), in a `.spare-…` directory under
- * `dir` that a create renames to its sandbox's. Starting QEMU is most of a clone's time under
- * TCG; a create that finds a spare skips it. At most `max` wait at once, for the templates used
+ * Spare QEMUs for clones: each started for a template, with its disk copied, running the
+ * template's state with one command run (see runSpareAhead: an idle guest, its memory the
+ * template's pages but those it wrote), in a `.spare-…` directory under `dir` that a create
+ * links its sandbox's to. Starting QEMU, loading the state and translating the guest's first
+ * paths are most of a clone's time under TCG; a create that finds a spare skips them. At most `max` wait at once, for the templates used
  * last (each create of a template asks for one more of it; the oldest template's go first).
  */
 export class MicrovmSpares {
@@ -83,7 +88,7 @@ export class MicrovmSpares {
     for (const e of entries) {
       if (!e.isDirectory() || !e.name.startsWith(PREFIX) || linked.has(e.name) || held.has(e.name)) continue;
       const dir = join(this.dir, e.name);
-      await this.stop({ dir, pid: (await runningQemu(dir)) ?? 0, tap: null });
+      await this.stop({ dir, pid: (await runningQemu(dir)) ?? 0, tap: null, running: false });
     }
   }
 
@@ -97,9 +102,11 @@ export class MicrovmSpares {
       // A name no slot's link has (it is renamed to its sandbox's slot when taken).
       const tap = this.taps ? `wv${randomBytes(5).toString('hex')}` : null;
       const pid = await startSpare(dir, template, tap);
+      await runSpareAhead(dir, pid, template);
+      await writeFile(join(dir, SPARE_READY), '');
       const list = this.ready.get(template);
-      if (this.closed || !list) await this.stop({ dir, pid, tap });
-      else list.push({ dir, pid, tap });
+      if (this.closed || !list) await this.stop({ dir, pid, tap, running: true });
+      else list.push({ dir, pid, tap, running: true });
     } catch {
       await rm(dir, { recursive: true, force: true });
     } finally {

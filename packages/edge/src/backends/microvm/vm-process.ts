@@ -7,6 +7,7 @@ import { WarrenError } from '@warren/api';
 import { simpleCall } from '../../init/call.js';
 import { REPLY, REQ } from '../../init/frame.js';
 import { startCommand } from '../../init/channel.js';
+import { SHELL } from '../../init/platform.js';
 import { randomBytes } from 'node:crypto';
 import { AgentMux, MUX_SEED, muxHello, type MuxLink } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
@@ -155,8 +156,7 @@ async function waitBooted(mux: AgentMux, timeoutMs: number): Promise<void> {
  */
 export async function makeTemplate(dir: string, kit: GuestKit, s: MicrovmStart): Promise<void> {
   const vm = await startMicrovm(dir, kit, { ...s, ramFile: vmFiles(dir).ram });
-  // The shell that runs commands, run once: its pages are in the guest's page cache of every
-  // clone (an image without /bin/sh runs nothing here).
+  // The shell that runs commands, run once: its pages are in the guest's page cache of every clone.
   await warmShell(vm.mux).catch(() => undefined);
   vm.mux.close();
   try {
@@ -167,9 +167,9 @@ export async function makeTemplate(dir: string, kit: GuestKit, s: MicrovmStart):
   }
 }
 
-/** Runs `/bin/sh -c true` in a guest to its end (at most 10 s). */
+/** Runs `true` in a guest as a command runs it (the platform's shell), to its end (at most 10 s). */
 async function warmShell(mux: AgentMux): Promise<void> {
-  await runToEnd(mux, ['/bin/sh', '-c', 'true'], 10_000);
+  await runToEnd(mux, [SHELL, '-c', 'true'], 10_000);
 }
 
 /** Runs `argv` in a guest to its end, at most `timeoutMs`: whether it ended in time. */
@@ -194,7 +194,8 @@ async function runToEnd(mux: AgentMux, argv: string[], timeoutMs: number): Promi
  * anonymous RAM: a save of it holds all of its memory, so it never needs the template again.
  */
 export async function cloneMicrovm(dir: string, template: string, mux: AgentMux, tap: VmTap | null, timeoutMs = 30_000): Promise<RunningMicrovm> {
-  return runSpare(dir, { pid: await startSpare(dir, template, tap?.name ?? null), tap: tap?.name ?? null }, template, mux, tap, timeoutMs);
+  const spare = { pid: await startSpare(dir, template, tap?.name ?? null), tap: tap?.name ?? null, running: false };
+  return runSpare(dir, spare, template, mux, tap, timeoutMs);
 }
 
 /**
@@ -222,12 +223,35 @@ export async function startSpare(dir: string, template: string, tap: string | nu
 }
 
 /**
+ * Makes the spare QEMU `pid` in `dir` (see startSpare) run the template's state ahead of any
+ * create, and runs one shell command in it, so that a create only gives it its link and its
+ * HELLO. Under TCG each QEMU translates the guest's code anew: the command leaves the paths a
+ * first command takes (the agent's stat, fork, exec, the shell) translated. The guest meanwhile
+ * has the template's hostname and no link; the sandbox's HELLO replaces the clock, randomness
+ * and name. On failure QEMU is stopped.
+ */
+export async function runSpareAhead(dir: string, pid: number, template: string, timeoutMs = 30_000): Promise<void> {
+  const mux = new AgentMux(vmFiles(dir).agent, helloFor('sandbox'));
+  try {
+    await load(vmFiles(dir).qmp, { state: vmFiles(template).state, ignoreShared: true }, timeoutMs);
+    await simpleCall(mux.connect, REQ.stat, [['p', '/']], {}, timeoutMs);
+    await warmShell(mux);
+  } catch (e) {
+    await stopMicrovm(pid);
+    throw e;
+  } finally {
+    mux.close();
+  }
+}
+
+/**
  * The second half of a clone: the spare in `dir` (its QEMU, and the tap it opened) gets the
- * sandbox's link `tap`, loads the template's state and runs.
+ * sandbox's link `tap`, loads the template's state and runs (unless it runs already: see
+ * runSpareAhead).
  */
 export async function runSpare(
   dir: string,
-  spare: { pid: number; tap: string | null },
+  spare: { pid: number; tap: string | null; running: boolean },
   template: string,
   mux: AgentMux,
   tap: VmTap | null,
@@ -244,7 +268,8 @@ export async function runSpare(
     await writeFile(f.spec, JSON.stringify({ ...spec, tap: tap.name }));
   }
   const current = spare.tap;
-  return bring(dir, spare.pid, { state: vmFiles(template).state, ignoreShared: true }, timeoutMs, mux, tap && current ? () => tap.bind(current) : null);
+  const incoming = spare.running ? null : { state: vmFiles(template).state, ignoreShared: true };
+  return bring(dir, spare.pid, incoming, timeoutMs, mux, tap && current ? () => tap.bind(current) : null);
 }
 
 /** A saved state to start from: its file, and whether its RAM is not in it (a template's). */
