@@ -141,8 +141,15 @@ void op_exec(struct conn *c, const field_t *f, size_t nf)
 		return;
 	}
 	int want_stdin = fflag(f, nf, 'i');
+	const field_t *pf = fget(f, nf, 'P');
+	if (pf && pty_parse_size(pf->v, pf->n, &sa.cols, &sa.rows)) {
+		spawn_args_free(&sa);
+		conn_fail(c, EINVAL, "exec: invalid terminal size");
+		return;
+	}
+	sa.pty = pf != NULL;
 	int fds[4];
-	pid_t pid = spawn(&sa, want_stdin, fds);
+	pid_t pid = sa.pty ? spawn_pty(&sa, fds) : spawn(&sa, want_stdin, fds);
 	spawn_args_free(&sa);
 	if (pid < 0) {
 		conn_fail(c, -pid, "exec: %s", strerror(-pid));
@@ -151,6 +158,7 @@ void op_exec(struct conn *c, const field_t *f, size_t nf)
 	struct cmd *m = xrealloc(NULL, sizeof *m);
 	memset(m, 0, sizeof *m);
 	m->pid = pid;
+	m->pty = pf != NULL;
 	m->in_fd = fds[0];
 	m->out_fd = fds[1];
 	m->err_fd = fds[2];

@@ -82,6 +82,9 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 			client_data(c, p, n);
 		} else if (type == 'j') {
 			if (m) {
+				/* A terminal's end of input is its EOF character, as typed (^D). */
+				if (m->pty && m->in_fd >= 0 && !m->in_eof)
+					bappend(&m->inb, "\x04", 1);
 				m->in_eof = 1;
 				cmd_write_stdin(m);
 			}
@@ -93,6 +96,15 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 			}
 			if (m && !m->exited)
 				kill_tree(m->pid, sig, KT_GROUP | KT_SELF | KT_DESC | KT_SID);
+		} else if (type == 'w') {
+			/* A terminal's new size: "COLS ROWS" (a command without one ignores it). */
+			unsigned short cols, rows;
+			if (pty_parse_size(p, n, &cols, &rows)) {
+				c->gone = 1;
+				return;
+			}
+			if (m && m->pty && m->out_fd >= 0)
+				pty_resize(m->out_fd, cols, rows);
 		} else {
 			c->gone = 1;
 		}

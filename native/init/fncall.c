@@ -171,7 +171,7 @@ static void __attribute__((noreturn)) fn_child(struct cmd *m, const field_t *f, 
 		if (e)
 			child_fail(e, "cwd: %s: %s", sa.cwd, strerror(e));
 	}
-	child_main(&sa, m->cfd[1], m->cfd[2], m->cfd[3], ep);
+	child_main(&sa, m->cfd[1], m->cfd[2], m->cfd[3], ep, 0);
 }
 
 /* Exec'd calls are cloned straight into their namespaces and reaped by the init like commands. */

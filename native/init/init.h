@@ -80,6 +80,9 @@ struct spawn_args {
 	size_t nenv;
 	char *cwd;
 	char *user;
+	/* A terminal of this size (cols, rows) for its stdin, stdout and stderr: see spawn_pty. */
+	unsigned short cols, rows;
+	int pty;
 };
 
 struct pwent {
@@ -116,6 +119,8 @@ struct cmd {
 	int in_fd, out_fd, err_fd, ep_fd;
 	buf_t inb;
 	int in_eof, failed, exited, status, timed_out, finishing, done;
+	/* Its stdin, stdout and stderr are a terminal: out_fd is the terminal's master side. */
+	int pty;
 	struct conn *conn;
 	int64_t deadline, grace;
 	/* FnCall (op F): pid is the call's PID 1; a zygote's call reports it on st_fd. */
@@ -235,8 +240,13 @@ size_t user_groups(const char *group, const char *name, gid_t primary, gid_t *gs
 void spawn_args_free(struct spawn_args *sa);
 int spawn_args_build(const field_t *f, size_t nf, struct spawn_args *sa);
 void __attribute__((noreturn, format(printf, 2, 3))) child_fail(int err, const char *fmt, ...);
-void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int out_w, int err_w, int ep);
+void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int out_w, int err_w, int ep, int ctty);
 pid_t spawn(struct spawn_args *sa, int want_stdin, int fds[4]);
+
+/* pty.c */
+pid_t spawn_pty(struct spawn_args *sa, int fds[4]);
+int pty_parse_size(const char *p, size_t n, unsigned short *cols, unsigned short *rows);
+int pty_resize(int master, unsigned short cols, unsigned short rows);
 int read_ep(int *epfd, int *err, char *msg, size_t msz);
 
 /* conn.c */

@@ -30,7 +30,7 @@ int spawn_args_build(const field_t *f, size_t nf, struct spawn_args *sa)
 	if (!na)
 		return EINVAL;
 	sa->argv = xrealloc(NULL, (na + 1) * sizeof(char *));
-	sa->env = xrealloc(NULL, (ne + 5) * sizeof(char *)); /* + PATH, HOME, USER, LOGNAME defaults */
+	sa->env = xrealloc(NULL, (ne + 6) * sizeof(char *)); /* + PATH, HOME, USER, LOGNAME, TERM defaults */
 	size_t ia = 0;
 	for (size_t i = 0; i < nf; i++) {
 		if (f[i].k == 'a') {
@@ -129,7 +129,7 @@ static void exec_file(const char *path, char **argv, char **env)
 	}
 }
 
-void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int out_w, int err_w, int ep)
+void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int out_w, int err_w, int ep, int ctty)
 {
 	child_ep = ep;
 	sigset_t none;
@@ -152,6 +152,9 @@ void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int o
 	}
 	if (dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
 		child_fail(errno, "dup2: %s", strerror(errno));
+	/* The new session's controlling terminal: its foreground group gets ^C's SIGINT. */
+	if (ctty && ioctl(0, TIOCSCTTY, 0) < 0)
+		child_fail(errno, "terminal: %s", strerror(errno));
 	if (ep > 3)
 		syscall(SYS_close_range, 3u, (unsigned)ep - 1, 0u);
 	if (syscall(SYS_close_range, (unsigned)ep + 1, ~0u, 0u) < 0) {
@@ -200,6 +203,8 @@ void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int o
 	env_default(sa, "HOME", pw.home);
 	env_default(sa, "USER", pw.name);
 	env_default(sa, "LOGNAME", pw.name);
+	if (ctty)
+		env_default(sa, "TERM", "xterm-256color");
 
 	if (sa->cwd) {
 		if (chdir(sa->cwd) < 0)
@@ -276,7 +281,7 @@ pid_t spawn(struct spawn_args *sa, int want_stdin, int fds[4])
 	}
 	if (pid == 0) {
 		close(pep[0]);
-		child_main(sa, pin[0], pout[1], perr[1], pep[1]);
+		child_main(sa, pin[0], pout[1], perr[1], pep[1], 0);
 	}
 	if (pin[0] >= 0)
 		close(pin[0]);

@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { AbsPath, Env, UserName } from './sandbox.js';
 
+/** A terminal's size in character cells. */
+export const TerminalSize = z.strictObject({
+  cols: z.number().int().min(1).max(10_000),
+  rows: z.number().int().min(1).max(10_000),
+});
+export type TerminalSize = z.infer<typeof TerminalSize>;
+
 export const ExecRequest = z.strictObject({
   cmd: z.union([
     z
@@ -34,11 +41,19 @@ export const ExecRequest = z.strictObject({
     .optional(),
   requestId: z.string().min(1).max(256).optional(),
   keepStdinOpen: z.boolean().optional().describe('keep stdin open for POST .../stdin after `stdin` is sent'),
+  pty: TerminalSize.optional().describe(
+    'run it on a new pseudo-terminal of this size: stdin, stdout and stderr are the terminal (its output arrives as stdout; stdin stays open)',
+  ),
+  tag: z.string().max(256).optional().describe('a name the command is listed by (GET .../commands)'),
 });
 export type ExecRequest = z.infer<typeof ExecRequest>;
 
 export const ExecEvent = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('start'), commandId: z.string() }),
+  z.object({
+    type: z.literal('start'),
+    commandId: z.string(),
+    pid: z.number().int().optional().describe("its process id inside the sandbox (a session's command: the session shell's)"),
+  }),
   z.object({ type: z.literal('stdout'), data: z.string() }),
   z.object({ type: z.literal('stderr'), data: z.string() }),
   z.object({
@@ -78,3 +93,23 @@ export const CreateSessionRequest = z.strictObject({
   user: UserName.optional(),
 });
 export const CreateSessionResponse = z.object({ sessionId: z.string() });
+
+/** A command the sandbox runs now, as `GET .../commands` lists it. */
+export const CommandInfo = z.object({
+  commandId: z.string(),
+  pid: z.number().int(),
+  cmd: z.union([z.string(), z.array(z.string())]),
+  cwd: z.string().nullable(),
+  env: z.record(z.string(), z.string()),
+  tag: z.string().nullable(),
+  pty: z.boolean(),
+  startedAt: z.string(),
+});
+export type CommandInfo = z.infer<typeof CommandInfo>;
+export const CommandList = z.object({ commands: z.array(CommandInfo) });
+
+/** A terminal's size as `GET /v1/sandboxes/{id}/pty` takes it (default 80×24). */
+export const PtyQuery = z.strictObject({
+  cols: z.coerce.number().int().min(1).max(10_000).optional(),
+  rows: z.coerce.number().int().min(1).max(10_000).optional(),
+});

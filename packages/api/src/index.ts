@@ -23,7 +23,19 @@ export {
 } from './sandbox.js';
 export { NetworkPolicy, NetworkUsage, SandboxNetwork, formatIpv4, parseIpv4, parseNetworkRule, prefixMask } from './network.js';
 export type { NetworkRule } from './network.js';
-export { CommandOutputQuery, CreateSessionRequest, CreateSessionResponse, ExecEvent, ExecRequest, ExecResult, KillRequest } from './exec.js';
+export {
+  CommandOutputQuery,
+  CreateSessionRequest,
+  CreateSessionResponse,
+  ExecEvent,
+  ExecRequest,
+  ExecResult,
+  KillRequest,
+  TerminalSize,
+  CommandInfo,
+  CommandList,
+  PtyQuery,
+} from './exec.js';
 export type { ExitEvent } from './exec.js';
 export { DeleteFileQuery, FileEntry, FilePathQuery, ListFilesQuery, ListFilesResponse, MkdirRequest, MoveRequest, WriteFileQuery } from './files.js';
 export {
@@ -68,3 +80,4 @@ export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';
 export { CONTRACT_NOTES, buildOpenApi } from './openapi.js';
 export { z } from 'zod';
+export { WS_OPCODE, WsDecoder, WsProtocolError, wsAccept, wsClosePayload, wsFrame, wsKey, type WsMessage } from './websocket.js';

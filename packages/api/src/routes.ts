@@ -145,6 +145,28 @@ export const ROUTES = {
     body: x.KillRequest,
     status: 204,
   }),
+  listCommands: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/commands',
+    summary: 'The commands the sandbox runs now (not those of its shell sessions)',
+    response: x.CommandList,
+    status: 200,
+  }),
+  resizeCommand: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/commands/{commandId}/resize',
+    summary: 'Give the terminal of a command started with `pty` a new size',
+    body: x.TerminalSize,
+    status: 204,
+  }),
+  pty: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/pty',
+    summary:
+      'A login shell on a new terminal, over a WebSocket (Upgrade: websocket): binary messages are terminal bytes both ways; a text message {"type":"resize","cols","rows"} resizes it; at its end a text message {"type":"exit","exitCode","signal"} and a close',
+    query: x.PtyQuery,
+    status: 101,
+  }),
   commandStdin: r({
     method: 'POST',
     path: '/v1/sandboxes/{id}/commands/{commandId}/stdin',

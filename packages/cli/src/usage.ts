@@ -12,7 +12,7 @@ ${upUsage(undefined, 'edge')}
                 [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...
   warren network ID [--egress deny|allow] [--allow RULE]... [--deny RULE]...   replace a running sandbox's rules
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
-  warren shell ID                    a persistent shell: one command per line
+  warren shell ID                    a terminal in the sandbox (stdin not a terminal: a persistent shell, one command per line)
   warren cp SRC DST                  one side is ID:/path
   warren ls ID [PATH]
   warren ps [--label k=v]... [--state STATE]

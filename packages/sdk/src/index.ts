@@ -2,6 +2,7 @@ export { Warren, Sandboxes, Pools, Fn, connect } from './client.js';
 export type { ImageProgress, ListOptions } from './client.js';
 export type { Body } from './node-http.js';
 export { Sandbox, SandboxFiles, Shell } from './sandbox.js';
+export { Terminal, type TerminalExit } from './terminal.js';
 export type { CreateOptions, ExecOptions } from './sandbox.js';
 export type { ClientOptions, FetchLike } from './transport.js';
 export { WarrenError } from '@warren/api';

@@ -1,4 +1,5 @@
 import type {
+  CommandInfo,
   CreateSandboxRequest,
   ExecEvent,
   ExecRequest,
@@ -11,6 +12,7 @@ import type {
 } from '@warren/api';
 import { ROUTES, WarrenError } from '@warren/api';
 import { ndjson, type Transport } from './transport.js';
+import { Terminal } from './terminal.js';
 
 export type ExecOptions = Omit<ExecRequest, 'cmd'>;
 
@@ -96,6 +98,22 @@ export class Sandbox {
 
   async pause(): Promise<void> {
     await this.t.json(ROUTES.pause, this.at());
+  }
+
+  /** Opens a login shell on a new terminal of `cols`×`rows` (default 80×24) in the sandbox. */
+  async terminal(size: { cols?: number; rows?: number } = {}): Promise<Terminal> {
+    const { socket, head, headers } = await this.t.upgrade(ROUTES.pty, this.at(), { cols: size.cols, rows: size.rows });
+    return new Terminal(socket, head, String(headers['x-command-id'] ?? ''));
+  }
+
+  /** Gives the terminal of a command started with `pty` a new size. */
+  async resize(commandId: string, cols: number, rows: number): Promise<void> {
+    await this.t.empty(ROUTES.resizeCommand, this.at({ commandId }), { json: { cols, rows } });
+  }
+
+  /** The commands the sandbox runs now (not those of its shell sessions). */
+  async commands(): Promise<CommandInfo[]> {
+    return (await this.t.json(ROUTES.listCommands, this.at())).commands;
   }
 
   /** A full VM's screen now, as PNG bytes (backend `vm`). */

@@ -1,4 +1,7 @@
-import { WarrenError, parseError, type RouteSpec, type z } from '@warren/api';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { Socket } from 'node:net';
+import { WarrenError, parseError, wsAccept, wsKey, type RouteSpec, type z } from '@warren/api';
 import { isStream, nodeHttp, type Body, type HttpResponse, type HttpSend } from './node-http.js';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
@@ -105,6 +108,52 @@ export class Transport {
   async empty(spec: RouteSpec, params: Record<string, string> = {}, ro: RequestOptions = {}): Promise<void> {
     const res = await this.request(spec, params, ro);
     await res.arrayBuffer();
+  }
+  /**
+   * Opens a WebSocket on a route (always through Node's own HTTP client): the socket after the
+   * handshake, the bytes that came with it, and the answer's headers. A refusal is the server's
+   * WarrenError.
+   */
+  upgrade(
+    spec: RouteSpec,
+    params: Record<string, string>,
+    query?: RequestOptions['query'],
+  ): Promise<{ socket: Socket; head: Buffer; headers: Record<string, string | string[] | undefined> }> {
+    const url = new URL(this.url(routePath(spec, params), query));
+    const key = wsKey();
+    const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
+      method: 'GET',
+      headers: {
+        authorization: `Bearer ${this.o.apiKey}`,
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-key': key,
+        'sec-websocket-version': '13',
+      },
+    });
+    return new Promise((resolve, reject) => {
+      req.once('upgrade', (res, socket, head) => {
+        if (res.headers['sec-websocket-accept'] !== wsAccept(key)) {
+          socket.destroy();
+          reject(new WarrenError('unavailable', 'the server did not accept the WebSocket'));
+        } else resolve({ socket, head, headers: res.headers });
+      });
+      req.once('response', (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          let parsed: unknown = null;
+          try {
+            parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            /* not JSON */
+          }
+          reject(parseError(res.statusCode ?? 500, parsed));
+        });
+      });
+      req.once('error', (e) => reject(new WarrenError('unavailable', `cannot reach Warren at ${this.base}`, {}, { cause: e })));
+      req.end();
+    });
   }
 }
 

@@ -1,12 +1,40 @@
 import { createInterface } from 'node:readline';
+import type { Sandbox } from '@warren/sdk';
 import { sandbox } from '../client.js';
 
-/** `warren shell ID`: a persistent shell, one command per line. */
+/**
+ * `warren shell ID`: on a terminal, a real one in the sandbox (raw mode: every key goes there,
+ * ^C included; its size follows the window). Otherwise (stdin a pipe or a file) a persistent
+ * shell session, one command per line.
+ */
 export async function run(rest: string[]): Promise<number> {
   const sb = await sandbox(rest[0]);
+  return process.stdin.isTTY && process.stdout.isTTY ? terminal(sb) : lines(sb);
+}
+
+async function terminal(sb: Sandbox): Promise<number> {
+  const out = process.stdout;
+  const t = await sb.terminal({ cols: out.columns, rows: out.rows });
+  t.onData((d) => out.write(d));
+  const onKey = (d: Buffer): void => t.write(d);
+  const onResize = (): void => t.resize(out.columns, out.rows);
+  process.stdin.setRawMode(true);
+  process.stdin.on('data', onKey);
+  out.on('resize', onResize);
+  try {
+    const exit = await t.exited;
+    return exit.exitCode ?? 128;
+  } finally {
+    out.off('resize', onResize);
+    process.stdin.off('data', onKey);
+    process.stdin.setRawMode(false);
+    process.stdin.pause();
+  }
+}
+
+async function lines(sb: Sandbox): Promise<number> {
   const sh = await sb.shell();
   const rl = createInterface({ input: process.stdin, terminal: false });
-  if (process.stdin.isTTY) process.stderr.write(`${sb.id}$ `);
   let last = 0;
   for await (const line of rl) {
     if (!line.trim()) continue;
@@ -15,7 +43,6 @@ export async function run(rest: string[]): Promise<number> {
       else if (ev.type === 'stderr') process.stderr.write(ev.data);
       else if (ev.type === 'exit') last = ev.exitCode ?? 128;
     }
-    if (process.stdin.isTTY) process.stderr.write(`${sb.id}$ `);
   }
   await sh.close().catch(() => undefined);
   return last;

@@ -385,7 +385,8 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
     else if (kind === 'command')
       api[name] = async (...args): Promise<CommandStream> => {
         const { r, out } = await streamed<ExecEvent>(name, args, 'item');
-        return { commandId: typeof r === 'string' ? r : '', events: out };
+        const c = (r ?? {}) as { i?: unknown; p?: unknown };
+        return { commandId: typeof c.i === 'string' ? c.i : '', pid: typeof c.p === 'number' ? c.p : 0, events: out };
       };
     else api[name] = (after?: unknown) => events(typeof after === 'number' ? after : undefined);
   }

@@ -1,4 +1,4 @@
-import type { ErrorCode, ExecEvent, ExecRequest, ExitEvent, FileEntry, InputEvent, NetworkPolicy } from '@warren/api';
+import type { ErrorCode, ExecEvent, ExecRequest, ExitEvent, FileEntry, InputEvent, NetworkPolicy, TerminalSize, CommandInfo } from '@warren/api';
 import type { LayerInfo } from '@warren/images';
 import type { EdgeCapacity } from '../lifecycle/admission.js';
 import type { BackendCapabilities } from '../backends/backend.js';
@@ -57,6 +57,8 @@ export const MAX_CREATE_MANY = 256;
 /** A command's events as it runs, from its start (or the offset asked for) to its exit or error. */
 export interface CommandStream {
   commandId: string;
+  /** Its process id inside the sandbox (a session's command: the session shell's); 0 if unknown. */
+  pid?: number;
   /** The command runs on when the reader stops (breaks out of the loop). */
   events: AsyncIterable<ExecEvent>;
 }
@@ -139,6 +141,10 @@ export interface EdgeApi {
   follow(id: string, commandId: string, offset: number): Promise<CommandStream>;
   hasCommand(id: string, commandId: string): Promise<boolean>;
   signal(id: string, commandId: string, signal: string): Promise<void>;
+  /** A command on a terminal (ExecRequest.pty) gets a new size; invalid_argument for one without. */
+  resize(id: string, commandId: string, size: TerminalSize): Promise<void>;
+  /** The commands the sandbox runs now (not those of its sessions), oldest first. */
+  commands(id: string): Promise<CommandInfo[]>;
   /** Writes to a command's stdin; `eof` closes it after. */
   stdin(id: string, commandId: string, data: Buffer, eof: boolean): Promise<void>;
   createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string>;

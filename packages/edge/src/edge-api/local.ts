@@ -111,14 +111,19 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
 
     exec: async (id, req, commandId): Promise<CommandStream> => {
       const cmd = await edge.exec(id, req, commandId);
-      return { commandId: cmd.id, events: commandEvents(cmd, 0) };
+      return { commandId: cmd.id, pid: cmd.pid, events: commandEvents(cmd, 0) };
     },
     run: async (id, req, commandId) => commandResult(await edge.exec(id, req, commandId)),
     start: async (id, req, commandId) => (await edge.exec(id, req, commandId)).id,
     result: async (id, commandId) => commandResult(edge.command(id, commandId)),
-    follow: async (id, commandId, offset) => ({ commandId, events: commandEvents(edge.command(id, commandId), offset) }),
+    follow: async (id, commandId, offset) => {
+      const cmd = edge.command(id, commandId);
+      return { commandId, pid: cmd.pid, events: commandEvents(cmd, offset) };
+    },
     hasCommand: async (id, commandId) => edge.hasCommand(id, commandId),
     signal: async (id, commandId, sig) => edge.command(id, commandId).signal(sig),
+    resize: async (id, commandId, size) => edge.command(id, commandId).resize(size),
+    commands: async (id) => edge.commandList(id),
     stdin: async (id, commandId, data, eof) => {
       const cmd = edge.command(id, commandId);
       if (data.length) cmd.writeStdin(data);

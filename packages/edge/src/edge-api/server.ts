@@ -110,7 +110,7 @@ class Connection {
       } else if (kind === 'command') {
         const s = (await fn.apply(this.api, args)) as CommandStream;
         // The caller has the command's id at once, whenever its first output comes.
-        await this.answer(textFrame(FRAME.result, `{"r":${JSON.stringify(s.commandId)}}`));
+        await this.answer(textFrame(FRAME.result, JSON.stringify({ r: { i: s.commandId, p: s.pid ?? 0 } })));
         await this.stream(s.events, (v) => write(this.socket, textFrame(FRAME.item, JSON.stringify(v))));
       } else {
         await this.answer(textFrame(FRAME.result, '{"r":null}'));

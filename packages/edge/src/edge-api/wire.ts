@@ -42,6 +42,8 @@ export const EDGE_CALLS = {
   follow: 'command',
   hasCommand: 'unary',
   signal: 'unary',
+  resize: 'unary',
+  commands: 'unary',
   stdin: 'unary',
   createSession: 'unary',
   deleteSession: 'unary',

@@ -10,6 +10,8 @@ export interface StartParams {
   user?: string;
   stdin: boolean;
   timeoutMs?: number;
+  /** On a new terminal of this size (its stdin, stdout and stderr). */
+  pty?: { cols: number; rows: number };
 }
 
 /** Starts a command; resolves once it runs (with its call for output, stdin and signals). */
@@ -20,6 +22,7 @@ export async function startCommand(agent: AgentConnect, p: StartParams): Promise
   if (p.user) fields.push(['U', p.user]);
   if (p.stdin) fields.push(['i', '1']);
   if (p.timeoutMs) fields.push(['t', String(p.timeoutMs)]);
+  if (p.pty) fields.push(['P', `${p.pty.cols} ${p.pty.rows}`]);
   const call = await InitCall.open(agent, REQ.exec, fields);
   const f = await call.next().catch((e: unknown) => {
     call.close();

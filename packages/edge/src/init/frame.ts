@@ -16,6 +16,7 @@ export const REQ = {
   data: 'i',
   eof: 'j',
   signal: 'k',
+  resize: 'w',
 } as const;
 
 export const REPLY = {

@@ -1,6 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import { constants } from 'node:os';
-import type { ExecEvent, ExitEvent } from '@warren/api';
+import type { CommandInfo, ExecEvent, ExitEvent, TerminalSize } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { InitCall } from '../init/call.js';
 import { REPLY, REQ, decodeFields, encodeFields } from '../init/frame.js';
@@ -37,6 +37,10 @@ export class Command {
 
   constructor(
     id: string,
+    /** Its process id in the sandbox (a session's command: the session shell's). */
+    readonly pid: number,
+    /** What it runs, as listed (see CommandInfo), and whether it is on a terminal. */
+    readonly what: Pick<CommandInfo, 'cmd' | 'cwd' | 'env' | 'tag' | 'pty'>,
     private readonly call: InitCall,
     private readonly maxOutputBytes: number,
     private readonly onActivity: () => void,
@@ -179,6 +183,17 @@ export class Command {
 
   closeStdin(): void {
     if (!this.done) this.call.send(REQ.eof);
+  }
+
+  /** A terminal's new size; invalid_argument for a command not on one. */
+  resize(size: TerminalSize): void {
+    if (!this.what.pty) throw new WarrenError('invalid_argument', 'the command does not run on a terminal (start it with pty)', { commandId: this.id });
+    if (!this.done) this.call.send(REQ.resize, Buffer.from(`${size.cols} ${size.rows}`));
+  }
+
+  /** How GET .../commands lists it. */
+  info(): CommandInfo {
+    return { commandId: this.id, pid: this.pid, ...this.what, startedAt: new Date(this.startedAt).toISOString() };
   }
 
   signal(name: string): void {

@@ -74,23 +74,27 @@ export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, bu
   const sock = l.sb.connect;
   const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   let call;
+  let pid = 0;
   if (req.session) {
+    if (req.pty) throw new WarrenError('invalid_argument', 'a command in a session cannot have a terminal of its own');
     if (req.stdin !== undefined || req.user !== undefined)
       throw new WarrenError('invalid_argument', 'stdin and user cannot be set for a command in a session (the session has its own)');
     const script = typeof req.cmd === 'string' ? req.cmd : argvToScript(req.cmd);
     call = await ch.runInSession(sock, { session: parseSessionId(req.session), script, env: envList(req.env), cwd: req.cwd, timeoutMs });
   } else {
     const argv = typeof req.cmd === 'string' ? [SHELL, '-c', req.cmd] : req.cmd;
-    ({ call } = await ch.startCommand(sock, {
+    ({ call, pid } = await ch.startCommand(sock, {
       argv,
       cwd: req.cwd ?? l.spec.workdir ?? undefined,
       env: envList(l.spec.env, req.env),
       user: req.user ?? l.spec.user ?? undefined,
-      stdin: req.stdin !== undefined || req.keepStdinOpen === true,
+      stdin: req.stdin !== undefined || req.keepStdinOpen === true || req.pty !== undefined,
       timeoutMs,
+      pty: req.pty,
     }));
   }
-  const cmd = new Command(cmdId, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), budgets);
+  const what = { cmd: req.cmd, cwd: req.cwd ?? null, env: req.env ?? {}, tag: req.tag ?? null, pty: req.pty !== undefined };
+  const cmd = new Command(cmdId, pid, what, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), budgets);
   l.commands.set(cmdId, cmd);
   if (req.requestId) {
     l.requestIds.set(req.requestId, cmdId);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
-import type { ExecRequest, InputEvent } from '@warren/api';
+import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
 import * as ch from '../init/channel.js';
@@ -448,6 +448,11 @@ export class Edge {
     } finally {
       markActivity(l, this.now());
     }
+  }
+
+  /** The commands `id` runs now, not those of its sessions, oldest first. */
+  commandList(id: string): CommandInfo[] {
+    return [...this.get(id).commands.values()].filter((c) => !c.done && c.pid > 0).map((c) => c.info());
   }
 
   command(id: string, commandId: string): Command {

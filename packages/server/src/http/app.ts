@@ -13,6 +13,8 @@ import { displayRoutes } from './routes-display.js';
 import { opsRoutes } from './routes-ops.js';
 import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
+import { matchPtyPath, servePty } from './routes-pty.js';
+import { RunCodeRequest, runCode } from '../compat/sandboxfusion/run-code.js';
 import { exposition } from './prometheus.js';
 
 export type AppDeps = RouteDeps;
@@ -109,6 +111,13 @@ export function createApp(d: AppDeps): Server {
       );
       return;
     }
+    // SandboxFusion's run_code: the key as a bearer token, or in the path for clients that send none.
+    const fusion = url.pathname === '/run_code' ? (req.headers.authorization ?? '') : /^\/sandboxfusion\/([^/]+)\/run_code$/.exec(url.pathname)?.[1];
+    if (fusion !== undefined) {
+      if (req.method !== 'POST') throw new WarrenError('invalid_argument', 'run_code takes a POST');
+      const caller = await d.auth.authenticate(url.pathname === '/run_code' ? fusion : `Bearer ${decodeURIComponent(fusion)}`);
+      return sendJson(res, 200, await runCode(d, caller, await jsonBody(req, RunCodeRequest, 64 * 1024 * 1024)));
+    }
     const port = matchPortPath(url);
     if (port) return ports.http(req, res, port);
     const m = router.match(req.method ?? 'GET', url.pathname);
@@ -125,7 +134,7 @@ export function createApp(d: AppDeps): Server {
       req.resume();
     });
   });
-  // Upgrades (WebSocket) are only served by the port proxy.
+  // Upgrades (WebSocket) are served by the port proxy and the terminal.
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => undefined);
     const fail = (err: unknown): void => {
@@ -136,8 +145,18 @@ export function createApp(d: AppDeps): Server {
       );
     };
     try {
-      const m = matchPortPath(new URL(req.url ?? '/', 'http://localhost'));
-      if (!m) return fail(new WarrenError('not_found', 'only /v1/sandboxes/{id}/ports/{port}/... takes an upgrade'));
+      const url = new URL(req.url ?? '/', 'http://localhost');
+      const pty = matchPtyPath(url);
+      if (pty !== null) {
+        servePty(d, req, socket, head, pty, url).catch((e: unknown) => {
+          metrics.errors++;
+          if (!(e instanceof WarrenError)) d.logger.warn('terminal failed', { url: req.url, error: String(e) });
+          fail(e);
+        });
+        return;
+      }
+      const m = matchPortPath(url);
+      if (!m) return fail(new WarrenError('not_found', 'only /v1/sandboxes/{id}/pty and /v1/sandboxes/{id}/ports/{port}/... take an upgrade'));
       ports.upgrade(req, socket, head, m).catch(fail);
     } catch (e) {
       fail(e);

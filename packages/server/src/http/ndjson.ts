@@ -8,7 +8,8 @@ import type { CommandStream } from '@warren/edge';
  */
 export async function streamCommand(res: ServerResponse, s: CommandStream, withStart: boolean): Promise<void> {
   res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store', 'x-command-id': s.commandId });
-  if (withStart) res.write(JSON.stringify({ type: 'start', commandId: s.commandId } satisfies ExecEvent) + '\n');
+  const start: ExecEvent = s.pid ? { type: 'start', commandId: s.commandId, pid: s.pid } : { type: 'start', commandId: s.commandId };
+  if (withStart) res.write(JSON.stringify(start) + '\n');
   const it = s.events[Symbol.asyncIterator]();
   const gone = new Promise<'gone'>((resolve) => res.once('close', () => resolve('gone')));
   try {

@@ -29,6 +29,16 @@ export function commandRoutes(on: On, d: RouteDeps): void {
     await d.commands.signal(c.caller, sandboxId(c), c.params.commandId ?? '', body.signal ?? 'SIGTERM');
     sendEmpty(c.res);
   });
+  on(ROUTES.pty, async () => {
+    throw new WarrenError('invalid_argument', 'a terminal is a WebSocket: send Upgrade: websocket (GET /v1/sandboxes/{id}/pty)');
+  });
+  on(ROUTES.listCommands, async (c) => {
+    sendJson(c.res, 200, { commands: await d.commands.list(c.caller, sandboxId(c)) });
+  });
+  on(ROUTES.resizeCommand, async (c) => {
+    await d.commands.resize(c.caller, sandboxId(c), c.params.commandId ?? '', await c.body());
+    sendEmpty(c.res);
+  });
   on(ROUTES.commandStdin, async (c) => {
     const cid = c.params.commandId ?? '';
     // A sandbox that is not live answers before its body is read.

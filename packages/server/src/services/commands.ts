@@ -1,4 +1,4 @@
-import type { ExecRequest } from '@warren/api';
+import type { CommandInfo, ExecRequest, TerminalSize } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { newCommandId, type CommandResult, type CommandStream, type EdgeApi } from '@warren/edge';
 import type { Store } from '../store/store.js';
@@ -77,6 +77,17 @@ export class CommandService {
   async signal(caller: Caller, id: string, commandId: string, signal: string): Promise<void> {
     const { sid, edge } = await this.sandboxes.reach(caller, id);
     return edge.signal(sid, commandId, signal);
+  }
+
+  async resize(caller: Caller, id: string, commandId: string, size: TerminalSize): Promise<void> {
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
+    return edge.resize(sid, commandId, size);
+  }
+
+  /** The commands the sandbox runs now. */
+  async list(caller: Caller, id: string): Promise<CommandInfo[]> {
+    const { sid, edge } = await this.sandboxes.reach(caller, id);
+    return edge.commands(sid);
   }
 
   async stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {
