@@ -79,7 +79,7 @@ if (status === 0 && transport !== 'http' && store !== 'sqlite' && again.length) 
 // And the API's own tests once more with microVMs as the default backend (under TCG here: the
 // files of exec, files and terminals only, which cover what the init does for either backend; tests that
 // need what microVMs lack yet say so and are skipped).
-const onMicrovm = again.filter((f) => /\/(exec|files|pty)\.test\.js$/.test(f));
+const onMicrovm = again.filter((f) => /\/(exec|files|pty|e2b)\.test\.js$/.test(f));
 if (status === 0 && transport !== 'http' && store !== 'postgres' && onMicrovm.length) {
   console.log('\n# the API tests again on the microVM backend (WARREN_TEST_BACKEND=microvm)\n');
   status = run(onMicrovm, { WARREN_EDGE_TRANSPORT: '', WARREN_TEST_STORE: '', WARREN_TEST_BACKEND: 'microvm' });

@@ -124,7 +124,7 @@ async function freshSandboxRow(w: Warren, total: number): Promise<Row> {
 /** `podman run --rm` of the same Debian + Python root per call; null without podman. */
 async function podmanRow(total: number): Promise<Row | null> {
   if (spawnSync('podman', ['--version']).status !== 0) return null;
-  const meta = join(IMAGE_CACHE, 'debian-python.v2.erofs');
+  const meta = join(IMAGE_CACHE, 'debian-python.v3.erofs');
   if (!existsSync(meta)) return null;
   const dir = await mkdtemp('/tmp/warren-bench-fn-');
   const root = join(dir, 'root');
@@ -133,7 +133,7 @@ async function podmanRow(total: number): Promise<Row | null> {
   let mounted = false;
   try {
     await mkdir(root);
-    await hostd.erofs(meta, root, join(IMAGE_CACHE, 'debian-python.v2.data'));
+    await hostd.erofs(meta, root, join(IMAGE_CACHE, 'debian-python.v3.data'));
     mounted = true;
     const tar = spawnSync('tar', ['-C', root, '-c', '.'], { maxBuffer: 1024 * 1024 * 1024 });
     const imp = spawnSync('podman', ['import', '-', image], { input: tar.stdout });

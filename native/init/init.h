@@ -241,6 +241,7 @@ void spawn_args_free(struct spawn_args *sa);
 int spawn_args_build(const field_t *f, size_t nf, struct spawn_args *sa);
 void __attribute__((noreturn, format(printf, 2, 3))) child_fail(int err, const char *fmt, ...);
 void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int out_w, int err_w, int ep, int ctty);
+pid_t fork_child(struct spawn_args *sa, int in, int out, int err, int pep[2], int ctty);
 pid_t spawn(struct spawn_args *sa, int want_stdin, int fds[4]);
 
 /* pty.c */

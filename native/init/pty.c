@@ -57,14 +57,10 @@ pid_t spawn_pty(struct spawn_args *sa, int fds[4])
 	}
 	if ((err = -pty_resize(master, sa->cols, sa->rows)))
 		goto fail;
-	pid_t pid = fork();
+	pid_t pid = fork_child(sa, slave, slave, slave, pep, 1);
 	if (pid < 0) {
-		err = errno;
+		err = -pid;
 		goto fail;
-	}
-	if (pid == 0) {
-		close(pep[0]);
-		child_main(sa, slave, slave, slave, pep[1], 1);
 	}
 	close(slave);
 	close(pep[1]);

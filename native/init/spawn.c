@@ -263,6 +263,20 @@ void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int o
 	child_fail(err, "exec: %s: %s", file, strerror(err));
 }
 
+/* Forks the child that runs `sa` on these descriptors (see child_main); pep: the error pipe.
+ * Returns its pid in the parent, or -errno. */
+pid_t fork_child(struct spawn_args *sa, int in, int out, int err, int pep[2], int ctty)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		close(pep[0]);
+		child_main(sa, in, out, err, pep[1], ctty);
+	}
+	return pid;
+}
+
 /* fds: [0] stdin write end (or -1), [1] stdout read, [2] stderr read, [3] error pipe read.
  * Returns pid or -errno. */
 pid_t spawn(struct spawn_args *sa, int want_stdin, int fds[4])
@@ -274,14 +288,10 @@ pid_t spawn(struct spawn_args *sa, int want_stdin, int fds[4])
 		err = errno;
 		goto fail;
 	}
-	pid_t pid = fork();
+	pid_t pid = fork_child(sa, pin[0], pout[1], perr[1], pep, 0);
 	if (pid < 0) {
-		err = errno;
+		err = -pid;
 		goto fail;
-	}
-	if (pid == 0) {
-		close(pep[0]);
-		child_main(sa, pin[0], pout[1], perr[1], pep[1], 0);
 	}
 	if (pin[0] >= 0)
 		close(pin[0]);

@@ -1,6 +1,6 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startWarren } from '@warren/server';
+import { e2bUrls, startWarren } from '@warren/server';
 import type { UpOptions } from './node-options.js';
 
 export const log = {
@@ -17,6 +17,13 @@ export async function up(f: UpOptions): Promise<void> {
   console.log(`Warren is running at ${w.url}`);
   console.log(w.adminKeyFile ? `Admin API key: in ${w.adminKeyFile}` : 'Admin API key: from WARREN_API_KEY');
   console.log(`Try: WARREN_URL=${w.url} WARREN_API_KEY=$(cat ${w.adminKeyFile ?? '<key>'}) npx warren create busybox:latest`);
+  // E2B's SDKs, unchanged: its URLs, and the key in E2B's shape (e2b_ and the key's bytes in hex).
+  const urls = e2bUrls(w.url);
+  const hex = w.adminKeyFile ? `$(tr -d '\\n' < ${w.adminKeyFile} | od -An -tx1 -v | tr -d ' \\n')` : '<the key in hex>';
+  console.log('E2B SDKs:');
+  console.log(`export E2B_API_URL=${urls.apiUrl}`);
+  console.log(`export E2B_SANDBOX_URL=${urls.sandboxUrl}`);
+  console.log(`export E2B_API_KEY=e2b_${hex}`);
   runUntilSignal(() => w.close({ keep: f.keepSandboxes }), f.dataDir, false);
 }
 

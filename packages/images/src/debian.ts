@@ -28,7 +28,7 @@ export async function hostDebianMirror(): Promise<string | undefined> {
   return undefined;
 }
 
-/** Builds a Debian minbase root filesystem with debootstrap into `dir` and adds the `agent` user. */
+/** Builds a Debian minbase root filesystem with debootstrap into `dir` and adds the `agent` and `user` users. */
 export async function buildDebianRootfs(dir: string, opts: DebianImageOptions = {}): Promise<void> {
   const suite = opts.suite ?? 'bookworm';
   const packages = opts.packages ?? ['python3', 'bash', 'git', 'coreutils', 'ca-certificates'];
@@ -36,10 +36,16 @@ export async function buildDebianRootfs(dir: string, opts: DebianImageOptions = 
   const args = ['--variant=minbase', `--include=${packages.join(',')}`, suite, dir];
   if (mirror) args.push(mirror);
   await runFile('debootstrap', args, { signal: opts.signal });
-  await appendFile(join(dir, 'etc/passwd'), 'agent:x:1000:1000:agent:/home/agent:/bin/bash\n');
-  await appendFile(join(dir, 'etc/group'), 'agent:x:1000:\n');
-  await mkdir(join(dir, 'home/agent'), { recursive: true });
-  await runFile('chown', ['1000:1000', join(dir, 'home/agent')]);
+  // `agent` for Warren's own examples; `user`, whose home E2B's SDKs and examples take as given.
+  await appendFile(join(dir, 'etc/passwd'), 'agent:x:1000:1000:agent:/home/agent:/bin/bash\nuser:x:1001:1001:user:/home/user:/bin/bash\n');
+  await appendFile(join(dir, 'etc/group'), 'agent:x:1000:\nuser:x:1001:\n');
+  for (const [name, id] of [
+    ['agent', 1000],
+    ['user', 1001],
+  ] as const) {
+    await mkdir(join(dir, 'home', name), { recursive: true });
+    await runFile('chown', [`${id}:${id}`, join(dir, 'home', name)]);
+  }
   await mkdir(join(dir, 'workspace'), { recursive: true });
   await writeFile(join(dir, 'etc/hostname'), 'sandbox\n');
   // Package caches are dead weight in a read-only layer.

@@ -17,7 +17,7 @@ import { runFile } from './exec-file.js';
  */
 export const DEFAULT_IMAGES = {
   'busybox:latest': { file: 'busybox.v2.erofs', extra: false, build: (dir: string) => buildBusyboxRootfs(dir) },
-  'debian-python:latest': { file: 'debian-python.v2.erofs', extra: false, build: (dir: string, signal?: AbortSignal) => buildDebianRootfs(dir, { signal }) },
+  'debian-python:latest': { file: 'debian-python.v3.erofs', extra: false, build: (dir: string, signal?: AbortSignal) => buildDebianRootfs(dir, { signal }) },
   'debian-desktop:latest': { file: 'debian-desktop.v3.erofs', extra: true, build: (dir: string, signal?: AbortSignal) => buildDesktopRootfs(dir, { signal }) },
 } as const;
 export type DefaultImageName = keyof typeof DEFAULT_IMAGES;

@@ -14,3 +14,5 @@ export type { KeyRecord, ListFilter, SandboxRecord, Store } from './store/store.
 export { SandboxService } from './services/sandboxes.js';
 export type { Caller } from './services/sandboxes.js';
 export { Auth } from './services/auth.js';
+export { e2bKey } from './compat/e2b/tokens.js';
+export { e2bUrls } from './compat/e2b/index.js';

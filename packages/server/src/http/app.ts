@@ -15,6 +15,7 @@ import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
 import { matchPtyPath, servePty } from './routes-pty.js';
 import { RunCodeRequest, runCode } from '../compat/sandboxfusion/run-code.js';
+import { E2B_PREFIX, serveE2b } from '../compat/e2b/index.js';
 import { exposition } from './prometheus.js';
 
 export type AppDeps = RouteDeps;
@@ -111,6 +112,7 @@ export function createApp(d: AppDeps): Server {
       );
       return;
     }
+    if (url.pathname.startsWith(E2B_PREFIX)) return serveE2b(d, req, res, url);
     // SandboxFusion's run_code: the key as a bearer token, or in the path for clients that send none.
     const fusion = url.pathname === '/run_code' ? (req.headers.authorization ?? '') : /^\/sandboxfusion\/([^/]+)\/run_code$/.exec(url.pathname)?.[1];
     if (fusion !== undefined) {

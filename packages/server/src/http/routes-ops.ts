@@ -1,3 +1,4 @@
+import { e2bUrls } from '../compat/e2b/index.js';
 import { ROUTES, WarrenError } from '@warren/api';
 import { sendEmpty, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
@@ -49,7 +50,8 @@ export function opsRoutes(on: On, d: RouteDeps): void {
     sendJson(c.res, 200, {
       version: d.version,
       backends: d.nodes.backends(),
-      e2b: { apiUrl: null, sandboxUrl: null },
+      // Where E2B's SDKs reach this server (E2B_API_URL, E2B_SANDBOX_URL), by the host the caller used.
+      e2b: e2bUrls(`http://${c.req.headers.host ?? 'localhost'}`),
     }),
   );
 }

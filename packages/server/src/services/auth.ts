@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { WarrenError, type KeyRole } from '@warren/api';
 import type { KeyRecord, Store } from '../store/store.js';
 import type { Caller } from './sandboxes.js';
@@ -29,6 +29,14 @@ export class Auth {
   ) {
     this.adminHash = Buffer.from(hashKey(adminKey), 'hex');
     this.joinHash = joinToken ? Buffer.from(hashKey(joinToken), 'hex') : null;
+  }
+
+  /**
+   * A secret of this deployment for `purpose`, the same in every replica and across restarts
+   * (derived from the bootstrap admin key, which they share), never the key itself.
+   */
+  secret(purpose: string): Buffer {
+    return createHmac('sha256', this.adminHash).update(purpose).digest();
   }
 
   async authenticate(header: string | undefined): Promise<Caller> {

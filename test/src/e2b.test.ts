@@ -1,0 +1,195 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as e2bNew from 'e2b';
+import * as e2bOld from 'e2b-2.50';
+import { e2bKey } from '@warren/server';
+import { startTestWarren, until, type TestWarren } from './harness.js';
+
+/** E2B's SDK as a training job uses it: both pinned versions (2.51 moved create and connect under /v2). */
+const SDKS = [
+  { version: '2.51.0', sdk: e2bNew as unknown as typeof e2bNew },
+  { version: '2.50.0', sdk: e2bOld as unknown as typeof e2bNew },
+];
+
+describe('E2B SDKs, unchanged, against Warren', () => {
+  let t: TestWarren;
+  let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
+  before(async () => {
+    t = await startTestWarren({ images: ['debian-python:latest'] });
+    const info = (await (await fetch(`${t.url}/v1/info`, { headers: { authorization: `Bearer ${t.key}` } })).json()) as {
+      e2b: { apiUrl: string; sandboxUrl: string };
+    };
+    opts = { apiKey: e2bKey(t.key), apiUrl: info.e2b.apiUrl, sandboxUrl: info.e2b.sandboxUrl };
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  for (const { version, sdk } of SDKS) {
+    test(
+      `${version}: create, commands (streamed, failing, background and reattached, stdin), files, list, pause and connect, kill`,
+      { timeout: 180_000 },
+      async () => {
+        const { Sandbox, CommandExitError } = sdk;
+        const sbx = await Sandbox.create('base', { ...opts, timeoutMs: 120_000, metadata: { job: `rl-${version}` }, envs: { FROM_CREATE: 'yes' } });
+        try {
+          assert.match(sbx.sandboxId, /^sb_/);
+          assert.equal(await sbx.isRunning(), true);
+          const info = await sbx.getInfo();
+          assert.equal(info.templateId, 'base');
+          assert.deepEqual(info.metadata, { job: `rl-${version}` });
+          assert.equal(info.state, 'running');
+
+          // Output streamed to callbacks as it comes; the result at the end.
+          const seen: string[] = [];
+          const r = await sbx.commands.run('echo one; echo two >&2; echo "$FROM_CREATE $EXTRA"; pwd', {
+            envs: { EXTRA: 'x' },
+            cwd: '/tmp',
+            onStdout: (d) => void seen.push(d),
+          });
+          assert.equal(r.exitCode, 0);
+          assert.equal(r.stdout, 'one\nyes x\n/tmp\n');
+          // As in E2B's base template: the user `user`, at home.
+          assert.equal((await sbx.commands.run('id -un; pwd')).stdout, 'user\n/home/user\n');
+          assert.equal((await sbx.commands.run('id -un', { user: 'root' })).stdout, 'root\n');
+          assert.equal(r.stderr, 'two\n');
+          assert.ok(seen.join('').includes('one\n'));
+
+          // A non-zero exit is the SDK's own CommandExitError with its code.
+          const failed = await sbx.commands.run('echo bad >&2; exit 3').catch((e: unknown) => e);
+          assert.ok(failed instanceof CommandExitError, String(failed));
+          assert.equal(failed.exitCode, 3);
+          assert.equal(failed.stderr, 'bad\n');
+
+          // A background command: listed by pid, reattached, fed stdin, then waited for.
+          const bg = await sbx.commands.run('read line; echo "got $line"; sleep 0.2; echo done', { background: true, stdin: true });
+          assert.ok(bg.pid > 0);
+          assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid));
+          const again = await sbx.commands.connect(bg.pid);
+          await sbx.commands.sendStdin(bg.pid, 'hello\n');
+          const end = await again.wait();
+          assert.equal(end.stdout, 'got hello\ndone\n');
+          await bg.disconnect();
+          // Past its timeoutMs a command is killed, and the SDK says TimeoutError.
+          await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 700 }), (e: unknown) => e instanceof sdk.TimeoutError);
+          await until(async () => !(await sbx.commands.list()).some((p) => p.args.join(' ').includes('sleep 30')), 10_000);
+          const killed = await sbx.commands.run('sleep 100', { background: true });
+          assert.equal(await sbx.commands.kill(killed.pid), true);
+          await assert.rejects(killed.wait());
+          assert.equal(await sbx.commands.kill(999_999), false);
+
+          // Files: text, bytes, several, listing, info, rename, remove.
+          await sbx.files.write('/tmp/a.txt', 'hello files');
+          assert.equal(await sbx.files.read('/tmp/a.txt'), 'hello files');
+          const bytes = new Uint8Array([0, 1, 2, 255]);
+          await sbx.files.write('/tmp/b.bin', bytes.buffer);
+          assert.deepEqual(new Uint8Array(await sbx.files.read('/tmp/b.bin', { format: 'bytes' })), bytes);
+          await sbx.files.write([
+            { path: '/tmp/many/x.txt', data: 'x' },
+            { path: '/tmp/many/y.txt', data: 'y' },
+          ]);
+          assert.deepEqual((await sbx.files.list('/tmp/many')).map((e) => e.name).sort(), ['x.txt', 'y.txt']);
+          assert.equal(await sbx.files.exists('/tmp/many/x.txt'), true);
+          assert.equal(await sbx.files.exists('/tmp/nope'), false);
+          assert.equal((await sbx.files.getInfo('/tmp/a.txt')).size, 11);
+          assert.equal(await sbx.files.makeDir('/tmp/newdir'), true);
+          assert.equal(await sbx.files.makeDir('/tmp/newdir'), false);
+          await sbx.files.rename('/tmp/a.txt', '/tmp/c.txt');
+          await sbx.files.remove('/tmp/c.txt');
+          assert.equal(await sbx.files.exists('/tmp/c.txt'), false);
+          await assert.rejects(sbx.files.read('/tmp/c.txt'), (e: unknown) => e instanceof sdk.NotFoundError);
+
+          // A watched directory tells of files made, written and removed in it.
+          await sbx.files.makeDir('/tmp/w');
+          const events: string[] = [];
+          const watch = await sbx.files.watchDir('/tmp/w', (ev) => void events.push(`${ev.type} ${ev.name}`));
+          await sbx.files.write('/tmp/w/new.txt', 'a');
+          await until(async () => events.includes('create new.txt'), 10_000);
+          await sbx.commands.run('echo more >> /tmp/w/new.txt; sleep 0.3; rm /tmp/w/new.txt');
+          await until(async () => events.includes('remove new.txt'), 10_000);
+          assert.ok(events.includes('write new.txt') || events.indexOf('remove new.txt') > events.indexOf('create new.txt'), events.join(', '));
+          await watch.stop();
+          await assert.rejects(
+            sbx.files.watchDir('/tmp/nowhere', () => undefined),
+            (e: unknown) => e instanceof sdk.NotFoundError,
+          );
+
+          // Listed by metadata and state; paused, then connect resumes it with its files.
+          const listed = await Sandbox.list({ ...opts, query: { metadata: { job: `rl-${version}` }, state: ['running'] } }).nextItems();
+          assert.deepEqual(
+            listed.map((s) => s.sandboxId),
+            [sbx.sandboxId],
+          );
+          assert.equal(await sbx.pause(), true);
+          assert.equal((await sbx.getInfo()).state, 'paused');
+          const back = await Sandbox.connect(sbx.sandboxId, opts);
+          assert.equal((await back.commands.run('cat /tmp/many/y.txt')).stdout, 'y');
+          await sbx.setTimeout(60_000);
+        } finally {
+          await sbx.kill();
+        }
+        assert.equal(await Sandbox.kill(sbx.sandboxId, opts), false, 'a second kill finds nothing');
+        await assert.rejects(Sandbox.connect(sbx.sandboxId, opts), (e: unknown) => e instanceof sdk.NotFoundError || e instanceof sdk.SandboxError);
+      },
+    );
+  }
+
+  test('a terminal through the SDK, list paging, and the error classes', { timeout: 120_000 }, async () => {
+    const { Sandbox, AuthenticationError, NotFoundError } = e2bNew;
+    await assert.rejects(Sandbox.create('base', { ...opts, apiKey: 'e2b_00ff' }), (e: unknown) => e instanceof AuthenticationError);
+    await assert.rejects(Sandbox.create('no-such-template:latest', opts), (e: unknown) => e instanceof e2bNew.SandboxError);
+    const made = await Promise.all([0, 1, 2].map(() => Sandbox.create('base', { ...opts, metadata: { batch: 'paging' } })));
+    try {
+      const pager = Sandbox.list({ ...opts, limit: 2, query: { metadata: { batch: 'paging' } } });
+      const first = await pager.nextItems();
+      assert.equal(first.length, 2);
+      assert.equal(pager.hasNext, true);
+      const second = await pager.nextItems();
+      assert.deepEqual([...first, ...second].map((s) => s.sandboxId).sort(), made.map((s) => s.sandboxId).sort());
+
+      const sbx = made[0]!;
+      let out = '';
+      const pty = await sbx.pty.create({ cols: 90, rows: 20, onData: (d) => void (out += Buffer.from(d).toString()) });
+      await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size; tty\n'));
+      await until(async () => /20 90/.test(out) && /\/dev\/pts\//.test(out), 15_000);
+      await sbx.pty.resize(pty.pid, { cols: 100, rows: 30 });
+      await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size; exit\n'));
+      await pty.wait();
+      assert.match(out, /30 100/);
+      const killedPty = await sbx.pty.create({ cols: 80, rows: 24, onData: () => undefined });
+      assert.equal(await sbx.pty.kill(killedPty.pid), true);
+      await assert.rejects(killedPty.wait());
+      await assert.rejects(sbx.commands.connect(424242), (e: unknown) => e instanceof NotFoundError);
+      // An agent call without the sandbox's token, or with another's, is refused.
+      const envd = `${opts.sandboxUrl}/process.Process/List`;
+      const call = (id: string, token: string): Promise<Response> =>
+        fetch(envd, { method: 'POST', headers: { 'content-type': 'application/json', 'e2b-sandbox-id': id, 'x-access-token': token }, body: '{}' });
+      assert.equal((await call(sbx.sandboxId, 'forged')).status, 401);
+      const other = await Sandbox.connect(made[1]!.sandboxId, opts);
+      const token = (other as unknown as { envdAccessToken: string }).envdAccessToken;
+      assert.equal((await call(made[1]!.sandboxId, token)).status, 200);
+      assert.equal((await call(sbx.sandboxId, token)).status, 401, "another sandbox's token");
+    } finally {
+      await Promise.all(made.map((s) => s.kill()));
+    }
+  });
+
+  test('a tenant over its quota gets RateLimitError, after the SDK waited as Retry-After says', { timeout: 120_000 }, async () => {
+    const { Sandbox, RateLimitError } = e2bNew;
+    const made = await fetch(`${t.url}/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tenant: 'e2b-quota', role: 'user', quota: { sandboxes: 1 } }),
+    });
+    const { key } = (await made.json()) as { key: string };
+    const small = { ...opts, apiKey: e2bKey(key) };
+    const one = await Sandbox.create('base', small);
+    try {
+      const t0 = Date.now();
+      await assert.rejects(Sandbox.create('base', small), (e: unknown) => e instanceof RateLimitError);
+      assert.ok(Date.now() - t0 >= 900, 'the SDK retried after Retry-After');
+    } finally {
+      await one.kill();
+    }
+  });
+});
