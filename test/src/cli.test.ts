@@ -5,7 +5,8 @@ import { mkdtemp, readFile, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CLI, forceCleanup, hostLeftovers, IMAGE_CACHE, spawnUp } from './harness.js';
+import { CLI, forceCleanup, hostLeftovers, IMAGE_CACHE, spawnUp, until } from './harness.js';
+import { e2bKey } from '@warren/server';
 
 const run = promisify(execFile);
 let dataDir = '';
@@ -28,6 +29,15 @@ test('warren up, the client commands, and warren down leave nothing behind', asy
     const url = server.url;
     const key = (await readFile(join(dataDir, 'admin.key'), 'utf8')).trim();
     const cenv = { ...env, WARREN_URL: url, WARREN_API_KEY: key };
+    // What E2B's SDKs need, as lines a shell takes: the URLs and the key in E2B's shape.
+    await until(async () => server.stdout().includes('E2B_API_KEY'), 5000);
+    const exports = server
+      .stdout()
+      .split('\n')
+      .filter((l) => l.startsWith('export E2B_'));
+    assert.equal(exports.length, 3, server.stdout());
+    const e2bEnv = (await run('bash', ['-c', `${exports.join('\n')}\nenv | grep ^E2B_ | sort`])).stdout;
+    assert.equal(e2bEnv, `E2B_API_KEY=${e2bKey(key)}\nE2B_API_URL=${url}/e2b\nE2B_SANDBOX_URL=${url}/e2b/envd\n`);
     const w = async (...args: string[]): Promise<string> => (await run(process.execPath, [CLI, ...args], { env: cenv })).stdout;
 
     const id = (await w('create', 'busybox:latest', '--label', 'who=cli', '--env', 'X=1')).trim();

@@ -238,6 +238,8 @@ export interface UpProcess {
   /** Sends a signal to its whole process group, as Ctrl-C at a terminal does, and waits. */
   interrupt(): Promise<void>;
   exited: Promise<number | null>;
+  /** What it printed so far. */
+  stdout(): string;
 }
 
 /** Runs `warren up` as its own process and resolves with its URL once it serves. */
@@ -245,8 +247,8 @@ export async function spawnUp(args: string[], env: NodeJS.ProcessEnv): Promise<U
   const { spawn } = await import('node:child_process');
   const child = spawn(process.execPath, [CLI, 'up', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'ignore'], detached: true });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let out = '';
   const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /running at (http:\/\/\S+)/.exec(out);
@@ -257,6 +259,7 @@ export async function spawnUp(args: string[], env: NodeJS.ProcessEnv): Promise<U
   return {
     url,
     exited,
+    stdout: () => out,
     kill: async (sig) => {
       child.kill(sig);
       await exited;
