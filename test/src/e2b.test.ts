@@ -84,6 +84,11 @@ describe('E2B SDKs, unchanged, against Warren', () => {
           const bytes = new Uint8Array([0, 1, 2, 255]);
           await sbx.files.write('/tmp/b.bin', bytes.buffer);
           assert.deepEqual(new Uint8Array(await sbx.files.read('/tmp/b.bin', { format: 'bytes' })), bytes);
+          // The octet-stream upload, plain and gzipped (the SDK sends those when asked).
+          await sbx.files.write('/tmp/oct.txt', 'as octets', { useOctetStream: true });
+          assert.equal(await sbx.files.read('/tmp/oct.txt'), 'as octets');
+          await sbx.files.write('/tmp/gz.txt', 'gzipped '.repeat(100), { gzip: true });
+          assert.equal(await sbx.files.read('/tmp/gz.txt'), 'gzipped '.repeat(100));
           await sbx.files.write([
             { path: '/tmp/many/x.txt', data: 'x' },
             { path: '/tmp/many/y.txt', data: 'y' },

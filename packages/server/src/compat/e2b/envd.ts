@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { posix } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { WarrenError, type CommandInfo, type ExecRequest, type FileEntry } from '@warren/api';
 import { readBody, sendJson } from '../../http/io.js';
 import type { RouteDeps } from '../../http/route-types.js';
@@ -332,7 +333,15 @@ async function files(d: RouteDeps, a: Agent, req: IncomingMessage, res: ServerRe
   if (req.method !== 'POST') throw new WarrenError('invalid_argument', '/files takes GET or POST');
   const type = String(req.headers['content-type'] ?? '');
   const written: Array<{ path: string; data: Buffer }> = [];
-  const raw = await readBody(req, MAX_UPLOAD);
+  let raw = await readBody(req, MAX_UPLOAD);
+  const encoding = String(req.headers['content-encoding'] ?? 'identity').toLowerCase();
+  if (encoding === 'gzip') {
+    try {
+      raw = gunzipSync(raw, { maxOutputLength: MAX_UPLOAD });
+    } catch {
+      throw new WarrenError('invalid_argument', `the gzip body is corrupt or unpacks past ${MAX_UPLOAD} bytes`);
+    }
+  } else if (encoding !== 'identity') throw new WarrenError('invalid_argument', `Content-Encoding ${encoding}: gzip or none`);
   if (type.startsWith('multipart/form-data')) {
     for (const part of parseMultipart(raw, type)) {
       const target = part.filename ?? path;
