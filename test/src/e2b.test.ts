@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import * as e2bNew from 'e2b';
 import * as e2bOld from 'e2b-2.50';
 import { e2bKey } from '@warren/server';
@@ -70,6 +71,13 @@ describe('E2B SDKs, unchanged, against Warren', () => {
           const end = await again.wait();
           assert.equal(end.stdout, 'got hello\ndone\n');
           await bg.disconnect();
+          // stdin to its end: closeStdin is cat's end of input; stderr to its own callback.
+          const errs: string[] = [];
+          const cat = await sbx.commands.run('cat; echo gone >&2', { background: true, stdin: true, onStderr: (d) => void errs.push(d) });
+          await sbx.commands.sendStdin(cat.pid, 'piped');
+          await sbx.commands.closeStdin(cat.pid);
+          assert.equal((await cat.wait()).stdout, 'piped');
+          assert.equal(errs.join(''), 'gone\n');
           // Past its timeoutMs a command is killed, and the SDK says TimeoutError.
           await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 700 }), (e: unknown) => e instanceof sdk.TimeoutError);
           await until(async () => !(await sbx.commands.list()).some((p) => p.args.join(' ').includes('sleep 30')), 10_000);
@@ -174,6 +182,26 @@ describe('E2B SDKs, unchanged, against Warren', () => {
       const token = (other as unknown as { envdAccessToken: string }).envdAccessToken;
       assert.equal((await call(made[1]!.sandboxId, token)).status, 200);
       assert.equal((await call(sbx.sandboxId, token)).status, 401, "another sandbox's token");
+      // A proxy that routes by name: the sandbox in the Host (49983-{id}.{domain}) instead of the header.
+      const byHost = await new Promise<number>((resolve, reject) => {
+        const u = new URL(envd);
+        const r = httpRequest(
+          {
+            host: u.hostname,
+            port: u.port,
+            path: u.pathname,
+            method: 'POST',
+            headers: { host: `49983-${made[1]!.sandboxId}.sandbox.example`, 'content-type': 'application/json', 'x-access-token': token },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        r.on('error', reject);
+        r.end('{}');
+      });
+      assert.equal(byHost, 200);
     } finally {
       await Promise.all(made.map((s) => s.kill()));
     }
