@@ -173,6 +173,8 @@ describe('E2B SDKs, unchanged, against Warren', () => {
       assert.equal(await sbx.pty.kill(killedPty.pid), true);
       await assert.rejects(killedPty.wait());
       await assert.rejects(sbx.commands.connect(424242), (e: unknown) => e instanceof NotFoundError);
+      // What is not served says so.
+      await assert.rejects(sbx.getMetrics(), (e: unknown) => e instanceof e2bNew.SandboxError && /not served/.test(e.message));
       // An agent call without the sandbox's token, or with another's, is refused.
       const envd = `${opts.sandboxUrl}/process.Process/List`;
       const call = (id: string, token: string): Promise<Response> =>

@@ -170,7 +170,7 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
     if (b.timeout) await d.sandboxes.setTimeout(c, id, b.timeout);
     sendJson(res, before.state === 'paused' ? 201 : 200, sandboxAnswer(before));
   } else if (method === 'GET' && op === '/metrics') {
-    sendJson(res, 200, []);
+    throw new WarrenError('invalid_argument', "metrics are not served through the E2B API: Warren's GET /v1/sandboxes/{id} has the sandbox's usage");
   } else return false;
   return true;
 }
