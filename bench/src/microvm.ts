@@ -61,6 +61,17 @@ const line = (label: string, xs: number[]): string =>
     .toFixed(0)
     .padStart(5)} ms   (${xs.length} runs)`;
 
+/** On a node of its own: its template made by a first create, then the series; the node removed after. */
+async function templateSeries(n: Node, label: string): Promise<void> {
+  try {
+    await (await createAndRun(n.client, 'microvm')).sb.delete();
+    await series(n.client, 'microvm', label);
+  } finally {
+    await n.warren.close();
+    await rm(n.dataDir, { recursive: true, force: true });
+  }
+}
+
 /** The full VMs' image, and the memory each gets. */
 const DESKTOP = 'debian-desktop:latest';
 const VM_MEMORY_MIB = 1024;
@@ -113,25 +124,10 @@ async function main(): Promise<void> {
     await firstClone.sb.delete();
     await series(warm.client, 'microvm', 'microVM, from its template');
     // What its link costs a create: the same on a node without the sandbox network (loopback only).
-    const bare = await node(true, false);
-    try {
-      await (await createAndRun(bare.client, 'microvm')).sb.delete();
-      await series(bare.client, 'microvm', 'microVM, from its template, no sandbox network');
-    } finally {
-      await bare.warren.close();
-      await rm(bare.dataDir, { recursive: true, force: true });
-    }
-
+    await templateSeries(await node(true, false), 'microVM, from its template, no sandbox network');
     // A create that finds no spare ready (a burst of creates outruns them): QEMU is started and
     // the template's state loaded within the create, and the guest's first paths translated anew.
-    const noSpare = await node(true, true, ['busybox:latest'], 0);
-    try {
-      await (await createAndRun(noSpare.client, 'microvm')).sb.delete();
-      await series(noSpare.client, 'microvm', 'microVM, from its template, no spare ready');
-    } finally {
-      await noSpare.warren.close();
-      await rm(noSpare.dataDir, { recursive: true, force: true });
-    }
+    await templateSeries(await node(true, true, ['busybox:latest'], 0), 'microVM, from its template, no spare ready');
 
     if (values.vm) await fullVms();
 

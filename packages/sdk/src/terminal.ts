@@ -43,12 +43,7 @@ export class Terminal {
         for (const m of messages) {
           if (m.opcode === WS_OPCODE.binary) this.emit(m.payload);
           else if (m.opcode === WS_OPCODE.text) {
-            const v = JSON.parse(m.payload.toString('utf8')) as {
-              type?: string;
-              exitCode?: number | null;
-              signal?: string | null;
-              error?: { code: string; message: string };
-            };
+            const v = control(m.payload.toString('utf8'));
             if (v.type === 'exit') exit = { exitCode: v.exitCode ?? null, signal: v.signal ?? null };
             else if (v.type === 'error' && v.error) reject(new WarrenError(v.error.code as never, v.error.message));
           } else if (m.opcode === WS_OPCODE.ping) this.send(WS_OPCODE.pong, m.payload);
@@ -106,5 +101,15 @@ export class Terminal {
 
   private send(opcode: number, payload: Buffer): void {
     if (!this.closed && this.socket.writable) this.socket.write(wsFrame(opcode, payload, true));
+  }
+}
+
+/** A text message from the server (its exit, or an error); one that is not JSON says nothing. */
+function control(text: string): { type?: string; exitCode?: number | null; signal?: string | null; error?: { code: string; message: string } } {
+  try {
+    const v = JSON.parse(text) as unknown;
+    return typeof v === 'object' && v !== null ? v : {};
+  } catch {
+    return {};
   }
 }
