@@ -89,6 +89,15 @@ test(
       assert.equal(errorCode(bad), 'invalid_argument');
       assert.equal(errorCode(await http(t, 'POST', `/v1/sandboxes/${sb.id}/input`, { events: [{ type: 'text', text: '€' }] })), 'invalid_argument');
       assert.equal(errorCode(await http(t, 'POST', `/v1/sandboxes/${sb.id}/input`, { events: [] })), 'invalid_argument');
+      // More keystrokes than one request types (W3-06): refused before any is sent.
+      const long = await http(t, 'POST', `/v1/sandboxes/${sb.id}/input`, {
+        events: [
+          { type: 'text', text: 'a'.repeat(10_000) },
+          { type: 'key', key: 'Return' },
+        ],
+      });
+      assert.equal(errorCode(long), 'invalid_argument');
+      assert.match((long.json as { error: { message: string } }).error.message, /10001 keystrokes .* one request types 10000 at most/);
       const box = await t.client.sandboxes.create({ image: 'busybox:latest' });
       made.push(box);
       const none = await http(t, 'GET', `/v1/sandboxes/${box.id}/screen`);

@@ -21,5 +21,28 @@ export const InputEvent = z.discriminatedUnion('type', [
 ]);
 export type InputEvent = z.infer<typeof InputEvent>;
 
-export const InputRequest = z.strictObject({ events: z.array(InputEvent).min(1).max(1000) });
+/**
+ * The most keystrokes one input request may type: every character of its `text` events and every
+ * `key` event count one. Each becomes a few of the display's device events, sent in order as the
+ * guest takes them; past this a request is refused rather than held on the node for minutes.
+ */
+export const MAX_INPUT_KEYSTROKES = 10_000;
+
+/** Keys, text and pointer events for a full VM's display, in order; MAX_INPUT_KEYSTROKES at most. */
+export const InputRequest = z.strictObject({
+  events: z
+    .array(InputEvent)
+    .min(1)
+    .max(1000)
+    .superRefine((events, ctx) => {
+      let keystrokes = 0;
+      for (const e of events) keystrokes += e.type === 'text' ? e.text.length : e.type === 'key' ? 1 : 0;
+      if (keystrokes > MAX_INPUT_KEYSTROKES)
+        ctx.addIssue({
+          code: 'custom',
+          message: `the events type ${keystrokes} keystrokes (text characters and keys); one request types ${MAX_INPUT_KEYSTROKES} at most`,
+        });
+    })
+    .describe(`in order; their text characters and key events together ${MAX_INPUT_KEYSTROKES} at most`),
+});
 export type InputRequest = z.infer<typeof InputRequest>;

@@ -55,7 +55,7 @@ export {
   PublishLayersResponse,
 } from './images.js';
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
-export { InputEvent, InputRequest } from './display.js';
+export { InputEvent, InputRequest, MAX_INPUT_KEYSTROKES } from './display.js';
 export { FnBatchRequest, FnBatchResponse, FnFile, FnLanguage, FnRunRequest, FnRunResult } from './fn.js';
 export {
   AuditEntry,

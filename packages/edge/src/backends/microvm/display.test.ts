@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { inflateSync } from 'node:zlib';
-import { WarrenError } from '@warren/api';
+import { InputRequest, MAX_INPUT_KEYSTROKES, WarrenError } from '@warren/api';
 import { encodePng, parsePpm } from './screen.js';
-import { inputBatches, keyCodes } from './input-events.js';
+import { inputBatches, keyCodes, type QmpInputBatch } from './input-events.js';
 import { VM_SCREEN, vmArgs, type MicrovmSpec } from './qemu-args.js';
 
 test('a screen dump (PPM) becomes a PNG with the same pixels, red still red: the first row as is, the next as differences from the row above', () => {
@@ -44,14 +44,14 @@ test('keys: names, characters and chords become key codes, modifiers first', () 
 });
 
 test('input batches: one key change each, text on a US layout, the pointer scaled to the tablet', () => {
-  const codes = (bs: ReturnType<typeof inputBatches>): string[] =>
-    bs.map((b) => {
+  const codes = (bs: Iterable<QmpInputBatch>): string[] =>
+    [...bs].map((b) => {
       const e = b[0] as { type: string; data: { down: boolean; key?: { data: string }; button?: string } };
       return `${e.data.down ? '+' : '-'}${e.data.key?.data ?? e.data.button}`;
     });
   assert.deepEqual(codes(inputBatches([{ type: 'text', text: 'a!' }], VM_SCREEN)), ['+a', '-a', '+shift', '+1', '-1', '-shift']);
   assert.deepEqual(codes(inputBatches([{ type: 'key', key: 'ctrl+c' }], VM_SCREEN)), ['+ctrl', '+c', '-c', '-ctrl']);
-  const mouse = inputBatches([{ type: 'mouse', x: 1023, y: 0, button: 'left' }], VM_SCREEN);
+  const mouse = [...inputBatches([{ type: 'mouse', x: 1023, y: 0, button: 'left' }], VM_SCREEN)];
   assert.deepEqual(mouse[0], [
     { type: 'abs', data: { axis: 'x', value: 0x7fff } },
     { type: 'abs', data: { axis: 'y', value: 0 } },
@@ -59,10 +59,48 @@ test('input batches: one key change each, text on a US layout, the pointer scale
   assert.deepEqual(codes(mouse.slice(1)), ['+left', '-left']);
   assert.deepEqual(codes(inputBatches([{ type: 'mouse', button: 'right', action: 'down' }], VM_SCREEN)), ['+right']);
   assert.throws(
-    () => inputBatches([{ type: 'text', text: 'é' }], VM_SCREEN),
+    () =>
+      inputBatches(
+        [
+          { type: 'text', text: 'abc' },
+          { type: 'text', text: 'é' },
+        ],
+        VM_SCREEN,
+      ),
     (e: WarrenError) => e.code === 'invalid_argument',
+    'an event it cannot send is refused before any batch is made',
   );
   assert.throws(() => inputBatches([{ type: 'mouse', x: 1024, y: 5 }], VM_SCREEN), /off the 1024x768 screen/);
+});
+
+test('input batches are made as they are sent: twenty times the largest request the schema takes holds one batch at a time', () => {
+  // 20 x 10,000 shifted letters: 800,000 batches; twenty times the request cap (MAX_INPUT_KEYSTROKES).
+  const events = Array.from({ length: 20 }, () => ({ type: 'text' as const, text: 'A'.repeat(10_000) }));
+  const before = process.memoryUsage().heapUsed;
+  let n = 0;
+  let peak = 0;
+  for (const b of inputBatches(events, VM_SCREEN)) {
+    assert.equal(b.length, 1);
+    if (++n % 10_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed - before);
+  }
+  assert.equal(n, 20 * 10_000 * 4, 'shift down, the key down, up, shift up: four batches a character');
+  // Held all at once they are ~150 MiB (the audit's W3-06: 735 MiB for 4,000,000); one at a time, garbage.
+  assert.ok(peak < 48 * 2 ** 20, `the heap grew ${Math.round(peak / 2 ** 20)} MiB while they were made`);
+  // The first batch comes at once, before the rest exist.
+  const it = inputBatches(events, VM_SCREEN);
+  assert.deepEqual(it.next().value, [{ type: 'key', data: { down: true, key: { type: 'qcode', data: 'shift' } } }]);
+});
+
+test('an input request types 10,000 keystrokes at most (text characters and keys together): past it, invalid_argument with why', () => {
+  const text = (n: number) => ({ type: 'text' as const, text: 'a'.repeat(n) });
+  assert.equal(InputRequest.safeParse({ events: [text(10_000)] }).success, true);
+  assert.equal(InputRequest.safeParse({ events: [text(9_999), { type: 'key', key: 'Return' }, { type: 'mouse', x: 1, y: 1, button: 'left' }] }).success, true);
+  for (const events of [[text(10_000), { type: 'key', key: 'Return' }], Array.from({ length: 1000 }, () => text(10_000))]) {
+    const r = InputRequest.safeParse({ events });
+    assert.equal(r.success, false);
+    assert.match(r.error?.issues[0]?.message ?? '', /one request types 10000 at most/);
+  }
+  assert.equal(MAX_INPUT_KEYSTROKES, 10_000);
 });
 
 test("vmArgs: q35 with a VGA display, virtio on PCI, a keyboard and a tablet, the image's own init", () => {

@@ -100,8 +100,9 @@ function charKey(c: string): { code: string; shift: boolean } | null {
 const key = (code: string, down: boolean): Record<string, unknown> => ({ type: 'key', data: { down, key: { type: 'qcode', data: code } } });
 
 /** Presses the keys in order and releases them in reverse, each change a batch of its own (a guest sees every one). */
-function chord(codes: string[]): QmpInputBatch[] {
-  return [...codes.map((c) => [key(c, true)]), ...[...codes].reverse().map((c) => [key(c, false)])];
+function* chord(codes: string[]): Generator<QmpInputBatch> {
+  for (const c of codes) yield [key(c, true)];
+  for (let i = codes.length - 1; i >= 0; i--) yield [key(codes[i]!, false)];
 }
 
 /** A key name or chord (`ctrl+shift+t`) as key codes, modifiers first; invalid_argument for a name it does not know. */
@@ -116,37 +117,53 @@ export function keyCodes(name: string): string[] {
   });
 }
 
-/**
- * The API's input events as QMP input-send-event batches, in order (pure): keys and text as
- * presses and releases on a US layout; a mouse event as a pointer move (absolute: the screen's
- * `width`×`height` pixels scaled to the tablet's range), then its button pressed and/or released.
- */
-export function inputBatches(events: InputEvent[], screen: { width: number; height: number }): QmpInputBatch[] {
-  const out: QmpInputBatch[] = [];
+/** invalid_argument unless every event can be sent: keys it knows, text a US keyboard types, the pointer on the screen (pure). */
+function check(events: InputEvent[], screen: { width: number; height: number }): void {
   for (const e of events) {
-    if (e.type === 'key') out.push(...chord(keyCodes(e.key)));
+    if (e.type === 'key') keyCodes(e.key);
+    else if (e.type === 'text') {
+      for (const ch of e.text)
+        if (!charKey(ch)) throw new WarrenError('invalid_argument', `text holds ${JSON.stringify(ch)}, which the display's US keyboard cannot type`);
+    } else if ((e.x ?? 0) >= screen.width || (e.y ?? 0) >= screen.height)
+      throw new WarrenError('invalid_argument', `the pointer's place (${e.x ?? '-'}, ${e.y ?? '-'}) is off the ${screen.width}x${screen.height} screen`);
+  }
+}
+
+/**
+ * The API's input events as QMP input-send-event batches, in order, made one at a time as the
+ * caller takes them (pure; whatever the request's size, only the batch being sent is held):
+ * keys and text as presses and releases on a US layout; a mouse event as a pointer move
+ * (absolute: the screen's `width`×`height` pixels scaled to the tablet's range), then its button
+ * pressed and/or released. Every event is checked first, here: a request with one it cannot send
+ * throws invalid_argument and sends nothing.
+ */
+export function inputBatches(events: InputEvent[], screen: { width: number; height: number }): Generator<QmpInputBatch> {
+  check(events, screen);
+  return batches(events, screen);
+}
+
+/** inputBatches' batches, made as they are taken (its events checked). */
+function* batches(events: InputEvent[], screen: { width: number; height: number }): Generator<QmpInputBatch> {
+  for (const e of events) {
+    if (e.type === 'key') yield* chord(keyCodes(e.key));
     else if (e.type === 'text') {
       for (const ch of e.text) {
-        const c = charKey(ch);
-        if (!c) throw new WarrenError('invalid_argument', `text holds ${JSON.stringify(ch)}, which the display's US keyboard cannot type`);
-        out.push(...chord(c.shift ? ['shift', c.code] : [c.code]));
+        const c = charKey(ch)!;
+        yield* chord(c.shift ? ['shift', c.code] : [c.code]);
       }
     } else {
       if (e.x !== undefined || e.y !== undefined) {
-        if ((e.x ?? 0) >= screen.width || (e.y ?? 0) >= screen.height)
-          throw new WarrenError('invalid_argument', `the pointer's place (${e.x ?? '-'}, ${e.y ?? '-'}) is off the ${screen.width}x${screen.height} screen`);
         const axes: QmpInputBatch = [];
         if (e.x !== undefined) axes.push({ type: 'abs', data: { axis: 'x', value: Math.round((e.x * ABS_MAX) / Math.max(1, screen.width - 1)) } });
         if (e.y !== undefined) axes.push({ type: 'abs', data: { axis: 'y', value: Math.round((e.y * ABS_MAX) / Math.max(1, screen.height - 1)) } });
-        out.push(axes);
+        yield axes;
       }
       if (e.button) {
         const btn = (down: boolean): QmpInputBatch => [{ type: 'btn', data: { down, button: e.button } }];
         const action = e.action ?? 'click';
-        if (action !== 'up') out.push(btn(true));
-        if (action !== 'down') out.push(btn(false));
+        if (action !== 'up') yield btn(true);
+        if (action !== 'down') yield btn(false);
       }
     }
   }
-  return out;
 }
