@@ -7,6 +7,7 @@ import { OWNER_PID_FILE } from '@warren/edge';
 import { startServer, startSimulatedEdge, startTestPostgres, type RunningEdge, type RunningServer, type TestPostgres } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import { spawn } from 'node:child_process';
+import { request } from 'node:http';
 import { makeTar } from './tar-writer.js';
 import { CLI, IMAGE_CACHE, forceCleanup, hostLeftovers, initOf, spawnEdge, until, type EdgeProcess } from './harness.js';
 
@@ -100,6 +101,25 @@ async function api(
   return { status: res.status, json: (text ? JSON.parse(text) : {}) as Awaited<ReturnType<typeof api>>['json'] };
 }
 
+/** The status an upgrade request to `path` is answered with (101 or the refusal's). */
+function upgradeStatus(url: string, path: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url + path, {
+      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
+    });
+    req.once('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    req.once('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
 const nodeStates = async (c: Warren): Promise<Record<string, string>> => Object.fromEntries((await c.nodes()).nodes.map((n) => [n.id, n.state]));
 
 describe(
@@ -178,6 +198,41 @@ describe(
       assert.match(metrics, /^warren_node_sandboxes\{node="b"\} \d+$/m);
       assert.match(metrics, /^warren_nodes\{state="ready"\} 2$/m);
       assert.match(metrics, /^warren_tenant_sandboxes\{tenant="default"\} 4$/m);
+      // The join token is an edge's on every surface, not only the API's routes: E2B, run_code
+      // (either form), the terminal and ports answer it permission_denied (an admin key, the
+      // positive control, is served on each).
+      const live = withLayer[0]!.id;
+      const e2b = (key: string): Promise<Response> =>
+        fetch(`${s.url}/e2b/sandboxes`, {
+          method: 'POST',
+          headers: { 'x-api-key': key, 'content-type': 'application/json' },
+          body: '{"templateID":"busybox:latest"}',
+        });
+      const runCode = (path: string, key?: string): Promise<Response> =>
+        fetch(s.url + path, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+          body: JSON.stringify({ code: 'echo hi', language: 'bash' }),
+        });
+      const refused = async (r: Response): Promise<void> => {
+        assert.equal(r.status, 403);
+        assert.match(await r.text(), /join token serves edges only/);
+      };
+      await refused(await e2b(TOKEN));
+      await refused(await runCode('/run_code', TOKEN));
+      await refused(await runCode(`/sandboxfusion/${TOKEN}/run_code`));
+      await refused(await fetch(`${s.url}/v1/sandboxes/${live}/ports/8080/`, { headers: { authorization: `Bearer ${TOKEN}` } }));
+      assert.equal(await upgradeStatus(s.url, `/v1/sandboxes/${live}/pty`, { authorization: `Bearer ${TOKEN}` }), 403);
+      assert.equal(await upgradeStatus(s.url, `/v1/sandboxes/${live}/ports/8080/`, { authorization: `Bearer ${TOKEN}` }), 403);
+      // The nodes (addresses, capacity, every tenant's load) are an admin's to list.
+      const user = (await api(s.url, 'POST', '/v1/keys', { tenant: 'someone' })).json.key as string;
+      assert.equal((await api(s.url, 'GET', '/v1/nodes', undefined, user)).json.error?.code, 'permission_denied');
+      assert.equal((await api(s.url, 'GET', '/v1/nodes', undefined, TOKEN)).json.error?.code, 'permission_denied');
+      const made2b = await e2b(KEY);
+      assert.equal(made2b.status, 201);
+      await client.sandboxes.get(((await made2b.json()) as { sandboxID: string }).sandboxID).then((x) => x.delete());
+      assert.notEqual((await runCode('/run_code', KEY)).status, 403);
+      assert.equal(await upgradeStatus(s.url, `/v1/sandboxes/${live}/pty`, { authorization: `Bearer ${KEY}` }), 101);
       await Promise.all(withLayer.map((x) => x.delete()));
       // Heartbeats are not audited (one a second from every node).
       const audit = (await api(s.url, 'GET', '/v1/audit?limit=10000')).json.entries as Array<{ path: string }>;

@@ -294,7 +294,13 @@ export const ROUTES = {
   }),
   listLayers: r({ method: 'GET', path: '/v1/layers', summary: 'List named layers', response: i.ListLayersResponse, status: 200 }),
   deleteLayer: r({ method: 'DELETE', path: '/v1/layers/{name}', summary: 'Delete a layer name; its blob is freed when nothing else uses it', status: 204 }),
-  listNodes: r({ method: 'GET', path: '/v1/nodes', summary: 'List nodes', response: o.ListNodesResponse, status: 200 }),
+  listNodes: r({
+    method: 'GET',
+    path: '/v1/nodes',
+    summary: 'List nodes: their addresses, capacity and load (admin)',
+    response: o.ListNodesResponse,
+    status: 200,
+  }),
   joinNode: r({
     method: 'POST',
     path: '/v1/nodes/join',

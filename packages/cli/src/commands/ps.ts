@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { WarrenError } from '@warren/sdk';
 import { kv } from '../args.js';
 import { client } from '../client.js';
 
@@ -18,7 +19,13 @@ export async function run(rest: string[]): Promise<number> {
     }
     cursor = page.nextCursor ?? undefined;
   } while (cursor);
-  const [node] = (await w.nodes()).nodes;
+  // The nodes are an admin's to list: a tenant's key sees its sandboxes only.
+  const [node] = (
+    await w.nodes().catch((e: unknown) => {
+      if (e instanceof WarrenError && e.code === 'permission_denied') return { nodes: [] };
+      throw e;
+    })
+  ).nodes;
   if (node) {
     const mib = (n: number): string => `${(n / 1024).toFixed(1)}G`;
     console.log(

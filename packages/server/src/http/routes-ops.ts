@@ -10,7 +10,11 @@ export function opsRoutes(on: On, d: RouteDeps): void {
       images: (await d.catalogue.listImages()).filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin'),
     }),
   );
-  on(ROUTES.listNodes, async (c) => sendJson(c.res, 200, await d.nodes.list()));
+  on(ROUTES.listNodes, async (c) => {
+    // Node addresses, capacity and every tenant's load are the operator's to see.
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can list the nodes');
+    sendJson(c.res, 200, await d.nodes.list());
+  });
   on(ROUTES.joinNode, async (c) => {
     if (!c.caller.node) throw new WarrenError('permission_denied', 'edges join with the join token, not an API key');
     sendJson(c.res, 200, await d.nodes.join(await c.body()));

@@ -44,7 +44,9 @@ test('a key is looked up once a second per process; one revoked elsewhere stops 
   const before = lookups();
   now += 10_000_000;
   assert.equal((await auth.authenticate('Bearer admin-key')).role, 'admin');
-  assert.equal((await auth.authenticate('Bearer join-token-0123456789')).node, true);
+  assert.equal((await auth.authenticate('Bearer join-token-0123456789', { node: true })).node, true);
   assert.equal(lookups(), before);
+  // The join token is an edge's: refused wherever a caller does not say it serves edges.
+  await assert.rejects(auth.authenticate('Bearer join-token-0123456789'), (e: WarrenError) => e.code === 'permission_denied');
   await assert.rejects(auth.authenticate(undefined), (e: WarrenError) => e.code === 'unauthenticated');
 });

@@ -39,7 +39,19 @@ export class Auth {
     return createHmac('sha256', this.adminHash).update(purpose).digest();
   }
 
-  async authenticate(header: string | undefined): Promise<Caller> {
+  /**
+   * The caller a request's `Authorization` header names. The join token is an edge's, not a
+   * tenant's: it is refused (permission_denied) on every surface (the API, E2B, run_code, the
+   * terminal, ports) but the few an edge calls, which say so with `o.node`. One check here, so no
+   * surface that authenticates can forget it.
+   */
+  async authenticate(header: string | undefined, o: { node?: boolean } = {}): Promise<Caller> {
+    const caller = await this.identify(header);
+    if (caller.node && !o.node) throw new WarrenError('permission_denied', 'the join token serves edges only (join, heartbeats, blobs)');
+    return caller;
+  }
+
+  private async identify(header: string | undefined): Promise<Caller> {
     const m = /^Bearer\s+(\S+)$/i.exec(header ?? '');
     if (!m?.[1]) throw new WarrenError('unauthenticated', 'missing "Authorization: Bearer <key>"');
     const now = (this.o.now ?? Date.now)();
