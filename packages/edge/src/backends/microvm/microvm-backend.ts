@@ -341,7 +341,7 @@ export class MicrovmBackend implements Backend {
       await this.qmp(id, 'screendump', { filename: file });
       const size = (await stat(file)).size;
       if (size > MAX_PPM_BYTES) throw new WarrenError('internal', `the VM's screen dump is ${size} bytes`);
-      return encodePng(parsePpm(await readFile(file)));
+      return await encodePng(parsePpm(await readFile(file)));
     } finally {
       await rm(file, { force: true });
     }
