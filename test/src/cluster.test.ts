@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { OWNER_PID_FILE } from '@warren/edge';
+import { OWNER_PID_FILE, listenEdgeApi, type EdgeApi, type EdgeEvent } from '@warren/edge';
 import { startServer, startSimulatedEdge, startTestPostgres, type RunningEdge, type RunningServer, type TestPostgres } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import { spawn } from 'node:child_process';
@@ -35,9 +35,54 @@ async function dataDir(): Promise<string> {
   return d;
 }
 
+/**
+ * A fake edge on the edge protocol (what anyone with the join token can run): it answers a join's
+ * calls as an empty node that takes nothing (no backend, no room) and streams `events`; every
+ * other call fails.
+ */
+async function fakeEdge(name: string, events: EdgeEvent[]): Promise<{ join: Record<string, string>; close(): Promise<void> }> {
+  const boot = `boot-${name}`;
+  const calls: Partial<EdgeApi> = {
+    info: async () => ({
+      nodeId: name,
+      boot,
+      capacity: { cpu: 0, memoryMiB: 0, sandboxes: 0, maxCpuPerSandbox: 0, maxMemoryMiBPerSandbox: 0 },
+      networking: false,
+      maxFileBytes: 0,
+      backends: [],
+    }),
+    load: async () => ({ at: 0, committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: 0, paused: 0 }),
+    sandboxes: async () => [],
+    removeLeftovers: async () => [],
+    events: () => ({
+      [Symbol.asyncIterator]: () => {
+        let i = 0;
+        let stop: (() => void) | null = null;
+        return {
+          next: () =>
+            i < events.length
+              ? Promise.resolve({ value: events[i++]!, done: false as const })
+              : new Promise<IteratorResult<EdgeEvent>>((r) => (stop = () => r({ value: undefined, done: true }))),
+          return: async () => {
+            stop?.();
+            return { value: undefined, done: true as const };
+          },
+        };
+      },
+    }),
+  };
+  const api = new Proxy(calls as EdgeApi, {
+    get: (target, call: string) =>
+      (target as unknown as Record<string, unknown>)[call] ?? (async () => Promise.reject(new Error(`the fake edge has no ${call}`))),
+  });
+  const token = 'fake-edge-token-0123456789';
+  const served = await listenEdgeApi(api, { host: '127.0.0.1', port: 0 }, { token });
+  return { join: { name, address: `127.0.0.1:${served.port}`, token, boot }, close: () => served.close() };
+}
+
 /** A control plane on `database` (a new one unless given): quick heartbeats, a short down delay. */
 async function server(
-  o: { database?: string; heartbeatMs?: number; downAfterMs?: number; staleCreateMs?: number } = {},
+  o: { database?: string; heartbeatMs?: number; downAfterMs?: number; staleCreateMs?: number; logger?: typeof quiet } = {},
 ): Promise<{ s: RunningServer; client: Warren; database: string }> {
   const database = o.database ?? (await pg.createDatabase(`cluster${++dbs}`));
   const s = await startServer({
@@ -52,7 +97,7 @@ async function server(
     heartbeatMs: o.heartbeatMs ?? 200,
     downAfterMs: o.downAfterMs ?? 1500,
     staleCreateMs: o.staleCreateMs,
-    logger: quiet,
+    logger: o.logger ?? quiet,
   });
   servers.push(s);
   return { s, client: new Warren({ url: s.url, apiKey: KEY }), database };
@@ -137,7 +182,8 @@ describe(
     });
 
     test('edges join; creates spread over them; every call reaches the sandbox on its node; bad joins are refused', async () => {
-      const { s, client } = await server();
+      const warnings: Array<{ msg: string; meta: unknown }> = [];
+      const { s, client } = await server({ logger: { info: () => undefined, warn: (msg, meta) => void warnings.push({ msg, meta }) } });
       const [a, b] = await Promise.all([edge(s.url, 'a'), edge(s.url, 'b')]);
       assert.deepEqual(await nodeStates(client), { a: 'ready', b: 'ready' });
       const listed = (await client.nodes()).nodes;
@@ -233,6 +279,26 @@ describe(
       await client.sandboxes.get(((await made2b.json()) as { sandboxID: string }).sandboxID).then((x) => x.delete());
       assert.notEqual((await runCode('/run_code', KEY)).status, 403);
       assert.equal(await upgradeStatus(s.url, `/v1/sandboxes/${live}/pty`, { authorization: `Bearer ${KEY}` }), 101);
+      // A node speaks for its own sandboxes only: a fake edge joined with the join token that
+      // says another node's sandbox expired, changed or died is ignored, and that is logged.
+      const victim = withLayer[1]!;
+      const fake = await fakeEdge('evil', [
+        { seq: 1, type: 'expired', id: victim.id, reason: 'ttl' },
+        { seq: 2, type: 'state', id: victim.id, paused: true, expiresAtMs: 1 },
+        { seq: 3, type: 'died', id: victim.id },
+      ]);
+      try {
+        assert.equal((await api(s.url, 'POST', '/v1/nodes/join', fake.join, TOKEN)).json.node, 'evil');
+        const ignored = (): number => warnings.filter((w) => /not on that node was ignored/.test(w.msg)).length;
+        await until(async () => ignored() === 3 || (await client.sandboxes.get(victim.id)).info.state !== 'running');
+        const after = (await client.sandboxes.get(victim.id)).info;
+        assert.equal(after.state, 'running');
+        assert.notEqual(after.expiresAt, new Date(1).toISOString());
+        assert.equal((await victim.exec('echo alive')).stdout, 'alive\n');
+        assert.equal(ignored(), 3);
+      } finally {
+        await fake.close();
+      }
       await Promise.all(withLayer.map((x) => x.delete()));
       // Heartbeats are not audited (one a second from every node).
       const audit = (await api(s.url, 'GET', '/v1/audit?limit=10000')).json.entries as Array<{ path: string }>;

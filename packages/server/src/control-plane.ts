@@ -17,6 +17,7 @@ import { CommandService } from './services/commands.js';
 import { FileService } from './services/files.js';
 import { NodeService } from './services/nodes.js';
 import { AuditLog } from './services/audit.js';
+import { nodeEventHandler } from './services/node-events.js';
 import { createApp } from './http/app.js';
 import type { RouteDeps } from './http/route-types.js';
 import { Cluster } from './cluster/cluster.js';
@@ -145,12 +146,13 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     service.pools = pools;
     service.fn = fn;
   }
-  handle = async (_node, ev) => {
-    if (ev.type === 'state') return service.stateChanged(ev.id, ev);
-    if (ev.type === 'expired') return service.expire(ev.id, ev.reason);
-    if (fn.owns(ev.id)) return fn.died(ev.id);
-    return service.died(ev.id);
-  };
+  handle = nodeEventHandler({
+    store,
+    sandboxes: service,
+    fn,
+    local: (node) => cluster.all().some((n) => n.id === node && n.local),
+    logger: o.logger,
+  });
   const commands = new CommandService(store, service, { failpoint: p.failpoint });
   const files = new FileService(service, p.local?.maxFileBytes ?? 64 * 2 ** 30);
   const images = new ImageService(p.catalogue, () => cluster.up().map((n) => n.api), {
