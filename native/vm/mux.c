@@ -35,6 +35,7 @@ struct stream {
 static struct stream streams[VM_MAX_STREAMS];
 static int port_fd = -1;
 static int rw_fd = -1;
+static int inet_fd = -1; /* an AF_INET socket of the guest's network namespace (the mux runs in another) */
 
 int vm_sysfs_find(const char *dir, const char *attr, const char *want, char *out, size_t n)
 {
@@ -267,8 +268,8 @@ static void hello(const unsigned char *p, uint32_t len)
 	if (conf_len > len - 8 - VM_SEED - VM_LINK - 2)
 		return;
 	if (addr) {
-		int fresh = vm_link_address("eth0") != addr;
-		if (vm_link_config("eth0", addr, link[4], gateway) < 0)
+		int fresh = vm_link_address(inet_fd, "eth0") != addr;
+		if (vm_link_config(inet_fd, "eth0", addr, link[4], gateway) < 0)
 			fprintf(stderr, "warren-vmstage: eth0: %s\n", strerror(errno));
 		else if (fresh && conf_len)
 			write_resolv_conf(conf, conf_len);
@@ -327,9 +328,10 @@ static void on_frame(int type, uint32_t id, const unsigned char *p, uint32_t len
 	}
 }
 
-int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t al, int rw)
+int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t al, int inet, int rw)
 {
 	rw_fd = rw;
+	inet_fd = inet;
 	signal(SIGCHLD, SIG_IGN); /* an export's child is reaped by the kernel */
 	for (int i = 0; i < VM_MAX_STREAMS; i++)
 		streams[i].fd = -1;

@@ -8,7 +8,8 @@
  * is the writable disk (serial warren-rw, ext4, made by the host), puts the platform files at
  * /.warren, moves into that root, and execs /.warren/warren-init as PID 1 with a listening Unix
  * socket as fd 3, as a container's init gets. A child it forks first carries the init's
- * connections over the virtio-serial port named warren.agent (mux.c). Kernel command line:
+ * connections over the virtio-serial port named warren.agent (mux.c); that socket's name is in
+ * a network namespace only the child runs in (see VM_AGENT_NAME). Kernel command line:
  * warren.layers=KINDS (see layer_kinds). Any failure is written to the console and powers off.
  *
  * With warren.systemd on the command line (a full VM), the image's own /sbin/init (systemd)
@@ -262,6 +263,15 @@ int main(void)
 		die("switch to the sandbox's root");
 	sethostname("sandbox", 7);
 
+	/*
+	 * The init's socket is named in a network namespace of its own, where the mux runs and
+	 * nothing of the sandbox does: a guest user cannot connect to it (and ask for root) as the
+	 * mux does. The mux configures the guest's eth0 through a socket made before it left.
+	 */
+	int inet = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int guest_net = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (inet < 0 || guest_net < 0 || unshare(CLONE_NEWNET) < 0)
+		die("a network namespace for the init's socket");
 	int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	memcpy(a.sun_path + 1, VM_AGENT_NAME, strlen(VM_AGENT_NAME));
@@ -274,8 +284,14 @@ int main(void)
 		die("fork the agent mux");
 	if (mux == 0) {
 		close(ls);
-		_exit(vm_mux_run(port, &a, al, rw_fd));
+		close(guest_net);
+		_exit(vm_mux_run(port, &a, al, inet, rw_fd));
 	}
+	/* Back in the guest's network namespace: the init and everything it runs are there. */
+	if (setns(guest_net, CLONE_NEWNET) < 0)
+		die("back to the guest's network namespace");
+	close(guest_net);
+	close(inet);
 	if (rw_fd >= 0)
 		close(rw_fd);
 	char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "WARREN_LISTEN_FD=3", NULL };

@@ -6,7 +6,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-/* The abstract Unix socket the init listens on inside the guest. */
+/*
+ * The abstract Unix socket the init listens on inside the guest, in a network namespace of its
+ * own (abstract names are per network namespace): only the mux, which runs in it, can name it;
+ * the sandbox's processes, whatever their user, cannot connect to the init as the edge does.
+ */
 #define VM_AGENT_NAME "warren-agent"
 
 /*
@@ -38,21 +42,24 @@ enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HEL
  * a virtio-serial port by its name), waiting up to 10 s for it to appear; -1 if none did.
  */
 int vm_sysfs_find(const char *dir, const char *attr, const char *want, char *out, size_t n);
-/* Link `ifname`'s IPv4 address (network order); 0 if it has none. */
-uint32_t vm_link_address(const char *ifname);
+/* Link `ifname`'s IPv4 address (network order), asked through the AF_INET socket `s`; 0 if it has none. */
+uint32_t vm_link_address(int s, const char *ifname);
 /* Sets link `ifname` up; -1 with errno on failure. */
 int vm_link_up(const char *ifname);
 /*
  * Gives link `ifname` the IPv4 address `addr`/`prefix` (network order), sets it up, and routes
- * by default through `gateway`; -1 with errno on failure.
+ * by default through `gateway`, through the AF_INET socket `s` (its network namespace's links);
+ * -1 with errno on failure.
  */
-int vm_link_config(const char *ifname, uint32_t addr, unsigned prefix, uint32_t gateway);
+int vm_link_config(int s, const char *ifname, uint32_t addr, unsigned prefix, uint32_t gateway);
 /* Writes the writable layer under `rw` (its upper/) to `out` as a layer tar; 0 when all of it was written. */
 int vm_export_upper(int rw, int out);
 /*
  * Carries streams between the port and the init's socket until the port fails; the exit status.
- * `rw`: a descriptor of the writable disk's file system (EXPORT), -1 if none.
+ * It runs in the init socket's network namespace; `inet`: an AF_INET socket made in the guest's
+ * (its eth0 is configured through it). `rw`: a descriptor of the writable disk's file system
+ * (EXPORT), -1 if none.
  */
-int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t agent_len, int rw);
+int vm_mux_run(const char *port, const struct sockaddr_un *agent, socklen_t agent_len, int inet, int rw);
 
 #endif

@@ -180,6 +180,21 @@ test('"backend": "microvm" through the API: exec, files, env and workdir, delete
     const nodes = (await http(t, 'GET', '/v1/nodes')).json as { nodes: Array<{ byBackend: Record<string, { sandboxes: number; paused: number }> }> };
     assert.deepEqual(nodes.nodes[0]!.byBackend.microvm, { sandboxes: 1, paused: 0 });
     assert.deepEqual(nodes.nodes[0]!.byBackend.container, { sandboxes: 0, paused: 0 });
+    // The init's socket is out of the sandbox's reach (audit W3-13): a guest user that asks it,
+    // as the edge does, to run a command as root is refused, and so is root, from the sandbox's
+    // network namespace; nor can a command enter the mux's (setns is refused). The platform's own
+    // commands, which reach the init through the mux over that socket, run on.
+    await sb.files.write('/tmp/probe', readFileSync(join(NATIVE, 'vm-agent-probe')), { mode: 0o755 });
+    for (const user of ['agent', 'root']) {
+      const probe = await sb.exec(['/tmp/probe', '/usr/bin/id'], { user });
+      assert.deepEqual([probe.exitCode, probe.stdout], [2, 'unreachable: Connection refused\n'], `as ${user}: ${probe.stdout}${probe.stderr}`);
+    }
+    const enter = await sb.exec(
+      'me=$(readlink /proc/self/ns/net); for p in /proc/[0-9]*; do n=$(readlink $p/ns/net); [ -z "$n" ] || [ "$n" = "$me" ] || exec nsenter --net=$p/ns/net /tmp/probe /usr/bin/id; done; echo none',
+    );
+    assert.deepEqual([enter.exitCode, enter.stdout], [1, ''], 'no process in another network namespace but the mux, and it cannot be entered');
+    assert.match(enter.stderr, /setns\(\).*Operation not permitted/);
+    assert.equal((await sb.exec('id -un', { user: 'agent' })).stdout, 'agent\n', "the platform's commands run as whom they name");
     assert.ok(alive(pid));
     await sb.delete();
     assert.equal(alive(pid), false);
