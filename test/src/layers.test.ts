@@ -193,6 +193,43 @@ describe('layers: upload, stack, whiteouts, dedupe', () => {
     const badName = await upload('/v1/layers?name=Bad Name', makeTar([]));
     assert.equal(errorCode(badName), 'invalid_argument');
   });
+
+  test('a PAX size=1.5 (136 bytes gzipped) and a symlink declaring 1 GiB (1 MB gzipped) are refused at once; the server still answers', async () => {
+    const before = await blobs();
+    // W3-01: the reader took the half byte left as a read of nothing, forever, in microtasks.
+    const fractional = gzipSync(makeTar([{ path: 'f', content: 'A', pax: { size: '1.5' } }]), { level: 9 });
+    assert.ok(fractional.length < 160, `${fractional.length} bytes`);
+    // W3-07: a symlink's declared data was buffered whole, recopied on every chunk. Gzip members
+    // concatenate, so 1 GiB of zeros is 1,024 copies of one gzipped MiB.
+    const mib = gzipSync(Buffer.alloc(1 << 20), { level: 9 });
+    const symlink = Buffer.concat([
+      gzipSync(makeTar([{ path: 'l', type: 'symlink', linkname: 'x', declaredSize: 2 ** 30 }], { end: false })),
+      ...Array.from({ length: 1024 }, () => mib),
+      gzipSync(Buffer.alloc(1024)),
+    ]);
+    assert.ok(symlink.length < 2 << 20, `${symlink.length} bytes`);
+    for (const [what, body, message] of [
+      ['fractional-size', fractional, /PAX size=1\.5 is not a whole number/],
+      ['symlink-of-1gib', symlink, /l is a symlink and declares 1073741824 bytes of data/],
+    ] as const) {
+      const started = performance.now();
+      // A server that spins never answers: the client gives up instead of the test hanging.
+      const res = await fetch(`${t.url}/v1/layers?name=bad/${what}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/x-tar' },
+        body,
+        signal: AbortSignal.timeout(20_000),
+      });
+      const text = await res.text();
+      assert.equal(res.status, 400, `${what}: ${text}`);
+      assert.match(text, message);
+      assert.ok(performance.now() - started < 5000, `${what}: answered after ${Math.round(performance.now() - started)} ms`);
+      const health = await fetch(`${t.url}/healthz`, { signal: AbortSignal.timeout(5000) });
+      assert.equal(health.status, 200);
+    }
+    assert.deepEqual(await blobs(), before);
+    assert.deepEqual(await scratchLeft(), []);
+  });
 });
 
 describe('commit', () => {
@@ -340,6 +377,15 @@ describe('import', () => {
     assert.equal(junk?.type, 'error');
     const empty = (await importImage('bad:empty', makeTar([{ path: 'readme', content: 'hi' }]))).at(-1);
     assert.equal(empty?.error?.code, 'invalid_argument');
+    // The archive and each layer in it go through the same tar reader: a PAX size=1.5 in either is refused.
+    const fractional = makeTar([{ path: 'f', content: 'A', pax: { size: '1.5' } }]);
+    for (const [what, archive] of [
+      ['archive', fractional],
+      ['layer', dockerSave([makeTar(await busyboxLayer()), fractional])],
+    ] as const) {
+      const last = (await importImage(`bad:fractional-${what}`, archive)).at(-1);
+      assert.equal(last?.error?.code, 'invalid_argument', what);
+    }
     assert.ok(!(await t.client.images()).some((i) => i.name.startsWith('bad:')));
     // The good first layer is the busybox one of the earlier test; nothing new stays behind.
     assert.deepEqual(await blobs(), before);

@@ -13,6 +13,10 @@ export interface Member {
   minor?: number;
   mtime?: number;
   xattrs?: Record<string, string>;
+  /** More PAX records, written as given (hostile values too). */
+  pax?: Record<string, string>;
+  /** The size its header declares, whatever its body (only a file's body is written). */
+  declaredSize?: number;
 }
 
 const FLAGS = { file: '0', link: '1', symlink: '2', char: '3', block: '4', dir: '5', fifo: '6' } as const;
@@ -57,15 +61,19 @@ export function makeTar(members: Member[], opts: { end?: boolean } = {}): Buffer
   for (const m of members) {
     const type = m.type ?? 'file';
     const data = type === 'file' ? Buffer.from(m.content ?? '') : Buffer.alloc(0);
-    const pax = Object.entries(m.xattrs ?? {})
-      .map(([k, v]) => paxRecord(`SCHILY.xattr.${k}`, v))
-      .join('');
+    const pax =
+      Object.entries(m.xattrs ?? {})
+        .map(([k, v]) => paxRecord(`SCHILY.xattr.${k}`, v))
+        .join('') +
+      Object.entries(m.pax ?? {})
+        .map(([k, v]) => paxRecord(k, v))
+        .join('');
     const long = m.path.length > 100 ? paxRecord('path', m.path) : '';
     if (pax || long) {
       const body = Buffer.from(pax + long);
       parts.push(header('PaxHeader', 'x', body.length, {}), pad(body));
     }
-    parts.push(header(m.path, FLAGS[type], data.length, m), pad(data));
+    parts.push(header(m.path, FLAGS[type], m.declaredSize ?? data.length, m), pad(data));
   }
   if (opts.end !== false) parts.push(Buffer.alloc(1024));
   return Buffer.concat(parts);
