@@ -1,4 +1,10 @@
-/* warren-hostd's sandbox spawner: the spawn request's KEY=VALUE fields into a spec (see spawn.c for the fields). */
+/*
+ * warren-hostd's sandbox spawner: the spawn request's KEY=VALUE fields into a spec (see spawn.c for
+ * the fields). warren-hostd runs as root and acts on the spec as given, so the parser takes only
+ * the shape the edge sends: numbers as plain digits of their base within range (strtoul would take
+ * "-1" as all bits set, caps=-1 as every capability), paths absolute where the spawner resolves them
+ * so, device names that stay in /dev. Anything else is refused, naming the field.
+ */
 #include "spawn-internal.h"
 
 static int push(char **arr, int *n, char *v)
@@ -19,6 +25,54 @@ int spawn_split(char *s, char **parts, int max)
 		parts[n++] = s;
 	}
 	return n;
+}
+
+/* The first n bytes of s as a number of `base` (10 or 16): digits only, at least one, at most max. */
+static int parse_num(const char *s, size_t n, int base, unsigned long long max, unsigned long long *out)
+{
+	unsigned long long v = 0;
+	if (n == 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int c = (unsigned char)s[i], d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (base == 16 && c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (base == 16 && c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return -1;
+		if (v > (max - (unsigned long long)d) / (unsigned long long)base)
+			return -1;
+		v = v * (unsigned long long)base + (unsigned long long)d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* "A:B:C", three numbers each within max. */
+static int parse_triple(const char *s, unsigned long long max, unsigned long long v[3])
+{
+	for (int i = 0; i < 3; i++) {
+		size_t n = strcspn(s, ":");
+		if (parse_num(s, n, 10, max, &v[i]) < 0 || s[n] != (i < 2 ? ':' : 0))
+			return -1;
+		s += n + 1;
+	}
+	return 0;
+}
+
+/* An id map "IN:OUT:N": one range of N >= 1 ids, inside and outside within 32 bits. */
+static int idmap_ok(const char *s)
+{
+	unsigned long long v[3];
+	return parse_triple(s, UINT32_MAX, v) == 0 && v[2] >= 1 && v[0] + v[2] <= (1ULL << 32) && v[1] + v[2] <= (1ULL << 32) ? 0 : -1;
+}
+
+static int absolute(const char *s)
+{
+	return s[0] == '/' ? 0 : -1;
 }
 
 static int parse_ns(struct spec *sp, char *list)
@@ -44,81 +98,120 @@ static int parse_ns(struct spec *sp, char *list)
 	return 0;
 }
 
+/* DEST^TYPE^SOURCE^FLAGS^DATA: DEST absolute, TYPE named, FLAGS a decimal MS_* mask. */
+static int parse_mount(struct spec *sp, char *v)
+{
+	char *p[5];
+	unsigned long long flags;
+	if (sp->nmounts >= MAX_ITEMS || spawn_split(v, p, 5) != 5 || absolute(p[0]) < 0 || !*p[1] ||
+	    parse_num(p[3], strlen(p[3]), 10, ULONG_MAX, &flags) < 0)
+		return -1;
+	struct mnt *m = &sp->mounts[sp->nmounts++];
+	m->dest = p[0];
+	m->type = p[1];
+	m->source = p[2];
+	m->flags = (unsigned long)flags;
+	m->data = p[4];
+	return 0;
+}
+
+/* RES:SOFT:HARD: a resource the kernel has, soft within hard. */
+static int parse_rlimit(struct spec *sp, const char *v)
+{
+	unsigned long long t[3];
+	if (sp->nrl >= MAX_ITEMS || parse_triple(v, ULLONG_MAX, t) < 0 || t[0] >= RLIM_NLIMITS || t[1] > t[2])
+		return -1;
+	sp->rl[sp->nrl].res = (int)t[0];
+	sp->rl[sp->nrl].soft = t[1];
+	sp->rl[sp->nrl].hard = t[2];
+	sp->nrl++;
+	return 0;
+}
+
+/* LOWER^UPPER^WORK, none empty, no comma (it would end the overlay's option). */
+static int overlay_ok(const char *v)
+{
+	const char *a = strchr(v, SEP), *b = a ? strchr(a + 1, SEP) : NULL;
+	return b && !strchr(b + 1, SEP) && !strchr(v, ',') && a != v && b != a + 1 && b[1] ? 0 : -1;
+}
+
+/* TARGET^PATH: a target, and a path inside the root to put the link at. */
+static int link_ok(const char *v)
+{
+	const char *s = strchr(v, SEP);
+	return s && s != v && s[1] == '/' ? 0 : -1;
+}
+
+/* A node of the host's /dev: a plain name ("dev=.." would bind the host's root). */
+static int dev_ok(const char *v)
+{
+	return *v && !strchr(v, '/') && strcmp(v, ".") && strcmp(v, "..") ? 0 : -1;
+}
+
 int spawn_parse(struct spec *sp, char **f, int n, const char **bad)
 {
 	memset(sp, 0, sizeof *sp);
 	for (int i = 0; i < n; i++) {
 		char *k = f[i], *v = strchr(k, '=');
-		*bad = k;
+		*bad = *k ? k : "(an empty field)";
 		if (!v)
 			return -1;
 		*v++ = 0;
+		if (!*k)
+			*bad = "(a field with no name)";
 		int r = 0;
 		if (!strcmp(k, "root"))
-			sp->root = v;
+			r = absolute(sp->root = v);
 		else if (!strcmp(k, "sock"))
-			sp->sock = v;
+			r = absolute(sp->sock = v);
 		else if (!strcmp(k, "log"))
-			sp->log = v;
+			r = absolute(sp->log = v);
 		else if (!strcmp(k, "hostname"))
-			sp->hostname = v;
+			r = strlen(sp->hostname = v) > HOST_NAME_MAX ? -1 : 0;
 		else if (!strcmp(k, "cwd"))
-			sp->cwd = v;
+			r = absolute(sp->cwd = v);
 		else if (!strcmp(k, "overlay"))
-			sp->overlay = v;
+			r = overlay_ok(sp->overlay = v);
 		else if (!strcmp(k, "overlaydir"))
-			sp->overlaydir = v;
+			r = absolute(sp->overlaydir = v);
 		else if (!strcmp(k, "uidmap"))
-			sp->uidmap = v;
+			r = idmap_ok(sp->uidmap = v);
 		else if (!strcmp(k, "gidmap"))
-			sp->gidmap = v;
+			r = idmap_ok(sp->gidmap = v);
 		else if (!strcmp(k, "layermap"))
-			sp->layermap = v;
+			r = idmap_ok(sp->layermap = v);
 		else if (!strcmp(k, "ns"))
 			r = parse_ns(sp, v);
 		else if (!strcmp(k, "netns"))
-			sp->netns = v;
+			r = absolute(sp->netns = v);
 		else if (!strcmp(k, "cg"))
-			r = push(sp->cg, &sp->ncg, v);
+			r = absolute(v) < 0 ? -1 : push(sp->cg, &sp->ncg, v);
 		else if (!strcmp(k, "cgw"))
-			r = strrchr(v, '=') ? push(sp->cgw, &sp->ncgw, v) : -1;
-		else if (!strcmp(k, "mount")) {
-			char *p[5];
-			if (sp->nmounts >= MAX_ITEMS || spawn_split(v, p, 5) != 5 || p[0][0] != '/')
-				return -1;
-			char *end;
-			struct mnt *m = &sp->mounts[sp->nmounts++];
-			m->dest = p[0];
-			m->type = p[1];
-			m->source = p[2];
-			m->flags = strtoul(p[3], &end, 10);
-			m->data = p[4];
-			if (*end)
-				return -1;
-		} else if (!strcmp(k, "dev"))
-			r = strchr(v, '/') || !*v ? -1 : push(sp->devs, &sp->ndevs, v);
+			r = absolute(v) < 0 || !strchr(v, '=') ? -1 : push(sp->cgw, &sp->ncgw, v);
+		else if (!strcmp(k, "mount"))
+			r = parse_mount(sp, v);
+		else if (!strcmp(k, "dev"))
+			r = dev_ok(v) < 0 ? -1 : push(sp->devs, &sp->ndevs, v);
 		else if (!strcmp(k, "link"))
-			r = strchr(v, SEP) ? push(sp->links, &sp->nlinks, v) : -1;
+			r = link_ok(v) < 0 ? -1 : push(sp->links, &sp->nlinks, v);
 		else if (!strcmp(k, "mask"))
-			r = v[0] == '/' ? push(sp->masks, &sp->nmasks, v) : -1;
+			r = absolute(v) < 0 ? -1 : push(sp->masks, &sp->nmasks, v);
 		else if (!strcmp(k, "ro"))
-			r = v[0] == '/' ? push(sp->ros, &sp->nros, v) : -1;
-		else if (!strcmp(k, "rlimit")) {
-			if (sp->nrl >= MAX_ITEMS ||
-			    sscanf(v, "%d:%llu:%llu", &sp->rl[sp->nrl].res, &sp->rl[sp->nrl].soft, &sp->rl[sp->nrl].hard) != 3)
-				return -1;
-			sp->nrl++;
-		} else if (!strcmp(k, "caps")) {
-			char *end;
-			sp->caps = strtoull(v, &end, 16);
+			r = absolute(v) < 0 ? -1 : push(sp->ros, &sp->nros, v);
+		else if (!strcmp(k, "rlimit"))
+			r = parse_rlimit(sp, v);
+		else if (!strcmp(k, "caps")) {
+			unsigned long long caps = 0;
+			r = parse_num(v, strlen(v), 16, UINT64_MAX, &caps);
+			sp->caps = caps;
 			sp->have_caps = 1;
-			r = *end || !*v ? -1 : 0;
-		} else if (!strcmp(k, "nnp"))
+		} else if (!strcmp(k, "nnp")) {
 			sp->nnp = !strcmp(v, "1");
-		else if (!strcmp(k, "env")) {
-			v[-1] = '=';
-			r = push(sp->env, &sp->nenv, k + 4);
-		} else if (!strcmp(k, "arg"))
+			r = sp->nnp || !strcmp(v, "0") ? 0 : -1;
+		} else if (!strcmp(k, "env"))
+			/* NAME=VALUE: a name, then its value (maybe empty). */
+			r = *v == '=' || !strchr(v, '=') ? -1 : push(sp->env, &sp->nenv, v);
+		else if (!strcmp(k, "arg"))
 			r = push(sp->argv, &sp->nargv, v);
 		else
 			return -1;
@@ -127,8 +220,10 @@ int spawn_parse(struct spec *sp, char **f, int n, const char **bad)
 	}
 	*bad = "root, sock, log, uidmap, gidmap, arg and cwd are required; ns must include user, mnt and pid";
 	if (!sp->root || !sp->sock || !sp->log || !sp->uidmap || !sp->gidmap || !sp->cwd || sp->nargv == 0 ||
-	    (sp->clone_flags & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)) != (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) ||
-	    sp->argv[0][0] != '/')
+	    (sp->clone_flags & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)) != (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID))
+		return -1;
+	*bad = "arg 0 is the program, an absolute path inside the root";
+	if (absolute(sp->argv[0]) < 0)
 		return -1;
 	*bad = "netns (join a network namespace) and a new one (ns=net) exclude each other";
 	if (sp->netns && (sp->clone_flags & CLONE_NEWNET))
