@@ -80,4 +80,4 @@ export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';
 export { CONTRACT_NOTES, buildOpenApi } from './openapi.js';
 export { z } from 'zod';
-export { WS_OPCODE, WsDecoder, WsProtocolError, wsAccept, wsClosePayload, wsFrame, wsKey, type WsMessage } from './websocket.js';
+export { WS_MAX_FRAGMENTS, WS_OPCODE, WsDecoder, WsProtocolError, wsAccept, wsClosePayload, wsFrame, wsKey, type WsMessage } from './websocket.js';

@@ -79,3 +79,79 @@ test('a close payload carries its code and at most 123 bytes of reason', () => {
   assert.equal(p.readUInt16BE(0), 1011);
   assert.equal(p.length, 125);
 });
+
+/** A frame with FIN cleared (a fragment that more follow). */
+const unfinished = (opcode: number, payload: Buffer, mask = true): Buffer => {
+  const f = wsFrame(opcode, payload, mask);
+  f[0]! &= 0x7f;
+  return f;
+};
+
+test('a message in more frames than the bound is an error (1009), empty ones counted: the W3-02 probe', () => {
+  // The probe: a text frame without FIN, then endless empty masked continuations (6 bytes each).
+  const d = new WsDecoder(true, 1024 * 1024);
+  const empty = unfinished(0, Buffer.alloc(0));
+  const batch = Buffer.concat([unfinished(WS_OPCODE.text, Buffer.alloc(0)), ...Array.from({ length: 10_000 }, () => empty)]);
+  assert.throws(
+    () => d.push(batch),
+    (e: unknown) => e instanceof WsProtocolError && e.closeCode === 1009 && /more than 1024 frames/.test(e.message),
+  );
+  // At the bound it is still one message.
+  const ok = new WsDecoder(true, 1024 * 1024, 3);
+  const got = ok.push(Buffer.concat([unfinished(WS_OPCODE.binary, Buffer.from('a')), unfinished(0, Buffer.alloc(0)), wsFrame(0, Buffer.from('b'), true)]));
+  assert.deepEqual(
+    got.map((m) => [m.opcode, m.payload.toString()]),
+    [[WS_OPCODE.binary, 'ab']],
+  );
+  // The count starts again with the next message.
+  assert.equal(ok.push(Buffer.concat([unfinished(WS_OPCODE.binary, Buffer.from('c')), wsFrame(0, Buffer.from('d'), true)]))[0]!.payload.toString(), 'cd');
+  assert.throws(
+    () => ok.push(Buffer.concat([unfinished(WS_OPCODE.binary, Buffer.from('a')), ...Array.from({ length: 3 }, () => unfinished(0, Buffer.alloc(0)))])),
+    (e: unknown) => e instanceof WsProtocolError && e.closeCode === 1009,
+  );
+});
+
+test('a continuation that would take the message past the bound fails at its header, before its bytes come', () => {
+  const d = new WsDecoder(true, 1000);
+  const head = wsFrame(0, Buffer.alloc(600), true).subarray(0, 8);
+  assert.deepEqual(d.push(unfinished(WS_OPCODE.binary, Buffer.alloc(600))), []);
+  assert.throws(
+    () => d.push(head),
+    (e: unknown) => e instanceof WsProtocolError && e.closeCode === 1009,
+  );
+});
+
+test('a big frame in many small pieces is joined once, not once per piece (linear, not quadratic)', () => {
+  // 16 MiB in 256-byte pieces: joining what is buffered on every piece copies ~512 GiB.
+  const payload = Buffer.alloc(16 * 1024 * 1024, 0x62);
+  const frame = wsFrame(WS_OPCODE.binary, payload, true);
+  const d = new WsDecoder(true, payload.length);
+  const started = performance.now();
+  const got = [];
+  for (let i = 0; i < frame.length; i += 256) {
+    got.push(...d.push(frame.subarray(i, i + 256)));
+    // Checked as it goes: the test is synchronous, so its timeout could not stop it.
+    if (performance.now() - started > 10_000) assert.fail(`still joining after 10 s, at byte ${i} of ${frame.length}`);
+  }
+  assert.equal(got.length, 1);
+  assert.ok(got[0]!.payload.equals(payload));
+});
+
+test('a frame in a million one-byte pieces is held as its bytes, not as an object per piece', () => {
+  const payload = Buffer.alloc(1024 * 1024, 0x63);
+  const frame = wsFrame(WS_OPCODE.binary, payload, true);
+  const d = new WsDecoder(true, payload.length);
+  const held = (): number => process.memoryUsage().heapUsed + process.memoryUsage().arrayBuffers;
+  const before = held();
+  // All but the last byte: the decoder holds the whole partial frame.
+  const started = performance.now();
+  for (let i = 0; i < frame.length - 1; i++) {
+    assert.equal(d.push(frame.subarray(i, i + 1)).length, 0);
+    if ((i & 4095) === 0 && performance.now() - started > 10_000) assert.fail(`still taking pieces after 10 s, at byte ${i} of ${frame.length}`);
+  }
+  const grew = held() - before;
+  assert.ok(grew < 16 * 1024 * 1024, `holding a 1 MiB partial frame grew the heap by ${grew >> 20} MiB`);
+  const got = d.push(frame.subarray(frame.length - 1));
+  assert.equal(got.length, 1);
+  assert.ok(got[0]!.payload.equals(payload));
+});
