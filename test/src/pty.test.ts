@@ -1,10 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { connect } from 'node:net';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { connect, type Socket } from 'node:net';
 import type { Sandbox, Terminal } from '@warren/sdk';
 import { WarrenError } from '@warren/sdk';
-import { WS_OPCODE, WsDecoder, wsFrame, wsKey } from '@warren/api';
+import { WS_OPCODE, WsDecoder, wsFrame, wsKey, type WsMessage } from '@warren/api';
 import { CLI, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 /** The error code a call fails with (undefined if it does not fail). */
@@ -18,6 +19,93 @@ async function failsWith(p: Promise<unknown>): Promise<string | undefined> {
 /** The pids of processes named `name` in the sandbox (the image may have no pgrep). */
 async function pids(sb: Sandbox, name: string): Promise<string> {
   return (await sb.exec(`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = ${name} ] && echo \${p#/proc/}; done; true`)).stdout.trim();
+}
+
+/**
+ * A terminal's WebSocket spoken by hand over a raw socket, as a hostile or slow client would: the
+ * client's socket (paused: nothing more is read until the test says so), the command's id, and
+ * the server's side of the same connection (found by its port as the server accepts it; Warren
+ * runs in this process), to count what the server holds for it.
+ */
+async function rawTerminal(t: TestWarren, sb: Sandbox): Promise<{ sock: Socket; commandId: string; server: Socket; rest: Buffer }> {
+  const u = new URL(t.url);
+  const accepted = new Map<number, Socket>();
+  const onSocket = (m: unknown): void => {
+    const socket = (m as { socket: Socket }).socket;
+    accepted.set(socket.remotePort ?? 0, socket);
+  };
+  subscribe('net.server.socket', onSocket);
+  try {
+    const sock = connect(Number(u.port), u.hostname);
+    sock.on('error', () => undefined);
+    await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+    sock.write(
+      [
+        `GET /v1/sandboxes/${sb.id}/pty HTTP/1.1`,
+        `Host: ${u.host}`,
+        'Connection: Upgrade',
+        'Upgrade: websocket',
+        `Sec-WebSocket-Key: ${wsKey()}`,
+        'Sec-WebSocket-Version: 13',
+        `Authorization: Bearer ${t.key}`,
+        '',
+        '',
+      ].join('\r\n'),
+    );
+    let buf = Buffer.alloc(0);
+    while (buf.indexOf('\r\n\r\n') < 0) {
+      const chunk = await new Promise<Buffer>((resolve, reject) => sock.once('data', resolve).once('close', () => reject(new Error('closed before its 101'))));
+      buf = Buffer.concat([buf, chunk]);
+    }
+    sock.pause();
+    const end = buf.indexOf('\r\n\r\n');
+    const head = buf.subarray(0, end).toString();
+    assert.match(head, /^HTTP\/1.1 101/);
+    const commandId = /x-command-id: (\S+)/i.exec(head)?.[1] ?? '';
+    const server = accepted.get(sock.localPort ?? -1);
+    assert.ok(server, "the server's side of the connection");
+    return { sock, commandId, server, rest: buf.subarray(end + 4) };
+  } finally {
+    unsubscribe('net.server.socket', onSocket);
+  }
+}
+
+/** Reads a raw terminal's messages from now on: what came, its output as text, and the close frame's code once one comes. */
+function readMessages(sock: Socket, rest: Buffer): { messages: WsMessage[]; output: () => string; closeCode: () => number | undefined } {
+  const decoder = new WsDecoder(false, 64 * 1024 * 1024);
+  const messages: WsMessage[] = [];
+  let output = '';
+  let closeCode: number | undefined;
+  const take = (chunk: Buffer): void => {
+    for (const m of decoder.push(chunk)) {
+      messages.push(m);
+      if (m.opcode === WS_OPCODE.binary) output += m.payload.toString('utf8');
+      if (m.opcode === WS_OPCODE.close) closeCode = m.payload.readUInt16BE(0);
+    }
+  };
+  take(rest);
+  sock.on('data', take);
+  sock.resume();
+  return { messages, output: () => output, closeCode: () => closeCode };
+}
+
+/** What this process holds now (its heap and its buffers), in bytes: Warren runs in it. */
+function held(): number {
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+}
+
+/** Resolves on the socket's next drain or close. */
+function drainOrClose(sock: Socket): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      sock.off('drain', done);
+      sock.off('close', done);
+      resolve();
+    };
+    sock.on('drain', done);
+    sock.on('close', done);
+  });
 }
 
 /** Everything a terminal shows, as text, and a wait for some of it. */
@@ -180,6 +268,87 @@ describe('terminals', () => {
     await until(async () => !(await sb.commands()).some((c) => c.commandId === shell), 10_000).catch(async (e: unknown) => {
       throw new Error(`${String(e)}: the sandbox still runs ${JSON.stringify(await sb.commands())}`);
     });
+    // Each session is an audit entry, as a call of the contract is: the one refused (no key) and the one opened.
+    const audit = (await http(t, 'GET', `/v1/audit?sandbox=${sb.id}&limit=10000`)).json as { entries: Array<Record<string, unknown>> };
+    const pty = audit.entries.filter((e) => e.path === `/v1/sandboxes/${sb.id}/pty`);
+    assert.ok(
+      pty.some((e) => e.status === 401 && e.keyId === null && e.code === 'unauthenticated'),
+      JSON.stringify(pty),
+    );
+    assert.ok(
+      pty.some((e) => e.status === 101 && e.keyId === 'admin' && e.method === 'GET' && e.code === null),
+      JSON.stringify(pty),
+    );
+  });
+
+  test(
+    '30 MB of empty continuation frames (W3-02): the server closes with 1009 after a bounded number, and holds nothing for them',
+    { timeout: 60_000 },
+    async () => {
+      const { sock, server, rest } = await rawTerminal(t, sb);
+      const got = readMessages(sock, rest);
+      const closed = new Promise<void>((resolve) => sock.once('close', resolve));
+      const before = held();
+      let grew = 0;
+      let sent = 0;
+      // A text frame without FIN, then 6-byte masked empty continuations without FIN, as the probe sends.
+      sock.write(Buffer.from([0x01, 0x80, 0, 0, 0, 0]));
+      const batch = Buffer.alloc(6 * 100_000);
+      for (let i = 0; i < batch.length; i += 6) batch.set([0x00, 0x80, 0, 0, 0, 0], i);
+      while (sent < 30_000_000 && got.closeCode() === undefined && !sock.destroyed) {
+        if (!sock.write(batch)) await drainOrClose(sock);
+        sent += batch.length;
+        grew = Math.max(grew, held() - before);
+        // Without a bound each empty frame costs the server ~190 bytes: stop before it takes the process down.
+        if (grew > 256 * 1024 * 1024) break;
+      }
+      await until(async () => got.closeCode() !== undefined, 10_000).catch(() => {
+        throw new Error(`no close frame after ${sent} bytes of empty fragments; the process grew by ${grew >> 20} MiB`);
+      });
+      assert.equal(got.closeCode(), 1009);
+      assert.ok(sent < 30_000_000, `the server read all ${sent} bytes before it closed`);
+      assert.ok(grew < 64 * 1024 * 1024, `the process grew by ${grew >> 20} MiB`);
+      // And lets the connection go.
+      await closed;
+      await until(async () => server.destroyed, 10_000);
+    },
+  );
+
+  test('a client that never reads: the server stops reading the terminal, and the client, at a bound', { timeout: 120_000 }, async () => {
+    const { sock, server, commandId } = await rawTerminal(t, sb);
+    try {
+      // The terminal prints 8 MB (under what a command keeps, 10 MiB) while the client reads nothing.
+      sock.write(wsFrame(WS_OPCODE.binary, Buffer.from('head -c 8000000 /dev/zero | tr "\\0" x; echo; echo "END-$((6*7))"\r'), true));
+      // Another reader of the same command (it reads) says when the terminal has put out all of it.
+      let tail = '';
+      for await (const ev of sb.attach(commandId)) {
+        if (ev.type === 'stdout') tail = (tail + ev.data).slice(-64);
+        if (tail.includes('END-42')) break;
+      }
+      await new Promise((r) => setImmediate(r));
+      assert.ok(server.writableLength <= 1024 * 1024, `the server holds ${server.writableLength} bytes for a client that does not read`);
+
+      // Pings: each would be a pong the client never takes. The server stops reading them: what
+      // the client sends stays with the client.
+      const ping = wsFrame(WS_OPCODE.ping, Buffer.alloc(125, 0x70), true);
+      const batch = Buffer.concat(Array.from({ length: 1000 }, () => ping));
+      let sent = 0;
+      while (sent < 32 * 1024 * 1024 && sock.writableLength < 2 * 1024 * 1024) {
+        sock.write(batch);
+        sent += batch.length;
+        await new Promise((r) => setImmediate(r));
+        assert.ok(server.writableLength <= 1024 * 1024, `the server holds ${server.writableLength} bytes after ${sent} bytes of pings`);
+      }
+      assert.ok(sock.writableLength >= 2 * 1024 * 1024, `the server read all ${sent} bytes of pings from a client that reads nothing`);
+
+      // Once the client reads, all comes: the output, its end, and a pong for each ping read.
+      const got = readMessages(sock, Buffer.alloc(0));
+      await until(async () => got.output().includes('END-42'), 30_000);
+      assert.ok(got.output().length > 8_000_000);
+      await until(async () => sock.writableLength === 0 && got.messages.some((m) => m.opcode === WS_OPCODE.pong), 30_000);
+    } finally {
+      sock.destroy();
+    }
   });
 });
 

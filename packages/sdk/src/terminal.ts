@@ -74,9 +74,28 @@ export class Terminal {
     return () => this.listeners.delete(listener);
   }
 
-  /** Types `data` (keys, a paste, control characters such as "\x03" for ^C). */
-  write(data: string | Uint8Array): void {
-    this.send(WS_OPCODE.binary, typeof data === 'string' ? Buffer.from(data) : Buffer.from(data));
+  /**
+   * Types `data` (keys, a paste, control characters such as "\x03" for ^C). Answers false when the
+   * connection holds more than it should (the sandbox reads its input slower than it comes): wait
+   * for `drained()` before writing more, as with a Node stream.
+   */
+  write(data: string | Uint8Array): boolean {
+    return this.send(WS_OPCODE.binary, typeof data === 'string' ? Buffer.from(data) : Buffer.from(data));
+  }
+
+  /** Resolves when what was written has been sent on (or the terminal has closed). */
+  drained(): Promise<void> {
+    const s = this.socket;
+    if (this.closed || s.destroyed || s.writableLength === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        s.off('drain', done);
+        s.off('close', done);
+        resolve();
+      };
+      s.on('drain', done);
+      s.on('close', done);
+    });
   }
 
   resize(cols: number, rows: number): void {
@@ -99,8 +118,10 @@ export class Terminal {
     while (this.backlogBytes > MAX_BACKLOG && this.backlog.length > 1) this.backlogBytes -= this.backlog.shift()!.length;
   }
 
-  private send(opcode: number, payload: Buffer): void {
-    if (!this.closed && this.socket.writable) this.socket.write(wsFrame(opcode, payload, true));
+  /** False when the socket's buffer is past its mark (see `write`). */
+  private send(opcode: number, payload: Buffer): boolean {
+    if (this.closed || !this.socket.writable) return true;
+    return this.socket.write(wsFrame(opcode, payload, true));
   }
 }
 

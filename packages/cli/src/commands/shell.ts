@@ -16,7 +16,13 @@ async function terminal(sb: Sandbox): Promise<number> {
   const out = process.stdout;
   const t = await sb.terminal({ cols: out.columns, rows: out.rows });
   t.onData((d) => out.write(d));
-  const onKey = (d: Buffer): void => t.write(d);
+  let ended = false;
+  // Keys wait in the tty while the sandbox takes its input slower than they come (a big paste).
+  const onKey = (d: Buffer): void => {
+    if (t.write(d)) return;
+    process.stdin.pause();
+    void t.drained().then(() => ended || process.stdin.resume());
+  };
   const onResize = (): void => t.resize(out.columns, out.rows);
   process.stdin.setRawMode(true);
   process.stdin.on('data', onKey);
@@ -25,6 +31,7 @@ async function terminal(sb: Sandbox): Promise<number> {
     const exit = await t.exited;
     return exit.exitCode ?? 128;
   } finally {
+    ended = true;
     out.off('resize', onResize);
     process.stdin.off('data', onKey);
     process.stdin.setRawMode(false);

@@ -14,6 +14,7 @@ import { opsRoutes } from './routes-ops.js';
 import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
 import { matchPtyPath, servePty } from './routes-pty.js';
+import { auditCall } from './audit-call.js';
 import { RunCodeRequest, runCode } from '../compat/sandboxfusion/run-code.js';
 import { E2B_PREFIX, serveE2b } from '../compat/e2b/index.js';
 import { exposition } from './prometheus.js';
@@ -70,7 +71,7 @@ export function createApp(d: AppDeps): Server {
     });
   };
   const record = (path: string, method: string, caller: Caller | null, sandbox: string | undefined, status: number, code: string | null): void =>
-    d.audit.record({ keyId: caller?.keyId ?? null, tenant: caller?.tenant ?? null, method, path, sandbox: sandbox ?? null, status, code });
+    auditCall(d.audit, { method, path, caller, sandbox, status, code });
   sandboxRoutes(on, d);
   commandRoutes(on, d);
   fileRoutes(on, d);

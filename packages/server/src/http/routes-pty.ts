@@ -1,7 +1,10 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { PtyQuery, WS_OPCODE, WarrenError, WsDecoder, WsProtocolError, wsAccept, wsClosePayload, wsFrame, type ExecRequest } from '@warren/api';
+import type { CommandStream } from '@warren/edge';
+import type { Caller } from '../services/sandboxes.js';
 import type { RouteDeps } from './route-types.js';
+import { auditCall } from './audit-call.js';
 import { query } from './io.js';
 
 const PTY_PATH = /^\/v1\/sandboxes\/([^/]+)\/pty$/;
@@ -14,6 +17,14 @@ const PTY_MAX_MS = 24 * 3600 * 1000;
 const HANG_UP_GRACE_MS = 3000;
 /** The largest message a client sends (keystrokes and pastes). */
 const MAX_INPUT_MESSAGE = 1024 * 1024;
+/**
+ * Bytes queued for the client past which neither the terminal's output nor the client's input is
+ * read further, until the client has taken them: a client that does not read holds at most this
+ * (and one message) in the server, pongs included.
+ */
+const PTY_OUTPUT_HIGH_WATER = 256 * 1024;
+/** How long a client has, after the server's close frame, to close its side before the connection is cut. */
+const CLOSE_GRACE_MS = 5000;
 
 /** The sandbox of a terminal's path, or null if the path is another's. */
 export function matchPtyPath(url: URL): string | null {
@@ -32,54 +43,96 @@ export function matchPtyPath(url: URL): string | null {
  * any). Binary messages are keystrokes; text messages are JSON: `{"type":"resize","cols","rows"}`.
  * The terminal's output comes as binary messages; at its end a text message
  * `{"type":"exit","exitCode","signal"}` and a close. A client that goes away hangs the terminal
- * up (SIGHUP), as closing a terminal window does.
+ * up (SIGHUP), as closing a terminal window does. Each session opened (or refused) is an audit
+ * entry, as a call of the contract is.
+ *
+ * Both ways honour backpressure: the client's next frame is not read while its last input is
+ * still on its way into the sandbox (the sandbox's pace is the client's), and nothing more is
+ * read (output or input) while the client has not taken what was sent to it.
  */
 export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duplex, head: Buffer, id: string, url: URL): Promise<void> {
   const key = req.headers['sec-websocket-key'];
   if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket' || typeof key !== 'string' || req.headers['sec-websocket-version'] !== '13')
     throw new WarrenError('invalid_argument', 'a terminal is a WebSocket (version 13): send Upgrade: websocket with a Sec-WebSocket-Key');
-  const caller = await d.auth.authenticate(req.headers.authorization);
-  const size = query(url, PtyQuery);
-  const exec: ExecRequest = { cmd: ['/bin/sh', '-c', LOGIN_SHELL], pty: { cols: size.cols ?? 80, rows: size.rows ?? 24 }, timeoutMs: PTY_MAX_MS, tag: 'pty' };
-  const stream = await d.commands.exec(caller, id, exec, false);
-  const commandId = stream.commandId;
+  let caller: Caller | null = null;
+  let stream: CommandStream;
+  try {
+    caller = await d.auth.authenticate(req.headers.authorization);
+    const size = query(url, PtyQuery);
+    const exec: ExecRequest = { cmd: ['/bin/sh', '-c', LOGIN_SHELL], pty: { cols: size.cols ?? 80, rows: size.rows ?? 24 }, timeoutMs: PTY_MAX_MS, tag: 'pty' };
+    stream = await d.commands.exec(caller, id, exec, false);
+  } catch (e) {
+    const err = e instanceof WarrenError ? e : new WarrenError('internal', 'internal error');
+    auditCall(d.audit, { method: 'GET', path: url.pathname, caller, sandbox: id, status: err.status, code: err.code });
+    throw e;
+  }
+  auditCall(d.audit, { method: 'GET', path: url.pathname, caller, sandbox: id, status: 101, code: null });
   socket.write(
     [
       'HTTP/1.1 101 Switching Protocols',
       'Upgrade: websocket',
       'Connection: Upgrade',
       `Sec-WebSocket-Accept: ${wsAccept(key)}`,
-      `X-Command-Id: ${commandId}`,
+      `X-Command-Id: ${stream.commandId}`,
       '',
       '',
     ].join('\r\n'),
   );
+  await terminalSession(d, caller, id, stream, socket, head);
+}
+
+/** A terminal's WebSocket after the handshake, until its shell ends or the client goes. */
+async function terminalSession(d: RouteDeps, caller: Caller, id: string, stream: CommandStream, socket: Duplex, head: Buffer): Promise<void> {
+  const commandId = stream.commandId;
+  const decoder = new WsDecoder(true, MAX_INPUT_MESSAGE);
   let open = true;
+  /** A chunk of input is being handed on: the socket stays paused. */
+  let inputBusy = false;
   const send = (opcode: number, payload: Buffer): void => {
     if (open && socket.writable) socket.write(wsFrame(opcode, payload, false));
   };
+  const onData = (chunk: Buffer): void => {
+    socket.pause();
+    inputBusy = true;
+    void take(chunk).finally(() => {
+      inputBusy = false;
+      resumeInput();
+    });
+  };
+  /** Sends a close frame and reads no more: what still comes is dropped, and a client that does not close in time is cut off. */
   const close = (code: number, reason = ''): void => {
+    if (!open) return;
     send(WS_OPCODE.close, wsClosePayload(code, reason));
     open = false;
+    socket.off('data', onData);
+    socket.resume();
     socket.end();
-  };
-  // Input goes in order, one call at a time.
-  let inputs: Promise<unknown> = Promise.resolve();
-  const input = (fn: () => Promise<unknown>): void => {
-    inputs = inputs.then(fn).catch(() => undefined);
+    setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
   };
   // A shell hung up while it starts may miss the SIGHUP (bash acts on it only at its prompt): what
-  // still runs a while later is killed, so no terminal outlives its connection.
+  // still runs a while later is killed, so no terminal outlives its connection. The signals do not
+  // wait behind input the sandbox has not taken.
   let hungUp = false;
   const hangUp = (): void => {
     if (hungUp) return;
     hungUp = true;
-    input(() => d.commands.signal(caller, id, commandId, 'SIGHUP'));
-    setTimeout(() => input(() => d.commands.signal(caller, id, commandId, 'SIGKILL')), HANG_UP_GRACE_MS).unref();
+    const signal = (name: string): Promise<void> => d.commands.signal(caller, id, commandId, name).catch(() => undefined);
+    void signal('SIGHUP');
+    setTimeout(() => void signal('SIGKILL'), HANG_UP_GRACE_MS).unref();
+  };
+  /** Hands one input to the sandbox, returning when it took it. A command that has ended takes no more (its exit follows); any other failure ends the terminal. */
+  const deliver = async (call: Promise<void>): Promise<void> => {
+    try {
+      await call;
+    } catch (e) {
+      if (e instanceof WarrenError && e.code === 'conflict') return;
+      hangUp();
+      close(1011, e instanceof WarrenError ? e.message.slice(0, 100) : 'internal error');
+    }
   };
 
-  const decoder = new WsDecoder(true, MAX_INPUT_MESSAGE);
-  const onData = (chunk: Buffer): void => {
+  // Input: a chunk at a time, its messages in order, each handed on before the next is looked at.
+  const take = async (chunk: Buffer): Promise<void> => {
     let messages;
     try {
       messages = decoder.push(chunk);
@@ -90,8 +143,9 @@ export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duple
       return;
     }
     for (const m of messages) {
+      if (!open) return;
       if (m.opcode === WS_OPCODE.binary) {
-        if (m.payload.length) input(() => d.commands.stdin(caller, id, commandId, m.payload, false));
+        if (m.payload.length) await deliver(d.commands.stdin(caller, id, commandId, m.payload, false));
       } else if (m.opcode === WS_OPCODE.text) {
         const r = control(m.payload.toString('utf8'));
         if (!r) {
@@ -99,7 +153,7 @@ export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duple
           close(1007, 'a text message is {"type":"resize","cols":N,"rows":N}');
           return;
         }
-        input(() => d.commands.resize(caller, id, commandId, r));
+        await deliver(d.commands.resize(caller, id, commandId, r));
       } else if (m.opcode === WS_OPCODE.ping) send(WS_OPCODE.pong, m.payload);
       else if (m.opcode === WS_OPCODE.close) {
         hangUp();
@@ -108,7 +162,12 @@ export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duple
       }
     }
   };
+  /** Reads the client again once its last input is handed on and it has taken what it was sent. */
+  const resumeInput = (): void => {
+    if (open && !inputBusy && socket.writableLength <= PTY_OUTPUT_HIGH_WATER) socket.resume();
+  };
   socket.on('data', onData);
+  socket.on('drain', resumeInput);
   socket.on('error', () => undefined);
   socket.once('close', () => {
     if (open) hangUp();
@@ -116,9 +175,14 @@ export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duple
   });
   if (head.length) onData(head);
 
+  // Output: the next event only once the client has taken what it was sent.
   const it = stream.events[Symbol.asyncIterator]();
   try {
     while (open) {
+      if (socket.writableLength > PTY_OUTPUT_HIGH_WATER) {
+        await drained(socket);
+        continue;
+      }
       const r = await it.next();
       if (r.done) break;
       const ev = r.value;
@@ -138,6 +202,20 @@ export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duple
   } finally {
     await it.return?.();
   }
+}
+
+/** Resolves when the socket has sent all it was given, or has closed. */
+function drained(socket: Duplex): Promise<void> {
+  if (socket.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      socket.off('drain', done);
+      socket.off('close', done);
+      resolve();
+    };
+    socket.on('drain', done);
+    socket.on('close', done);
+  });
 }
 
 /** A text message's resize, or null if it is none. */
