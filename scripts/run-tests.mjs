@@ -1,26 +1,36 @@
-// Runs every compiled test: warren-init's C unit tests and fuzzers, unit tests next to the code,
-// then integration tests in test/, then the integration tests again with every edge reached over
-// its network transport (the edge protocol on a Unix socket) instead of in-process, then once
-// more with every node's state in PostgreSQL instead of SQLite, and the API's tests on microVMs.
-// Usage: node scripts/run-tests.mjs [--unit|--integration] [--transport=in-process|http|both] [--store=sqlite|postgres|both] [name-filter]
+// Runs every compiled test, in passes: warren-init's C unit tests and fuzzers, the unit tests next
+// to the code, the integration tests in test/ (once: the edge in-process, the state in SQLite),
+// and the API's init-protocol tests once more with microVMs as the default backend. What the edge
+// transport and the store add is shown by the tests that cross those layers, over each variant:
+// test/src/layers-contract.test.ts (the EdgeApi over both transports, on both stores), the Store's
+// own suite (packages/server/src/store/store.test.ts, over SQLite and PostgreSQL), the edge
+// protocol's (packages/edge/src/edge-api/protocol.test.ts) and the cluster's tests, which always
+// speak the edge protocol and keep their state in PostgreSQL. Prints each pass's time at the end.
+// Usage: node scripts/run-tests.mjs [--unit|--integration] [--transport=in-process|http] [--store=sqlite|postgres] [--backend=microvm] [name-filter]
+//   --transport, --store, --backend: the whole integration suite on that variant (to chase a
+//   failure there), instead of the default passes.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const args = process.argv.slice(2);
 const only = args.find((a) => a === '--unit' || a === '--integration');
 const filter = args.find((a) => !a.startsWith('--'));
-const transport = (args.find((a) => a.startsWith('--transport=')) ?? '--transport=both').slice('--transport='.length);
-const store = (args.find((a) => a.startsWith('--store=')) ?? '--store=both').slice('--store='.length);
-if (!['sqlite', 'postgres', 'both'].includes(store)) {
-  console.error(`unknown store ${store}: sqlite, postgres or both`);
-  process.exit(2);
-}
-if (!['in-process', 'http', 'both'].includes(transport)) {
-  console.error(`unknown transport ${transport}: in-process, http or both`);
-  process.exit(2);
-}
+const option = (name, allowed) => {
+  const v = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  if (v !== undefined && !allowed.includes(v)) {
+    console.error(`unknown ${name} ${v}: ${allowed.join(' or ')}`);
+    process.exit(2);
+  }
+  return v;
+};
+const variant = {
+  WARREN_EDGE_TRANSPORT: option('transport', ['in-process', 'http']) === 'http' ? 'http' : '',
+  WARREN_TEST_STORE: option('store', ['sqlite', 'postgres']) === 'postgres' ? 'postgres' : '',
+  WARREN_TEST_BACKEND: option('backend', ['container', 'microvm']) === 'microvm' ? 'microvm' : '',
+};
+const onVariant = Object.values(variant).some(Boolean);
 
 function find(dir, out = []) {
   let names = [];
@@ -37,55 +47,115 @@ function find(dir, out = []) {
   return out;
 }
 
-const unit = readdirSync('packages').flatMap((p) => find(join('packages', p, 'dist')));
-const integration = find('test/dist');
-let files = only === '--unit' ? unit : only === '--integration' ? integration : [...unit, ...integration];
-if (filter) files = files.filter((f) => f.includes(filter));
-if (!files.length) {
+const pick = (list) => (filter ? list.filter((f) => f.includes(filter)) : list);
+const unit = only === '--integration' ? [] : pick(readdirSync('packages').flatMap((p) => find(join('packages', p, 'dist'))));
+const integration = only === '--unit' ? [] : pick(find('test/dist'));
+if (!unit.length && !integration.length) {
   console.error('no test files found (did the build run?)');
   process.exit(1);
 }
-// Integration tests start real sandboxes: one file at a time keeps a 2-core machine honest.
-// A test that hangs fails after 5 minutes instead of holding the run.
-const run = (list, env) =>
-  spawnSync(process.execPath, ['--test', '--test-concurrency=1', '--test-timeout=300000', '--test-reporter=spec', ...list], {
-    stdio: 'inherit',
-    env: { ...process.env, ...env },
-  }).status ?? 1;
-let status = 0;
-// With the unit tests: warren-init's own (C, under ASan and UBSan), then its fuzzers for a few
+
+/** Each pass: its name, wall time and counts; printed at the end. */
+const passes = [];
+/** Each integration file's wall time, for the slowest-files table. */
+const fileTimes = [];
+const tapDir = mkdtempSync(join(tmpdir(), 'wtests-tap-'));
+
+/**
+ * Runs test files with node's runner, one process per file, one file at a time: integration tests
+ * start real sandboxes, and one at a time keeps a 2-core machine honest. A file that hangs fails
+ * after 5 minutes instead of holding the run. Answers the counts of its TAP summaries.
+ */
+function runFiles(list, env, timed) {
+  const counts = { pass: 0, fail: 0, skipped: 0, files: 0, failedFiles: [] };
+  const batches = timed ? list.map((f) => [f]) : [list];
+  for (const batch of batches) {
+    const tap = join(tapDir, `${counts.files++}.tap`);
+    const started = Date.now();
+    const status =
+      spawnSync(
+        process.execPath,
+        [
+          '--test',
+          '--test-concurrency=1',
+          '--test-timeout=300000',
+          '--test-reporter=spec',
+          '--test-reporter-destination=stdout',
+          '--test-reporter=tap',
+          `--test-reporter-destination=${tap}`,
+          ...batch,
+        ],
+        { stdio: 'inherit', env: { ...process.env, ...env } },
+      ).status ?? 1;
+    if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, env });
+    let text = '';
+    try {
+      text = readFileSync(tap, 'utf8');
+    } catch {
+      /* the runner died before it wrote */
+    }
+    // The last summary lines are the whole file's (nested suites print their own earlier).
+    const count = (k) => Number([...text.matchAll(new RegExp(`^# ${k} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
+    counts.pass += count('pass');
+    counts.fail += count('fail') + count('cancelled');
+    counts.skipped += count('skipped');
+    if (status !== 0) {
+      counts.failedFiles.push(batch.length === 1 ? batch[0] : 'unit tests');
+      if (count('fail') + count('cancelled') === 0) counts.fail += 1;
+    }
+  }
+  return counts;
+}
+
+function pass(name, fn) {
+  const started = Date.now();
+  const counts = fn();
+  passes.push({ name, ms: Date.now() - started, ...counts });
+  return counts.fail === 0 && counts.failedFiles.length === 0;
+}
+
+let ok = true;
+// warren-init's own tests (C, under ASan and UBSan), then its and warren-hostd's fuzzers for a few
 // seconds each (libFuzzer: only where clang is, which `scripts/setup.sh --test` installs).
-if (only !== '--integration' && !filter) {
-  const make = (target) => spawnSync('make', ['-s', '-C', 'native', target], { stdio: 'inherit' }).status ?? 1;
-  status = make('check');
-  if (status === 0 && spawnSync('clang', ['--version'], { stdio: 'ignore' }).status === 0) status = make('fuzz');
-  else if (status === 0) console.log('# warren-init fuzzers skipped: no clang here (scripts/setup.sh --test installs it)');
+if (only !== '--integration' && !filter && !onVariant) {
+  ok = pass('native: C unit tests and fuzzers', () => {
+    const make = (target) => spawnSync('make', ['-s', '-C', 'native', target], { stdio: 'inherit' }).status ?? 1;
+    let status = make('check');
+    if (status === 0 && spawnSync('clang', ['--version'], { stdio: 'ignore' }).status === 0) status = make('fuzz');
+    else if (status === 0) console.log('# fuzzers skipped: no clang here (scripts/setup.sh --test installs it)');
+    return { pass: status === 0 ? 1 : 0, fail: status === 0 ? 0 : 1, skipped: 0, files: 0, failedFiles: status === 0 ? [] : ['native'] };
+  });
 }
-if (status === 0 && transport !== 'http' && store !== 'postgres') status = run(files, { WARREN_EDGE_TRANSPORT: '', WARREN_TEST_STORE: '' });
-await sweep();
-const again = files.filter((f) => integration.includes(f));
-if (status === 0 && transport !== 'in-process' && store !== 'postgres' && again.length) {
-  console.log('\n# the integration tests again, every edge reached over its network transport (WARREN_EDGE_TRANSPORT=http)\n');
-  status = run(again, { WARREN_EDGE_TRANSPORT: 'http', WARREN_TEST_STORE: '' });
+if (ok && unit.length && !onVariant) ok = pass('unit tests', () => runFiles(unit, {}, false));
+if (ok && integration.length) {
+  const name = onVariant ? `integration tests on ${JSON.stringify(variant)}` : 'integration tests (edge in-process, SQLite, containers)';
+  ok = pass(name, () => runFiles(integration, variant, true));
   await sweep();
 }
-// And once more with every node's state in PostgreSQL (a private server per test file) instead
-// of SQLite, the edge in-process.
-if (status === 0 && transport !== 'http' && store !== 'sqlite' && again.length) {
-  console.log('\n# the integration tests again, every node keeping its state in PostgreSQL (WARREN_TEST_STORE=postgres)\n');
-  status = run(again, { WARREN_EDGE_TRANSPORT: '', WARREN_TEST_STORE: 'postgres' });
-  await sweep();
-}
-// And the API's own tests once more with microVMs as the default backend (under TCG here: the
-// files of exec, files and terminals only, which cover what the init does for either backend; tests that
-// need what microVMs lack yet say so and are skipped).
-const onMicrovm = again.filter((f) => /\/(exec|files|pty|e2b)\.test\.js$/.test(f));
-if (status === 0 && transport !== 'http' && store !== 'postgres' && onMicrovm.length) {
+// The init protocol on the other backend: the API's tests of commands, files, terminals and the
+// E2B layer once more with microVMs as the default backend (under TCG here; tests that need what
+// microVMs lack say so and are skipped).
+const onMicrovm = integration.filter((f) => /\/(exec|files|pty|e2b)\.test\.js$/.test(f));
+if (ok && onMicrovm.length && !onVariant) {
   console.log('\n# the API tests again on the microVM backend (WARREN_TEST_BACKEND=microvm)\n');
-  status = run(onMicrovm, { WARREN_EDGE_TRANSPORT: '', WARREN_TEST_STORE: '', WARREN_TEST_BACKEND: 'microvm' });
+  ok = pass('init protocol on microVMs (exec, files, pty, e2b)', () => runFiles(onMicrovm, { WARREN_TEST_BACKEND: 'microvm' }, true));
   await sweep();
 }
-process.exit(status);
+rmSync(tapDir, { recursive: true, force: true });
+
+const fmt = (ms) => `${(ms / 1000).toFixed(1)} s`;
+console.log('\n# time per pass');
+for (const p of passes)
+  console.log(
+    `#   ${p.name}: ${fmt(p.ms)} (${p.pass} passed, ${p.fail} failed, ${p.skipped} skipped)${p.failedFiles.length ? ` FAILED: ${p.failedFiles.join(', ')}` : ''}`,
+  );
+console.log(`#   all: ${fmt(passes.reduce((s, p) => s + p.ms, 0))}`);
+if (fileTimes.length) {
+  console.log('# slowest integration files');
+  for (const f of [...fileTimes].sort((a, b) => b.ms - a.ms).slice(0, 12))
+    console.log(`#   ${fmt(f.ms).padStart(8)}  ${f.file.replace(/^test\/dist\//, '')}${f.env.WARREN_TEST_BACKEND ? ' (microVM)' : ''}`);
+}
+process.exit(ok ? 0 : 1);
 
 /**
  * Safety net for a test process that died without its own cleanup: what the tests' temporary data

@@ -181,8 +181,9 @@ describe('commands', () => {
         for (let i = 0; i < 30; i++) {
           const r = await sh.exec(`echo start; sleep 0.0${(i % 4) + 1}; echo end`, { timeoutMs: 15 + (i % 4) * 5 });
           // bash checks for SIGINT inside `echo` between a word and its newline: an interrupt
-          // that lands there leaves "end" without it (and bash's own newline on stderr).
-          assert.match(r.stdout, /^start\n(end\n?)?$/, `${image} #${i}: ${JSON.stringify(r)}`);
+          // that lands there leaves "end" without it (and bash's own newline on stderr). On a
+          // busy machine (a microVM under TCG) the timeout may even come before the first echo.
+          assert.match(r.stdout, /^(start\n(end\n?)?)?$/, `${image} #${i}: ${JSON.stringify(r)}`);
           const ok = await sh.exec(`echo ok${i}`);
           assert.equal(ok.stdout, `ok${i}\n`, `${image} #${i}: ${JSON.stringify(ok)}`);
           assert.equal(ok.stderr, '');

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Warren, type FnRunResult, type WarrenError } from '@warren/sdk';
-import { CLI, errorCode, forceCleanup, hostLeftovers, http, startTestWarren, type TestWarren } from './harness.js';
+import { CLI, errorCode, forceCleanup, hostLeftovers, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 const run = promisify(execFile);
 const py = (code: string, more: Record<string, unknown> = {}): Record<string, unknown> => ({ language: 'python', code, ...more });
@@ -213,10 +213,11 @@ describe('FnCall', () => {
     const slow = Array.from({ length: 8 }, (_, i) => py(`import time; time.sleep(0.25); print(${i})`));
     const t0 = Date.now();
     const big = t.client.fn.batch(slow as never).then((r) => ({ r, at: Date.now() - t0 }));
-    await new Promise((r) => setTimeout(r, 150));
+    const queued = async (): Promise<number> => Number(/^warren_fn_queued (\d+)$/m.exec((await http(t, 'GET', '/metrics')).text)?.[1]);
+    await until(async () => (await queued()) === 7);
     // 7 of the batch wait; one more fits the limit of 8, the next does not.
     const extra = http(t, 'POST', '/v1/fn/run', py('print("extra")'));
-    await new Promise((r) => setTimeout(r, 50));
+    await until(async () => (await queued()) === 8);
     const full = await http(t, 'POST', '/v1/fn/run', py('print(1)'));
     assert.equal(errorCode(full), 'resource_exhausted');
     const mine = await other.fn.run(py('print("other")') as never);

@@ -20,8 +20,8 @@ const databases = new Map<string, Promise<string>>();
 after(async () => {
   await (await postgres?.catch(() => undefined))?.stop();
 });
-function testDatabase(dataDir: string): Promise<string | undefined> {
-  if (process.env.WARREN_TEST_STORE !== 'postgres') return Promise.resolve(undefined);
+function testDatabase(dataDir: string, store = process.env.WARREN_TEST_STORE): Promise<string | undefined> {
+  if (store !== 'postgres') return Promise.resolve(undefined);
   let url = databases.get(dataDir);
   if (!url) {
     const server = (postgres ??= startTestPostgres());
@@ -115,6 +115,10 @@ export async function startTestWarren(
     /** The full-VM backend (WarrenOptions.vm; default on where it can run). */
     vm?: WarrenOptions['vm'];
     microvm?: WarrenOptions['microvm'];
+    /** How the control plane reaches the edge (default: WARREN_EDGE_TRANSPORT, else in-process). */
+    edgeTransport?: 'in-process' | 'http';
+    /** Where the control plane keeps its state (default: WARREN_TEST_STORE, else SQLite). */
+    store?: 'sqlite' | 'postgres';
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -122,7 +126,7 @@ export async function startTestWarren(
   // A sweep for leftovers (another run's test runner) leaves the dir alone while this process lives.
   await writeFile(join(dataDir, OWNER_PID_FILE), `${process.pid}\n`);
   const key = opts.adminKey ?? 'test-admin-key';
-  const database = opts.database ?? (await testDatabase(dataDir));
+  const database = opts.database ?? (await testDatabase(dataDir, opts.store));
   const warren = await startWarren({
     port: 0,
     host: '127.0.0.1',
@@ -152,8 +156,7 @@ export async function startTestWarren(
     database,
     // A pass of the API's tests on the microVM backend (scripts/run-tests.mjs) makes it the default.
     defaultBackend: process.env.WARREN_TEST_BACKEND === 'microvm' ? 'microvm' : undefined,
-    // The suite's second pass (npm run test:http) reaches every edge over its network transport.
-    edgeTransport: process.env.WARREN_EDGE_TRANSPORT === 'http' ? 'http' : undefined,
+    edgeTransport: (opts.edgeTransport ?? process.env.WARREN_EDGE_TRANSPORT) === 'http' ? 'http' : undefined,
     logger: quiet,
   });
   const client = new Warren({ url: warren.url, apiKey: key });

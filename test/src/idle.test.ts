@@ -112,7 +112,8 @@ describe('pause with memory reclaim', () => {
         "import time\nx = bytearray(96 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\nn = 0\nwhile True:\n    n += 1\n    open('/tmp/count', 'w').write(str(n))\n    time.sleep(0.05)\n";
       await sb.files.write('/tmp/loop.py', loop);
       const bg = sb.exec(['python3', '/tmp/loop.py'], { timeoutMs: 120_000 }).catch(() => null);
-      await sleep(1500);
+      // The loop counts once its heap is touched.
+      await until(() => sb.files.exists('/tmp/count'), 20_000);
       const before = (await state(t, sb.id)).usage.memoryBytes;
       // (The heap is most of it: what no page-out can take, about 13 MB of an idle Python
       // sandbox here, was 20 % of one with a 48 MiB heap, and the test failed by 40 KB once.)
@@ -127,14 +128,15 @@ describe('pause with memory reclaim', () => {
       // Frozen: the loop does not move (read from the host, which does not resume it).
       const counter = join(t.dataDir, 'sandboxes', sb.id, 'upper', 'tmp', 'count');
       const c1 = await readFile(counter, 'utf8');
+      // Eight of the loop's periods frozen (the wait is the test's premise).
       await sleep(400);
       assert.equal(await readFile(counter, 'utf8'), c1);
       assert.equal((await state(t, sb.id)).state, 'paused', 'reading the sandbox does not resume it');
       // A session call resumes it first, and the session is as it was.
       assert.equal((await sh.exec('echo $X $(pwd)')).stdout, '42 /tmp\n');
       assert.equal((await state(t, sb.id)).state, 'running');
-      await sleep(300);
-      assert.ok(Number(await readFile(counter, 'utf8')) > Number(c1), 'the background command runs on');
+      // The background command runs on.
+      await until(async () => Number(await readFile(counter, 'utf8')) > Number(c1));
       // A file call on a paused sandbox resumes it too.
       await sb.pause();
       assert.equal(Buffer.from(await sb.files.read('/tmp/state.txt')).toString(), 'kept\n');

@@ -20,13 +20,16 @@ test('a dead node’s data dir is swept: mounts below it gone, the dir removed; 
     execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', join(dir, 'mnt', 'inner')]);
     // A process that looks like `warren up` on this dir.
     const up = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)', 'up'], { stdio: 'ignore' });
+    // Listened for at once: 'spawn' comes on the next tick (the process has exec'd by then).
+    const upSpawned = once(up, 'spawn');
     await writeFile(join(dir, 'warren.pid'), String(up.pid));
     // A test process whose node runs inside it owns a dir the same way (another run's sweep skips it).
     const owner = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
     // Listened for at once: both are killed together, and one may be gone before the other is awaited.
     const exits = [once(up, 'exit'), once(owner, 'exit')];
+    const spawned = Promise.all([upSpawned, once(owner, 'spawn')]);
     await writeFile(join(dir, OWNER_PID_FILE), String(owner.pid));
-    await new Promise((r) => setTimeout(r, 50));
+    await spawned;
     assert.equal(await liveNode(dir), true);
     assert.equal(await liveOwner(dir), true);
     up.kill('SIGKILL');

@@ -8,7 +8,7 @@ import { randomInt } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
-import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+import { errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 /**
  * A probe run inside sandboxes (debian-python): each command prints one line that the test
@@ -112,6 +112,7 @@ try:
         port = int(args[0])
         srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind(('0.0.0.0', port)); srv.listen(16)
+        open('/tmp/serving-%d' % port, 'w').close()
         while True:
             c, _ = srv.accept()
             head = b''
@@ -119,6 +120,8 @@ try:
                 d = c.recv(4096)
                 if not d: break
                 head += d
+            if b'\r\n\r\n' not in head:
+                c.close(); continue
             text = head.decode('latin1')
             if 'upgrade: ' in text.lower():
                 c.sendall(b'HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n')
@@ -137,6 +140,12 @@ except Exception as e:
 async function probe(sb: Sandbox, ...args: string[]): Promise<string> {
   const r = await sb.exec(['python3', '/tmp/probe.py', ...args], { timeoutMs: 60_000 });
   return r.stdout.trim();
+}
+
+/** Starts the probe's HTTP server on `port` in the background and waits until it listens. */
+async function serve(sb: Sandbox, port: number): Promise<void> {
+  void sb.exec(['python3', '/tmp/probe.py', 'serve', String(port)], { timeoutMs: 60_000 }).catch(() => undefined);
+  await until(() => sb.files.exists(`/tmp/serving-${port}`), 20_000);
 }
 
 /** Creates a sandbox with the probe in it; the test removes it. */
@@ -342,9 +351,12 @@ describe('sandbox network policy', () => {
       for (const ip of hostIps.filter((ip) => !/^10\.(251|20[0-7])\./.test(ip)))
         assert.equal(await probe(a, 'connect', ip, api), 'timeout', `the API at ${ip}`);
       assert.equal(await probe(a, 'connect', '127.0.0.1', api), 'ConnectionRefusedError:111', "loopback is the sandbox's own");
-      // Another sandbox, even with a listener and a rule naming every address.
-      void b.exec(['python3', '/tmp/probe.py', 'serve', '8080'], { timeoutMs: 60_000 }).catch(() => undefined);
-      await new Promise((r) => setTimeout(r, 500));
+      // Another sandbox, even with a listener and a rule naming every address. The listener is
+      // shown to answer where it should (its own loopback, and the node through the port proxy)
+      // before its being out of a's reach means anything.
+      await serve(b, 8080);
+      assert.equal(await probe(b, 'connect', '127.0.0.1', '8080'), 'connected', 'the listener, from its own sandbox');
+      assert.equal((await http(t, 'GET', `/v1/sandboxes/${b.id}/ports/8080/x`)).text, 'path=/x auth=False', 'the listener, from the node');
       assert.equal(await probe(a, 'connect', bAddr, '8080'), 'timeout', 'another sandbox');
       assert.equal(await probe(a, 'connect', '169.254.169.254', '8080'), 'timeout', 'link-local');
       // Port 80 of any address goes to the proxy (which refuses addresses), unless a CIDR rule
@@ -424,14 +436,16 @@ describe('sandbox network policy', () => {
       const open = Number(/open (\d+) of 64/.exec(held)?.[1]);
       assert.ok(open <= 32 && open >= 16, held);
       assert.equal(await probe(quiet, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
-      // New connections past 100 a second (a burst of 200) are refused by the kernel.
+      // New connections past 100 a second (a burst of 200) are refused by the kernel. The wait is
+      // the time its token bucket takes to refill after the holds above, not a guess at readiness.
       await new Promise((r) => setTimeout(r, 2100));
       const burst = await probe(noisy, 'burst', 'pypi.example', '80', '1000');
       const refused = Number(/refused (\d+) of 1000/.exec(burst)?.[1]);
       assert.ok(refused >= 100, burst);
       assert.equal(await probe(quiet, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
-      await new Promise((r) => setTimeout(r, 1100));
-      const u = (await noisy.refresh()).network.usage;
+      // The node reads its counters on its own beat: wait for the flood to show.
+      let u = (await noisy.refresh()).network.usage;
+      await until(async () => ((u = (await noisy.refresh()).network.usage).denied['(direct address)'] ?? 0) >= 100_000, 10_000).catch(() => undefined);
       assert.ok((u.denied['(direct address)'] ?? 0) >= 100_000, JSON.stringify(u));
     } finally {
       await Promise.all([noisy.delete(), quiet.delete()]);
@@ -441,8 +455,7 @@ describe('sandbox network policy', () => {
   test('ports: HTTP and upgrades reach a port inside, with the owner key only, which is not passed on', async () => {
     const sb = await box(t, { egress: 'deny' });
     try {
-      void sb.exec(['python3', '/tmp/probe.py', 'serve', '8080'], { timeoutMs: 60_000 }).catch(() => undefined);
-      await new Promise((r) => setTimeout(r, 500));
+      await serve(sb, 8080);
       const r = await http(t, 'GET', `/v1/sandboxes/${sb.id}/ports/8080/a/b?c=1`);
       assert.equal(r.status, 200);
       assert.equal(r.text, 'path=/a/b?c=1 auth=False');

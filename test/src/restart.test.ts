@@ -4,7 +4,7 @@ import { chmod, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Warren, type WarrenError } from '@warren/sdk';
-import { forceCleanup, hostLeftovers, IMAGE_CACHE, initOf, spawnUp, startTestWarren, type TestWarren } from './harness.js';
+import { forceCleanup, hostLeftovers, IMAGE_CACHE, initOf, spawnUp, startTestWarren, until, type TestWarren } from './harness.js';
 
 const opened: TestWarren[] = [];
 after(async () => {
@@ -34,7 +34,8 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
   const init = await initOf(doomed.id);
   assert.ok(init);
   process.kill(init.pid, 'SIGKILL');
-  await new Promise((r) => setTimeout(r, 200));
+  // Dead: gone, or a zombie its parent has yet to reap.
+  await until(async () => !/\) [RSDT] /.test(await readFile(`/proc/${init.pid}/stat`, 'utf8').catch(() => ') X ')));
 
   const second = await startTestWarren({ dataDir: first.dataDir });
   opened.push(second);

@@ -72,20 +72,20 @@ describe('sandbox lifecycle through the API', () => {
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
       await sb.exec(`sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/tick.new; mv /tmp/tick.new /tmp/tick; usleep 10000; done' >/dev/null 2>&1 &`);
-      await new Promise((r) => setTimeout(r, 200));
       // (replaced by rename, so a read never sees it half-written)
       const tick = async (): Promise<number> => Number((await sb.files.readText('/tmp/tick')).trim());
+      await until(() => sb.files.exists('/tmp/tick'));
       const n0 = await tick();
       await sb.pause();
       assert.equal((await sb.refresh()).state, 'paused');
+      // Frozen for 40 of the loop's periods (the wait is the test's premise), then reading the
+      // file resumes the sandbox first; the loop must not have moved while frozen.
       await new Promise((r) => setTimeout(r, 400));
-      // Reading the file resumes the sandbox first; the loop must not have moved while frozen.
       const n1 = await tick();
       assert.ok(n1 - n0 <= 3, `the loop ran while paused: ${n0} -> ${n1}`);
       assert.equal((await sb.refresh()).state, 'running');
-      await new Promise((r) => setTimeout(r, 300));
-      const n2 = await tick();
-      assert.ok(n2 - n1 >= 5, `the loop runs again after resume: ${n1} -> ${n2}`);
+      // The loop runs again after resume.
+      await until(async () => (await tick()) - n1 >= 5);
     } finally {
       await sb.delete();
     }

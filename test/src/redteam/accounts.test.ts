@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { Warren, type AuditEntry, type WarrenError } from '@warren/sdk';
-import { errorCode, http, startTestWarren, storeContents, type TestWarren } from '../harness.js';
+import { errorCode, http, startTestWarren, storeContents, until, type TestWarren } from '../harness.js';
 import { makeTar } from '../tar-writer.js';
 
 describe('red team: accounts', () => {
@@ -182,7 +182,7 @@ describe('red team: accounts', () => {
     try {
       // A pool of 2 more would hold more than the quota.
       await assert.rejects(w.pools.create({ ...spec, size: 2 }), (e: WarrenError) => e.code === 'resource_exhausted');
-      for (let i = 0; i < 100 && (await w.pools.list())[0]?.ready !== 2; i++) await new Promise((res) => setTimeout(res, 50));
+      await until(async () => (await w.pools.list())[0]?.ready === 2);
       // One sandbox of another size fits (2 in the pool + 1); a second does not.
       const other = await w.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.2, memoryMiB: 64 } });
       await assert.rejects(
@@ -191,7 +191,7 @@ describe('red team: accounts', () => {
       );
       // A claim moves a pool sandbox to the caller (no more quota); the refill would pass it.
       const claimed = await w.sandboxes.create(spec);
-      await new Promise((res) => setTimeout(res, 2500));
+      await until(async () => /quota/.test((await w.pools.list())[0]?.lastError ?? ''), 10_000);
       const after = (await w.pools.list())[0]!;
       assert.equal(after.ready, 1, JSON.stringify(after));
       assert.match(after.lastError ?? '', /quota/);
