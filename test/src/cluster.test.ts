@@ -7,7 +7,9 @@ import { OWNER_PID_FILE, listenEdgeApi, type EdgeApi, type EdgeEvent } from '@wa
 import { startServer, startSimulatedEdge, startTestPostgres, type RunningEdge, type RunningServer, type TestPostgres } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import { spawn } from 'node:child_process';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import { makeTar } from './tar-writer.js';
 import { CLI, IMAGE_CACHE, forceCleanup, hostLeftovers, initOf, spawnEdge, until, type EdgeProcess } from './harness.js';
 
@@ -36,24 +38,41 @@ async function dataDir(): Promise<string> {
 }
 
 /**
- * A fake edge on the edge protocol (what anyone with the join token can run): it answers a join's
- * calls as an empty node that takes nothing (no backend, no room) and streams `events`; every
- * other call fails.
+ * A fake edge on the edge protocol (what anyone with the join token can run): it streams
+ * `events`, and takes creates (it answers as a node with room) only with `dial`: its sandboxes'
+ * ports are then a connection from the fake node to `dial`. Like a hostile node of the old
+ * protocol, it also answers the port address it would have had the replica dial: 127.0.0.1.
+ * Every other call fails.
  */
-async function fakeEdge(name: string, events: EdgeEvent[]): Promise<{ join: Record<string, string>; close(): Promise<void> }> {
+async function fakeEdge(name: string, events: EdgeEvent[], dial?: number): Promise<{ join: Record<string, string>; close(): Promise<void> }> {
   const boot = `boot-${name}`;
-  const calls: Partial<EdgeApi> = {
+  const held = new Set<string>();
+  const state = (id: string) => ({ id, paused: false, lastActivityMs: Date.now(), expiresAtMs: null, usage: null, network: null });
+  const room = dial ? 8 : 0;
+  const calls: Record<string, unknown> = {
     info: async () => ({
       nodeId: name,
       boot,
-      capacity: { cpu: 0, memoryMiB: 0, sandboxes: 0, maxCpuPerSandbox: 0, maxMemoryMiBPerSandbox: 0 },
-      networking: false,
-      maxFileBytes: 0,
-      backends: [],
+      capacity: { cpu: room, memoryMiB: room * 1024, sandboxes: room, maxCpuPerSandbox: room, maxMemoryMiBPerSandbox: room * 1024 },
+      networking: !!dial,
+      maxFileBytes: 1 << 20,
+      backends: dial ? [{ name: 'container', capabilities: { pause: true, commit: false, ports: true, fnWorkers: false, network: true } }] : [],
     }),
-    load: async () => ({ at: 0, committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: 0, paused: 0 }),
-    sandboxes: async () => [],
+    load: async () => ({ at: 0, committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: held.size, paused: 0 }),
+    sandboxes: async (q?: { ids?: string[] }) => [...held].filter((id) => !q?.ids || q.ids.includes(id)).map(state),
+    create: async (spec: { id: string }) => {
+      held.add(spec.id);
+      return state(spec.id);
+    },
+    destroy: async (id: string) => void held.delete(id),
     removeLeftovers: async () => [],
+    portAddress: async () => '127.0.0.1',
+    openPort: async () => {
+      const c = connect({ host: '127.0.0.1', port: dial ?? 1 });
+      await once(c, 'connect');
+      c.pause();
+      return c;
+    },
     events: () => ({
       [Symbol.asyncIterator]: () => {
         let i = 0;
@@ -71,7 +90,7 @@ async function fakeEdge(name: string, events: EdgeEvent[]): Promise<{ join: Reco
       },
     }),
   };
-  const api = new Proxy(calls as EdgeApi, {
+  const api = new Proxy(calls as unknown as EdgeApi, {
     get: (target, call: string) =>
       (target as unknown as Record<string, unknown>)[call] ?? (async () => Promise.reject(new Error(`the fake edge has no ${call}`))),
   });
@@ -80,9 +99,21 @@ async function fakeEdge(name: string, events: EdgeEvent[]): Promise<{ join: Reco
   return { join: { name, address: `127.0.0.1:${served.port}`, token, boot }, close: () => served.close() };
 }
 
+/** An HTTP server on `host` that answers `text` (with `status`) and counts the connections it took. */
+async function textServer(text: string, o: { host?: string; status?: number } = {}): Promise<{ port: number; connections: () => number; close(): void }> {
+  let n = 0;
+  const srv = createServer((_q, r) => {
+    r.statusCode = o.status ?? 200;
+    r.end(text);
+  });
+  srv.on('connection', () => n++);
+  await new Promise<void>((r) => srv.listen(0, o.host ?? '127.0.0.1', r));
+  return { port: (srv.address() as AddressInfo).port, connections: () => n, close: () => srv.close() };
+}
+
 /** A control plane on `database` (a new one unless given): quick heartbeats, a short down delay. */
 async function server(
-  o: { database?: string; heartbeatMs?: number; downAfterMs?: number; staleCreateMs?: number; logger?: typeof quiet } = {},
+  o: { database?: string; heartbeatMs?: number; downAfterMs?: number; staleCreateMs?: number; logger?: typeof quiet; edgeNetworks?: string[] } = {},
 ): Promise<{ s: RunningServer; client: Warren; database: string }> {
   const database = o.database ?? (await pg.createDatabase(`cluster${++dbs}`));
   const s = await startServer({
@@ -97,6 +128,7 @@ async function server(
     heartbeatMs: o.heartbeatMs ?? 200,
     downAfterMs: o.downAfterMs ?? 1500,
     staleCreateMs: o.staleCreateMs,
+    edgeNetworks: o.edgeNetworks,
     logger: o.logger ?? quiet,
   });
   servers.push(s);
@@ -183,7 +215,10 @@ describe(
 
     test('edges join; creates spread over them; every call reaches the sandbox on its node; bad joins are refused', async () => {
       const warnings: Array<{ msg: string; meta: unknown }> = [];
-      const { s, client } = await server({ logger: { info: () => undefined, warn: (msg, meta) => void warnings.push({ msg, meta }) } });
+      const { s, client } = await server({
+        logger: { info: () => undefined, warn: (msg, meta) => void warnings.push({ msg, meta }) },
+        edgeNetworks: ['127.0.0.1/32'],
+      });
       const [a, b] = await Promise.all([edge(s.url, 'a'), edge(s.url, 'b')]);
       assert.deepEqual(await nodeStates(client), { a: 'ready', b: 'ready' });
       const listed = (await client.nodes()).nodes;
@@ -227,6 +262,30 @@ describe(
       const nowhere = await api(s.url, 'POST', '/v1/nodes/join', join, TOKEN);
       assert.equal(nowhere.json.error?.code, 'unavailable');
       assert.deepEqual(Object.keys(await nodeStates(client)), ['a', 'b']);
+      // An address outside the edge networks (127.0.0.1 only, here) is refused before anything is
+      // dialled, with the same answer whether something listens there or not (a listener that
+      // the test reaches first); inside them, what the other end says is never echoed.
+      const outside = await textServer('listening', { host: '127.0.0.2' });
+      const banner = await textServer('{"error":{"code":"internal","message":"SECRET-BANNER"}}', { status: 500 });
+      try {
+        assert.equal(await (await fetch(`http://127.0.0.2:${outside.port}/`)).text(), 'listening');
+        const answers = await Promise.all(
+          [`127.0.0.2:${outside.port}`, `127.0.0.3:${outside.port}`, `169.254.169.254:80`].map(async (address) => {
+            const r = (await api(s.url, 'POST', '/v1/nodes/join', { ...join, address }, TOKEN)).json.error;
+            return `${r?.code} ${r?.message.replace(address, 'ADDRESS')}`;
+          }),
+        );
+        assert.match(answers[0]!, /^permission_denied .*outside the networks edges may join from/);
+        assert.deepEqual(new Set(answers).size, 1, answers.join('\n'));
+        assert.equal(outside.connections(), 1);
+        const echoed = (await api(s.url, 'POST', '/v1/nodes/join', { ...join, address: `127.0.0.1:${banner.port}` }, TOKEN)).json.error;
+        assert.equal(echoed?.code, 'unavailable');
+        assert.equal(banner.connections(), 1);
+        assert.doesNotMatch(echoed?.message ?? '', /SECRET/);
+      } finally {
+        outside.close();
+        banner.close();
+      }
       // A layer uploaded through the control plane is in the cluster's blob store (the server's
       // own, handed to the edges when they joined): each node reads it on demand.
       const up = await fetch(`${s.url}/v1/layers?name=ws/task`, {
@@ -244,6 +303,15 @@ describe(
       assert.match(metrics, /^warren_node_sandboxes\{node="b"\} \d+$/m);
       assert.match(metrics, /^warren_nodes\{state="ready"\} 2$/m);
       assert.match(metrics, /^warren_tenant_sandboxes\{tenant="default"\} 4$/m);
+      // Ports go through the sandbox's node: its edge dials the port on its own host and the
+      // bytes come back over the edge protocol (the replica dials no node's addresses).
+      const web = withLayer[0]!;
+      void web
+        .exec(['sh', '-c', `mkdir -p /www && echo "from ${web.id}" > /www/who && exec busybox httpd -f -p 8080 -h /www`], { timeoutMs: 120_000 })
+        .catch(() => undefined);
+      const viaPort = (): Promise<Response> => fetch(`${s.url}/v1/sandboxes/${web.id}/ports/8080/who`, { headers: { authorization: `Bearer ${KEY}` } });
+      await until(async () => (await viaPort()).status === 200, 10_000);
+      assert.equal(await (await viaPort()).text(), `from ${web.id}\n`);
       // The join token is an edge's on every surface, not only the API's routes: E2B, run_code
       // (either form), the terminal and ports answer it permission_denied (an admin key, the
       // positive control, is served on each).
@@ -281,12 +349,20 @@ describe(
       assert.equal(await upgradeStatus(s.url, `/v1/sandboxes/${live}/pty`, { authorization: `Bearer ${KEY}` }), 101);
       // A node speaks for its own sandboxes only: a fake edge joined with the join token that
       // says another node's sandbox expired, changed or died is ignored, and that is logged.
+      // And a sandbox on it has its ports reached through it: the replica never dials the
+      // address a node names (127.0.0.1 here, where an internal service listens).
       const victim = withLayer[1]!;
-      const fake = await fakeEdge('evil', [
-        { seq: 1, type: 'expired', id: victim.id, reason: 'ttl' },
-        { seq: 2, type: 'state', id: victim.id, paused: true, expiresAtMs: 1 },
-        { seq: 3, type: 'died', id: victim.id },
-      ]);
+      const internal = await textServer('internal service');
+      const nodeSide = await textServer('from the node');
+      const fake = await fakeEdge(
+        'evil',
+        [
+          { seq: 1, type: 'expired', id: victim.id, reason: 'ttl' },
+          { seq: 2, type: 'state', id: victim.id, paused: true, expiresAtMs: 1 },
+          { seq: 3, type: 'died', id: victim.id },
+        ],
+        nodeSide.port,
+      );
       try {
         assert.equal((await api(s.url, 'POST', '/v1/nodes/join', fake.join, TOKEN)).json.node, 'evil');
         const ignored = (): number => warnings.filter((w) => /not on that node was ignored/.test(w.msg)).length;
@@ -296,8 +372,20 @@ describe(
         assert.notEqual(after.expiresAt, new Date(1).toISOString());
         assert.equal((await victim.exec('echo alive')).stdout, 'alive\n');
         assert.equal(ignored(), 3);
+
+        for (const n of ['a', 'b']) await api(s.url, 'POST', `/v1/nodes/${n}/drain`);
+        const onFake = await client.sandboxes.create({ image: 'busybox:latest' });
+        for (const n of ['a', 'b']) await api(s.url, 'POST', `/v1/nodes/${n}/ready`);
+        assert.equal(onFake.info.node, 'evil');
+        const r = await fetch(`${s.url}/v1/sandboxes/${onFake.id}/ports/${internal.port}/`, { headers: { authorization: `Bearer ${KEY}` } });
+        assert.equal(await r.text(), 'from the node');
+        assert.equal(internal.connections(), 0);
+        assert.equal(nodeSide.connections(), 1);
+        await onFake.delete();
       } finally {
         await fake.close();
+        internal.close();
+        nodeSide.close();
       }
       await Promise.all(withLayer.map((x) => x.delete()));
       // Heartbeats are not audited (one a second from every node).

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { DefaultImageName } from '@warren/images';
-import type { WarrenOptions } from '@warren/server';
+import { edgeNetworks, type WarrenOptions } from '@warren/server';
 import { parseFnPool, parseHosts, positiveInt } from './args.js';
 import { DEFAULT_DATA_DIR, DEFAULT_IMAGE_CACHE } from './client.js';
 
@@ -18,6 +18,7 @@ export type UpOptions = Omit<WarrenOptions, 'logger'> & {
   listen?: { host: string; port: number };
   advertise?: string;
   downAfterMs?: number;
+  edgeNetworks?: string[];
 };
 
 /** The commands that start something: each takes the options whose `for` names it. */
@@ -148,6 +149,19 @@ export const NODE_OPTIONS: NodeOption[] = [
     ],
     set: (o, v) => void (o.simulate = parseCapacity(str(v))),
     for: ['edge'],
+  },
+  {
+    flag: 'edge-networks',
+    type: 'string',
+    usage: [
+      '[--edge-networks CIDR,...]',
+      'the networks edges join from: a join naming another address is refused, nothing dialled (default: loopback and the private ranges)',
+    ],
+    set: (o, v) => {
+      edgeNetworks(str(v).split(',')); // checked here: a bad CIDR stops the start with its name
+      o.edgeNetworks = str(v).split(',');
+    },
+    for: ['server'],
   },
   {
     flag: 'node-down-seconds',

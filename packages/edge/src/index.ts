@@ -21,6 +21,7 @@ export type { NetAttachment, NetHost, SandboxNetworkOptions } from './net/sandbo
 export { compilePolicy, opensNetwork, widestAllowPrefix } from './net/policy.js';
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
+export { splice } from './util/splice.js';
 export { activeSwaps, defaultZramMiB, openNodeSwap, removeLeftoverZram, setupZramSwap } from './host/swap.js';
 export { openSandboxDisk } from './host/sandbox-disk.js';
 export { OWNER_PID_FILE, liveNode, liveOwner, sweepDataDir } from './host/leftovers.js';

@@ -50,6 +50,8 @@ export interface ControlPlaneParts {
   defaultDiskMiB: number | null;
   /** The token edges join with (`warren server`). */
   joinToken?: string;
+  /** The networks a joining edge's address must be in (CIDRs; default DEFAULT_EDGE_NETWORKS). */
+  edgeNetworks?: readonly string[];
   /** What a joining edge reads layers it lacks from. */
   blobStore?: () => JoinNodeResponse['blobStore'];
   /** Sends a blob this process lacks from another replica's (see peerBlobs). */
@@ -173,6 +175,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     downAfterMs: p.downAfterMs ?? 10_000,
     blobStore: p.blobStore,
     localAddress: () => url,
+    edgeNetworks: p.edgeNetworks,
     logger: o.logger,
   });
   const server: Server = createApp({

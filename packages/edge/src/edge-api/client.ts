@@ -1,5 +1,6 @@
 import { request, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { WarrenError, parseError } from '@warren/api';
 import type { ExecEvent } from '@warren/api';
 import type { CommandStream, EdgeApi, EdgeFile } from './edge-api.js';
@@ -59,6 +60,8 @@ class Connection {
   private on: OnFrame | null = null;
   private lost: ((e: Error) => void) | null = null;
 
+  private readonly onData: (chunk: Buffer) => void;
+
   constructor(
     readonly socket: Socket,
     head: Buffer,
@@ -75,6 +78,7 @@ class Connection {
         socket.destroy();
       }
     };
+    this.onData = onData;
     socket.on('data', onData);
     socket.on('error', () => undefined);
     socket.once('close', () => {
@@ -84,6 +88,19 @@ class Connection {
       lost?.(broke());
     });
     if (head.length) onData(head);
+  }
+
+  /**
+   * Ends the frames (from the `on` of a tunnel's `result`): the socket, paused, carries raw
+   * bytes from here, the ones that came with that frame put back first.
+   */
+  detach(): Socket {
+    this.finish();
+    this.socket.pause();
+    this.socket.off('data', this.onData);
+    const early = this.reader.detach();
+    if (early.length) this.socket.unshift(early);
+    return this.socket;
   }
 
   /** Hands the frames that come to `on` (and a broken connection to `lost`) until `finish`. */
@@ -110,6 +127,8 @@ class Connection {
 class Pool {
   private readonly idle: Connection[] = [];
   private readonly all = new Set<Connection>();
+  /** Connections tunnels hold (dedicated). */
+  private readonly tunnels = new Set<Connection>();
   private opening = 0;
   private readonly waiting: Array<{ resolve: (c: Connection) => void; reject: (e: Error) => void }> = [];
   private closed = false;
@@ -123,6 +142,16 @@ class Pool {
   take(): Connection | null {
     for (let c = this.idle.pop(); c; c = this.idle.pop()) if (!c.closed) return c;
     return null;
+  }
+
+  /**
+   * A connection of its own for a tunnel (which holds it for as long as it carries bytes): not
+   * one of the `maxSockets` the calls share, so open tunnels never hold calls up. Closed with
+   * the pool.
+   */
+  dedicated(): Promise<Connection> {
+    if (this.closed) return Promise.reject(new WarrenError('unavailable', 'the connection to the edge was closed'));
+    return this.open(false);
   }
 
   /** A connection: an idle one, a new one, or the next one freed. */
@@ -144,10 +173,12 @@ class Pool {
   close(): void {
     this.closed = true;
     for (const c of this.all) c.destroy();
+    for (const c of this.tunnels) c.destroy();
     for (const w of this.waiting.splice(0)) w.reject(new WarrenError('unavailable', 'the connection to the edge was closed'));
   }
 
   private gone(c: Connection): void {
+    if (this.tunnels.delete(c)) return;
     this.all.delete(c);
     const i = this.idle.indexOf(c);
     if (i >= 0) this.idle.splice(i, 1);
@@ -156,9 +187,9 @@ class Pool {
     if (w) this.open().then(w.resolve, w.reject);
   }
 
-  /** A new connection: the HTTP/1.1 upgrade to the edge protocol, with the token. */
-  private open(): Promise<Connection> {
-    this.opening++;
+  /** A new connection: the HTTP/1.1 upgrade to the edge protocol, with the token (`shared`: one of the calls'). */
+  private open(shared = true): Promise<Connection> {
+    if (shared) this.opening++;
     const now = this.o.now ?? Date.now;
     const sent = now();
     return new Promise<Connection>((resolve, reject) => {
@@ -176,7 +207,7 @@ class Pool {
         if (edgeNow) this.clock.sample(sent, edgeNow, now());
         const c = new Connection(socket, head, (x) => this.gone(x));
         if (this.closed) c.destroy();
-        else this.all.add(c);
+        else (shared ? this.all : this.tunnels).add(c);
         resolve(c);
       });
       req.once('response', (res: IncomingMessage) => {
@@ -195,7 +226,9 @@ class Pool {
       });
       req.once('error', (e) => reject(new WarrenError('unavailable', `the edge cannot be reached: ${e.message}`, {}, { cause: e })));
       req.end();
-    }).finally(() => this.opening--);
+    }).finally(() => {
+      if (shared) this.opening--;
+    });
   }
 }
 
@@ -350,6 +383,20 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
     );
   };
 
+  /** A tunnel's call (openPort): on a connection of its own, which becomes the bytes both ways once the edge answers. */
+  const tunnel = async (name: EdgeCallName, args: unknown[]): Promise<Duplex> => {
+    const frame = callFrame(name, args);
+    const c = await pool.dedicated();
+    return new Promise<Duplex>((resolve, reject) => {
+      c.begin((t, p) => {
+        if (t === FRAME.result) return resolve(c.detach());
+        c.destroy();
+        reject(t === FRAME.error ? errorOf(p) : broke());
+      }, reject);
+      c.socket.write(frame);
+    });
+  };
+
   /** The edge's events: the call is made on the first read, and a reader that stops drops it. */
   const events = (after?: number): AsyncIterable<EdgeEvent> => ({
     [Symbol.asyncIterator](): AsyncIterator<EdgeEvent> {
@@ -388,6 +435,7 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
         const c = (r ?? {}) as { i?: unknown; p?: unknown };
         return { commandId: typeof c.i === 'string' ? c.i : '', pid: typeof c.p === 'number' ? c.p : 0, events: out };
       };
+    else if (kind === 'tunnel') api[name] = (...args) => tunnel(name, args);
     else api[name] = (after?: unknown) => events(typeof after === 'number' ? after : undefined);
   }
   // Times go to the edge on its clock and come back on the caller's (clock.ts). A connection's

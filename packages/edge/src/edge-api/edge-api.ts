@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import type { ErrorCode, ExecEvent, ExecRequest, ExitEvent, FileEntry, InputEvent, NetworkPolicy, TerminalSize, CommandInfo } from '@warren/api';
 import type { LayerInfo } from '@warren/images';
 import type { EdgeCapacity } from '../lifecycle/admission.js';
@@ -117,8 +118,14 @@ export interface EdgeApi {
   pause(id: string): Promise<void>;
   resume(id: string): Promise<void>;
   setNetwork(id: string, policy: NetworkPolicy): Promise<void>;
-  /** Where the node reaches the sandbox's ports (its link address; null: loopback only); counts as activity. */
-  portAddress(id: string): Promise<string | null>;
+  /**
+   * A TCP connection to `port` of the sandbox, dialled by the node from its own host to the
+   * sandbox's address (its caller never dials a node's addresses): bytes both ways until either
+   * end closes. It comes paused, its first bytes held: its reader pipes or resumes it. Counts
+   * as activity; invalid_argument for a sandbox with loopback only, unavailable when nothing
+   * listens there.
+   */
+  openPort(id: string, port: number): Promise<Duplex>;
   /** The sandbox's changes as a new layer, pinned in the node's layer store until it is named. */
   commit(id: string, opts: { exclude?: string[] }): Promise<LayerInfo>;
   /** A full VM's display now, as PNG bytes (a paused one is resumed first; invalid_argument for a backend without a display). */

@@ -49,3 +49,17 @@ test('a frame over the limit or of no known type is refused before its payload i
   assert.throws(() => read(new FrameReader(10), [bad]), /no frame type 9/);
   assert.deepEqual(read(new FrameReader(10), [frameHeader(FRAME.data, 10)]), [], 'a frame at the limit waits for its bytes');
 });
+
+test('a reader detached on a frame hands back the raw bytes that came after it, and takes no more frames', () => {
+  const r = new FrameReader(1024);
+  let rest: Buffer | null = null;
+  const seen: FrameType[] = [];
+  // The edge's answer and the sandbox's first bytes in one chunk: those bytes are not frames.
+  r.push(Buffer.concat([textFrame(FRAME.result, '{"r":null}'), Buffer.from('HTTP/1.1 101\r\n')]), (t) => {
+    seen.push(t);
+    rest = r.detach();
+  });
+  assert.deepEqual(seen, [FRAME.result]);
+  assert.equal(String(rest), 'HTTP/1.1 101\r\n');
+  assert.throws(() => r.push(Buffer.from('x'), () => undefined));
+});

@@ -50,14 +50,17 @@ export class FrameReader {
   private have = 0;
   private need = -1;
   private type = 0;
+  private detached = false;
 
   constructor(private readonly maxPayload: number) {}
 
   /** Takes a chunk; calls `frame` for each frame it completes, in order. */
   push(chunk: Buffer, frame: (type: FrameType, payload: Buffer) => void): void {
+    if (this.detached) throw new Error('a frame reader takes nothing after its stream became raw bytes');
     this.parts.push(chunk);
     this.have += chunk.length;
     for (;;) {
+      if (this.detached) return;
       if (this.need < 0) {
         if (this.have < HEADER) return;
         const h = this.take(HEADER);
@@ -84,6 +87,18 @@ export class FrameReader {
       this.need = -1;
       frame(this.type as FrameType, payload);
     }
+  }
+
+  /**
+   * Ends the frames (called from `frame`, on the frame after which the stream carries raw bytes,
+   * a tunnel's): answers the bytes held past that frame, which are the raw stream's first.
+   */
+  detach(): Buffer {
+    this.detached = true;
+    const rest = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
+    this.parts.length = 0;
+    this.have = 0;
+    return rest;
   }
 
   /** The next `n` bytes held (there are at least `n`). */

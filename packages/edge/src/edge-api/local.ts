@@ -100,10 +100,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     pause: (id) => edge.pause(id),
     resume: (id) => edge.resume(id),
     setNetwork: (id, p) => edge.networks.setPolicy(id, p),
-    portAddress: async (id) => {
-      await edge.markActive(id);
-      return edge.sandboxAddress(id);
-    },
+    openPort: (id, port) => edge.openPort(id, port),
     commit: (id, opts) => edge.commit(id, opts),
     screen: async (id) => oneChunk(await edge.screen(id)),
     input: (id, events) => edge.input(id, events),

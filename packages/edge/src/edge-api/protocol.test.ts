@@ -4,7 +4,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
-import { connect } from 'node:net';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import type { Duplex } from 'node:stream';
 import type { ExecEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { EdgeApi } from './edge-api.js';
@@ -346,6 +348,61 @@ test('calls beyond the connections wait for one; a stream that fails halfway fai
     assert.deepEqual(await t.remote.statPath('sb_1', '/after'), { path: '/after' });
   } finally {
     await t.close();
+  }
+});
+
+test('a tunnel (openPort) carries raw bytes both ways on a connection of its own; the edge’s refusal comes before it; disconnect closes it', async () => {
+  // The sandbox's port: it speaks first (its bytes follow the edge's answer at once), then echoes.
+  const port = createServer((s) => {
+    s.write('hello;');
+    s.pipe(s);
+  });
+  await new Promise<void>((r) => port.listen(0, '127.0.0.1', r));
+  const at = (port.address() as AddressInfo).port;
+  const t = await serve(
+    fakeEdge({
+      openPort: async (id, p) => {
+        if (p !== at) throw new WarrenError('unavailable', `nothing listens on port ${p} in the sandbox`, { port: p });
+        const s = connect({ host: '127.0.0.1', port: at });
+        await once(s, 'connect');
+        return s;
+      },
+      statPath: async (_id, path) => ({ path, type: 'file', size: 1, mode: 0o644, mtime: '' }) as never,
+    }),
+    'tok',
+    1,
+  );
+  try {
+    await assert.rejects(t.remote.openPort('sb_1', 1), (e: WarrenError) => e.code === 'unavailable' && /nothing listens on port 1/.test(e.message));
+    const a = await t.remote.openPort('sb_1', at);
+    const b = await t.remote.openPort('sb_1', at);
+    // Tunnels hold no connection of the calls' (at most one here): calls go on meanwhile.
+    assert.equal((await t.remote.statPath('sb_1', '/x')).path, '/x');
+    const readUntil = (s: Duplex, want: string): Promise<string> =>
+      new Promise((resolve) => {
+        let got = '';
+        const on = (d: Buffer): void => {
+          got += d.toString();
+          if (got.length >= want.length) {
+            s.off('data', on);
+            s.pause();
+            resolve(got);
+          }
+        };
+        s.on('data', on);
+        s.resume();
+      });
+    const big = 'x'.repeat(3 << 20);
+    const echoed = readUntil(a, `hello;ping;${big}`);
+    a.write('ping;');
+    a.write(big);
+    assert.equal(await echoed, `hello;ping;${big}`);
+    assert.equal(await readUntil(b, 'hello;'), 'hello;');
+    t.remote.disconnect();
+    await Promise.all([once(a, 'close'), once(b, 'close')]);
+  } finally {
+    await t.close();
+    port.close();
   }
 });
 

@@ -9,6 +9,7 @@ import { ContentCache, decodeFileCall } from './file-frames.js';
 import { END_FRAME, FRAME, FrameReader, MAX_DATA_FRAME, textFrame, type FrameType } from './frames.js';
 import { write, writeData } from './frame-socket.js';
 import { Inbox } from '../util/inbox.js';
+import { splice } from '../util/splice.js';
 import { BODY_ARG, CLOCK_HEADER, EDGE_CALLS, EDGE_PATH, EDGE_PROTOCOL, MAX_CALL_BYTES, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
 
 export interface EdgeApiServerOptions {
@@ -31,6 +32,8 @@ class Connection {
   private closed = false;
   /** The stream of the call in progress stops when this fires (the connection went). */
   private readonly gone: Promise<'gone'>;
+  private readonly onData: (c: Buffer) => void;
+  private readonly onEnd = (): void => void this.socket.end();
 
   constructor(
     private readonly socket: Socket,
@@ -48,10 +51,11 @@ class Connection {
         this.drop(e);
       }
     };
+    this.onData = onData;
     socket.on('data', onData);
     socket.on('error', () => undefined);
     // The control plane hung up (its end of the connection): this end closes too, not half-open.
-    socket.once('end', () => socket.end());
+    socket.once('end', this.onEnd);
     socket.once('close', () => {
       this.closed = true;
       this.body?.end(new WarrenError('unavailable', 'the control plane’s connection broke'));
@@ -112,6 +116,11 @@ class Connection {
         // The caller has the command's id at once, whenever its first output comes.
         await this.answer(textFrame(FRAME.result, JSON.stringify({ r: { i: s.commandId, p: s.pid ?? 0 } })));
         await this.stream(s.events, (v) => write(this.socket, textFrame(FRAME.item, JSON.stringify(v))));
+      } else if (kind === 'tunnel') {
+        const peer = (await fn.apply(this.api, args)) as Duplex;
+        if (this.closed) return void peer.destroy();
+        await this.answer(textFrame(FRAME.result, '{"r":null}'));
+        this.tunnel(peer);
       } else {
         await this.answer(textFrame(FRAME.result, '{"r":null}'));
         const after = typeof args[0] === 'number' ? args[0] : undefined;
@@ -123,6 +132,20 @@ class Connection {
       const { status, body } = serializeError(e);
       await this.answer(textFrame(FRAME.error, JSON.stringify({ s: status, b: body })));
     }
+  }
+
+  /**
+   * The connection becomes raw bytes both ways between the control plane and `peer` (what a
+   * `tunnel` call opened), with TCP's back-pressure, until either end closes (splice); it
+   * serves no other call.
+   */
+  private tunnel(peer: Duplex): void {
+    this.socket.pause();
+    this.socket.off('data', this.onData);
+    this.socket.off('end', this.onEnd);
+    const early = this.reader.detach();
+    if (early.length) peer.write(early);
+    splice(this.socket, peer);
   }
 
   /** A body's `data` frames as chunks; the connection pauses while too much of it is queued. */

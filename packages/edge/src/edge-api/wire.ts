@@ -12,7 +12,10 @@ import type { EdgeApi } from './edge-api.js';
  *   `end` (the others in the call frame); `{"r": null}` back;
  * - `body-out`: a `result` frame, then the bytes as `data` frames to an `end`;
  * - `command`: a `result` frame with the command's id, then its events as `item` frames to an `end`;
- * - `events`: a `result` frame, then the edge's events as `item` frames for as long as the caller reads.
+ * - `events`: a `result` frame, then the edge's events as `item` frames for as long as the caller reads;
+ * - `tunnel`: a `result` frame once the edge has connected; then the connection carries raw
+ *   bytes both ways, no frames, until either end closes it (the caller sends nothing after the
+ *   call until that answer, and the connection serves no other call).
  * An `error` frame ends any call, before its answer or in the middle of its stream; a reader that
  * stops early closes the connection. The compiler holds this table to the interface.
  */
@@ -30,7 +33,7 @@ export const EDGE_CALLS = {
   pause: 'unary',
   resume: 'unary',
   setNetwork: 'unary',
-  portAddress: 'unary',
+  openPort: 'tunnel',
   commit: 'unary',
   screen: 'body-out',
   input: 'unary',
@@ -63,7 +66,7 @@ export const EDGE_CALLS = {
   sweep: 'unary',
   events: 'events',
   close: 'unary',
-} as const satisfies Record<keyof EdgeApi, 'unary' | 'files' | 'body-in' | 'body-out' | 'command' | 'events'>;
+} as const satisfies Record<keyof EdgeApi, 'unary' | 'files' | 'body-in' | 'body-out' | 'command' | 'events' | 'tunnel'>;
 
 export type EdgeCallName = keyof typeof EDGE_CALLS;
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
+import type { Socket } from 'node:net';
 import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
@@ -20,6 +21,7 @@ import { BackendSet, capable } from './backend-set.js';
 import type { LayerInfo } from '@warren/images';
 import { stopReclaim } from './reclaim.js';
 import { compilePolicy, opensNetwork } from '../net/policy.js';
+import { dialSandboxPort } from '../net/port-dial.js';
 import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
 import { SandboxNetworks } from './networks.js';
 import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
@@ -375,10 +377,16 @@ export class Edge {
     return this.layerRefs.inUse();
   }
 
-  /** Where the host reaches the sandbox (its link address), or null without a network. */
-  sandboxAddress(id: string): string | null {
+  /**
+   * A connection from this host to `port` of the sandbox, at its link address (EdgeApi.openPort:
+   * paused until read); counts as activity. invalid_argument for one with loopback only.
+   */
+  async openPort(id: string, port: number): Promise<Socket> {
     this.able(id, 'ports', 'serve ports');
-    return this.networks.address(id);
+    const host = this.networks.address(id);
+    if (!host) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: nothing can reach its ports', { id });
+    await this.markActive(id);
+    return dialSandboxPort(host, port);
   }
 
   isPaused(id: string): boolean {

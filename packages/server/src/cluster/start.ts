@@ -32,6 +32,12 @@ export interface ServerOptions
   > {
   /** What edges join with (`WARREN_JOIN_TOKEN`). */
   joinToken: string;
+  /**
+   * The networks edges join from (`--edge-networks`, CIDRs): a join naming an address outside
+   * them is refused before anything is dialled. Default: loopback and the private ranges
+   * (DEFAULT_EDGE_NETWORKS); name the nodes' own subnet.
+   */
+  edgeNetworks?: string[];
   /** A node silent this long is down and its sandboxes failed (ms; default 10,000). */
   downAfterMs?: number;
   /** How often edges send heartbeats (ms; default 1000). */
@@ -91,6 +97,7 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
     local: null,
     defaultDiskMiB: null,
     joinToken: o.joinToken,
+    edgeNetworks: o.edgeNetworks,
     // Relative by default: an edge reads it from the address it joined through.
     blobStore: () => o.blobStore ?? { url: '/v1/blobs/', key: o.joinToken },
     peerBlob: peerBlobs({ store, self: replica, joinToken: o.joinToken }),

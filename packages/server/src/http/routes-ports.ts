@@ -1,7 +1,7 @@
 import { request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WarrenError } from '@warren/api';
+import { splice } from '@warren/edge';
 import type { RouteDeps } from './route-types.js';
 import { sendError } from './io.js';
 
@@ -51,29 +51,34 @@ export function matchPortPath(url: URL): { id: string; port: number; path: strin
 }
 
 /**
- * `/v1/sandboxes/{id}/ports/{port}/...`: HTTP and WebSocket to a port on the sandbox's own
- * address, for the caller whose key owns the sandbox. Only the host reaches a sandbox this way
- * (the node's rules let nothing else in).
+ * `/v1/sandboxes/{id}/ports/{port}/...`: HTTP and WebSocket to a port of the sandbox, for the
+ * caller whose key owns the sandbox. The sandbox's node dials the port (EdgeApi.openPort) and the
+ * bytes come through its edge: this process never dials a node's addresses (a sandbox's address
+ * is its node's own, and may mean another machine's sandbox or nothing here).
  */
 export class PortProxy {
   constructor(private readonly d: RouteDeps) {}
 
-  private async target(req: IncomingMessage, id: string, port: number): Promise<{ host: string; port: number }> {
+  private async open(req: IncomingMessage, id: string, port: number): Promise<Duplex> {
     const caller = await this.d.auth.authenticate(req.headers.authorization);
-    return { host: await this.d.sandboxes.portAddress(caller, id), port };
+    return (await this.d.sandboxes.openPort(caller, id, port)).stream;
   }
 
   async http(req: IncomingMessage, res: ServerResponse, m: { id: string; port: number; path: string }): Promise<void> {
-    const t = await this.target(req, m.id, m.port);
+    const stream = await this.open(req, m.id, m.port);
     await new Promise<void>((resolve) => {
       const up = request({
-        host: t.host,
-        port: t.port,
+        // The one connection the node made: the request goes on it, never a new one.
+        createConnection: () => stream,
+        host: 'localhost',
+        port: m.port,
         method: req.method,
         path: m.path,
         headers: forwardHeaders(req.headers, req.socket.remoteAddress),
-        agent: false,
+        // No agent: with one (even `agent: false`'s own), `createConnection` is not asked.
       });
+      // The stream comes paused (EdgeApi.openPort): it flows once the request reads it.
+      up.once('socket', (s) => s.resume());
       up.on('response', (r) => {
         const headers: Record<string, string | string[]> = {};
         for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !DROP.has(k)) headers[k] = v;
@@ -85,10 +90,16 @@ export class PortProxy {
           resolve();
         });
       });
-      up.on('error', (e: NodeJS.ErrnoException) => {
-        if (!res.headersSent) sendError(res, unreachable(m.port, e));
+      up.on('error', () => {
+        stream.destroy();
+        if (!res.headersSent)
+          sendError(res, new WarrenError('unavailable', `port ${m.port} in the sandbox closed the connection before it answered`, { port: m.port }));
         else res.destroy();
         resolve();
+      });
+      // The caller gone first: so is the connection in the sandbox.
+      res.once('close', () => {
+        if (!res.writableFinished) up.destroy();
       });
       req.pipe(up);
     });
@@ -96,40 +107,18 @@ export class PortProxy {
 
   /** A WebSocket (or any) upgrade: the request goes on as is (minus the key), then bytes both ways. */
   async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, m: { id: string; port: number; path: string }): Promise<void> {
-    const t = await this.target(req, m.id, m.port);
-    const up = connect({ host: t.host, port: t.port });
-    up.on('error', (e: NodeJS.ErrnoException) => {
-      const err = unreachable(m.port, e);
-      if (socket.writable)
-        socket.end(
-          `HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${JSON.stringify({ error: { code: err.code, message: err.message } })}`,
-        );
-    });
-    socket.on('error', () => up.destroy());
-    up.once('connect', () => {
-      const headers = forwardHeaders(req.headers, req.socket.remoteAddress);
-      const lines = [
-        `${req.method ?? 'GET'} ${m.path} HTTP/1.1`,
-        `Host: ${t.host}:${t.port}`,
-        'Connection: Upgrade',
-        `Upgrade: ${req.headers.upgrade ?? 'websocket'}`,
-      ];
-      for (const [k, v] of Object.entries(headers)) for (const x of Array.isArray(v) ? v : [v]) if (!/[\r\n]/.test(x)) lines.push(`${k}: ${x}`);
-      up.write(lines.join('\r\n') + '\r\n\r\n');
-      if (head.length) up.write(head);
-      up.pipe(socket);
-      socket.pipe(up);
-    });
-    up.on('close', () => socket.destroy());
-    socket.on('close', () => up.destroy());
+    const stream = await this.open(req, m.id, m.port);
+    if (socket.destroyed) return void stream.destroy();
+    const headers = forwardHeaders(req.headers, req.socket.remoteAddress);
+    const lines = [
+      `${req.method ?? 'GET'} ${m.path} HTTP/1.1`,
+      `Host: localhost:${m.port}`,
+      'Connection: Upgrade',
+      `Upgrade: ${req.headers.upgrade ?? 'websocket'}`,
+    ];
+    for (const [k, v] of Object.entries(headers)) for (const x of Array.isArray(v) ? v : [v]) if (!/[\r\n]/.test(x)) lines.push(`${k}: ${x}`);
+    stream.write(lines.join('\r\n') + '\r\n\r\n');
+    if (head.length) stream.write(head);
+    splice(socket, stream);
   }
-}
-
-function unreachable(port: number, e: NodeJS.ErrnoException): WarrenError {
-  return new WarrenError(
-    'unavailable',
-    e.code === 'ECONNREFUSED' ? `nothing listens on port ${port} in the sandbox` : `port ${port} in the sandbox did not answer`,
-    { port },
-    { cause: e },
-  );
 }

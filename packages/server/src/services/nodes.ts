@@ -1,8 +1,10 @@
 import type { JoinNodeRequest, JoinNodeResponse, ListNodesResponse } from '@warren/api';
 import { WarrenError } from '@warren/api';
+import type { BlockList } from 'node:net';
 import type { EdgeApi, EdgeInfo, EdgeLoad, RemoteEdgeApi } from '@warren/edge';
 import { connectEdge, type Cluster, type ClusterNode } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
+import { DEFAULT_EDGE_NETWORKS, edgeNetworks, joinTarget } from '../cluster/join-address.js';
 import type { Store } from '../store/store.js';
 import { GroupWrite } from './group-write.js';
 import type { SandboxService } from './sandboxes.js';
@@ -16,12 +18,15 @@ export interface NodeServiceOptions {
   blobStore?: () => JoinNodeResponse['blobStore'];
   /** Where the local node's edge is reached (`warren up`; known once the server listens). */
   localAddress: () => string;
+  /** The networks a joining edge's address must be in (default DEFAULT_EDGE_NETWORKS). */
+  edgeNetworks?: readonly string[];
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
 /** The nodes that run sandboxes: joining, heartbeats, drain, and what they promise and carry. */
 export class NodeService {
   private readonly beats: GroupWrite<{ id: string; boot: string; load: EdgeLoad }, boolean>;
+  private readonly allowed: BlockList;
 
   constructor(
     private readonly store: Store,
@@ -29,6 +34,7 @@ export class NodeService {
     private readonly sandboxes: SandboxService,
     private readonly o: NodeServiceOptions,
   ) {
+    this.allowed = edgeNetworks(o.edgeNetworks ?? DEFAULT_EDGE_NETWORKS);
     const lingerMs = Math.min(100, o.heartbeatMs / 10);
     this.beats = new GroupWrite(async (beats) => (await store.heartbeatNodes(beats)).map((value) => ({ status: 'fulfilled', value })), {
       linger: () => new Promise((r) => setTimeout(r, lingerMs)),
@@ -40,9 +46,12 @@ export class NodeService {
    * reaches it at the address it gives, checks it is who it says, records it `joining`, makes the
    * store and the edge agree on its sandboxes (SandboxService.reconcile), then marks it ready. A
    * name another live edge holds is refused (conflict), unless that edge no longer answers as
-   * itself.
+   * itself. The address must be in the edge networks (its name resolved once, and that address
+   * recorded): nothing else is dialled. A failure says what the control plane found, never what
+   * the other end said (that goes to the log): a join is no way to read the network from here.
    */
   async join(req: JoinNodeRequest): Promise<JoinNodeResponse> {
+    const address = await joinTarget(req.address, this.allowed);
     const prev = await this.store.getNode(req.name);
     if (prev && prev.boot !== req.boot && prev.state !== 'down' && prev.silentMs < this.o.downAfterMs) {
       const old = connectEdge(prev.address, prev.token);
@@ -52,29 +61,28 @@ export class NodeService {
         .finally(() => old.disconnect());
       if (alive) throw new WarrenError('conflict', `a node named "${req.name}" is already in the cluster, at ${prev.address}`, { node: req.name });
     }
-    const edge = connectEdge(req.address, req.token);
+    const edge = connectEdge(address, req.token);
     let info: EdgeInfo;
     let load: EdgeLoad;
     try {
-      info = await within(5000, `the edge at ${req.address}`, edge.info());
-      load = await within(5000, `the edge at ${req.address}`, edge.load({ used: true }));
+      info = await within(5000, `the edge at ${address}`, edge.info());
+      load = await within(5000, `the edge at ${address}`, edge.load({ used: true }));
     } catch (e) {
-      throw new WarrenError('unavailable', `cannot reach the joining edge at ${req.address}: ${e instanceof Error ? e.message : String(e)}`, {
-        address: req.address,
-      });
+      this.o.logger.warn('a joining edge could not be reached', { node: req.name, address, error: String(e) });
+      throw new WarrenError('unavailable', `cannot reach a joining edge at ${req.address}`, { address: req.address });
     } finally {
       edge.disconnect();
     }
-    if (info.nodeId !== req.name || info.boot !== req.boot)
-      throw new WarrenError('invalid_argument', `the edge at ${req.address} is "${info.nodeId}" (boot ${info.boot}), not "${req.name}" (boot ${req.boot})`, {
-        address: req.address,
-      });
-    await this.store.putNode({ id: req.name, address: req.address, token: req.token, boot: req.boot, info, load });
+    if (info.nodeId !== req.name || info.boot !== req.boot) {
+      this.o.logger.warn('a joining edge answered as another', { node: req.name, address, answered: { node: info.nodeId, boot: info.boot } });
+      throw new WarrenError('invalid_argument', `the edge at ${req.address} does not answer as "${req.name}" (boot ${req.boot})`, { address: req.address });
+    }
+    await this.store.putNode({ id: req.name, address, token: req.token, boot: req.boot, info, load });
     await this.cluster.refreshNow();
     const r = await this.sandboxes.sync.reconcile(req.name);
     await this.store.setNodeState(req.name, 'ready', { from: ['joining'] });
     await this.cluster.refreshNow();
-    this.o.logger.info('a node joined', { node: req.name, address: req.address, ...r });
+    this.o.logger.info('a node joined', { node: req.name, address, ...r });
     this.sandboxes.queue.poke();
     return { node: req.name, heartbeatMs: this.o.heartbeatMs, downAfterMs: this.o.downAfterMs, blobStore: this.o.blobStore?.() ?? null, reconciled: r };
   }

@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { compilePolicy, opensNetwork, widestAllowPrefix, type EdgeApi, type EdgeSandboxState } from '@warren/edge';
@@ -537,11 +538,12 @@ export class SandboxService {
     return n;
   }
 
-  /** Where the node reaches a port of the caller's sandbox (its address; counts as activity). */
-  async portAddress(caller: Caller, id: string): Promise<string> {
+  /**
+   * A connection to a port of the caller's sandbox, dialled by its node (EdgeApi.openPort): this
+   * process never dials a node's addresses, which are the node's own (counts as activity).
+   */
+  async openPort(caller: Caller, id: string, port: number): Promise<{ sandbox: string; stream: Duplex }> {
     const { sid, edge } = await this.reach(caller, id);
-    const host = await edge.portAddress(sid);
-    if (!host) throw new WarrenError('invalid_argument', 'this sandbox has loopback only: nothing can reach its ports', { id: sid });
-    return host;
+    return { sandbox: sid, stream: await edge.openPort(sid, port) };
   }
 }
