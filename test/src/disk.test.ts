@@ -25,7 +25,7 @@ describe('the data disk full', () => {
     root = await mkdtemp(join(tmpdir(), 'warren-diskfull-'));
     mnt = join(root, 'mnt');
     await mkdir(mnt);
-    execFileSync('truncate', ['-s', '1500M', join(root, 'disk.img')]);
+    execFileSync('truncate', ['-s', '700M', join(root, 'disk.img')]);
     execFileSync('mkfs.ext4', ['-q', '-F', join(root, 'disk.img')]);
     execFileSync('mount', ['-o', 'loop', join(root, 'disk.img'), mnt]);
     dataDir = join(mnt, 'data');
@@ -53,7 +53,7 @@ describe('the data disk full', () => {
     const w = t!;
     // Sandboxes fill all the space theirs: each up to its quota, together the whole image.
     const boxes = await Promise.all(Array.from({ length: 5 }, () => w.client.sandboxes.create({ image: 'busybox:latest' })));
-    const fills = await Promise.all(boxes.map((sb) => sb.exec('dd if=/dev/zero of=/root/fill bs=1M count=400 2>&1; sync', { timeoutMs: 120_000 })));
+    const fills = await Promise.all(boxes.map((sb) => sb.exec('dd if=/dev/zero of=/root/fill bs=1M count=250 2>&1; sync', { timeoutMs: 120_000 })));
     for (const r of fills) assert.match(r.stdout, /Disk quota exceeded|No space left on device/, r.stdout);
     // Warren's own state is still writable, and what fits is still made.
     const key = await w.client.createKey({ tenant: 'after-fill' });

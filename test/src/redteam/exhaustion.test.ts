@@ -80,14 +80,14 @@ describe('red team: exhaustion stays inside the sandbox', () => {
   });
 
   test('filling the disk stops at the sandbox’s quota (data and files); the neighbour and the node stay writable', async () => {
-    const small = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { diskMiB: 32 } });
+    const small = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { diskMiB: 8 } });
     try {
       const fill = await small.exec(
         'dd if=/dev/zero of=/tmp/fill bs=1M count=100 2>&1 | grep -o "Disk quota exceeded" | head -1; sync; du -sm /tmp/fill | cut -f1',
         { timeoutMs: 60_000 },
       );
       assert.match(fill.stdout, /Disk quota exceeded/);
-      assert.ok(Number(fill.stdout.trim().split('\n').pop()) <= 32, fill.stdout);
+      assert.ok(Number(fill.stdout.trim().split('\n').pop()) <= 8, fill.stdout);
       // Many small files end at the same limit (metadata counts).
       const files = await small.exec(
         'rm -f /tmp/fill; mkdir /tmp/many && cd /tmp/many && i=0; while echo x > f$i 2>/dev/null; do i=$((i+1)); [ $i -ge 200000 ] && break; done; echo $i',
