@@ -8,6 +8,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
+import type { AuditEntry } from '@warren/api';
 import { errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 /**
@@ -503,6 +504,22 @@ describe('sandbox network policy', () => {
         req.end();
       });
       assert.equal(echoed, 'ping');
+      // Each connection is an audit entry, as a call of the contract is: who, where, how it ended.
+      const base = `/v1/sandboxes/${sb.id}/ports`;
+      const entries = ((await http(t, 'GET', `/v1/audit?sandbox=${sb.id}&limit=10000`)).json as { entries: AuditEntry[] }).entries
+        .filter((e) => e.path.startsWith(base))
+        .map(
+          (e) =>
+            `${e.method} ${e.path.slice(base.length)} ${e.status} ${e.code ?? 'null'} ${e.keyId === 'admin' ? 'admin' : e.keyId === null ? 'none' : 'other'}`,
+        )
+        .sort();
+      assert.deepEqual(entries, [
+        'GET /8080/ 401 unauthenticated none',
+        'GET /8080/ 404 not_found other',
+        'GET /8080/a/b 200 null admin',
+        'GET /8080/ws 101 null admin',
+        'GET /8081/ 503 unavailable admin',
+      ]);
     } finally {
       await sb.delete();
     }

@@ -3,6 +3,8 @@ import type { Duplex } from 'node:stream';
 import { WarrenError } from '@warren/api';
 import { splice } from '@warren/edge';
 import type { RouteDeps } from './route-types.js';
+import type { Caller } from '../services/sandboxes.js';
+import { auditCall } from './audit-call.js';
 import { sendError } from './io.js';
 
 const PORT_PATH = /^\/v1\/sandboxes\/([^/]+)\/ports\/([0-9]{1,5})(\/.*)?$/;
@@ -50,22 +52,40 @@ export function matchPortPath(url: URL): { id: string; port: number; path: strin
   return { id, port, path: (m[3] ?? '/') + url.search };
 }
 
+/** A connection to a sandbox's port, and how its audit entry is written (once: its outcome). */
+interface Opened {
+  stream: Duplex;
+  audit: (status: number, code: string | null) => void;
+}
+
 /**
  * `/v1/sandboxes/{id}/ports/{port}/...`: HTTP and WebSocket to a port of the sandbox, for the
  * caller whose key owns the sandbox. The sandbox's node dials the port (EdgeApi.openPort) and the
  * bytes come through its edge: this process never dials a node's addresses (a sandbox's address
- * is its node's own, and may mean another machine's sandbox or nothing here).
+ * is its node's own, and may mean another machine's sandbox or nothing here). Each connection is
+ * an audit entry, as a call of the contract is: refused (with its error), or made (with the
+ * sandbox's answer's status; 101 for an upgrade passed on).
  */
 export class PortProxy {
   constructor(private readonly d: RouteDeps) {}
 
-  private async open(req: IncomingMessage, id: string, port: number): Promise<Duplex> {
-    const caller = await this.d.auth.authenticate(req.headers.authorization);
-    return (await this.d.sandboxes.openPort(caller, id, port)).stream;
+  private async open(req: IncomingMessage, id: string, port: number): Promise<Opened> {
+    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    let caller: Caller | null = null;
+    const audit = (status: number, code: string | null): void =>
+      auditCall(this.d.audit, { method: req.method ?? 'GET', path, caller, sandbox: id, status, code });
+    try {
+      caller = await this.d.auth.authenticate(req.headers.authorization);
+      return { stream: (await this.d.sandboxes.openPort(caller, id, port)).stream, audit };
+    } catch (e) {
+      const err = e instanceof WarrenError ? e : new WarrenError('internal', 'internal error');
+      audit(err.status, err.code);
+      throw e;
+    }
   }
 
   async http(req: IncomingMessage, res: ServerResponse, m: { id: string; port: number; path: string }): Promise<void> {
-    const stream = await this.open(req, m.id, m.port);
+    const { stream, audit } = await this.open(req, m.id, m.port);
     await new Promise<void>((resolve) => {
       const up = request({
         // The one connection the node made: the request goes on it, never a new one.
@@ -80,6 +100,7 @@ export class PortProxy {
       // The stream comes paused (EdgeApi.openPort): it flows once the request reads it.
       up.once('socket', (s) => s.resume());
       up.on('response', (r) => {
+        audit(r.statusCode ?? 502, null);
         const headers: Record<string, string | string[]> = {};
         for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !DROP.has(k)) headers[k] = v;
         res.writeHead(r.statusCode ?? 502, headers);
@@ -92,9 +113,11 @@ export class PortProxy {
       });
       up.on('error', () => {
         stream.destroy();
-        if (!res.headersSent)
-          sendError(res, new WarrenError('unavailable', `port ${m.port} in the sandbox closed the connection before it answered`, { port: m.port }));
-        else res.destroy();
+        if (!res.headersSent) {
+          const err = new WarrenError('unavailable', `port ${m.port} in the sandbox closed the connection before it answered`, { port: m.port });
+          audit(err.status, err.code);
+          sendError(res, err);
+        } else res.destroy();
         resolve();
       });
       // The caller gone first: so is the connection in the sandbox.
@@ -107,7 +130,8 @@ export class PortProxy {
 
   /** A WebSocket (or any) upgrade: the request goes on as is (minus the key), then bytes both ways. */
   async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, m: { id: string; port: number; path: string }): Promise<void> {
-    const stream = await this.open(req, m.id, m.port);
+    const { stream, audit } = await this.open(req, m.id, m.port);
+    audit(101, null);
     if (socket.destroyed) return void stream.destroy();
     const headers = forwardHeaders(req.headers, req.socket.remoteAddress);
     const lines = [
