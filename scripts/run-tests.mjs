@@ -11,7 +11,7 @@
 //   failure there), instead of the default passes.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const args = process.argv.slice(2);
@@ -62,11 +62,11 @@ const fileTimes = [];
 const tapDir = mkdtempSync(join(tmpdir(), 'wtests-tap-'));
 
 /**
- * Runs test files with node's runner, one process per file, one file at a time: integration tests
- * start real sandboxes, and one at a time keeps a 2-core machine honest. A file that hangs fails
+ * Runs test files with node's runner, one process per file, `concurrency` files at a time (one for
+ * integration tests: they start real sandboxes, and one at a time keeps a 2-core machine honest). A file that hangs fails
  * after 5 minutes instead of holding the run. Answers the counts of its TAP summaries.
  */
-function runFiles(list, env, timed) {
+function runFiles(list, env, timed, concurrency = 1) {
   const counts = { pass: 0, fail: 0, skipped: 0, files: 0, failedFiles: [] };
   const batches = timed ? list.map((f) => [f]) : [list];
   for (const batch of batches) {
@@ -77,7 +77,7 @@ function runFiles(list, env, timed) {
         process.execPath,
         [
           '--test',
-          '--test-concurrency=1',
+          `--test-concurrency=${concurrency}`,
           '--test-timeout=300000',
           '--test-reporter=spec',
           '--test-reporter-destination=stdout',
@@ -126,7 +126,8 @@ if (only !== '--integration' && !filter && !onVariant) {
     return { pass: status === 0 ? 1 : 0, fail: status === 0 ? 0 : 1, skipped: 0, files: 0, failedFiles: status === 0 ? [] : ['native'] };
   });
 }
-if (ok && unit.length && !onVariant) ok = pass('unit tests', () => runFiles(unit, {}, false));
+// Unit tests start no sandboxes: a file a core.
+if (ok && unit.length && !onVariant) ok = pass('unit tests', () => runFiles(unit, {}, false, availableParallelism()));
 if (ok && integration.length) {
   const name = onVariant ? `integration tests on ${JSON.stringify(variant)}` : 'integration tests (edge in-process, SQLite, containers)';
   ok = pass(name, () => runFiles(integration, variant, true));
