@@ -2,12 +2,20 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ExecEvent, Sandbox } from '@warren/sdk';
 import { Warren, WarrenError } from '@warren/sdk';
+import { MAX_QUEUED_SESSION_COMMANDS } from '@warren/api';
 import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
 
 async function collect(it: AsyncIterable<ExecEvent>): Promise<ExecEvent[]> {
   const out: ExecEvent[] = [];
   for await (const ev of it) out.push(ev);
   return out;
+}
+
+/** Reads a stream's first event, its start; answers the command's id. */
+async function started(it: AsyncGenerator<ExecEvent>): Promise<string> {
+  const ev = (await it.next()).value as ExecEvent | undefined;
+  assert.ok(ev?.type === 'start', JSON.stringify(ev));
+  return ev.commandId;
 }
 
 describe('commands', () => {
@@ -159,6 +167,95 @@ describe('commands', () => {
     }
   });
 
+  test('commands sent to a busy session wait their turn in arrival order; Promise.all on one Shell runs them in call order', async () => {
+    const sh = await sb.shell();
+    try {
+      // Raw streams, each sent once the one before has its start event (its arrival): they queue
+      // behind a running command, keep their order, see what the one before left, and a waiting
+      // command's timeout counts from its own start (this one waits longer than its 400 ms).
+      const first = sb.execStream('sleep 0.6; export SEQ=0', { session: sh.id });
+      await started(first);
+      const queued: Array<AsyncGenerator<ExecEvent>> = [];
+      for (let i = 1; i <= 4; i++) {
+        const it = sb.execStream(`sleep 0.1; export SEQ="$SEQ ${i}"; echo $SEQ`, { session: sh.id, timeoutMs: 400 });
+        await started(it);
+        queued.push(it);
+      }
+      await collect(first);
+      for (const [i, it] of queued.entries()) {
+        const evs = await collect(it);
+        const out = evs.map((e) => (e.type === 'stdout' ? e.data : '')).join('');
+        const exit = evs[evs.length - 1];
+        assert.equal(
+          out,
+          `0${[1, 2, 3, 4]
+            .slice(0, i + 1)
+            .map((n) => ` ${n}`)
+            .join('')}\n`,
+          JSON.stringify(evs),
+        );
+        assert.ok(exit?.type === 'exit' && exit.exitCode === 0 && !exit.timedOut && exit.durationMs < 400, JSON.stringify(exit));
+      }
+      // The SDK's Shell: gathered commands run in the order they were called, all of them.
+      const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => sh.exec(i === 0 ? 'cd /tmp; export N=0' : `N=$((N*10+${i})); echo $N $PWD`)));
+      assert.deepEqual(
+        rs.slice(1).map((r) => r.stdout),
+        ['1 /tmp\n', '12 /tmp\n', '123 /tmp\n', '1234 /tmp\n', '12345 /tmp\n', '123456 /tmp\n', '1234567 /tmp\n'],
+      );
+    } finally {
+      await sh.close().catch(() => undefined);
+    }
+  });
+
+  test("a session's queue is bounded; a waiting command can be killed or retried by requestId; ending the session; a pause", async () => {
+    const sh = await sb.shell();
+    try {
+      const running = sb.execStream('sleep 30', { session: sh.id, timeoutMs: 60_000 });
+      await started(running);
+      const waiting: Array<{ id: string; it: AsyncGenerator<ExecEvent> }> = [];
+      for (let i = 0; i < MAX_QUEUED_SESSION_COMMANDS; i++) {
+        const it = sb.execStream(`echo w${i}`, { session: sh.id, requestId: i === 0 ? 'queued-once' : undefined });
+        waiting.push({ id: await started(it), it });
+      }
+      // A retry of a waiting command finds it (it takes no second place); one more is refused.
+      const again = sb.execStream('echo w0', { session: sh.id, requestId: 'queued-once' });
+      assert.equal(await started(again), waiting[0]!.id);
+      const over = await sb
+        .execStream('echo over', { session: sh.id })
+        .next()
+        .catch((e: unknown) => e);
+      assert.ok(over instanceof WarrenError && over.code === 'resource_exhausted', String(over));
+      // Killed while it waits: it leaves the line and ends as killed, never having run.
+      await sb.kill(waiting[1]!.id, 'SIGTERM');
+      const [killed, ...after] = await collect(waiting[1]!.it);
+      assert.ok(killed?.type === 'exit' && after.length === 0, JSON.stringify(killed));
+      assert.deepEqual({ ...killed, durationMs: 0 }, { type: 'exit', exitCode: null, signal: 'SIGTERM', durationMs: 0, timedOut: false, truncated: false });
+      // Ending the session ends the waiting ones with not_found; the running one is killed with its shell.
+      await sh.close();
+      for (const it of [again, ...waiting.filter((_, i) => i !== 1).map((w) => w.it)]) {
+        const evs = await collect(it);
+        assert.deepEqual(evs, [{ type: 'error', error: { code: 'not_found', message: 'the session was ended before the command ran' } }]);
+      }
+      const end = (await collect(running)).at(-1);
+      assert.ok(end?.type === 'exit' && end.exitCode === null, JSON.stringify(end));
+
+      // A pause holds the line; after the resume it goes on in order.
+      const sh2 = await sb.shell();
+      const a = sb.execStream('sleep 0.3; echo a', { session: sh2.id });
+      await started(a);
+      const b = sb.execStream('echo b', { session: sh2.id });
+      await started(b);
+      await sb.pause();
+      await sb.resume();
+      const outs = async (it: AsyncGenerator<ExecEvent>): Promise<string> =>
+        (await collect(it)).map((e) => (e.type === 'stdout' ? e.data : e.type === 'error' ? e.error.code : '')).join('');
+      assert.deepEqual([await outs(a), await outs(b)], ['a\n', 'b\n']);
+      await sh2.close();
+    } finally {
+      await sh.close().catch(() => undefined);
+    }
+  });
+
   test('seccomp: no process in the sandbox may ptrace or read another one', async () => {
     const py = [
       'import ctypes, os',
@@ -222,7 +319,7 @@ describe('commands', () => {
     }
   });
 
-  test('a busybox sandbox has sessions too (ash)', async () => {
+  test('a busybox sandbox has sessions too (ash); its end ends the commands waiting in them', async () => {
     const bb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
       const sh = await bb.shell();
@@ -230,6 +327,14 @@ describe('commands', () => {
       assert.equal((await sh.exec('pwd; echo $X')).stdout, '/etc\n7\n');
       assert.equal((await sh.exec('sleep 10', { timeoutMs: 300 })).timedOut, true);
       assert.equal((await sh.exec('echo $X')).stdout, '7\n');
+      // The sandbox ends: the commands waiting their turn in its sessions end with not_found.
+      const c = bb.execStream('sleep 30', { session: sh.id, timeoutMs: 60_000 });
+      await started(c);
+      const d = bb.execStream('echo d', { session: sh.id });
+      await started(d);
+      await bb.delete();
+      assert.deepEqual(await collect(d), [{ type: 'error', error: { code: 'not_found', message: 'the sandbox ended before the command ran' } }]);
+      await collect(c).catch(() => undefined);
     } finally {
       await bb.delete();
     }

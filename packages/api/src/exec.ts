@@ -8,6 +8,12 @@ export const TerminalSize = z.strictObject({
 });
 export type TerminalSize = z.infer<typeof TerminalSize>;
 
+/**
+ * Commands that may wait their turn in one shell session behind the one it runs; one more is
+ * refused with resource_exhausted.
+ */
+export const MAX_QUEUED_SESSION_COMMANDS = 32;
+
 export const ExecRequest = z.strictObject({
   cmd: z.union([
     z
@@ -31,8 +37,15 @@ export const ExecRequest = z.strictObject({
     .int()
     .min(1)
     .max(24 * 3600 * 1000)
-    .optional(),
-  session: z.string().max(64).optional(),
+    .optional()
+    .describe("the command's time to run (default 60 s), from its start: a command in a session does not spend it waiting its turn"),
+  session: z
+    .string()
+    .max(64)
+    .optional()
+    .describe(
+      `a shell session (POST .../sessions) to run it in: its commands run one at a time, in the order they arrive; up to ${MAX_QUEUED_SESSION_COMMANDS} wait their turn behind the one it runs (one more: resource_exhausted). A waiting command has its start event (and commandId) at once; ending the session ends the waiting ones with not_found, killing one drops it`,
+    ),
   maxOutputBytes: z
     .number()
     .int()

@@ -31,6 +31,7 @@ export {
   ExecRequest,
   ExecResult,
   KillRequest,
+  MAX_QUEUED_SESSION_COMMANDS,
   TerminalSize,
   CommandInfo,
   CommandList,

@@ -15,6 +15,9 @@ interface Chunk {
 
 export type CommandListener = (ev: ExecEvent) => void;
 
+/** What a command's frames come through: its init call (a session's command: its turn, see SessionLine). */
+export type CommandCall = Pick<InitCall, 'next' | 'send' | 'close' | 'drain'>;
+
 const SIGNAL_NAMES = new Map<number, string>(Object.entries(constants.signals).map(([name, n]) => [n, name]));
 
 /**
@@ -24,7 +27,8 @@ const SIGNAL_NAMES = new Map<number, string>(Object.entries(constants.signals).m
  */
 export class Command {
   readonly id: string;
-  readonly startedAt = Date.now();
+  /** When it started (a session's command that waited its turn: when the turn came). */
+  startedAt = Date.now();
   private readonly chunks: Chunk[] = [];
   private retained = 0;
   private truncated = false;
@@ -41,7 +45,7 @@ export class Command {
     readonly pid: number,
     /** What it runs, as listed (see CommandInfo), and whether it is on a terminal. */
     readonly what: Pick<CommandInfo, 'cmd' | 'cwd' | 'env' | 'tag' | 'pty'>,
-    private readonly call: InitCall,
+    private readonly call: CommandCall,
     private readonly maxOutputBytes: number,
     private readonly onActivity: () => void,
     /** Budgets its output is held in (the node's, its tenant's share; see OutputBudget); none: only `maxOutputBytes` bounds it. */

@@ -3,9 +3,10 @@ import type { ExecRequest } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
 import { SHELL } from '../init/platform.js';
-import { Command } from './command.js';
+import { Command, type CommandCall } from './command.js';
 import { forgetCommand, makeRoom, markActivity, parseSessionId, type Live } from './live.js';
 import { OutputBudget } from './output-budget.js';
+import { SessionLine } from './session-queue.js';
 import { argvToScript, envList } from './shell.js';
 
 const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
@@ -69,18 +70,38 @@ export function pruneCommands(l: Live, now: number, keepMs: number): void {
   }
 }
 
-/** Starts a command in the sandbox (in a session, or on its own) and keeps it under `cmdId`. */
-export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, budgets: OutputBudget[], now: () => number = Date.now): Promise<Command> {
+/**
+ * Starts a command in the sandbox (in a session, or on its own) and keeps it under `cmdId`. A
+ * command for a busy session is kept at once and waits its turn there (`ready` is awaited before
+ * it starts: the sandbox may have been paused meanwhile); its timeout counts from its start.
+ */
+export async function launchCommand(
+  l: Live,
+  req: ExecRequest,
+  cmdId: string,
+  budgets: OutputBudget[],
+  now: () => number = Date.now,
+  ready: () => Promise<unknown> = async () => undefined,
+): Promise<Command> {
   const sock = l.sb.connect;
   const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
-  let call;
+  let call: CommandCall;
   let pid = 0;
+  // The command a session's turn restarts the clock of (made below, once its call is there).
+  const made: { cmd?: Command } = {};
   if (req.session) {
     if (req.pty) throw new WarrenError('invalid_argument', 'a command in a session cannot have a terminal of its own');
     if (req.stdin !== undefined || req.user !== undefined)
       throw new WarrenError('invalid_argument', 'stdin and user cannot be set for a command in a session (the session has its own)');
     const script = typeof req.cmd === 'string' ? req.cmd : argvToScript(req.cmd);
-    call = await ch.runInSession(sock, { session: parseSessionId(req.session), script, env: envList(req.env), cwd: req.cwd, timeoutMs });
+    const session = parseSessionId(req.session);
+    const p = { session, script, env: envList(req.env), cwd: req.cwd, timeoutMs };
+    call = await sessionLine(l, session, ready).take(
+      () => ch.runInSession(sock, p),
+      () => {
+        if (made.cmd) made.cmd.startedAt = Date.now();
+      },
+    );
   } else {
     const argv = typeof req.cmd === 'string' ? [SHELL, '-c', req.cmd] : req.cmd;
     ({ call, pid } = await ch.startCommand(sock, {
@@ -94,7 +115,7 @@ export async function launchCommand(l: Live, req: ExecRequest, cmdId: string, bu
     }));
   }
   const what = { cmd: req.cmd, cwd: req.cwd ?? null, env: req.env ?? {}, tag: req.tag ?? null, pty: req.pty !== undefined };
-  const cmd = new Command(cmdId, pid, what, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), budgets);
+  const cmd = (made.cmd = new Command(cmdId, pid, what, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), budgets));
   l.commands.set(cmdId, cmd);
   if (req.requestId) {
     l.requestIds.set(req.requestId, cmdId);
@@ -119,7 +140,26 @@ export async function openSession(l: Live, p: { cwd?: string; env?: Record<strin
   return `ss_${initId}_${randomBytes(6).toString('hex')}`;
 }
 
-/** Ends a shell session (its processes are killed). */
+/** The line of a session's commands, made when a command comes for a session that has none. */
+function sessionLine(l: Live, session: string, ready: () => Promise<unknown>): SessionLine {
+  let line = l.sessions.get(session);
+  if (!line) {
+    const made = new SessionLine(() => {
+      if (l.sessions.get(session) === made) l.sessions.delete(session);
+    }, ready);
+    l.sessions.set(session, (line = made));
+  }
+  return line;
+}
+
+/** Ends a shell session (its processes are killed); the commands waiting their turn in it end with not_found. */
 export async function closeSession(l: Live, sessionId: string): Promise<void> {
-  await ch.endSession(l.sb.connect, parseSessionId(sessionId));
+  const session = parseSessionId(sessionId);
+  l.sessions.get(session)?.endWaiting(new WarrenError('not_found', 'the session was ended before the command ran', { sessionId }));
+  await ch.endSession(l.sb.connect, session);
+}
+
+/** Ends the commands waiting their turn in a sandbox's sessions: the sandbox is going away. */
+export function endSessionLines(l: Live): void {
+  for (const line of [...l.sessions.values()]) line.endWaiting(new WarrenError('not_found', 'the sandbox ended before the command ran'));
 }

@@ -12,7 +12,7 @@ import { markActivity, memAvailableMiB, newCommandId, newLive, type Live } from 
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
-import { OutputBudgets, closeSession, launchCommand, openSession, pruneCommands } from './commands.js';
+import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands } from './commands.js';
 import { SandboxFiles } from './files.js';
 import { COMMIT_RESIDUES } from '../init/platform.js';
 import { configureSandbox } from './setup.js';
@@ -297,6 +297,7 @@ export class Edge {
     const l = this.live.get(id);
     if (l) {
       this.live.delete(id);
+      endSessionLines(l);
       this.layerRefs.release(l.spec.layers);
       for (const c of l.commands.values()) c.release();
       this.allocated.cpu -= l.spec.resources.cpu;
@@ -444,6 +445,7 @@ export class Edge {
       cmdId,
       this.output.forCommand(l, () => this.live.values()),
       () => this.now(),
+      () => this.touch(l.spec.id),
     );
   }
 

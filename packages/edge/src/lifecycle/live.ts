@@ -4,6 +4,7 @@ import { WarrenError } from '@warren/api';
 import type { Backend, BackendSandbox } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
+import type { SessionLine } from './session-queue.js';
 import type { EdgeSandboxSpec } from './edge-spec.js';
 
 /** What the edge holds of one running sandbox: its spec, its backend handle, commands, pause state. */
@@ -19,6 +20,8 @@ export interface Live {
   /** Commands being started for a requestId, so a concurrent retry waits for the same one. */
   pendingRequests: Map<string, Promise<Command>>;
   prunedAt: number;
+  /** Shell sessions with a command running or waiting, by the init's session number. */
+  sessions: Map<string, SessionLine>;
   resuming: Promise<void> | null;
   pausing: Promise<void> | null;
   /** The page-out that follows a pause, in the background until it ends or a resume stops it. */
@@ -54,6 +57,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Back
     requestIdOf: new Map(),
     pendingRequests: new Map(),
     prunedAt: 0,
+    sessions: new Map(),
     resuming: null,
     pausing: null,
     reclaim: null,
