@@ -7,12 +7,17 @@ import os
 import tempfile
 import time
 import unittest
+from typing import AsyncIterator, List
 
 from tests.live import KEY, URL, label, needs_server
 
-from warren import AsyncWarren, NotFoundError, WarrenError
+from warren import AsyncWarren, ExecEvent, NotFoundError, WarrenError
 
 SMALL = {"cpu": 0.1, "memoryMiB": 64}
+
+
+async def _events(it: AsyncIterator[ExecEvent]) -> List[ExecEvent]:
+    return [ev async for ev in it]
 
 
 @needs_server
@@ -37,6 +42,12 @@ class AsyncCalls(unittest.IsolatedAsyncioTestCase):
             async with await sb.shell(cwd="/workspace") as sh:
                 await sh.exec("export A=1 && cd /tmp")
                 self.assertEqual((await sh.exec("pwd; echo $A")).stdout, "/tmp\n1\n")
+                # gather on one shell: every command runs, in its turn, in the order given.
+                cmds = ["sleep 0.2; A=1"] + [f"A=${{A}}{i}; echo $A" for i in range(2, 8)]
+                rs = await asyncio.gather(*(sh.exec(c) for c in cmds))
+                self.assertEqual([r.stdout for r in rs[1:]], [f"1{''.join(str(n) for n in range(2, i + 1))}\n" for i in range(2, 8)])
+                evs = await asyncio.gather(*(_events(sh.exec_stream(c)) for c in ["sleep 0.1; A=x", "echo $A"]))
+                self.assertEqual("".join(e.data or "" for e in evs[1] if e.type == "stdout"), "x\n")
             f = sb.files
             await f.write("/workspace/a.py", "print(1)\n")
             self.assertEqual(await f.read("/workspace/a.py"), b"print(1)\n")

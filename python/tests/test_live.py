@@ -84,6 +84,29 @@ class SandboxCalls(unittest.TestCase):
             self.assertEqual(sh.exec("pwd; echo $A").stdout, "/tmp\n1\n")
             evs = list(sh.exec_stream("echo $A"))
             self.assertEqual(evs[-1].exit_code, 0)
+            # Threads on one shell: each command runs in its turn, in the order they were called
+            # (each thread starts once the one before has its place: its ticket taken).
+            results: list = [None] * 6
+            taken = threading.Semaphore(0)
+            take = sh._turns.take
+
+            def take_and_tell() -> int:
+                t = take()
+                taken.release()
+                return t
+
+            sh._turns.take = take_and_tell  # type: ignore[method-assign]
+
+            def run(i: int) -> None:
+                results[i] = sh.exec("sleep 0.2; B=0" if i == 0 else f"B=${{B}}{i}; echo $B").stdout
+
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+            for th in threads:
+                th.start()
+                taken.acquire()
+            for th in threads:
+                th.join()
+            self.assertEqual(results[1:], ["01\n", "012\n", "0123\n", "01234\n", "012345\n"])
         with self.assertRaises(NotFoundError):
             self.sb.exec("true", session=sh.id)
 

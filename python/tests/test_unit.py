@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from warren import AsyncWarren, NotFoundError, ResourceExhaustedError, Retry, TransportError, Warren, WarrenError  # noqa: E402
 from warren._ndjson import LineSplitter  # noqa: E402
 from warren._tarsafe import extract_safely  # noqa: E402
+from warren._turns import AsyncTurns, Turns  # noqa: E402
 from warren._wire import create_body  # noqa: E402
 from warren.errors import error_from_wire  # noqa: E402
 from warren.types import ExecResult, SandboxInfo, camel, from_wire, snake  # noqa: E402
@@ -89,6 +90,59 @@ def _ti(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = "",
     ti.linkname = link
     ti.mode = mode
     return ti
+
+
+class ShellTurns(unittest.TestCase):
+    """A shell's commands are sent in the order called, each once the one before was taken."""
+
+    def test_tickets_given_back_out_of_order_keep_the_order(self) -> None:
+        async def main() -> List[str]:
+            turns = AsyncTurns()
+            log: List[str] = []
+            gates = {n: asyncio.Event() for n in "abcd"}
+
+            async def call(name: str) -> None:
+                t = turns.take()
+                try:
+                    await turns.wait(t)
+                    log.append(name)
+                    await gates[name].wait()
+                finally:
+                    turns.give_back(t)
+
+            tasks = [asyncio.ensure_future(call(n)) for n in "abcd"]
+            await asyncio.sleep(0)
+            # c gives up before its turn: d still waits for a and b.
+            tasks[2].cancel()
+            await asyncio.sleep(0)
+            self.assertEqual(log, ["a"])
+            gates["a"].set()
+            for _ in range(3):
+                await asyncio.sleep(0)
+            self.assertEqual(log, ["a", "b"])
+            gates["b"].set()
+            gates["d"].set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return log
+
+        self.assertEqual(asyncio.run(main()), ["a", "b", "d"])
+
+    def test_threads(self) -> None:
+        turns = Turns()
+        order = [turns.take() for _ in range(3)]
+        log: List[int] = []
+
+        def call(t: int) -> None:
+            turns.wait(t)
+            log.append(t)
+            turns.give_back(t)
+
+        threads = [threading.Thread(target=call, args=(t,)) for t in reversed(order)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        self.assertEqual(log, [0, 1, 2])
 
 
 class SafeTar(unittest.TestCase):

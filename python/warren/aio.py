@@ -15,6 +15,7 @@ from ._ndjson import LineSplitter
 from ._retry import Retry
 from ._endpoint import Endpoint
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
+from ._turns import AsyncTurns
 from .errors import NotFoundError, WarrenError, error_from_wire
 from .types import (
     BatchCreateResult,
@@ -249,15 +250,37 @@ class AsyncCommand:
 
 
 class AsyncShell:
+    """A persistent shell in a sandbox. As an async context manager, it is closed on exit.
+
+    Its commands run one at a time, in the order they were called: ``asyncio.gather`` of many on
+    one shell runs them in the order given. Each is sent once the one before it has its place on
+    the server, which queues them (see _turns); ``timeout_ms`` counts from a command's start.
+    """
+
     def __init__(self, sandbox: AsyncSandbox, session_id: str) -> None:
         self.sandbox = sandbox
         self.id = session_id
+        self._turns = AsyncTurns()
 
     async def exec(self, cmd: w.Cmd, **opts: Any) -> ExecResult:
-        return await self.sandbox.exec(cmd, session=self.id, **opts)
+        t = self._turns.take()
+        try:
+            await self._turns.wait(t)
+            return await self.sandbox.exec(cmd, session=self.id, **opts)
+        finally:
+            self._turns.give_back(t)
 
-    def exec_stream(self, cmd: w.Cmd, **opts: Any) -> AsyncIterator[ExecEvent]:
-        return self.sandbox.exec_stream(cmd, session=self.id, **opts)
+    async def exec_stream(self, cmd: w.Cmd, **opts: Any) -> AsyncIterator[ExecEvent]:
+        """Its place in the order is taken when the stream is first read."""
+        t = self._turns.take()
+        try:
+            await self._turns.wait(t)
+            async for ev in self.sandbox.exec_stream(cmd, session=self.id, **opts):
+                # The first event says the server has it: the next command may go.
+                self._turns.give_back(t)
+                yield ev
+        finally:
+            self._turns.give_back(t)
 
     async def close(self) -> None:
         await self.sandbox._t.call(w.Request("DELETE", w.sandbox_path(self.sandbox.id, f"/sessions/{w.seg(self.id)}"), idempotent=True))

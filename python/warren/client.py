@@ -11,6 +11,7 @@ from ._retry import Retry
 from ._endpoint import Endpoint
 from ._sync_http import SyncTransport
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
+from ._turns import Turns
 from .errors import NotFoundError, WarrenError, error_from_wire
 from .types import (
     BatchCreateResult,
@@ -269,17 +270,37 @@ class Command:
 
 
 class Shell:
-    """A persistent shell in a sandbox. As a context manager, it is closed on exit."""
+    """A persistent shell in a sandbox. As a context manager, it is closed on exit.
+
+    Its commands run one at a time, in the order they were called (from any thread): each is
+    sent once the one before it has its place on the server, which queues them (see _turns).
+    A command's ``timeout_ms`` counts from its start, not from its wait for its turn.
+    """
 
     def __init__(self, sandbox: Sandbox, session_id: str) -> None:
         self.sandbox = sandbox
         self.id = session_id
+        self._turns = Turns()
 
     def exec(self, cmd: w.Cmd, **opts: Any) -> ExecResult:
-        return self.sandbox.exec(cmd, session=self.id, **opts)
+        t = self._turns.take()
+        try:
+            self._turns.wait(t)
+            return self.sandbox.exec(cmd, session=self.id, **opts)
+        finally:
+            self._turns.give_back(t)
 
     def exec_stream(self, cmd: w.Cmd, **opts: Any) -> Iterator[ExecEvent]:
-        return self.sandbox.exec_stream(cmd, session=self.id, **opts)
+        """Its place in the order is taken when the stream is first read."""
+        t = self._turns.take()
+        try:
+            self._turns.wait(t)
+            for ev in self.sandbox.exec_stream(cmd, session=self.id, **opts):
+                # The first event says the server has it: the next command may go.
+                self._turns.give_back(t)
+                yield ev
+        finally:
+            self._turns.give_back(t)
 
     def close(self) -> None:
         self.sandbox._t.call(w.Request("DELETE", w.sandbox_path(self.sandbox.id, f"/sessions/{w.seg(self.id)}"), idempotent=True))

@@ -105,3 +105,53 @@ test("every call the client makes is a route of the contract's table, its path p
   assert.ok(seen.some(([, p]) => p === '/v1/images/team%2Fimg%3Av1'));
   assert.equal(seen.length, 18);
 });
+
+test('Promise.all on one shell sends its commands in the order called, each once the one before was taken', async () => {
+  // The fake server answers only when the test says: what it has been sent meanwhile shows
+  // when the shell sends each command.
+  const sent: string[] = [];
+  const answer: Array<(status: number) => void> = [];
+  const f: FetchLike = async (url, init) => {
+    if (new URL(url).pathname.endsWith('/sessions')) return new Response(JSON.stringify({ sessionId: 'ss_1_000000000000' }), { status: 201 });
+    if (new URL(url).pathname === '/v1/sandboxes') return new Response(JSON.stringify({ id: 'sb_1' }), { status: 201 });
+    const { cmd } = JSON.parse(init?.body as string) as { cmd: string };
+    sent.push(cmd);
+    const status = await new Promise<number>((resolve) => answer.push(resolve));
+    if (status !== 200) return new Response(JSON.stringify({ error: { code: 'invalid_argument', message: 'no', details: {} } }), { status });
+    if ((init?.headers as Record<string, string>).accept === 'application/x-ndjson')
+      return new Response(
+        `{"type":"start","commandId":"cmd_${cmd}"}\n{"type":"exit","exitCode":0,"signal":null,"durationMs":1,"timedOut":false,"truncated":false}\n`,
+      );
+    const r = { commandId: `cmd_${cmd}`, stdout: cmd, stderr: '', exitCode: 0, signal: null, durationMs: 1, timedOut: false, truncated: false };
+    return new Response(JSON.stringify(r), { status: 200 });
+  };
+  const sh = await (await new Warren({ url: 'http://w', apiKey: 'k', fetch: f }).sandboxes.create({ image: 'busybox:latest' })).shell();
+  // Everything the shell would do on its own is done once the event loop has gone round idle.
+  const settled = async (): Promise<void> => {
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
+  const stream = sh.execStream('b');
+  const all = Promise.all([sh.exec('a'), stream.next(), sh.exec('c'), sh.exec('d').catch((e: unknown) => e), sh.exec('e')]);
+  await settled();
+  assert.deepEqual(sent, ['a']);
+  answer.shift()!(200);
+  await settled();
+  assert.deepEqual(sent, ['a', 'b']);
+  // A stream is taken with its first event: the next command goes while it is still open.
+  answer.shift()!(200);
+  await settled();
+  assert.deepEqual(sent, ['a', 'b', 'c']);
+  answer.shift()!(200);
+  await settled();
+  // A command that fails lets the next one go too.
+  answer.shift()!(400);
+  await settled();
+  assert.deepEqual(sent, ['a', 'b', 'c', 'd', 'e']);
+  answer.shift()!(200);
+  const [a, b, c, d, e] = await all;
+  assert.deepEqual(
+    [a.stdout, b.value, c.stdout, (d as WarrenError).code, e.stdout],
+    ['a', { type: 'start', commandId: 'cmd_b' }, 'c', 'invalid_argument', 'e'],
+  );
+  await stream.return(undefined);
+});

@@ -13,6 +13,7 @@ import type {
 import { ROUTES, WarrenError } from '@warren/api';
 import { ndjson, type Transport } from './transport.js';
 import { Terminal } from './terminal.js';
+import { Turns } from './turns.js';
 
 export type ExecOptions = Omit<ExecRequest, 'cmd'>;
 
@@ -143,19 +144,43 @@ export class Sandbox {
   }
 }
 
-/** A persistent shell inside a sandbox. */
+/**
+ * A persistent shell inside a sandbox. Its commands run one at a time in the order they were
+ * called (`Promise.all` of many on one shell runs them in the order given): each is sent once the
+ * one before it has its place on the server, which queues them. `timeoutMs` counts from a
+ * command's start, not from its wait for its turn.
+ */
 export class Shell {
+  private readonly turns = new Turns();
+
   constructor(
     private readonly sb: Sandbox,
     readonly id: string,
   ) {}
 
-  exec(cmd: string | string[], opts: Omit<ExecOptions, 'session' | 'stdin' | 'user'> = {}): Promise<ExecResult> {
-    return this.sb.exec(cmd, { ...opts, session: this.id });
+  async exec(cmd: string | string[], opts: Omit<ExecOptions, 'session' | 'stdin' | 'user'> = {}): Promise<ExecResult> {
+    const turn = this.turns.take();
+    try {
+      await turn.ready;
+      return await this.sb.exec(cmd, { ...opts, session: this.id });
+    } finally {
+      turn.done();
+    }
   }
 
-  execStream(cmd: string | string[], opts: Omit<ExecOptions, 'session' | 'stdin' | 'user'> = {}): AsyncGenerator<ExecEvent> {
-    return this.sb.execStream(cmd, { ...opts, session: this.id });
+  /** Runs a command and yields its events; its place in the order is taken when the stream is first read. */
+  async *execStream(cmd: string | string[], opts: Omit<ExecOptions, 'session' | 'stdin' | 'user'> = {}): AsyncGenerator<ExecEvent> {
+    const turn = this.turns.take();
+    try {
+      await turn.ready;
+      for await (const ev of this.sb.execStream(cmd, { ...opts, session: this.id })) {
+        // The first event says the server has it: the next command may go.
+        turn.done();
+        yield ev;
+      }
+    } finally {
+      turn.done();
+    }
   }
 
   close(): Promise<void> {
