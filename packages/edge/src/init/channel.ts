@@ -206,16 +206,22 @@ export async function writeFileFrom(
   let tooBig = false;
   const pump = async (): Promise<void> => {
     const chunks = Buffer.isBuffer(data) ? [data] : data;
-    for await (const chunk of chunks) {
-      size += chunk.length;
-      if (size > opts.maxBytes) {
-        tooBig = true;
-        call.close();
-        return;
+    try {
+      for await (const chunk of chunks) {
+        size += chunk.length;
+        if (size > opts.maxBytes) {
+          tooBig = true;
+          call.close();
+          return;
+        }
+        for (let off = 0; off < chunk.length; off += 1024 * 1024) {
+          if (!call.send(REQ.data, chunk.subarray(off, off + 1024 * 1024))) await call.drain();
+        }
       }
-      for (let off = 0; off < chunk.length; off += 1024 * 1024) {
-        if (!call.send(REQ.data, chunk.subarray(off, off + 1024 * 1024))) await call.drain();
-      }
+    } catch (e) {
+      // A source that fails (a body cut off, a corrupt gzip) ends the call: the init's answer is not waited for.
+      call.close();
+      throw e;
     }
     call.send(REQ.eof);
   };
