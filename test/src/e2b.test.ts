@@ -1,10 +1,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
+import { connect as netConnect } from 'node:net';
+import { once } from 'node:events';
+import { readFile, readdir, readlink } from 'node:fs/promises';
+import { gzipSync } from 'node:zlib';
 import * as e2bNew from 'e2b';
 import * as e2bOld from 'e2b-2.50';
 import { e2bKey } from '@warren/server';
-import { startTestWarren, until, type TestWarren } from './harness.js';
+import { initOf, startTestWarren, until, type TestWarren } from './harness.js';
 
 /** E2B's SDK as a training job uses it: both pinned versions (2.51 moved create and connect under /v2). */
 const SDKS = [
@@ -225,6 +229,221 @@ describe('E2B SDKs, unchanged, against Warren', () => {
       assert.ok(Date.now() - t0 >= 900, 'the SDK retried after Retry-After');
     } finally {
       await one.kill();
+    }
+  });
+
+  /** A sandbox's agent token, as the SDK holds it. */
+  const tokenOf = (sbx: e2bNew.Sandbox): string => (sbx as unknown as { envdAccessToken: string }).envdAccessToken;
+  /** A call to a sandbox's agent, as the SDK makes it. */
+  const envd = (sbx: e2bNew.Sandbox, path: string, init: RequestInit & { headers?: Record<string, string> } = {}, token = tokenOf(sbx)): Promise<Response> =>
+    fetch(`${opts.sandboxUrl}${path}`, {
+      method: 'POST',
+      ...init,
+      headers: { 'content-type': 'application/json', 'e2b-sandbox-id': sbx.sandboxId, 'x-access-token': token, ...init.headers },
+    });
+  /** A Connect server stream's messages (its end's error, if any, last). */
+  const streamed = async (r: Response): Promise<Array<Record<string, unknown>>> => {
+    const b = Buffer.from(await r.arrayBuffer());
+    const out: Array<Record<string, unknown>> = [];
+    for (let at = 0; at + 5 <= b.length; at += 5 + b.readUInt32BE(at + 1))
+      out.push(JSON.parse(b.subarray(at + 5, at + 5 + b.readUInt32BE(at + 1)).toString()) as Record<string, unknown>);
+    return out;
+  };
+  const envelope = (msg: unknown): Buffer => {
+    const body = Buffer.from(JSON.stringify(msg));
+    const head = Buffer.alloc(5);
+    head.writeUInt32BE(body.length, 1);
+    return Buffer.concat([head, body]);
+  };
+  const MiB = 2 ** 20;
+
+  /**
+   * Where the sandbox's agent (its PID 1) is in each file it has open at `path`: from the host
+   * for a container (its agent is out of its own users' reach), from inside for a microVM.
+   */
+  const agentReads = async (sbx: e2bNew.Sandbox, path: string): Promise<number[]> => {
+    if (process.env.WARREN_TEST_BACKEND === 'microvm') {
+      const at = await sbx.commands.run(
+        `for f in /proc/1/fd/*; do [ "$(readlink $f)" = ${path} ] && sed -n "s/^pos:\\s*//p" /proc/1/fdinfo/\${f##*/}; done; true`,
+        {
+          user: 'root',
+        },
+      );
+      return at.stdout.split('\n').filter(Boolean).map(Number);
+    }
+    const init = await initOf(sbx.sandboxId);
+    assert.ok(init, 'the sandbox has its agent');
+    const out: number[] = [];
+    for (const fd of await readdir(`/proc/${init.pid}/fd`)) {
+      if ((await readlink(`/proc/${init.pid}/fd/${fd}`).catch(() => '')) !== path) continue;
+      const info = await readFile(`/proc/${init.pid}/fdinfo/${fd}`, 'utf8');
+      out.push(Number(/^pos:\s*(\d+)/m.exec(info)?.[1]));
+    }
+    return out;
+  };
+
+  /** A sandbox of template base for the duration of `run`. */
+  const withSandbox = async (run: (sbx: e2bNew.Sandbox) => Promise<void>, o: Partial<typeof opts> = {}): Promise<void> => {
+    const sbx = await e2bNew.Sandbox.create('base', { ...opts, ...o });
+    try {
+      await run(sbx);
+    } finally {
+      await e2bNew.Sandbox.kill(sbx.sandboxId, opts);
+    }
+  };
+
+  test(
+    'GET /files goes at the reader’s pace: for a client that never reads, the sandbox’s file is read no further than the buffers on the way (W3-03)',
+    { timeout: 120_000 },
+    () =>
+      withSandbox(async (sbx) => {
+        // A sparse 32 MiB file, asked for by a client that never reads.
+        await sbx.commands.run('truncate -s 32M /tmp/big');
+        const u = new URL(`${opts.sandboxUrl}/files?path=/tmp/big`);
+        const stuck = netConnect(Number(u.port), u.hostname);
+        stuck.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: ${sbx.sandboxId}\r\nX-Access-Token: ${tokenOf(sbx)}\r\n\r\n`);
+        await once(stuck, 'readable'); // its answer has begun; it is never read
+        try {
+          // Meanwhile a client that reads gets the whole file: the sandbox could have sent both.
+          const r = await envd(sbx, '/files?path=/tmp/big', { method: 'GET' });
+          let n = 0;
+          for await (const c of r.body as unknown as AsyncIterable<Uint8Array>) n += c.length;
+          assert.equal(n, 32 * MiB);
+          // The agent (the sandbox's PID 1) still has the stuck one's file open, not far in.
+          const pos = await agentReads(sbx, '/tmp/big');
+          assert.equal(pos.length, 1, `the agent's reads of /tmp/big: ${pos.join(', ')}`);
+          assert.ok(pos[0]! < 24 * MiB, `${Math.round(pos[0]! / MiB)} MiB read for a client that never reads`);
+        } finally {
+          stuck.destroy();
+        }
+      }),
+  );
+
+  test(
+    'uploads stream into the sandbox as they come (a gzip bomb is never held whole), keepalives stay within bounds, watches are bounded (W3-12)',
+    { timeout: 120_000 },
+    () =>
+      withSandbox(async (sbx) => {
+        // A gzip bomb (8 MiB of zeros in 8 KB), sent half at a time: what the first half inflates
+        // to is in the sandbox before the second is sent (streamed, not held until the body's end).
+        const bomb = gzipSync(Buffer.alloc(8 * MiB));
+        const u = new URL(`${opts.sandboxUrl}/files?path=/tmp/bomb`);
+        const up = netConnect(Number(u.port), u.hostname);
+        const answer = new Promise<string>((resolve) => {
+          let text = '';
+          up.on('data', (b: Buffer) => void (text += b.toString())).on('end', () => resolve(text));
+        });
+        up.write(
+          `POST ${u.pathname}${u.search} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nE2b-Sandbox-Id: ${sbx.sandboxId}\r\nX-Access-Token: ${tokenOf(sbx)}\r\n` +
+            `Content-Type: application/octet-stream\r\nContent-Encoding: gzip\r\nContent-Length: ${bomb.length}\r\n\r\n`,
+        );
+        up.write(bomb.subarray(0, bomb.length >> 1));
+        await until(async () => ((await sbx.files.getInfo('/tmp/bomb').catch(() => null))?.size ?? 0) > 0, 20_000);
+        up.write(bomb.subarray(bomb.length >> 1));
+        assert.match(await answer, /^HTTP\/1\.1 200/);
+        assert.equal((await sbx.files.getInfo('/tmp/bomb')).size, 8 * MiB);
+        const gz = { 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' };
+        const corrupt = await envd(sbx, '/files?path=/tmp/corrupt', { body: Buffer.concat([bomb.subarray(0, 1000), Buffer.alloc(64, 7)]), headers: gz });
+        assert.equal(corrupt.status, 400);
+
+        // keepalive-ping-interval 1e10 s is taken as the longest interval, not as a 1 ms timer.
+        const pinged = await envd(sbx, '/process.Process/Start', {
+          headers: { 'content-type': 'application/connect+json', 'keepalive-ping-interval': '10000000000' },
+          body: envelope({ process: { cmd: '/bin/sh', args: ['-c', 'sleep 0.5'] } }),
+        });
+        const msgs = await streamed(pinged);
+        assert.ok(
+          msgs.some((m) => (m.event as { end?: unknown } | undefined)?.end),
+          JSON.stringify(msgs.slice(-2)),
+        );
+        assert.equal(msgs.filter((m) => (m.event as { keepalive?: unknown } | undefined)?.keepalive).length, 0);
+
+        // Watches: at most 16 of one sandbox at once; a tree of more than 4096 entries is refused.
+        await sbx.files.makeDir('/tmp/w');
+        const watches = await Promise.all(Array.from({ length: 16 }, () => sbx.files.watchDir('/tmp/w', () => undefined)));
+        await assert.rejects(
+          sbx.files.watchDir('/tmp/w', () => undefined),
+          /16 watches/,
+        );
+        await watches[0]!.stop();
+        // The server frees the place when it sees the stream go.
+        await until(async () => {
+          const w = await sbx.files.watchDir('/tmp/w', () => undefined).catch(() => null);
+          if (w) watches[0] = w;
+          return w !== null;
+        }, 10_000);
+        await Promise.all(watches.map((w) => w.stop()));
+        // (on tmpfs: making files on a microVM's disk is slow)
+        await sbx.commands.run('mkdir -p /dev/shm/many && cd /dev/shm/many && seq 4097 | xargs touch');
+        await assert.rejects(
+          sbx.files.watchDir('/dev/shm/many', () => undefined),
+          /more than 4096 entries/,
+        );
+      }),
+  );
+
+  test('an access token acts as the key that asked for it: revoked, its tokens stop with it (W3-11)', { timeout: 60_000 }, async () => {
+    const made = await fetch(`${t.url}/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tenant: 'e2b-revoked', role: 'user' }),
+    });
+    const { key, keyId } = (await made.json()) as { key: string; keyId: string };
+    await withSandbox(
+      async (mine) => {
+        assert.equal((await envd(mine, '/process.Process/List', { body: '{}' })).status, 200);
+        assert.equal((await fetch(`${t.url}/v1/keys/${keyId}`, { method: 'DELETE', headers: { authorization: `Bearer ${t.key}` } })).status, 204);
+        const refused = await envd(mine, '/process.Process/List', { body: '{}' });
+        assert.equal(refused.status, 401);
+        assert.match(((await refused.json()) as { message: string }).message, /no longer valid/);
+        await assert.rejects(mine.commands.run('true'), (e: unknown) => e instanceof e2bNew.AuthenticationError);
+      },
+      { apiKey: e2bKey(key) },
+    );
+  });
+
+  test('E2B calls go through the API’s schemas and leave audit entries', { timeout: 120_000 }, async () => {
+    const { Sandbox } = e2bNew;
+    await assert.rejects(Sandbox.create('base', { ...opts, metadata: { 'bad key!': 'x' } }), /metadata\.bad key!: label keys/);
+    await assert.rejects(Sandbox.create('base', { ...opts, envs: { 'A=B': 'x' } }), /envVars\.A=B: environment names/);
+    const sbx = await Sandbox.create('base', { ...opts, metadata: { audited: 'yes' } });
+    try {
+      await assert.rejects(sbx.commands.run('true', { envs: { 'NUL\0': 'x' } }), /process\.envs/);
+      await assert.rejects(sbx.commands.run('true', { user: 'not a user' }), /user: a user name/);
+      const size = await envd(sbx, '/process.Process/Start', {
+        headers: { 'content-type': 'application/connect+json' },
+        body: envelope({ process: { cmd: '/bin/sh' }, pty: { size: { cols: 0, rows: 24 } } }),
+      });
+      const ended = (await streamed(size)).at(-1) as { error?: { code: string; message: string } };
+      assert.equal(ended.error?.code, 'invalid_argument');
+      assert.match(ended.error?.message ?? '', /pty\.size/);
+      const tagged = await envd(sbx, '/process.Process/Start', {
+        headers: { 'content-type': 'application/connect+json' },
+        body: envelope({ process: { cmd: '/bin/true' }, tag: 'x'.repeat(300) }),
+      });
+      assert.match(((await streamed(tagged)).at(-1) as { error?: { message: string } }).error?.message ?? '', /^process: tag:/);
+      await sbx.commands.run('true');
+      await sbx.files.write('/tmp/audited.txt', 'x');
+      await sbx.setTimeout(60_000);
+      const entries = async (): Promise<Array<{ method: string; path: string; keyId: string | null; status: number }>> =>
+        (
+          (await (await fetch(`${t.url}/v1/audit?sandbox=${sbx.sandboxId}`, { headers: { authorization: `Bearer ${t.key}` } })).json()) as {
+            entries: Array<{ method: string; path: string; keyId: string | null; status: number }>;
+          }
+        ).entries;
+      const seen = (await entries()).map((e) => `${e.method} ${e.path} ${e.keyId} ${e.status}`);
+      for (const want of [
+        /^POST \/e2b\/(v2\/)?sandboxes admin 201$/,
+        /^POST \/e2b\/envd\/process\.Process\/Start admin 200$/,
+        /^POST \/e2b\/envd\/files admin 200$/,
+        /^POST \/e2b\/sandboxes\/sb_\w+\/timeout admin 204$/,
+      ])
+        assert.ok(
+          seen.some((e) => want.test(e)),
+          `${String(want)} in ${seen.join('; ')}`,
+        );
+    } finally {
+      await sbx.kill();
     }
   });
 });

@@ -20,6 +20,7 @@ export {
   SandboxState,
   SetTimeoutRequest,
   StateResponse,
+  UserName,
 } from './sandbox.js';
 export { NetworkPolicy, NetworkUsage, SandboxNetwork, formatIpv4, parseIpv4, parseNetworkRule, prefixMask } from './network.js';
 export type { NetworkRule } from './network.js';

@@ -3,6 +3,8 @@ import { WarrenError, z, type Sandbox } from '@warren/api';
 import { jsonBody, sendEmpty, sendJson } from '../../http/io.js';
 import type { RouteDeps } from '../../http/route-types.js';
 import type { Caller } from '../../services/sandboxes.js';
+import type { AuditScope } from '../audit.js';
+import { createRequest } from './requests.js';
 import { accessToken, warrenKeyOf } from './tokens.js';
 
 /**
@@ -73,21 +75,33 @@ function listed(s: Sandbox): Record<string, unknown> {
   };
 }
 
-/** The control plane's answers under E2B_API_URL (`/e2b/...`). Answers false for a path it does not serve. */
-export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: ServerResponse, path: string, url: URL): Promise<boolean> {
+/** The secret E2B access tokens are sealed under (tokens.ts). */
+export const TOKEN_PURPOSE = 'e2b-envd-token';
+
+/**
+ * The control plane's answers under E2B_API_URL (`/e2b/...`). Answers false for a path it does
+ * not serve. `audit` is told who called and on which sandbox, for the call's audit entry.
+ */
+export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: ServerResponse, path: string, url: URL, audit: AuditScope): Promise<boolean> {
   const method = req.method ?? 'GET';
-  const key = req.headers['x-api-key'];
+  const header = req.headers['x-api-key'];
+  let apiKey = '';
   const caller = async (): Promise<Caller> => {
-    if (typeof key !== 'string' || !key) throw new WarrenError('unauthenticated', 'missing X-API-KEY');
-    return d.auth.authenticate(`Bearer ${warrenKeyOf(key)}`);
+    if (typeof header !== 'string' || !header) throw new WarrenError('unauthenticated', 'missing X-API-KEY');
+    apiKey = warrenKeyOf(header);
+    const c = await d.auth.authenticate(`Bearer ${apiKey}`);
+    audit.caller = c;
+    return c;
   };
-  const secret = d.auth.secret('e2b-envd');
+  const secret = d.auth.secret(TOKEN_PURPOSE);
+  // The token carries the key that asked for it: agent calls act as that key while it lives.
+  const token = (id: string): string => accessToken(secret, id, apiKey, Date.now());
   const sandboxAnswer = (s: Sandbox, template?: string): Record<string, unknown> => ({
     sandboxID: s.id,
     templateID: template ?? s.labels[TEMPLATE_LABEL] ?? s.image,
     clientID: 'warren',
     envdVersion: ENVD_VERSION,
-    envdAccessToken: accessToken(secret, s.id),
+    envdAccessToken: token(s.id),
     domain: null,
   });
 
@@ -99,13 +113,17 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
     if (b.allow_internet_access === false)
       throw new WarrenError('invalid_argument', 'allow_internet_access=false is not served through the E2B API: use Warren network rules');
     const t = TEMPLATES[b.templateID];
-    const s = await d.sandboxes.create(c, {
-      image: t?.image ?? b.templateID,
-      ...(t ? { user: t.user, workdir: t.workdir } : {}),
-      lifetime: { ttlSeconds: b.timeout ?? DEFAULT_TIMEOUT_S },
-      env: b.envVars ?? undefined,
-      labels: { ...(b.metadata ?? {}), [TEMPLATE_LABEL]: b.templateID },
-    });
+    const s = await d.sandboxes.create(
+      c,
+      createRequest({
+        image: t?.image ?? b.templateID,
+        ...(t ? { user: t.user, workdir: t.workdir } : {}),
+        lifetime: { ttlSeconds: b.timeout ?? DEFAULT_TIMEOUT_S },
+        env: b.envVars ?? undefined,
+        labels: { ...(b.metadata ?? {}), [TEMPLATE_LABEL]: b.templateID },
+      }),
+    );
+    audit.sandbox = s.id;
     sendJson(res, 201, sandboxAnswer(s, b.templateID));
     return true;
   }
@@ -143,11 +161,12 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
   if (!m) return false;
   const id = decodeURIComponent(m[1]!);
   const op = m[2] ?? '';
+  audit.sandbox = id;
   const c = await caller();
   if (method === 'GET' && op === '') {
     const s = await d.sandboxes.toApi(await d.sandboxes.record(c, id));
     if (!stateOf(s)) throw new WarrenError('not_found', `sandbox ${id} has ended`);
-    sendJson(res, 200, { ...listed(s), envdAccessToken: accessToken(secret, s.id), domain: null });
+    sendJson(res, 200, { ...listed(s), envdAccessToken: token(s.id), domain: null });
   } else if (method === 'DELETE' && op === '') {
     const rec = await d.sandboxes.record(c, id);
     if (rec.state !== 'running' && rec.state !== 'paused') throw new WarrenError('not_found', `sandbox ${id} has ended`);

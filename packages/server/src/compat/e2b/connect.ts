@@ -9,8 +9,8 @@ import { readBody } from '../../http/io.js';
  * envelope (flag 2) that carries the error, if any.
  */
 
-/** The largest request a call takes (stdin, a file's bytes in base64). */
-const MAX_REQUEST = 64 * 1024 * 1024;
+/** The largest request a call takes (stdin in base64: 16 MiB of it, as Warren's exec takes). */
+const MAX_REQUEST = 24 * 1024 * 1024;
 const END_STREAM = 0x02;
 
 /** Warren's error codes in Connect's words. */
@@ -52,6 +52,7 @@ export class ConnectError extends Error {
   }
 }
 
+/** A thrown value in Connect's words (anything not Warren's: internal, with no detail). */
 export function connectError(e: unknown): { code: string; message: string } {
   if (e instanceof ConnectError) return { code: e.code, message: e.message };
   if (e instanceof WarrenError) return { code: CODES[e.code] ?? 'internal', message: e.message };
@@ -79,12 +80,14 @@ export async function readMessage(req: IncomingMessage): Promise<Record<string, 
   }
 }
 
+/** A unary call's answer. */
 export function sendUnary(res: ServerResponse, message: unknown): void {
   const body = JSON.stringify(message);
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
 
+/** A unary call's error, with the HTTP status Connect gives its code. */
 export function sendUnaryError(res: ServerResponse, e: unknown): void {
   const err = connectError(e);
   const body = JSON.stringify(err);
@@ -100,7 +103,11 @@ function envelope(flags: number, json: string): Buffer {
   return Buffer.concat([head, body]);
 }
 
-/** A server stream's answer: messages as they come, then its end (with an error or not). */
+/**
+ * A server stream's answer: messages as they come, then its end (with an error or not). A send
+ * resolves once the client has taken what is buffered (the socket drained), so a producer that
+ * awaits it runs at the client's pace and a client that never reads holds one message.
+ */
 export class ConnectStream {
   private ended = false;
 
@@ -112,8 +119,24 @@ export class ConnectStream {
     return this.ended || this.res.destroyed;
   }
 
-  send(message: unknown): void {
-    if (!this.closed) this.res.write(envelope(0, JSON.stringify(message)));
+  async send(message: unknown): Promise<void> {
+    if (this.closed) return;
+    if (!this.res.write(envelope(0, JSON.stringify(message)))) await this.drained();
+  }
+
+  /** A keepalive: skipped while the client has not taken what it was sent (it would only pile up). */
+  ping(message: unknown): void {
+    if (!this.closed && !this.res.writableNeedDrain) this.res.write(envelope(0, JSON.stringify(message)));
+  }
+
+  private drained(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.res.off('drain', done).off('close', done);
+        resolve();
+      };
+      this.res.on('drain', done).on('close', done);
+    });
   }
 
   end(error?: unknown): void {
@@ -121,4 +144,9 @@ export class ConnectStream {
     this.ended = true;
     this.res.end(envelope(END_STREAM, JSON.stringify(error === undefined ? {} : { error: connectError(error) })));
   }
+}
+
+/** The HTTP status a unary call's error answers with (what its audit entry records). */
+export function connectStatus(e: unknown): number {
+  return STATUS[connectError(e).code] ?? 500;
 }
