@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { http, startTestWarren, type TestWarren } from './harness.js';
+import { connect } from 'node:net';
+import { http, startTestWarren, until, type TestWarren } from './harness.js';
 
 /** The request verl's sandbox-fusion tool and reward functions build (all fields, as they send them). */
 const verlRequest = (
@@ -83,6 +84,48 @@ describe('SandboxFusion run_code', () => {
     const wrongKey = await fetch_(`${t.url}/sandboxfusion/wk_nosuchkey/run_code`, verlRequest('print(1)'));
     assert.equal(wrongKey.status, 401);
   });
+
+  test(
+    'run_code leaves audit entries; a key in the path reaches neither them nor the logs, a body cut off included (W3-16, W3-17)',
+    { timeout: 60_000 },
+    async () => {
+      const made = await http(t, 'POST', '/v1/keys', { tenant: 'fusion-audit', role: 'user' });
+      const { key, keyId } = made.json as { key: string; keyId: string };
+      const audit = async (): Promise<Array<{ keyId: string | null; path: string; status: number; code: string | null }>> =>
+        (
+          (await http(t, 'GET', '/v1/audit?tenant=fusion-audit')).json as {
+            entries: Array<{ keyId: string | null; path: string; status: number; code: string | null }>;
+          }
+        ).entries;
+      // The harness prints the server's warnings when WARREN_TEST_LOG is set: every one is kept here.
+      const logged: string[] = [];
+      const { error } = console;
+      const was = process.env.WARREN_TEST_LOG;
+      process.env.WARREN_TEST_LOG = '1';
+      console.error = (...a: unknown[]) => void logged.push(a.map((x) => (typeof x === 'string' ? x : JSON.stringify(x))).join(' '));
+      try {
+        assert.equal((await fetch_(`${t.url}/sandboxfusion/${key}/run_code`, verlRequest('print(1)'))).status, 200);
+        // A body cut off after the server has read much of it: 32 MiB of 48 sent, then the connection closed.
+        const u = new URL(t.url);
+        const sock = connect(Number(u.port), u.hostname);
+        sock.on('error', () => undefined);
+        sock.write(`POST /sandboxfusion/${key}/run_code HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${48 * 2 ** 20}\r\n\r\n`);
+        await new Promise((resolve) => sock.write(Buffer.alloc(32 * 2 ** 20, 32), resolve));
+        sock.destroy();
+        await until(async () => (await audit()).some((e) => e.status === 400), 10_000);
+      } finally {
+        console.error = error;
+        if (was === undefined) delete process.env.WARREN_TEST_LOG;
+        else process.env.WARREN_TEST_LOG = was;
+      }
+      const entries = await audit();
+      assert.deepEqual(entries.map((e) => [e.keyId, e.path, e.status, e.code]).sort(), [
+        [keyId, '/sandboxfusion/{key}/run_code', 200, null],
+        [keyId, '/sandboxfusion/{key}/run_code', 400, 'invalid_argument'],
+      ]);
+      assert.ok(!logged.some((l) => l.includes(key)), logged.join('\n'));
+    },
+  );
 });
 
 /** A POST with no key (what SandboxFusion's clients send). */

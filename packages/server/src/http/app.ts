@@ -15,7 +15,7 @@ import { fnRoutes } from './routes-fn.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
 import { matchPtyPath, servePty } from './routes-pty.js';
 import { auditCall } from './audit-call.js';
-import { RunCodeRequest, runCode } from '../compat/sandboxfusion/run-code.js';
+import { isRunCodePath, serveRunCode } from '../compat/sandboxfusion/serve.js';
 import { E2B_PREFIX, serveE2b } from '../compat/e2b/index.js';
 import { exposition } from './prometheus.js';
 
@@ -113,13 +113,7 @@ export function createApp(d: AppDeps): Server {
       return;
     }
     if (url.pathname.startsWith(E2B_PREFIX)) return serveE2b(d, req, res, url);
-    // SandboxFusion's run_code: the key as a bearer token, or in the path for clients that send none.
-    const fusion = url.pathname === '/run_code' ? (req.headers.authorization ?? '') : /^\/sandboxfusion\/([^/]+)\/run_code$/.exec(url.pathname)?.[1];
-    if (fusion !== undefined) {
-      if (req.method !== 'POST') throw new WarrenError('invalid_argument', 'run_code takes a POST');
-      const caller = await d.auth.authenticate(url.pathname === '/run_code' ? fusion : `Bearer ${decodeURIComponent(fusion)}`);
-      return sendJson(res, 200, await runCode(d, caller, await jsonBody(req, RunCodeRequest, 64 * 1024 * 1024)));
-    }
+    if (isRunCodePath(url.pathname)) return serveRunCode(d, req, res, url);
     const port = matchPortPath(url);
     if (port) return ports.http(req, res, port);
     const m = router.match(req.method ?? 'GET', url.pathname);
