@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { OWNER_PID_FILE, listenEdgeApi, type EdgeApi, type EdgeEvent } from '@warren/edge';
+import { OWNER_PID_FILE, listenEdgeApi, nodeTag, type EdgeApi, type EdgeEvent } from '@warren/edge';
 import { startServer, startSimulatedEdge, startTestPostgres, type RunningEdge, type RunningServer, type TestPostgres } from '@warren/server';
 import { Warren } from '@warren/sdk';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { once } from 'node:events';
@@ -219,7 +219,11 @@ describe(
         logger: { info: () => undefined, warn: (msg, meta) => void warnings.push({ msg, meta }) },
         edgeNetworks: ['127.0.0.1/32'],
       });
-      const [a, b] = await Promise.all([edge(s.url, 'a'), edge(s.url, 'b')]);
+      const aDir = await dataDir();
+      const [a, b] = await Promise.all([edge(s.url, 'a', [], aDir), edge(s.url, 'b')]);
+      // The cluster's own hosts (replicas, nodes, the database: all on 127.0.0.1 here) are in the
+      // node's always-deny set from its join on.
+      assert.match(execFileSync('nft', ['list', 'set', 'inet', `warren_${nodeTag(aDir)}`, 'always_deny']).toString(), /elements = \{ 127\.0\.0\.1/);
       assert.deepEqual(await nodeStates(client), { a: 'ready', b: 'ready' });
       const listed = (await client.nodes()).nodes;
       assert.deepEqual(
@@ -364,7 +368,9 @@ describe(
         nodeSide.port,
       );
       try {
-        assert.equal((await api(s.url, 'POST', '/v1/nodes/join', fake.join, TOKEN)).json.node, 'evil');
+        const joined = (await api(s.url, 'POST', '/v1/nodes/join', fake.join, TOKEN)).json;
+        assert.equal(joined.node, 'evil');
+        assert.deepEqual(joined.clusterHosts, ['127.0.0.1']);
         const ignored = (): number => warnings.filter((w) => /not on that node was ignored/.test(w.msg)).length;
         await until(async () => ignored() === 3 || (await client.sandboxes.get(victim.id)).info.state !== 'running');
         const after = (await client.sandboxes.get(victim.id)).info;

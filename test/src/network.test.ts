@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
 import type { AuditEntry } from '@warren/api';
+import type { WarrenOptions } from '@warren/server';
 import { errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 /**
@@ -182,6 +183,16 @@ describe('sandbox network policy', () => {
   const nsIf = `wt${randomInt(10000, 99999)}`;
   const sub = randomInt(1, 250);
   const cidrHost = `10.251.${sub}.2`;
+  // Another address of that namespace, one the node names as a host of its cluster's.
+  const clusterHost = `10.251.${sub}.3`;
+  const netOptions = (): WarrenOptions['network'] => ({
+    hosts: { 'pypi.example': web, 'files.pyfiles.example': web, 'registry.npm.example': web },
+    poolSize: 4,
+    maxConnectionsPerSandbox: 32,
+    newConnectionsPerSecond: 100,
+    dnsQueriesPerSecond: 50,
+    deny: [`${clusterHost}/32`],
+  });
   let nsServer: ChildProcess | null = null;
 
   before(async () => {
@@ -225,8 +236,8 @@ describe('sandbox network policy', () => {
     }
     execFileSync('sh', [
       '-c',
-      `ip netns add ${ns} && ip link add ${nsIf} type veth peer name eth0 netns ${ns} && ip addr add 10.251.${sub}.1/30 dev ${nsIf} && ip link set ${nsIf} up && ` +
-        `ip -n ${ns} addr add ${cidrHost}/30 dev eth0 && ip -n ${ns} link set eth0 up && ip -n ${ns} link set lo up && ip -n ${ns} route add default via 10.251.${sub}.1`,
+      `ip netns add ${ns} && ip link add ${nsIf} type veth peer name eth0 netns ${ns} && ip addr add 10.251.${sub}.1/29 dev ${nsIf} && ip link set ${nsIf} up && ` +
+        `ip -n ${ns} addr add ${cidrHost}/29 dev eth0 && ip -n ${ns} addr add ${clusterHost}/29 dev eth0 && ip -n ${ns} link set eth0 up && ip -n ${ns} link set lo up && ip -n ${ns} route add default via 10.251.${sub}.1`,
     ]);
     nsServer = spawn(
       'ip',
@@ -240,11 +251,7 @@ describe('sandbox network policy', () => {
       ],
       { stdio: 'ignore' },
     );
-    const hosts = { 'pypi.example': web, 'files.pyfiles.example': web, 'registry.npm.example': web };
-    t = await startTestWarren({
-      images: ['busybox:latest', 'debian-python:latest'],
-      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100, dnsQueriesPerSecond: 50 },
-    });
+    t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'], network: netOptions() });
   });
 
   after(async () => {
@@ -346,6 +353,20 @@ describe('sandbox network policy', () => {
       assert.equal(await probe(c, 'connect', cidrHost, '8000'), 'timeout');
     } finally {
       await Promise.all([a.delete(), b.delete(), c.delete()]);
+    }
+  });
+
+  test('the cluster’s own hosts are out of reach whatever the rules: a CIDR rule that names one is dropped for it, and another address it names is reached', async () => {
+    const a = await box(t, { egress: 'deny', allow: [`10.251.${sub}.0/29`] });
+    try {
+      // The denied address listens (the host reaches it), and the same rule reaches its neighbour.
+      assert.match(await (await fetch(`http://${clusterHost}:8000/`)).text(), /^cidr /);
+      assert.match(await probe(a, 'http', cidrHost, '8000', 'x'), /^HTTP\/1.1 200 OK \| cidr /);
+      // Dropped, not refused: a refusal would come back at once (0.5 s is long enough to tell).
+      assert.equal(await probe(a, 'connect', clusterHost, '8000', '0.5'), 'timeout');
+      assert.equal(await probe(a, 'connect', clusterHost, '80', '0.5'), 'timeout', 'port 80, which a CIDR rule routes instead of the proxy');
+    } finally {
+      await a.delete();
     }
   });
 
@@ -533,12 +554,7 @@ describe('sandbox network policy', () => {
     // While no Warren runs, the node's rules still hold: the proxy is gone, nothing else opens.
     const table = execFileSync('nft', ['list', 'tables']).toString();
     assert.match(table, /warren_/);
-    const hosts = { 'pypi.example': web, 'files.pyfiles.example': web, 'registry.npm.example': web };
-    t = await startTestWarren({
-      dataDir,
-      images: ['busybox:latest', 'debian-python:latest'],
-      network: { hosts, poolSize: 4, maxConnectionsPerSandbox: 32, newConnectionsPerSecond: 100, dnsQueriesPerSecond: 50 },
-    });
+    t = await startTestWarren({ dataDir, images: ['busybox:latest', 'debian-python:latest'], network: netOptions() });
     const back = await t.client.sandboxes.get(id);
     try {
       assert.equal(back.info.state, 'running');

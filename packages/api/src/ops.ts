@@ -117,6 +117,12 @@ export const JoinNodeResponse = z.object({
    * the one it joined through (the control plane's own blobs).
    */
   blobStore: z.object({ url: z.string(), key: z.string().optional() }).nullable(),
+  /**
+   * The cluster's own hosts as the control plane knows them at this join (its replicas, the
+   * other nodes, the database), by address: the node keeps its sandboxes from them whatever
+   * their rules.
+   */
+  clusterHosts: z.array(z.string()),
   /** What the join found: records kept, taken back, failed; sandboxes no record named, removed. */
   reconciled: z.object({ kept: z.number(), adopted: z.number(), failed: z.number(), removed: z.number() }),
 });

@@ -265,6 +265,15 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => inNet(o, (n) => void (n.subnet = str(v))),
   },
   {
+    flag: 'deny-networks',
+    type: 'string',
+    usage: [
+      '[--deny-networks CIDR,...]',
+      'no sandbox reaches these whatever its rules (the cluster’s own hosts: replicas, database, other nodes; those a join names are added)',
+    ],
+    set: (o, v) => inNet(o, (n) => void (n.deny = str(v).split(','))),
+  },
+  {
     flag: 'dns-rate',
     type: 'string',
     usage: ['[--dns-rate N]', 'DNS queries a sandbox may send per second, a burst of 2N first (default 1000)'],

@@ -52,6 +52,8 @@ export interface ControlPlaneParts {
   joinToken?: string;
   /** The networks a joining edge's address must be in (CIDRs; default DEFAULT_EDGE_NETWORKS). */
   edgeNetworks?: readonly string[];
+  /** The control plane's own hosts (replicas, database) a joining node keeps its sandboxes from (see NodeService). */
+  clusterHosts?: () => Promise<string[]>;
   /** What a joining edge reads layers it lacks from. */
   blobStore?: () => JoinNodeResponse['blobStore'];
   /** Sends a blob this process lacks from another replica's (see peerBlobs). */
@@ -176,6 +178,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     blobStore: p.blobStore,
     localAddress: () => url,
     edgeNetworks: p.edgeNetworks,
+    clusterHosts: p.clusterHosts,
     logger: o.logger,
   });
   const server: Server = createApp({

@@ -95,6 +95,11 @@ async function openNetwork(
     if (r.kind !== 'cidr' || r.prefix !== 18) throw new Error(`network subnet "${o.subnet}" must be an IPv4 /18`);
     block = { base: r.base, prefix: r.prefix };
   }
+  const deny = (o.deny ?? []).map((c) => {
+    const r = parseNetworkRule(c);
+    if (r.kind !== 'cidr') throw new Error(`--deny-networks takes IPv4 CIDRs (10.0.0.0/24), not "${c}"`);
+    return { base: r.base, prefix: r.prefix };
+  });
   const net = new SandboxNetwork({
     host,
     dataDir,
@@ -105,6 +110,7 @@ async function openNetwork(
     maxConnectionsPerSandbox: o.maxConnectionsPerSandbox,
     newConnectionsPerSecond: o.newConnectionsPerSecond,
     dnsQueriesPerSecond: o.dnsQueriesPerSecond,
+    deny,
     logger,
   });
   await net.open();

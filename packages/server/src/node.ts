@@ -8,6 +8,7 @@ import { SqliteStore } from './store/sqlite-store.js';
 import type { FnOptions } from './services/fn.js';
 import { buildControlPlane, openDatabase } from './control-plane.js';
 import { openEdgeNode } from './edge-node.js';
+import { databaseHost, hostAddresses } from './cluster/join-address.js';
 
 export { VERSION } from './control-plane.js';
 
@@ -64,12 +65,14 @@ export interface WarrenOptions {
    * Sandbox networking (default on): `false` gives every sandbox loopback only. `hosts` maps
    * names to addresses for the egress proxy (before DNS; the operator's word, so internal
    * addresses are allowed there); `subnet` is the sandboxes' /18 (default: a free one in
-   * 10.200.0.0/13); `poolSize` network namespaces are kept ready.
+   * 10.200.0.0/13); `poolSize` network namespaces are kept ready; `deny` lists IPv4 CIDRs no
+   * sandbox reaches whatever its rules (the cluster's own hosts: those a join answers are added).
    */
   network?:
     | false
     | {
         hosts?: Record<string, string>;
+        deny?: string[];
         subnet?: string;
         poolSize?: number;
         maxConnectionsPerSandbox?: number;
@@ -220,6 +223,9 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
     const recovered = await cp.sandboxes.sync.reconcile(info.nodeId);
     if (recovered.adopted || recovered.failed) o.logger.info('recovered sandboxes', recovered);
     await node.network?.sweep();
+    // A database of its own host (PostgreSQL) is out of the sandboxes' reach, whatever their rules.
+    const db = o.database ? databaseHost(o.database) : '';
+    if (node.network && db) await node.network.setClusterHosts(await hostAddresses([db]));
     node.edge.start();
     return cp.start();
   })().catch(failed);

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseIpv4 } from '@warren/api';
-import { buildRuleset, cidrCommands, parseDeniedSet } from './nft.js';
+import { alwaysDenyCommands, buildRuleset, cidrCommands, parseDeniedSet } from './nft.js';
 
 test('the ruleset is one transaction that replaces the table, scoped to this node', () => {
   const r = buildRuleset({
@@ -12,6 +12,7 @@ test('the ruleset is one transaction that replaces the table, scoped to this nod
     maxConnections: 256,
     newConnectionsPerSecond: 500,
     dnsQueriesPerSecond: 50,
+    alwaysDeny: [],
   });
   assert.match(r, /^table inet warren_ab12\ndelete table inet warren_ab12\n/);
   assert.match(r, /iifname "wnab12\*" tcp dport 443 redirect to :4002/);
@@ -46,4 +47,32 @@ test('denied counters from nft JSON', () => {
       ['10.200.0.3', 1],
     ],
   );
+});
+
+test('the cluster’s own hosts are always denied: dropped before any CIDR rule, existing flows too; the set is replaced in one transaction', () => {
+  const c = (s: string): { base: number; prefix: number } => {
+    const [a, p] = s.split('/');
+    return { base: parseIpv4(a!)!, prefix: Number(p) };
+  };
+  const params = {
+    table: 't',
+    ifPrefix: 'wnab12',
+    block: c('10.200.0.0/18'),
+    ports: { http: 4001, tls: 4002, dns: 4003 },
+    maxConnections: 256,
+    newConnectionsPerSecond: 500,
+    dnsQueriesPerSecond: 50,
+  };
+  const r = buildRuleset({ ...params, alwaysDeny: [c('10.0.0.5/32'), c('10.0.0.0/24'), c('192.168.7.9/32')] });
+  // Nested ranges coalesced (an interval set refuses overlapping elements).
+  assert.match(r, /set always_deny \{ type ipv4_addr; flags interval; elements = \{ 10\.0\.0\.0\/24, 192\.168\.7\.9\/32 \}; \}/);
+  const fwd = r.slice(r.indexOf('chain sandbox_fwd'));
+  const deny = fwd.indexOf('ip daddr @always_deny add @denied { ip saddr } drop');
+  assert.ok(deny > 0, fwd);
+  assert.ok(deny < fwd.indexOf('ct state established,related accept'), 'before established flows are let through');
+  assert.ok(deny < fwd.indexOf('@cidr_allow accept'), 'before any CIDR rule');
+  // Empty: a set with no elements clause (nft refuses an empty one).
+  assert.match(buildRuleset({ ...params, alwaysDeny: [] }), /set always_deny \{ type ipv4_addr; flags interval; \}/);
+  assert.equal(alwaysDenyCommands('t', []), 'flush set inet t always_deny\n');
+  assert.equal(alwaysDenyCommands('t', [c('10.0.0.7/32'), c('10.0.0.7/32')]), 'flush set inet t always_deny\nadd element inet t always_deny { 10.0.0.7/32 }\n');
 });

@@ -1,5 +1,5 @@
 import { formatIpv4 } from '@warren/api';
-import type { Cidr } from './policy.js';
+import { coalesceCidrs, type Cidr } from './policy.js';
 
 export interface RulesetParams {
   /** nftables table name (inet family), one per Warren node on the host. */
@@ -18,9 +18,20 @@ export interface RulesetParams {
    * dropped in the kernel, so a flood never reaches the node's event loop, which serves the API.
    */
   dnsQueriesPerSecond: number;
+  /**
+   * Addresses no sandbox reaches whatever its rules: the cluster's own hosts (its replicas, the
+   * other nodes, the database) and the operator's `--deny-networks`. Changed later with
+   * alwaysDenyCommands.
+   */
+  alwaysDeny: Cidr[];
 }
 
 const cidr = (c: Cidr): string => `${formatIpv4(c.base)}/${c.prefix}`;
+/** A set's elements clause (none when empty: nft refuses an empty one), the ranges coalesced (an interval set refuses overlaps). */
+const elements = (l: Cidr[]): string => {
+  const c = coalesceCidrs(l);
+  return c.length ? `elements = { ${c.map(cidr).join(', ')} }; ` : '';
+};
 
 /**
  * The node's whole ruleset, replaced in one transaction (the kernel applies an `nft -f` file
@@ -28,6 +39,9 @@ const cidr = (c: Cidr): string => `${formatIpv4(c.base)}/${c.prefix}`;
  * addresses a CIDR rule names; never the host, each other, link-local or IPv6. DNS is always
  * the node's, and ports 80 and 443 of the host's own addresses always the proxy, whatever CIDR
  * a rule names.
+ *
+ * The `always_deny` set is dropped before any CIDR rule is looked at: the cluster's own hosts are
+ * out of every sandbox's reach, whatever /16 its key lets it allow.
  *
  * Per-sandbox state lives in sets keyed by the sandbox's address: `cidr_allow`/`cidr_deny`
  * (address . range), `denied` (a counter of refused new connections) and `dns_limited` (a
@@ -46,6 +60,7 @@ table inet ${p.table} {
   set connrate { type ipv4_addr; flags dynamic,timeout; timeout 10s; size 65536; }
   set dnsrate { type ipv4_addr; flags dynamic,timeout; timeout 10s; size 65536; }
   set dns_limited { type ipv4_addr; flags dynamic; counter; size 65536; }
+  set always_deny { type ipv4_addr; flags interval; ${elements(p.alwaysDeny)}}
   chain pre_raw {
     type filter hook prerouting priority raw; policy accept;
     ${sb} meta nfproto != ipv4 drop
@@ -87,6 +102,7 @@ table inet ${p.table} {
   chain sandbox_fwd {
     oifname "${p.ifPrefix}*" drop
     ip daddr { 169.254.0.0/16, 127.0.0.0/8, 224.0.0.0/4, 255.255.255.255 } add @denied { ip saddr } drop
+    ip daddr @always_deny add @denied { ip saddr } drop
     ct state established,related accept
     ip saddr . ip daddr @cidr_deny add @denied { ip saddr } drop
     ip saddr . ip daddr @cidr_allow accept
@@ -99,6 +115,19 @@ table inet ${p.table} {
   }
 }
 `;
+}
+
+/** Commands that replace the always-deny set's addresses (one transaction with `nft -f`: no moment without them). */
+export function alwaysDenyCommands(table: string, deny: Cidr[]): string {
+  const c = coalesceCidrs(deny);
+  return (
+    `flush set inet ${table} always_deny
+` +
+    (c.length
+      ? `add element inet ${table} always_deny { ${c.map(cidr).join(', ')} }
+`
+      : '')
+  );
 }
 
 /** Commands that set one sandbox's CIDR elements (after removing `old`, what was set before). */

@@ -3,9 +3,9 @@ import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { WarrenError, formatIpv4, parseIpv4, type NetworkPolicy, type NetworkUsage } from '@warren/api';
-import { addressAllowed, cidrHas, compilePolicy, type Cidr, type CompiledPolicy } from './policy.js';
+import { addressAllowed, cidrHas, coalesceCidrs, compilePolicy, type Cidr, type CompiledPolicy } from './policy.js';
 import { formatCidr, nodeTag, parseProcRoutes, pickBlock, slot, slotCount, type Slot } from './addresses.js';
-import { buildRuleset, cidrCommands, parseDeniedSet } from './nft.js';
+import { alwaysDenyCommands, buildRuleset, cidrCommands, parseDeniedSet } from './nft.js';
 import { EgressProxy, type EgressTarget } from './egress-proxy.js';
 import { NetCounters } from './counters.js';
 
@@ -39,6 +39,8 @@ export interface SandboxNetworkOptions {
    * connection asks for A and AAAA, so twice the default new-connection rate.
    */
   dnsQueriesPerSecond?: number;
+  /** Ranges no sandbox reaches whatever its rules (`--deny-networks`): with the cluster's hosts (setClusterHosts). */
+  deny?: Cidr[];
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
@@ -119,6 +121,10 @@ export class SandboxNetwork {
   private closed = false;
   private seq = 0;
   private ownAddresses: number[] = [];
+  /** The cluster's own hosts (setClusterHosts), and with the operator's ranges what no sandbox reaches. */
+  private clusterHosts: Cidr[] = [];
+  private alwaysDeny: Cidr[];
+  private denying: Promise<void> = Promise.resolve();
   private denied: { at: number; counts: Map<string, number>; dns: Map<string, number> } | null = null;
   private deniedRead: Promise<void> | null = null;
   private forwarding = false;
@@ -130,6 +136,7 @@ export class SandboxNetwork {
     this.ifPrefix = `wn${this.tag}`;
     this.table = `warren_${this.tag}`;
     this.poolSize = o.poolSize ?? 16;
+    this.alwaysDeny = o.deny ?? [];
     this.hosts = new Map(Object.entries(o.hosts ?? {}).map(([k, v]) => [k.toLowerCase().replace(/\.$/, ''), v]));
     this.proxy = new EgressProxy({
       target: (ip) => this.byAddress.get(ip),
@@ -188,9 +195,30 @@ export class SandboxNetwork {
         maxConnections: this.o.maxConnectionsPerSandbox ?? 256,
         newConnectionsPerSecond: this.o.newConnectionsPerSecond ?? 500,
         dnsQueriesPerSecond: this.o.dnsQueriesPerSecond ?? 1000,
+        alwaysDeny: this.alwaysDeny,
       }),
     );
     this.o.logger.info('sandbox network ready', { block: formatCidr(this.block), table: this.table, ports });
+  }
+
+  /**
+   * The cluster's own hosts as this node knows them (its control plane's replicas, the other
+   * nodes, the database: what a join answers, and the address it joined through): no sandbox
+   * reaches them, directly or through the proxy, whatever its rules. Replaces the last ones given
+   * (IPv4 only: sandboxes have no IPv6); the kernel's set changes in one transaction.
+   */
+  async setClusterHosts(addresses: string[]): Promise<void> {
+    const hosts = coalesceCidrs(addresses.map((a) => parseIpv4(a)).flatMap((ip) => (ip === null ? [] : [{ base: ip, prefix: 32 }])));
+    const next = [...(this.o.deny ?? []), ...hosts];
+    const run = this.denying.then(async () => {
+      if (this.closed) return;
+      await this.nft(alwaysDenyCommands(this.table, next));
+      this.clusterHosts = hosts;
+      this.alwaysDeny = next;
+    });
+    this.denying = run.catch(() => undefined);
+    await run;
+    this.o.logger.info('the cluster’s own hosts are out of sandboxes’ reach', { hosts: this.clusterHosts.map(formatCidr) });
   }
 
   /** After recovery: interfaces of sandboxes that did not come back are removed; the pool fills. */
@@ -429,7 +457,7 @@ export class SandboxNetwork {
   /**
    * Where the proxy connects for an allowed name: the operator's hosts map, else DNS, skipping
    * internal addresses (private, loopback, link-local, this host's own) unless a CIDR rule of the
-   * sandbox names them.
+   * sandbox names them, and the always-denied ones (the cluster's hosts) whatever its rules.
    */
   private async resolve(name: string, policy: CompiledPolicy): Promise<string> {
     const mapped = this.hosts.get(name);
@@ -437,7 +465,7 @@ export class SandboxNetwork {
     const addrs = await lookup(name, { all: true, family: 4 });
     for (const { address } of addrs) {
       const ip = parseIpv4(address);
-      if (ip === null || policy.denyCidrs.some((c) => cidrHas(c, ip))) continue;
+      if (ip === null || policy.denyCidrs.some((c) => cidrHas(c, ip)) || this.alwaysDeny.some((c) => cidrHas(c, ip))) continue;
       const internal = INTERNAL.some((c) => cidrHas(c, ip)) || this.ownAddresses.includes(ip) || cidrHas(this.block, ip);
       if (!internal || (addressAllowed(policy, ip) && !cidrHas(this.block, ip) && !this.ownAddresses.includes(ip))) return address;
     }

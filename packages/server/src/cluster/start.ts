@@ -11,6 +11,7 @@ import { buildControlPlane, openDatabase } from '../control-plane.js';
 import { defaultNativeDir, openEdgeNode, remoteBlobs, type EdgeNodeOptions } from '../edge-node.js';
 import type { Logger, WarrenOptions } from '../node.js';
 import { JoinClient } from './join-client.js';
+import { databaseHost, hostAddresses } from './join-address.js';
 
 /** `warren server`: the control plane alone; edges join it. */
 export interface ServerOptions
@@ -98,6 +99,11 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
     defaultDiskMiB: null,
     joinToken: o.joinToken,
     edgeNetworks: o.edgeNetworks,
+    // The replicas (each says where it is reached) and the database: no sandbox reaches them.
+    clusterHosts: async () => [
+      ...(await store.liveReplicas(60_000, '')).map((r) => new URL(r.url).hostname),
+      ...(o.database ? [databaseHost(o.database)] : []),
+    ],
     // Relative by default: an edge reads it from the address it joined through.
     blobStore: () => o.blobStore ?? { url: '/v1/blobs/', key: o.joinToken },
     peerBlob: peerBlobs({ store, self: replica, joinToken: o.joinToken }),
@@ -181,6 +187,11 @@ export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
     load: () => api.load({ used: true }),
     logger: o.logger,
     onJoined: async (r) => {
+      // The cluster's own hosts, and the control plane this node joined through, are out of its sandboxes' reach.
+      if (node.network)
+        await node.network
+          .setClusterHosts(await hostAddresses([...(r.clusterHosts ?? []), new URL(o.join).hostname]))
+          .catch((e: unknown) => o.logger.warn('the cluster’s hosts could not be kept from sandboxes', { error: String(e) }));
       if (!remote && r.blobStore) {
         // A relative URL is the control plane's own blobs, at the address this edge joined through.
         const blobs = { ...r.blobStore, url: new URL(r.blobStore.url, o.join).toString() };

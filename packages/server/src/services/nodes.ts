@@ -4,7 +4,7 @@ import type { BlockList } from 'node:net';
 import type { EdgeApi, EdgeInfo, EdgeLoad, RemoteEdgeApi } from '@warren/edge';
 import { connectEdge, type Cluster, type ClusterNode } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
-import { DEFAULT_EDGE_NETWORKS, edgeNetworks, joinTarget } from '../cluster/join-address.js';
+import { DEFAULT_EDGE_NETWORKS, edgeNetworks, hostAddresses, joinTarget } from '../cluster/join-address.js';
 import type { Store } from '../store/store.js';
 import { GroupWrite } from './group-write.js';
 import type { SandboxService } from './sandboxes.js';
@@ -20,6 +20,8 @@ export interface NodeServiceOptions {
   localAddress: () => string;
   /** The networks a joining edge's address must be in (default DEFAULT_EDGE_NETWORKS). */
   edgeNetworks?: readonly string[];
+  /** The control plane's own hosts (its replicas, the database), by address or name: a joining node keeps its sandboxes from them, and from the other nodes. */
+  clusterHosts?: () => Promise<string[]>;
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
@@ -84,7 +86,24 @@ export class NodeService {
     await this.cluster.refreshNow();
     this.o.logger.info('a node joined', { node: req.name, address, ...r });
     this.sandboxes.queue.poke();
-    return { node: req.name, heartbeatMs: this.o.heartbeatMs, downAfterMs: this.o.downAfterMs, blobStore: this.o.blobStore?.() ?? null, reconciled: r };
+    return {
+      node: req.name,
+      heartbeatMs: this.o.heartbeatMs,
+      downAfterMs: this.o.downAfterMs,
+      blobStore: this.o.blobStore?.() ?? null,
+      reconciled: r,
+      clusterHosts: await this.clusterHosts(),
+    };
+  }
+
+  /** The cluster's hosts by address: the control plane's (its replicas, the database) and every node's. */
+  private async clusterHosts(): Promise<string[]> {
+    const own = await (this.o.clusterHosts?.() ?? Promise.resolve([])).catch((e: unknown) => {
+      this.o.logger.warn('the cluster’s own hosts could not be listed for a joining node', { error: String(e) });
+      return [];
+    });
+    const nodes = this.cluster.all().flatMap((n) => (n.local ? [] : [n.address.slice(0, n.address.lastIndexOf(':'))]));
+    return hostAddresses([...own, ...nodes]);
   }
 
   /**
