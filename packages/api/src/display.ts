@@ -28,7 +28,12 @@ export type InputEvent = z.infer<typeof InputEvent>;
  */
 export const MAX_INPUT_KEYSTROKES = 10_000;
 
-/** Keys, text and pointer events for a full VM's display, in order; MAX_INPUT_KEYSTROKES at most. */
+/**
+ * Keys, text and pointer events for a full VM's display, in order; MAX_INPUT_KEYSTROKES at most.
+ * They go as fast as the guest handles them, and the request is answered once it has handled them
+ * all: the guest acknowledges with its keyboard's Num Lock light, so Num Lock is pressed twice
+ * after every ten keys or so, where the events change device and at the end (its state stays).
+ */
 export const InputRequest = z.strictObject({
   events: z
     .array(InputEvent)
@@ -43,6 +48,8 @@ export const InputRequest = z.strictObject({
           message: `the events type ${keystrokes} keystrokes (text characters and keys); one request types ${MAX_INPUT_KEYSTROKES} at most`,
         });
     })
-    .describe(`in order; their text characters and key events together ${MAX_INPUT_KEYSTROKES} at most`),
+    .describe(
+      `in order, answered once the guest has handled them (Num Lock is pressed twice after every ten keys or so and at the end: its light is the guest's acknowledgement); their text characters and key events together ${MAX_INPUT_KEYSTROKES} at most`,
+    ),
 });
 export type InputRequest = z.infer<typeof InputRequest>;

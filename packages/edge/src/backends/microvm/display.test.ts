@@ -2,9 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { inflateSync } from 'node:zlib';
-import { InputRequest, MAX_INPUT_KEYSTROKES, WarrenError } from '@warren/api';
+import { InputRequest, MAX_INPUT_KEYSTROKES, WarrenError, type InputEvent } from '@warren/api';
 import { encodePng, parsePpm } from './screen.js';
-import { inputBatches, keyCodes, type QmpInputBatch } from './input-events.js';
+import { inputStrokes, keyCodes, strokeEvents, type InputStroke } from './input-events.js';
 import { VM_SCREEN, vmArgs, type MicrovmSpec } from './qemu-args.js';
 
 test('a screen dump (PPM) becomes a PNG with the same pixels, red still red, each row as it is', async () => {
@@ -62,24 +62,39 @@ test('keys: names, characters and chords become key codes, modifiers first', () 
   );
 });
 
-test('input batches: one key change each, text on a US layout, the pointer scaled to the tablet', () => {
-  const codes = (bs: Iterable<QmpInputBatch>): string[] =>
-    [...bs].map((b) => {
-      const e = b[0] as { type: string; data: { down: boolean; key?: { data: string }; button?: string } };
-      return `${e.data.down ? '+' : '-'}${e.data.key?.data ?? e.data.button}`;
-    });
-  assert.deepEqual(codes(inputBatches([{ type: 'text', text: 'a!' }], VM_SCREEN)), ['+a', '-a', '+shift', '+1', '-1', '-shift']);
-  assert.deepEqual(codes(inputBatches([{ type: 'key', key: 'ctrl+c' }], VM_SCREEN)), ['+ctrl', '+c', '-c', '-ctrl']);
-  const mouse = [...inputBatches([{ type: 'mouse', x: 1023, y: 0, button: 'left' }], VM_SCREEN)];
-  assert.deepEqual(mouse[0], [
+test('input strokes: one key change a batch, a keystroke or mouse event a stroke, text on a US layout, the pointer scaled to the tablet', () => {
+  const strokes = (events: InputEvent[]): InputStroke[] => [...inputStrokes(events, VM_SCREEN)];
+  const codes = (ss: InputStroke[]): string[] =>
+    ss.flatMap((s) =>
+      s.batches.map((b) => {
+        const e = b[0] as { type: string; data: { down: boolean; key?: { data: string }; button?: string } };
+        return `${e.data.down ? '+' : '-'}${e.data.key?.data ?? e.data.button}`;
+      }),
+    );
+  const text = strokes([{ type: 'text', text: 'a!' }]);
+  assert.deepEqual(codes(text), ['+a', '-a', '+shift', '+1', '-1', '-shift']);
+  assert.deepEqual(
+    text.map((s) => [s.device, s.batches.length, strokeEvents(s)]),
+    [
+      ['keyboard', 2, 4],
+      ['keyboard', 4, 8],
+    ],
+    'each change and its sync are events in the guest',
+  );
+  assert.deepEqual(codes(strokes([{ type: 'key', key: 'ctrl+c' }])), ['+ctrl', '+c', '-c', '-ctrl']);
+  const [mouse] = strokes([{ type: 'mouse', x: 1023, y: 0, button: 'left' }]);
+  assert.equal(mouse?.device, 'tablet');
+  assert.deepEqual(mouse.batches[0], [
     { type: 'abs', data: { axis: 'x', value: 0x7fff } },
     { type: 'abs', data: { axis: 'y', value: 0 } },
   ]);
-  assert.deepEqual(codes(mouse.slice(1)), ['+left', '-left']);
-  assert.deepEqual(codes(inputBatches([{ type: 'mouse', button: 'right', action: 'down' }], VM_SCREEN)), ['+right']);
+  assert.deepEqual(codes([{ device: 'tablet', batches: mouse.batches.slice(1) }]), ['+left', '-left']);
+  assert.equal(strokeEvents(mouse), 7);
+  assert.deepEqual(codes(strokes([{ type: 'mouse', button: 'right', action: 'down' }])), ['+right']);
+  assert.deepEqual(strokes([{ type: 'mouse' }]), [], 'a mouse event with nothing in it sends nothing');
   assert.throws(
     () =>
-      inputBatches(
+      inputStrokes(
         [
           { type: 'text', text: 'abc' },
           { type: 'text', text: 'é' },
@@ -87,27 +102,28 @@ test('input batches: one key change each, text on a US layout, the pointer scale
         VM_SCREEN,
       ),
     (e: WarrenError) => e.code === 'invalid_argument',
-    'an event it cannot send is refused before any batch is made',
+    'an event it cannot send is refused before any stroke is made',
   );
-  assert.throws(() => inputBatches([{ type: 'mouse', x: 1024, y: 5 }], VM_SCREEN), /off the 1024x768 screen/);
+  assert.throws(() => inputStrokes([{ type: 'mouse', x: 1024, y: 5 }], VM_SCREEN), /off the 1024x768 screen/);
+  assert.throws(() => inputStrokes([{ type: 'key', key: 'a+b+c+d+e+f+g+h+i' }], VM_SCREEN), /a chord holds 8 keys at most/);
 });
 
-test('input batches are made as they are sent: twenty times the largest request the schema takes holds one batch at a time', () => {
-  // 20 x 10,000 shifted letters: 800,000 batches; twenty times the request cap (MAX_INPUT_KEYSTROKES).
+test('input strokes are made as they are sent: twenty times the largest request the schema takes holds one stroke at a time', () => {
+  // 20 x 10,000 shifted letters: 200,000 strokes, 800,000 batches; twenty times the request cap (MAX_INPUT_KEYSTROKES).
   const events = Array.from({ length: 20 }, () => ({ type: 'text' as const, text: 'A'.repeat(10_000) }));
   const before = process.memoryUsage().heapUsed;
   let n = 0;
   let peak = 0;
-  for (const b of inputBatches(events, VM_SCREEN)) {
-    assert.equal(b.length, 1);
-    if (++n % 10_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed - before);
+  for (const s of inputStrokes(events, VM_SCREEN)) {
+    n += s.batches.length;
+    if (n % 40_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed - before);
   }
   assert.equal(n, 20 * 10_000 * 4, 'shift down, the key down, up, shift up: four batches a character');
-  // Held all at once they are ~150 MiB (the audit's W3-06: 735 MiB for 4,000,000); one at a time, garbage.
+  // Held all at once they are ~150 MiB (the audit's W3-06: 735 MiB for 4,000,000 batches); one at a time, garbage.
   assert.ok(peak < 48 * 2 ** 20, `the heap grew ${Math.round(peak / 2 ** 20)} MiB while they were made`);
-  // The first batch comes at once, before the rest exist.
-  const it = inputBatches(events, VM_SCREEN);
-  assert.deepEqual(it.next().value, [{ type: 'key', data: { down: true, key: { type: 'qcode', data: 'shift' } } }]);
+  // The first stroke comes at once, before the rest exist.
+  const first = inputStrokes(events, VM_SCREEN).next();
+  assert.deepEqual(first.done ? null : first.value.batches[0], [{ type: 'key', data: { down: true, key: { type: 'qcode', data: 'shift' } } }]);
 });
 
 test('an input request types 10,000 keystrokes at most (text characters and keys together): past it, invalid_argument with why', () => {
@@ -147,7 +163,7 @@ test("vmArgs: q35 with a VGA display, virtio on PCI, a keyboard and a tablet, th
   assert.match(args, /virtio-blk-pci,drive=d0,serial=warren-d0/);
   assert.match(args, /virtio-net-pci,netdev=net0/);
   assert.match(args, /virtio-serial-pci/);
-  assert.match(args, /virtio-keyboard-pci .*virtio-tablet-pci/);
+  assert.match(args, /virtio-keyboard-pci,id=warren-kbd .*virtio-tablet-pci,id=warren-tablet/);
   assert.match(args, / vga=0x344 net\.ifnames=0 warren\.systemd warren\.layers=d( |$)/);
   assert.doesNotMatch(args, /virtio-\w+-device/);
   assert.throws(() => vmArgs({ ...spec, tap: 'a,b' }), /tap name/);

@@ -3,6 +3,21 @@ import { WarrenError, type InputEvent } from '@warren/api';
 /** One QMP `input-send-event` call's events (delivered to the guest together, then a sync). */
 export type QmpInputBatch = Array<Record<string, unknown>>;
 
+/**
+ * One keystroke (a key or chord: its presses, then its releases) or one mouse event (a move, then
+ * its button): the virtio device that takes it and its batches in order, sent together so that no
+ * key is held longer than its batches take (a key held while the sender waits would repeat).
+ */
+export interface InputStroke {
+  device: 'keyboard' | 'tablet';
+  batches: QmpInputBatch[];
+}
+
+/** The events a stroke puts into its device's queue in the guest: each batch's, and the sync that ends each (pure). */
+export function strokeEvents(s: InputStroke): number {
+  return s.batches.reduce((n, b) => n + b.length + 1, 0);
+}
+
 /** The largest value of QEMU's absolute pointer axes (the tablet's range). */
 const ABS_MAX = 0x7fff;
 
@@ -100,14 +115,18 @@ function charKey(c: string): { code: string; shift: boolean } | null {
 const key = (code: string, down: boolean): Record<string, unknown> => ({ type: 'key', data: { down, key: { type: 'qcode', data: code } } });
 
 /** Presses the keys in order and releases them in reverse, each change a batch of its own (a guest sees every one). */
-function* chord(codes: string[]): Generator<QmpInputBatch> {
-  for (const c of codes) yield [key(c, true)];
-  for (let i = codes.length - 1; i >= 0; i--) yield [key(codes[i]!, false)];
+function chord(codes: string[]): InputStroke {
+  return { device: 'keyboard', batches: [...codes.map((c) => [key(c, true)]), ...[...codes].reverse().map((c) => [key(c, false)])] };
 }
 
-/** A key name or chord (`ctrl+shift+t`) as key codes, modifiers first; invalid_argument for a name it does not know. */
+/** The most keys one chord presses at once (a stroke's events must fit in the guest's queue at once: see input-flow.ts). */
+const MAX_CHORD_KEYS = 8;
+
+/** A key name or chord (`ctrl+shift+t`) as key codes, modifiers first; invalid_argument for a name it does not know or too many keys. */
 export function keyCodes(name: string): string[] {
   const parts = name.length > 1 && name.includes('+') ? name.split('+') : [name];
+  if (parts.length > MAX_CHORD_KEYS)
+    throw new WarrenError('invalid_argument', `a chord holds ${MAX_CHORD_KEYS} keys at most: ${JSON.stringify(name)}`, { key: name });
   return parts.flatMap((p) => {
     const named = NAMED_KEYS[p.toLowerCase()];
     if (named) return [named];
@@ -130,40 +149,42 @@ function check(events: InputEvent[], screen: { width: number; height: number }):
 }
 
 /**
- * The API's input events as QMP input-send-event batches, in order, made one at a time as the
- * caller takes them (pure; whatever the request's size, only the batch being sent is held):
- * keys and text as presses and releases on a US layout; a mouse event as a pointer move
+ * The API's input events as strokes of QMP input-send-event batches, in order, made one at a time
+ * as the caller takes them (pure; whatever the request's size, only the stroke being sent is
+ * held): keys and text as presses and releases on a US layout; a mouse event as a pointer move
  * (absolute: the screen's `width`×`height` pixels scaled to the tablet's range), then its button
  * pressed and/or released. Every event is checked first, here: a request with one it cannot send
  * throws invalid_argument and sends nothing.
  */
-export function inputBatches(events: InputEvent[], screen: { width: number; height: number }): Generator<QmpInputBatch> {
+export function inputStrokes(events: InputEvent[], screen: { width: number; height: number }): Generator<InputStroke, void, undefined> {
   check(events, screen);
-  return batches(events, screen);
+  return strokes(events, screen);
 }
 
-/** inputBatches' batches, made as they are taken (its events checked). */
-function* batches(events: InputEvent[], screen: { width: number; height: number }): Generator<QmpInputBatch> {
+/** inputStrokes' strokes, made as they are taken (its events checked). */
+function* strokes(events: InputEvent[], screen: { width: number; height: number }): Generator<InputStroke, void, undefined> {
   for (const e of events) {
-    if (e.type === 'key') yield* chord(keyCodes(e.key));
+    if (e.type === 'key') yield chord(keyCodes(e.key));
     else if (e.type === 'text') {
       for (const ch of e.text) {
         const c = charKey(ch)!;
-        yield* chord(c.shift ? ['shift', c.code] : [c.code]);
+        yield chord(c.shift ? ['shift', c.code] : [c.code]);
       }
     } else {
+      const batches: QmpInputBatch[] = [];
       if (e.x !== undefined || e.y !== undefined) {
         const axes: QmpInputBatch = [];
         if (e.x !== undefined) axes.push({ type: 'abs', data: { axis: 'x', value: Math.round((e.x * ABS_MAX) / Math.max(1, screen.width - 1)) } });
         if (e.y !== undefined) axes.push({ type: 'abs', data: { axis: 'y', value: Math.round((e.y * ABS_MAX) / Math.max(1, screen.height - 1)) } });
-        yield axes;
+        batches.push(axes);
       }
       if (e.button) {
         const btn = (down: boolean): QmpInputBatch => [{ type: 'btn', data: { down, button: e.button } }];
         const action = e.action ?? 'click';
-        if (action !== 'up') yield btn(true);
-        if (action !== 'down') yield btn(false);
+        if (action !== 'up') batches.push(btn(true));
+        if (action !== 'down') batches.push(btn(false));
       }
+      if (batches.length) yield { device: 'tablet', batches };
     }
   }
 }

@@ -35,7 +35,8 @@ import {
 } from './vm-process.js';
 import { processCpuSeconds, processExited, processStartTime } from '../../host/proc.js';
 import { Qmp } from './qmp.js';
-import { inputBatches } from './input-events.js';
+import { inputStrokes } from './input-events.js';
+import { sendStrokes, type GuestInput } from './input-flow.js';
 import { VM_SCREEN } from './qemu-args.js';
 import { MAX_PPM_BYTES, encodePng, parsePpm } from './screen.js';
 
@@ -97,6 +98,8 @@ interface Vm {
   memoryMiB: number;
   /** Its network link, if it has one. */
   link: TapLink | null;
+  /** What its display's input learnt of its guest (a full VM's: whether it acknowledges input). */
+  input?: GuestInput;
 }
 
 /**
@@ -347,14 +350,18 @@ export class MicrovmBackend implements Backend {
     }
   }
 
-  /** Keys, text and pointer events to its display (its virtio keyboard and tablet), each change a QMP call of its own, in order. */
+  /**
+   * Keys, text and pointer events to its display (its virtio keyboard and tablet), each change a
+   * QMP call of its own, in order, paced by what its guest has read and acknowledged
+   * (input-flow.ts): done when the guest has handled them all.
+   */
   async input(id: string, events: InputEvent[]): Promise<void> {
     const vm = this.entry(id);
     if (vm.saved) throw new WarrenError('conflict', `sandbox ${id} is paused`, { id });
-    const batches = inputBatches(events, VM_SCREEN);
+    const strokes = inputStrokes(events, VM_SCREEN);
     const q = await Qmp.open(vmFiles(this.vmDir(id)).qmp);
     try {
-      for (const b of batches) await q.execute('input-send-event', { events: b });
+      await sendStrokes(q, strokes, (vm.input ??= {}));
     } finally {
       q.close();
     }
