@@ -3,14 +3,14 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { OWNER_PID_FILE, listenEdgeApi, nodeTag, type EdgeApi, type EdgeEvent } from '@warren/edge';
+import { OWNER_PID_FILE, nodeTag } from '@warren/edge';
 import { startServer, startSimulatedEdge, startTestPostgres, type RunningEdge, type RunningServer, type TestPostgres } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import { execFileSync, spawn } from 'node:child_process';
-import { createServer, request } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
 import { once } from 'node:events';
+import { connect as tlsConnect } from 'node:tls';
 import { makeTar } from './tar-writer.js';
+import { fakeEdge, textServer, upgradeStatus } from './cluster-fakes.js';
 import { CLI, IMAGE_CACHE, forceCleanup, hostLeftovers, initOf, spawnEdge, until, type EdgeProcess } from './harness.js';
 
 // Several nodes on this machine: a control plane (in this process, its state in PostgreSQL) and
@@ -37,83 +37,17 @@ async function dataDir(): Promise<string> {
   return d;
 }
 
-/**
- * A fake edge on the edge protocol (what anyone with the join token can run): it streams
- * `events`, and takes creates (it answers as a node with room) only with `dial`: its sandboxes'
- * ports are then a connection from the fake node to `dial`. Like a hostile node of the old
- * protocol, it also answers the port address it would have had the replica dial: 127.0.0.1.
- * Every other call fails.
- */
-async function fakeEdge(name: string, events: EdgeEvent[], dial?: number): Promise<{ join: Record<string, string>; close(): Promise<void> }> {
-  const boot = `boot-${name}`;
-  const held = new Set<string>();
-  const state = (id: string) => ({ id, paused: false, lastActivityMs: Date.now(), expiresAtMs: null, usage: null, network: null });
-  const room = dial ? 8 : 0;
-  const calls: Record<string, unknown> = {
-    info: async () => ({
-      nodeId: name,
-      boot,
-      capacity: { cpu: room, memoryMiB: room * 1024, sandboxes: room, maxCpuPerSandbox: room, maxMemoryMiBPerSandbox: room * 1024 },
-      networking: !!dial,
-      maxFileBytes: 1 << 20,
-      backends: dial ? [{ name: 'container', capabilities: { pause: true, commit: false, ports: true, fnWorkers: false, network: true } }] : [],
-    }),
-    load: async () => ({ at: 0, committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: held.size, paused: 0 }),
-    sandboxes: async (q?: { ids?: string[] }) => [...held].filter((id) => !q?.ids || q.ids.includes(id)).map(state),
-    create: async (spec: { id: string }) => {
-      held.add(spec.id);
-      return state(spec.id);
-    },
-    destroy: async (id: string) => void held.delete(id),
-    removeLeftovers: async () => [],
-    portAddress: async () => '127.0.0.1',
-    openPort: async () => {
-      const c = connect({ host: '127.0.0.1', port: dial ?? 1 });
-      await once(c, 'connect');
-      c.pause();
-      return c;
-    },
-    events: () => ({
-      [Symbol.asyncIterator]: () => {
-        let i = 0;
-        let stop: (() => void) | null = null;
-        return {
-          next: () =>
-            i < events.length
-              ? Promise.resolve({ value: events[i++]!, done: false as const })
-              : new Promise<IteratorResult<EdgeEvent>>((r) => (stop = () => r({ value: undefined, done: true }))),
-          return: async () => {
-            stop?.();
-            return { value: undefined, done: true as const };
-          },
-        };
-      },
-    }),
-  };
-  const api = new Proxy(calls as unknown as EdgeApi, {
-    get: (target, call: string) =>
-      (target as unknown as Record<string, unknown>)[call] ?? (async () => Promise.reject(new Error(`the fake edge has no ${call}`))),
-  });
-  const token = 'fake-edge-token-0123456789';
-  const served = await listenEdgeApi(api, { host: '127.0.0.1', port: 0 }, { token });
-  return { join: { name, address: `127.0.0.1:${served.port}`, token, boot }, close: () => served.close() };
-}
-
-/** An HTTP server on `host` that answers `text` (with `status`) and counts the connections it took. */
-async function textServer(text: string, o: { host?: string; status?: number } = {}): Promise<{ port: number; connections: () => number; close(): void }> {
-  let n = 0;
-  const srv = createServer((_q, r) => {
-    r.statusCode = o.status ?? 200;
-    r.end(text);
-  });
-  srv.on('connection', () => n++);
-  await new Promise<void>((r) => srv.listen(0, o.host ?? '127.0.0.1', r));
-  return { port: (srv.address() as AddressInfo).port, connections: () => n, close: () => srv.close() };
-}
-
 /** A control plane on `database` (a new one unless given): quick heartbeats, a short down delay. */
 async function server(
-  o: { database?: string; heartbeatMs?: number; downAfterMs?: number; staleCreateMs?: number; logger?: typeof quiet; edgeNetworks?: string[] } = {},
+  o: {
+    database?: string;
+    heartbeatMs?: number;
+    downAfterMs?: number;
+    staleCreateMs?: number;
+    logger?: typeof quiet;
+    edgeNetworks?: string[];
+    requireEdgeTls?: boolean;
+  } = {},
 ): Promise<{ s: RunningServer; client: Warren; database: string }> {
   const database = o.database ?? (await pg.createDatabase(`cluster${++dbs}`));
   const s = await startServer({
@@ -129,6 +63,7 @@ async function server(
     downAfterMs: o.downAfterMs ?? 1500,
     staleCreateMs: o.staleCreateMs,
     edgeNetworks: o.edgeNetworks,
+    requireEdgeTls: o.requireEdgeTls,
     logger: o.logger ?? quiet,
   });
   servers.push(s);
@@ -178,25 +113,6 @@ async function api(
   return { status: res.status, json: (text ? JSON.parse(text) : {}) as Awaited<ReturnType<typeof api>>['json'] };
 }
 
-/** The status an upgrade request to `path` is answered with (101 or the refusal's). */
-function upgradeStatus(url: string, path: string, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request(url + path, {
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', ...headers },
-    });
-    req.once('upgrade', (res, socket) => {
-      socket.destroy();
-      resolve(res.statusCode ?? 0);
-    });
-    req.once('response', (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.once('error', reject);
-    req.end();
-  });
-}
-
 const nodeStates = async (c: Warren): Promise<Record<string, string>> => Object.fromEntries((await c.nodes()).nodes.map((n) => [n.id, n.state]));
 
 describe(
@@ -220,7 +136,8 @@ describe(
         edgeNetworks: ['127.0.0.1/32'],
       });
       const aDir = await dataDir();
-      const [a, b] = await Promise.all([edge(s.url, 'a', [], aDir), edge(s.url, 'b')]);
+      // Node b speaks its edge protocol over TLS: everything below reaches it that way.
+      const [a, b] = await Promise.all([edge(s.url, 'a', [], aDir), edge(s.url, 'b', ['--tls'])]);
       // The cluster's own hosts (replicas, nodes, the database: all on 127.0.0.1 here) are in the
       // node's always-deny set from its join on.
       assert.match(execFileSync('nft', ['list', 'set', 'inet', `warren_${nodeTag(aDir)}`, 'always_deny']).toString(), /elements = \{ 127\.0\.0\.1/);
@@ -234,6 +151,18 @@ describe(
         ],
       );
       assert.deepEqual(listed.map((n) => n.address).sort(), [a.address, b.address].sort());
+      // b's certificate is the one its join gave, which the control plane pinned; a is plain TCP.
+      const [bHost, bPort] = [b.address.slice(0, b.address.lastIndexOf(':')), Number(b.address.slice(b.address.lastIndexOf(':') + 1))];
+      const tlsToB = tlsConnect({ host: bHost, port: bPort, rejectUnauthorized: false });
+      await once(tlsToB, 'secureConnect');
+      assert.deepEqual(
+        listed.map((n) => [n.id, n.tlsFingerprint]),
+        [
+          ['a', null],
+          ['b', tlsToB.getPeerCertificate().fingerprint256],
+        ],
+      );
+      tlsToB.destroy();
 
       const made = await Promise.all(Array.from({ length: 8 }, (_, i) => client.sandboxes.create({ image: 'busybox:latest', labels: { i: String(i) } })));
       const on = (n: string): number => made.filter((x) => x.info.node === n).length;
@@ -671,11 +600,14 @@ describe(
       for (const id of [...running, victim.id]) assert.deepEqual(hostLeftovers(id), []);
     });
 
-    test('edges whose clocks are an hour off: lifetimes run on the control plane’s clock, and the times it lists are its own', async () => {
-      const { s, client } = await server();
+    test('edges whose clocks are an hour off: lifetimes run on the control plane’s clock, and the times it lists are its own (a control plane that takes TLS edges only)', async () => {
+      const { s, client } = await server({ requireEdgeTls: true });
       const HOUR = 3_600_000;
-      await edge(s.url, 'ahead', [], undefined, { WARREN_TEST_CLOCK_OFFSET_MS: String(HOUR) });
-      await edge(s.url, 'behind', [], undefined, { WARREN_TEST_CLOCK_OFFSET_MS: String(-HOUR) });
+      await edge(s.url, 'ahead', ['--tls'], undefined, { WARREN_TEST_CLOCK_OFFSET_MS: String(HOUR) });
+      await edge(s.url, 'behind', ['--tls'], undefined, { WARREN_TEST_CLOCK_OFFSET_MS: String(-HOUR) });
+      const plain = await api(s.url, 'POST', '/v1/nodes/join', { name: 'plain', address: '127.0.0.1:1', token: 'x'.repeat(24), boot: 'b' }, TOKEN);
+      assert.equal(plain.json.error?.code, 'permission_denied');
+      assert.match(plain.json.error?.message ?? '', /TLS only/);
       const on = async (node: string): Promise<Awaited<ReturnType<typeof client.sandboxes.create>>> => {
         const other = node === 'ahead' ? 'behind' : 'ahead';
         await api(s.url, 'POST', `/v1/nodes/${other}/drain`);

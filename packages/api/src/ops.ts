@@ -79,6 +79,8 @@ export const Node = z.object({
    * so they run on the control plane's clock whatever the node's says.
    */
   clockOffsetMs: z.number().nullable(),
+  /** The SHA-256 fingerprint of the certificate its edge protocol's TLS is pinned to (null: plain TCP). */
+  tlsFingerprint: z.string().nullable(),
 });
 export const ListNodesResponse = z.object({ nodes: z.array(Node) });
 
@@ -106,6 +108,14 @@ export const JoinNodeRequest = z.strictObject({
   address: z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'host:port'),
   token: z.string().min(16).max(256),
   boot: z.string().min(1).max(64),
+  /**
+   * The edge protocol is TLS with a certificate of this SHA-256 fingerprint (`AB:CD:…`, 32
+   * bytes): the control plane pins it, and talks to the edge over nothing else (absent: plain TCP).
+   */
+  tlsFingerprint: z
+    .string()
+    .regex(/^([0-9A-F]{2}:){31}[0-9A-F]{2}$/, 'a SHA-256 fingerprint: 32 bytes in upper-case hex, colon-separated')
+    .optional(),
 });
 export type JoinNodeRequest = z.infer<typeof JoinNodeRequest>;
 export const JoinNodeResponse = z.object({

@@ -19,6 +19,8 @@ export type UpOptions = Omit<WarrenOptions, 'logger'> & {
   advertise?: string;
   downAfterMs?: number;
   edgeNetworks?: string[];
+  requireEdgeTls?: boolean;
+  tls?: boolean;
 };
 
 /** The commands that start something: each takes the options whose `for` names it. */
@@ -162,6 +164,22 @@ export const NODE_OPTIONS: NodeOption[] = [
       o.edgeNetworks = str(v).split(',');
     },
     for: ['server'],
+  },
+  {
+    flag: 'require-edge-tls',
+    type: 'boolean',
+    default: false,
+    usage: ['[--require-edge-tls]', 'refuse edges whose edge protocol is plain TCP (each must start with --tls)'],
+    set: (o, v) => void (o.requireEdgeTls = v === true),
+    for: ['server'],
+  },
+  {
+    flag: 'tls',
+    type: 'boolean',
+    default: false,
+    usage: ['[--tls]', 'the edge protocol over TLS: a certificate made at each start, pinned by the control plane at the join'],
+    set: (o, v) => void (o.tls = v === true),
+    for: ['edge'],
   },
   {
     flag: 'node-down-seconds',

@@ -22,6 +22,8 @@ export { compilePolicy, opensNetwork, widestAllowPrefix } from './net/policy.js'
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
 export { splice } from './util/splice.js';
+export { selfSignedCertificate } from './edge-api/tls-cert.js';
+export type { EdgeCertificate } from './edge-api/tls-cert.js';
 export { activeSwaps, defaultZramMiB, openNodeSwap, removeLeftoverZram, setupZramSwap } from './host/swap.js';
 export { openSandboxDisk } from './host/sandbox-disk.js';
 export { OWNER_PID_FILE, liveNode, liveOwner, sweepDataDir } from './host/leftovers.js';

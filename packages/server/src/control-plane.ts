@@ -54,6 +54,8 @@ export interface ControlPlaneParts {
   edgeNetworks?: readonly string[];
   /** The control plane's own hosts (replicas, database) a joining node keeps its sandboxes from (see NodeService). */
   clusterHosts?: () => Promise<string[]>;
+  /** Joins of edges without TLS on their edge protocol are refused. */
+  requireEdgeTls?: boolean;
   /** What a joining edge reads layers it lacks from. */
   blobStore?: () => JoinNodeResponse['blobStore'];
   /** Sends a blob this process lacks from another replica's (see peerBlobs). */
@@ -179,6 +181,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     localAddress: () => url,
     edgeNetworks: p.edgeNetworks,
     clusterHosts: p.clusterHosts,
+    requireEdgeTls: p.requireEdgeTls,
     logger: o.logger,
   });
   const server: Server = createApp({

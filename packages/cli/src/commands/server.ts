@@ -14,6 +14,7 @@ export async function run(rest: string[]): Promise<number> {
     blobStore: o.blobStore,
     advertise: o.advertise,
     edgeNetworks: o.edgeNetworks,
+    requireEdgeTls: o.requireEdgeTls,
     crashAt: o.crashAt,
     logger: log,
   });

@@ -1,5 +1,6 @@
 import { request, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import { WarrenError, parseError } from '@warren/api';
 import type { ExecEvent } from '@warren/api';
@@ -8,6 +9,7 @@ import { CLOCKED, ClockOffset, shiftEvent } from './clock.js';
 import { encodeFileCall } from './file-frames.js';
 import { END_FRAME, FRAME, FrameReader, MAX_DATA_FRAME, frameHeader, textFrame, type FrameType } from './frames.js';
 import { writeData } from './frame-socket.js';
+import { connectPinned } from './tls-pin.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { Inbox } from '../util/inbox.js';
 import {
@@ -33,6 +35,8 @@ export interface RemoteEdgeOptions {
   maxSockets?: number;
   /** The caller's wall clock, the one the times it passes and is answered are on (default Date.now). */
   now?: () => number;
+  /** TLS to `host` and `port`, the edge's certificate pinned by its SHA-256 fingerprint (`AB:CD:…`, what its join gave). */
+  tls?: { fingerprint: string };
 }
 
 /** An EdgeApi reached over the edge protocol (see serveEdgeApi). */
@@ -190,14 +194,22 @@ class Pool {
   /** A new connection: the HTTP/1.1 upgrade to the edge protocol, with the token (`shared`: one of the calls'). */
   private open(shared = true): Promise<Connection> {
     if (shared) this.opening++;
+    const tls = this.o.tls;
+    return (tls ? connectPinned(this.o.host ?? 'localhost', this.o.port ?? 0, tls.fingerprint) : Promise.resolve(null))
+      .then((secure) => this.upgrade(secure, shared))
+      .finally(() => {
+        if (shared) this.opening--;
+      });
+  }
+
+  /** The upgrade request on a new connection (or on `secure`, a pinned TLS one). */
+  private upgrade(secure: TLSSocket | null, shared: boolean): Promise<Connection> {
     const now = this.o.now ?? Date.now;
     const sent = now();
     return new Promise<Connection>((resolve, reject) => {
       const req = request({
-        agent: false,
-        socketPath: this.o.socketPath,
-        host: this.o.host,
-        port: this.o.port,
+        // On the TLS connection made for it; else a new one (no agent: with one, createConnection is not asked).
+        ...(secure ? { createConnection: () => secure } : { agent: false, socketPath: this.o.socketPath, host: this.o.host, port: this.o.port }),
         method: 'GET',
         path: EDGE_PATH,
         headers: { authorization: `Bearer ${this.o.token}`, connection: 'upgrade', upgrade: EDGE_PROTOCOL },
@@ -226,8 +238,6 @@ class Pool {
       });
       req.once('error', (e) => reject(new WarrenError('unavailable', `the edge cannot be reached: ${e.message}`, {}, { cause: e })));
       req.end();
-    }).finally(() => {
-      if (shared) this.opening--;
     });
   }
 }

@@ -16,6 +16,8 @@ import { pushIterable } from '../util/push-iterable.js';
 import { listenEdgeApi } from './server.js';
 import { remoteEdgeApi } from './client.js';
 import { EDGE_CALLS } from './wire.js';
+import { selfSignedCertificate } from './tls-cert.js';
+import { createServer as createTlsServer } from 'node:tls';
 
 /** A strict fake edge: the calls a test names, every other one throws. */
 function fakeEdge(calls: Partial<EdgeApi>): EdgeApi {
@@ -403,6 +405,55 @@ test('a tunnel (openPort) carries raw bytes both ways on a connection of its own
   } finally {
     await t.close();
     port.close();
+  }
+});
+
+test('over TLS: calls and tunnels go to the edge whose certificate is pinned; another certificate gets not one byte, the token least of all', async () => {
+  const cert = selfSignedCertificate('n1');
+  const echo = createServer((s) => s.pipe(s));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  const served = await listenEdgeApi(
+    fakeEdge({
+      statPath: async (_id, path) => ({ path, type: 'file', size: 1, mode: 0o644, mtime: '' }) as never,
+      openPort: async () => {
+        const s = connect({ host: '127.0.0.1', port: (echo.address() as AddressInfo).port });
+        await once(s, 'connect');
+        s.pause();
+        return s;
+      },
+    }),
+    { host: '127.0.0.1', port: 0 },
+    { token: 'tok', tls: cert },
+  );
+  // An impostor at another address, with a certificate of its own: what reaches it is kept.
+  const other = selfSignedCertificate('n1');
+  const got: Buffer[] = [];
+  const closed: Array<Promise<unknown>> = [];
+  const impostor = createTlsServer({ key: other.key, cert: other.cert }, (s) => {
+    s.on('data', (d: Buffer) => got.push(d));
+    closed.push(once(s, 'close'));
+  });
+  await new Promise<void>((r) => impostor.listen(0, '127.0.0.1', r));
+  const remote = remoteEdgeApi({ host: '127.0.0.1', port: served.port, token: 'tok', tls: { fingerprint: cert.fingerprint } });
+  const fooled = remoteEdgeApi({ host: '127.0.0.1', port: (impostor.address() as AddressInfo).port, token: 'tok', tls: { fingerprint: cert.fingerprint } });
+  const plain = remoteEdgeApi({ host: '127.0.0.1', port: served.port, token: 'tok' });
+  try {
+    assert.equal((await remote.statPath('sb_1', '/x')).path, '/x');
+    const t = await remote.openPort('sb_1', 80);
+    t.write('over tls');
+    t.resume();
+    const [echoed] = (await once(t, 'data')) as [Buffer];
+    assert.equal(echoed.toString(), 'over tls');
+    t.destroy();
+    await assert.rejects(fooled.statPath('sb_1', '/x'), (e: WarrenError) => e.code === 'unavailable' && /certificate other than/.test(e.message));
+    await Promise.all(closed);
+    assert.equal(Buffer.concat(got).length, 0);
+    await assert.rejects(plain.statPath('sb_1', '/x'), (e: WarrenError) => e.code === 'unavailable');
+  } finally {
+    for (const r of [remote, fooled, plain]) r.disconnect();
+    await served.close();
+    impostor.close();
+    echo.close();
   }
 });
 

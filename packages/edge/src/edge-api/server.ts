@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
@@ -18,6 +19,12 @@ export interface EdgeApiServerOptions {
   logger?: { warn(msg: string, meta?: unknown): void };
   /** The edge's wall clock, the one its lifecycle runs on (default Date.now): each answer carries it, for the caller to measure the offset from its own. */
   now?: () => number;
+  /**
+   * Serve TLS with this key and certificate (PEM; an edge makes one at each start,
+   * selfSignedCertificate): the control plane pins the certificate's fingerprint, which the edge
+   * gave in its join.
+   */
+  tls?: { key: string; cert: string };
 }
 
 /** What a body sent to the edge may hold queued before its connection is paused, in bytes. */
@@ -222,12 +229,15 @@ export function serveEdgeApi(api: EdgeApi, o: EdgeApiServerOptions): Server {
   };
   // A batch's creates bring the same files: one copy of each while they are in use.
   const content = new ContentCache();
-  const server = createServer({ keepAlive: false }, (req: IncomingMessage, res: ServerResponse) => {
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!authorized(req.headers.authorization)) return refuse(res, new WarrenError('unauthenticated', 'this edge answers only its control plane'));
     refuse(res, new WarrenError('invalid_argument', `the edge speaks ${EDGE_PROTOCOL} only: GET ${EDGE_PATH} with upgrade: ${EDGE_PROTOCOL}`), {
       upgrade: EDGE_PROTOCOL,
     });
-  });
+  };
+  const server: Server = o.tls
+    ? createHttpsServer({ keepAlive: false, key: o.tls.key, cert: o.tls.cert }, handler)
+    : createServer({ keepAlive: false }, handler);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => undefined);
     if (!authorized(req.headers.authorization)) return refuse(socket, new WarrenError('unauthenticated', 'this edge answers only its control plane'));

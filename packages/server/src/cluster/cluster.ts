@@ -11,6 +11,8 @@ export interface ClusterNode {
   state: NodeState;
   address: string;
   boot: string;
+  /** The certificate its edge protocol's TLS is pinned to; null: plain TCP (the local node's: no network at all). */
+  tlsFingerprint: string | null;
   info: EdgeInfo;
   /** Its last heartbeat's load (the local node's is read when asked). */
   load: EdgeLoad;
@@ -37,11 +39,11 @@ export interface ClusterOptions {
 
 const EMPTY_LOAD: EdgeLoad = { at: 0, committed: { cpu: 0, memoryMiB: 0 }, requested: { cpu: 0, memoryMiB: 0 }, used: null, sandboxes: 0, paused: 0 };
 
-/** A client of a node's edge at `host:port`. */
-export function connectEdge(address: string, token: string): RemoteEdgeApi {
+/** A client of a node's edge at `host:port`; over TLS pinned to `tlsFingerprint` when it has one. */
+export function connectEdge(address: string, token: string, tlsFingerprint: string | null = null): RemoteEdgeApi {
   const at = address.lastIndexOf(':');
   const host = address.slice(0, at).replace(/^\[(.*)\]$/, '$1');
-  return remoteEdgeApi({ host, port: Number(address.slice(at + 1)), token });
+  return remoteEdgeApi({ host, port: Number(address.slice(at + 1)), token, tls: tlsFingerprint ? { fingerprint: tlsFingerprint } : undefined });
 }
 
 /**
@@ -88,6 +90,7 @@ export class Cluster {
       state: 'ready',
       address: 'local',
       boot: info.boot,
+      tlsFingerprint: null,
       info,
       load: EMPTY_LOAD,
       heartbeatAt: Date.now(),
@@ -153,8 +156,8 @@ export class Cluster {
   /** A row of the table into this replica's view (a new boot or address: a new client). */
   private take(r: NodeRecord): void {
     const cur = this.nodes.get(r.id);
-    const same = cur && cur.boot === r.boot && cur.address === r.address;
-    const api = same ? cur.api : connectEdge(r.address, r.token);
+    const same = cur && cur.boot === r.boot && cur.address === r.address && cur.tlsFingerprint === r.tlsFingerprint;
+    const api = same ? cur.api : connectEdge(r.address, r.token, r.tlsFingerprint);
     if (cur && !same) {
       (cur.api as RemoteEdgeApi).disconnect();
       this.lose(r.id);
@@ -165,6 +168,7 @@ export class Cluster {
       state: r.state,
       address: r.address,
       boot: r.boot,
+      tlsFingerprint: r.tlsFingerprint,
       info: r.info as EdgeInfo,
       // A create's answer read later than this heartbeat is the truer load.
       load: same && cur.load.at > (r.load as EdgeLoad).at ? cur.load : (r.load as EdgeLoad),

@@ -3,7 +3,7 @@ import { peerBlobs } from './peer-blobs.js';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { HostHelper, listenEdgeApi, localEdgeApi } from '@warren/edge';
+import { HostHelper, listenEdgeApi, localEdgeApi, selfSignedCertificate } from '@warren/edge';
 import { ImageCatalogue, LayerStore, installDefaultImages, prepareDefaultImages } from '@warren/images';
 import { WarrenError } from '@warren/api';
 import { SqliteStore } from '../store/sqlite-store.js';
@@ -39,6 +39,11 @@ export interface ServerOptions
    * (DEFAULT_EDGE_NETWORKS); name the nodes' own subnet.
    */
   edgeNetworks?: string[];
+  /**
+   * Refuse edges whose edge protocol is plain TCP (`--require-edge-tls`): every node must start
+   * with `--tls`, so the edge tokens, files, env and stdin that cross to nodes are encrypted.
+   */
+  requireEdgeTls?: boolean;
   /** A node silent this long is down and its sandboxes failed (ms; default 10,000). */
   downAfterMs?: number;
   /** How often edges send heartbeats (ms; default 1000). */
@@ -99,6 +104,7 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
     defaultDiskMiB: null,
     joinToken: o.joinToken,
     edgeNetworks: o.edgeNetworks,
+    requireEdgeTls: o.requireEdgeTls,
     // The replicas (each says where it is reached) and the database: no sandbox reaches them.
     clusterHosts: async () => [
       ...(await store.liveReplicas(60_000, '')).map((r) => new URL(r.url).hostname),
@@ -152,6 +158,11 @@ export interface EdgeOptions extends EdgeNodeOptions {
   listen: { host: string; port: number };
   /** The address the control plane reaches it at (`--advertise host:port`; default the listen address). */
   advertise?: string;
+  /**
+   * Serve the edge protocol over TLS (`--tls`): a certificate made at each start (as its token
+   * is), its fingerprint handed over in the join, which the control plane pins.
+   */
+  tls?: boolean;
   logger: Logger;
 }
 
@@ -174,7 +185,8 @@ export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
   // Served only: what it is handed comes decoded from the wire.
   const api = localEdgeApi(node.edge, { fresh: true });
   const token = randomBytes(24).toString('base64url');
-  const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger, now: o.clock });
+  const cert = o.tls ? selfSignedCertificate(o.nodeId) : null;
+  const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger, now: o.clock, tls: cert ?? undefined });
   const port = served.port;
   const address = o.advertise ?? `${o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host}:${port}`;
   const swap = await node.openSwap();
@@ -183,7 +195,7 @@ export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
   const joiner = new JoinClient({
     url: o.join,
     token: o.token,
-    node: { name: o.nodeId, address, token, boot: node.edge.boot },
+    node: { name: o.nodeId, address, token, boot: node.edge.boot, ...(cert ? { tlsFingerprint: cert.fingerprint } : {}) },
     load: () => api.load({ used: true }),
     logger: o.logger,
     onJoined: async (r) => {

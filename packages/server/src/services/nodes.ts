@@ -20,6 +20,8 @@ export interface NodeServiceOptions {
   localAddress: () => string;
   /** The networks a joining edge's address must be in (default DEFAULT_EDGE_NETWORKS). */
   edgeNetworks?: readonly string[];
+  /** Joins of edges that do not speak TLS (no certificate fingerprint) are refused. */
+  requireEdgeTls?: boolean;
   /** The control plane's own hosts (its replicas, the database), by address or name: a joining node keeps its sandboxes from them, and from the other nodes. */
   clusterHosts?: () => Promise<string[]>;
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
@@ -56,14 +58,16 @@ export class NodeService {
     const address = await joinTarget(req.address, this.allowed);
     const prev = await this.store.getNode(req.name);
     if (prev && prev.boot !== req.boot && prev.state !== 'down' && prev.silentMs < this.o.downAfterMs) {
-      const old = connectEdge(prev.address, prev.token);
+      const old = connectEdge(prev.address, prev.token, prev.tlsFingerprint);
       const alive = await within(2000, 'the edge', old.info())
         .then((i) => i.boot === prev.boot)
         .catch(() => false)
         .finally(() => old.disconnect());
       if (alive) throw new WarrenError('conflict', `a node named "${req.name}" is already in the cluster, at ${prev.address}`, { node: req.name });
     }
-    const edge = connectEdge(address, req.token);
+    if (this.o.requireEdgeTls && !req.tlsFingerprint)
+      throw new WarrenError('permission_denied', 'this control plane takes edges that speak TLS only: start the edge with --tls', { node: req.name });
+    const edge = connectEdge(address, req.token, req.tlsFingerprint ?? null);
     let info: EdgeInfo;
     let load: EdgeLoad;
     try {
@@ -79,7 +83,7 @@ export class NodeService {
       this.o.logger.warn('a joining edge answered as another', { node: req.name, address, answered: { node: info.nodeId, boot: info.boot } });
       throw new WarrenError('invalid_argument', `the edge at ${req.address} does not answer as "${req.name}" (boot ${req.boot})`, { address: req.address });
     }
-    await this.store.putNode({ id: req.name, address, token: req.token, boot: req.boot, info, load });
+    await this.store.putNode({ id: req.name, address, token: req.token, tlsFingerprint: req.tlsFingerprint ?? null, boot: req.boot, info, load });
     await this.cluster.refreshNow();
     const r = await this.sandboxes.sync.reconcile(req.name);
     await this.store.setNodeState(req.name, 'ready', { from: ['joining'] });
@@ -154,6 +158,7 @@ export class NodeService {
       byBackend: load.byBackend ?? {},
       lastHeartbeatAt: new Date(n.local ? Date.now() : n.heartbeatAt).toISOString(),
       clockOffsetMs: n.local ? 0 : ((n.api as Partial<RemoteEdgeApi>).clockOffsetMs?.() ?? null),
+      tlsFingerprint: n.tlsFingerprint,
     };
   }
 

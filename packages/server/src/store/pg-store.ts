@@ -91,7 +91,7 @@ type NodeRow = {
   state: NodeState;
   heartbeat_at: string;
   silent_ms: string;
-  doc: Pick<NodeRecord, 'address' | 'token' | 'info' | 'load' | 'joinedAt'>;
+  doc: Pick<NodeRecord, 'address' | 'token' | 'info' | 'load' | 'joinedAt'> & { tlsFingerprint?: string | null };
 };
 const NODE_COLUMNS = `id, boot, state, heartbeat_at, ${NOW_MS} - heartbeat_at AS silent_ms, doc`;
 const nodeOf = (r: NodeRow): NodeRecord => ({
@@ -100,6 +100,8 @@ const nodeOf = (r: NodeRow): NodeRecord => ({
   state: r.state,
   heartbeatAt: Number(r.heartbeat_at),
   silentMs: Math.max(0, Number(r.silent_ms)),
+  // A row written before nodes could speak TLS has no fingerprint: plain TCP.
+  tlsFingerprint: null,
   ...r.doc,
 });
 
@@ -472,7 +474,7 @@ export class PgStore implements Store {
     await this.pool.query(
       `INSERT INTO nodes (id, boot, state, heartbeat_at, doc) VALUES ($1, $2, 'joining', ${NOW_MS}, jsonb_set($3::jsonb, '{joinedAt}', to_jsonb(${NOW_MS})))
        ON CONFLICT (id) DO UPDATE SET boot = excluded.boot, state = CASE nodes.state WHEN 'draining' THEN 'draining' ELSE 'joining' END, heartbeat_at = excluded.heartbeat_at, doc = excluded.doc`,
-      [n.id, n.boot, JSON.stringify({ address: n.address, token: n.token, info: n.info, load: n.load })],
+      [n.id, n.boot, JSON.stringify({ address: n.address, token: n.token, tlsFingerprint: n.tlsFingerprint, info: n.info, load: n.load })],
     );
   }
 

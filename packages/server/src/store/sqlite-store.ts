@@ -91,7 +91,7 @@ CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, url TEXT NOT NULL, see
 
 type Row = { doc: string };
 type NodeRow = { id: string; boot: string; state: string; heartbeat_at: number; doc: string };
-type NodeDoc = Pick<NodeRecord, 'address' | 'token' | 'info' | 'load' | 'joinedAt'>;
+type NodeDoc = Pick<NodeRecord, 'address' | 'token' | 'info' | 'load' | 'joinedAt'> & { tlsFingerprint?: string | null };
 type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
 const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
 type AuditRow = {
@@ -439,7 +439,7 @@ export class SqliteStore implements Store {
 
   async putNode(n: Omit<NodeRecord, 'heartbeatAt' | 'silentMs' | 'state' | 'joinedAt'>): Promise<void> {
     const now = Date.now();
-    const doc: NodeDoc = { address: n.address, token: n.token, info: n.info, load: n.load, joinedAt: now };
+    const doc: NodeDoc = { address: n.address, token: n.token, tlsFingerprint: n.tlsFingerprint, info: n.info, load: n.load, joinedAt: now };
     this.stmts.putNode.run(n.id, n.boot, now, JSON.stringify(doc));
   }
 
@@ -506,5 +506,14 @@ export class SqliteStore implements Store {
 /** A node's row as a NodeRecord, its silence measured at `now`. */
 function nodeOf(r: NodeRow, now: number): NodeRecord {
   const doc = JSON.parse(r.doc) as NodeDoc;
-  return { id: r.id, boot: r.boot, state: r.state as NodeState, heartbeatAt: r.heartbeat_at, silentMs: Math.max(0, now - r.heartbeat_at), ...doc };
+  // A row written before nodes could speak TLS has no fingerprint: plain TCP.
+  return {
+    id: r.id,
+    boot: r.boot,
+    state: r.state as NodeState,
+    heartbeatAt: r.heartbeat_at,
+    silentMs: Math.max(0, now - r.heartbeat_at),
+    tlsFingerprint: null,
+    ...doc,
+  };
 }

@@ -272,13 +272,21 @@ for (const kind of KINDS) {
     await withStore(kind, async (s, open) => {
       const other = await open();
       const load = { sandboxes: 0 };
-      await s.putNode({ id: 'n1', address: '127.0.0.1:1', token: 't1', boot: 'b1', info: { nodeId: 'n1' }, load });
-      await s.putNode({ id: 'n2', address: '127.0.0.1:2', token: 't2', boot: 'b2', info: { nodeId: 'n2' }, load });
+      await s.putNode({ id: 'n1', address: '127.0.0.1:1', token: 't1', tlsFingerprint: null, boot: 'b1', info: { nodeId: 'n1' }, load });
+      await s.putNode({
+        id: 'n2',
+        address: '127.0.0.1:2',
+        token: 't2',
+        tlsFingerprint: 'AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:CD',
+        boot: 'b2',
+        info: { nodeId: 'n2' },
+        load,
+      });
       assert.deepEqual(
-        (await s.listNodes()).map((n) => [n.id, n.state, n.address]),
+        (await s.listNodes()).map((n) => [n.id, n.state, n.address, n.tlsFingerprint]),
         [
-          ['n1', 'joining', '127.0.0.1:1'],
-          ['n2', 'joining', '127.0.0.1:2'],
+          ['n1', 'joining', '127.0.0.1:1', null],
+          ['n2', 'joining', '127.0.0.1:2', 'AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:AB:CD'],
         ],
       );
       assert.equal(await s.setNodeState('n1', 'ready', { from: ['joining'] }), true);
@@ -326,10 +334,10 @@ for (const kind of KINDS) {
         ['sb_5', 'sb_6'],
       );
       // Joining again brings it back (joining); a drained node stays drained through a rejoin.
-      await s.putNode({ id: 'n1', address: '127.0.0.1:3', token: 't3', boot: 'b3', info: {}, load });
+      await s.putNode({ id: 'n1', address: '127.0.0.1:3', token: 't3', tlsFingerprint: null, boot: 'b3', info: {}, load });
       assert.equal((await s.getNode('n1'))?.state, 'joining');
       await s.setNodeState('n2', 'draining');
-      await s.putNode({ id: 'n2', address: '127.0.0.1:2', token: 't2', boot: 'b4', info: {}, load });
+      await s.putNode({ id: 'n2', address: '127.0.0.1:2', token: 't2', tlsFingerprint: null, boot: 'b4', info: {}, load });
       assert.equal((await s.getNode('n2'))?.state, 'draining');
     });
   });

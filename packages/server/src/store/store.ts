@@ -74,6 +74,8 @@ export interface NodeRecord {
   address: string;
   /** What a control plane presents to its edge. */
   token: string;
+  /** The certificate its edge protocol's TLS is pinned to (SHA-256 fingerprint); null: plain TCP. */
+  tlsFingerprint: string | null;
   /** Made anew each time the edge process starts: a heartbeat of another boot is refused. */
   boot: string;
   state: NodeState;
