@@ -535,11 +535,11 @@ describe('sandbox network policy', () => {
         )
         .sort();
       assert.deepEqual(entries, [
-        'GET /8080/ 401 unauthenticated none',
-        'GET /8080/ 404 not_found other',
-        'GET /8080/a/b 200 null admin',
-        'GET /8080/ws 101 null admin',
-        'GET /8081/ 503 unavailable admin',
+        'GET /8080 101 null admin',
+        'GET /8080 200 null admin',
+        'GET /8080 401 unauthenticated none',
+        'GET /8080 404 not_found other',
+        'GET /8081 503 unavailable admin',
       ]);
     } finally {
       await sb.delete();

@@ -70,7 +70,8 @@ export class PortProxy {
   constructor(private readonly d: RouteDeps) {}
 
   private async open(req: IncomingMessage, id: string, port: number): Promise<Opened> {
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+    // The port, not the path inside the sandbox: an entry's size does not grow with the URL.
+    const path = `/v1/sandboxes/${id}/ports/${port}`;
     let caller: Caller | null = null;
     const audit = (status: number, code: string | null): void =>
       auditCall(this.d.audit, { method: req.method ?? 'GET', path, caller, sandbox: id, status, code });
