@@ -41,6 +41,7 @@ static void handle_request(struct conn *c, int type, const char *p, size_t n)
 	case 'X': op_delete(c, f, nf); break;
 	case 'M': op_mkdir(c, f, nf); break;
 	case 'V': op_rename(c, f, nf); break;
+	case 'A': op_attrs(c, f, nf); break;
 	default: c->gone = 1; break;
 	}
 	free(f);

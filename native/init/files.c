@@ -1,4 +1,4 @@
-/* warren-init: file operations (`R`, `W`, `S`, `M`, `V`): paths resolved inside the sandbox, owners, writes in place. */
+/* warren-init: file operations (`R`, `W`, `S`, `M`, `V`): paths resolved inside the sandbox, owners, writes in place; an entry with its owner and user attributes. */
 #include "init.h"
 
 /* File owner requested with `U` on W/M. */
@@ -89,12 +89,15 @@ void fb_entry(const char *path, const char *name, const struct stat *st, int dir
 	fb_num('z', (long long)st->st_size);
 	fb_num('m', (long long)(st->st_mode & 07777));
 	fb_num('T', (long long)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
+	fb_num('u', (long long)st->st_uid);
+	fb_num('g', (long long)st->st_gid);
 	if (S_ISLNK(st->st_mode)) {
 		char tgt[PATH_MAX];
 		ssize_t k = readlinkat(dirfd, rel, tgt, sizeof tgt);
 		if (k >= 0)
 			fb_add('k', tgt, (size_t)k);
 	}
+	fb_xattrs(path);
 }
 
 void op_stat(struct conn *c, const field_t *f, size_t nf)

@@ -303,6 +303,13 @@ void op_write(struct conn *c, const field_t *f, size_t nf);
 void write_chunk(struct conn *c, const char *d, size_t n);
 void write_end(struct conn *c);
 
+/* xattrs.c: at most this many attributes a path, of at most this many bytes each (E2B's file
+ * metadata takes 4 KiB in all). */
+#define XATTR_COUNT_MAX 64
+#define XATTR_VALUE_MAX 4096
+void fb_xattrs(const char *path);
+void op_attrs(struct conn *c, const field_t *f, size_t nf);
+
 /* list.c */
 void lst_free(struct lst *ls);
 void op_list(struct conn *c, const field_t *f, size_t nf);

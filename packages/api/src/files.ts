@@ -27,6 +27,11 @@ export const FileEntry = z.object({
   mode: z.number().int(),
   mtime: z.string(),
   target: z.string().optional(),
+  /** Its owner's uid and gid (absent from a sandbox whose agent is older). */
+  uid: z.number().int().optional(),
+  gid: z.number().int().optional(),
+  /** Its extended attributes in the user namespace (`user.…`), when it has any: at most 64 of at most 4 KiB each. */
+  xattrs: z.record(z.string(), z.string()).optional(),
 });
 export type FileEntry = z.infer<typeof FileEntry>;
 export const ListFilesResponse = z.object({ entries: z.array(FileEntry) });

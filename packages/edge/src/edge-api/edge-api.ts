@@ -163,6 +163,8 @@ export interface EdgeApi {
   writeFile(id: string, path: string, body: FileBody, mode?: number): Promise<void>;
   statPath(id: string, path: string): Promise<FileEntry>;
   listDir(id: string, path: string, depth: number): Promise<FileEntry[]>;
+  /** Makes a path's extended attributes under `prefix` (`user.`…) exactly `attrs` (full names). */
+  setAttrs(id: string, path: string, prefix: string, attrs: Record<string, string>): Promise<void>;
   removePath(id: string, path: string, recursive: boolean): Promise<void>;
   makeDir(id: string, path: string): Promise<void>;
   movePath(id: string, from: string, to: string): Promise<void>;

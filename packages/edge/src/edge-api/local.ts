@@ -134,6 +134,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     writeFile: (id, path, body, mode) => edge.files.write(id, path, body as AsyncIterable<Buffer>, mode),
     statPath: (id, path) => edge.files.stat(id, path),
     listDir: (id, path, depth) => edge.files.list(id, path, depth),
+    setAttrs: (id, path, prefix, attrs) => edge.files.setAttrs(id, path, prefix, attrs),
     removePath: (id, path, recursive) => edge.files.remove(id, path, recursive),
     makeDir: (id, path) => edge.files.mkdir(id, path),
     movePath: (id, from, to) => edge.files.move(id, from, to),

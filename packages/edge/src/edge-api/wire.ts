@@ -55,6 +55,7 @@ export const EDGE_CALLS = {
   writeFile: 'body-in',
   statPath: 'unary',
   listDir: 'unary',
+  setAttrs: 'unary',
   removePath: 'unary',
   makeDir: 'unary',
   movePath: 'unary',

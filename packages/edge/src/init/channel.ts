@@ -117,6 +117,17 @@ function entry(f: Map<string, string[]>): FileEntry {
     mtime: new Date(Number(one('T')) || 0).toISOString(),
   };
   if (f.has('k')) e.target = one('k');
+  // An init from before owners and attributes were listed sends neither.
+  if (f.has('u')) e.uid = Number(one('u'));
+  if (f.has('g')) e.gid = Number(one('g'));
+  const attrs = f.get('x');
+  if (attrs) {
+    e.xattrs = {};
+    for (const a of attrs) {
+      const nul = a.indexOf('\0');
+      if (nul > 0) e.xattrs[a.slice(0, nul)] = a.slice(nul + 1);
+    }
+  }
   return e;
 }
 
@@ -134,6 +145,19 @@ export async function listDir(agent: AgentConnect, path: string, depth: number):
     if (f.type === REPLY.entry) entries.push(entry(decodeFields(f.payload)));
   });
   return entries;
+}
+
+/**
+ * Makes a path's extended attributes under `prefix` (in the user namespace, `user.`) exactly
+ * `attrs` (full names): the others under it are removed. A symlink's own are set (none, on Linux).
+ */
+export async function setAttrs(agent: AgentConnect, path: string, prefix: string, attrs: Record<string, string>): Promise<void> {
+  const fields: Fields = [
+    ['p', path],
+    ['q', prefix],
+  ];
+  for (const [k, v] of Object.entries(attrs)) fields.push(['x', `${k}\0${v}`]);
+  await simpleCall(agent, REQ.attrs, fields, { path });
 }
 
 export async function removePath(agent: AgentConnect, path: string, recursive: boolean): Promise<void> {

@@ -12,6 +12,7 @@ export const REQ = {
   remove: 'X',
   mkdir: 'M',
   move: 'V',
+  attrs: 'A',
   fn: 'F',
   data: 'i',
   eof: 'j',

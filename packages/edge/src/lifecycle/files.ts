@@ -44,6 +44,11 @@ export class SandboxFiles {
     return ch.listDir(await this.sock(id), path, depth);
   }
 
+  /** Sets a path's extended attributes under a prefix of the user namespace (the others under it go). */
+  async setAttrs(id: string, path: string, prefix: string, attrs: Record<string, string>): Promise<void> {
+    await ch.setAttrs(await this.sock(id), path, prefix, attrs);
+  }
+
   async remove(id: string, path: string, recursive: boolean): Promise<void> {
     if (path.replace(/\/+$/, '') === '') throw new WarrenError('invalid_argument', 'refusing to delete /');
     await ch.removePath(await this.sock(id), path, recursive);

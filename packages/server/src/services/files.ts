@@ -37,6 +37,12 @@ export class FileService {
     return edge.listDir(sid, path, depth);
   }
 
+  /** Makes a path's extended attributes under a prefix of the user namespace exactly these. */
+  async setAttrs(caller: Caller, id: string, path: string, prefix: string, attrs: Record<string, string>): Promise<void> {
+    const { sid, edge } = await this.at(caller, id);
+    return edge.setAttrs(sid, path, prefix, attrs);
+  }
+
   async remove(caller: Caller, id: string, path: string, recursive: boolean): Promise<void> {
     const { sid, edge } = await this.at(caller, id);
     return edge.removePath(sid, path, recursive);
