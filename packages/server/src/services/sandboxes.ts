@@ -483,6 +483,24 @@ export class SandboxService {
     return { sandboxes: out, nextCursor: more && last ? Buffer.from(last.id).toString('base64url') : null };
   }
 
+  /**
+   * A page of the caller's running and paused sandboxes (with these labels) by creation, oldest or
+   * newest first, after or before a sandbox id: what E2B's list pages through. Their state as the
+   * edge knows it (a sandbox paused for idleness is paused); no usage.
+   */
+  async listLive(caller: Caller, q: { labels: Array<[string, string]>; order: 'asc' | 'desc'; from?: string; limit: number }): Promise<Sandbox[]> {
+    const rows = await this.store.listSandboxes({
+      tenant: caller.tenant,
+      labels: q.labels,
+      states: ['running', 'paused'],
+      order: q.order,
+      ...(q.from ? (q.order === 'desc' ? { before: q.from } : { after: q.from }) : {}),
+      limit: q.limit,
+    });
+    const live = await this.liveStates(rows);
+    return rows.map((r) => sandboxView(r, live.get(r.id) ?? null));
+  }
+
   /** Ends the caller's sandbox and removes it from its node (SandboxEnds); idempotent for one that already ended. */
   delete(caller: Caller, id: string): Promise<void> {
     return this.ends.delete(caller, id);

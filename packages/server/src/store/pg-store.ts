@@ -260,10 +260,13 @@ export class PgStore implements Store {
     const args: unknown[] = [f.tenant];
     const where = ['s.tenant = $1'];
     if (f.state) where.push(`s.state = $${args.push(f.state)}`);
+    if (f.states) where.push(`s.state = ANY($${args.push(f.states)})`);
     if (f.after) where.push(`s.id > $${args.push(f.after)}`);
+    if (f.before) where.push(`s.id < $${args.push(f.before)}`);
     for (const [k, v] of f.labels ?? [])
       where.push(`EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.id = s.id AND l.key = $${args.push(k)} AND l.value = $${args.push(v)})`);
-    return this.docs(`SELECT s.doc FROM sandboxes s WHERE ${where.join(' AND ')} ORDER BY s.id LIMIT $${args.push(f.limit)}`, args);
+    const order = f.order === 'desc' ? 'DESC' : 'ASC';
+    return this.docs(`SELECT s.doc FROM sandboxes s WHERE ${where.join(' AND ')} ORDER BY s.id ${order} LIMIT $${args.push(f.limit)}`, args);
   }
 
   async liveOnNode(node: string): Promise<SandboxRecord[]> {

@@ -263,16 +263,25 @@ export class SqliteStore implements Store {
       where.push('s.state = ?');
       args.push(f.state);
     }
+    if (f.states) {
+      where.push(`s.state IN (${f.states.map(() => '?').join(', ') || 'NULL'})`);
+      args.push(...f.states);
+    }
     if (f.after) {
       where.push('s.id > ?');
       args.push(f.after);
+    }
+    if (f.before) {
+      where.push('s.id < ?');
+      args.push(f.before);
     }
     for (const [k, v] of f.labels ?? []) {
       where.push('EXISTS (SELECT 1 FROM sandbox_labels l WHERE l.id = s.id AND l.key = ? AND l.value = ?)');
       args.push(k, v);
     }
     args.push(f.limit);
-    const rows = this.db.prepare<unknown[], Row>(`SELECT s.doc FROM sandboxes s WHERE ${where.join(' AND ')} ORDER BY s.id LIMIT ?`).all(...args);
+    const order = f.order === 'desc' ? 'DESC' : 'ASC';
+    const rows = this.db.prepare<unknown[], Row>(`SELECT s.doc FROM sandboxes s WHERE ${where.join(' AND ')} ORDER BY s.id ${order} LIMIT ?`).all(...args);
     return rows.map((r) => JSON.parse(r.doc) as SandboxRecord);
   }
 

@@ -183,7 +183,7 @@ for (const kind of KINDS) {
     });
   });
 
-  test(`${kind.name}: a list filters by tenant, state and every label, pages in id order, and a second store sees it all`, async () => {
+  test(`${kind.name}: a list filters by tenant, state (or states) and every label, pages in id order either way, and a second store sees it all`, async () => {
     await withStore(kind, async (s, open) => {
       for (let i = 0; i < 5; i++)
         await s.insertSandbox(record(`sb_${i}`, 'a', { state: i === 4 ? 'stopped' : 'running', labels: { job: 'j', n: String(i % 2) } }));
@@ -205,6 +205,11 @@ for (const kind of KINDS) {
         ['sb_1', 'sb_3'],
       );
       assert.deepEqual(await ids({ tenant: 'b', limit: 10 }), ['sb_x']);
+      // Newest first, before a cursor; in some states only.
+      assert.deepEqual(await ids({ tenant: 'a', limit: 3, order: 'desc' }), ['sb_4', 'sb_3', 'sb_2']);
+      assert.deepEqual(await ids({ tenant: 'a', limit: 10, order: 'desc', before: 'sb_2' }), ['sb_1', 'sb_0']);
+      assert.deepEqual(await ids({ tenant: 'a', limit: 10, states: ['stopped', 'paused'] }), ['sb_4']);
+      assert.deepEqual(await ids({ tenant: 'a', limit: 2, states: ['running'], order: 'desc', before: 'sb_4' }), ['sb_3', 'sb_2']);
     });
   });
 

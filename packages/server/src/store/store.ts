@@ -92,9 +92,15 @@ export interface ListFilter {
   tenant: string;
   labels?: Array<[string, string]>;
   state?: SandboxState;
+  /** Only records in one of these states. */
+  states?: SandboxState[];
   limit: number;
   /** Id to continue after (ids sort by creation). */
   after?: string;
+  /** Id to continue before (with order `desc`). */
+  before?: string;
+  /** By id, so by creation: `asc` (the default) or `desc`, newest first. */
+  order?: 'asc' | 'desc';
 }
 
 /** A tenant's live sandboxes (creating, running, paused) and what they ask for. */
