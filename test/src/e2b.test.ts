@@ -20,7 +20,7 @@ describe('E2B SDKs, unchanged, against Warren', () => {
   let t: TestWarren;
   let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
   before(async () => {
-    t = await startTestWarren({ images: ['debian-python:latest'] });
+    t = await startTestWarren({ images: ['debian-python:latest', 'busybox:latest'] });
     const info = (await (await fetch(`${t.url}/v1/info`, { headers: { authorization: `Bearer ${t.key}` } })).json()) as {
       e2b: { apiUrl: string; sandboxUrl: string };
     };
@@ -177,8 +177,6 @@ describe('E2B SDKs, unchanged, against Warren', () => {
       assert.equal(await sbx.pty.kill(killedPty.pid), true);
       await assert.rejects(killedPty.wait());
       await assert.rejects(sbx.commands.connect(424242), (e: unknown) => e instanceof NotFoundError);
-      // What is not served says so.
-      await assert.rejects(sbx.getMetrics(), (e: unknown) => e instanceof e2bNew.SandboxError && /not served/.test(e.message));
       // An agent call without the sandbox's token, or with another's, is refused.
       const envd = `${opts.sandboxUrl}/process.Process/List`;
       const call = (id: string, token: string): Promise<Response> =>
@@ -442,6 +440,143 @@ describe('E2B SDKs, unchanged, against Warren', () => {
           seen.some((e) => want.test(e)),
           `${String(want)} in ${seen.join('; ')}`,
         );
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  /** Waits for an event the watcher callback was given. */
+  const seenEvent = (events: e2bNew.FilesystemEvent[], type: e2bNew.FilesystemEventType, name: string): Promise<e2bNew.FilesystemEvent> =>
+    until(async () => events.some((e) => e.type === type && e.name === name), 15_000).then(() => events.find((e) => e.type === type && e.name === name)!);
+
+  test(
+    'files as E2B’s own tests use them: paths from the user’s home, owners, metadata kept as xattrs, symlink targets, removing what is not there',
+    { timeout: 120_000 },
+    () =>
+      withSandbox(async (sbx) => {
+        const { InvalidArgumentError, FileType } = e2bNew;
+        const written = await sbx.files.write('rel.txt', 'x', { metadata: { author: 'me', purpose: 'test' } });
+        assert.equal(written.path, '/home/user/rel.txt');
+        assert.deepEqual(written.metadata, { author: 'me', purpose: 'test' });
+        const info = await sbx.files.getInfo('rel.txt');
+        assert.deepEqual(
+          [info.path, info.owner, info.group, info.type, info.metadata],
+          ['/home/user/rel.txt', 'user', 'user', FileType.FILE, { author: 'me', purpose: 'test' }],
+        );
+        assert.deepEqual((await sbx.files.list('.')).find((e) => e.name === 'rel.txt')?.metadata, { author: 'me', purpose: 'test' });
+        assert.deepEqual((await sbx.files.rename('rel.txt', 'moved.txt')).metadata, { author: 'me', purpose: 'test' });
+        // An upload without metadata clears it; one set in the sandbox (user.e2b.*) shows.
+        assert.equal((await sbx.files.write('moved.txt', 'y', { useOctetStream: true })).metadata, undefined);
+        assert.equal((await sbx.files.getInfo('moved.txt')).metadata, undefined);
+        await sbx.commands.run(`python3 -c "import os; os.setxattr('/home/user/moved.txt', 'user.e2b.by', b'hand')"`);
+        assert.deepEqual((await sbx.files.getInfo('moved.txt')).metadata, { by: 'hand' });
+        await assert.rejects(sbx.files.write('bad.txt', 'x', { metadata: { good: 'bad\nvalue' } }), (e: unknown) => e instanceof InvalidArgumentError);
+        assert.equal(await sbx.files.exists('bad.txt'), false);
+        // Relative paths in every kind of write and read.
+        assert.equal((await sbx.files.write('gz.txt', 'zipped', { gzip: true })).path, '/home/user/gz.txt');
+        assert.deepEqual(
+          (await sbx.files.writeFiles([{ path: 'many/a.txt', data: 'a' }])).map((e) => e.path),
+          ['/home/user/many/a.txt'],
+        );
+        await sbx.files.write('empty.txt', '');
+        assert.equal(await sbx.files.read('empty.txt'), '');
+        await sbx.commands.run('ln -s moved.txt link');
+        assert.equal((await sbx.files.getInfo('link')).symlinkTarget, '/home/user/moved.txt');
+        // Removing what is not there succeeds, as envd's does.
+        await sbx.files.remove('not-there');
+      }),
+  );
+
+  test(
+    'watches as E2B’s own tests use them: recursive after a folder appears, entries in events, the watcher calls of E2B’s Python SDK',
+    { timeout: 120_000 },
+    () =>
+      withSandbox(async (sbx) => {
+        const { FilesystemEventType, FileType } = e2bNew;
+        await sbx.files.makeDir('w');
+        const events: e2bNew.FilesystemEvent[] = [];
+        const handle = await sbx.files.watchDir('w', (e) => void events.push(e), { recursive: true, includeEntry: true, allowNetworkMounts: true });
+        await sbx.files.makeDir('w/nested');
+        await seenEvent(events, FilesystemEventType.CREATE, 'nested');
+        await sbx.files.write('w/nested/f.txt', 'a');
+        const wrote = await seenEvent(events, FilesystemEventType.WRITE, 'nested/f.txt');
+        assert.deepEqual([wrote.entry?.path, wrote.entry?.type, wrote.entry?.owner], ['/home/user/w/nested/f.txt', FileType.FILE, 'user']);
+        await handle.stop();
+
+        // CreateWatcher, GetWatcherEvents, RemoveWatcher.
+        const unary = async (call: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
+          const r = await envd(sbx, `/filesystem.Filesystem/${call}`, { body: JSON.stringify(body) });
+          return { status: r.status, json: (await r.json()) as Record<string, unknown> };
+        };
+        const { watcherId } = (await unary('CreateWatcher', { path: '/home/user/w', recursive: true })).json as { watcherId: string };
+        await sbx.files.write('w/polled.txt', 'b');
+        await until(async () => {
+          const got = (await unary('GetWatcherEvents', { watcherId })).json as { events: Array<{ name: string; type: string }> };
+          return got.events.some((e) => e.name === 'polled.txt' && e.type === 'EVENT_TYPE_CREATE');
+        }, 15_000);
+        assert.equal((await unary('RemoveWatcher', { watcherId })).status, 200);
+        assert.equal((await unary('GetWatcherEvents', { watcherId })).status, 404);
+      }),
+  );
+
+  test(
+    'the lifecycle as E2B’s own tests use it: lists newest first across states, connect never shortens, setTimeout does, paused is not running, a kill mid-command, metrics',
+    { timeout: 180_000 },
+    async () => {
+      const { Sandbox, TimeoutError } = e2bNew;
+      const tag = { lifecycle: `l-${Date.now()}` };
+      const older = await Sandbox.create('base', { ...opts, metadata: tag });
+      const newer = await Sandbox.create('base', { ...opts, metadata: tag });
+      try {
+        assert.equal((await newer.getInfo()).envdVersion, '0.6.4');
+        await newer.betaPause();
+        assert.equal(await newer.isRunning(), false, 'a paused sandbox’s agent does not answer');
+        const ids = (xs: e2bNew.SandboxInfo[]): string[] => xs.map((x) => x.sandboxId);
+        // Pages newest first, running and paused together, and no next page after the last.
+        const pager = Sandbox.list({ ...opts, limit: 1, query: { metadata: tag, state: ['running', 'paused'] } });
+        assert.deepEqual(ids(await pager.nextItems()), [newer.sandboxId]);
+        assert.equal(pager.hasNext, true);
+        assert.deepEqual(ids(await pager.nextItems()), [older.sandboxId]);
+        assert.equal(pager.hasNext, false);
+        const list = async (o: Parameters<typeof Sandbox.list>[0]): Promise<string[]> => ids(await Sandbox.list({ ...opts, ...o }).nextItems());
+        assert.deepEqual(await list({ query: { metadata: tag, state: ['paused'] } }), [newer.sandboxId]);
+        assert.deepEqual(await list({ query: { metadata: tag }, order: 'asc' }), [older.sandboxId, newer.sandboxId]);
+        const startedAt = (await older.getInfo()).startedAt;
+        assert.deepEqual(await list({ query: { metadata: tag, startedAfter: startedAt }, order: 'asc' }), [older.sandboxId, newer.sandboxId]);
+        assert.deepEqual(await list({ query: { metadata: tag, startedAfter: new Date((await newer.getInfo()).startedAt.getTime() + 1000) } }), []);
+        assert.deepEqual((await list({ query: { metadata: tag, template: 'base' } })).length, 2);
+        assert.deepEqual(await list({ query: { metadata: tag, template: 'unknown' } }), []);
+        // Connect resumes a paused one; it lengthens a timeout, never shortens one; setTimeout does.
+        const back = await Sandbox.connect(newer.sandboxId, opts);
+        assert.equal(await back.isRunning(), true);
+        const end = (await older.getInfo()).endAt.getTime();
+        await Sandbox.connect(older.sandboxId, { ...opts, timeoutMs: 10_000 });
+        assert.equal((await older.getInfo()).endAt.getTime(), end);
+        await older.connect({ timeoutMs: 600_000 });
+        assert.ok((await older.getInfo()).endAt.getTime() > end);
+        // Metrics: the reading now, in E2B's shape; none for a range before the sandbox was.
+        const [m, ...more] = await back.getMetrics();
+        assert.equal(more.length, 0);
+        assert.ok(m && m.cpuCount >= 1 && m.memTotal > 0 && m.memUsed > 0 && m.diskTotal > 0 && m.diskUsed > 0 && m.cpuUsedPct >= 0, JSON.stringify(m));
+        assert.deepEqual(await back.getMetrics({ start: new Date(Date.now() - 3_600_000), end: new Date(Date.now() - 1_800_000) }), []);
+        // A sandbox killed while a command streams: the SDK's own "killed" error.
+        const cmd = await older.commands.run('sleep 60', { background: true });
+        await older.kill();
+        const err = await cmd.wait().catch((e: unknown) => e);
+        assert.ok(err instanceof TimeoutError && /killed or reached its end of life/.test(err.message), String(err));
+        // setTimeout shortens: the sandbox ends at its new time, and its agent says so.
+        await back.setTimeout(1000);
+        await until(async () => !(await back.isRunning()), 20_000);
+      } finally {
+        await Promise.all([older, newer].map((s) => Sandbox.kill(s.sandboxId, opts)));
+      }
+    },
+  );
+
+  test('an image without /bin/bash: E2B’s commands run with the platform’s own bash', { timeout: 60_000 }, async () => {
+    const sbx = await e2bNew.Sandbox.create('busybox:latest', opts);
+    try {
+      assert.equal((await sbx.commands.run('test -e /bin/bash || echo "no bash, yet $((6 * 7))"')).stdout, 'no bash, yet 42\n');
     } finally {
       await sbx.kill();
     }

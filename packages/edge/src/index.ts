@@ -1,5 +1,6 @@
 export { Edge } from './lifecycle/edge.js';
 export { newCommandId, parseSessionId } from './lifecycle/live.js';
+export { BUSYBOX, SHELL } from './init/platform.js';
 export type { EdgeCapacity, EdgeOptions, EdgeSandboxSpec } from './lifecycle/edge.js';
 export { Command } from './lifecycle/command.js';
 export type { CommandListener } from './lifecycle/command.js';

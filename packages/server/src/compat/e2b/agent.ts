@@ -4,6 +4,7 @@ import type { FileEntry } from '@warren/api';
 import type { RouteDeps } from '../../http/route-types.js';
 import type { Caller } from '../../services/sandboxes.js';
 import { ConnectError } from './connect.js';
+import type { Owners } from './owners.js';
 import { userName } from './requests.js';
 
 /** A sandbox's agent as E2B's SDKs reach it: who calls, in which sandbox, as which user. */
@@ -57,8 +58,19 @@ function permissions(e: FileEntry): string {
   return s;
 }
 
-/** E2B's EntryInfo of a Warren file entry. */
-export function entryInfo(e: FileEntry): Record<string, unknown> {
+/** The attribute namespace E2B keeps a file's metadata in (`X-Metadata-*` on upload, EntryInfo.metadata). */
+export const METADATA_PREFIX = 'user.e2b.';
+
+/** E2B's metadata of a file: its attributes under METADATA_PREFIX, the prefix taken off (none: undefined). */
+export function metadataOf(e: FileEntry): Record<string, string> | undefined {
+  let out: Record<string, string> | undefined;
+  for (const [k, v] of Object.entries(e.xattrs ?? {})) if (k.startsWith(METADATA_PREFIX)) (out ??= {})[k.slice(METADATA_PREFIX.length)] = v;
+  return out;
+}
+
+/** E2B's EntryInfo of a Warren file entry (its owner and group named by `owners`). */
+export function entryInfo(e: FileEntry, owners?: Owners): Record<string, unknown> {
+  const metadata = metadataOf(e);
   return {
     name: e.name,
     type: FILE_TYPES[e.type],
@@ -66,9 +78,11 @@ export function entryInfo(e: FileEntry): Record<string, unknown> {
     size: String(e.size),
     mode: e.mode,
     permissions: permissions(e),
-    owner: '',
-    group: '',
+    owner: owners?.user(e.uid) ?? '',
+    group: owners?.group(e.gid) ?? '',
     modifiedTime: e.mtime,
-    ...(e.target !== undefined ? { symlinkTarget: e.target } : {}),
+    // As envd's: where the link points, as an absolute path.
+    ...(e.target !== undefined ? { symlinkTarget: posix.resolve(posix.dirname(e.path), e.target) } : {}),
+    ...(metadata ? { metadata } : {}),
   };
 }

@@ -4,15 +4,18 @@ import { jsonBody, sendEmpty, sendJson } from '../../http/io.js';
 import type { RouteDeps } from '../../http/route-types.js';
 import type { Caller } from '../../services/sandboxes.js';
 import type { AuditScope } from '../audit.js';
+import { listPage, listQuery, templateOf } from './list.js';
+import { metrics } from './metrics.js';
 import { createRequest } from './requests.js';
 import { accessToken, warrenKeyOf } from './tokens.js';
 
 /**
- * The agent version Warren claims (E2B's SDKs turn features on by it): 0.5.7, the first with
- * octet-stream uploads and closeStdin, with the default user chosen by the sandbox (0.4.0).
- * File metadata (0.6.2) and watch events with entries (0.6.3) are not served, so no later one.
+ * The agent version Warren claims (E2B's SDKs turn features on by it): 0.6.4, with everything
+ * before it served: the default user chosen by the sandbox (0.4.0), octet-stream uploads and
+ * closeStdin (0.5.7), file metadata (0.6.2), watch events with entries (0.6.3), and watches
+ * allowed on network mounts (0.6.4: a sandbox here has none, so the flag changes nothing).
  */
-export const ENVD_VERSION = '0.5.7';
+export const ENVD_VERSION = '0.6.4';
 
 /**
  * E2B's template names Warren serves under another name, with the user and directory E2B's
@@ -59,10 +62,10 @@ const stateOf = (s: Sandbox): 'running' | 'paused' | null => (s.state === 'runni
 
 /** E2B's view of a Warren sandbox (ListedSandbox; SandboxDetail with the token). */
 function listed(s: Sandbox): Record<string, unknown> {
-  const { [TEMPLATE_LABEL]: template, ...metadata } = s.labels;
+  const { [TEMPLATE_LABEL]: _template, ...metadata } = s.labels;
   return {
     sandboxID: s.id,
-    templateID: template ?? s.image,
+    templateID: templateOf(s, TEMPLATE_LABEL),
     clientID: 'warren',
     cpuCount: s.resources.cpu,
     memoryMB: s.resources.memoryMiB,
@@ -128,33 +131,9 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
     return true;
   }
   if (method === 'GET' && (path === '/sandboxes' || path === '/v2/sandboxes')) {
-    const c = await caller();
-    const q = url.searchParams;
-    const labels: string[] = [];
-    // E2B sends its metadata filter as one query value: k=v pairs joined by &, each part encoded again.
-    for (const [k, v] of new URLSearchParams(q.get('metadata') ?? '')) labels.push(`${decodeURIComponent(k)}=${decodeURIComponent(v)}`);
-    const states = (q.get('state') ?? '').split(',').filter(Boolean);
-    for (const s of states) if (s !== 'running' && s !== 'paused') throw new WarrenError('invalid_argument', `state ${s}: running or paused`);
-    const limit = Math.min(Number(q.get('limit') ?? 100) || 100, 1000);
-    const out: Array<Record<string, unknown>> = [];
-    let cursor = q.get('nextToken') ?? undefined;
-    // Ended sandboxes are not E2B's to list: pages are filled from the live ones.
-    while (out.length < limit) {
-      const page = await d.sandboxes.list(c, {
-        label: labels,
-        limit: limit - out.length,
-        cursor,
-        state: states.length === 1 ? (states[0] as 'running') : undefined,
-      });
-      for (const s of page.sandboxes) {
-        const st = stateOf(s);
-        if (st && (!states.length || states.includes(st))) out.push(listed(s));
-      }
-      cursor = page.nextCursor ?? undefined;
-      if (!cursor) break;
-    }
-    if (cursor && path === '/v2/sandboxes') res.setHeader('x-next-token', cursor);
-    sendJson(res, 200, out);
+    const { page, next } = await listPage(d, await caller(), listQuery(url.searchParams), TEMPLATE_LABEL);
+    if (next && path === '/v2/sandboxes') res.setHeader('x-next-token', next);
+    sendJson(res, 200, page.map(listed));
     return true;
   }
   const m = /^\/(?:v2\/)?sandboxes\/([^/]+)(\/[a-z]+)?$/.exec(path);
@@ -186,10 +165,12 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
     const before = await d.sandboxes.toApi(await d.sandboxes.record(c, id), false);
     if (!stateOf(before)) throw new WarrenError('not_found', `sandbox ${id} has ended`);
     if (before.state === 'paused') await d.sandboxes.resume(c, id);
-    if (b.timeout) await d.sandboxes.setTimeout(c, id, b.timeout);
+    // A connect lengthens a sandbox's time, never shortens it (setTimeout does that).
+    const end = (await d.sandboxes.record(c, id)).expiresAt;
+    if (b.timeout && end !== null && Date.now() + b.timeout * 1000 > end) await d.sandboxes.setTimeout(c, id, b.timeout);
     sendJson(res, before.state === 'paused' ? 201 : 200, sandboxAnswer(before));
   } else if (method === 'GET' && op === '/metrics') {
-    throw new WarrenError('invalid_argument', "metrics are not served through the E2B API: Warren's GET /v1/sandboxes/{id} has the sandbox's usage");
+    sendJson(res, 200, await metrics(d, c, await d.sandboxes.toApi(await d.sandboxes.record(c, id)), url.searchParams));
   } else return false;
   return true;
 }

@@ -1,7 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WarrenError, type FileEntry } from '@warren/api';
+import { WarrenError, type FileEntry, type Sandbox } from '@warren/api';
+import { uploadMetadata } from './envd-files.js';
 import { changes } from './envd-watch.js';
+import { listQuery, nextToken } from './list.js';
+import { metricOf, parseDf } from './metrics.js';
+import { namesById } from './owners.js';
 import { multipartParts } from './multipart.js';
 import { accessToken, e2bKey, openAccessToken, warrenKeyOf } from './tokens.js';
 
@@ -115,4 +119,70 @@ test('watch events between two reads of a tree: created (and written, when it ha
   const withEntry = changes(before, after, true);
   assert.equal(withEntry.find((e) => e.name === 'a')?.entry?.path, '/w/a');
   assert.equal(withEntry.find((e) => e.type === 'EVENT_TYPE_REMOVE')?.entry, undefined, 'a removed entry has none');
+});
+
+test('E2B’s list query: metadata as one value, states repeated or joined, order, limit, startedAfter, a token this server gave', () => {
+  const q = listQuery(
+    new URLSearchParams('metadata=job%3Drl%26n%3D1&state=running&state=paused,running&order=asc&limit=2&startedAfter=2026-01-01T00:00:00.000Z&template=base'),
+  );
+  assert.deepEqual(q, {
+    labels: [
+      ['job', 'rl'],
+      ['n', '1'],
+    ],
+    states: ['running', 'paused'],
+    template: 'base',
+    startedAfter: Date.parse('2026-01-01T00:00:00.000Z'),
+    order: 'asc',
+    limit: 2,
+    from: undefined,
+  });
+  assert.equal(listQuery(new URLSearchParams(`nextToken=${nextToken('sb_abc')}`)).from, 'sb_abc');
+  assert.deepEqual([listQuery(new URLSearchParams('')).order, listQuery(new URLSearchParams('')).limit], ['desc', 100]);
+  for (const bad of ['state=gone', 'order=up', 'limit=0', 'limit=1001', 'limit=x', 'startedAfter=soon', `nextToken=${nextToken('../etc')}`])
+    assert.throws(
+      () => listQuery(new URLSearchParams(bad)),
+      (e: unknown) => e instanceof WarrenError && e.code === 'invalid_argument',
+      bad,
+    );
+});
+
+test('metrics in E2B’s shape: CPUs rounded up, the share of them used, memory and the root file system’s df', () => {
+  assert.deepEqual(parseDf('Filesystem 1024-blocks Used Available Capacity Mounted on\noverlay 1000 250 750 25% /\n'), {
+    used: 250 * 1024,
+    total: 1000 * 1024,
+  });
+  assert.equal(parseDf('nothing'), null);
+  const s = { resources: { cpu: 0.5, memoryMiB: 512 }, usage: { cpuRecent: 0.25, memoryBytes: 1000 } } as unknown as Sandbox;
+  assert.deepEqual(metricOf(s, { used: 1, total: 2 }, 1_800_000_000_123), {
+    timestamp: new Date(1_800_000_000_123).toISOString(),
+    timestampUnix: 1_800_000_000,
+    cpuCount: 1,
+    cpuUsedPct: 50,
+    memUsed: 1000,
+    memTotal: 512 * 2 ** 20,
+    diskUsed: 1,
+    diskTotal: 2,
+  });
+});
+
+test('owners by id from passwd and group files; upload metadata from X-Metadata-* headers, checked as envd checks it', () => {
+  assert.deepEqual(
+    [...namesById('root:x:0:0:root:/root:/bin/bash\nuser:x:1001:1001::/home/user:/bin/bash\ndup:x:1001:1\nbad line\n#c:x:y:\n')],
+    [
+      [0, 'root'],
+      [1001, 'user'],
+    ],
+  );
+  assert.deepEqual(uploadMetadata({ 'x-metadata-Author': ['mish', 'second'], 'content-type': ['x'], 'x-metadata-empty': [''] }), { author: 'mish', empty: '' });
+  for (const bad of [
+    { 'x-metadata-k': ['a\nb'] },
+    { 'x-metadata-': ['v'] },
+    { [`x-metadata-${'k'.repeat(247)}`]: ['v'] },
+    { 'x-metadata-k': ['v'.repeat(4096)] },
+  ])
+    assert.throws(
+      () => uploadMetadata(bad),
+      (e: unknown) => e instanceof WarrenError && e.code === 'invalid_argument',
+    );
 });

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WarrenError, type CommandInfo, type ExecRequest } from '@warren/api';
+import { SHELL } from '@warren/edge';
 import type { RouteDeps } from '../../http/route-types.js';
 import { absolute, type Agent, type Call } from './agent.js';
 import { ConnectError, ConnectStream } from './connect.js';
@@ -62,6 +63,9 @@ async function streamProcess(req: IncomingMessage, res: ServerResponse, events: 
         out.end();
         return;
       } else if (ev.type === 'error') {
+        // The sandbox went away (killed, ended): its stream is cut as envd's is when its sandbox
+        // dies, so that the SDK asks /health and says what happened.
+        if (ev.error?.code === 'unavailable') return void res.destroy();
         out.end(new WarrenError((ev.error?.code ?? 'internal') as never, ev.error?.message ?? 'the command failed'));
         return;
       }
@@ -71,6 +75,31 @@ async function streamProcess(req: IncomingMessage, res: ServerResponse, events: 
     await it.return?.();
   }
   out.end();
+}
+
+/** The shell E2B's SDKs run every command with. */
+const E2B_SHELL = '/bin/bash';
+/** Sandboxes whose image has no /bin/bash (the platform's own then runs their commands), per control plane. */
+const noBash = new WeakMap<RouteDeps, Map<string, boolean>>();
+
+/**
+ * The program a Start runs: the one it names, but for /bin/bash in an image that has none
+ * (busybox, distroless), where the platform's own static bash stands in. Asked once a sandbox.
+ */
+async function programOf(d: RouteDeps, a: Agent, cmd: string): Promise<string> {
+  if (cmd !== E2B_SHELL) return cmd;
+  let seen = noBash.get(d);
+  if (!seen) noBash.set(d, (seen = new Map<string, boolean>()));
+  let missing = seen.get(a.id);
+  if (missing === undefined) {
+    missing = await d.files.stat(a.caller, a.id, E2B_SHELL).then(
+      () => false,
+      (e: unknown) => e instanceof WarrenError && e.code === 'not_found',
+    );
+    if (seen.size >= 10_000) seen.clear();
+    seen.set(a.id, missing);
+  }
+  return missing ? SHELL : cmd;
 }
 
 /** A Start's terminal size, when it asks for a terminal. */
@@ -89,7 +118,7 @@ export const PROCESS: Record<string, Call> = {
     const size = ptyOf(msg);
     const timeout = Number(req.headers['connect-timeout-ms'] ?? 0);
     const exec: ExecRequest = execRequest({
-      cmd: [p.cmd, ...args],
+      cmd: [await programOf(d, a, p.cmd), ...args],
       env: (p.envs ?? undefined) as Record<string, string> | undefined,
       cwd: typeof p.cwd === 'string' && p.cwd ? absolute(p.cwd, a) : undefined,
       user: a.user,

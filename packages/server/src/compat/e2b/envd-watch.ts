@@ -5,6 +5,7 @@ import type { RouteDeps } from '../../http/route-types.js';
 import { absolute, entryInfo, type Agent, type Call } from './agent.js';
 import { ConnectError, ConnectStream } from './connect.js';
 import { keepaliveMs } from './envd-process.js';
+import { ownersOf, type Owners } from './owners.js';
 
 /** The shortest time between two reads of a watched directory. */
 const WATCH_POLL_MS = 250;
@@ -34,9 +35,10 @@ interface FsEvent {
  * it is a file with bytes in it: inotify tells both), one whose size or time changed a write,
  * one whose mode changed a chmod, one gone a remove (a rename: a remove and a create).
  */
-export function changes(before: Map<string, FileEntry>, after: Map<string, FileEntry>, withEntry: boolean): FsEvent[] {
+export function changes(before: Map<string, FileEntry>, after: Map<string, FileEntry>, withEntry: boolean, owners?: Owners): FsEvent[] {
   const out: FsEvent[] = [];
-  const ev = (name: string, type: string, e: FileEntry | undefined): void => void out.push({ name, type, ...(withEntry && e ? { entry: entryInfo(e) } : {}) });
+  const ev = (name: string, type: string, e: FileEntry | undefined): void =>
+    void out.push({ name, type, ...(withEntry && e ? { entry: entryInfo(e, owners) } : {}) });
   for (const [name, e] of after) {
     const was = before.get(name);
     if (!was) {
@@ -91,7 +93,7 @@ class DirPoll {
   /** The events since the last read. */
   async poll(): Promise<FsEvent[]> {
     const now = await this.read();
-    const out = changes(this.seen, now, this.withEntry);
+    const out = changes(this.seen, now, this.withEntry, this.withEntry ? await ownersOf(this.d, this.a) : undefined);
     this.seen = now;
     return out;
   }

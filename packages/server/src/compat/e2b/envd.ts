@@ -40,15 +40,31 @@ async function tokenCaller(d: RouteDeps, id: string, token: string | undefined):
 }
 
 /**
+ * `/health` as E2B's proxy answers it: 204 while the sandbox runs, 502 (its agent unreachable)
+ * once it has ended or while it is paused, which the SDKs read as "not running". The call
+ * carries the sandbox's token as the others do.
+ */
+async function health(d: RouteDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    const id = sandboxOf(req);
+    const caller = await tokenCaller(d, id, req.headers['x-access-token'] as string | undefined);
+    const rec = await d.sandboxes.record(caller, id);
+    const running =
+      rec.state === 'running' && (rec.expiresAt === null || rec.expiresAt > Date.now()) && (await d.sandboxes.toApi(rec, false)).state === 'running';
+    res.writeHead(running ? 204 : 502).end();
+  } catch (e) {
+    const w = e instanceof WarrenError ? e : new WarrenError('internal', 'internal error');
+    sendJson(res, w.status, { code: w.status, message: w.message });
+  }
+}
+
+/**
  * A sandbox's agent under E2B_SANDBOX_URL (`/e2b/envd/...`): `/health`, `/files` and the Connect
  * RPC services `process.Process` and `filesystem.Filesystem`. Calls carry the sandbox's access
  * token (X-Access-Token) instead of an API key; they act as the key the token was given to.
  */
 export async function serveEnvd(d: RouteDeps, req: IncomingMessage, res: ServerResponse, path: string, url: URL): Promise<void> {
-  if (path === '/health') {
-    res.writeHead(204).end();
-    return;
-  }
+  if (path === '/health') return health(d, req, res);
   const rpc = /^\/([a-z]+\.[A-Za-z]+)\/([A-Za-z]+)$/.exec(path);
   const stream = isStreamRequest(req);
   const scope: AuditScope = {};
