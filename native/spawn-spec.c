@@ -3,7 +3,9 @@
  * the fields). warren-hostd runs as root and acts on the spec as given, so the parser takes only
  * the shape the edge sends: numbers as plain digits of their base within range (strtoul would take
  * "-1" as all bits set, caps=-1 as every capability), paths absolute where the spawner resolves them
- * so, device names that stay in /dev. Anything else is refused, naming the field.
+ * so, device names that stay in /dev. Nor does it take "every bit" spelled as digits: mount flags
+ * are of the MS_* set the edge sends, capabilities the kernel's, id maps never reach host id 0, and
+ * cgroup paths stay in the node's cgroup mount. Anything else is refused, naming the field.
  */
 #include "spawn-internal.h"
 
@@ -63,11 +65,70 @@ static int parse_triple(const char *s, unsigned long long max, unsigned long lon
 	return 0;
 }
 
-/* An id map "IN:OUT:N": one range of N >= 1 ids, inside and outside within 32 bits. */
+/*
+ * An id map "IN:OUT:N": one range of N >= 1 ids, inside and outside within 32 bits, outside from 1
+ * on: OUT 0 would make the sandbox's root (or a layer's files) the host's root. The edge maps each
+ * sandbox to a range of its own far above (id-ranges.ts).
+ */
 static int idmap_ok(const char *s)
 {
 	unsigned long long v[3];
-	return parse_triple(s, UINT32_MAX, v) == 0 && v[2] >= 1 && v[0] + v[2] <= (1ULL << 32) && v[1] + v[2] <= (1ULL << 32) ? 0 : -1;
+	if (parse_triple(s, UINT32_MAX, v) < 0)
+		return -1;
+	return v[1] >= 1 && v[2] >= 1 && v[0] + v[2] <= (1ULL << 32) && v[1] + v[2] <= (1ULL << 32) ? 0 : -1;
+}
+
+/*
+ * The MS_* flags the edge sends (mountFlags, and MS_BIND for a bind, in
+ * packages/edge/src/backends/container/spawn-spec.ts): none that remounts, moves a mount or changes
+ * its propagation.
+ */
+#define MOUNT_FLAGS \
+	(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_SYNCHRONOUS | MS_DIRSYNC | MS_NOATIME | MS_NODIRATIME | MS_BIND | \
+	 MS_REC | MS_RELATIME | MS_STRICTATIME)
+
+/* Every capability the kernel headers know (bits 0..CAP_LAST_CAP): caps= names no bit past them. */
+#define ALL_CAPS ((2ULL << CAP_LAST_CAP) - 1)
+
+/* Where the node's cgroup v1 hierarchies are mounted: the edge's cgroup root (CgroupV1 in packages/edge/src/host/cgroups.ts). */
+#define CGROUP_MOUNT "/sys/fs/cgroup/"
+
+/*
+ * The first n bytes of s, a path under CGROUP_MOUNT of at least `parts` components (a hierarchy, then
+ * cgroups, then a file for a write): each a name, none empty, "." or "..", so the path stays in the
+ * mount. A cgroup below the hierarchy's root: that one is never joined (it escapes every limit)
+ * nor written (its release_agent is a program the kernel runs as the host's root).
+ */
+static int cgroup_path_ok(const char *s, size_t n, int parts)
+{
+	size_t pre = strlen(CGROUP_MOUNT);
+	if (n <= pre || strncmp(s, CGROUP_MOUNT, pre))
+		return -1;
+	int found = 0;
+	for (const char *p = s + pre, *end = s + n;;) {
+		const char *slash = memchr(p, '/', (size_t)(end - p)), *e = slash ? slash : end;
+		size_t len = (size_t)(e - p);
+		if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return -1;
+		found++;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return found >= parts ? 0 : -1;
+}
+
+/* cg=DIR: a cgroup below a hierarchy's root. */
+static int cg_ok(const char *v)
+{
+	return cgroup_path_ok(v, strlen(v), 2);
+}
+
+/* cgw=FILE=VALUE (split at the last '=', as the spawner splits it): FILE a file of a cgroup below a hierarchy's root. */
+static int cgw_ok(const char *v)
+{
+	const char *eq = strrchr(v, '=');
+	return eq && cgroup_path_ok(v, (size_t)(eq - v), 3) == 0 ? 0 : -1;
 }
 
 static int absolute(const char *s)
@@ -98,13 +159,13 @@ static int parse_ns(struct spec *sp, char *list)
 	return 0;
 }
 
-/* DEST^TYPE^SOURCE^FLAGS^DATA: DEST absolute, TYPE named, FLAGS a decimal MS_* mask. */
+/* DEST^TYPE^SOURCE^FLAGS^DATA: DEST absolute, TYPE named, FLAGS a decimal mask of MOUNT_FLAGS. */
 static int parse_mount(struct spec *sp, char *v)
 {
 	char *p[5];
 	unsigned long long flags;
 	if (sp->nmounts >= MAX_ITEMS || spawn_split(v, p, 5) != 5 || absolute(p[0]) < 0 || !*p[1] ||
-	    parse_num(p[3], strlen(p[3]), 10, ULONG_MAX, &flags) < 0)
+	    parse_num(p[3], strlen(p[3]), 10, ULONG_MAX, &flags) < 0 || (flags & ~(unsigned long long)MOUNT_FLAGS))
 		return -1;
 	struct mnt *m = &sp->mounts[sp->nmounts++];
 	m->dest = p[0];
@@ -185,9 +246,9 @@ int spawn_parse(struct spec *sp, char **f, int n, const char **bad)
 		else if (!strcmp(k, "netns"))
 			r = absolute(sp->netns = v);
 		else if (!strcmp(k, "cg"))
-			r = absolute(v) < 0 ? -1 : push(sp->cg, &sp->ncg, v);
+			r = cg_ok(v) < 0 ? -1 : push(sp->cg, &sp->ncg, v);
 		else if (!strcmp(k, "cgw"))
-			r = absolute(v) < 0 || !strchr(v, '=') ? -1 : push(sp->cgw, &sp->ncgw, v);
+			r = cgw_ok(v) < 0 ? -1 : push(sp->cgw, &sp->ncgw, v);
 		else if (!strcmp(k, "mount"))
 			r = parse_mount(sp, v);
 		else if (!strcmp(k, "dev"))
@@ -202,7 +263,7 @@ int spawn_parse(struct spec *sp, char **f, int n, const char **bad)
 			r = parse_rlimit(sp, v);
 		else if (!strcmp(k, "caps")) {
 			unsigned long long caps = 0;
-			r = parse_num(v, strlen(v), 16, UINT64_MAX, &caps);
+			r = parse_num(v, strlen(v), 16, ALL_CAPS, &caps);
 			sp->caps = caps;
 			sp->have_caps = 1;
 		} else if (!strcmp(k, "nnp")) {

@@ -16,14 +16,17 @@
  *   sock=PATH          a Unix socket is bound and listening here; the init gets it as fd 3
  *   log=PATH           the init's stderr (appended)
  *   ns=LIST            comma list of user,mnt,pid,ipc,uts,net,cgroup
- *   uidmap=IN:OUT:N    gidmap=IN:OUT:N
+ *   uidmap=IN:OUT:N    gidmap=IN:OUT:N   (OUT >= 1 in these and layermap: never the host's root)
  *   layermap=IN:OUT:N  the overlay's lower layers are mounted idmapped (ids IN.. on disk seen as
  *                      OUT..) in the spawn's mount namespace: layers are stored once, in one id
  *                      range, and every sandbox sees them in its own
  *   hostname=NAME
- *   cg=DIR             a cgroup directory to create (parents too) and put the init in (repeat)
- *   cgw=FILE=VALUE     a cgroup file to write before the init runs (repeat; split at the last '=')
- *   mount=DEST^TYPE^SOURCE^FLAGS^DATA   (^ is 0x1f; FLAGS is the decimal MS_* mask) mounted
+ *   cg=DIR             a cgroup directory to create (parents too) and put the init in (repeat;
+ *                      under /sys/fs/cgroup/HIERARCHY/, below its root, no "..")
+ *   cgw=FILE=VALUE     a cgroup file to write before the init runs (repeat; split at the last '=';
+ *                      FILE in such a directory)
+ *   mount=DEST^TYPE^SOURCE^FLAGS^DATA   (^ is 0x1f; FLAGS is the decimal MS_* mask, of the
+ *                      flags the edge sends: no remount, move or propagation change) mounted
  *                      inside root, in order; DEST resolves inside root (symlinks cannot leave
  *                      it) and is created when missing. A bind with more flags than MS_BIND|MS_REC
  *                      is remounted with them, keeping the flags the kernel locks.
@@ -33,7 +36,8 @@
  *                      under /dev/null); missing paths are skipped (repeat)
  *   ro=PATH            after pivot_root: remounted read-only (repeat)
  *   rlimit=RES:SOFT:HARD
- *   caps=HEX           the capability set kept (bounding, permitted, effective); all else dropped
+ *   caps=HEX           the capability set kept (bounding, permitted, effective; bits up to
+ *                      CAP_LAST_CAP); all else dropped
  *   nnp=1              no_new_privs
  *   cwd=PATH  env=K=V (repeat)  arg=ARG (repeat; arg 0 is the program, a path inside root)
  *

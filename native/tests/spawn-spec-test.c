@@ -185,6 +185,39 @@ static void test_bad_fields(void)
 	refused("uidmap=0:100000:65536:1", "uidmap");
 	refused("gidmap=1:2", "gidmap");
 	refused("layermap=a:b:c", "layermap");
+	/* "Every bit" spelled as plain digits: the sandbox's root as the host's, a layer's files as the host root's. */
+	refused("uidmap=0:0:1", "uidmap");
+	refused("gidmap=0:0:65536", "gidmap");
+	refused("layermap=200000:0:65536", "layermap");
+	/* Mount flags of the edge's MS_* set only: not ULONG_MAX, MS_REMOUNT, MS_MOVE, MS_SHARED, MS_PRIVATE or MS_LAZYTIME. */
+	refused("mount=/x\x1fnone\x1f/y\x1f" "18446744073709551615\x1f", "mount");
+	refused("mount=/x\x1fnone\x1f/y\x1f" "4128\x1f", "mount");
+	refused("mount=/x\x1fnone\x1f/y\x1f" "8192\x1f", "mount");
+	refused("mount=/x\x1fnone\x1f/y\x1f" "1048576\x1f", "mount");
+	refused("mount=/x\x1fnone\x1f/y\x1f" "266240\x1f", "mount");
+	refused("mount=/x\x1fnone\x1f/y\x1f" "33554432\x1f", "mount");
+	/* Capabilities past the kernel's last one. */
+	refused("caps=ffffffffffffffff", "caps");
+	static char past_last[32];
+	snprintf(past_last, sizeof past_last, "caps=%llx", 1ULL << (CAP_LAST_CAP + 1));
+	refused(past_last, "caps");
+	/* cgroup paths in the node's cgroup mount, below a hierarchy's root, no way out of it. */
+	refused("cg=/etc/x", "cg");
+	refused("cgw=/etc/ld.so.preload=/tmp/evil.so", "cgw");
+	refused("cg=/sys/fs/cgroup/../../etc", "cg");
+	refused("cg=/sys/fs/cgroup/memory/../../../etc", "cg");
+	refused("cg=/sys/fs/cgroup/memory/own/..", "cg");
+	refused("cg=/sys/fs/cgroup/memory", "cg");
+	refused("cg=/sys/fs/cgroup/", "cg");
+	refused("cg=/sys/fs/cgroup", "cg");
+	refused("cg=/sys/fs/cgroupx/memory/own", "cg");
+	refused("cg=/sys/fs/cgroup//memory/own", "cg");
+	refused("cg=/sys/fs/cgroup/./memory", "cg");
+	refused("cg=/sys/fs/cgroup/memory/own/", "cg");
+	refused("cgw=/sys/fs/cgroup/memory/release_agent=/tmp/evil", "cgw");
+	refused("cgw=/sys/fs/cgroup/memory/own/../release_agent=/tmp/evil", "cgw");
+	refused("cgw=/sys/fs/cgroup/memory/own/../../../../etc/ld.so.preload=/tmp/evil.so", "cgw");
+	refused("cgw=/sys/fs/cgroup/memory/own/x=1/../../release_agent=/tmp/evil", "cgw");
 	refused("nnp=yes", "nnp");
 	refused("nnp=2", "nnp");
 	/* Paths the spawner resolves as absolute, names that stay where they belong. */
@@ -223,14 +256,14 @@ static void test_bad_fields(void)
 static void test_limits(void)
 {
 	/* MAX_ITEMS of a repeated field, then one more. */
-	static char cgs[MAX_ITEMS + 1][32];
+	static char cgs[MAX_ITEMS + 1][48];
 	const char *fields[MAX_ITEMS + 16];
 	int n = 0;
 	const char *base[] = { "root=/r", "sock=/s", "log=/l", "ns=user,mnt,pid", "uidmap=0:1000:1", "gidmap=0:1000:1", "cwd=/" };
 	for (int i = 0; i < 7; i++)
 		fields[n++] = base[i];
 	for (int i = 0; i < MAX_ITEMS; i++) {
-		snprintf(cgs[i], sizeof cgs[i], "cg=/c/%d", i);
+		snprintf(cgs[i], sizeof cgs[i], "cg=/sys/fs/cgroup/pids/%d", i);
 		fields[n++] = cgs[i];
 	}
 	fields[n++] = "arg=/bin/init";
@@ -238,7 +271,7 @@ static void test_limits(void)
 	const char *bad = NULL;
 	build(&r, fields, n);
 	CHECK(spawn_parse(&sp, r.f, r.n, &bad) == 0 && sp.ncg == MAX_ITEMS && spec_check(&sp, r.line, r.orig, r.len) == NULL);
-	fields[n - 1] = "cg=/one/more";
+	fields[n - 1] = "cg=/sys/fs/cgroup/pids/one-more";
 	fields[n++] = "arg=/bin/init";
 	build(&r, fields, n);
 	CHECK(spawn_parse(&sp, r.f, r.n, &bad) == -1 && !strcmp(bad, "cg"));
@@ -254,11 +287,20 @@ static void test_limits(void)
 	const char *nopid[] = { "root=/r", "sock=/s", "log=/l", "ns=user,mnt", "uidmap=0:1000:1", "gidmap=0:1000:1", "cwd=/", "arg=/i" };
 	build(&r, nopid, 8);
 	CHECK(spawn_parse(&sp, r.f, r.n, &bad) == -1 && strstr(bad, "ns must include"));
-	/* The largest numbers are taken: an unlimited rlimit, every capability bit. */
-	const char *big[] = { "root=/r", "sock=/s", "log=/l", "ns=user,mnt,pid", "uidmap=0:4294967295:1", "gidmap=4294967295:0:1", "cwd=/",
-			      "rlimit=0:18446744073709551615:18446744073709551615", "caps=FFFFFFFFFFFFFFFF", "arg=/i" };
-	build(&r, big, 10);
-	CHECK(spawn_parse(&sp, r.f, r.n, &bad) == 0 && sp.rl[0].hard == ULLONG_MAX && sp.caps == ~0ULL && spec_check(&sp, r.line, r.orig, r.len) == NULL);
+	/* The largest numbers are taken: an unlimited rlimit, every capability the kernel has, every MS_* flag
+	 * the edge sends (MS_RDONLY..MS_STRICTATIME), the lowest and highest host ids but 0. */
+	char all_caps[32];
+	snprintf(all_caps, sizeof all_caps, "caps=%llX", (2ULL << CAP_LAST_CAP) - 1);
+	const unsigned long all_flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_SYNCHRONOUS | MS_DIRSYNC | MS_NOATIME | MS_NODIRATIME |
+					MS_BIND | MS_REC | MS_RELATIME | MS_STRICTATIME;
+	char flags_mount[64];
+	snprintf(flags_mount, sizeof flags_mount, "mount=/x\x1fnone\x1f/y\x1f%lu\x1f", all_flags);
+	const char *big[] = { "root=/r", "sock=/s", "log=/l", "ns=user,mnt,pid", "uidmap=0:4294967295:1", "gidmap=4294967295:1:1", "cwd=/",
+			      "rlimit=0:18446744073709551615:18446744073709551615", all_caps, flags_mount,
+			      "cg=/sys/fs/cgroup/memory/warren", "cgw=/sys/fs/cgroup/memory/warren/a=b/memory.limit_in_bytes=1", "arg=/i" };
+	build(&r, big, 13);
+	CHECK(spawn_parse(&sp, r.f, r.n, &bad) == 0 && sp.rl[0].hard == ULLONG_MAX && sp.caps == (2ULL << CAP_LAST_CAP) - 1 &&
+	      sp.mounts[0].flags == all_flags && spec_check(&sp, r.line, r.orig, r.len) == NULL);
 }
 
 int main(void)

@@ -3,7 +3,10 @@
  * the parser cut it up), independently of the parser: shared by its unit test and its fuzzer.
  * Every pointer lies in the request; lists are bounded and ended; paths are absolute where the
  * spawner needs them so; every number is plain digits of its base within its range (no sign,
- * space, 0x or overflow: strtoul would take "-1" as all bits, and caps=-1 as every capability).
+ * space, 0x or overflow: strtoul would take "-1" as all bits, and caps=-1 as every capability),
+ * and no number is "every bit" in digits either: mount flags are of the edge's MS_* set, caps of
+ * the kernel's capabilities, no id map reaches host id 0; cgroup paths stay in /sys/fs/cgroup/,
+ * below a hierarchy's root.
  */
 #ifndef WARREN_SPEC_CHECK_H
 #define WARREN_SPEC_CHECK_H
@@ -46,11 +49,43 @@ static int spec_triple(const char *s, unsigned long long max, unsigned long long
 	return 0;
 }
 
-/* An id map "IN:OUT:N": one range of N >= 1 ids, within 32 bits. */
+/* An id map "IN:OUT:N": one range of N >= 1 ids, within 32 bits, OUT never the host's root. */
 static int spec_idmap_ok(const char *orig)
 {
 	unsigned long long v[3];
-	return spec_triple(orig, UINT32_MAX, v) == 0 && v[2] >= 1 && v[0] + v[2] <= (1ULL << 32) && v[1] + v[2] <= (1ULL << 32);
+	return spec_triple(orig, UINT32_MAX, v) == 0 && v[1] != 0 && v[2] >= 1 && v[0] + v[2] <= (1ULL << 32) && v[1] + v[2] <= (1ULL << 32);
+}
+
+/* The MS_* flags the edge's mountFlags can make (packages/edge/src/backends/container/spawn-spec.ts). */
+static const unsigned long spec_mount_flags[] = { MS_RDONLY,   MS_NOSUID, MS_NODEV, MS_NOEXEC,   MS_SYNCHRONOUS, MS_DIRSYNC,
+						  MS_NOATIME,  MS_NODIRATIME, MS_BIND, MS_REC, MS_RELATIME, MS_STRICTATIME };
+
+static int spec_flags_ok(unsigned long flags)
+{
+	for (size_t i = 0; i < sizeof spec_mount_flags / sizeof spec_mount_flags[0]; i++)
+		flags &= ~spec_mount_flags[i];
+	return flags == 0;
+}
+
+/*
+ * The first n bytes of p: "/sys/fs/cgroup/" then at least `parts` names joined by single slashes,
+ * none "." or "..".
+ */
+static int spec_cgroup_ok(const char *p, size_t n, int parts)
+{
+	char t[PATH_MAX + 2];
+	const char *pre = "/sys/fs/cgroup/";
+	if (n > PATH_MAX || n < strlen(pre) || memcmp(p, pre, strlen(pre)))
+		return 0;
+	/* The rest between slashes, so each name is "/NAME/" in it. */
+	t[0] = '/';
+	memcpy(t + 1, p + strlen(pre), n - strlen(pre));
+	t[n - strlen(pre) + 1] = '/';
+	t[n - strlen(pre) + 2] = 0;
+	int slashes = 0;
+	for (const char *c = t; *c; c++)
+		slashes += *c == '/';
+	return strlen(t) > 2 && !strstr(t, "//") && !strstr(t, "/./") && !strstr(t, "/../") && slashes - 1 >= parts;
 }
 
 #define SPEC_IN(p) ((p) >= line && (p) <= line + n)
@@ -69,7 +104,7 @@ static const char *spec_check(const struct spec *sp, const char *line, const cha
 			return "root, sock, log and cwd are absolute paths";
 	if (!sp->uidmap || !sp->gidmap || !SPEC_IN(sp->uidmap) || !SPEC_IN(sp->gidmap) || !spec_idmap_ok(SPEC_ORIG(sp->uidmap)) ||
 	    !spec_idmap_ok(SPEC_ORIG(sp->gidmap)) || (sp->layermap && (!SPEC_IN(sp->layermap) || !spec_idmap_ok(SPEC_ORIG(sp->layermap)))))
-		return "id maps are IN:OUT:N within 32 bits";
+		return "id maps are IN:OUT:N within 32 bits, OUT >= 1";
 	if ((sp->clone_flags & (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)) != (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID))
 		return "ns holds user, mnt and pid";
 	if (sp->netns && (!SPEC_IN(sp->netns) || sp->netns[0] != '/' || (sp->clone_flags & CLONE_NEWNET)))
@@ -96,11 +131,11 @@ static const char *spec_check(const struct spec *sp, const char *line, const cha
 		if (!SPEC_IN(sp->env[i]) || sp->env[i][0] == '=' || !strchr(sp->env[i], '='))
 			return "env entries are NAME=VALUE";
 	for (int i = 0; i < sp->ncg; i++)
-		if (!SPEC_IN(sp->cg[i]) || sp->cg[i][0] != '/')
-			return "cg directories are absolute";
+		if (!SPEC_IN(sp->cg[i]) || !spec_cgroup_ok(sp->cg[i], strlen(sp->cg[i]), 2))
+			return "cg directories are cgroups in /sys/fs/cgroup/HIERARCHY/, no . or ..";
 	for (int i = 0; i < sp->ncgw; i++)
-		if (!SPEC_IN(sp->cgw[i]) || sp->cgw[i][0] != '/' || !strchr(sp->cgw[i], '='))
-			return "cgw is FILE=VALUE, FILE absolute";
+		if (!SPEC_IN(sp->cgw[i]) || !strchr(sp->cgw[i], '=') || !spec_cgroup_ok(sp->cgw[i], (size_t)(strrchr(sp->cgw[i], '=') - sp->cgw[i]), 3))
+			return "cgw is FILE=VALUE, FILE in a cgroup in /sys/fs/cgroup/HIERARCHY/, no . or ..";
 	for (int i = 0; i < sp->nmasks; i++)
 		if (!SPEC_IN(sp->masks[i]) || sp->masks[i][0] != '/')
 			return "masks are absolute";
@@ -123,6 +158,8 @@ static const char *spec_check(const struct spec *sp, const char *line, const cha
 		const char *ft = m->source + strlen(m->source) + 1;
 		if (spec_digits(SPEC_ORIG(ft), (size_t)(m->data - 1 - ft), 10, ULONG_MAX, &flags) < 0 || flags != m->flags)
 			return "mount FLAGS are decimal digits";
+		if (!spec_flags_ok(m->flags))
+			return "mount FLAGS are of the MS_* flags the edge sends";
 	}
 	for (int i = 0; i < sp->nrl; i++)
 		if (sp->rl[i].res < 0 || sp->rl[i].res >= RLIM_NLIMITS || sp->rl[i].soft > sp->rl[i].hard)
@@ -151,6 +188,8 @@ static const char *spec_check(const struct spec *sp, const char *line, const cha
 	}
 	if (sp->have_caps && (caps < 0 || capv != sp->caps))
 		return "caps are hex digits (caps=-1 is every capability)";
+	if (sp->have_caps && (sp->caps >> CAP_LAST_CAP) > 1)
+		return "caps name no bit past CAP_LAST_CAP";
 	return NULL;
 }
 

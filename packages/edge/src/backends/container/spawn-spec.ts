@@ -42,6 +42,7 @@ interface OciSubset {
 
 export { SANDBOX_CONTROLLERS } from '../../host/cgroups.js';
 
+/** The MS_* flags mounts may carry: warren-hostd refuses any other (MOUNT_FLAGS in native/spawn-spec.c). */
 const MS = {
   RDONLY: 1,
   NOSUID: 2,
