@@ -1,9 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inflateSync } from 'node:zlib';
 import { InputRequest, MAX_INPUT_KEYSTROKES, WarrenError, type InputEvent } from '@warren/api';
 import { encodePng, parsePpm } from './screen.js';
+import { VmScreens } from './vm-screens.js';
 import { inputStrokes, keyCodes, strokeEvents, type InputStroke } from './input-events.js';
 import { VM_SCREEN, vmArgs, type MicrovmSpec } from './qemu-args.js';
 
@@ -47,6 +52,103 @@ test('a PPM that is not one, or holds fewer pixels than it says, is refused', ()
   // A screen one pixel wide and millions high: more rows than a VGA shows, each a step of the encoder.
   assert.throws(() => parsePpm(Buffer.concat([Buffer.from('P6\n1 1000000\n255\n'), Buffer.alloc(3_000_000)])), /not a screen dump/);
   assert.throws(() => parsePpm(Buffer.alloc(0)), WarrenError);
+});
+
+/** A PPM of a `width` x `height` screen of noise. */
+function ppm(width: number, height: number): Buffer {
+  return Buffer.concat([Buffer.from(`P6\n${width} ${height}\n255\n`), randomBytes(width * height * 3)]);
+}
+
+/** Resolves the next time `wake` is called: a wait on what the code under test signals. */
+function signals(): { wake: () => void; next: () => Promise<void> } {
+  let wake = (): void => undefined;
+  return { wake: () => wake(), next: () => new Promise<void>((r) => (wake = r)) };
+}
+
+test("concurrent screen calls of one VM share one dump and its PNG; other VMs' and later calls dump anew", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-screens-'));
+  try {
+    const dumps: string[] = [];
+    const screens = new VmScreens({
+      dump: async (id, file) => {
+        dumps.push(id);
+        await writeFile(file, ppm(320, 200));
+      },
+    });
+    const file = (id: string): string => join(dir, `${id}.ppm`);
+    const calls = Array.from({ length: 8 }, () => screens.png('vm-a', file('vm-a')));
+    const other = screens.png('vm-b', file('vm-b'));
+    const pngs = await Promise.all(calls);
+    assert.deepEqual(dumps.sort(), ['vm-a', 'vm-b']);
+    assert.ok(pngs.every((p) => p === pngs[0]));
+    assert.equal(pngs[0]!.subarray(1, 4).toString('latin1'), 'PNG');
+    assert.notEqual(await other, pngs[0]);
+    assert.ok(!existsSync(file('vm-a')) && !existsSync(file('vm-b')), 'the dumps are removed');
+    // Once it is done, the next call takes the screen as it is then.
+    assert.notEqual(await screens.png('vm-a', file('vm-a')), pngs[0]);
+    assert.equal(dumps.length, 3);
+    // A failed capture is shared too, and not kept: the next call dumps again.
+    const failing = new VmScreens({ dump: () => Promise.reject(new WarrenError('unavailable', "QEMU's QMP socket does not answer")) });
+    const errors = await Promise.allSettled([failing.png('vm-c', file('vm-c')), failing.png('vm-c', file('vm-c'))]);
+    assert.ok(errors.every((e) => e.status === 'rejected' && e.reason === (errors[0] as PromiseRejectedResult).reason));
+    await assert.rejects(failing.png('vm-c', file('vm-c')), /does not answer/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("a node encodes two screens at once: other VMs' captures wait their turn, then each gets its own", async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-screens-'));
+  try {
+    const s = signals();
+    let dumped = 0;
+    let active = 0;
+    let most = 0;
+    const entered: string[] = [];
+    const release = new Map<string, () => void>();
+    const screens = new VmScreens({
+      dump: async (id, file) => {
+        await writeFile(file, id);
+        dumped++;
+        s.wake();
+      },
+      encode: async (dump) => {
+        const id = dump.toString();
+        active++;
+        most = Math.max(most, active);
+        entered.push(id);
+        await new Promise<void>((r) => {
+          release.set(id, r);
+          s.wake();
+        });
+        active--;
+        return Buffer.from(`png of ${id}`);
+      },
+    });
+    const ids = ['vm-a', 'vm-b', 'vm-c', 'vm-d'];
+    const calls = ids.map((id) => screens.png(id, join(dir, `${id}.ppm`)));
+    while (dumped < ids.length || release.size < 2) await s.next();
+    // Every VM has dumped; what it does next runs before this turn of the loop ends.
+    await new Promise((r) => setImmediate(r));
+    assert.equal(entered.length, 2, `encoding at once: ${entered.join(', ')}`);
+    const first = entered[0]!;
+    release.get(first)!();
+    while (entered.length < 3) await s.next();
+    assert.equal(most, 2);
+    // The rest go as turns free up.
+    while (entered.length < ids.length) {
+      for (const r of release.values()) r();
+      await s.next();
+    }
+    for (const r of release.values()) r();
+    assert.deepEqual(
+      (await Promise.all(calls)).map(String),
+      ids.map((id) => `png of ${id}`),
+    );
+    assert.equal(most, 2);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test('keys: names, characters and chords become key codes, modifiers first', () => {

@@ -38,7 +38,7 @@ import { Qmp } from './qmp.js';
 import { inputStrokes } from './input-events.js';
 import { sendStrokes, type GuestInput } from './input-flow.js';
 import { VM_SCREEN } from './qemu-args.js';
-import { MAX_PPM_BYTES, encodePng, parsePpm } from './screen.js';
+import { VmScreens } from './vm-screens.js';
 
 export interface MicrovmBackendOptions {
   /**
@@ -124,6 +124,7 @@ export class MicrovmBackend implements Backend {
   private readonly spares: MicrovmSpares | null;
   /** See heldBeyondRequestsMiB. */
   private beyond = 0;
+  private readonly screens = new VmScreens({ dump: (id, file) => this.qmp(id, 'screendump', { filename: file }) });
 
   constructor(private readonly o: MicrovmBackendOptions) {
     this.name = o.kind ?? 'microvm';
@@ -334,20 +335,13 @@ export class MicrovmBackend implements Backend {
 
   /**
    * Its display now, as a PNG: QEMU dumps the screen as a PPM into its directory (QEMU 7.2's own
-   * PNG dump swaps red and blue), which is read (bounded) and encoded here.
+   * PNG dump swaps red and blue), which is read (bounded) and encoded here, one capture of a VM
+   * at a time and a few of the node's at once (VmScreens).
    */
   async screen(id: string): Promise<Buffer> {
     const vm = this.entry(id);
     if (vm.saved) throw new WarrenError('conflict', `sandbox ${id} is paused`, { id });
-    const file = join(this.vmDir(id), 'screen.ppm');
-    try {
-      await this.qmp(id, 'screendump', { filename: file });
-      const size = (await stat(file)).size;
-      if (size > MAX_PPM_BYTES) throw new WarrenError('internal', `the VM's screen dump is ${size} bytes`);
-      return await encodePng(parsePpm(await readFile(file)));
-    } finally {
-      await rm(file, { force: true });
-    }
+    return this.screens.png(id, join(this.vmDir(id), 'screen.ppm'));
   }
 
   /**
