@@ -4,7 +4,21 @@ import { WarrenError } from '@warren/api';
 import { REPLY, FrameDecoder, decodeFields, encodeFields, encodeFrame, type Fields, type Frame } from './frame.js';
 import { errnoError } from './errno.js';
 
-const HIGH_WATER_FRAMES = 64;
+/**
+ * What unread frames of one call may hold before its socket is paused, in bytes (each frame
+ * counted with an overhead, so that empty ones weigh too): a reader that is slow (a file going to
+ * a slow client) holds the init back, not the edge's memory.
+ */
+const HIGH_WATER_BYTES = 1024 * 1024;
+const FRAME_OVERHEAD = 64;
+/**
+ * What a call may have written that its socket has not sent: its writers wait for drain (stdin,
+ * file bodies), so only a broken one gets here, and it fails rather than growing the edge.
+ */
+export const MAX_UNSENT_BYTES = 8 * 1024 * 1024;
+
+/** How a wait for a socket to take what was written ended. */
+export type Drained = 'drained' | 'closed' | 'timeout';
 
 /**
  * How the edge reaches a sandbox's agent (its init): a new duplex connection per call, whatever
@@ -39,6 +53,7 @@ export class InitCall {
   private readonly socket: Duplex;
   private readonly decoder = new FrameDecoder();
   private queue: Frame[] = [];
+  private queued = 0;
   private waiter: ((f: Frame | null) => void) | null = null;
   private ended = false;
   private error: Error | null = null;
@@ -50,11 +65,13 @@ export class InitCall {
       try {
         frames = this.decoder.push(d);
       } catch (e) {
+        // A frame the init could not have sent: the connection is reset, nothing more is read from it.
         this.fail(e instanceof Error ? e : new Error(String(e)));
+        socket.destroy();
         return;
       }
       for (const f of frames) this.deliver(f);
-      if (this.queue.length > HIGH_WATER_FRAMES) socket.pause();
+      if (this.queued > HIGH_WATER_BYTES) socket.pause();
     });
     socket.on('error', (e) => this.fail(e));
     socket.on('close', () => this.finish());
@@ -68,8 +85,15 @@ export class InitCall {
     return call;
   }
 
+  /**
+   * Writes a frame; false when the socket wants a drain first (or is gone). resource_exhausted when
+   * more than MAX_UNSENT_BYTES wait in it already (a writer that ignored drain, or a peer that
+   * stopped reading long ago).
+   */
   send(type: string, payload?: Buffer): boolean {
     if (this.socket.destroyed) return false;
+    if (this.socket.writableLength > MAX_UNSENT_BYTES)
+      throw new WarrenError('resource_exhausted', 'the sandbox init is not taking what is sent to it', { unsentBytes: this.socket.writableLength });
     return this.socket.write(encodeFrame(type, payload));
   }
 
@@ -77,17 +101,32 @@ export class InitCall {
     return this.send(type, encodeFields(fields));
   }
 
-  /** Resolves when the socket can take more (for streaming uploads). */
-  drain(): Promise<void> {
-    if (!this.socket.writableNeedDrain) return Promise.resolve();
+  /** Whether the connection is gone (nothing written now reaches the init). */
+  get closed(): boolean {
+    return this.socket.destroyed;
+  }
+
+  /**
+   * Resolves once the socket has taken what was written ('drained'), or when it closed first, or
+   * `timeoutMs` passed (default: no limit).
+   */
+  drain(timeoutMs?: number): Promise<Drained> {
+    if (this.socket.destroyed) return Promise.resolve('closed');
+    if (!this.socket.writableNeedDrain) return Promise.resolve('drained');
+    if (timeoutMs !== undefined && timeoutMs <= 0) return Promise.resolve('timeout');
     return new Promise((resolve) => {
-      const done = (): void => {
-        this.socket.off('drain', done);
-        this.socket.off('close', done);
-        resolve();
+      let timer: NodeJS.Timeout | null = null;
+      const done = (how: Drained) => (): void => {
+        this.socket.off('drain', onDrain);
+        this.socket.off('close', onClose);
+        if (timer) clearTimeout(timer);
+        resolve(how);
       };
-      this.socket.once('drain', done);
-      this.socket.once('close', done);
+      const onDrain = done('drained');
+      const onClose = done('closed');
+      this.socket.once('drain', onDrain);
+      this.socket.once('close', onClose);
+      if (timeoutMs !== undefined) timer = setTimeout(done('timeout'), timeoutMs);
     });
   }
 
@@ -95,7 +134,8 @@ export class InitCall {
   next(): Promise<Frame | null> {
     const f = this.queue.shift();
     if (f) {
-      if (this.queue.length < HIGH_WATER_FRAMES / 2 && this.socket.isPaused()) this.socket.resume();
+      this.queued -= f.payload.length + FRAME_OVERHEAD;
+      if (this.queued < HIGH_WATER_BYTES / 2 && this.socket.isPaused()) this.socket.resume();
       return Promise.resolve(f);
     }
     if (this.error) return Promise.reject(this.error);
@@ -134,7 +174,10 @@ export class InitCall {
     if (w) {
       this.waiter = null;
       w(f);
-    } else this.queue.push(f);
+    } else {
+      this.queue.push(f);
+      this.queued += f.payload.length + FRAME_OVERHEAD;
+    }
   }
 
   private fail(e: Error): void {

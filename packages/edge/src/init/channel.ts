@@ -135,14 +135,26 @@ export async function statPath(agent: AgentConnect, path: string): Promise<FileE
   return entry(await simpleCall(agent, REQ.stat, [['p', path]], { path }));
 }
 
+/**
+ * What one listing may hold: the container init refuses a walk past 100,000 entries
+ * (native/init/init.h L_MAX_ENTRIES, E2BIG); an init that sends more anyway (a microVM's guest
+ * writes every byte of its answer) is cut off at the same count, or at this many bytes of entries.
+ */
+export const MAX_LIST = { entries: 100_000, bytes: 64 * 1024 * 1024 } as const;
+
 export async function listDir(agent: AgentConnect, path: string, depth: number): Promise<FileEntry[]> {
   const call = await InitCall.open(agent, REQ.list, [
     ['p', path],
     ['d', String(depth)],
   ]);
   const entries: FileEntry[] = [];
+  let bytes = 0;
   await finishCall(call, { path }, (f) => {
-    if (f.type === REPLY.entry) entries.push(entry(decodeFields(f.payload)));
+    if (f.type !== REPLY.entry) return;
+    bytes += f.payload.length;
+    if (entries.length >= MAX_LIST.entries || bytes > MAX_LIST.bytes)
+      throw new WarrenError('payload_too_large', 'too many entries', { path, errno: 7, maxEntries: MAX_LIST.entries });
+    entries.push(entry(decodeFields(f.payload)));
   });
   return entries;
 }

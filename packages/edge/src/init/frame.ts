@@ -1,3 +1,5 @@
+import { ByteQueue } from '../util/byte-queue.js';
+
 /** Frame types of the warren-init protocol (docs/init-protocol.md). */
 export const REQ = {
   hello: 'H',
@@ -80,29 +82,49 @@ export function decodeFields(buf: Buffer): Map<string, string[]> {
   return out;
 }
 
-/** Incremental frame decoder for a byte stream. */
-export class FrameDecoder {
-  private chunks: Buffer[] = [];
-  private size = 0;
+/**
+ * The largest reply the host takes from an init, in bytes: output comes in pieces of at most
+ * 64 KiB (native/init/init.h CHUNK) and the largest field list is an entry with its 64 extended
+ * attributes of 4 KiB (XATTR_COUNT_MAX, XATTR_VALUE_MAX), under 300 KiB. Far below the protocol's
+ * 16 MiB: an init that claims more is broken or hostile (a microVM's guest writes every byte of
+ * it), and is not waited for.
+ */
+export const MAX_REPLY_BYTES = 1024 * 1024;
 
-  /** Feeds bytes; returns every complete frame. Throws on a frame over the size limit. */
+/**
+ * Incremental frame decoder for a byte stream. Chunks are kept as they come and a frame's bytes
+ * joined once it is whole (ByteQueue), so a frame fed a byte at a time costs one copy, not one per
+ * byte; a frame's length is checked against the limit as soon as its header is in.
+ */
+export class FrameDecoder {
+  private readonly held = new ByteQueue();
+  /** The payload length and type of the frame being read (its header taken); -1: none. */
+  private need = -1;
+  private type = '';
+
+  /** `limit`: the largest payload taken (the host reading replies: MAX_REPLY_BYTES). */
+  constructor(private readonly limit = MAX_REPLY_BYTES) {}
+
+  /** Feeds bytes; returns every complete frame. Throws on a frame over the limit. */
   push(data: Buffer): Frame[] {
-    this.chunks.push(data);
-    this.size += data.length;
+    this.held.push(data);
     const frames: Frame[] = [];
-    if (this.size < 5) return frames;
-    let buf = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
-    let off = 0;
-    while (buf.length - off >= 5) {
-      const len = buf.readUInt32LE(off);
-      if (len < 1 || len > MAX_FRAME_BYTES) throw new Error(`bad frame length ${len}`);
-      if (buf.length - off < 4 + len) break;
-      frames.push({ type: String.fromCharCode(buf[off + 4] ?? 0), payload: buf.subarray(off + 5, off + 4 + len) });
-      off += 4 + len;
+    for (;;) {
+      if (this.need < 0) {
+        if (this.held.length < 5) break;
+        const q = this.held;
+        const len = (q.at(0) | (q.at(1) << 8) | (q.at(2) << 16) | (q.at(3) << 24)) >>> 0;
+        const type = String.fromCharCode(q.at(4));
+        q.skip(5);
+        if (len < 1 || len > MAX_FRAME_BYTES) throw new Error(`bad frame length ${len}`);
+        if (len - 1 > this.limit) throw new Error(`an init frame of type '${type}' with ${len - 1} bytes is over the ${this.limit} allowed`);
+        this.need = len - 1;
+        this.type = type;
+      }
+      if (this.held.length < this.need) break;
+      frames.push({ type: this.type, payload: this.held.take(this.need) });
+      this.need = -1;
     }
-    buf = buf.subarray(off);
-    this.chunks = buf.length ? [buf] : [];
-    this.size = buf.length;
     return frames;
   }
 }

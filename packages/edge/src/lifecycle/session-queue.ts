@@ -1,5 +1,5 @@
 import { MAX_QUEUED_SESSION_COMMANDS, WarrenError } from '@warren/api';
-import type { InitCall } from '../init/call.js';
+import type { Drained, InitCall } from '../init/call.js';
 import { REPLY, REQ, type Frame } from '../init/frame.js';
 import type { CommandCall } from './command.js';
 
@@ -141,8 +141,8 @@ class SessionTurn implements CommandCall {
     return true;
   }
 
-  drain(): Promise<void> {
-    return this.call ? this.call.drain() : Promise.resolve();
+  drain(timeoutMs?: number): Promise<Drained> {
+    return this.call ? this.call.drain(timeoutMs) : Promise.resolve('drained');
   }
 
   /** The command is over: the session is free for the next one. */

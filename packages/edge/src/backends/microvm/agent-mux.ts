@@ -2,6 +2,7 @@ import { connect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { WarrenError, parseIpv4 } from '@warren/api';
 import type { AgentConnect } from '../../init/call.js';
+import { ByteQueue } from '../../util/byte-queue.js';
 
 /**
  * The host's end of a microVM's agent mux (the guest's is native/vm/mux.c): one connection to
@@ -80,22 +81,33 @@ function ipv4Bytes(a: string): Buffer {
   return b;
 }
 
-/** Splits bytes into frames, keeping a partial one for the next chunk (pure). */
+/**
+ * Splits bytes into frames, keeping a partial one for the next chunk (pure). The chunks are kept
+ * as they come and a frame joined once (ByteQueue): a guest that feeds a frame a byte at a time
+ * costs no more than one that sends it whole.
+ */
 export class MuxDecoder {
-  private pending: Buffer = Buffer.alloc(0);
+  private readonly held = new ByteQueue();
+  private head: { type: number; id: number; len: number } | null = null;
 
   push(chunk: Buffer): Array<{ type: number; id: number; payload: Buffer }> {
-    const buf = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
+    this.held.push(chunk);
     const out: Array<{ type: number; id: number; payload: Buffer }> = [];
-    let off = 0;
-    while (buf.length - off >= MUX_HEADER) {
-      const len = buf.readUInt32BE(off + 5);
-      if (len > MUX_MAX_PAYLOAD) throw new WarrenError('internal', `the microVM's agent sent a frame of ${len} bytes`);
-      if (buf.length - off < MUX_HEADER + len) break;
-      out.push({ type: buf[off]!, id: buf.readUInt32BE(off + 1), payload: buf.subarray(off + MUX_HEADER, off + MUX_HEADER + len) });
-      off += MUX_HEADER + len;
+    for (;;) {
+      if (!this.head) {
+        if (this.held.length < MUX_HEADER) break;
+        // Read in place: a guest that sends a byte per frame makes this the hot path.
+        const q = this.held;
+        const u32 = (i: number): number => ((q.at(i) << 24) | (q.at(i + 1) << 16) | (q.at(i + 2) << 8) | q.at(i + 3)) >>> 0;
+        const len = u32(5);
+        if (len > MUX_MAX_PAYLOAD) throw new WarrenError('internal', `the microVM's agent sent a frame of ${len} bytes`);
+        this.head = { type: q.at(0), id: u32(1), len };
+        q.skip(MUX_HEADER);
+      }
+      if (this.held.length < this.head.len) break;
+      out.push({ type: this.head.type, id: this.head.id, payload: this.held.take(this.head.len) });
+      this.head = null;
     }
-    this.pending = Buffer.from(buf.subarray(off));
     return out;
   }
 }
@@ -104,10 +116,19 @@ export class MuxDecoder {
 class MuxStream extends Duplex {
   /** Bytes the guest lets us send. */
   credit = MUX_WINDOW;
-  /** Bytes read by our consumer and not yet granted back to the guest. */
+  /** Bytes handed to our consumer and not yet granted back to the guest. */
   private consumed = 0;
   /** Bytes the guest may still send (what we granted and it has not used). */
   private allowed = MUX_WINDOW;
+  /**
+   * What the guest sent and the consumer has not asked for yet, joined (ByteQueue): a guest that
+   * sends a byte per frame costs a byte per byte here, not an object each.
+   */
+  private readonly inbox = new ByteQueue();
+  /** The consumer asked for more (_read) and got nothing yet. */
+  private wanted = false;
+  private inputEnded = false;
+  private endPushed = false;
   private waiting: { chunk: Buffer; done: (e?: Error | null) => void } | null = null;
 
   constructor(
@@ -122,11 +143,32 @@ class MuxStream extends Duplex {
    * breaks the protocol: the stream is ended rather than buffered without bound).
    */
   deliver(payload: Buffer): boolean {
+    if (this.inputEnded) return true;
     if (payload.length > this.allowed) return false;
     this.allowed -= payload.length;
-    this.consumed += payload.length;
-    this.push(payload);
+    this.inbox.push(payload);
+    if (this.wanted) this.handOn();
     return true;
+  }
+
+  /** The guest sent its last byte (EOF or CLOSE): the consumer's end comes after what is held. */
+  endInput(): void {
+    this.inputEnded = true;
+    if (this.wanted || this.inbox.length === 0) this.handOn();
+  }
+
+  /** Gives the consumer what is held (one chunk), and the end once all is given. */
+  private handOn(): void {
+    this.wanted = false;
+    const n = this.inbox.length;
+    if (n) {
+      this.consumed += n;
+      this.push(this.inbox.take(n));
+    }
+    if (this.inputEnded && !this.endPushed) {
+      this.endPushed = true;
+      this.push(null);
+    }
   }
 
   override _read(): void {
@@ -137,6 +179,8 @@ class MuxStream extends Duplex {
       this.consumed = 0;
       this.mux.send(MUX.CREDIT, this.id, grant);
     }
+    if (this.inbox.length || this.inputEnded) this.handOn();
+    else this.wanted = true;
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, done: (e?: Error | null) => void): void {
@@ -272,16 +316,16 @@ export class AgentMux {
     const s = this.streams.get(id);
     if (!s) return;
     if (type === MUX.DATA) {
-      if (!s.readableEnded && !s.deliver(Buffer.from(payload)))
+      if (!s.readableEnded && !s.deliver(payload))
         s.destroy(new WarrenError('unavailable', "the microVM's agent sent more than it was allowed on a connection"));
-    } else if (type === MUX.EOF) s.push(null);
+    } else if (type === MUX.EOF) s.endInput();
     else if (type === MUX.CREDIT && payload.length === 4) {
       s.credit += payload.readUInt32BE(0);
       s.flush();
     } else if (type === MUX.CLOSE) {
       // The guest is done with it: what it sent is read first, then the stream goes.
       this.closed(s, false);
-      s.push(null);
+      s.endInput();
       if (s.readableEnded) s.destroy();
       else s.once('end', () => s.destroy());
     }

@@ -1,0 +1,49 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ByteQueue } from './byte-queue.js';
+
+test('ByteQueue: what is taken is what was pushed, in order, whatever the sizes of the chunks and the takes', () => {
+  let seed = 7;
+  const rand = (n: number): number => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed % n;
+  };
+  const q = new ByteQueue();
+  const sent: Buffer[] = [];
+  const got: Buffer[] = [];
+  let byte = 0;
+  for (let round = 0; round < 5000; round++) {
+    const size = [0, 1, 3, 700, 1024, 1025, 5000, 70_000][rand(8)]!;
+    const b = Buffer.alloc(size);
+    for (let i = 0; i < size; i++) b[i] = byte++ & 0xff;
+    q.push(b);
+    sent.push(b);
+    if (rand(3) === 0) got.push(q.take(rand(q.length + 1)));
+  }
+  got.push(q.take(q.length));
+  assert.equal(q.length, 0);
+  assert.ok(Buffer.concat(got).equals(Buffer.concat(sent)));
+  assert.throws(() => q.take(1), RangeError);
+});
+
+test('ByteQueue: bytes taken earlier are not changed by what is pushed after (small chunks share a slab)', () => {
+  const q = new ByteQueue();
+  q.push(Buffer.from('ab'));
+  const ab = q.take(2);
+  q.push(Buffer.from('cd'));
+  q.push(Buffer.from('ef'));
+  assert.equal(ab.toString(), 'ab');
+  assert.equal(q.take(4).toString(), 'cdef');
+});
+
+test('ByteQueue: a megabyte pushed a byte at a time is taken in one piece, in milliseconds', () => {
+  const q = new ByteQueue();
+  const one = Buffer.alloc(1, 9);
+  const t0 = performance.now();
+  for (let i = 0; i < 1024 * 1024; i++) q.push(one);
+  const all = q.take(1024 * 1024);
+  const ms = performance.now() - t0;
+  assert.equal(all.length, 1024 * 1024);
+  assert.ok(all.every((b) => b === 9));
+  assert.ok(ms < 1000, `took ${ms.toFixed(0)} ms`);
+});
