@@ -170,7 +170,7 @@ export const ROUTES = {
   commandStdin: r({
     method: 'POST',
     path: '/v1/sandboxes/{id}/commands/{commandId}/stdin',
-    summary: 'Write to a command stdin (?eof=1 closes it)',
+    summary: 'Write to a command stdin (?eof=1 closes it); answers once the sandbox has taken the bytes (resource_exhausted when it does not)',
     rawBody: 'application/octet-stream',
     status: 204,
   }),

@@ -3,7 +3,6 @@ export { newCommandId, parseSessionId } from './lifecycle/live.js';
 export { BUSYBOX, SHELL } from './init/platform.js';
 export type { EdgeCapacity, EdgeOptions, EdgeSandboxSpec } from './lifecycle/edge.js';
 export { Command } from './lifecycle/command.js';
-export type { CommandListener } from './lifecycle/command.js';
 export { argvToScript, envList, shellQuote } from './lifecycle/shell.js';
 export type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from './backends/backend.js';
 export { ContainerBackend } from './backends/container/container-backend.js';

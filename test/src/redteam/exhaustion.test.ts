@@ -2,8 +2,41 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Sandbox, WarrenError } from '@warren/sdk';
 import { readFile } from 'node:fs/promises';
+import { connect, type Socket } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
-import { errorCode, http, startTestWarren, type TestWarren } from '../harness.js';
+import { errorCode, http, startTestWarren, until, type TestWarren } from '../harness.js';
+
+/** What this process (the server, the edge and the test's clients) holds after a full collection: heap and buffers. */
+function heldBytes(): number {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+  const m = process.memoryUsage();
+  return m.heapUsed + m.external;
+}
+
+const MiB = 1024 * 1024;
+
+/** A raw HTTP GET whose client reads the response head and then never reads again. */
+async function neverReads(t: TestWarren, path: string): Promise<{ socket: Socket; head: string; rest: string }> {
+  const url = new URL(t.url);
+  const socket = connect(Number(url.port), url.hostname);
+  socket.on('error', () => undefined);
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.key}\r\n\r\n`);
+  let got = '';
+  await new Promise<void>((resolve) => {
+    const onData = (c: Buffer): void => {
+      got += c.toString('latin1');
+      if (!got.includes('\r\n\r\n')) return;
+      socket.off('data', onData);
+      socket.pause();
+      resolve();
+    };
+    socket.on('data', onData);
+  });
+  return { socket, head: got.slice(0, got.indexOf('\r\n')), rest: got.slice(got.indexOf('\r\n\r\n') + 4) };
+}
 
 /**
  * One sandbox attacks its own limits while a neighbour keeps working: the attack stays inside
@@ -144,6 +177,73 @@ describe('red team: exhaustion stays inside the sandbox', () => {
       const cg = await Promise.all(['cpu.cfs_quota_us', 'cpu.stat'].map((f) => readFile(`${dir}/${f}`, 'utf8').catch((e: Error) => e.message)));
       assert.fail(`a busy loop in a 0.5-CPU sandbox used ${used} CPU (${JSON.stringify(r).slice(0, 200)}); its cgroup: ${cg.join(' | ')}`);
     }
+    await neighbourFine();
+  });
+
+  test('stdin to a command that never reads: one write waits, the rest answer resource_exhausted; the server holds no more than that', async (ctx) => {
+    const victim = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    let first: ReturnType<typeof http> | null = null;
+    try {
+      const it = victim.execStream(['sleep', '600'], { keepStdinOpen: true, timeoutMs: 600_000 });
+      const start = await it.next();
+      assert.ok(!start.done && start.value.type === 'start');
+      const cid = start.value.commandId;
+      await it.return(undefined);
+      const body = Buffer.alloc(16 * MiB, 120);
+      const path = `/v1/sandboxes/${victim.id}/commands/${cid}/stdin`;
+      const before = heldBytes();
+      // The first write waits for the command to read (it never does); each one after is refused.
+      first = http(t, 'POST', path, body);
+      const codes: Array<string | number> = [];
+      for (let i = 0; i < 24; i++) {
+        const r = await http(t, 'POST', path, body);
+        codes.push(r.status === 204 ? 204 : (errorCode(r) ?? r.status));
+      }
+      const grown = heldBytes() - before;
+      ctx.diagnostic(`held after 24 x 16 MiB of stdin: +${(grown / MiB).toFixed(1)} MiB (rss ${(process.memoryUsage().rss / MiB).toFixed(0)} MiB)`);
+      assert.deepEqual(new Set(codes), new Set(['resource_exhausted']), codes.join(' '));
+      // 24 writes of 16 MiB taken at once would be 384 MiB held for the sandbox's socket.
+      assert.ok(grown < 96 * MiB, `the server grew by ${(grown / MiB).toFixed(0)} MiB`);
+      await neighbourFine();
+    } finally {
+      // A signal cannot reach a command whose stdin is full (its init stops reading the
+      // connection): the sandbox goes, and the waiting write ends with it, never a success.
+      await victim.delete();
+    }
+    const r = await first;
+    assert.notEqual(r?.status, 204, r?.text);
+  });
+
+  test('a follow replays retained output only as fast as its client reads: clients that never read pin nothing', async (ctx) => {
+    const size = 32 * MiB;
+    const r = await attacker.exec(`head -c ${size} /dev/zero | tr '\\0' x; echo done >&2`, { maxOutputBytes: size + 64, timeoutMs: 60_000 });
+    assert.equal(r.stdout.length, size);
+    const cid = r.commandId;
+    const before = heldBytes();
+    const clients = await Promise.all(Array.from({ length: 8 }, () => neverReads(t, `/v1/sandboxes/${attacker.id}/commands/${cid}`)));
+    for (const c of clients) assert.match(c.head, /^HTTP\/1\.1 200/);
+    const grown = heldBytes() - before;
+    ctx.diagnostic(
+      `held for 8 clients that do not read a 32 MiB replay: +${(grown / MiB).toFixed(1)} MiB (rss ${(process.memoryUsage().rss / MiB).toFixed(0)} MiB)`,
+    );
+    // Each replay whole in its response's buffer: 8 x 32 MiB (and more as JSON).
+    assert.ok(grown < 48 * MiB, `the server grew by ${(grown / MiB).toFixed(0)} MiB for 8 clients that do not read`);
+    // One that reads on gets all of it, in events of at most 64 KiB.
+    const one = clients[0]!.socket;
+    let text = clients[0]!.rest;
+    const ended = new Promise<void>((resolve) => one.once('end', resolve));
+    one.setEncoding('latin1');
+    one.on('data', (c: string) => (text += c));
+    one.resume();
+    await Promise.race([ended, until(async () => text.includes('"type":"exit"'), 60_000)]);
+    const events = text
+      .split('\r\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { type: string; data?: string });
+    const out = events.filter((e) => e.type === 'stdout').map((e) => e.data ?? '');
+    assert.equal(out.join('').length, size);
+    assert.ok(Math.max(...out.map((d) => d.length)) <= 64 * 1024);
+    for (const c of clients) c.socket.destroy();
     await neighbourFine();
   });
 });

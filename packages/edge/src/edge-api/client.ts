@@ -56,6 +56,12 @@ function errorOf(payload: Buffer): WarrenError {
   return parseError(s, b);
 }
 
+/** What a command's event weighs in a reader's queue: its output's length, and a little for the event itself. */
+function itemBytes(v: unknown): number {
+  const data = (v as { data?: unknown }).data;
+  return 64 + (typeof data === 'string' ? data.length : 0);
+}
+
 type OnFrame = (type: FrameType, payload: Buffer) => void;
 
 /** One connection to the edge: the frames of the call in progress go to that call. */
@@ -365,8 +371,10 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
                   return reject(broke());
                 }
                 out = new Inbox<T>({
-                  size: kind === 'data' ? (v) => (v as Buffer).length : () => 1,
-                  high: kind === 'data' ? MAX_DATA_FRAME : 1024,
+                  // A command's events weigh their output (one may carry 64 KiB): what is queued
+                  // for a slow reader stays near a data frame's worth, not 1024 events of it.
+                  size: kind === 'data' ? (v) => (v as Buffer).length : name === 'events' ? () => 1 : (v) => itemBytes(v),
+                  high: kind === 'data' || name !== 'events' ? MAX_DATA_FRAME : 1024,
                   pause: () => c.socket.pause(),
                   resume: () => c.socket.resume(),
                   // A reader that stops early: the edge stops when the connection goes.

@@ -7,14 +7,9 @@ import type { EdgeEvent } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
 import { MAX_CREATE_MANY, type CommandResult, type CommandStream, type CreateOutcome, type EdgeApi, type EdgeLoad } from './edge-api.js';
 
-/** A command's events from byte `offset` on, until its exit or error (the command runs on if the reader stops). */
+/** A command's events from byte `offset` on, until its exit or error, as fast as they are read (the command runs on if the reader stops). */
 export function commandEvents(cmd: Command, offset: number): AsyncIterable<ExecEvent> {
-  return pushIterable((push, end) =>
-    cmd.follow(offset, (ev) => {
-      push(ev);
-      if (ev.type === 'exit' || ev.type === 'error') end();
-    }),
-  );
+  return cmd.events(offset);
 }
 
 /** A command run to its end, with its whole retained output. */
@@ -122,9 +117,10 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     resize: async (id, commandId, size) => edge.command(id, commandId).resize(size),
     commands: async (id) => edge.commandList(id),
     stdin: async (id, commandId, data, eof) => {
+      // Answers once the sandbox has taken the bytes (Command.writeStdin): a caller cannot outrun it.
       const cmd = edge.command(id, commandId);
-      if (data.length) cmd.writeStdin(data);
-      if (eof) cmd.closeStdin();
+      if (data.length) await cmd.writeStdin(data);
+      if (eof) await cmd.closeStdin();
     },
     createSession: (id, p) => edge.createSession(id, p),
     deleteSession: (id, s) => edge.deleteSession(id, s),

@@ -1,4 +1,3 @@
-import { StringDecoder } from 'node:string_decoder';
 import { constants } from 'node:os';
 import type { CommandInfo, ExecEvent, ExitEvent, TerminalSize } from '@warren/api';
 import { WarrenError } from '@warren/api';
@@ -6,38 +5,52 @@ import type { InitCall } from '../init/call.js';
 import { REPLY, REQ, decodeFields, encodeFields } from '../init/frame.js';
 import { failure } from '../init/call.js';
 import { takeFromAll, type OutputBudget } from './output-budget.js';
+import { CommandOutput, type OutputStream } from './command-output.js';
+import type { StdinHold } from './stdin-budget.js';
 
-export type OutputStream = 'stdout' | 'stderr';
-interface Chunk {
-  stream: OutputStream;
-  data: Buffer;
-}
+export type { OutputStream } from './command-output.js';
 
-export type CommandListener = (ev: ExecEvent) => void;
+/**
+ * Stdin bytes one command may have waiting for the sandbox to take them, over all its writes: a
+ * write past it answers resource_exhausted (one write alone may be bigger: its route bounds it).
+ */
+export const MAX_PENDING_STDIN_BYTES = 16 * 1024 * 1024;
+/** How long a write to stdin may wait for the sandbox to take its bytes (resource_exhausted after). */
+export const STDIN_DEADLINE_MS = 30_000;
+/** Stdin goes to the init in frames of this size, each written once the one before is taken. */
+const STDIN_FRAME_BYTES = 1024 * 1024;
 
 /** What a command's frames come through: its init call (a session's command: its turn, see SessionLine). */
-export type CommandCall = Pick<InitCall, 'next' | 'send' | 'close' | 'drain'>;
+export type CommandCall = Pick<InitCall, 'next' | 'send' | 'close' | 'drain' | 'closed'>;
 
 const SIGNAL_NAMES = new Map<number, string>(Object.entries(constants.signals).map(([name, n]) => [n, name]));
 
+export interface CommandOptions {
+  /** Budgets its output is held in (the node's, its tenant's share; see OutputBudget); none: only `maxOutputBytes` bounds it. */
+  budgets?: OutputBudget[];
+  /** The node's budgets its stdin is held in while it waits (StdinBudgets); none: only MAX_PENDING_STDIN_BYTES bounds it. */
+  stdin?: StdinHold;
+  /** How long a stdin write may wait (default STDIN_DEADLINE_MS). */
+  stdinDeadlineMs?: number;
+}
+
 /**
  * One running or finished command: its retained output (at most `maxOutputBytes`, counted over
- * stdout and stderr together), its exit, and the listeners streaming it. It runs on, and keeps
- * collecting, whether or not any client is listening.
+ * stdout and stderr together), its exit, and its stdin. It runs on, and keeps collecting, whether
+ * or not any client is reading it.
  */
 export class Command {
   readonly id: string;
   /** When it started (a session's command that waited its turn: when the turn came). */
   startedAt = Date.now();
-  private readonly chunks: Chunk[] = [];
-  private retained = 0;
+  private readonly out = new CommandOutput();
   private truncated = false;
   private exitEvent: ExitEvent | null = null;
-  private errorEvent: ExecEvent | null = null;
-  private readonly listeners = new Set<CommandListener>();
-  private readonly decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
   finishedAt: number | null = null;
   private released = false;
+  /** Stdin writes go one after another: the last one queued, and the bytes of those not yet taken. */
+  private stdinTail: Promise<void> = Promise.resolve();
+  private stdinPending = 0;
 
   constructor(
     id: string,
@@ -48,11 +61,17 @@ export class Command {
     private readonly call: CommandCall,
     private readonly maxOutputBytes: number,
     private readonly onActivity: () => void,
-    /** Budgets its output is held in (the node's, its tenant's share; see OutputBudget); none: only `maxOutputBytes` bounds it. */
-    private readonly budgets: OutputBudget[] = [],
+    o: CommandOptions = {},
   ) {
     this.id = id;
+    this.budgets = o.budgets ?? [];
+    this.stdinHold = o.stdin ?? null;
+    this.stdinDeadlineMs = o.stdinDeadlineMs ?? STDIN_DEADLINE_MS;
   }
+
+  private readonly budgets: OutputBudget[];
+  private readonly stdinHold: StdinHold | null;
+  private readonly stdinDeadlineMs: number;
 
   /** Reads the command's frames until it exits; never throws. */
   async pump(): Promise<void> {
@@ -78,10 +97,8 @@ export class Command {
       }
     } catch (e) {
       const err = e instanceof WarrenError ? e : new WarrenError('internal', 'command failed');
-      this.errorEvent = { type: 'error', error: { code: err.code, message: err.message } };
       this.finishedAt = Date.now();
-      for (const l of this.listeners) l(this.errorEvent);
-      this.listeners.clear();
+      this.out.end({ type: 'error', error: { code: err.code, message: err.message } });
     } finally {
       this.call.close();
     }
@@ -89,7 +106,7 @@ export class Command {
 
   private output(stream: OutputStream, data: Buffer): void {
     this.onActivity();
-    const room = this.maxOutputBytes - this.retained;
+    const room = this.maxOutputBytes - this.out.length;
     if (room <= 0) {
       this.truncated = true;
       return;
@@ -97,24 +114,13 @@ export class Command {
     let kept = data.length > room ? data.subarray(0, room) : data;
     if (this.budgets.length) kept = kept.subarray(0, this.released ? 0 : takeFromAll(this.budgets, kept.length));
     if (kept.length < data.length) this.truncated = true;
-    if (kept.length === 0) return;
-    this.chunks.push({ stream, data: kept });
-    this.retained += kept.length;
-    if (this.listeners.size) {
-      const text = this.decoders[stream].write(kept);
-      if (text) for (const l of this.listeners) l({ type: stream, data: text });
-    }
+    if (kept.length) this.out.add(stream, kept);
   }
 
   private finish(ev: ExitEvent): void {
     this.exitEvent = ev;
     this.finishedAt = Date.now();
-    for (const s of ['stdout', 'stderr'] as const) {
-      const rest = this.decoders[s].end();
-      if (rest) for (const l of this.listeners) l({ type: s, data: rest });
-    }
-    for (const l of this.listeners) l(ev);
-    this.listeners.clear();
+    this.out.end(ev);
   }
 
   get done(): boolean {
@@ -126,67 +132,112 @@ export class Command {
   }
 
   /**
-   * Replays output from byte `offset` of the combined output, then follows live events until the
-   * exit. Returns a function that stops following.
+   * Its events from byte `offset` of the combined output on, until the exit (or error): what is
+   * retained in pieces, then what comes, each piece taken only when the reader asks (CommandOutput).
+   * A reader that stops leaves the command running.
    */
-  follow(offset: number, listener: CommandListener): () => void {
-    let pos = 0;
-    const pending: Record<OutputStream, Buffer[]> = { stdout: [], stderr: [] };
-    for (const c of this.chunks) {
-      const end = pos + c.data.length;
-      if (end > offset) pending[c.stream].push(offset > pos ? c.data.subarray(offset - pos) : c.data);
-      pos = end;
-    }
-    for (const s of ['stdout', 'stderr'] as const) {
-      if (pending[s].length) listener({ type: s, data: Buffer.concat(pending[s]).toString('utf8') });
-    }
-    const final = this.exitEvent ?? this.errorEvent;
-    if (final) {
-      listener(final);
-      return () => undefined;
-    }
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+  events(offset: number): AsyncIterable<ExecEvent> {
+    return this.out.events(offset);
   }
 
   /** The whole retained output of one stream. */
   text(stream: OutputStream): string {
-    return Buffer.concat(this.chunks.filter((c) => c.stream === stream).map((c) => c.data)).toString('utf8');
+    return this.out.text(stream);
   }
 
   /** Resolves with the final event (exit or error). */
   wait(): Promise<ExecEvent> {
-    const final = this.exitEvent ?? this.errorEvent;
-    if (final) return Promise.resolve(final);
-    return new Promise((resolve) => {
-      const l: CommandListener = (ev) => {
-        if (ev.type === 'exit' || ev.type === 'error') {
-          this.listeners.delete(l);
-          resolve(ev);
-        }
-      };
-      this.listeners.add(l);
-    });
+    return this.out.ended;
   }
 
   get retainedBytes(): number {
-    return this.retained;
+    return this.out.length;
   }
 
   /** Gives its output's bytes back to the node's budget: it is being forgotten. */
   release(): void {
     if (this.released) return;
     this.released = true;
-    for (const b of this.budgets) b.give(this.retained);
+    for (const b of this.budgets) b.give(this.out.length);
   }
 
-  writeStdin(data: Buffer): void {
-    if (this.done) throw new WarrenError('conflict', 'the command has ended', { commandId: this.id });
-    for (let off = 0; off < data.length; off += 1024 * 1024) this.call.send(REQ.data, data.subarray(off, off + 1024 * 1024));
+  /**
+   * Writes to its stdin; resolves once the sandbox has taken the bytes (its socket drained), so a
+   * caller that writes faster than the command reads waits instead of growing the edge. Writes go
+   * in order. resource_exhausted when MAX_PENDING_STDIN_BYTES already wait (or the node's budget
+   * is spent), or when the sandbox does not take them within the deadline (what was sent by then
+   * stays sent); conflict once the command has ended. `deadline: false`: no deadline (an exec's
+   * own stdin, which nobody waits for); `reserved`: its bytes are already taken from the node's
+   * budget (see reserveStdin).
+   */
+  writeStdin(data: Buffer, o: { deadline?: boolean; reserved?: boolean } = {}): Promise<void> {
+    const n = data.length;
+    const refuse = (e: WarrenError): Promise<void> => {
+      if (o.reserved) this.stdinHold?.give(n);
+      return Promise.reject(e);
+    };
+    if (this.done) return refuse(this.ended());
+    if (this.stdinPending > 0 && this.stdinPending + n > MAX_PENDING_STDIN_BYTES)
+      return refuse(
+        new WarrenError('resource_exhausted', 'the command has as much stdin waiting as it may: it is not reading its stdin', {
+          commandId: this.id,
+          pendingStdinBytes: this.stdinPending,
+          maxPendingStdinBytes: MAX_PENDING_STDIN_BYTES,
+        }),
+      );
+    if (!o.reserved) {
+      try {
+        this.stdinHold?.take(n);
+      } catch (e) {
+        return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+      }
+    }
+    const until = o.deadline === false ? Infinity : Date.now() + this.stdinDeadlineMs;
+    this.stdinPending += n;
+    const turn = this.stdinTail.then(() => this.sendStdin(data, until));
+    this.stdinTail = turn.catch(() => undefined);
+    return turn.finally(() => {
+      this.stdinPending -= n;
+      this.stdinHold?.give(n);
+    });
   }
 
-  closeStdin(): void {
-    if (!this.done) this.call.send(REQ.eof);
+  /** Ends its stdin (after the writes before it). */
+  closeStdin(): Promise<void> {
+    const turn = this.stdinTail.then(() => {
+      if (!this.done && !this.call.closed) this.call.send(REQ.eof);
+    });
+    this.stdinTail = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async sendStdin(data: Buffer, until: number): Promise<void> {
+    for (let off = 0; off < data.length; off += STDIN_FRAME_BYTES) {
+      // What was written before (an earlier write that timed out) is taken first.
+      await this.taken(data.length, until);
+      if (this.done || this.call.closed) throw this.ended();
+      this.call.send(REQ.data, data.subarray(off, off + STDIN_FRAME_BYTES));
+    }
+    await this.taken(data.length, until);
+  }
+
+  /** Waits until the socket has taken what was written to it (see writeStdin). */
+  private async taken(bytes: number, until: number): Promise<void> {
+    const how = await this.call.drain(until === Infinity ? undefined : until - Date.now());
+    if (how === 'closed') throw this.ended();
+    if (how === 'timeout')
+      throw new WarrenError(
+        'resource_exhausted',
+        `the sandbox did not take the command's stdin within ${this.stdinDeadlineMs} ms: it is not reading its stdin`,
+        {
+          commandId: this.id,
+          stdinBytes: bytes,
+        },
+      );
+  }
+
+  private ended(): WarrenError {
+    return new WarrenError('conflict', 'the command has ended', { commandId: this.id });
   }
 
   /** A terminal's new size; invalid_argument for a command not on one. */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { totalmem } from 'node:os';
 import type { ExecRequest } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
@@ -7,29 +8,38 @@ import { Command, type CommandCall } from './command.js';
 import { forgetCommand, makeRoom, markActivity, parseSessionId, type Live } from './live.js';
 import { OutputBudget } from './output-budget.js';
 import { SessionLine } from './session-queue.js';
+import { StdinBudgets, defaultStdinBudget, type StdinHold } from './stdin-budget.js';
 import { argvToScript, envList } from './shell.js';
 
 const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
 const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
 
+/** What a new command holds its output and its waiting stdin in (see OutputBudgets). */
+export interface CommandBudgets {
+  output: OutputBudget[];
+  stdin: StdinHold;
+}
+
 /**
  * The node's budget for command output it holds, and each tenant's share of it (half, so that
- * one tenant never holds it all).
+ * one tenant never holds it all); and the same for stdin waiting for its sandboxes (StdinBudgets).
  */
 export class OutputBudgets {
   private readonly node: OutputBudget;
   private readonly shares = new Map<string, OutputBudget>();
+  private readonly stdin: StdinBudgets;
 
-  constructor(totalBytes: number) {
+  constructor(totalBytes: number, stdinBytes = defaultStdinBudget(totalmem())) {
     this.node = new OutputBudget(totalBytes);
+    this.stdin = new StdinBudgets(stdinBytes);
   }
 
   /**
    * The budgets a new command of `l` holds its output in, once there is room in each (finished
    * commands go, oldest first); resource_exhausted while running ones hold it all.
    */
-  forCommand(l: Live, lives: () => Iterable<Live>): OutputBudget[] {
+  forCommand(l: Live, lives: () => Iterable<Live>): CommandBudgets {
     const tenant = l.spec.tenant;
     let share: OutputBudget | undefined;
     if (tenant !== undefined) {
@@ -52,7 +62,7 @@ export class OutputBudgets {
         retainedOutputBytes: this.node.used,
         maxRetainedOutputBytes: this.node.totalBytes,
       });
-    return share ? [this.node, share] : [this.node];
+    return { output: share ? [this.node, share] : [this.node], stdin: this.stdin.forTenant(tenant) };
   }
 }
 
@@ -79,9 +89,30 @@ export async function launchCommand(
   l: Live,
   req: ExecRequest,
   cmdId: string,
-  budgets: OutputBudget[],
+  budgets: CommandBudgets,
   now: () => number = Date.now,
   ready: () => Promise<unknown> = async () => undefined,
+): Promise<Command> {
+  // The exec's own stdin is held from the start: taken from the node's budget before the command
+  // starts (resource_exhausted then, rather than stdin dropped after).
+  const stdin = !req.session && req.stdin !== undefined ? Buffer.from(req.stdin) : null;
+  if (stdin) budgets.stdin.take(stdin.length);
+  try {
+    return await launch(l, req, cmdId, budgets, stdin, now, ready);
+  } catch (e) {
+    if (stdin) budgets.stdin.give(stdin.length);
+    throw e;
+  }
+}
+
+async function launch(
+  l: Live,
+  req: ExecRequest,
+  cmdId: string,
+  budgets: CommandBudgets,
+  stdin: Buffer | null,
+  now: () => number,
+  ready: () => Promise<unknown>,
 ): Promise<Command> {
   const sock = l.sb.connect;
   const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
@@ -115,15 +146,20 @@ export async function launchCommand(
     }));
   }
   const what = { cmd: req.cmd, cwd: req.cwd ?? null, env: req.env ?? {}, tag: req.tag ?? null, pty: req.pty !== undefined };
-  const cmd = (made.cmd = new Command(cmdId, pid, what, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), budgets));
+  const cmd = (made.cmd = new Command(cmdId, pid, what, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), {
+    budgets: budgets.output,
+    stdin: budgets.stdin,
+  }));
   l.commands.set(cmdId, cmd);
   if (req.requestId) {
     l.requestIds.set(req.requestId, cmdId);
     l.requestIdOf.set(cmdId, req.requestId);
   }
-  if (!req.session && req.stdin !== undefined) {
-    cmd.writeStdin(Buffer.from(req.stdin));
-    if (!req.keepStdinOpen) cmd.closeStdin();
+  if (stdin) {
+    // Nobody waits for it: it goes in as the command reads it, however long that takes (it is
+    // bounded by the request), and a command that ends first drops the rest.
+    cmd.writeStdin(stdin, { deadline: false, reserved: true }).catch(() => undefined);
+    if (!req.keepStdinOpen) cmd.closeStdin().catch(() => undefined);
   }
   void cmd.pump();
   return cmd;

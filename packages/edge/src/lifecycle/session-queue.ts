@@ -145,6 +145,10 @@ class SessionTurn implements CommandCall {
     return this.call ? this.call.drain(timeoutMs) : Promise.resolve('drained');
   }
 
+  get closed(): boolean {
+    return this.call?.closed ?? false;
+  }
+
   /** The command is over: the session is free for the next one. */
   close(): void {
     this.call?.close();
