@@ -41,6 +41,7 @@ export { listenEdgeApi, serveEdgeApi } from './edge-api/server.js';
 export type { EdgeApiServerOptions } from './edge-api/server.js';
 export { remoteEdgeApi } from './edge-api/client.js';
 export type { RemoteEdgeApi, RemoteEdgeOptions } from './edge-api/client.js';
+export { Hangup } from './util/hangup.js';
 export { AgentMux, MuxDecoder, muxFrame, MUX, MUX_WINDOW } from './backends/microvm/agent-mux.js';
 export { cpioNewc, type CpioEntry } from './backends/microvm/cpio.js';
 export { guestKit, initramfsEntries, GUEST_MODULES, VM_GUEST_MODULES, type GuestKind, type GuestKit } from './backends/microvm/guest-kit.js';

@@ -271,9 +271,9 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
   const pool = new Pool(o, clock);
 
   /** Sends `frames` and answers the call's `result` (its value) or `error`; the result's edge clock is a sample of its offset. */
-  const answer = (c: Connection, frames: Buffer[]): Promise<unknown> =>
-    new Promise((resolve, reject) => {
-      const sent = now();
+  const answer = (c: Connection, frames: Buffer[]): Promise<unknown> => {
+    const sent = now();
+    const answered = new Promise((resolve, reject) => {
       c.begin((t, p) => {
         c.finish();
         if (t !== FRAME.result && t !== FRAME.error) c.destroy();
@@ -285,13 +285,16 @@ export function remoteEdgeApi(o: RemoteEdgeOptions): RemoteEdgeApi {
         } else if (t === FRAME.error) reject(errorOf(p));
         else reject(broke());
       }, reject);
-      if (frames.length === 1) c.socket.write(frames[0]!);
-      else {
-        c.socket.cork();
-        for (const f of frames) c.socket.write(f);
-        c.socket.uncork();
-      }
     });
+    // Written outside the callback's scope: a call that waits long (a stdin write) does not hold its frames once sent.
+    if (frames.length === 1) c.socket.write(frames[0]!);
+    else {
+      c.socket.cork();
+      for (const f of frames) c.socket.write(f);
+      c.socket.uncork();
+    }
+    return answered;
+  };
 
   const unary = async (name: EdgeCallName, args: unknown[]): Promise<unknown> => {
     const frame = callFrame(name, args);

@@ -9,6 +9,7 @@ import type { CommandStream, EdgeApi } from './edge-api.js';
 import { ContentCache, decodeFileCall } from './file-frames.js';
 import { END_FRAME, FRAME, FrameReader, MAX_DATA_FRAME, textFrame, type FrameType } from './frames.js';
 import { write, writeData } from './frame-socket.js';
+import { Hangup } from '../util/hangup.js';
 import { Inbox } from '../util/inbox.js';
 import { splice } from '../util/splice.js';
 import { BODY_ARG, CLOCK_HEADER, EDGE_CALLS, EDGE_PATH, EDGE_PROTOCOL, MAX_CALL_BYTES, decodeValue, encodeValue, type EdgeCallName } from './wire.js';
@@ -37,8 +38,8 @@ class Connection {
   private body: Inbox<Buffer> | null = null;
   private busy = false;
   private closed = false;
-  /** The stream of the call in progress stops when this fires (the connection went). */
-  private readonly gone: Promise<'gone'>;
+  /** The stream of the call in progress stops when the connection goes. */
+  private readonly hangup: Hangup;
   private readonly onData: (c: Buffer) => void;
   private readonly onEnd = (): void => void this.socket.end();
 
@@ -49,7 +50,7 @@ class Connection {
     private readonly o: EdgeApiServerOptions,
     head: Buffer,
   ) {
-    this.gone = new Promise((resolve) => socket.once('close', () => resolve('gone')));
+    this.hangup = new Hangup(socket);
     socket.setNoDelay(true);
     const onData = (c: Buffer): void => {
       try {
@@ -88,17 +89,19 @@ class Connection {
     } else if (type === FRAME.call) {
       if (this.busy || this.body) throw new Error('a call while another is in progress');
       this.busy = true;
-      this.call(payload).then(
+      this.call({ payload }).then(
         () => void (this.busy = false),
         (e: unknown) => this.drop(e),
       );
     } else throw new Error(`a frame of type ${type} sent to the edge`);
   }
 
-  private async call(payload: Buffer): Promise<void> {
+  private async call(frame: { payload: Buffer | null }): Promise<void> {
     let name = '';
     try {
-      const msg = decodeValue(payload.toString('utf8')) as { c?: unknown; a?: unknown };
+      const msg = decodeValue(frame.payload!.toString('utf8')) as { c?: unknown; a?: unknown };
+      // Its bytes are not held while the call runs (a stdin write may wait long).
+      frame.payload = null;
       name = typeof msg?.c === 'string' ? msg.c : '';
       if (!Object.hasOwn(EDGE_CALLS, name)) throw new WarrenError('not_found', `no edge call ${JSON.stringify(msg?.c ?? null)}`);
       const call = name as EdgeCallName;
@@ -179,7 +182,7 @@ class Connection {
     const it = items[Symbol.asyncIterator]();
     try {
       for (;;) {
-        const r = await Promise.race([it.next(), this.gone]);
+        const r = await this.hangup.race(it.next());
         if (r === 'gone' || r.done) break;
         const ok = put(r.value);
         if (ok !== true && !(await ok)) break;

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { ExecEvent } from '@warren/api';
-import type { CommandStream } from '@warren/edge';
+import { Hangup, type CommandStream } from '@warren/edge';
 
 /**
  * Writes a line; resolves once the response has taken it (at once while its buffer has room,
@@ -30,10 +30,10 @@ export async function streamCommand(res: ServerResponse, s: CommandStream, withS
   const start: ExecEvent = s.pid ? { type: 'start', commandId: s.commandId, pid: s.pid } : { type: 'start', commandId: s.commandId };
   if (withStart) res.write(JSON.stringify(start) + '\n');
   const it = s.events[Symbol.asyncIterator]();
-  const gone = new Promise<'gone'>((resolve) => res.once('close', () => resolve('gone')));
+  const hangup = new Hangup(res);
   try {
     for (;;) {
-      const r = await Promise.race([it.next(), gone]);
+      const r = await hangup.race(it.next());
       if (r === 'gone' || r.done) break;
       await writeLine(res, JSON.stringify(r.value) + '\n');
       if (res.destroyed || r.value.type === 'exit' || r.value.type === 'error') break;
