@@ -350,6 +350,37 @@ describe('terminals', () => {
       sock.destroy();
     }
   });
+  test('keys to a shell that runs sleep (W3-04): the server reads the client no faster than the sandbox takes them', { timeout: 120_000 }, async () => {
+    const { sock, rest } = await rawTerminal(t, sb);
+    // The client reads all it is sent: only its input is held back.
+    const got = readMessages(sock, rest);
+    try {
+      sock.write(wsFrame(WS_OPCODE.binary, Buffer.from('echo "READY-$((6*7))"; sleep 100000\r'), true));
+      await until(async () => got.output().includes('READY-42') && (await pids(sb, 'sleep')) !== '', 20_000);
+      // Whole lines: the terminal's line buffer fills with them and then takes no more (a partial
+      // line it would drop past 4 KiB, taking every byte).
+      const frame = wsFrame(WS_OPCODE.binary, Buffer.from(`${'a'.repeat(63)}\n`.repeat(1024)), true);
+      const before = held();
+      let grew = 0;
+      let sent = 0;
+      while (sent < 64 * 1024 * 1024 && sock.writableLength < 2 * 1024 * 1024) {
+        sock.write(frame);
+        sent += frame.length;
+        await new Promise((r) => setImmediate(r));
+        grew = Math.max(grew, held() - before);
+      }
+      assert.ok(
+        sock.writableLength >= 2 * 1024 * 1024,
+        `the server read all ${sent} bytes of keys; the process grew by ${grew >> 20} MiB; close ${got.closeCode()}: ${got.messages
+          .filter((m) => m.opcode !== WS_OPCODE.binary)
+          .map((m) => m.payload.toString())
+          .join(' | ')}`,
+      );
+      assert.ok(grew < 32 * 1024 * 1024, `the process grew by ${grew >> 20} MiB after ${sent} bytes of keys`);
+    } finally {
+      sock.destroy();
+    }
+  });
 });
 
 test('warren shell on a terminal: raw keys, ^C, the window size, and its exit code', { timeout: 120_000 }, async () => {
