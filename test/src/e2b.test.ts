@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib';
 import * as e2bNew from 'e2b';
 import * as e2bOld from 'e2b-2.50';
 import { e2bKey } from '@warren/server';
-import { initOf, startTestWarren, until, type TestWarren } from './harness.js';
+import { heldBytes, initOf, startTestWarren, until, type TestWarren } from './harness.js';
 
 /** E2B's SDK as a training job uses it: both pinned versions (2.51 moved create and connect under /v2). */
 const SDKS = [
@@ -315,6 +315,34 @@ describe('E2B SDKs, unchanged, against Warren', () => {
           stuck.destroy();
         }
       }),
+  );
+
+  test('a command streamed to a client that reads it is not held by the server while the stream stays open', { timeout: 120_000 }, () =>
+    withSandbox(async (sbx) => {
+      // 8 MiB of output read as it comes, then the command waits: what the stream sent must be
+      // gone from the server, not kept until the connection closes (one promise the stream's
+      // length, raced against each event, held every event raced).
+      const before = await heldBytes();
+      const r = await envd(sbx, '/process.Process/Start', {
+        headers: { 'content-type': 'application/connect+json' },
+        body: envelope({ process: { cmd: '/bin/sh', args: ['-c', "head -c 8388608 /dev/zero | tr '\\0' x; sleep 600"] } }),
+      });
+      const reader = (r.body as ReadableStream<Uint8Array>).getReader();
+      // The output in base64 (4 bytes for 3) with its envelopes: all of it read once past this.
+      const all = Math.ceil((8 * MiB) / 3) * 4;
+      let got = 0;
+      while (got < all) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        got += value.length;
+      }
+      const grown = (await heldBytes()) - before;
+      await reader.cancel();
+      assert.ok(got >= all, `the stream sent ${got} bytes`);
+      // The command's own 8 MiB is kept for a replay (its retained output); the events sent are
+      // not kept besides (they were: 8 MiB more, as base64 text).
+      assert.ok(grown < 8 * MiB + 6 * MiB, `the server held ${(grown / MiB).toFixed(1)} MiB for a stream whose command retains 8 MiB`);
+    }),
   );
 
   test(

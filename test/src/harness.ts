@@ -4,6 +4,8 @@ import { existsSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { CgroupV1, OWNER_PID_FILE, SANDBOX_CONTROLLERS, findNamespaceInit, processStartTime, readOwnCgroupParent, sweepDataDir } from '@warren/edge';
 import { tmpdir } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import { startTestPostgres, startWarren, type RunningWarren, type TestPostgres, type WarrenOptions } from '@warren/server';
@@ -45,6 +47,21 @@ export async function storeContents(t: Pick<TestWarren, 'dataDir' | 'database'>)
   } finally {
     await c.end();
   }
+}
+
+/**
+ * What this process (the server, the edge and the test's clients) holds after full collections:
+ * heap and buffers (buffers are freed off the main thread: collected again once that is done).
+ */
+export async function heldBytes(): Promise<number> {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  for (let i = 0; i < 3; i++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const m = process.memoryUsage();
+  return m.heapUsed + m.external;
 }
 
 /** A clock a test moves by hand: starts at the real time, moves only when advanced. */

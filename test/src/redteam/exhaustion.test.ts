@@ -3,25 +3,8 @@ import assert from 'node:assert/strict';
 import type { Sandbox, WarrenError } from '@warren/sdk';
 import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
-import { errorCode, http, startTestWarren, until, type TestWarren } from '../harness.js';
-
-/**
- * What this process (the server, the edge and the test's clients) holds after full collections:
- * heap and buffers (buffers are freed off the main thread: collected again once that is done).
- */
-async function heldBytes(): Promise<number> {
-  setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as () => void;
-  for (let i = 0; i < 3; i++) {
-    gc();
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  const m = process.memoryUsage();
-  return m.heapUsed + m.external;
-}
+import { errorCode, heldBytes, http, startTestWarren, until, type TestWarren } from '../harness.js';
 
 const MiB = 1024 * 1024;
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { WarrenError, type CommandInfo, type ExecRequest } from '@warren/api';
-import { SHELL } from '@warren/edge';
+import { Hangup, SHELL } from '@warren/edge';
 import type { RouteDeps } from '../../http/route-types.js';
 import { absolute, type Agent, type Call } from './agent.js';
 import { ConnectError, ConnectStream } from './connect.js';
@@ -43,10 +43,11 @@ async function streamProcess(req: IncomingMessage, res: ServerResponse, events: 
   const every = keepaliveMs(req);
   const ping = every ? setInterval(() => out.ping({ event: { keepalive: {} } }), every) : null;
   const it = (events as AsyncIterable<Event>)[Symbol.asyncIterator]();
-  const gone = new Promise<'gone'>((resolve) => res.once('close', () => resolve('gone')));
+  // Not Promise.race with one promise the connection's length: that holds every event raced.
+  const hangup = new Hangup(res);
   try {
     for (;;) {
-      const r = await Promise.race([it.next(), gone]);
+      const r = await hangup.race(it.next());
       if (r === 'gone' || r.done) break;
       const ev = r.value;
       if (ev.type === 'stdout' || ev.type === 'stderr') {
