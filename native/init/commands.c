@@ -169,3 +169,26 @@ void op_exec(struct conn *c, const field_t *f, size_t nf)
 	cmds = m;
 	c->cmd = m;
 }
+
+/*
+ * K: signals a running command by its pid {p}, {s} signal number, as its own `k` frame would
+ * (its process group, every descendant, its session). It comes on a connection of its own: the
+ * command's own connection may be held behind stdin the command does not read.
+ */
+void op_signal(struct conn *c, const field_t *f, size_t nf)
+{
+	unsigned long long pid = 0, sig = 0;
+	const field_t *pf = fget(f, nf, 'p'), *sf = fget(f, nf, 's');
+	if (!pf || !sf || fnum(pf, 10, INT_MAX, &pid) < 0 || fnum(sf, 10, 64, &sig) < 0 || !pid) {
+		conn_fail(c, EINVAL, "signal: invalid request");
+		return;
+	}
+	for (struct cmd *m = cmds; m; m = m->next) {
+		if (m->pid != (pid_t)pid || m->fn || m->exited)
+			continue;
+		kill_tree(m->pid, (int)sig, KT_GROUP | KT_SELF | KT_DESC | KT_SID);
+		conn_done(c);
+		return;
+	}
+	conn_fail(c, ESRCH, "signal: no such command");
+}

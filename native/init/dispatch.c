@@ -25,6 +25,7 @@ static void handle_request(struct conn *c, int type, const char *p, size_t n)
 		conn_final(c, 'k', fb.d, fb.len);
 		break;
 	case 'E': op_exec(c, f, nf); break;
+	case 'K': op_signal(c, f, nf); break;
 	case 'F':
 		if (fn_mode)
 			op_fn(c, p, n, f, nf);

@@ -270,6 +270,7 @@ void cmd_ep(struct cmd *m);
 void cmd_write_stdin(struct cmd *m);
 void cmd_exited(struct cmd *m, int status);
 void op_exec(struct conn *c, const field_t *f, size_t nf);
+void op_signal(struct conn *c, const field_t *f, size_t nf);
 
 /* scan.c */
 void scan_init(scan_t *s, const char *pat, int want_code);

@@ -144,6 +144,33 @@ describe('commands', () => {
     assert.equal(errorCode(await http(t, 'GET', `/v1/sandboxes/${sb.id}/commands/cmd_nope`)), 'not_found');
   });
 
+  test('a command that reads no stdin can be killed while its stdin is full', { timeout: 90_000 }, async () => {
+    // It reads none of its stdin; it says when its pipe is full (FIONREAD, which reads nothing; the
+    // pipe holds 64 KiB less what its first, partial page left).
+    const waitFull =
+      'import array,fcntl,termios,time\nb=array.array("i",[0])\nwhile fcntl.ioctl(0,termios.FIONREAD,b) or b[0]<61440: time.sleep(0.01)\nprint("full",flush=True)\ntime.sleep(600)';
+    const it = sb.execStream(['python3', '-c', waitFull], { keepStdinOpen: true, timeoutMs: 15_000 });
+    const id = await started(it);
+    // 8 MiB: the pipe fills, then what the init holds for it, then the socket, then the edge's queue.
+    let wrote = 'waiting';
+    const write = sb.writeStdin(id, new Uint8Array(8 * 1024 * 1024)).then(
+      () => (wrote = 'taken'),
+      (e: WarrenError) => (wrote = e.code),
+    );
+    const full = (await it.next()).value as ExecEvent | undefined;
+    assert.ok(full?.type === 'stdout' && full.data === 'full\n', `${JSON.stringify(full)}; the write: ${wrote}`);
+    const t0 = Date.now();
+    await sb.kill(id, 'SIGKILL');
+    const deadline = new Promise<'still running'>((r) => setTimeout(() => r('still running'), 20_000).unref());
+    const rest = await Promise.race([collect(it), deadline]);
+    assert.notEqual(rest, 'still running', 'the kill did not reach a command whose stdin is full');
+    const exit = (rest as ExecEvent[]).at(-1);
+    assert.ok(exit?.type === 'exit' && exit.signal === 'SIGKILL' && !exit.timedOut, JSON.stringify(exit));
+    assert.ok(Date.now() - t0 < 10_000, `the kill took ${Date.now() - t0} ms`);
+    // The write waiting behind it ends with the command, not at its 30 s deadline.
+    assert.ok(['taken', 'conflict'].includes(await write), await write);
+  });
+
   test('sessions keep cwd, exports, variables and functions; a timeout keeps the session', async () => {
     const sh = await sb.shell({ cwd: '/tmp' });
     try {

@@ -377,6 +377,11 @@ describe('terminals', () => {
           .join(' | ')}`,
       );
       assert.ok(grew < 32 * 1024 * 1024, `the process grew by ${grew >> 20} MiB after ${sent} bytes of keys`);
+      // A client gone while the terminal's input is full still hangs the terminal up.
+      sock.destroy();
+      await until(async () => (await pids(sb, 'sleep')) === '', 20_000).catch(() => {
+        throw new Error('the shell outlived its terminal: the hang-up did not get past its full input');
+      });
     } finally {
       sock.destroy();
     }

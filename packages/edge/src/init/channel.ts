@@ -41,6 +41,21 @@ export async function startCommand(agent: AgentConnect, p: StartParams): Promise
   throw new WarrenError('unavailable', 'the sandbox init did not start the command');
 }
 
+/**
+ * Signals a running command by its pid on a connection of its own (its own connection may be held
+ * behind stdin the command does not read); not_found once it has exited.
+ */
+export async function signalCommand(agent: AgentConnect, pid: number, signal: number): Promise<void> {
+  const fields: Fields = [
+    ['p', String(pid)],
+    ['s', String(signal)],
+  ];
+  await simpleCall(agent, REQ.signalCommand, fields, { pid }, SIGNAL_TIMEOUT_MS);
+}
+
+/** How long a signal by pid may wait for its answer before the signal goes on the command's call. */
+const SIGNAL_TIMEOUT_MS = 10_000;
+
 export interface SessionParams {
   argv: string[];
   cwd?: string;

@@ -4,6 +4,8 @@ import { ByteQueue } from '../util/byte-queue.js';
 export const REQ = {
   hello: 'H',
   exec: 'E',
+  /** Signals a running command by its pid, on a connection of its own. */
+  signalCommand: 'K',
   newSession: 'N',
   sessionRun: 'Q',
   endSession: 'D',

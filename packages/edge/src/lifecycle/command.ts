@@ -32,6 +32,12 @@ export interface CommandOptions {
   stdin?: StdinHold;
   /** How long a stdin write may wait (default STDIN_DEADLINE_MS). */
   stdinDeadlineMs?: number;
+  /**
+   * Signals it by its pid on a connection of its own (see signal); false: not now (its sandbox is
+   * paused), so the signal goes on its call. None: always on its call (a session's command, whose
+   * signal interrupts the session's shell).
+   */
+  signalByPid?: (pid: number, signal: number) => Promise<boolean>;
 }
 
 /**
@@ -67,11 +73,13 @@ export class Command {
     this.budgets = o.budgets ?? [];
     this.stdinHold = o.stdin ?? null;
     this.stdinDeadlineMs = o.stdinDeadlineMs ?? STDIN_DEADLINE_MS;
+    this.signalByPid = o.signalByPid ?? null;
   }
 
   private readonly budgets: OutputBudget[];
   private readonly stdinHold: StdinHold | null;
   private readonly stdinDeadlineMs: number;
+  private readonly signalByPid: CommandOptions['signalByPid'] | null;
 
   /** Reads the command's frames until it exits; never throws. */
   async pump(): Promise<void> {
@@ -251,10 +259,23 @@ export class Command {
     return { commandId: this.id, pid: this.pid, ...this.what, startedAt: new Date(this.startedAt).toISOString() };
   }
 
-  signal(name: string): void {
+  /**
+   * Sends it a signal. Not on its own call where it can help it: what that carries waits behind the
+   * stdin it sent, which a command that reads none never takes (a kill, a terminal's hang-up would
+   * never arrive). A command that exited meanwhile is no error; an init that cannot signal by pid
+   * (one older than that) gets the signal on the call.
+   */
+  async signal(name: string): Promise<void> {
     if (this.done) return;
     const n = constants.signals[name as keyof typeof constants.signals];
     if (n === undefined) throw new WarrenError('invalid_argument', `unknown signal ${name}`);
-    this.call.send(REQ.signal, encodeFields([['s', String(n)]]));
+    if (this.signalByPid && this.pid > 0) {
+      try {
+        if (await this.signalByPid(this.pid, n)) return;
+      } catch (e) {
+        if (this.done || (e instanceof WarrenError && e.code === 'not_found')) return;
+      }
+    }
+    if (!this.done && !this.call.closed) this.call.send(REQ.signal, encodeFields([['s', String(n)]]));
   }
 }

@@ -149,6 +149,8 @@ async function launch(
   const cmd = (made.cmd = new Command(cmdId, pid, what, call, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT, () => markActivity(l, now()), {
     budgets: budgets.output,
     stdin: budgets.stdin,
+    // A paused sandbox's init answers nothing until it resumes: its signal waits on the call.
+    signalByPid: req.session ? undefined : async (p, n) => !l.spec.paused && (await ch.signalCommand(sock, p, n), true),
   }));
   l.commands.set(cmdId, cmd);
   if (req.requestId) {

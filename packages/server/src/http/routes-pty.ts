@@ -25,6 +25,12 @@ const MAX_INPUT_MESSAGE = 1024 * 1024;
 const PTY_OUTPUT_HIGH_WATER = 256 * 1024;
 /** How long a client has, after the server's close frame, to close its side before the connection is cut. */
 const CLOSE_GRACE_MS = 5000;
+/**
+ * How often a ping goes to a client whose input waits on the sandbox. Its socket is not read
+ * meanwhile, so a client gone is not seen; a write to a connection its peer closed fails (the
+ * second one at the latest), and that close hangs the terminal up.
+ */
+const PAUSED_PROBE_MS = 2000;
 
 /** The sandbox of a terminal's path, or null if the path is another's. */
 export function matchPtyPath(url: URL): string | null {
@@ -166,10 +172,14 @@ async function terminalSession(d: RouteDeps, caller: Caller, id: string, stream:
   const resumeInput = (): void => {
     if (open && !inputBusy && socket.writableLength <= PTY_OUTPUT_HIGH_WATER) socket.resume();
   };
+  const probe = setInterval(() => {
+    if (inputBusy && socket.writableLength <= PTY_OUTPUT_HIGH_WATER) send(WS_OPCODE.ping, Buffer.alloc(0));
+  }, PAUSED_PROBE_MS).unref();
   socket.on('data', onData);
   socket.on('drain', resumeInput);
   socket.on('error', () => undefined);
   socket.once('close', () => {
+    clearInterval(probe);
     if (open) hangUp();
     open = false;
   });
