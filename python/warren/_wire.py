@@ -140,6 +140,7 @@ def exec_body(
     timeout_ms: Optional[int] = None,
     session: Optional[str] = None,
     max_output_bytes: Optional[int] = None,
+    keep_output: Optional[str] = None,
     request_id: Optional[str] = None,
     keep_stdin_open: Optional[bool] = None,
 ) -> Dict[str, Any]:
@@ -153,6 +154,7 @@ def exec_body(
             "timeoutMs": timeout_ms,
             "session": session,
             "maxOutputBytes": max_output_bytes,
+            "keepOutput": keep_output,
             "requestId": request_id,
             "keepStdinOpen": keep_stdin_open,
         }

@@ -167,7 +167,8 @@ class Sandbox:
 
     def exec(self, cmd: w.Cmd, **opts: Any) -> ExecResult:
         """Runs a command to its end: a shell string, or an argv list. Options: ``timeout_ms``,
-        ``cwd``, ``env``, ``user``, ``stdin``, ``max_output_bytes``, ``request_id``."""
+        ``cwd``, ``env``, ``user``, ``stdin``, ``max_output_bytes``, ``keep_output``
+        (``"first"`` or ``"last"``: which output ``max_output_bytes`` keeps), ``request_id``."""
         body = w.exec_body(cmd, **opts)
         return from_wire(ExecResult, self._t.call(w.exec_request(self.id, body, stream=False)))
 

@@ -601,6 +601,22 @@ describe('E2B SDKs, unchanged, against Warren', () => {
     },
   );
 
+  test('a command streams on past 10 MiB of output, as envd does (its end was dropped)', { timeout: 120_000 }, () =>
+    withSandbox(async (sbx) => {
+      let tail = '';
+      let bytes = 0;
+      const r = await sbx.commands.run('head -c 12000000 /dev/zero | tr "\\0" a; echo; echo "DONE-$((6 * 7))"', {
+        timeoutMs: 100_000,
+        onStdout: (d) => {
+          bytes += d.length;
+          tail = (tail + d).slice(-100);
+        },
+      });
+      assert.equal(r.exitCode, 0);
+      assert.ok(tail.endsWith('DONE-42\n') && bytes > 12_000_000, `${bytes} bytes, ending ${JSON.stringify(tail)}`);
+    }),
+  );
+
   test('an image without /bin/bash: E2B’s commands run with the platform’s own bash', { timeout: 60_000 }, async () => {
     const sbx = await e2bNew.Sandbox.create('busybox:latest', opts);
     try {

@@ -92,6 +92,23 @@ describe('commands', () => {
     assert.equal((await sb.exec('echo ok')).stdout, 'ok\n');
   });
 
+  test("keepOutput 'last': output streams on past maxOutputBytes and the last of it is kept", async () => {
+    const r = await sb.exec('seq 1 100000', { maxOutputBytes: 1000, keepOutput: 'last', timeoutMs: 30_000 });
+    assert.equal(r.truncated, true);
+    assert.ok(r.stdout.length <= 1000 && r.stdout.length > 0, String(r.stdout.length));
+    assert.ok(r.stdout.endsWith('\n99999\n100000\n'), JSON.stringify(r.stdout.slice(-40)));
+    // A stream goes on past the first 1000 bytes to the end (a reader more than 1000 bytes behind
+    // skips to the oldest kept, so how much it gets depends on how fast it reads).
+    let streamed = '';
+    let exit: ExecEvent | undefined;
+    for await (const ev of sb.execStream('seq 1 100000', { maxOutputBytes: 1000, keepOutput: 'last' })) {
+      if (ev.type === 'stdout') streamed += ev.data;
+      if (ev.type === 'exit') exit = ev;
+    }
+    assert.ok(exit?.type === 'exit' && exit.truncated && exit.exitCode === 0, JSON.stringify(exit));
+    assert.ok(streamed.endsWith('\n99999\n100000\n') && streamed.length > 1000, String(streamed.length));
+  });
+
   test('a command outlives its dropped connection and can be re-read from an offset', async () => {
     const ac = new AbortController();
     let commandId = '';

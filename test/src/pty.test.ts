@@ -226,6 +226,21 @@ describe('terminals', () => {
     await until(async () => !(await sb.commands()).some((c) => c.commandId === term.commandId), 10_000);
   });
 
+  test('a terminal goes on showing output past its 10 MiB: the oldest is dropped, not the newest', { timeout: 120_000 }, async () => {
+    const term = await sb.terminal({ cols: 80, rows: 24 });
+    let bytes = 0;
+    let tail = '';
+    term.onData((d) => {
+      bytes += d.length;
+      tail = (tail + Buffer.from(d).toString('latin1')).slice(-400);
+    });
+    term.write('head -c 12000000 /dev/zero | tr "\\0" a; echo; echo "DONE-$((6*7))"\r');
+    await until(async () => tail.includes('DONE-42'), 100_000);
+    assert.ok(bytes > 12_000_000, String(bytes));
+    term.write('exit 3\r');
+    assert.equal((await term.exited).exitCode, 3);
+  });
+
   test('the WebSocket refuses what RFC 6455 forbids and a caller without a key', { timeout: 30_000 }, async () => {
     const u = new URL(t.url);
     const raw = (auth: boolean, frames: Buffer[]): Promise<{ head: string; messages: Array<{ opcode: number; payload: Buffer }> }> =>

@@ -52,6 +52,12 @@ export const ExecRequest = z.strictObject({
     .min(0)
     .max(256 * 1024 * 1024)
     .optional(),
+  keepOutput: z
+    .enum(['first', 'last'])
+    .optional()
+    .describe(
+      "which output maxOutputBytes keeps. 'first' (the default, but on a terminal): output past it is dropped, streamed to nobody, and the exit says truncated. 'last' (the default on a terminal): output streams on as it comes, and what is retained (the buffered answer, a stream read again from an offset) is its last maxOutputBytes; a reader behind that goes on from the oldest output retained, and the exit says truncated",
+    ),
   requestId: z.string().min(1).max(256).optional(),
   keepStdinOpen: z.boolean().optional().describe('keep stdin open for POST .../stdin after `stdin` is sent'),
   pty: TerminalSize.optional().describe(

@@ -6,6 +6,8 @@ export type OutputStream = 'stdout' | 'stderr';
 interface Chunk {
   stream: OutputStream;
   data: Buffer;
+  /** Where it starts in the combined output. */
+  start: number;
 }
 
 /**
@@ -17,11 +19,17 @@ export const MAX_EVENT_BYTES = 64 * 1024;
 /**
  * A command's retained output (stdout and stderr in the order they came) and its final event,
  * read by any number of readers, each at its own pace: a reader holds a position in what is
- * retained, never a copy of it, so one that reads slowly (or not at all) costs nothing.
+ * retained, never a copy of it, so one that reads slowly (or not at all) costs nothing. The oldest
+ * output may be dropped (trimTo): a reader behind it goes on from the oldest output retained.
  */
 export class CommandOutput {
-  private readonly chunks: Chunk[] = [];
+  /** Retained from `head` on; what is before it was dropped (the array is cut now and then, `cut` chunks so far). */
+  private chunks: Chunk[] = [];
+  private head = 0;
+  private cut = 0;
   private bytes = 0;
+  /** Bytes of output there were, retained or dropped. */
+  private total = 0;
   private last: ExecEvent | null = null;
   /** Readers waiting for more output or the end. */
   private readonly wakers = new Set<() => void>();
@@ -40,9 +48,26 @@ export class CommandOutput {
   }
 
   add(stream: OutputStream, data: Buffer): void {
-    this.chunks.push({ stream, data });
+    this.chunks.push({ stream, data, start: this.total });
     this.bytes += data.length;
+    this.total += data.length;
     this.wake();
+  }
+
+  /** Drops the oldest output, a chunk at a time, until at most `keep` bytes are retained; answers the bytes dropped. */
+  trimTo(keep: number): number {
+    let dropped = 0;
+    while (this.bytes > keep && this.head < this.chunks.length) {
+      const n = this.chunks[this.head++]!.data.length;
+      this.bytes -= n;
+      dropped += n;
+    }
+    if (this.head > 1024 && this.head * 2 > this.chunks.length) {
+      this.chunks = this.chunks.slice(this.head);
+      this.cut += this.head;
+      this.head = 0;
+    }
+    return dropped;
   }
 
   /** The command is over: `ev` (exit or error) is the last event. */
@@ -55,7 +80,9 @@ export class CommandOutput {
 
   /** The whole retained output of one stream. */
   text(stream: OutputStream): string {
-    return Buffer.concat(this.chunks.filter((c) => c.stream === stream).map((c) => c.data)).toString('utf8');
+    const mine: Buffer[] = [];
+    for (let i = this.head; i < this.chunks.length; i++) if (this.chunks[i]!.stream === stream) mine.push(this.chunks[i]!.data);
+    return Buffer.concat(mine).toString('utf8');
   }
 
   /**
@@ -76,40 +103,42 @@ export class CommandOutput {
 
   private reader(offset: number): AsyncIterator<ExecEvent> {
     const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
-    let skip = Math.max(0, offset);
-    /** Where the reader is: chunk `index`, byte `at` in it. */
+    /** Where the reader is in the combined output, and the chunk it is in (counted over every chunk there was). */
+    let pos = Math.max(0, offset);
     let index = 0;
-    let at = 0;
     let flushed = false;
     const tail: ExecEvent[] = [];
     let over = false;
     let waker: (() => void) | null = null;
 
+    /** The array index of the first retained chunk that ends past `pos`. */
+    const find = (): number => {
+      let i = Math.max(this.head, index - this.cut);
+      while (i < this.chunks.length && this.chunks[i]!.start + this.chunks[i]!.data.length <= pos) i++;
+      return i;
+    };
+
     /** The next piece of one stream's retained bytes (same-stream chunks joined up to MAX_EVENT_BYTES), or null at the end of what is retained. */
     const piece = (): { stream: OutputStream; data: Buffer } | null => {
+      const oldest = this.chunks[this.head]?.start ?? this.total;
+      // What the reader had not read yet and was dropped: it goes on from the oldest retained.
+      if (pos < oldest) pos = oldest;
       const parts: Buffer[] = [];
       let stream: OutputStream | null = null;
       let n = 0;
-      while (index < this.chunks.length && n < MAX_EVENT_BYTES) {
-        const c = this.chunks[index]!;
+      let i = find();
+      while (i < this.chunks.length && n < MAX_EVENT_BYTES) {
+        const c = this.chunks[i]!;
         if (stream && c.stream !== stream) break;
-        let k = Math.min(c.data.length - at, MAX_EVENT_BYTES - n);
-        if (skip > 0) {
-          const dropped = Math.min(skip, k);
-          skip -= dropped;
-          at += dropped;
-          k -= dropped;
-        } else if (k > 0) {
-          stream = c.stream;
-          parts.push(c.data.subarray(at, at + k));
-          at += k;
-          n += k;
-        }
-        if (at >= c.data.length) {
-          index++;
-          at = 0;
-        }
+        stream = c.stream;
+        const at = pos - c.start;
+        const k = Math.min(c.data.length - at, MAX_EVENT_BYTES - n);
+        parts.push(c.data.subarray(at, at + k));
+        pos += k;
+        n += k;
+        if (at + k >= c.data.length) i++;
       }
+      index = i + this.cut;
       if (!stream) return null;
       return { stream, data: parts.length === 1 ? parts[0]! : Buffer.concat(parts) };
     };

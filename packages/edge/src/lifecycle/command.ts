@@ -38,6 +38,8 @@ export interface CommandOptions {
    * signal interrupts the session's shell).
    */
   signalByPid?: (pid: number, signal: number) => Promise<boolean>;
+  /** Keeps the last `maxOutputBytes` of its output, not the first: output goes on to its readers (ExecRequest.keepOutput). */
+  keepLastOutput?: boolean;
 }
 
 /**
@@ -74,7 +76,10 @@ export class Command {
     this.stdinHold = o.stdin ?? null;
     this.stdinDeadlineMs = o.stdinDeadlineMs ?? STDIN_DEADLINE_MS;
     this.signalByPid = o.signalByPid ?? null;
+    this.keepLast = o.keepLastOutput === true;
   }
+
+  private readonly keepLast: boolean;
 
   private readonly budgets: OutputBudget[];
   private readonly stdinHold: StdinHold | null;
@@ -114,6 +119,10 @@ export class Command {
 
   private output(stream: OutputStream, data: Buffer): void {
     this.onActivity();
+    if (this.keepLast) {
+      this.outputKeepingLast(stream, data);
+      return;
+    }
     const room = this.maxOutputBytes - this.out.length;
     if (room <= 0) {
       this.truncated = true;
@@ -122,6 +131,16 @@ export class Command {
     let kept = data.length > room ? data.subarray(0, room) : data;
     if (this.budgets.length) kept = kept.subarray(0, this.released ? 0 : takeFromAll(this.budgets, kept.length));
     if (kept.length < data.length) this.truncated = true;
+    if (kept.length) this.out.add(stream, kept);
+  }
+
+  /** The oldest output makes room for the newest (its budget given back, then taken again for the newest). */
+  private outputKeepingLast(stream: OutputStream, data: Buffer): void {
+    let kept = data.length > this.maxOutputBytes ? data.subarray(data.length - this.maxOutputBytes) : data;
+    const dropped = this.out.trimTo(this.maxOutputBytes - kept.length);
+    if (dropped && !this.released) for (const b of this.budgets) b.give(dropped);
+    if (this.budgets.length) kept = kept.subarray(0, this.released ? 0 : takeFromAll(this.budgets, kept.length));
+    if (dropped || kept.length < data.length) this.truncated = true;
     if (kept.length) this.out.add(stream, kept);
   }
 

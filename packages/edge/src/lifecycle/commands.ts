@@ -150,6 +150,7 @@ async function launch(
     budgets: budgets.output,
     stdin: budgets.stdin,
     // A paused sandbox's init answers nothing until it resumes: its signal waits on the call.
+    keepLastOutput: req.keepOutput === 'last' || (req.pty !== undefined && req.keepOutput !== 'first'),
     signalByPid: req.session ? undefined : async (p, n) => !l.spec.paused && (await ch.signalCommand(sock, p, n), true),
   }));
   l.commands.set(cmdId, cmd);

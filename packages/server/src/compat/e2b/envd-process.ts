@@ -125,6 +125,8 @@ export const PROCESS: Record<string, Call> = {
       user: a.user,
       timeoutMs: timeout > 0 && Number.isFinite(timeout) ? Math.min(Math.ceil(timeout), MAX_COMMAND_MS) : MAX_COMMAND_MS,
       keepStdinOpen: msg.stdin === true || size !== null,
+      // envd streams a process's output for as long as it runs: the last 10 MiB are kept for Connect.
+      keepOutput: 'last',
       ...(size ? { pty: size } : {}),
       ...(msg.tag !== undefined ? { tag: msg.tag as string } : {}),
     });
