@@ -403,6 +403,26 @@ describe('terminals', () => {
   });
 });
 
+test('a Warren closes while a terminal is open: the terminal ends with it, the close does not wait on its client', { timeout: 60_000 }, async () => {
+  const t = await startTestWarren({ images: ['debian-python:latest'] });
+  try {
+    const sb = await t.client.sandboxes.create({ image: 'debian-python:latest' });
+    const term = await sb.terminal();
+    const s = screen(term);
+    term.write('echo up-$((1+1))\r');
+    await s.waitFor('up-2');
+    const ended = term.exited.then(
+      () => 'exited',
+      () => 'lost',
+    );
+    // It waited for as long as the client kept its terminal open.
+    await t.close();
+    assert.ok(['exited', 'lost'].includes(await ended));
+  } finally {
+    await t.close();
+  }
+});
+
 test('warren shell on a terminal: raw keys, ^C, the window size, and its exit code', { timeout: 120_000 }, async () => {
   const t = await startTestWarren({ images: ['debian-python:latest'] });
   try {

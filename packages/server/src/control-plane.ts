@@ -18,7 +18,7 @@ import { FileService } from './services/files.js';
 import { NodeService } from './services/nodes.js';
 import { AuditLog } from './services/audit.js';
 import { nodeEventHandler } from './services/node-events.js';
-import { createApp } from './http/app.js';
+import { closeAllConnections, createApp } from './http/app.js';
 import type { RouteDeps } from './http/route-types.js';
 import { Cluster } from './cluster/cluster.js';
 import type { WarrenOptions } from './node.js';
@@ -242,7 +242,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       await new Promise<void>((resolve) => {
         if (!server.listening) return resolve();
         server.close(() => resolve());
-        server.closeAllConnections();
+        closeAllConnections(server);
       });
       service.queue.close();
       pools.close();

@@ -41,6 +41,18 @@ async function routeBody(spec: RouteSpec, req: IncomingMessage): Promise<unknown
   return spec.body ? jsonBody(req, spec.body, spec.maxBodyBytes) : undefined;
 }
 
+/** Each server's upgraded connections (terminals, proxied WebSockets): Node's server forgets them at the upgrade. */
+const upgraded = new WeakMap<Server, Set<Duplex>>();
+
+/**
+ * Ends every connection of a server that is closing: its HTTP ones and its upgraded ones (a
+ * terminal left open kept `close` waiting for as long as its client stayed).
+ */
+export function closeAllConnections(server: Server): void {
+  server.closeAllConnections();
+  for (const s of upgraded.get(server) ?? []) s.destroy();
+}
+
 /** Builds the HTTP server of the Warren API (routes from the contract, one error handler). */
 export function createApp(d: AppDeps): Server {
   const router = new Router();
@@ -131,8 +143,12 @@ export function createApp(d: AppDeps): Server {
     });
   });
   // Upgrades (WebSocket) are served by the port proxy and the terminal.
+  const open = new Set<Duplex>();
+  upgraded.set(server, open);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => undefined);
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
     const fail = (err: unknown): void => {
       const e = err instanceof WarrenError ? err : new WarrenError('internal', 'internal error');
       const body = JSON.stringify(serializeError(e).body);
