@@ -47,6 +47,8 @@ async function server(
     logger?: typeof quiet;
     edgeNetworks?: string[];
     requireEdgeTls?: boolean;
+    images?: Array<'busybox:latest' | 'debian-python:latest'>;
+    fn?: Parameters<typeof startServer>[0]['fn'];
   } = {},
 ): Promise<{ s: RunningServer; client: Warren; database: string }> {
   const database = o.database ?? (await pg.createDatabase(`cluster${++dbs}`));
@@ -56,9 +58,10 @@ async function server(
     dataDir: await dataDir(),
     database,
     imageCacheDir: IMAGE_CACHE,
-    images: ['busybox:latest'],
+    images: o.images ?? ['busybox:latest'],
     adminKey: KEY,
     joinToken: TOKEN,
+    fn: o.fn,
     heartbeatMs: o.heartbeatMs ?? 200,
     downAfterMs: o.downAfterMs ?? 1500,
     staleCreateMs: o.staleCreateMs,
@@ -326,6 +329,53 @@ describe(
       // Heartbeats are not audited (one a second from every node).
       const audit = (await api(s.url, 'GET', '/v1/audit?limit=10000')).json.entries as Array<{ path: string }>;
       assert.equal(audit.filter((e) => e.path.endsWith('/heartbeat')).length, 0);
+    });
+
+    test('FnCall and run_code across two edges: each keeps its own warm workers, calls spread, a node killed mid-call', { timeout: 240_000 }, async () => {
+      const { s, client } = await server({
+        images: ['busybox:latest', 'debian-python:latest'],
+        fn: { pools: [{ image: 'debian-python:latest', language: 'python', size: 1 }] },
+      });
+      const dirOf = { a: await dataDir(), b: await dataDir() };
+      const procs = { a: await edge(s.url, 'a', [], dirOf.a), b: await edge(s.url, 'b', [], dirOf.b) };
+      const fnOf = async (): Promise<Record<string, { workers: number; busy: number; calls: number }>> =>
+        Object.fromEntries((await client.nodes()).nodes.map((n) => [n.id, n.fn]));
+      // The server's pool is kept on each node, by the node.
+      await until(async () => Object.values(await fnOf()).every((f) => f.workers >= 1), 90_000);
+      assert.equal((await client.fn.run({ language: 'python', code: 'print(6 * 7)' })).stdout, '42\n');
+      // Calls at once go to both nodes: each has a warm worker, then starts more of its own.
+      const batch = await client.fn.batch(
+        Array.from({ length: 8 }, (_, i) => ({ language: 'python' as const, code: `import time; time.sleep(0.5); print(${i})` })),
+      );
+      assert.deepEqual(
+        batch.map((r) => ('error' in r ? r.error.message : r.stdout)),
+        Array.from({ length: 8 }, (_, i) => `${i}\n`),
+      );
+      await until(async () => Object.values(await fnOf()).every((f) => f.calls >= 2), 10_000);
+      // run_code (SandboxFusion) the same way, through the cluster.
+      const rc = await api(s.url, 'POST', '/run_code', { code: 'print(7 * 6)', language: 'python' });
+      assert.equal(rc.status, 200, JSON.stringify(rc.json));
+      assert.equal((rc.json.run_result as { stdout: string }).stdout, '42\n');
+      const metrics = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } }).then((r) => r.text());
+      assert.match(metrics, /warren_node_fn_calls_total\{node="a"\} [1-9]/);
+      assert.match(metrics, /warren_node_fn_calls_total\{node="b"\} [1-9]/);
+
+      // A call on a node that dies answers unavailable; the next calls go to the node left.
+      const long = client.fn.run({ language: 'python', code: 'import time; time.sleep(60)', timeoutMs: 90_000 }).then(
+        () => 'answered',
+        (e: { code?: string }) => e.code,
+      );
+      let busyOn: 'a' | 'b' | undefined;
+      await until(async () => {
+        const f = await fnOf();
+        busyOn = (['a', 'b'] as const).find((id) => (f[id]?.busy ?? 0) > 0);
+        return busyOn !== undefined;
+      }, 10_000);
+      await procs[busyOn!].kill('SIGKILL');
+      assert.equal(await long, 'unavailable');
+      for (let i = 0; i < 4; i++) assert.equal((await client.fn.run({ language: 'python', code: `print(${i})` })).stdout, `${i}\n`);
+      // Back, it removes the workers it left.
+      await edge(s.url, busyOn!, [], dirOf[busyOn!]);
     });
 
     test('an edge killed (-9) is marked down, its sandboxes failed with a reason; restarted, it joins again and removes what it left', async () => {

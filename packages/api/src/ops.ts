@@ -72,6 +72,20 @@ export const Node = z.object({
   paused: z.number(),
   /** Sandboxes and paused ones per backend it runs. */
   byBackend: z.record(z.string(), z.object({ sandboxes: z.number(), paused: z.number() })),
+  /**
+   * Its FnCall workers (warm ones, busy ones, calls waiting for one: per image, and in all) and
+   * its calls since it started: how many, cold starts (a worker started for a call that waited),
+   * and the time calls waited for a worker together (ms).
+   */
+  fn: z.object({
+    workers: z.number(),
+    busy: z.number(),
+    queued: z.number(),
+    calls: z.number(),
+    coldStarts: z.number(),
+    queuedMs: z.number(),
+    images: z.array(z.object({ image: z.string(), workers: z.number(), busy: z.number(), queued: z.number() })),
+  }),
   lastHeartbeatAt: z.string(),
   /**
    * How far the node's clock is ahead of this replica's (ms, negative: behind; null: not measured
@@ -94,6 +108,28 @@ export const NodeLoad = z.object({
   sandboxes: z.number().int().min(0),
   paused: z.number().int().min(0),
   byBackend: z.record(z.string(), z.object({ sandboxes: z.number().int().min(0), paused: z.number().int().min(0) })).optional(),
+  /** Its FnCall workers per group (image and size) and its calls since it started. */
+  fn: z
+    .object({
+      groups: z
+        .array(
+          z.object({
+            key: z.string().max(64),
+            image: z.string().max(512),
+            workers: z.number().int().min(0),
+            busy: z.number().int().min(0),
+            queued: z.number().int().min(0),
+          }),
+        )
+        .max(1024),
+      calls: z.number().int().min(0),
+      timedOut: z.number().int().min(0),
+      failed: z.number().int().min(0),
+      rejected: z.number().int().min(0),
+      coldStarts: z.number().int().min(0),
+      queuedMs: z.number().min(0),
+    })
+    .optional(),
 });
 /** A node's name: what `warren edge --name` gives (a DNS label's characters). */
 export const NodeName = z

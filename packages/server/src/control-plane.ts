@@ -140,22 +140,24 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     logger: o.logger,
     now: o.clock,
   });
-  const edge = p.local?.api ?? noLocalEdge('warm pools and FnCall');
+  const edge = p.local?.api ?? noLocalEdge('warm pools');
   const pools = new PoolService(store, edge, service, { logger: o.logger });
-  const fnCapacity = p.local?.capacity ?? { cpu: 0, memoryMiB: 0, sandboxes: 0, maxCpuPerSandbox: 0, maxMemoryMiBPerSandbox: 0 };
-  const fn = new FnService(edge, fnCapacity, p.catalogue, {
+  const fn = new FnService(cluster, p.catalogue, {
     ...o.fn,
     logger: o.logger,
-    quota: { usage: (tenant) => store.tenantUsage(tenant), fit: (tenant, quota, r, stored) => service.fitQuota(tenant, quota, r, 1, stored) },
+    quota: {
+      usage: async (tenant) => {
+        const s = await store.tenantUsage(tenant);
+        const h = pools.held(tenant);
+        return { sandboxes: s.sandboxes + h.sandboxes, cpu: s.cpu + h.cpu, memoryMiB: s.memoryMiB + h.memoryMiB };
+      },
+    },
   });
-  if (p.local) {
-    service.pools = pools;
-    service.fn = fn;
-  }
+  service.fn = fn;
+  if (p.local) service.pools = pools;
   handle = nodeEventHandler({
     store,
     sandboxes: service,
-    fn,
     local: (node) => cluster.all().some((n) => n.id === node && n.local),
     logger: o.logger,
   });
@@ -207,10 +209,8 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     adminKey: admin.key,
     adminKeyFile: admin.file,
     async start() {
-      if (p.local) {
-        await pools.start();
-        await fn.start();
-      }
+      if (p.local) await pools.start();
+      await fn.start();
       flush = setInterval(() => void service.sync.flushActivity().catch(() => undefined), 5000);
       flush.unref();
       if (!p.local) {
@@ -246,7 +246,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       });
       service.queue.close();
       pools.close();
-      if (p.local) await fn.close();
+      fn.close();
       await service.sync.flushActivity().catch(() => undefined);
       await audit.close();
       await cluster.close();

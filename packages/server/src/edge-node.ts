@@ -41,7 +41,7 @@ import type { Logger, WarrenOptions } from './node.js';
 /** The options of a node's edge: all of WarrenOptions that is not the control plane's. */
 export type EdgeNodeOptions = Omit<
   WarrenOptions,
-  'port' | 'host' | 'database' | 'adminKey' | 'defaultTtlSeconds' | 'defaultBackend' | 'pullRegistries' | 'fn' | 'holdAt' | 'edgeTransport'
+  'port' | 'host' | 'database' | 'adminKey' | 'defaultTtlSeconds' | 'defaultBackend' | 'pullRegistries' | 'holdAt' | 'edgeTransport'
 >;
 
 /** A node's edge and what it stands on, opened (see openEdgeNode). */
@@ -225,6 +225,8 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
     },
     memoryFloorMiB: o.memoryFloorMiB,
     maxRetainedOutputBytes: o.maxRetainedOutputBytes,
+    // The node's FnCall workers (the pools, image and call sizes are the control plane's).
+    fn: o.fn && { maxWorkersPerImage: o.fn.maxWorkersPerImage, queueLimit: o.fn.queueLimit, idleMs: o.fn.idleMs },
     failpoint,
     logger: o.logger,
     network: network ?? undefined,

@@ -160,7 +160,7 @@ class Pool {
    * the pool.
    */
   dedicated(): Promise<Connection> {
-    if (this.closed) return Promise.reject(new WarrenError('unavailable', 'the connection to the edge was closed'));
+    if (this.closed) return Promise.reject(new WarrenError('unavailable', 'the connection to the edge was closed', { started: false }));
     return this.open(false);
   }
 
@@ -168,7 +168,7 @@ class Pool {
   acquire(): Promise<Connection> {
     const c = this.take();
     if (c) return Promise.resolve(c);
-    if (this.closed) return Promise.reject(new WarrenError('unavailable', 'the connection to the edge was closed'));
+    if (this.closed) return Promise.reject(new WarrenError('unavailable', 'the connection to the edge was closed', { started: false }));
     if (this.all.size + this.opening < (this.o.maxSockets ?? 64)) return this.open();
     return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
   }
@@ -242,7 +242,7 @@ class Pool {
           (e: unknown) => reject(broke(e)),
         );
       });
-      req.once('error', (e) => reject(new WarrenError('unavailable', `the edge cannot be reached: ${e.message}`, {}, { cause: e })));
+      req.once('error', (e) => reject(new WarrenError('unavailable', `the edge cannot be reached: ${e.message}`, { started: false }, { cause: e })));
       req.end();
     });
   }

@@ -6,6 +6,7 @@ import type { BackendCapabilities } from '../backends/backend.js';
 import type { EdgeSandboxSpec, EdgeSandboxState } from '../lifecycle/edge-spec.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import type { FnCallOutcome, FnCallSpec } from '../fn/fn-call.js';
+import type { EdgeFnCall, EdgeFnResult, FnGroupSpec, FnLoad } from '../fn/fn-workers.js';
 
 export type { EdgeEvent } from '../lifecycle/events.js';
 
@@ -40,6 +41,8 @@ export interface EdgeLoad {
   paused: number;
   /** Sandboxes and paused ones per backend (absent from an edge that does not say). */
   byBackend?: Record<string, { sandboxes: number; paused: number }>;
+  /** Its FnCall workers and calls (absent from an edge that runs none). */
+  fn?: FnLoad;
 }
 
 /** A file handed over at create, whole. */
@@ -157,6 +160,16 @@ export interface EdgeApi {
   createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string>;
   deleteSession(id: string, sessionId: string): Promise<void>;
   fnCall(id: string, spec: FnCallSpec): Promise<FnCallOutcome>;
+
+  // ---- FnCall (the node's own workers) ----
+  /**
+   * Runs a call on one of the node's FnCall workers, made under its admission when none is free
+   * (the tenant's within `room`); calls wait per tenant, served in turn. An error with
+   * `details.started === false` never reached a worker (another node may take it).
+   */
+  fnRun(call: EdgeFnCall): Promise<EdgeFnResult>;
+  /** Keeps `size` workers of a group warm from now on (python: its zygote started too). */
+  fnWarm(group: FnGroupSpec, size: number, language: FnCallSpec['language'] | null): Promise<void>;
 
   // ---- files (paths resolve inside the sandbox) ----
   readFile(id: string, path: string): Promise<FileBody>;

@@ -49,6 +49,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
       sandboxes: u.sandboxes,
       paused: u.paused,
       byBackend: edge.byBackend(),
+      fn: edge.fn.load(),
     };
   };
   return {
@@ -125,6 +126,8 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     createSession: (id, p) => edge.createSession(id, p),
     deleteSession: (id, s) => edge.deleteSession(id, s),
     fnCall: (id, spec) => edge.fnCall(id, spec),
+    fnRun: async (c) => edge.fn.run(c),
+    fnWarm: async (g, size, language) => edge.fn.keepWarm(g, size, language),
 
     readFile: (id, path) => edge.files.read(id, path),
     writeFile: (id, path, body, mode) => edge.files.write(id, path, body as AsyncIterable<Buffer>, mode),

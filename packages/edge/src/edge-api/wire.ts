@@ -51,6 +51,8 @@ export const EDGE_CALLS = {
   createSession: 'unary',
   deleteSession: 'unary',
   fnCall: 'unary',
+  fnRun: 'unary',
+  fnWarm: 'unary',
   readFile: 'body-out',
   writeFile: 'body-in',
   statPath: 'unary',

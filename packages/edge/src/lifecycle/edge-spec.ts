@@ -1,3 +1,4 @@
+import type { FnGroupSpec, FnWorkersOptions } from '../fn/fn-workers.js';
 import type { NetworkPolicy, NetworkUsage } from '@warren/api';
 import type { Backend, SandboxStats } from '../backends/backend.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
@@ -64,4 +65,23 @@ export interface EdgeOptions {
   now?: () => number;
   /** How often the sweep runs (TTLs, idle timeouts, dead sandboxes, CPU samples; ms, default 1000). */
   sweepMs?: number;
+  /** The node's FnCall workers: how many, how long kept idle, the calls that may wait. */
+  fn?: Omit<FnWorkersOptions, 'logger'>;
+}
+
+/** A FnCall worker of group `g`: a container sandbox that runs only FnCalls, no network, nobody's env or lifetime. */
+export function fnWorkerSpec(id: string, g: FnGroupSpec, now: number): EdgeSandboxSpec {
+  return {
+    id,
+    layers: g.layers,
+    resources: g.resources,
+    env: {},
+    user: null,
+    workdir: null,
+    expiresAtMs: null,
+    idleTimeoutMs: null,
+    lastActivityMs: now,
+    paused: false,
+    fn: true,
+  };
 }

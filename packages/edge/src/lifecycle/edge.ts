@@ -7,11 +7,12 @@ import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type 
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
+import { FnWorkers } from '../fn/fn-workers.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { markActivity, memAvailableMiB, newCommandId, newLive, type Live } from './live.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
-import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
+import { fnWorkerSpec, type EdgeOptions, type EdgeSandboxSpec, type EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands } from './commands.js';
 import { SandboxFiles } from './files.js';
 import { COMMIT_RESIDUES } from '../init/platform.js';
@@ -57,6 +58,8 @@ export class Edge {
   readonly networks: SandboxNetworks;
   /** What pausing and resuming needs of the edge. */
   private readonly pauses: PauseContext;
+  /** The node's FnCall workers (its own sandboxes: listed nowhere, no events). */
+  readonly fn: FnWorkers;
 
   constructor(private readonly o: EdgeOptions) {
     this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
@@ -70,6 +73,15 @@ export class Edge {
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
     this.pauses = { now: () => this.now(), events: this.events, logger: o.logger };
     this.backendSet = new BackendSet(o.backends);
+    this.fn = new FnWorkers(
+      {
+        create: (id, g) => this.create(fnWorkerSpec(id, g, this.now())),
+        destroy: (id) => this.destroy(id),
+        call: (id, spec) => this.fnCall(id, spec),
+        newId: () => `sb_${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`,
+      },
+      { ...o.fn, logger: o.logger },
+    );
   }
 
   get nodeId(): string {
@@ -89,6 +101,7 @@ export class Edge {
   start(): void {
     this.timer = setInterval(() => this.sweep(), this.o.sweepMs ?? 1000);
     this.timer.unref();
+    this.fn.start();
   }
 
   capacity(): EdgeCapacity {
@@ -245,7 +258,7 @@ export class Edge {
    * out. `touched`: only those with activity since the last such call (which it clears).
    */
   async states(q: { ids?: string[]; usage?: boolean; touched?: boolean } = {}): Promise<EdgeSandboxState[]> {
-    const ids = q.ids ?? [...this.live.keys()];
+    const ids = q.ids ?? [...this.live.keys()].filter((id) => !this.fn.owns(id));
     const out: EdgeSandboxState[] = [];
     for (const id of ids) {
       const l = this.live.get(id);
@@ -539,7 +552,8 @@ export class Edge {
     for (const [id, l] of [...this.live]) {
       if (await l.backend.exited(l.sb).catch(() => false)) {
         this.o.logger?.warn('sandbox init exited', { id });
-        this.events.emit({ type: 'died', id });
+        if (this.fn.owns(id)) this.fn.died(id);
+        else this.events.emit({ type: 'died', id });
       }
     }
   }
@@ -564,6 +578,7 @@ export class Edge {
   /** Stops the sweep; with `keep`, leaves sandboxes running for the next start to adopt. */
   async close(opts: { keep: boolean }): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    await this.fn.close();
     if (!opts.keep) {
       const ids = [...this.live.keys()];
       for (let i = 0; i < ids.length; i += 16) await Promise.all(ids.slice(i, i + 16).map((id) => this.destroy(id).catch(() => undefined)));

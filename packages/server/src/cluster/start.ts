@@ -30,6 +30,7 @@ export interface ServerOptions
     | 'pullRegistries'
     | 'nativeDir'
     | 'logger'
+    | 'fn'
   > {
   /** What edges join with (`WARREN_JOIN_TOKEN`). */
   joinToken: string;

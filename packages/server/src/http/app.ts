@@ -111,7 +111,7 @@ export function createApp(d: AppDeps): Server {
         exposition([
           `# TYPE warren_http_requests_total counter\nwarren_http_requests_total ${metrics.requests}\n` +
             `# TYPE warren_http_errors_total counter\nwarren_http_errors_total ${metrics.errors}\n`,
-          d.fn.metrics(),
+          await d.fn.metrics(),
           nodes,
         ]),
       );

@@ -1,13 +1,14 @@
 import type { JoinNodeRequest, JoinNodeResponse, ListNodesResponse } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { BlockList } from 'node:net';
-import type { EdgeApi, EdgeInfo, EdgeLoad, RemoteEdgeApi } from '@warren/edge';
+import type { EdgeApi, EdgeInfo, EdgeLoad, FnLoad, RemoteEdgeApi } from '@warren/edge';
 import { connectEdge, type Cluster, type ClusterNode } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import { DEFAULT_EDGE_NETWORKS, edgeNetworks, hostAddresses, joinTarget } from '../cluster/join-address.js';
 import type { Store } from '../store/store.js';
 import { GroupWrite } from './group-write.js';
 import type { SandboxService } from './sandboxes.js';
+import { fnGauges } from './fn.js';
 
 export interface NodeServiceOptions {
   /** How often an edge sends its heartbeat (ms). */
@@ -156,6 +157,7 @@ export class NodeService {
       paused: load.paused,
       backends: n.info.backends.map((b) => b.name),
       byBackend: load.byBackend ?? {},
+      fn: fnView(load.fn),
       lastHeartbeatAt: new Date(n.local ? Date.now() : n.heartbeatAt).toISOString(),
       clockOffsetMs: n.local ? 0 : ((n.api as Partial<RemoteEdgeApi>).clockOffsetMs?.() ?? null),
       tlsFingerprint: n.tlsFingerprint,
@@ -216,4 +218,16 @@ export class NodeService {
   private networkMetrics(edge: EdgeApi): Promise<string> {
     return within(2000, 'the edge', edge.networkMetrics()).catch(() => '');
   }
+}
+
+/** A node's FnCall workers as /v1/nodes shows them. */
+function fnView(f: FnLoad | undefined): ListNodesResponse['nodes'][number]['fn'] {
+  if (!f) return { workers: 0, busy: 0, queued: 0, calls: 0, coldStarts: 0, queuedMs: 0, images: [] };
+  return {
+    ...fnGauges(f),
+    calls: f.calls,
+    coldStarts: f.coldStarts,
+    queuedMs: f.queuedMs,
+    images: f.groups.map((g) => ({ image: g.image, workers: g.workers, busy: g.busy, queued: g.queued })),
+  };
 }
