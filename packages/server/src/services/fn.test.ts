@@ -60,3 +60,49 @@ test("only Warren's own images get the zygote: another image's python3 would sta
   assert.equal(callSpec({ language: 'python', code: '' }).zygote, false, 'no image said: no zygote');
   assert.equal(callSpec({ language: 'python', code: '' }, TRUSTED).zygote, true);
 });
+
+test('a call a node never started goes once to another node; a tenant refused there is not sent on', async () => {
+  const { FnService } = await import('./fn.js');
+  const sent: string[] = [];
+  const node = (id: string, answer: () => Promise<unknown>) => ({
+    id,
+    boot: id,
+    state: 'ready',
+    local: false,
+    info: { backends: [{ name: 'container' }], capacity: { cpu: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 4096 } },
+    load: { committed: { cpu: id === 'full' ? 0 : 1 } },
+    api: {
+      fnRun: async () => {
+        sent.push(id);
+        return answer();
+      },
+    },
+  });
+  const ok = async () => ({
+    stdout: 'ok',
+    stderr: '',
+    exitCode: 0,
+    signal: null,
+    durationMs: 1,
+    queuedMs: 0,
+    timedOut: false,
+    truncated: false,
+    cold: false,
+    held: { sandboxes: 0, cpu: 0, memoryMiB: 0 },
+  });
+  const full = node('full', async () => {
+    throw new WarrenError('resource_exhausted', 'the node is full', { started: false });
+  });
+  const catalogue = { getImage: async () => ({ layers: ['sha256:1'], env: {}, builtIn: true, tenant: null }) };
+  const caller = { tenant: 't', role: 'admin', quota: {} } as never;
+  const fn = new FnService({ up: () => [full, node('spare', ok)] } as never, catalogue as never, { logger: { warn: () => undefined } });
+  assert.equal((await fn.run(caller, { language: 'bash', code: 'true' })).stdout, 'ok');
+  assert.deepEqual(sent, ['full', 'spare']);
+  sent.length = 0;
+  const quota = node('quota', async () => {
+    throw new WarrenError('resource_exhausted', 'tenant "t" is over its quota');
+  });
+  const fn2 = new FnService({ up: () => [quota, node('spare', ok)] } as never, catalogue as never, { logger: { warn: () => undefined } });
+  await assert.rejects(fn2.run(caller, { language: 'bash', code: 'true' }), /over its quota/);
+  assert.deepEqual(sent, ['quota']);
+});

@@ -153,7 +153,8 @@ export class FnService {
       try {
         r = await node.api.fnRun({ tenant: caller.tenant, room, group, spec });
       } catch (e) {
-        const never = e instanceof WarrenError && e.details.started === false && e.code !== 'resource_exhausted';
+        // Never reached a worker there (the node unreachable, or full: no worker could start): another node may take it.
+        const never = e instanceof WarrenError && e.details.started === false;
         if (never && tried.size < 2 && !this.closed) {
           this.counts.retried++;
           continue;
