@@ -378,6 +378,41 @@ describe(
       await edge(s.url, busyOn!, [], dirOf[busyOn!]);
     });
 
+    test(
+      'warm pools across two edges: each keeps its share, a create claims from either, a node lost moves its share to the other',
+      { timeout: 120_000 },
+      async () => {
+        const { s, client } = await server();
+        const dirOf = { a: await dataDir(), b: await dataDir() };
+        const procs = { a: await edge(s.url, 'a', [], dirOf.a), b: await edge(s.url, 'b', [], dirOf.b) };
+        const spec = { image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 64 } };
+        const held = async (): Promise<Record<string, number>> => Object.fromEntries((await client.nodes()).nodes.map((n) => [n.id, n.sandboxes]));
+        const ready = async (): Promise<number> => (await client.pools.list())[0]?.ready ?? -1;
+        const pool = await client.pools.create({ ...spec, size: 4 });
+        await until(async () => (await ready()) === 4, 30_000);
+        // Each node keeps its share: 2 and 2 (nodes count the members they hold).
+        assert.deepEqual(await held(), { a: 2, b: 2 });
+        const claimed = await client.sandboxes.create(spec);
+        assert.equal((await client.pools.list())[0]!.claims, 1);
+        assert.equal((await claimed.exec('echo claimed')).stdout, 'claimed\n');
+        const on = claimed.info.node as 'a' | 'b';
+        // Refilled where it was taken.
+        await until(async () => (await held())[on] === 3 && (await ready()) === 4, 30_000);
+        // A node lost: the pool keeps its size from the other.
+        const lost = on === 'a' ? 'b' : 'a';
+        await procs[lost].kill('SIGKILL');
+        await until(async () => (await nodeStates(client))[lost] === 'down', 10_000);
+        await until(async () => (await ready()) === 4 && (await held())[on] === 5, 30_000);
+        // Deleted, its members go; the claimed sandbox stays.
+        await client.pools.delete(pool.id);
+        await until(async () => (await held())[on] === 1, 10_000);
+        assert.equal((await claimed.exec('echo still')).stdout, 'still\n');
+        await claimed.delete();
+        // Back, the lost node removes the members it left.
+        await edge(s.url, lost, [], dirOf[lost]);
+      },
+    );
+
     test('an edge killed (-9) is marked down, its sandboxes failed with a reason; restarted, it joins again and removes what it left', async () => {
       const { s, client } = await server();
       const aDir = await dataDir();

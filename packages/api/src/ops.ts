@@ -130,6 +130,11 @@ export const NodeLoad = z.object({
       queuedMs: z.number().min(0),
     })
     .optional(),
+  /** Its members of warm pools, per pool: ready, being made, the last error making one. */
+  pools: z
+    .array(z.object({ id: z.string().max(64), ready: z.number().int().min(0), creating: z.number().int().min(0), lastError: z.string().max(4096).nullable() }))
+    .max(4096)
+    .optional(),
 });
 /** A node's name: what `warren edge --name` gives (a DNS label's characters). */
 export const NodeName = z

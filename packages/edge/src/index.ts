@@ -34,6 +34,7 @@ export { fnArgv } from './fn/fn-call.js';
 export type { FnCallOutcome, FnCallSpec } from './fn/fn-call.js';
 export { FnWorkers, fnGroupKey } from './fn/fn-workers.js';
 export type { EdgeFnCall, EdgeFnResult, FnGroupSpec, FnLoad, FnRoom, FnWorkersOptions } from './fn/fn-workers.js';
+export type { EdgePoolLoad, EdgePoolSpec } from './lifecycle/pool-members.js';
 export type { CommandResult, CommandStream, CreateOutcome, EdgeApi, EdgeEvent, EdgeFile, EdgeInfo, EdgeLoad, FileBody } from './edge-api/edge-api.js';
 export { MAX_CREATE_MANY } from './edge-api/edge-api.js';
 export { localEdgeApi } from './edge-api/local.js';

@@ -113,15 +113,6 @@ async function adminKeyOf(o: { adminKey?: string; dataDir: string }): Promise<{ 
   return { key, file };
 }
 
-/** An EdgeApi for what only the local node runs, on a control plane without one: every call answers why not. */
-function noLocalEdge(what: string): EdgeApi {
-  return new Proxy({} as EdgeApi, {
-    get: () => async () => {
-      throw new WarrenError('unavailable', `${what} run on a single-node Warren (warren up) for now, not across nodes`);
-    },
-  });
-}
-
 /**
  * Builds the control plane's services over a store and a cluster (the nodes it places on and
  * reaches): sandboxes, commands, files, images, pools, FnCall, nodes, keys and audit, and the
@@ -140,8 +131,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     logger: o.logger,
     now: o.clock,
   });
-  const edge = p.local?.api ?? noLocalEdge('warm pools');
-  const pools = new PoolService(store, edge, service, { logger: o.logger });
+  const pools = new PoolService(store, cluster, service, { logger: o.logger });
   const fn = new FnService(cluster, p.catalogue, {
     ...o.fn,
     logger: o.logger,
@@ -154,7 +144,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     },
   });
   service.fn = fn;
-  if (p.local) service.pools = pools;
+  service.pools = pools;
   handle = nodeEventHandler({
     store,
     sandboxes: service,
@@ -209,7 +199,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     adminKey: admin.key,
     adminKeyFile: admin.file,
     async start() {
-      if (p.local) await pools.start();
+      await pools.start();
       await fn.start();
       flush = setInterval(() => void service.sync.flushActivity().catch(() => undefined), 5000);
       flush.unref();

@@ -7,6 +7,7 @@ import type { EdgeSandboxSpec, EdgeSandboxState } from '../lifecycle/edge-spec.j
 import type { EdgeEvent } from '../lifecycle/events.js';
 import type { FnCallOutcome, FnCallSpec } from '../fn/fn-call.js';
 import type { EdgeFnCall, EdgeFnResult, FnGroupSpec, FnLoad } from '../fn/fn-workers.js';
+import type { EdgePoolLoad, EdgePoolSpec } from '../lifecycle/pool-members.js';
 
 export type { EdgeEvent } from '../lifecycle/events.js';
 
@@ -43,6 +44,8 @@ export interface EdgeLoad {
   byBackend?: Record<string, { sandboxes: number; paused: number }>;
   /** Its FnCall workers and calls (absent from an edge that runs none). */
   fn?: FnLoad;
+  /** Its members of warm pools, per pool (absent from an edge that keeps none). */
+  pools?: EdgePoolLoad[];
 }
 
 /** A file handed over at create, whole. */
@@ -170,6 +173,12 @@ export interface EdgeApi {
   fnRun(call: EdgeFnCall): Promise<EdgeFnResult>;
   /** Keeps `size` workers of a group warm from now on (python: its zygote started too). */
   fnWarm(group: FnGroupSpec, size: number, language: FnCallSpec['language'] | null): Promise<void>;
+
+  // ---- warm pools (the node's share of each) ----
+  /** What the node keeps ready from now on, every pool at once: pools left out lose their members. */
+  poolsSet(pools: EdgePoolSpec[]): Promise<void>;
+  /** Takes a ready member of a pool out of it (then `claim` it); null when none is ready. */
+  poolTake(poolId: string): Promise<string | null>;
 
   // ---- files (paths resolve inside the sandbox) ----
   readFile(id: string, path: string): Promise<FileBody>;

@@ -50,6 +50,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
       paused: u.paused,
       byBackend: edge.byBackend(),
       fn: edge.fn.load(),
+      pools: edge.pools.load(),
     };
   };
   return {
@@ -128,6 +129,8 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     fnCall: (id, spec) => edge.fnCall(id, spec),
     fnRun: async (c) => edge.fn.run(c),
     fnWarm: async (g, size, language) => edge.fn.keepWarm(g, size, language),
+    poolsSet: async (pools) => edge.pools.set(pools),
+    poolTake: async (id) => edge.pools.take(id),
 
     readFile: (id, path) => edge.files.read(id, path),
     writeFile: (id, path, body, mode) => edge.files.write(id, path, body as AsyncIterable<Buffer>, mode),

@@ -53,6 +53,8 @@ export const EDGE_CALLS = {
   fnCall: 'unary',
   fnRun: 'unary',
   fnWarm: 'unary',
+  poolsSet: 'unary',
+  poolTake: 'unary',
   readFile: 'body-out',
   writeFile: 'body-in',
   statPath: 'unary',

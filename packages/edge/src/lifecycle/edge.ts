@@ -7,12 +7,14 @@ import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type 
 import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
-import { FnWorkers } from '../fn/fn-workers.js';
+import type { FnWorkers } from '../fn/fn-workers.js';
+import type { PoolMembers } from './pool-members.js';
+import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { markActivity, memAvailableMiB, newCommandId, newLive, type Live } from './live.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
-import { fnWorkerSpec, type EdgeOptions, type EdgeSandboxSpec, type EdgeSandboxState } from './edge-spec.js';
+import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands } from './commands.js';
 import { SandboxFiles } from './files.js';
 import { COMMIT_RESIDUES } from '../init/platform.js';
@@ -58,8 +60,9 @@ export class Edge {
   readonly networks: SandboxNetworks;
   /** What pausing and resuming needs of the edge. */
   private readonly pauses: PauseContext;
-  /** The node's FnCall workers (its own sandboxes: listed nowhere, no events). */
+  /** The node's FnCall workers and warm pools' members (its own sandboxes: listed nowhere, no events). */
   readonly fn: FnWorkers;
+  readonly pools: PoolMembers;
 
   constructor(private readonly o: EdgeOptions) {
     this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
@@ -73,15 +76,22 @@ export class Edge {
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
     this.pauses = { now: () => this.now(), events: this.events, logger: o.logger };
     this.backendSet = new BackendSet(o.backends);
-    this.fn = new FnWorkers(
+    ({ fn: this.fn, pools: this.pools } = ownSandboxes(
       {
-        create: (id, g) => this.create(fnWorkerSpec(id, g, this.now())),
+        create: (spec) => this.create(spec),
         destroy: (id) => this.destroy(id),
-        call: (id, spec) => this.fnCall(id, spec),
-        newId: () => `sb_${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`,
+        fnCall: (id, spec) => this.fnCall(id, spec),
+        has: (id) => this.live.has(id),
+        now: () => this.now(),
+        logger: o.logger,
       },
-      { ...o.fn, logger: o.logger },
-    );
+      o.fn,
+    ));
+  }
+
+  /** Whether a sandbox is the node's own (a FnCall worker, a pool's member), not anyone's yet. */
+  private own(id: string): boolean {
+    return this.fn.owns(id) || this.pools.owns(id);
   }
 
   get nodeId(): string {
@@ -102,6 +112,7 @@ export class Edge {
     this.timer = setInterval(() => this.sweep(), this.o.sweepMs ?? 1000);
     this.timer.unref();
     this.fn.start();
+    this.pools.start();
   }
 
   capacity(): EdgeCapacity {
@@ -258,7 +269,7 @@ export class Edge {
    * out. `touched`: only those with activity since the last such call (which it clears).
    */
   async states(q: { ids?: string[]; usage?: boolean; touched?: boolean } = {}): Promise<EdgeSandboxState[]> {
-    const ids = q.ids ?? [...this.live.keys()].filter((id) => !this.fn.owns(id));
+    const ids = q.ids ?? [...this.live.keys()].filter((id) => !this.own(id));
     const out: EdgeSandboxState[] = [];
     for (const id of ids) {
       const l = this.live.get(id);
@@ -553,6 +564,7 @@ export class Edge {
       if (await l.backend.exited(l.sb).catch(() => false)) {
         this.o.logger?.warn('sandbox init exited', { id });
         if (this.fn.owns(id)) this.fn.died(id);
+        else if (this.pools.owns(id)) this.pools.died(id);
         else this.events.emit({ type: 'died', id });
       }
     }
@@ -571,14 +583,10 @@ export class Edge {
     return gone;
   }
 
-  ids(): string[] {
-    return [...this.live.keys()];
-  }
-
   /** Stops the sweep; with `keep`, leaves sandboxes running for the next start to adopt. */
   async close(opts: { keep: boolean }): Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    await this.fn.close();
+    await Promise.all([this.fn.close(), this.pools.close()]);
     if (!opts.keep) {
       const ids = [...this.live.keys()];
       for (let i = 0; i < ids.length; i += 16) await Promise.all(ids.slice(i, i + 16).map((id) => this.destroy(id).catch(() => undefined)));

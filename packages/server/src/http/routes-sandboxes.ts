@@ -36,7 +36,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     const body = await c.body();
     sendJson(c.res, 201, await d.pools.create(c.caller, body));
   });
-  on(ROUTES.listPools, async (c) => sendJson(c.res, 200, { pools: d.pools.list(c.caller) }));
+  on(ROUTES.listPools, async (c) => sendJson(c.res, 200, { pools: await d.pools.list(c.caller) }));
   on(ROUTES.deletePool, async (c) => {
     await d.pools.delete(c.caller, c.params.id ?? '');
     sendEmpty(c.res);

@@ -1,64 +1,88 @@
 import { WarrenError, type CreatePoolRequest, type Pool } from '@warren/api';
-import type { EdgeApi, EdgeSandboxSpec } from '@warren/edge';
+import type { EdgeLoad, EdgePoolSpec } from '@warren/edge';
+import type { Cluster, ClusterNode } from '../cluster/cluster.js';
+import { within } from '../cluster/within.js';
 import type { PoolRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
-import { poolKey, unclaimedSpec, type Caller, type SandboxService } from './sandboxes.js';
-
-interface PoolState {
-  rec: PoolRecord;
-  key: string;
-  /** Sandboxes made for it and not yet claimed, oldest first. */
-  ready: string[];
-  creating: number;
-  claims: number;
-  /** Times of recent claims (for claims per second). */
-  recent: number[];
-  lastError: string | null;
-  /** After a failed refill, no new try before this time. */
-  retryAt: number;
-}
+import { poolKey, type Caller, type SandboxService } from './sandboxes.js';
 
 export interface PoolServiceOptions {
   logger: { warn(msg: string, meta?: unknown): void };
-  /** How often the pools are topped up (default 100 ms). */
-  refillEveryMs?: number;
+  /** How often the pools are read from the store and the nodes told their shares (default 1000 ms). */
+  syncEveryMs?: number;
+}
+
+/** What this replica saw of a pool's claims. */
+interface Claims {
+  claims: number;
+  /** Times of recent claims (for claims per second). */
+  recent: number[];
+}
+
+/** The nodes a pool's members may be on: ready, running containers, with a network if it needs one, large enough. */
+export function poolNodes<N extends Pick<ClusterNode, 'id' | 'state' | 'info'>>(nodes: readonly N[], rec: Pick<PoolRecord, 'resources' | 'network'>): N[] {
+  const net = rec.network.egress === 'allow' || rec.network.allow.length > 0;
+  return nodes
+    .filter(
+      (n) =>
+        n.state === 'ready' &&
+        n.info.backends.some((b) => b.name === 'container') &&
+        (!net || n.info.networking) &&
+        rec.resources.cpu <= n.info.capacity.maxCpuPerSandbox &&
+        rec.resources.memoryMiB <= n.info.capacity.maxMemoryMiBPerSandbox,
+    )
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
 /**
- * Warm pools: sandboxes of one spec made ahead, in the background, never on a request's path.
- * A pool's sandboxes run on the edge and are not in the store until a create claims one (a
- * restart therefore removes them as leftovers, and the pools fill up again).
+ * Each node's share of a pool's size: the size spread evenly over the nodes (sorted by id), the
+ * remainder to the nodes from an offset the pool's id picks (so pools' remainders spread too).
+ * Every replica computes the same from the same nodes.
+ */
+export function poolShares(poolId: string, size: number, nodeIds: readonly string[]): Map<string, number> {
+  const out = new Map<string, number>();
+  const n = nodeIds.length;
+  if (!n) return out;
+  let h = 0;
+  for (let i = 0; i < poolId.length; i++) h = (h * 31 + poolId.charCodeAt(i)) >>> 0;
+  const base = Math.floor(size / n);
+  const rest = size % n;
+  nodeIds.forEach((id, i) => out.set(id, base + ((i - (h % n) + n) % n < rest ? 1 : 0)));
+  return out;
+}
+
+/**
+ * Warm pools: sandboxes of one spec made ahead, never on a request's path. A pool is a record in
+ * the store; its members are the nodes' (edge/src/lifecycle/pool-members.ts): each node keeps
+ * its share of the pool's size ready, made under its own admission, and hands one over when a
+ * matching create claims it. Every replica reads the pools from the store and tells each node
+ * its shares (the same from any replica); a node lost, its shares move to the others.
  */
 export class PoolService {
-  private readonly pools = new Map<string, PoolState>();
+  private pools = new Map<string, PoolRecord>();
+  private readonly claims = new Map<string, Claims>();
+  /** Why a pool may not refill now (its tenant's quota), by pool id. */
+  private readonly refused = new Map<string, string>();
+  /** What each node (by boot) was told last, and when. */
+  private readonly told = new Map<string, { what: string; at: number }>();
   private timer: NodeJS.Timeout | null = null;
-  private filling = false;
+  private syncing: Promise<void> | null = null;
 
   constructor(
     private readonly store: Store,
-    private readonly edge: EdgeApi,
+    private readonly cluster: Pick<Cluster, 'up'>,
     private readonly sandboxes: SandboxService,
     private readonly o: PoolServiceOptions,
   ) {}
 
-  /** Loads the pools kept in the store and starts topping them up. */
+  /** Reads the pools from the store and starts keeping the nodes' shares. */
   async start(): Promise<void> {
-    for (const rec of await this.store.listPools()) this.pools.set(rec.id, this.state(rec));
-    this.timer = setInterval(() => void this.refill(), this.o.refillEveryMs ?? 100);
+    await this.sync();
+    this.timer = setInterval(
+      () => void this.sync().catch((e: unknown) => this.o.logger.warn('the warm pools could not be synced', { error: String(e) })),
+      this.o.syncEveryMs ?? 1000,
+    );
     this.timer.unref();
-  }
-
-  private state(rec: PoolRecord): PoolState {
-    return {
-      rec,
-      key: poolKey(rec.tenant, rec.layers, rec.resources, rec.network),
-      ready: [],
-      creating: 0,
-      claims: 0,
-      recent: [],
-      lastError: null,
-      retryAt: 0,
-    };
   }
 
   async create(caller: Caller, req: CreatePoolRequest): Promise<Pool> {
@@ -77,24 +101,33 @@ export class PoolService {
     };
     // Its sandboxes are the tenant's: all of them must fit in the key's quota.
     await this.sandboxes.checkQuota(caller.tenant, caller.quota, resources, req.size);
-    await this.edge.admit(resources);
+    const nodes = poolNodes(this.cluster.up(), rec);
+    if (!nodes.length) throw new WarrenError('resource_exhausted', 'no node can keep sandboxes of this size and network now', { resources });
+    await Promise.any(nodes.map((n) => n.api.admit(resources))).catch(() => {
+      throw new WarrenError('resource_exhausted', 'no node has room for a sandbox of this size now', { resources });
+    });
     await this.store.putPool(rec);
-    const st = this.state(rec);
-    this.pools.set(rec.id, st);
-    void this.refill();
-    return this.toApi(st);
+    this.pools.set(rec.id, rec);
+    await this.sync(true);
+    return this.toApi(rec, await this.loads());
   }
 
-  list(caller: Caller): Pool[] {
-    return [...this.pools.values()].filter((p) => p.rec.tenant === caller.tenant || caller.role === 'admin').map((p) => this.toApi(p));
+  async list(caller: Caller): Promise<Pool[]> {
+    const loads = await this.loads();
+    return [...this.pools.values()].filter((p) => p.tenant === caller.tenant || caller.role === 'admin').map((p) => this.toApi(p, loads));
   }
 
   async delete(caller: Caller, id: string): Promise<void> {
     const p = this.pools.get(id);
-    if (!p || (p.rec.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `pool ${id} does not exist`, { id });
-    this.pools.delete(id);
+    if (!p || (p.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `pool ${id} does not exist`, { id });
     await this.store.deletePool(id);
-    for (const sid of p.ready.splice(0)) await this.edge.destroy(sid).catch(() => undefined);
+    this.pools.delete(id);
+    this.claims.delete(id);
+    await this.sync(true);
+  }
+
+  any(): boolean {
+    return this.pools.size > 0;
   }
 
   /**
@@ -104,101 +137,128 @@ export class PoolService {
   held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } {
     const u = { sandboxes: 0, cpu: 0, memoryMiB: 0 };
     for (const p of this.pools.values()) {
-      if (p.rec.tenant !== tenant) continue;
-      u.sandboxes += p.rec.size;
-      u.cpu += p.rec.size * p.rec.resources.cpu;
-      u.memoryMiB += p.rec.size * p.rec.resources.memoryMiB;
+      if (p.tenant !== tenant) continue;
+      u.sandboxes += p.size;
+      u.cpu += p.size * p.resources.cpu;
+      u.memoryMiB += p.size * p.resources.memoryMiB;
     }
     return u;
   }
 
-  /** A ready sandbox of the pool with this key, taken out of it; null when none is ready. */
-  async claim(key: string): Promise<string | null> {
-    for (const p of this.pools.values()) {
-      if (p.key !== key) continue;
-      while (p.ready.length) {
-        const id = p.ready.shift()!;
-        if (!(await this.edge.sandboxes({ ids: [id] })).length) continue; // it died meanwhile
+  /** A ready member of a pool with this key, taken from its node; null when none is ready (or no pool matches). */
+  async claim(key: string): Promise<{ id: string; node: string } | null> {
+    const pools = [...this.pools.values()].filter((p) => poolKey(p.tenant, p.layers, p.resources, p.network) === key);
+    if (!pools.length) return null;
+    const loads = await this.loads();
+    for (const p of pools) {
+      // The nodes that said they had one ready first, most first; then the others (their loads may be old).
+      const nodes = poolNodes(this.cluster.up(), p)
+        .map((n) => ({ n, ready: loads.get(n.id)?.pools?.find((x) => x.id === p.id)?.ready ?? 0 }))
+        .sort((a, b) => b.ready - a.ready);
+      for (const { n } of nodes) {
+        const id = await n.api.poolTake(p.id).catch(() => null);
+        if (!id) continue;
+        const c = this.claims.get(p.id) ?? { claims: 0, recent: [] };
         const now = Date.now();
-        p.claims++;
-        p.recent.push(now);
-        while (p.recent.length && p.recent[0]! < now - 10_000) p.recent.shift();
-        return id;
+        c.claims++;
+        c.recent.push(now);
+        while (c.recent.length && c.recent[0]! < now - 10_000) c.recent.shift();
+        this.claims.set(p.id, c);
+        // The node refills once told again (claimed(), after the claim is recorded: the quota counts it then).
+        return { id, node: n.id };
       }
     }
     return null;
   }
 
-  /** Tops every pool up, one sandbox at a time per pool. */
-  private async refill(): Promise<void> {
-    if (this.filling) return;
-    this.filling = true;
-    try {
-      for (const p of [...this.pools.values()]) {
-        if (p.ready.length) {
-          const live = new Set((await this.edge.sandboxes({ ids: p.ready })).map((x) => x.id));
-          p.ready = p.ready.filter((id) => live.has(id));
-        }
-        while (this.pools.has(p.rec.id) && p.ready.length + p.creating < p.rec.size && Date.now() >= p.retryAt && !this.claiming(p)) {
-          const id = newSandboxId();
-          try {
-            // A refill after claims stays within the quota of the key that made the pool (whose
-            // size counts already): the claimed sandboxes are the tenant's now.
-            await this.sandboxes.checkQuota(p.rec.tenant, p.rec.quota ?? {}, p.rec.resources, 0);
-          } catch (e) {
-            p.lastError = e instanceof Error ? e.message : String(e);
-            p.retryAt = Date.now() + 2000;
-            break;
-          }
-          p.creating++;
-          try {
-            await this.edge.create(this.spec(p.rec, id));
-            if (this.pools.has(p.rec.id)) p.ready.push(id);
-            else await this.edge.destroy(id).catch(() => undefined);
-            p.lastError = null;
-          } catch (e) {
-            p.lastError = e instanceof Error ? e.message : String(e);
-            p.retryAt = Date.now() + 2000;
-            this.o.logger.warn('could not refill a warm pool', { pool: p.rec.id, error: p.lastError });
-          } finally {
-            p.creating--;
-          }
+  /** A claim is recorded (the sandbox is the tenant's in the store now): the nodes are told again whether to refill. */
+  claimed(): void {
+    void this.sync(true).catch((e: unknown) => this.o.logger.warn('the warm pools could not be synced', { error: String(e) }));
+  }
+
+  /** Reads the pools from the store and tells every node its shares (`now`: whatever it was told before). */
+  private sync(now = false): Promise<void> {
+    const run = async (): Promise<void> => {
+      this.pools = new Map((await this.store.listPools()).map((p) => [p.id, p]));
+      for (const p of this.pools.values()) {
+        try {
+          // A refill after claims stays within the quota of the key that made the pool (whose
+          // size counts already): the claimed sandboxes are the tenant's now.
+          await this.sandboxes.checkQuota(p.tenant, p.quota ?? {}, p.resources, 0);
+          this.refused.delete(p.id);
+        } catch (e) {
+          this.refused.set(p.id, e instanceof Error ? e.message : String(e));
         }
       }
-    } finally {
-      this.filling = false;
+      const specs = new Map<string, EdgePoolSpec[]>();
+      for (const p of this.pools.values()) {
+        const nodes = poolNodes(this.cluster.up(), p);
+        for (const [id, size] of poolShares(
+          p.id,
+          p.size,
+          nodes.map((n) => n.id),
+        )) {
+          if (!specs.has(id)) specs.set(id, []);
+          specs.get(id)!.push({ id: p.id, layers: p.layers, resources: p.resources, network: p.network, size, refill: !this.refused.has(p.id) });
+        }
+      }
+      const at = Date.now();
+      await Promise.all(
+        this.cluster
+          .up()
+          .filter((n) => n.state === 'ready')
+          .map(async (n) => {
+            const what = JSON.stringify(specs.get(n.id) ?? []);
+            const last = this.told.get(n.boot);
+            // Told again now and then: a node that restarted within one boot's id is not possible, but a lost call is.
+            if (!now && last?.what === what && at - last.at < 10_000) return;
+            // Bounded: a node that stops answering must not hold the others' shares back.
+            await within(5000, `node ${n.id}`, n.api.poolsSet(specs.get(n.id) ?? []))
+              .then(() => this.told.set(n.boot, { what, at }))
+              .catch((e: unknown) => this.o.logger.warn('a node could not be told its warm pools', { node: n.id, error: String(e) }));
+          }),
+      );
+    };
+    // `now`: after the one under way (which may have read the store before this caller's change).
+    if (this.syncing && !now) return this.syncing;
+    const next: Promise<void> = (this.syncing ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(run)
+      .finally(() => {
+        if (this.syncing === next) this.syncing = null;
+      });
+    this.syncing = next;
+    return next;
+  }
+
+  /** The nodes' loads: the local node's read now, the others' from their last heartbeat. */
+  private async loads(): Promise<Map<string, EdgeLoad>> {
+    const up = this.cluster.up();
+    return new Map(await Promise.all(up.map(async (n) => [n.id, n.local ? await n.api.load() : n.load] as const)));
+  }
+
+  private toApi(p: PoolRecord, loads: Map<string, EdgeLoad>): Pool {
+    let ready = 0;
+    let nodeError: string | null = null;
+    for (const l of loads.values()) {
+      const mine = l.pools?.find((x) => x.id === p.id);
+      ready += mine?.ready ?? 0;
+      nodeError ??= mine?.lastError ?? null;
     }
-  }
-
-  /**
-   * Whether claims are coming in fast right now (one in the last 200 ms) while the pool still
-   * has a quarter of its size ready: refilling then would take CPU from the claims.
-   */
-  private claiming(p: PoolState): boolean {
-    const last = p.recent[p.recent.length - 1];
-    return last !== undefined && Date.now() - last < 200 && p.ready.length >= p.rec.size / 4;
-  }
-
-  private spec(rec: PoolRecord, id: string): EdgeSandboxSpec {
-    const { cpu, memoryMiB, pids, diskMiB } = rec.resources;
-    return unclaimedSpec(id, rec.layers, { cpu, memoryMiB, pids, diskMiB }, { network: rec.network });
-  }
-
-  private toApi(p: PoolState): Pool {
+    const c = this.claims.get(p.id) ?? { claims: 0, recent: [] };
     const now = Date.now();
-    const recent = p.recent.filter((t) => t >= now - 10_000).length;
     return {
-      id: p.rec.id,
-      image: p.rec.image,
-      layers: p.rec.layerNames,
-      resources: p.rec.resources,
-      network: p.rec.network,
-      size: p.rec.size,
-      ready: p.ready.length,
-      claims: p.claims,
-      claimsPerSecond: recent / 10,
-      lastError: p.lastError,
-      createdAt: new Date(p.rec.createdAt).toISOString(),
+      id: p.id,
+      image: p.image,
+      layers: p.layerNames,
+      resources: p.resources,
+      network: p.network,
+      size: p.size,
+      ready,
+      claims: c.claims,
+      claimsPerSecond: c.recent.filter((t) => t >= now - 10_000).length / 10,
+      lastError: this.refused.get(p.id) ?? nodeError,
+      createdAt: new Date(p.createdAt).toISOString(),
     };
   }
 

@@ -16,23 +16,6 @@ export async function visibleImage(catalogue: ImageCatalogue, caller: Caller, na
   return img;
 }
 
-/** A sandbox made ahead for nobody yet (a pool's, a FnCall worker): no env, user, workdir or lifetime. */
-export function unclaimedSpec(id: string, layers: string[], resources: EdgeSandboxSpec['resources'], more: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec {
-  return {
-    id,
-    layers,
-    resources,
-    env: {},
-    user: null,
-    workdir: null,
-    expiresAtMs: null,
-    idleTimeoutMs: null,
-    lastActivityMs: Date.now(),
-    paused: false,
-    ...more,
-  };
-}
-
 /** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
 export function poolKey(tenant: string, layers: string[], resources: SandboxRecord['resources'], network: NetworkPolicy): string {
   const n = { egress: network.egress ?? 'deny', allow: [...(network.allow ?? [])].sort(), deny: [...(network.deny ?? [])].sort() };

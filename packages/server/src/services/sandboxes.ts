@@ -15,7 +15,7 @@ import type { Placement, PlacementRequest } from '../cluster/placement.js';
 import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, edgeSpec, hasQuota, poolKey, sandboxView, shownState, visibleImage, type DecodedFile } from './sandbox-view.js';
 
-export { decodeFiles, hasQuota, poolKey, unclaimedSpec, visibleImage, type DecodedFile } from './sandbox-view.js';
+export { decodeFiles, hasQuota, poolKey, visibleImage, type DecodedFile } from './sandbox-view.js';
 
 /** A create's request checked and resolved (see SandboxService.prepare). */
 interface Made {
@@ -64,7 +64,13 @@ export interface Caller {
 /** The control plane's view of sandboxes: records in the store, lifecycle on each one's node's edge. */
 export class SandboxService {
   /** Warm pools, when the node keeps them (set once at start). */
-  pools: { claim(key: string): Promise<string | null>; held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
+  pools: {
+    claim(key: string): Promise<{ id: string; node: string } | null>;
+    claimed(): void;
+    /** Whether there is any pool (a batch's creates then go one by one: each may claim). */
+    any(): boolean;
+    held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number };
+  } | null = null;
   /** Starts recorded sandboxes on their nodes (placements and retries counted there, for /metrics). */
   readonly placer: Placer;
   /** Keeps the store and the nodes agreeing (reconcile, cut-off creates, activity). */
@@ -123,7 +129,7 @@ export class SandboxService {
       return { ok, errors };
     };
     const one = { ...req, requestId: undefined };
-    if (hasQuota(caller.quota) || this.pools || req.schedule?.waitSeconds) {
+    if (hasQuota(caller.quota) || this.pools?.any() || req.schedule?.waitSeconds) {
       const r = await settle(Array.from({ length: count }, () => this.create(caller, one, files)));
       return { sandboxes: r.ok, errors: r.errors };
     }
@@ -230,11 +236,10 @@ export class SandboxService {
     const made = await this.prepare(caller, req);
     const { resources } = made;
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
-    // no more of the quota (the pool's sandboxes count already). Pools are on the local node.
-    const pooled = (await this.pools?.claim(poolKey(caller.tenant, made.layers, resources, made.network))) ?? null;
-    const placement: Placement = pooled
-      ? { order: [this.cluster.up().find((n) => n.local)?.id ?? ''], refused: {}, complete: true, request: made.want }
-      : this.cluster.place(made.want);
+    // no more of the quota (the pool's sandboxes count already), on the node that kept it.
+    const claim = (await this.pools?.claim(poolKey(caller.tenant, made.layers, resources, made.network))) ?? null;
+    const pooled = claim?.id ?? null;
+    const placement: Placement = claim ? { order: [claim.node], refused: {}, complete: true, request: made.want } : this.cluster.place(made.want);
     const first = placement.order[0];
     if (first === undefined) throw noNode(placement.refused, made);
     const rec = this.newRecord(caller, req, made, pooled ?? newSandboxId(made.now), first);
@@ -254,6 +259,7 @@ export class SandboxService {
       if (prev) return { rec: prev, live: null };
       throw e;
     }
+    if (pooled) this.pools?.claimed();
     this.o.failpoint?.('create:stored');
     const held = this.o.holdAt?.('create:stored');
     if (held) await held;
