@@ -337,11 +337,17 @@ describe(
         fn: { pools: [{ image: 'debian-python:latest', language: 'python', size: 1 }] },
       });
       const dirOf = { a: await dataDir(), b: await dataDir() };
-      const procs = { a: await edge(s.url, 'a', [], dirOf.a), b: await edge(s.url, 'b', [], dirOf.b) };
+      // Edge a asks for more of its own (warren edge --fn-pool).
+      const aPool = ['--fn-pool', 'debian-python:latest:python=2'];
+      const procs = { a: await edge(s.url, 'a', aPool, dirOf.a), b: await edge(s.url, 'b', [], dirOf.b) };
       const fnOf = async (): Promise<Record<string, { workers: number; busy: number; calls: number }>> =>
         Object.fromEntries((await client.nodes()).nodes.map((n) => [n.id, n.fn]));
-      // The server's pool is kept on each node, by the node.
-      await until(async () => Object.values(await fnOf()).every((f) => f.workers >= 1), 90_000);
+      // The server's pool is kept on each node, by the node; a's own is kept on a.
+      await until(async () => (await fnOf()).a!.workers >= 2 && (await fnOf()).b!.workers >= 1, 90_000);
+      assert.deepEqual(
+        Object.values(await fnOf()).map((f) => f.workers),
+        [2, 1],
+      );
       assert.equal((await client.fn.run({ language: 'python', code: 'print(6 * 7)' })).stdout, '42\n');
       // Calls at once go to both nodes: each has a warm worker, then starts more of its own.
       const batch = await client.fn.batch(
@@ -375,7 +381,7 @@ describe(
       assert.equal(await long, 'unavailable');
       for (let i = 0; i < 4; i++) assert.equal((await client.fn.run({ language: 'python', code: `print(${i})` })).stdout, `${i}\n`);
       // Back, it removes the workers it left.
-      await edge(s.url, busyOn!, [], dirOf[busyOn!]);
+      await edge(s.url, busyOn!, busyOn === 'a' ? aPool : [], dirOf[busyOn!]);
     });
 
     test(

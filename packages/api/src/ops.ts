@@ -157,6 +157,13 @@ export const JoinNodeRequest = z.strictObject({
     .string()
     .regex(/^([0-9A-F]{2}:){31}[0-9A-F]{2}$/, 'a SHA-256 fingerprint: 32 bytes in upper-case hex, colon-separated')
     .optional(),
+  /** FnCall workers this node keeps warm (`warren edge --fn-pool`): images by name, as the control plane knows them. */
+  fnPools: z
+    .array(
+      z.strictObject({ image: z.string().min(1).max(512), language: z.enum(['python', 'bash', 'node']).optional(), size: z.number().int().min(1).max(256) }),
+    )
+    .max(64)
+    .optional(),
 });
 export type JoinNodeRequest = z.infer<typeof JoinNodeRequest>;
 export const JoinNodeResponse = z.object({

@@ -396,9 +396,9 @@ export const NODE_OPTIONS: NodeOption[] = [
     flag: 'fn-pool',
     type: 'string',
     multiple: true,
-    usage: ['[--fn-pool IMAGE[:LANGUAGE]=N]...', 'FnCall workers kept warm on every node (python: its zygote started too)'],
+    usage: ['[--fn-pool IMAGE[:LANGUAGE]=N]...', 'FnCall workers kept warm (up, server: on every node; edge: on this one; python: its zygote started too)'],
     set: (o, v) => void ((o.fn ??= {}).pools = (v as string[]).map(parseFnPool)),
-    for: CONTROL,
+    for: ALL,
   },
   {
     flag: 'fn-max-workers',

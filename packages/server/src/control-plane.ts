@@ -174,6 +174,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     edgeNetworks: p.edgeNetworks,
     clusterHosts: p.clusterHosts,
     requireEdgeTls: p.requireEdgeTls,
+    onFnPools: (node, pools) => void fn.warmNode(node, pools),
     logger: o.logger,
   });
   const server: Server = createApp({

@@ -196,7 +196,14 @@ export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
   const joiner = new JoinClient({
     url: o.join,
     token: o.token,
-    node: { name: o.nodeId, address, token, boot: node.edge.boot, ...(cert ? { tlsFingerprint: cert.fingerprint } : {}) },
+    node: {
+      name: o.nodeId,
+      address,
+      token,
+      boot: node.edge.boot,
+      ...(cert ? { tlsFingerprint: cert.fingerprint } : {}),
+      ...(o.fn?.pools?.length ? { fnPools: o.fn.pools } : {}),
+    },
     load: () => api.load({ used: true }),
     logger: o.logger,
     onJoined: async (r) => {

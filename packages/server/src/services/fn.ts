@@ -72,6 +72,20 @@ export class FnService {
     this.timer.unref();
   }
 
+  /** Keeps pools a node asked for itself (`warren edge --fn-pool`) warm on it. */
+  async warmNode(node: string, pools: NonNullable<FnOptions['pools']>): Promise<void> {
+    const n = this.cluster.up().find((x) => x.id === node);
+    if (!n) return;
+    for (const p of pools) {
+      try {
+        const img = await this.image(null, p.image);
+        await n.api.fnWarm(this.groupSpec(img, p.image, {}, n), p.size, p.language ?? null);
+      } catch (e) {
+        this.o.logger.warn('a FnCall pool a node asked for could not be kept', { node, image: p.image, error: String(e) });
+      }
+    }
+  }
+
   private async warmNodes(): Promise<void> {
     const pools = this.o.pools ?? [];
     if (!pools.length || this.closed) return;

@@ -25,6 +25,8 @@ export interface NodeServiceOptions {
   requireEdgeTls?: boolean;
   /** The control plane's own hosts (its replicas, the database), by address or name: a joining node keeps its sandboxes from them, and from the other nodes. */
   clusterHosts?: () => Promise<string[]>;
+  /** A node that joined asks for FnCall workers kept warm (its own --fn-pool). */
+  onFnPools?: (node: string, pools: NonNullable<JoinNodeRequest['fnPools']>) => void;
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
@@ -91,6 +93,7 @@ export class NodeService {
     await this.cluster.refreshNow();
     this.o.logger.info('a node joined', { node: req.name, address, ...r });
     this.sandboxes.queue.poke();
+    if (req.fnPools?.length) this.o.onFnPools?.(req.name, req.fnPools);
     return {
       node: req.name,
       heartbeatMs: this.o.heartbeatMs,
