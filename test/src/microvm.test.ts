@@ -1,7 +1,7 @@
 // The microVM backend's parts on real QEMU (TCG here): Debian's cloud kernel, Warren's initramfs
 // (warren-vmstage, then warren-init as PID 1), busybox's EROFS layer as read-only virtio disks
 // under an overlay on an ext4 writable disk, the init's protocol over the virtio-serial mux.
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
@@ -33,9 +33,16 @@ import { IMAGE_CACHE, forceCleanup, http, startTestWarren, until, type TestWarre
 const NATIVE = new URL('../../native/build', import.meta.url).pathname;
 const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
 
+/** The platform dirs the tests made: removed when the file's tests end. */
+const platforms: string[] = [];
+after(async () => {
+  for (const d of platforms) await rm(d, { recursive: true, force: true });
+});
+
 /** A platform dir of warren-init alone (what the guest finds at /.warren). */
 async function platformOf(native: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'warren-platform-'));
+  platforms.push(dir);
   await copyFile(join(native, 'warren-init'), join(dir, 'warren-init'));
   return dir;
 }
