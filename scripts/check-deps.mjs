@@ -32,6 +32,23 @@ export const EDGE_FOLDERS = {
   'edge-api': ['util', 'lifecycle', 'fn', 'init', 'backends/backend.ts'],
 };
 
+/**
+ * Folders inside the server package, and which others each may import: the store at the bottom,
+ * then the cluster's membership, placement, the services, the compatibility layers and the HTTP
+ * routes on top (compat reaches only the HTTP helpers it shares). The files at the package's
+ * root (control-plane.ts, edge-node.ts, node.ts, start.ts) assemble the rest and may import any.
+ * @type {Record<string, string[]>}
+ */
+export const SERVER_FOLDERS = {
+  store: [],
+  testing: ['store'],
+  cluster: ['store'],
+  placement: ['cluster', 'store'],
+  services: ['placement', 'cluster', 'store'],
+  compat: ['services', 'placement', 'cluster', 'store', 'http/io.ts', 'http/audit-call.ts', 'http/route-types.ts'],
+  http: ['compat', 'services', 'placement', 'cluster', 'store'],
+};
+
 function files(dir, out = []) {
   for (const n of readdirSync(dir)) {
     const p = join(dir, n);
@@ -60,20 +77,27 @@ for (const [pkg, allowed] of Object.entries(ALLOWED)) {
     }
   }
 }
-const edgeSrc = join('packages', 'edge', 'src');
-for (const f of files(edgeSrc)) {
-  const rel = relative(edgeSrc, f);
-  const folder = rel.split(sep)[0];
-  if (!(folder in EDGE_FOLDERS)) continue;
-  const text = readFileSync(f, 'utf8');
-  for (const m of text.matchAll(/from\s+'(\.[^']+)'|import\('(\.[^']+)'\)/g)) {
-    const target = relative(edgeSrc, resolve(dirname(f), (m[1] ?? m[2]).replace(/\.js$/, '.ts')));
-    const to = target.split(sep)[0];
-    if (to === folder || target.startsWith('..')) continue;
-    const allowed = EDGE_FOLDERS[folder];
-    if (!allowed.includes(to) && !allowed.includes(target)) problems.push(`${f}: edge/${folder} may not import edge/${target}`);
+/** Holds a package's folders to their rules: a file in a folder imports only its own folder's files and those its rule names. */
+function checkFolders(pkg, rules) {
+  const src = join('packages', pkg, 'src');
+  for (const f of files(src)) {
+    const rel = relative(src, f);
+    const folder = rel.split(sep)[0];
+    if (!(folder in rules)) continue;
+    const text = readFileSync(f, 'utf8');
+    for (const m of text.matchAll(/from\s+'(\.[^']+)'|import\('(\.[^']+)'\)/g)) {
+      const target = relative(src, resolve(dirname(f), (m[1] ?? m[2]).replace(/\.js$/, '.ts')));
+      const to = target.split(sep)[0];
+      if (to === folder || target.startsWith('..')) continue;
+      // A test may use the package's test helpers (a store on PostgreSQL, say).
+      if (to === 'testing' && f.endsWith('.test.ts')) continue;
+      const allowed = rules[folder];
+      if (!allowed.includes(to) && !allowed.includes(target)) problems.push(`${f}: ${pkg}/${folder} may not import ${pkg}/${target}`);
+    }
   }
 }
+checkFolders('edge', EDGE_FOLDERS);
+checkFolders('server', SERVER_FOLDERS);
 if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);

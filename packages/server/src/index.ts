@@ -1,9 +1,9 @@
 export { startWarren, VERSION } from './node.js';
-export { startServer, startEdge } from './cluster/start.js';
-export { startSimulatedEdge } from './cluster/simulated-edge.js';
+export { startServer, startEdge } from './start.js';
+export { startSimulatedEdge } from './simulated-edge.js';
 export { DEFAULT_EDGE_NETWORKS, edgeNetworks } from './cluster/join-address.js';
-export type { SimulatedEdgeOptions } from './cluster/simulated-edge.js';
-export type { EdgeOptions, RunningEdge, RunningServer, ServerOptions } from './cluster/start.js';
+export type { SimulatedEdgeOptions } from './simulated-edge.js';
+export type { EdgeOptions, RunningEdge, RunningServer, ServerOptions } from './start.js';
 export type { Logger, RunningWarren, WarrenOptions } from './node.js';
 export { createApp } from './http/app.js';
 export type { AppDeps } from './http/app.js';

@@ -2,8 +2,10 @@ import { setMaxListeners } from 'node:events';
 import { WarrenError } from '@warren/api';
 import { remoteEdgeApi, type EdgeApi, type EdgeEvent, type EdgeInfo, type EdgeLoad, type RemoteEdgeApi } from '@warren/edge';
 import type { NodeRecord, NodeState, Store } from '../store/store.js';
-import { EdgeEventReader } from '../services/edge-events.js';
-import { placeAll, placeSandbox, type Placement, type PlacementNode, type PlacementRequest } from './placement.js';
+import { EdgeEventReader } from './edge-events.js';
+
+/** What changed of a node: its row or load read anew, a new boot or address, or it left the table. */
+export type NodeChange = 'read' | 'restarted' | 'left';
 
 /** A node this control plane reaches: its row's view and a client of its edge. */
 export interface ClusterNode {
@@ -47,24 +49,20 @@ export function connectEdge(address: string, token: string, tlsFingerprint: stri
 }
 
 /**
- * The nodes a control plane places sandboxes on and reaches them through. With `warren up` one
- * edge in this process; with `warren server` the node table in the store, read again every
- * second (each replica keeps its own copy), a client and an event reader per node. A node's load
- * is the latest the replica has seen: its heartbeat, or the answer to a create there (which
- * carries the node's load just after, every replica's creates included), whichever the edge read
- * later; creates this replica has sent there and not yet heard back from are added to it. So a
- * burst spreads, and a view is never older than the last answer from the node.
+ * The nodes a control plane reaches: their membership. With `warren up` one edge in this
+ * process; with `warren server` the node table in the store, read again every second (each
+ * replica keeps its own copy), a client and an event reader per node, marked down when silent. A
+ * node's load is the latest the replica has seen: its heartbeat, or the answer to a create there
+ * (offerLoad), whichever the edge read later. Where creates go is placement's
+ * (placement/node-view.ts watches the table).
  */
 export class Cluster {
   private readonly nodes = new Map<string, ClusterNode>();
   private readonly readers = new Map<string, { boot: string; reader: EdgeEventReader }>();
-  /** Creates this replica sent to a node that have not answered yet: cpu, memory, sandboxes. */
-  private readonly inFlight = new Map<string, { cpu: number; memoryMiB: number; sandboxes: number }>();
   /** Fires when a node goes down or starts anew (what calls in flight there stop waiting on). */
   private readonly gone = new Map<string, AbortController>();
-  /** Each node as placement sees it, kept up to date as loads and creates in flight change. */
-  private readonly views = new Map<string, PlacementNode>();
-  private viewList: PlacementNode[] | null = null;
+  /** Told of each change to a node: its row or load read anew (`restarted`: a new boot or address), or its leaving. */
+  private readonly watchers = new Set<(id: string, change: NodeChange) => void>();
   private timer: NodeJS.Timeout | null = null;
   private refreshing: Promise<void> | null = null;
   /**
@@ -97,7 +95,7 @@ export class Cluster {
       api,
       local: true,
     });
-    this.updateView(info.nodeId);
+    this.changed(info.nodeId, 'restarted');
     this.follow(info.nodeId, info.boot, api);
   }
 
@@ -176,8 +174,7 @@ export class Cluster {
       api,
       local: false,
     });
-    if (!same) this.inFlight.delete(r.id);
-    this.updateView(r.id);
+    this.changed(r.id, same ? 'read' : 'restarted');
     if (r.state === 'down') this.unfollow(r.id);
     else this.follow(r.id, r.boot, api);
   }
@@ -203,8 +200,7 @@ export class Cluster {
     this.lose(id);
     const n = this.nodes.get(id);
     this.nodes.delete(id);
-    this.views.delete(id);
-    this.viewList = null;
+    this.changed(id, 'left');
     this.unfollow(id);
     if (n && !n.local) (n.api as RemoteEdgeApi).disconnect();
   }
@@ -272,56 +268,21 @@ export class Cluster {
     return false;
   }
 
-  /** Where a create goes first (see placeSandbox): a sample of the nodes. */
-  place(r: PlacementRequest, o: { k?: number; random?: () => number } = {}): Placement {
-    return placeSandbox(this.placementNodes(), r, o);
+  /** Calls `fn` at each change to a node (placement's view follows the table so). */
+  watch(fn: (id: string, change: NodeChange) => void): void {
+    this.watchers.add(fn);
   }
 
-  /** Every node that may take a create, best first, but those in `skip` (see placeAll). */
-  placeAll(r: PlacementRequest, skip?: ReadonlySet<string>): Placement {
-    return placeAll(this.placementNodes(), r, skip);
+  private changed(id: string, change: NodeChange): void {
+    for (const w of this.watchers) w(id, change);
   }
 
-  private placementNodes(): PlacementNode[] {
-    this.viewList ??= [...this.views.values()];
-    return this.viewList;
-  }
-
-  /** A node as placement sees it: its latest load, plus the creates this replica has in flight there (updated in place). */
-  private updateView(id: string): void {
+  /** A load a node answered with (a create's): kept when the edge read it later than the one held. */
+  offerLoad(id: string, load: EdgeLoad): void {
     const n = this.nodes.get(id);
-    if (!n) return;
-    const p = this.inFlight.get(id);
-    const v: PlacementNode = {
-      id: n.id,
-      state: n.state,
-      local: n.local,
-      backends: n.info.backends.map((b) => b.name),
-      networking: n.info.networking,
-      capacity: n.info.capacity,
-      committed: { cpu: n.load.committed.cpu + (p?.cpu ?? 0), memoryMiB: n.load.committed.memoryMiB + (p?.memoryMiB ?? 0) },
-      sandboxes: n.load.sandboxes + (p?.sandboxes ?? 0),
-      paused: n.load.paused,
-      cpuUsed: n.load.used?.cpu ?? 0,
-    };
-    const cur = this.views.get(id);
-    if (cur) Object.assign(cur, v);
-    else {
-      this.views.set(id, v);
-      this.viewList = null;
-    }
-  }
-
-  /** A create sent to a node (`sign` 1) or answered there (-1), with the load its answer carried. */
-  inFlightOn(node: string, r: { cpu: number; memoryMiB: number }, sign: 1 | -1, load?: EdgeLoad): void {
-    const p = this.inFlight.get(node) ?? { cpu: 0, memoryMiB: 0, sandboxes: 0 };
-    p.cpu += sign * r.cpu;
-    p.memoryMiB += sign * r.memoryMiB;
-    p.sandboxes += sign;
-    this.inFlight.set(node, p);
-    const n = this.nodes.get(node);
-    if (n && load && load.at > n.load.at) n.load = load;
-    this.updateView(node);
+    if (!n || load.at <= n.load.at) return;
+    n.load = load;
+    this.changed(id, 'read');
   }
 
   async close(): Promise<void> {

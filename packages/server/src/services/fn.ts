@@ -4,7 +4,7 @@ import { fnGroupKey, type EdgeFnResult, type FnCallSpec, type FnGroupSpec, type 
 import type { ImageCatalogue } from '@warren/images';
 import type { Cluster, ClusterNode } from '../cluster/cluster.js';
 import { hasQuota, visibleImage, type Caller } from './sandboxes.js';
-import { pickFnNode } from './fn-route.js';
+import { pickFnNode } from '../placement/fn-route.js';
 
 export interface FnOptions {
   /** The image of calls that name none (default debian-python:latest). */

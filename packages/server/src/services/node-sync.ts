@@ -1,6 +1,7 @@
 import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
-import { RUNNING, edgeSpec } from './sandbox-view.js';
+import { RUNNING } from './sandbox-view.js';
+import { edgeSpec } from '../placement/edge-spec.js';
 
 export interface NodeSyncOptions {
   logger: { warn(msg: string, meta?: unknown): void };

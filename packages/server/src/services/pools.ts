@@ -1,7 +1,8 @@
 import { WarrenError, type CreatePoolRequest, type Pool } from '@warren/api';
 import type { EdgeLoad, EdgePoolSpec } from '@warren/edge';
-import type { Cluster, ClusterNode } from '../cluster/cluster.js';
+import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
+import { poolNodes, poolShares } from '../placement/pool-shares.js';
 import type { PoolRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
 import { poolKey, type Caller, type SandboxService } from './sandboxes.js';
@@ -17,38 +18,6 @@ interface Claims {
   claims: number;
   /** Times of recent claims (for claims per second). */
   recent: number[];
-}
-
-/** The nodes a pool's members may be on: ready, running containers, with a network if it needs one, large enough. */
-export function poolNodes<N extends Pick<ClusterNode, 'id' | 'state' | 'info'>>(nodes: readonly N[], rec: Pick<PoolRecord, 'resources' | 'network'>): N[] {
-  const net = rec.network.egress === 'allow' || rec.network.allow.length > 0;
-  return nodes
-    .filter(
-      (n) =>
-        n.state === 'ready' &&
-        n.info.backends.some((b) => b.name === 'container') &&
-        (!net || n.info.networking) &&
-        rec.resources.cpu <= n.info.capacity.maxCpuPerSandbox &&
-        rec.resources.memoryMiB <= n.info.capacity.maxMemoryMiBPerSandbox,
-    )
-    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-}
-
-/**
- * Each node's share of a pool's size: the size spread evenly over the nodes (sorted by id), the
- * remainder to the nodes from an offset the pool's id picks (so pools' remainders spread too).
- * Every replica computes the same from the same nodes.
- */
-export function poolShares(poolId: string, size: number, nodeIds: readonly string[]): Map<string, number> {
-  const out = new Map<string, number>();
-  const n = nodeIds.length;
-  if (!n) return out;
-  let h = 0;
-  for (let i = 0; i < poolId.length; i++) h = (h * 31 + poolId.charCodeAt(i)) >>> 0;
-  const base = Math.floor(size / n);
-  const rest = size % n;
-  nodeIds.forEach((id, i) => out.set(id, base + ((i - (h % n) + n) % n < rest ? 1 : 0)));
-  return out;
 }
 
 /**

@@ -1,8 +1,9 @@
 import type { CreateSandboxRequest, Image, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
-import { WarrenError, sandboxEnv } from '@warren/api';
-import type { EdgeSandboxSpec, EdgeSandboxState } from '@warren/edge';
+import { WarrenError } from '@warren/api';
+import type { EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord } from '../store/store.js';
+import type { DecodedFile } from '../placement/edge-spec.js';
 import type { Caller } from './sandboxes.js';
 
 // Pure pieces of the sandbox service: what a record becomes on the edge and on the wire, what
@@ -22,13 +23,6 @@ export function poolKey(tenant: string, layers: string[], resources: SandboxReco
   return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, n]);
 }
 
-/** A file given at create, decoded. */
-export interface DecodedFile {
-  path: string;
-  content: Buffer;
-  mode?: number;
-}
-
 /** The files of a create request, decoded from base64 (once per request: a batch shares them). */
 export function decodeFiles(req: Pick<CreateSandboxRequest, 'files'>): DecodedFile[] {
   return (req.files ?? []).map((f) => ({ path: f.path, content: Buffer.from(f.content, 'base64'), mode: f.mode }));
@@ -42,27 +36,6 @@ export const hasQuota = (q: KeyRecord['quota']): boolean => q.sandboxes !== unde
 /** The states a running sandbox's pause and resume move between. */
 export const RUNNING: SandboxState[] = ['running', 'paused'];
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
-
-/** What the edge is told of a sandbox: its record, as the edge's spec. */
-export function edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
-  return {
-    id: rec.id,
-    layers: rec.layers,
-    resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
-    env: sandboxEnv(rec.imageEnv, rec.env),
-    user: rec.user,
-    workdir: rec.workdir,
-    expiresAtMs: rec.expiresAt,
-    idleTimeoutMs: rec.idleTimeoutSeconds === null ? null : rec.idleTimeoutSeconds * 1000,
-    lastActivityMs: rec.lastActivityAt,
-    paused: rec.state === 'paused',
-    network: rec.network,
-    pauseAfterIdleMs: rec.pauseAfterIdleSeconds == null ? null : rec.pauseAfterIdleSeconds * 1000,
-    ttlCountsPaused: rec.ttlCountsPaused ?? false,
-    tenant: rec.tenant,
-    backend: rec.backend,
-  };
-}
 
 /**
  * The state the API shows: a running or paused sandbox's from its edge (a pause there is

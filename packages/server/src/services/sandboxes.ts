@@ -7,15 +7,18 @@ import type { KeyRecord, SandboxRecord, Store, TenantUsage } from '../store/stor
 import { newSandboxId } from './ids.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
-import { Placer } from './placer.js';
-import { CapacityQueue } from './capacity-queue.js';
+import { Placer } from '../placement/placer.js';
+import { NodeView } from '../placement/node-view.js';
+import { CapacityQueue } from '../placement/capacity-queue.js';
 import { createWrites, type CreateWrites } from './create-writes.js';
 import { SandboxEnds } from './sandbox-ends.js';
-import type { Placement, PlacementRequest } from '../cluster/placement.js';
+import type { Placement, PlacementRequest } from '../placement/policy.js';
 import { NodeSync } from './node-sync.js';
-import { RUNNING, decodeFiles, edgeSpec, hasQuota, poolKey, sandboxView, shownState, visibleImage, type DecodedFile } from './sandbox-view.js';
+import { RUNNING, decodeFiles, hasQuota, poolKey, sandboxView, shownState, visibleImage } from './sandbox-view.js';
+import { edgeSpec, type DecodedFile } from '../placement/edge-spec.js';
 
-export { decodeFiles, hasQuota, poolKey, visibleImage, type DecodedFile } from './sandbox-view.js';
+export { decodeFiles, hasQuota, poolKey, visibleImage } from './sandbox-view.js';
+export type { DecodedFile } from '../placement/edge-spec.js';
 
 /** A create's request checked and resolved (see SandboxService.prepare). */
 interface Made {
@@ -73,6 +76,8 @@ export class SandboxService {
   } | null = null;
   /** Starts recorded sandboxes on their nodes (placements and retries counted there, for /metrics). */
   readonly placer: Placer;
+  /** The nodes as placement sees them (one per replica). */
+  readonly view: NodeView;
   /** Keeps the store and the nodes agreeing (reconcile, cut-off creates, activity). */
   readonly sync: NodeSync;
   /** Creates waiting for room (`schedule.waitSeconds`): told when room may have freed up. */
@@ -91,7 +96,8 @@ export class SandboxService {
     private readonly catalogue: ImageCatalogue,
     private readonly o: SandboxServiceOptions,
   ) {
-    this.placer = new Placer(store, cluster, o);
+    this.view = new NodeView(cluster);
+    this.placer = new Placer(store, cluster, this.view, o);
     this.sync = new NodeSync(store, cluster, o);
     this.writes = createWrites(store);
     this.ends = new SandboxEnds(store, cluster, { logger: o.logger, failpoint: o.failpoint, freed: () => this.queue.poke() });
@@ -142,18 +148,18 @@ export class SandboxService {
     const errors: WarrenError[] = [];
     const placed: Array<{ rec: SandboxRecord; placement: Placement }> = [];
     for (let i = 0; i < count; i++) {
-      const placement = this.cluster.place(made.want);
+      const placement = this.view.place(made.want);
       const first = placement.order[0];
       if (first === undefined) errors.push(noNode(placement.refused, made));
       else {
-        this.cluster.inFlightOn(first, made.resources, 1);
+        this.view.inFlightOn(first, made.resources, 1);
         placed.push({ rec: this.newRecord(caller, one, made, newSandboxId(made.now), first), placement });
       }
     }
     try {
       await this.store.insertSandboxes(placed.map((p) => p.rec));
     } catch (e) {
-      for (const p of placed) this.cluster.inFlightOn(p.rec.node, made.resources, -1);
+      for (const p of placed) this.view.inFlightOn(p.rec.node, made.resources, -1);
       throw e;
     }
     this.o.failpoint?.('create:stored');
@@ -239,7 +245,7 @@ export class SandboxService {
     // no more of the quota (the pool's sandboxes count already), on the node that kept it.
     const claim = (await this.pools?.claim(poolKey(caller.tenant, made.layers, resources, made.network))) ?? null;
     const pooled = claim?.id ?? null;
-    const placement: Placement = claim ? { order: [claim.node], refused: {}, complete: true, request: made.want } : this.cluster.place(made.want);
+    const placement: Placement = claim ? { order: [claim.node], refused: {}, complete: true, request: made.want } : this.view.place(made.want);
     const first = placement.order[0];
     if (first === undefined) throw noNode(placement.refused, made);
     const rec = this.newRecord(caller, req, made, pooled ?? newSandboxId(made.now), first);
@@ -248,11 +254,11 @@ export class SandboxService {
       // tenant at once cannot all pass it on the same count.
       const quota = caller.quota;
       // Counted on its node from the moment it is placed: the creates placed meanwhile see it.
-      if (!pooled) this.cluster.inFlightOn(first, resources, 1);
+      if (!pooled) this.view.inFlightOn(first, resources, 1);
       if (pooled || !hasQuota(quota)) await this.writes.insert(rec);
       else await this.store.insertSandbox(rec, { admit: (u) => this.fitQuota(caller.tenant, quota, resources, 1, u) });
     } catch (e) {
-      if (!pooled) this.cluster.inFlightOn(first, resources, -1);
+      if (!pooled) this.view.inFlightOn(first, resources, -1);
       if (e instanceof WarrenError && e.code === 'resource_exhausted') throw e;
       // A concurrent create with the same requestId won the race.
       const prev = req.requestId ? await this.store.findByRequestId(caller.tenant, req.requestId) : undefined;

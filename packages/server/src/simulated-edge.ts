@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Edge, SimulatedBackend, listenEdgeApi, localEdgeApi } from '@warren/edge';
-import type { Logger } from '../node.js';
-import { JoinClient } from './join-client.js';
+import type { Logger } from './node.js';
+import { JoinClient } from './cluster/join-client.js';
 import type { RunningEdge } from './start.js';
 
 export interface SimulatedEdgeOptions {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { poolNodes, poolShares } from './pools.js';
+import { poolNodes, poolShares } from './pool-shares.js';
 
 test("a pool's size is spread evenly over its nodes, the remainders of pools falling on different nodes", () => {
   const sum = (m: Map<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0);

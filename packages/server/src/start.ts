@@ -1,17 +1,17 @@
-import { cachedImages } from '../store/cached-images.js';
-import { peerBlobs } from './peer-blobs.js';
+import { cachedImages } from './store/cached-images.js';
+import { peerBlobs } from './cluster/peer-blobs.js';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { HostHelper, listenEdgeApi, localEdgeApi, selfSignedCertificate } from '@warren/edge';
 import { ImageCatalogue, LayerStore, installDefaultImages, prepareDefaultImages } from '@warren/images';
 import { WarrenError } from '@warren/api';
-import { SqliteStore } from '../store/sqlite-store.js';
-import { buildControlPlane, openDatabase } from '../control-plane.js';
-import { defaultNativeDir, openEdgeNode, remoteBlobs, type EdgeNodeOptions } from '../edge-node.js';
-import type { Logger, WarrenOptions } from '../node.js';
-import { JoinClient } from './join-client.js';
-import { databaseHost, hostAddresses } from './join-address.js';
+import { SqliteStore } from './store/sqlite-store.js';
+import { buildControlPlane, openDatabase } from './control-plane.js';
+import { defaultNativeDir, openEdgeNode, remoteBlobs, type EdgeNodeOptions } from './edge-node.js';
+import type { Logger, WarrenOptions } from './node.js';
+import { JoinClient } from './cluster/join-client.js';
+import { databaseHost, hostAddresses } from './cluster/join-address.js';
 
 /** `warren server`: the control plane alone; edges join it. */
 export interface ServerOptions

@@ -3,8 +3,9 @@ import { MAX_CREATE_MANY, type CreateOutcome, type EdgeApi, type EdgeLoad, type 
 import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
-import { edgeSpec, type DecodedFile } from './sandbox-view.js';
-import type { Placement } from '../cluster/placement.js';
+import { edgeSpec, type DecodedFile } from './edge-spec.js';
+import type { Placement } from './policy.js';
+import type { NodeView } from './node-view.js';
 
 export interface PlacerOptions {
   logger: { warn(msg: string, meta?: unknown): void };
@@ -37,6 +38,8 @@ export class Placer {
   constructor(
     private readonly store: Store,
     private readonly cluster: Cluster,
+    /** Where creates go, and the creates in flight it counts. */
+    private readonly view: NodeView,
     private readonly o: PlacerOptions,
   ) {}
 
@@ -67,7 +70,7 @@ export class Placer {
           if (!(await this.store.updateSandbox(rec.id, { node }, { from: ['creating'] })))
             throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
           // The first node counts it since it was placed (make).
-          this.cluster.inFlightOn(node, rec.resources, 1);
+          this.view.inFlightOn(node, rec.resources, 1);
         }
         rec.node = node;
         const tryOne = await this.tryNode(rec, node, files);
@@ -77,7 +80,7 @@ export class Placer {
       }
       if (placement.complete) break;
       // The sample is spent: every node, best first, but those tried.
-      placement = this.cluster.placeAll(placement.request, tried);
+      placement = this.view.placeAll(placement.request, tried);
       for (const [n, why] of Object.entries(placement.refused)) refused[n] ??= why;
     }
     await this.store.deleteSandbox(rec.id);
@@ -141,7 +144,7 @@ export class Placer {
       started = creating;
       answer = await within(Math.max(...group.map((it) => this.timeoutFor(it.rec))), `node ${node}`, creating, this.cluster.goneSignal(node));
     } catch (e) {
-      for (const it of group) this.cluster.inFlightOn(node, it.rec.resources, -1);
+      for (const it of group) this.view.inFlightOn(node, it.rec.resources, -1);
       const err = e instanceof WarrenError ? e : null;
       // Given up on, the call may still finish there: what it made is destroyed when it does.
       if (err?.code === 'unavailable' && started && edge) {
@@ -155,7 +158,7 @@ export class Placer {
     this.o.failpoint?.('create:started');
     return Promise.all(
       group.map((it, k) => {
-        this.cluster.inFlightOn(node, it.rec.resources, -1, k === group.length - 1 ? answer.load : undefined);
+        this.view.inFlightOn(node, it.rec.resources, -1, k === group.length - 1 ? answer.load : undefined);
         const o = answer.outcomes[k];
         if (o && 'state' in o) {
           this.counts.created++;
@@ -187,12 +190,12 @@ export class Placer {
       started = creating;
       // A node that stops answering (or goes down) meanwhile passes the create on.
       const { load, ...live } = await within(this.timeoutFor(rec), `node ${node}`, creating, this.cluster.goneSignal(node));
-      this.cluster.inFlightOn(node, rec.resources, -1, load);
+      this.view.inFlightOn(node, rec.resources, -1, load);
       this.counts.created++;
       this.o.failpoint?.('create:started');
       return { live };
     } catch (e) {
-      this.cluster.inFlightOn(node, rec.resources, -1);
+      this.view.inFlightOn(node, rec.resources, -1);
       const err = e instanceof WarrenError ? e : null;
       // The edge admits a create before it starts anything (one call, not a check and then a
       // create): a refused one left nothing there. One given up on may still finish there: it

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { placeAll, placeSandbox, type PlacementNode, type PlacementRequest } from './placement.js';
+import { placeAll, placeSandbox, type PlacementNode, type PlacementRequest } from './policy.js';
 
 const node = (id: string, memoryMiB: number, more: Partial<PlacementNode> = {}): PlacementNode => ({
   id,
