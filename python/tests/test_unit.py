@@ -19,7 +19,7 @@ from warren import AsyncWarren, NotFoundError, ResourceExhaustedError, Retry, Tr
 from warren._ndjson import LineSplitter  # noqa: E402
 from warren._tarsafe import extract_safely  # noqa: E402
 from warren._turns import AsyncTurns, Turns  # noqa: E402
-from warren._wire import create_body  # noqa: E402
+from warren._wire import create_body, route  # noqa: E402
 from warren.errors import error_from_wire  # noqa: E402
 from warren.types import ExecResult, SandboxInfo, camel, from_wire, snake  # noqa: E402
 
@@ -56,6 +56,18 @@ class Names(unittest.TestCase):
         self.assertEqual((e.code, e.message, e.details, e.status), ("resource_exhausted", "full", {"resource": "memory"}, 429))
         self.assertIsInstance(error_from_wire(404, "not json"), NotFoundError)
         self.assertEqual(error_from_wire(418, None).code, "internal")
+
+
+class Routes(unittest.TestCase):
+    def test_a_route_fills_its_path_from_the_contract(self) -> None:
+        r = route("killCommand", "sb_1", "cmd/../x", json={"signal": "SIGKILL"})
+        self.assertEqual((r.method, r.path), ("POST", "/v1/sandboxes/sb_1/commands/cmd%2F..%2Fx/kill"))
+        self.assertEqual(r.json, {"signal": "SIGKILL"})
+        self.assertEqual(route("listNodes").path, "/v1/nodes")
+        with self.assertRaises(TypeError):
+            route("getSandbox", "sb_1", "extra")
+        with self.assertRaises(TypeError):
+            route("getSandbox")
 
 
 class Ndjson(unittest.TestCase):

@@ -9,10 +9,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, urlencode
 
+from ._routes import ROUTES
 from .errors import WarrenError, error_from_wire
 from .types import ExecEvent, ExecResult, Image, camel, from_wire
 
@@ -62,8 +64,20 @@ def seg(s: str) -> str:
     return quote(s, safe="")
 
 
-def sandbox_path(sid: str, suffix: str = "") -> str:
-    return f"/v1/sandboxes/{seg(sid)}{suffix}"
+#: The label batch operations' routes (POST /v1/batch/{op}).
+BATCH_ROUTES = {"pause": "batchPause", "resume": "batchResume", "delete": "batchDelete"}
+
+_PLACEHOLDER = re.compile(r"\{[A-Za-z]+\}")
+
+
+def route(name: str, *params: str, **kw: Any) -> Request:
+    """The request of a route of the contract (``_routes.py``): its method, and its path with the
+    placeholders filled in order by ``params``, each one escaped as a path segment."""
+    method, template = ROUTES[name]
+    if len(_PLACEHOLDER.findall(template)) != len(params):
+        raise TypeError(f"route {name} ({template}) takes {len(_PLACEHOLDER.findall(template))} path parameters, not {len(params)}")
+    values = iter(params)
+    return Request(method, _PLACEHOLDER.sub(lambda _m: seg(next(values)), template), **kw)
 
 
 def drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
@@ -169,9 +183,9 @@ DEFAULT_EXEC_TIMEOUT_MS = 24 * 3600 * 1000
 
 def exec_request(sid: str, body: Dict[str, Any], *, stream: bool) -> Request:
     ms = body.get("timeoutMs")
-    return Request(
-        "POST",
-        sandbox_path(sid, "/exec"),
+    return route(
+        "exec",
+        sid,
         json=body,
         accept="application/x-ndjson" if stream else "application/json",
         idempotent="requestId" in body,
@@ -181,13 +195,7 @@ def exec_request(sid: str, body: Dict[str, Any], *, stream: bool) -> Request:
 
 
 def attach_request(sid: str, command_id: str, offset: int) -> Request:
-    return Request(
-        "GET",
-        sandbox_path(sid, f"/commands/{seg(command_id)}"),
-        query=[("offset", str(offset))],
-        accept="application/x-ndjson",
-        idempotent=True,
-    )
+    return route("commandOutput", sid, command_id, query=[("offset", str(offset))], accept="application/x-ndjson", idempotent=True)
 
 
 def list_query(labels: Optional[Mapping[str, str]], state: Optional[str], limit: Optional[int], cursor: Optional[str]) -> List[Tuple[str, str]]:

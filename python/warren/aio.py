@@ -58,10 +58,10 @@ class AsyncWarren:
         self.keys = AsyncKeys(self._t)
 
     async def info(self) -> Dict[str, Any]:
-        return await self._t.call(w.Request("GET", "/v1/info", idempotent=True))  # type: ignore[no-any-return]
+        return await self._t.call(w.route("info", idempotent=True))  # type: ignore[no-any-return]
 
     async def nodes(self) -> List[Dict[str, Any]]:
-        return (await self._t.call(w.Request("GET", "/v1/nodes", idempotent=True)))["nodes"]  # type: ignore[no-any-return]
+        return (await self._t.call(w.route("listNodes", idempotent=True)))["nodes"]  # type: ignore[no-any-return]
 
     async def close(self) -> None:
         await self._t.close()
@@ -80,20 +80,20 @@ class AsyncSandboxes:
     async def create(self, image: str, **opts: Any) -> "AsyncSandbox":
         """As :meth:`warren.client.Sandboxes.create`."""
         body = w.create_body(image, **opts)
-        req = w.Request("POST", "/v1/sandboxes", json=body, idempotent="requestId" in body)
+        req = w.route("createSandbox", json=body, idempotent="requestId" in body)
         return AsyncSandbox(self._t, SandboxInfo.of(await self._t.call(req)))
 
     async def batch_create(self, count: int, template: Mapping[str, Any]) -> BatchCreateResult:
         tpl = dict(template)
         body = {"count": count, "template": w.create_body(tpl.pop("image"), **tpl)}
-        r = await self._t.call(w.Request("POST", "/v1/sandboxes/batch", json=body))
+        r = await self._t.call(w.route("batchCreate", json=body))
         return BatchCreateResult(
             sandboxes=[AsyncSandbox(self._t, SandboxInfo.of(s)) for s in r["sandboxes"]],
             errors=[error_from_wire(None, {"error": e}) for e in r["errors"]],
         )
 
     async def get(self, sandbox_id: str) -> "AsyncSandbox":
-        return AsyncSandbox(self._t, SandboxInfo.of(await self._t.call(w.Request("GET", w.sandbox_path(sandbox_id), idempotent=True))))
+        return AsyncSandbox(self._t, SandboxInfo.of(await self._t.call(w.route("getSandbox", sandbox_id, idempotent=True))))
 
     async def list(
         self, *, labels: Optional[Mapping[str, str]] = None, state: Optional[str] = None, page_size: int = 500
@@ -106,7 +106,7 @@ class AsyncSandboxes:
         cursor: Optional[str] = None
         while True:
             q = w.list_query(labels, state, page_size, cursor)
-            r = await self._t.call(w.Request("GET", "/v1/sandboxes", query=q, idempotent=True))
+            r = await self._t.call(w.route("listSandboxes", query=q, idempotent=True))
             for s in r["sandboxes"]:
                 yield AsyncSandbox(self._t, SandboxInfo.of(s))
             cursor = r.get("nextCursor")
@@ -119,7 +119,7 @@ class AsyncBatch:
         self._t = t
 
     async def _op(self, op: str, labels: Mapping[str, str]) -> int:
-        return int((await self._t.call(w.Request("POST", f"/v1/batch/{op}", json={"labels": dict(labels)}, idempotent=True)))["count"])
+        return int((await self._t.call(w.route(w.BATCH_ROUTES[op], json={"labels": dict(labels)}, idempotent=True)))["count"])
 
     async def pause(self, labels: Mapping[str, str]) -> int:
         return await self._op("pause", labels)
@@ -157,7 +157,7 @@ class AsyncSandbox:
         return self.info
 
     async def refresh(self) -> SandboxInfo:
-        return await self._info(w.Request("GET", w.sandbox_path(self.id), idempotent=True))
+        return await self._info(w.route("getSandbox", self.id, idempotent=True))
 
     async def exec(self, cmd: w.Cmd, **opts: Any) -> ExecResult:
         body = w.exec_body(cmd, **opts)
@@ -187,36 +187,36 @@ class AsyncSandbox:
 
     async def shell(self, *, cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None, user: Optional[str] = None) -> "AsyncShell":
         body = w.drop_none({"cwd": cwd, "env": dict(env) if env is not None else None, "user": user})
-        sid = (await self._t.call(w.Request("POST", w.sandbox_path(self.id, "/sessions"), json=body)))["sessionId"]
+        sid = (await self._t.call(w.route("createSession", self.id, json=body)))["sessionId"]
         return AsyncShell(self, sid)
 
     async def pause(self) -> None:
-        await self._t.call(w.Request("POST", w.sandbox_path(self.id, "/pause"), idempotent=True))
+        await self._t.call(w.route("pause", self.id, idempotent=True))
 
     async def resume(self) -> None:
-        await self._t.call(w.Request("POST", w.sandbox_path(self.id, "/resume"), idempotent=True))
+        await self._t.call(w.route("resume", self.id, idempotent=True))
 
     async def set_timeout(self, ttl_seconds: int) -> SandboxInfo:
-        return await self._info(w.Request("POST", w.sandbox_path(self.id, "/timeout"), json={"ttlSeconds": ttl_seconds}, idempotent=True))
+        return await self._info(w.route("setTimeout", self.id, json={"ttlSeconds": ttl_seconds}, idempotent=True))
 
     async def set_network(self, policy: Mapping[str, Any]) -> SandboxInfo:
-        return await self._info(w.Request("PATCH", w.sandbox_path(self.id, "/network"), json=w.wire_keys(policy), idempotent=True))
+        return await self._info(w.route("setNetwork", self.id, json=w.wire_keys(policy), idempotent=True))
 
     async def commit(self, name: str, *, exclude: Optional[Sequence[str]] = None) -> Image:
         body = w.drop_none({"name": name, "exclude": list(exclude) if exclude is not None else None})
-        return from_wire(Image, await self._t.call(w.Request("POST", w.sandbox_path(self.id, "/commit"), json=body, timeout=3600)))
+        return from_wire(Image, await self._t.call(w.route("commit", self.id, json=body, timeout=3600)))
 
     async def screen(self) -> bytes:
         """A full VM's screen now, as PNG bytes (backend ``vm``)."""
-        return await self._t.raw(w.Request("GET", w.sandbox_path(self.id, "/screen"), accept="image/png", idempotent=True))
+        return await self._t.raw(w.route("screen", self.id, accept="image/png", idempotent=True))
 
     async def input(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Keys, text and mouse events to a full VM's display, in order (backend ``vm``), e.g.
         ``[{"type": "mouse", "x": 10, "y": 20, "button": "left"}, {"type": "text", "text": "ls"}, {"type": "key", "key": "Return"}]``."""
-        await self._t.call(w.Request("POST", w.sandbox_path(self.id, "/input"), json={"events": [dict(e) for e in events]}))
+        await self._t.call(w.route("input", self.id, json={"events": [dict(e) for e in events]}))
 
     async def delete(self) -> None:
-        await self._t.call(w.Request("DELETE", w.sandbox_path(self.id), idempotent=True))
+        await self._t.call(w.route("deleteSandbox", self.id, idempotent=True))
 
 
 class AsyncCommand:
@@ -241,12 +241,10 @@ class AsyncCommand:
         return b.finish()
 
     async def kill(self, signal: str = "SIGTERM") -> None:
-        path = w.sandbox_path(self.sandbox.id, f"/commands/{w.seg(self.id)}/kill")
-        await self.sandbox._t.call(w.Request("POST", path, json={"signal": signal}, idempotent=True))
+        await self.sandbox._t.call(w.route("killCommand", self.sandbox.id, self.id, json={"signal": signal}, idempotent=True))
 
     async def write_stdin(self, data: Union[str, bytes], *, eof: bool = False) -> None:
-        path = w.sandbox_path(self.sandbox.id, f"/commands/{w.seg(self.id)}/stdin")
-        await self.sandbox._t.call(w.Request("POST", path, query=[("eof", "1")] if eof else [], body=data))
+        await self.sandbox._t.call(w.route("commandStdin", self.sandbox.id, self.id, query=[("eof", "1")] if eof else [], body=data))
 
 
 class AsyncShell:
@@ -283,7 +281,7 @@ class AsyncShell:
             self._turns.give_back(t)
 
     async def close(self) -> None:
-        await self.sandbox._t.call(w.Request("DELETE", w.sandbox_path(self.sandbox.id, f"/sessions/{w.seg(self.id)}"), idempotent=True))
+        await self.sandbox._t.call(w.route("deleteSession", self.sandbox.id, self.id, idempotent=True))
 
     async def __aenter__(self) -> "AsyncShell":
         return self
@@ -297,26 +295,24 @@ class AsyncSandboxFiles:
         self._t = t
         self._id = sandbox_id
 
-    def _path(self, suffix: str) -> str:
-        return w.sandbox_path(self._id, suffix)
 
     async def read(self, path: str) -> bytes:
-        return await self._t.raw(w.Request("GET", self._path("/files"), query=[("path", path)], accept="*/*", idempotent=True))
+        return await self._t.raw(w.route("readFile", self._id, query=[("path", path)], accept="*/*", idempotent=True))
 
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return (await self.read(path)).decode(encoding)
 
     async def write(self, path: str, data: Union[str, bytes, IO[bytes]], *, mode: Optional[int] = None) -> None:
         q = [("path", path)] + w.file_mode(mode)
-        await self._t.call(w.Request("PUT", self._path("/files"), query=q, body=data, idempotent=not hasattr(data, "read")))
+        await self._t.call(w.route("writeFile", self._id, query=q, body=data, idempotent=not hasattr(data, "read")))
 
     async def list(self, path: str, depth: int = 1) -> List[FileEntry]:
         q = [("path", path), ("depth", str(depth))]
-        r = await self._t.call(w.Request("GET", self._path("/files/list"), query=q, idempotent=True))
+        r = await self._t.call(w.route("listFiles", self._id, query=q, idempotent=True))
         return [from_wire(FileEntry, e) for e in r["entries"]]
 
     async def stat(self, path: str) -> FileEntry:
-        return from_wire(FileEntry, await self._t.call(w.Request("GET", self._path("/files/stat"), query=[("path", path)], idempotent=True)))
+        return from_wire(FileEntry, await self._t.call(w.route("statFile", self._id, query=[("path", path)], idempotent=True)))
 
     async def exists(self, path: str) -> bool:
         try:
@@ -327,20 +323,20 @@ class AsyncSandboxFiles:
 
     async def remove(self, path: str, *, recursive: bool = False) -> None:
         q = [("path", path)] + ([("recursive", "1")] if recursive else [])
-        await self._t.call(w.Request("DELETE", self._path("/files"), query=q, idempotent=True))
+        await self._t.call(w.route("deleteFile", self._id, query=q, idempotent=True))
 
     async def mkdir(self, path: str) -> None:
-        await self._t.call(w.Request("POST", self._path("/files/mkdir"), json={"path": path}, idempotent=True))
+        await self._t.call(w.route("mkdir", self._id, json={"path": path}, idempotent=True))
 
     async def move(self, src: str, dst: str) -> None:
-        await self._t.call(w.Request("POST", self._path("/files/move"), json={"from": src, "to": dst}))
+        await self._t.call(w.route("move", self._id, json={"from": src, "to": dst}))
 
     async def put_archive(self, path: str, tar: Union[bytes, IO[bytes]]) -> None:
-        await self._t.call(w.Request("PUT", self._path("/archive"), query=[("path", path)], body=tar, content_type="application/x-tar"))
+        await self._t.call(w.route("putArchive", self._id, query=[("path", path)], body=tar, content_type="application/x-tar"))
 
     async def get_archive(self, path: str, out: IO[bytes], *, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
         n = 0
-        req = w.Request("GET", self._path("/archive"), query=[("path", path)], accept="application/x-tar", idempotent=True)
+        req = w.route("getArchive", self._id, query=[("path", path)], accept="application/x-tar", idempotent=True)
         async with self._t.stream(req) as chunks:
             async for chunk in chunks:
                 n += len(chunk)
@@ -366,12 +362,12 @@ class AsyncFn:
         self._t = t
 
     async def run(self, language: str, code: str, **opts: Any) -> FnResult:
-        req = w.Request("POST", "/v1/fn/run", json=w.fn_body(language, code, **opts), timeout=w.fn_timeout(opts))
+        req = w.route("fnRun", json=w.fn_body(language, code, **opts), timeout=w.fn_timeout(opts))
         return from_wire(FnResult, await self._t.call(req))
 
     async def batch(self, calls: Sequence[Mapping[str, Any]]) -> List[Union[FnResult, WarrenError]]:
         body = {"calls": [w.fn_body(**c) for c in calls]}
-        r = await self._t.call(w.Request("POST", "/v1/fn/batch", json=body, timeout=w.fn_timeout({"timeout_ms": 15 * 60_000})))
+        r = await self._t.call(w.route("fnBatch", json=body, timeout=w.fn_timeout({"timeout_ms": 15 * 60_000})))
         return [w.fn_outcome(x) for x in r["results"]]
 
 
@@ -380,20 +376,20 @@ class AsyncImages:
         self._t = t
 
     async def list(self) -> List[Image]:
-        return [from_wire(Image, i) for i in (await self._t.call(w.Request("GET", "/v1/images", idempotent=True)))["images"]]
+        return [from_wire(Image, i) for i in (await self._t.call(w.route("listImages", idempotent=True)))["images"]]
 
     async def import_tar(self, path: str, *, name: str, on_progress: Optional[Callable[[ImageProgress], None]] = None) -> Image:
         with open(path, "rb") as f:
-            req = w.Request("POST", "/v1/images/import", query=[("name", name)], body=f, content_type="application/x-tar", accept="application/x-ndjson")
+            req = w.route("importImage", query=[("name", name)], body=f, content_type="application/x-tar", accept="application/x-ndjson")
             return w.image_result([x async for x in self._t.lines(req)], on_progress)
 
     async def pull(self, ref: str, *, name: Optional[str] = None, auth: Optional[Mapping[str, str]] = None, on_progress: Optional[Callable[[ImageProgress], None]] = None) -> Image:
         body = w.drop_none({"ref": ref, "name": name, "auth": dict(auth) if auth else None})
-        req = w.Request("POST", "/v1/images/pull", json=body, accept="application/x-ndjson")
+        req = w.route("pullImage", json=body, accept="application/x-ndjson")
         return w.image_result([x async for x in self._t.lines(req)], on_progress)
 
     async def delete(self, name: str) -> None:
-        await self._t.call(w.Request("DELETE", f"/v1/images/{w.seg(name)}", idempotent=True))
+        await self._t.call(w.route("deleteImage", name, idempotent=True))
 
 
 class AsyncLayers:
@@ -401,17 +397,17 @@ class AsyncLayers:
         self._t = t
 
     async def upload(self, name: str, tar: Union[bytes, IO[bytes]]) -> Layer:
-        return from_wire(Layer, await self._t.call(w.Request("POST", "/v1/layers", query=[("name", name)], body=tar, content_type="application/x-tar")))
+        return from_wire(Layer, await self._t.call(w.route("uploadLayer", query=[("name", name)], body=tar, content_type="application/x-tar")))
 
     async def list(self) -> List[Layer]:
-        return [from_wire(Layer, x) for x in (await self._t.call(w.Request("GET", "/v1/layers", idempotent=True)))["layers"]]
+        return [from_wire(Layer, x) for x in (await self._t.call(w.route("listLayers", idempotent=True)))["layers"]]
 
     async def publish(self, to: str, *, image: Optional[str] = None, layers: Optional[Sequence[str]] = None, auth: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
         body = w.drop_none({"to": to, "image": image, "layers": list(layers) if layers else None, "auth": dict(auth) if auth else None})
-        return (await self._t.call(w.Request("POST", "/v1/layers/publish", json=body, idempotent=True)))["layers"]  # type: ignore[no-any-return]
+        return (await self._t.call(w.route("publishLayers", json=body, idempotent=True)))["layers"]  # type: ignore[no-any-return]
 
     async def delete(self, name: str) -> None:
-        await self._t.call(w.Request("DELETE", f"/v1/layers/{w.seg(name)}", idempotent=True))
+        await self._t.call(w.route("deleteLayer", name, idempotent=True))
 
 
 class AsyncPools:
@@ -419,13 +415,13 @@ class AsyncPools:
         self._t = t
 
     async def create(self, image: str, size: int, **opts: Any) -> Pool:
-        return from_wire(Pool, await self._t.call(w.Request("POST", "/v1/pools", json=w.pool_body(image, size, **opts))))
+        return from_wire(Pool, await self._t.call(w.route("createPool", json=w.pool_body(image, size, **opts))))
 
     async def list(self) -> List[Pool]:
-        return [from_wire(Pool, p) for p in (await self._t.call(w.Request("GET", "/v1/pools", idempotent=True)))["pools"]]
+        return [from_wire(Pool, p) for p in (await self._t.call(w.route("listPools", idempotent=True)))["pools"]]
 
     async def delete(self, pool_id: str) -> None:
-        await self._t.call(w.Request("DELETE", f"/v1/pools/{w.seg(pool_id)}", idempotent=True))
+        await self._t.call(w.route("deletePool", pool_id, idempotent=True))
 
 
 class AsyncKeys:
@@ -433,7 +429,7 @@ class AsyncKeys:
         self._t = t
 
     async def create(self, tenant: str, **opts: Any) -> Dict[str, Any]:
-        return await self._t.call(w.Request("POST", "/v1/keys", json=w.key_body(tenant, **opts)))  # type: ignore[no-any-return]
+        return await self._t.call(w.route("createKey", json=w.key_body(tenant, **opts)))  # type: ignore[no-any-return]
 
     async def revoke(self, key_id: str) -> None:
-        await self._t.call(w.Request("DELETE", f"/v1/keys/{w.seg(key_id)}", idempotent=True))
+        await self._t.call(w.route("deleteKey", key_id, idempotent=True))

@@ -54,11 +54,11 @@ class Warren:
         self.keys = Keys(self._t)
 
     def info(self) -> Dict[str, Any]:
-        return self._t.call(w.Request("GET", "/v1/info", idempotent=True))  # type: ignore[no-any-return]
+        return self._t.call(w.route("info", idempotent=True))  # type: ignore[no-any-return]
 
     def nodes(self) -> List[Dict[str, Any]]:
         """The nodes: capacity, what their sandboxes requested, what admission counts, what they use."""
-        return self._t.call(w.Request("GET", "/v1/nodes", idempotent=True))["nodes"]  # type: ignore[no-any-return]
+        return self._t.call(w.route("listNodes", idempotent=True))["nodes"]  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._t.close()
@@ -80,14 +80,14 @@ class Sandboxes:
         ``user``, ``workdir``, ``files`` (``{path: str | bytes}``), ``labels``, ``request_id``.
         With a ``request_id``, a retried create makes one sandbox."""
         body = w.create_body(image, **opts)
-        req = w.Request("POST", "/v1/sandboxes", json=body, idempotent="requestId" in body)
+        req = w.route("createSandbox", json=body, idempotent="requestId" in body)
         return Sandbox(self._t, SandboxInfo.of(self._t.call(req)))
 
     def batch_create(self, count: int, template: Mapping[str, Any]) -> BatchCreateResult:
         """Creates ``count`` sandboxes of one template; what failed comes back as errors, not raised."""
         tpl = dict(template)
         body = {"count": count, "template": w.create_body(tpl.pop("image"), **tpl)}
-        r = self._t.call(w.Request("POST", "/v1/sandboxes/batch", json=body))
+        r = self._t.call(w.route("batchCreate", json=body))
         return BatchCreateResult(
             sandboxes=[Sandbox(self._t, SandboxInfo.of(s)) for s in r["sandboxes"]],
             errors=[error_from_wire(None, {"error": e}) for e in r["errors"]],
@@ -95,7 +95,7 @@ class Sandboxes:
 
     def get(self, sandbox_id: str) -> "Sandbox":
         """A handle on a sandbox by id, from any process."""
-        return Sandbox(self._t, SandboxInfo.of(self._t.call(w.Request("GET", w.sandbox_path(sandbox_id), idempotent=True))))
+        return Sandbox(self._t, SandboxInfo.of(self._t.call(w.route("getSandbox", sandbox_id, idempotent=True))))
 
     def list(
         self, *, labels: Optional[Mapping[str, str]] = None, state: Optional[str] = None, page_size: int = 500
@@ -109,7 +109,7 @@ class Sandboxes:
         cursor: Optional[str] = None
         while True:
             q = w.list_query(labels, state, page_size, cursor)
-            r = self._t.call(w.Request("GET", "/v1/sandboxes", query=q, idempotent=True))
+            r = self._t.call(w.route("listSandboxes", query=q, idempotent=True))
             for s in r["sandboxes"]:
                 yield Sandbox(self._t, SandboxInfo.of(s))
             cursor = r.get("nextCursor")
@@ -124,7 +124,7 @@ class Batch:
         self._t = t
 
     def _op(self, op: str, labels: Mapping[str, str]) -> int:
-        return int(self._t.call(w.Request("POST", f"/v1/batch/{op}", json={"labels": dict(labels)}, idempotent=True))["count"])
+        return int(self._t.call(w.route(w.BATCH_ROUTES[op], json={"labels": dict(labels)}, idempotent=True))["count"])
 
     def pause(self, labels: Mapping[str, str]) -> int:
         return self._op("pause", labels)
@@ -163,7 +163,7 @@ class Sandbox:
         return self.info
 
     def refresh(self) -> SandboxInfo:
-        return self._info(w.Request("GET", w.sandbox_path(self.id), idempotent=True))
+        return self._info(w.route("getSandbox", self.id, idempotent=True))
 
     def exec(self, cmd: w.Cmd, **opts: Any) -> ExecResult:
         """Runs a command to its end: a shell string, or an argv list. Options: ``timeout_ms``,
@@ -200,40 +200,40 @@ class Sandbox:
     def shell(self, *, cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None, user: Optional[str] = None) -> "Shell":
         """A shell session whose cwd, variables and functions persist from one command to the next."""
         body = w.drop_none({"cwd": cwd, "env": dict(env) if env is not None else None, "user": user})
-        sid = self._t.call(w.Request("POST", w.sandbox_path(self.id, "/sessions"), json=body))["sessionId"]
+        sid = self._t.call(w.route("createSession", self.id, json=body))["sessionId"]
         return Shell(self, sid)
 
     def pause(self) -> None:
-        self._t.call(w.Request("POST", w.sandbox_path(self.id, "/pause"), idempotent=True))
+        self._t.call(w.route("pause", self.id, idempotent=True))
 
     def resume(self) -> None:
-        self._t.call(w.Request("POST", w.sandbox_path(self.id, "/resume"), idempotent=True))
+        self._t.call(w.route("resume", self.id, idempotent=True))
 
     def set_timeout(self, ttl_seconds: int) -> SandboxInfo:
         """The sandbox expires ``ttl_seconds`` from now."""
-        return self._info(w.Request("POST", w.sandbox_path(self.id, "/timeout"), json={"ttlSeconds": ttl_seconds}, idempotent=True))
+        return self._info(w.route("setTimeout", self.id, json={"ttlSeconds": ttl_seconds}, idempotent=True))
 
     def set_network(self, policy: Mapping[str, Any]) -> SandboxInfo:
         """Replaces the sandbox's network rules; its new connections follow them at once."""
-        return self._info(w.Request("PATCH", w.sandbox_path(self.id, "/network"), json=w.wire_keys(policy), idempotent=True))
+        return self._info(w.route("setNetwork", self.id, json=w.wire_keys(policy), idempotent=True))
 
     def commit(self, name: str, *, exclude: Optional[Sequence[str]] = None) -> Image:
         """The writable layer as a new layer over the current ones: the image ``name``."""
         body = w.drop_none({"name": name, "exclude": list(exclude) if exclude is not None else None})
-        return from_wire(Image, self._t.call(w.Request("POST", w.sandbox_path(self.id, "/commit"), json=body, timeout=3600)))
+        return from_wire(Image, self._t.call(w.route("commit", self.id, json=body, timeout=3600)))
 
     def screen(self) -> bytes:
         """A full VM's screen now, as PNG bytes (backend ``vm``)."""
-        return self._t.raw(w.Request("GET", w.sandbox_path(self.id, "/screen"), accept="image/png", idempotent=True))
+        return self._t.raw(w.route("screen", self.id, accept="image/png", idempotent=True))
 
     def input(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Keys, text and mouse events to a full VM's display, in order (backend ``vm``), e.g.
         ``[{"type": "mouse", "x": 10, "y": 20, "button": "left"}, {"type": "text", "text": "ls"}, {"type": "key", "key": "Return"}]``."""
-        self._t.call(w.Request("POST", w.sandbox_path(self.id, "/input"), json={"events": [dict(e) for e in events]}))
+        self._t.call(w.route("input", self.id, json={"events": [dict(e) for e in events]}))
 
     def delete(self) -> None:
         """Stops and removes the sandbox (idempotent)."""
-        self._t.call(w.Request("DELETE", w.sandbox_path(self.id), idempotent=True))
+        self._t.call(w.route("deleteSandbox", self.id, idempotent=True))
 
 
 class Command:
@@ -262,12 +262,10 @@ class Command:
         return b.finish()
 
     def kill(self, signal: str = "SIGTERM") -> None:
-        path = w.sandbox_path(self.sandbox.id, f"/commands/{w.seg(self.id)}/kill")
-        self.sandbox._t.call(w.Request("POST", path, json={"signal": signal}, idempotent=True))
+        self.sandbox._t.call(w.route("killCommand", self.sandbox.id, self.id, json={"signal": signal}, idempotent=True))
 
     def write_stdin(self, data: Union[str, bytes], *, eof: bool = False) -> None:
-        path = w.sandbox_path(self.sandbox.id, f"/commands/{w.seg(self.id)}/stdin")
-        self.sandbox._t.call(w.Request("POST", path, query=[("eof", "1")] if eof else [], body=data))
+        self.sandbox._t.call(w.route("commandStdin", self.sandbox.id, self.id, query=[("eof", "1")] if eof else [], body=data))
 
 
 class Shell:
@@ -304,7 +302,7 @@ class Shell:
             self._turns.give_back(t)
 
     def close(self) -> None:
-        self.sandbox._t.call(w.Request("DELETE", w.sandbox_path(self.sandbox.id, f"/sessions/{w.seg(self.id)}"), idempotent=True))
+        self.sandbox._t.call(w.route("deleteSession", self.sandbox.id, self.id, idempotent=True))
 
     def __enter__(self) -> "Shell":
         return self
@@ -320,11 +318,9 @@ class SandboxFiles:
         self._t = t
         self._id = sandbox_id
 
-    def _path(self, suffix: str) -> str:
-        return w.sandbox_path(self._id, suffix)
 
     def read(self, path: str) -> bytes:
-        return self._t.raw(w.Request("GET", self._path("/files"), query=[("path", path)], accept="*/*", idempotent=True))
+        return self._t.raw(w.route("readFile", self._id, query=[("path", path)], accept="*/*", idempotent=True))
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read(path).decode(encoding)
@@ -332,15 +328,15 @@ class SandboxFiles:
     def write(self, path: str, data: Union[str, bytes, IO[bytes]], *, mode: Optional[int] = None) -> None:
         """Writes a file (its parents made); ``mode`` is numeric, e.g. ``0o755``."""
         q = [("path", path)] + w.file_mode(mode)
-        self._t.call(w.Request("PUT", self._path("/files"), query=q, body=data, idempotent=not hasattr(data, "read")))
+        self._t.call(w.route("writeFile", self._id, query=q, body=data, idempotent=not hasattr(data, "read")))
 
     def list(self, path: str, depth: int = 1) -> List[FileEntry]:
         q = [("path", path), ("depth", str(depth))]
-        r = self._t.call(w.Request("GET", self._path("/files/list"), query=q, idempotent=True))
+        r = self._t.call(w.route("listFiles", self._id, query=q, idempotent=True))
         return [from_wire(FileEntry, e) for e in r["entries"]]
 
     def stat(self, path: str) -> FileEntry:
-        return from_wire(FileEntry, self._t.call(w.Request("GET", self._path("/files/stat"), query=[("path", path)], idempotent=True)))
+        return from_wire(FileEntry, self._t.call(w.route("statFile", self._id, query=[("path", path)], idempotent=True)))
 
     def exists(self, path: str) -> bool:
         try:
@@ -351,22 +347,22 @@ class SandboxFiles:
 
     def remove(self, path: str, *, recursive: bool = False) -> None:
         q = [("path", path)] + ([("recursive", "1")] if recursive else [])
-        self._t.call(w.Request("DELETE", self._path("/files"), query=q, idempotent=True))
+        self._t.call(w.route("deleteFile", self._id, query=q, idempotent=True))
 
     def mkdir(self, path: str) -> None:
-        self._t.call(w.Request("POST", self._path("/files/mkdir"), json={"path": path}, idempotent=True))
+        self._t.call(w.route("mkdir", self._id, json={"path": path}, idempotent=True))
 
     def move(self, src: str, dst: str) -> None:
-        self._t.call(w.Request("POST", self._path("/files/move"), json={"from": src, "to": dst}))
+        self._t.call(w.route("move", self._id, json={"from": src, "to": dst}))
 
     def put_archive(self, path: str, tar: Union[bytes, IO[bytes]]) -> None:
         """Extracts a tar into the directory ``path`` in the sandbox."""
-        self._t.call(w.Request("PUT", self._path("/archive"), query=[("path", path)], body=tar, content_type="application/x-tar"))
+        self._t.call(w.route("putArchive", self._id, query=[("path", path)], body=tar, content_type="application/x-tar"))
 
     def get_archive(self, path: str, out: IO[bytes], *, max_bytes: int = DEFAULT_MAX_BYTES) -> int:
         """Writes a tar of the sandbox's directory ``path`` to ``out``; at most ``max_bytes``."""
         n = 0
-        req = w.Request("GET", self._path("/archive"), query=[("path", path)], accept="application/x-tar", idempotent=True)
+        req = w.route("getArchive", self._id, query=[("path", path)], accept="application/x-tar", idempotent=True)
         with self._t.stream(req) as chunks:
             for chunk in chunks:
                 n += len(chunk)
@@ -399,12 +395,12 @@ class Fn:
     def run(self, language: str, code: str, **opts: Any) -> FnResult:
         """One call. Options: ``stdin``, ``timeout_ms``, ``image``, ``files``, ``env``, ``cwd``,
         ``resources``, ``max_output_bytes``."""
-        return from_wire(FnResult, self._t.call(w.Request("POST", "/v1/fn/run", json=w.fn_body(language, code, **opts), timeout=w.fn_timeout(opts))))
+        return from_wire(FnResult, self._t.call(w.route("fnRun", json=w.fn_body(language, code, **opts), timeout=w.fn_timeout(opts))))
 
     def batch(self, calls: Sequence[Mapping[str, Any]]) -> List[Union[FnResult, WarrenError]]:
         """Many calls, answered in their order; a call that could not run is its error (not raised)."""
         body = {"calls": [w.fn_body(**c) for c in calls]}
-        r = self._t.call(w.Request("POST", "/v1/fn/batch", json=body, timeout=w.fn_timeout({"timeout_ms": 15 * 60_000})))
+        r = self._t.call(w.route("fnBatch", json=body, timeout=w.fn_timeout({"timeout_ms": 15 * 60_000})))
         return [w.fn_outcome(x) for x in r["results"]]
 
 
@@ -413,21 +409,21 @@ class Images:
         self._t = t
 
     def list(self) -> List[Image]:
-        return [from_wire(Image, i) for i in self._t.call(w.Request("GET", "/v1/images", idempotent=True))["images"]]
+        return [from_wire(Image, i) for i in self._t.call(w.route("listImages", idempotent=True))["images"]]
 
     def import_tar(self, path: str, *, name: str, on_progress: Optional[Callable[[ImageProgress], None]] = None) -> Image:
         """Imports a ``docker save`` or OCI image layout tarball (gzip allowed) as image ``name``."""
         with open(path, "rb") as f:
-            req = w.Request("POST", "/v1/images/import", query=[("name", name)], body=f, content_type="application/x-tar", accept="application/x-ndjson")
+            req = w.route("importImage", query=[("name", name)], body=f, content_type="application/x-tar", accept="application/x-ndjson")
             return w.image_result(self._t.lines(req), on_progress)
 
     def pull(self, ref: str, *, name: Optional[str] = None, auth: Optional[Mapping[str, str]] = None, on_progress: Optional[Callable[[ImageProgress], None]] = None) -> Image:
         """Pulls an image from an OCI registry (``host:port/repo:tag``)."""
         body = w.drop_none({"ref": ref, "name": name, "auth": dict(auth) if auth else None})
-        return w.image_result(self._t.lines(w.Request("POST", "/v1/images/pull", json=body, accept="application/x-ndjson")), on_progress)
+        return w.image_result(self._t.lines(w.route("pullImage", json=body, accept="application/x-ndjson")), on_progress)
 
     def delete(self, name: str) -> None:
-        self._t.call(w.Request("DELETE", f"/v1/images/{w.seg(name)}", idempotent=True))
+        self._t.call(w.route("deleteImage", name, idempotent=True))
 
 
 class Layers:
@@ -436,17 +432,17 @@ class Layers:
 
     def upload(self, name: str, tar: Union[bytes, IO[bytes]]) -> Layer:
         """A layer tar (gzip allowed; OCI whiteouts honoured), usable in ``layers`` at create."""
-        return from_wire(Layer, self._t.call(w.Request("POST", "/v1/layers", query=[("name", name)], body=tar, content_type="application/x-tar")))
+        return from_wire(Layer, self._t.call(w.route("uploadLayer", query=[("name", name)], body=tar, content_type="application/x-tar")))
 
     def list(self) -> List[Layer]:
-        return [from_wire(Layer, x) for x in self._t.call(w.Request("GET", "/v1/layers", idempotent=True))["layers"]]
+        return [from_wire(Layer, x) for x in self._t.call(w.route("listLayers", idempotent=True))["layers"]]
 
     def publish(self, to: str, *, image: Optional[str] = None, layers: Optional[Sequence[str]] = None, auth: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
         body = w.drop_none({"to": to, "image": image, "layers": list(layers) if layers else None, "auth": dict(auth) if auth else None})
-        return self._t.call(w.Request("POST", "/v1/layers/publish", json=body, idempotent=True))["layers"]  # type: ignore[no-any-return]
+        return self._t.call(w.route("publishLayers", json=body, idempotent=True))["layers"]  # type: ignore[no-any-return]
 
     def delete(self, name: str) -> None:
-        self._t.call(w.Request("DELETE", f"/v1/layers/{w.seg(name)}", idempotent=True))
+        self._t.call(w.route("deleteLayer", name, idempotent=True))
 
 
 class Pools:
@@ -456,13 +452,13 @@ class Pools:
         self._t = t
 
     def create(self, image: str, size: int, **opts: Any) -> Pool:
-        return from_wire(Pool, self._t.call(w.Request("POST", "/v1/pools", json=w.pool_body(image, size, **opts))))
+        return from_wire(Pool, self._t.call(w.route("createPool", json=w.pool_body(image, size, **opts))))
 
     def list(self) -> List[Pool]:
-        return [from_wire(Pool, p) for p in self._t.call(w.Request("GET", "/v1/pools", idempotent=True))["pools"]]
+        return [from_wire(Pool, p) for p in self._t.call(w.route("listPools", idempotent=True))["pools"]]
 
     def delete(self, pool_id: str) -> None:
-        self._t.call(w.Request("DELETE", f"/v1/pools/{w.seg(pool_id)}", idempotent=True))
+        self._t.call(w.route("deletePool", pool_id, idempotent=True))
 
 
 class Keys:
@@ -474,7 +470,7 @@ class Keys:
     def create(self, tenant: str, **opts: Any) -> Dict[str, Any]:
         """A new key for ``tenant`` (``role``, ``quota``): ``{"key", "keyId", "tenant", "role"}``.
         The key is shown once."""
-        return self._t.call(w.Request("POST", "/v1/keys", json=w.key_body(tenant, **opts)))  # type: ignore[no-any-return]
+        return self._t.call(w.route("createKey", json=w.key_body(tenant, **opts)))  # type: ignore[no-any-return]
 
     def revoke(self, key_id: str) -> None:
-        self._t.call(w.Request("DELETE", f"/v1/keys/{w.seg(key_id)}", idempotent=True))
+        self._t.call(w.route("deleteKey", key_id, idempotent=True))

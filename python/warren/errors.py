@@ -1,4 +1,5 @@
-"""Errors: one class per API error code, all under WarrenError.
+"""Errors: one class per API error code, all under WarrenError (the codes, their statuses and
+classes are generated from the contract by ``node scripts/gen-python.mjs``).
 
 The server answers an error as ``{"error": {"code", "message", "details"}}`` with the code's HTTP
 status; :func:`error_from_wire` rebuilds the matching class. A call that never reached the server
@@ -9,19 +10,6 @@ status; :func:`error_from_wire` rebuilds the matching class. A call that never r
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Type
-
-STATUS_BY_CODE: Dict[str, int] = {
-    "invalid_argument": 400,
-    "unauthenticated": 401,
-    "permission_denied": 403,
-    "not_found": 404,
-    "conflict": 409,
-    "payload_too_large": 413,
-    "resource_exhausted": 429,
-    "deadline_exceeded": 504,
-    "unavailable": 503,
-    "internal": 500,
-}
 
 
 class WarrenError(Exception):
@@ -46,6 +34,21 @@ class WarrenError(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+# --- generated from the API contract by scripts/gen-python.mjs: do not edit by hand ---
+STATUS_BY_CODE: Dict[str, int] = {
+    "invalid_argument": 400,
+    "unauthenticated": 401,
+    "permission_denied": 403,
+    "not_found": 404,
+    "conflict": 409,
+    "payload_too_large": 413,
+    "resource_exhausted": 429,
+    "deadline_exceeded": 504,
+    "unavailable": 503,
+    "internal": 500,
+}
 
 
 class InvalidArgumentError(WarrenError):
@@ -88,15 +91,6 @@ class InternalError(WarrenError):
     code = "internal"
 
 
-class TransportError(UnavailableError):
-    """The server could not be reached, or the connection broke before a whole answer came."""
-
-    def __init__(self, message: str, *, cause: Optional[BaseException] = None) -> None:
-        super().__init__(message, status=None)
-        self.status = None
-        self.__cause__ = cause
-
-
 ERROR_CLASSES: Dict[str, Type[WarrenError]] = {
     c.code: c
     for c in (
@@ -112,6 +106,16 @@ ERROR_CLASSES: Dict[str, Type[WarrenError]] = {
         InternalError,
     )
 }
+# --- end of the generated part ---
+
+
+class TransportError(UnavailableError):
+    """The server could not be reached, or the connection broke before a whole answer came."""
+
+    def __init__(self, message: str, *, cause: Optional[BaseException] = None) -> None:
+        super().__init__(message, status=None)
+        self.status = None
+        self.__cause__ = cause
 
 
 def error_from_wire(status: Optional[int], body: Any) -> WarrenError:
