@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerOptions, ty
 import { ROUTES, WarrenError, buildOpenApi, serializeError, type RouteSpec } from '@warren/api';
 import type { Duplex } from 'node:stream';
 import { Router } from './router.js';
-import { jsonBody, query, sendError, sendJson } from './io.js';
+import { jsonBody, query, sendEmpty, sendError, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
 import type { Caller } from '../services/sandboxes.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
@@ -70,7 +70,13 @@ export function createApp(d: AppDeps): Server {
         caller = await d.auth.authenticate(ctx.req.headers.authorization, { node: forNodes });
         // Object.assign, not a spread with more keys after it: in this V8 that form costs ~7 µs a call.
         await h(
-          Object.assign({}, ctx, { caller, audit, query: () => routeQuery(spec, ctx.url), body: () => routeBody(spec, ctx.req) }) as Parameters<typeof h>[0],
+          Object.assign({}, ctx, {
+            caller,
+            audit,
+            query: () => routeQuery(spec, ctx.url),
+            body: () => routeBody(spec, ctx.req),
+            reply: (body?: unknown) => (spec.status === 204 ? sendEmpty(ctx.res, 204) : sendJson(ctx.res, spec.status, body)),
+          }) as Parameters<typeof h>[0],
         );
         if (mutating) record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, ctx.res.statusCode, null);
       } catch (e) {

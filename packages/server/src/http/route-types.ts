@@ -25,6 +25,11 @@ export type Authed<S extends RouteSpec = RouteSpec> = RouteContext & {
   audit: { sandbox?: string };
   query: () => Parsed<S['query']>;
   body: () => Promise<Parsed<S['body']>>;
+  /**
+   * Answers with the route's own status (ROUTES: 200, 201, or 204 with no body) and its body,
+   * typed by the route's response schema: no handler names a status of its own.
+   */
+  reply: (...body: S['response'] extends z.ZodType ? [z.input<S['response']>] : []) => void;
 };
 
 /** Registers an authenticated handler for a route of the contract. */
@@ -47,4 +52,4 @@ export interface RouteDeps {
   peerBlob?: (name: string, req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
 }
 
-export const sandboxId = (c: Authed): string => c.params.id ?? '';
+export const sandboxId = (c: Pick<Authed, 'params'>): string => c.params.id ?? '';

@@ -1,5 +1,5 @@
 import { ERROR_CODES, ROUTES, WarrenError, type ErrorCode } from '@warren/api';
-import { readBody, sendEmpty, sendJson } from './io.js';
+import { readBody } from './io.js';
 import { streamCommand } from './ndjson.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
 
@@ -14,7 +14,7 @@ export function commandRoutes(on: On, d: RouteDeps): void {
       const r = await d.commands.exec(c.caller, sandboxId(c), body, true);
       if (r.end.type === 'error') throw new WarrenError(isErrorCode(r.end.error.code) ? r.end.error.code : 'internal', r.end.error.message);
       const { type: _t, ...exit } = r.end;
-      sendJson(c.res, 200, { commandId: r.commandId, stdout: r.stdout, stderr: r.stderr, ...exit });
+      c.reply({ commandId: r.commandId, stdout: r.stdout, stderr: r.stderr, ...exit });
       return;
     }
     await streamCommand(c.res, await d.commands.exec(c.caller, sandboxId(c), body, false), true);
@@ -27,17 +27,17 @@ export function commandRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.killCommand, async (c) => {
     const body = await c.body();
     await d.commands.signal(c.caller, sandboxId(c), c.params.commandId ?? '', body.signal ?? 'SIGTERM');
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.pty, async () => {
     throw new WarrenError('invalid_argument', 'a terminal is a WebSocket: send Upgrade: websocket (GET /v1/sandboxes/{id}/pty)');
   });
   on(ROUTES.listCommands, async (c) => {
-    sendJson(c.res, 200, { commands: await d.commands.list(c.caller, sandboxId(c)) });
+    c.reply({ commands: await d.commands.list(c.caller, sandboxId(c)) });
   });
   on(ROUTES.resizeCommand, async (c) => {
     await d.commands.resize(c.caller, sandboxId(c), c.params.commandId ?? '', await c.body());
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.commandStdin, async (c) => {
     const cid = c.params.commandId ?? '';
@@ -45,14 +45,14 @@ export function commandRoutes(on: On, d: RouteDeps): void {
     await d.sandboxes.live(c.caller, sandboxId(c));
     const data = await readBody(c.req, 16 * 1024 * 1024);
     await d.commands.stdin(c.caller, sandboxId(c), cid, data, c.url.searchParams.get('eof') === '1');
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.createSession, async (c) => {
     const body = await c.body();
-    sendJson(c.res, 201, { sessionId: await d.commands.createSession(c.caller, sandboxId(c), body) });
+    c.reply({ sessionId: await d.commands.createSession(c.caller, sandboxId(c), body) });
   });
   on(ROUTES.deleteSession, async (c) => {
     await d.commands.deleteSession(c.caller, sandboxId(c), c.params.sessionId ?? '');
-    sendEmpty(c.res);
+    c.reply();
   });
 }

@@ -1,7 +1,6 @@
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { ROUTES } from '@warren/api';
-import { sendEmpty } from './io.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
 
 /** A full VM's display: its screen as a PNG, and keys and pointer events to it. */
@@ -16,6 +15,6 @@ export function displayRoutes(on: On, d: RouteDeps): void {
     const body = await c.body();
     const { sid, edge } = await d.sandboxes.reach(c.caller, sandboxId(c));
     await edge.input(sid, body.events);
-    sendEmpty(c.res);
+    c.reply();
   });
 }

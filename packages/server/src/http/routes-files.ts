@@ -2,7 +2,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { ROUTES, WarrenError } from '@warren/api';
-import { sendEmpty, sendJson } from './io.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
 
 /** File and archive routes (paths resolve inside the sandbox). */
@@ -21,7 +20,7 @@ export function fileRoutes(on: On, d: RouteDeps): void {
     await d.sandboxes.live(c.caller, sandboxId(c));
     checkLength(c.req);
     await d.files.write(c.caller, sandboxId(c), q.path, c.req, q.mode === undefined ? undefined : parseInt(q.mode, 8));
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.readFile, async (c) => {
     const q = c.query();
@@ -30,33 +29,33 @@ export function fileRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.deleteFile, async (c) => {
     const q = c.query();
     await d.files.remove(c.caller, sandboxId(c), q.path, q.recursive ?? false);
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.listFiles, async (c) => {
     const q = c.query();
-    sendJson(c.res, 200, { entries: await d.files.list(c.caller, sandboxId(c), q.path, q.depth ?? 1) });
+    c.reply({ entries: await d.files.list(c.caller, sandboxId(c), q.path, q.depth ?? 1) });
   });
   on(ROUTES.statFile, async (c) => {
     const q = c.query();
-    sendJson(c.res, 200, await d.files.stat(c.caller, sandboxId(c), q.path));
+    c.reply(await d.files.stat(c.caller, sandboxId(c), q.path));
   });
   on(ROUTES.mkdir, async (c) => {
     await d.sandboxes.live(c.caller, sandboxId(c));
     await d.files.makeDir(c.caller, sandboxId(c), (await c.body()).path);
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.move, async (c) => {
     await d.sandboxes.live(c.caller, sandboxId(c));
     const body = await c.body();
     await d.files.move(c.caller, sandboxId(c), body.from, body.to);
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.putArchive, async (c) => {
     const q = c.query();
     await d.sandboxes.live(c.caller, sandboxId(c));
     checkLength(c.req);
     await d.files.putArchive(c.caller, sandboxId(c), q.path, c.req);
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.getArchive, async (c) => {
     const q = c.query();

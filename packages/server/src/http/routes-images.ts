@@ -5,18 +5,17 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { parseImageRef } from '@warren/images';
-import { sendEmpty, sendJson } from './io.js';
 import { sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
 
 const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data|blocks)$/;
 
 /** Commit, import, pull and layer uploads make images: not for runner keys. */
-const builds = (c: Authed): void => {
+const builds = (c: Pick<Authed, 'caller'>): void => {
   if (c.caller.role === 'runner') throw new WarrenError('permission_denied', 'a runner key cannot make images (commit, import, pull, layer upload)');
 };
 
 /** Whose a new image is: the caller's tenant's, or every tenant's when an admin makes it. */
-const imageOwner = (c: Authed): string | null => (c.caller.role === 'admin' ? null : c.caller.tenant);
+const imageOwner = (c: Pick<Authed, 'caller'>): string | null => (c.caller.role === 'admin' ? null : c.caller.tenant);
 
 const adminOnly = (c: Authed, what: string): void => {
   if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', `only an admin key can delete ${what}`);
@@ -65,21 +64,21 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.putImage, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can name images from digests');
     const body = await c.body();
-    sendJson(c.res, 200, await d.images.putImage(api.ImageName.parse(c.params.name), body.layers, body.env));
+    c.reply(await d.images.putImage(api.ImageName.parse(c.params.name), body.layers, body.env));
   });
   on(ROUTES.deleteImage, async (c) => {
     adminOnly(c, 'images');
     await d.images.deleteImage(c.params.name ?? '');
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.uploadLayer, async (c) => {
     builds(c);
     const q = c.query();
-    sendJson(c.res, 201, await d.images.uploadLayer(q.name, imageOwner(c), c.req));
+    c.reply(await d.images.uploadLayer(q.name, imageOwner(c), c.req));
   });
   on(ROUTES.publishLayers, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can publish layers');
-    sendJson(c.res, 200, await d.images.publish(await c.body()));
+    c.reply(await d.images.publish(await c.body()));
   });
   // The node's blob store over HTTP, for other nodes' on-demand views (ranges, HEAD, a listing).
   const blobDir = join(d.catalogue.blobs.root, 'blobs');
@@ -123,17 +122,17 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listLayers, async (c) => {
     const all = await d.catalogue.listLayers();
     const owner = imageOwner(c);
-    sendJson(c.res, 200, { layers: owner === null ? all : all.filter((l) => l.tenant === null || l.tenant === owner) });
+    c.reply({ layers: owner === null ? all : all.filter((l) => l.tenant === null || l.tenant === owner) });
   });
   on(ROUTES.deleteLayer, async (c) => {
     adminOnly(c, 'layers');
     await d.images.deleteLayer(c.params.name ?? '');
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.commit, async (c) => {
     builds(c);
     const body = await c.body();
     const { sid, edge, rec } = await d.sandboxes.reach(c.caller, sandboxId(c));
-    sendJson(c.res, 201, await d.images.commit(edge, sid, rec.layers, imageOwner(c), body, rec.imageEnv));
+    c.reply(await d.images.commit(edge, sid, rec.layers, imageOwner(c), body, rec.imageEnv));
   });
 }

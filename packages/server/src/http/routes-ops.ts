@@ -1,57 +1,56 @@
 import { e2bUrls } from '../compat/e2b/index.js';
 import { ROUTES, WarrenError } from '@warren/api';
-import { sendEmpty, sendJson } from './io.js';
 import type { On, RouteDeps } from './route-types.js';
 
 /** Images, nodes, keys and server info. */
 export function opsRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listImages, async (c) =>
-    sendJson(c.res, 200, {
+    c.reply({
       images: (await d.catalogue.listImages()).filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin'),
     }),
   );
   on(ROUTES.listNodes, async (c) => {
     // Node addresses, capacity and every tenant's load are the operator's to see.
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can list the nodes');
-    sendJson(c.res, 200, await d.nodes.list());
+    c.reply(await d.nodes.list());
   });
   on(ROUTES.joinNode, async (c) => {
     if (!c.caller.node) throw new WarrenError('permission_denied', 'edges join with the join token, not an API key');
-    sendJson(c.res, 200, await d.nodes.join(await c.body()));
+    c.reply(await d.nodes.join(await c.body()));
   });
   on(ROUTES.heartbeat, async (c) => {
     if (!c.caller.node) throw new WarrenError('permission_denied', 'edges send heartbeats with the join token, not an API key');
     const body = await c.body();
     await d.nodes.heartbeat(c.params.id ?? '', body.boot, body.load);
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.drainNode, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can drain a node');
     await d.nodes.setDraining(c.params.id ?? '', true);
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.undrainNode, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can put a node back in service');
     await d.nodes.setDraining(c.params.id ?? '', false);
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.createKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can create keys');
     const body = await c.body();
     const role = body.role ?? 'user';
-    sendJson(c.res, 201, { ...(await d.auth.createKey(body.tenant, role, body.quota ?? {})), tenant: body.tenant, role });
+    c.reply({ ...(await d.auth.createKey(body.tenant, role, body.quota ?? {})), tenant: body.tenant, role });
   });
   on(ROUTES.deleteKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can revoke keys');
     await d.auth.revoke(c.params.keyId ?? '');
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.audit, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the audit log');
-    sendJson(c.res, 200, { entries: await d.audit.list(c.query()) });
+    c.reply({ entries: await d.audit.list(c.query()) });
   });
   on(ROUTES.info, async (c) =>
-    sendJson(c.res, 200, {
+    c.reply({
       version: d.version,
       backends: d.nodes.backends(),
       // Where E2B's SDKs reach this server (E2B_API_URL, E2B_SANDBOX_URL), by the host the caller used.

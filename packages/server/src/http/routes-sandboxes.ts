@@ -1,5 +1,4 @@
 import { ROUTES, WarrenError } from '@warren/api';
-import { sendEmpty, sendJson } from './io.js';
 import { sandboxId, type On, type RouteDeps } from './route-types.js';
 import { decodeFiles } from '../services/sandboxes.js';
 
@@ -10,7 +9,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     const body = await c.body();
     const sb = await svc.create(c.caller, body);
     c.audit.sandbox = sb.id;
-    sendJson(c.res, 201, sb);
+    c.reply(sb);
   });
   on(ROUTES.batchCreate, async (c) => {
     const body = await c.body();
@@ -18,47 +17,47 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     const files = decodeFiles(body.template);
     const template = { ...body.template, files: undefined, requestId: undefined };
     const r = await svc.createMany(c.caller, template, body.count, files);
-    sendJson(c.res, 201, { sandboxes: r.sandboxes, errors: r.errors.map((e) => ({ code: e.code, message: e.message })) });
+    c.reply({ sandboxes: r.sandboxes, errors: r.errors.map((e) => ({ code: e.code, message: e.message })) });
   });
   on(ROUTES.listSandboxes, async (c) => {
-    sendJson(c.res, 200, await svc.list(c.caller, c.query()));
+    c.reply(await svc.list(c.caller, c.query()));
   });
-  on(ROUTES.getSandbox, async (c) => sendJson(c.res, 200, await svc.toApi(await svc.record(c.caller, sandboxId(c)))));
+  on(ROUTES.getSandbox, async (c) => c.reply(await svc.toApi(await svc.record(c.caller, sandboxId(c)))));
   on(ROUTES.deleteSandbox, async (c) => {
     await svc.delete(c.caller, sandboxId(c));
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.setTimeout, async (c) => {
     const body = await c.body();
-    sendJson(c.res, 200, await svc.toApi(await svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
+    c.reply(await svc.toApi(await svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
   });
   on(ROUTES.createPool, async (c) => {
     const body = await c.body();
-    sendJson(c.res, 201, await d.pools.create(c.caller, body));
+    c.reply(await d.pools.create(c.caller, body));
   });
-  on(ROUTES.listPools, async (c) => sendJson(c.res, 200, { pools: await d.pools.list(c.caller) }));
+  on(ROUTES.listPools, async (c) => c.reply({ pools: await d.pools.list(c.caller) }));
   on(ROUTES.deletePool, async (c) => {
     await d.pools.delete(c.caller, c.params.id ?? '');
-    sendEmpty(c.res);
+    c.reply();
   });
   on(ROUTES.setNetwork, async (c) => {
     const body = await c.body();
-    sendJson(c.res, 200, await svc.toApi(await svc.setNetwork(c.caller, sandboxId(c), body)));
+    c.reply(await svc.toApi(await svc.setNetwork(c.caller, sandboxId(c), body)));
   });
   on(ROUTES.pause, async (c) => {
     await svc.pause(c.caller, sandboxId(c));
-    sendJson(c.res, 200, { state: 'paused' });
+    c.reply({ state: 'paused' });
   });
   on(ROUTES.resume, async (c) => {
     await svc.resume(c.caller, sandboxId(c));
-    sendJson(c.res, 200, { state: 'running' });
+    c.reply({ state: 'running' });
   });
   for (const op of ['pause', 'resume', 'delete'] as const) {
     const spec = op === 'pause' ? ROUTES.batchPause : op === 'resume' ? ROUTES.batchResume : ROUTES.batchDelete;
     on(spec, async (c) => {
       const body = await c.body();
       if (!Object.keys(body.labels).length) throw new WarrenError('invalid_argument', 'name at least one label');
-      sendJson(c.res, 200, { count: await svc.batch(c.caller, op, body.labels) });
+      c.reply({ count: await svc.batch(c.caller, op, body.labels) });
     });
   }
 }
