@@ -69,19 +69,16 @@ export interface EdgeOptions {
   fn?: Omit<FnWorkersOptions, 'logger'>;
 }
 
-/** A FnCall worker of group `g`: a container sandbox that runs only FnCalls, no network, nobody's env or lifetime. */
-export function fnWorkerSpec(id: string, g: FnGroupSpec, now: number): EdgeSandboxSpec {
-  return {
-    id,
-    layers: g.layers,
-    resources: g.resources,
-    env: {},
-    user: null,
-    workdir: null,
-    expiresAtMs: null,
-    idleTimeoutMs: null,
-    lastActivityMs: now,
-    paused: false,
-    fn: true,
-  };
+/** A sandbox made ahead for nobody yet (a FnCall worker, a pool's member): no env, user, workdir or lifetime. */
+export function unclaimedSpec(
+  id: string,
+  layers: string[],
+  resources: EdgeSandboxSpec['resources'],
+  now: number,
+  more: Partial<EdgeSandboxSpec>,
+): EdgeSandboxSpec {
+  return { id, layers, resources, env: {}, user: null, workdir: null, expiresAtMs: null, idleTimeoutMs: null, lastActivityMs: now, paused: false, ...more };
 }
+
+/** A FnCall worker of group `g`: a container sandbox that runs only FnCalls, no network. */
+export const fnWorkerSpec = (id: string, g: FnGroupSpec, now: number): EdgeSandboxSpec => unclaimedSpec(id, g.layers, g.resources, now, { fn: true });

@@ -1,5 +1,5 @@
 import type { NetworkPolicy } from '@warren/api';
-import type { EdgeSandboxSpec } from './edge-spec.js';
+import { unclaimedSpec, type EdgeSandboxSpec } from './edge-spec.js';
 
 /** A warm pool as a node keeps its share of it: sandboxes of one spec, made ahead for nobody yet. */
 export interface EdgePoolSpec {
@@ -136,7 +136,7 @@ export class PoolMembers {
           k.creating++;
           this.owned.add(id);
           try {
-            await this.node.create(memberSpec(id, k.spec, this.node.now()));
+            await this.node.create(unclaimedSpec(id, k.spec.layers, k.spec.resources, this.node.now(), { network: k.spec.network }));
             if (this.pools.get(k.spec.id) === k && !this.closed) k.ready.push(id);
             else this.drop([id]);
             k.lastError = null;
@@ -174,21 +174,4 @@ export class PoolMembers {
     this.pools.clear();
     await Promise.all(ids.map((id) => this.node.destroy(id).catch(() => undefined)));
   }
-}
-
-/** A member: a sandbox of the pool's spec for nobody yet (no env, user, workdir or lifetime). */
-function memberSpec(id: string, p: EdgePoolSpec, now: number): EdgeSandboxSpec {
-  return {
-    id,
-    layers: p.layers,
-    resources: p.resources,
-    env: {},
-    user: null,
-    workdir: null,
-    expiresAtMs: null,
-    idleTimeoutMs: null,
-    lastActivityMs: now,
-    paused: false,
-    network: p.network,
-  };
 }
