@@ -396,8 +396,12 @@ describe(
         const ready = async (): Promise<number> => (await client.pools.list())[0]?.ready ?? -1;
         const pool = await client.pools.create({ ...spec, size: 4 });
         await until(async () => (await ready()) === 4, 30_000);
-        // Each node keeps its share: 2 and 2 (nodes count the members they hold).
+        // Each node keeps its share: 2 and 2 (nodes count the members they hold, and list them per pool).
         assert.deepEqual(await held(), { a: 2, b: 2 });
+        assert.deepEqual(
+          (await client.nodes()).nodes.map((n) => n.pools.map((p) => [p.id, p.ready])),
+          [[[pool.id, 2]], [[pool.id, 2]]],
+        );
         const claimed = await client.sandboxes.create(spec);
         assert.equal((await client.pools.list())[0]!.claims, 1);
         assert.equal((await claimed.exec('echo claimed')).stdout, 'claimed\n');

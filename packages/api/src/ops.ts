@@ -86,6 +86,8 @@ export const Node = z.object({
     queuedMs: z.number(),
     images: z.array(z.object({ image: z.string(), workers: z.number(), busy: z.number(), queued: z.number() })),
   }),
+  /** Its members of warm pools, per pool: ready to be claimed, being made, the last error making one. */
+  pools: z.array(z.object({ id: z.string(), ready: z.number(), creating: z.number(), lastError: z.string().nullable() })),
   lastHeartbeatAt: z.string(),
   /**
    * How far the node's clock is ahead of this replica's (ms, negative: behind; null: not measured

@@ -161,6 +161,7 @@ export class NodeService {
       backends: n.info.backends.map((b) => b.name),
       byBackend: load.byBackend ?? {},
       fn: fnView(load.fn),
+      pools: load.pools ?? [],
       lastHeartbeatAt: new Date(n.local ? Date.now() : n.heartbeatAt).toISOString(),
       clockOffsetMs: n.local ? 0 : ((n.api as Partial<RemoteEdgeApi>).clockOffsetMs?.() ?? null),
       tlsFingerprint: n.tlsFingerprint,
