@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, urlencode
 
-from ._routes import ROUTES
+from ._contract import DEFAULTS, ROUTES
 from .errors import WarrenError, error_from_wire
 from .types import ExecEvent, ExecResult, Image, camel, from_wire
 
@@ -71,7 +71,7 @@ _PLACEHOLDER = re.compile(r"\{[A-Za-z]+\}")
 
 
 def route(name: str, *params: str, **kw: Any) -> Request:
-    """The request of a route of the contract (``_routes.py``): its method, and its path with the
+    """The request of a route of the contract (``_contract.py``): its method, and its path with the
     placeholders filled in order by ``params``, each one escaped as a path segment."""
     method, template = ROUTES[name]
     if len(_PLACEHOLDER.findall(template)) != len(params):
@@ -178,7 +178,7 @@ def exec_body(
 #: Time an answer may take beyond a command's own timeout (queueing, output, the network).
 EXEC_SLACK_S = 60.0
 #: A command's default timeout on the server (ExecRequest.timeoutMs).
-DEFAULT_EXEC_TIMEOUT_MS = 24 * 3600 * 1000
+DEFAULT_EXEC_TIMEOUT_MS: int = DEFAULTS["exec"]["timeoutMs"]
 
 
 def exec_request(sid: str, body: Dict[str, Any], *, stream: bool) -> Request:

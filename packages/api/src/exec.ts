@@ -1,3 +1,4 @@
+import { DEFAULTS } from './defaults.js';
 import { z } from 'zod';
 import { AbsPath, Env, UserName } from './sandbox.js';
 
@@ -38,6 +39,7 @@ export const ExecRequest = z.strictObject({
     .min(1)
     .max(24 * 3600 * 1000)
     .optional()
+    .meta({ default: DEFAULTS.exec.timeoutMs })
     .describe("the command's time to run (default 60 s), from its start: a command in a session does not spend it waiting its turn"),
   session: z
     .string()
@@ -51,7 +53,8 @@ export const ExecRequest = z.strictObject({
     .int()
     .min(0)
     .max(256 * 1024 * 1024)
-    .optional(),
+    .optional()
+    .meta({ default: DEFAULTS.exec.maxOutputBytes }),
   keepOutput: z
     .enum(['first', 'last'])
     .optional()

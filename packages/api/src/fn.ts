@@ -1,3 +1,4 @@
+import { DEFAULTS } from './defaults.js';
 import { z } from 'zod';
 import { ExecRequest, ExecResult } from './exec.js';
 import { AbsPath, Env, Resources } from './sandbox.js';
@@ -28,12 +29,18 @@ export const FnRunRequest = z.strictObject({
     .min(1)
     .max(15 * 60 * 1000)
     .optional()
+    .meta({ default: DEFAULTS.fn.timeoutMs })
     .describe('default 10000; the call is killed past it and answers timedOut'),
-  image: z.string().min(1).max(256).optional().describe("default: the server's FnCall image (debian-python:latest)"),
+  image: z.string().min(1).max(256).optional().meta({ default: DEFAULTS.fn.image }).describe("default: the server's FnCall image (debian-python:latest)"),
   files: z.array(FnFile).max(256).optional().describe('written before the code runs'),
   env: Env.optional().describe('added to PATH, HOME, LANG (and replaces them where named)'),
-  cwd: AbsPath.optional().describe('default /tmp'),
-  resources: Resources.pick({ cpu: true, memoryMiB: true, pids: true })
+  cwd: AbsPath.optional().meta({ default: DEFAULTS.fn.cwd }).describe('default /tmp'),
+  resources: z
+    .strictObject({
+      cpu: Resources.shape.cpu.meta({ default: DEFAULTS.fn.resources.cpu }),
+      memoryMiB: Resources.shape.memoryMiB.meta({ default: DEFAULTS.fn.resources.memoryMiB }),
+      pids: Resources.shape.pids.meta({ default: DEFAULTS.fn.resources.pids }),
+    })
     .optional()
     .describe("the call's CPU, memory (its writable files count) and pids limits; default: the server's (1 CPU, 512 MiB, 256)"),
   maxOutputBytes: z
@@ -42,6 +49,7 @@ export const FnRunRequest = z.strictObject({
     .min(0)
     .max(64 * 1024 * 1024)
     .optional()
+    .meta({ default: DEFAULTS.fn.maxOutputBytes })
     .describe('stdout + stderr kept, default 1 MiB; past it the call is killed and answers truncated'),
 });
 export type FnRunRequest = z.infer<typeof FnRunRequest>;

@@ -78,6 +78,7 @@ export {
   Quota,
 } from './ops.js';
 export { DEFAULT_PATH, sandboxEnv } from './env.js';
+export { DEFAULTS } from './defaults.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';
 export { CONTRACT_NOTES, buildOpenApi } from './openapi.js';

@@ -1,5 +1,6 @@
 import { ERROR_CODES, STATUS_BY_CODE } from './errors.js';
 import { ROUTES } from './routes.js';
+import { DEFAULTS } from './defaults.js';
 
 /** Where the generated part of a Python file begins and ends (the rest of the file is written by hand). */
 export const PY_BEGIN = '# --- generated from the API contract by scripts/gen-python.mjs: do not edit by hand ---';
@@ -8,20 +9,23 @@ export const PY_END = '# --- end of the generated part ---';
 /** `not_found` → `NotFoundError`. */
 const className = (code: string): string => code.replace(/(^|_)([a-z])/g, (_m, _u, c: string) => c.toUpperCase()) + 'Error';
 
-/** python/warren/_routes.py, whole: every route of the contract as (method, path template). */
-export function pythonRoutes(): string {
+/** python/warren/_contract.py, whole: every route of the contract as (method, path template), and the defaults. */
+export function pythonContract(): string {
   const rows = Object.entries(ROUTES).map(([name, spec]) => `    ${JSON.stringify(name)}: (${JSON.stringify(spec.method)}, ${JSON.stringify(spec.path)}),`);
   return [
-    '"""Every route of the Warren API: its method and path template (``{id}`` and the like are filled in',
-    'by :func:`warren._wire.route`). Generated from the contract (packages/api/src/routes.ts) by',
+    '"""The Warren API\'s contract as the client needs it: every route\'s method and path template (``{id}``',
+    'and the like are filled in by :func:`warren._wire.route`), and what the server does with what a',
+    'request leaves out. Generated from packages/api (routes.ts, defaults.ts) by',
     '``node scripts/gen-python.mjs``; a test fails when it drifts from it."""',
     '',
-    'from typing import Dict, Tuple',
+    'from typing import Any, Dict, Tuple',
     '',
     PY_BEGIN,
     'ROUTES: Dict[str, Tuple[str, str]] = {',
     ...rows,
     '}',
+    '',
+    `DEFAULTS: Dict[str, Any] = ${JSON.stringify(DEFAULTS, null, 4).replace(/\n/g, '\n')}`,
     PY_END,
     '',
   ].join('\n');

@@ -1,3 +1,4 @@
+import { DEFAULTS } from './defaults.js';
 import { z } from 'zod';
 import { NetworkPolicy, SandboxNetwork } from './network.js';
 
@@ -18,15 +19,16 @@ export const Env = z.record(envName, z.string().max(128 * 1024));
 export const AbsPath = absPath;
 
 export const Resources = z.strictObject({
-  cpu: z.number().positive().max(1024).optional(),
+  cpu: z.number().positive().max(1024).optional().meta({ default: DEFAULTS.sandbox.resources.cpu }),
   memoryMiB: z
     .number()
     .int()
     .min(16)
     .max(4 * 1024 * 1024)
-    .optional(),
+    .optional()
+    .meta({ default: DEFAULTS.sandbox.resources.memoryMiB }),
   diskMiB: z.number().int().min(1).optional(),
-  pids: z.number().int().min(8).max(1_000_000).optional(),
+  pids: z.number().int().min(8).max(1_000_000).optional().meta({ default: DEFAULTS.sandbox.resources.pids }),
 });
 export type Resources = z.infer<typeof Resources>;
 
@@ -36,7 +38,8 @@ export const Lifetime = z.strictObject({
     .int()
     .min(1)
     .max(30 * 86400)
-    .optional(),
+    .optional()
+    .meta({ default: DEFAULTS.sandbox.ttlSeconds }),
   idleTimeoutSeconds: z
     .number()
     .int()

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { checkRoom, dataDiskRoom, type EdgeApi, type EdgeCapacity, type EdgeEvent } from '@warren/edge';
-import { WarrenError, type JoinNodeResponse } from '@warren/api';
+import { DEFAULTS, WarrenError, type JoinNodeResponse } from '@warren/api';
 import { DEFAULT_ID_MAP, type FsOps, type ImageCatalogue } from '@warren/images';
 import type { Store } from './store/store.js';
 import { PgStore } from './store/pg-store.js';
@@ -125,9 +125,9 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
   const service = new SandboxService(store, cluster, p.catalogue, {
     failpoint: p.failpoint,
     holdAt: o.holdAt,
-    defaultTtlSeconds: o.defaultTtlSeconds ?? 3600,
+    defaultTtlSeconds: o.defaultTtlSeconds ?? DEFAULTS.sandbox.ttlSeconds,
     defaultBackend: o.defaultBackend ?? 'container',
-    defaults: { cpu: 1, memoryMiB: 512, pids: 1024, diskMiB: p.defaultDiskMiB },
+    defaults: { ...DEFAULTS.sandbox.resources, diskMiB: p.defaultDiskMiB },
     logger: o.logger,
     now: o.clock,
   });

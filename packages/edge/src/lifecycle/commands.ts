@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { DEFAULTS, WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
 import { SHELL } from '../init/platform.js';
 import { Command, type CommandCall } from './command.js';
@@ -11,8 +11,8 @@ import { SessionLine } from './session-queue.js';
 import { StdinBudgets, defaultStdinBudget, type StdinHold } from './stdin-budget.js';
 import { argvToScript, envList } from './shell.js';
 
-const DEFAULT_EXEC_TIMEOUT_MS = 60_000;
-const DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024;
+const DEFAULT_EXEC_TIMEOUT_MS = DEFAULTS.exec.timeoutMs;
+const DEFAULT_MAX_OUTPUT = DEFAULTS.exec.maxOutputBytes;
 const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
 
 /** What a new command holds its output and its waiting stdin in (see OutputBudgets). */

@@ -1,5 +1,5 @@
 import { isAbsolute, posix } from 'node:path';
-import { DEFAULT_PATH, WarrenError, type FnRunRequest, type FnRunResult, type Image } from '@warren/api';
+import { DEFAULTS, DEFAULT_PATH, WarrenError, type FnRunRequest, type FnRunResult, type Image } from '@warren/api';
 import { fnGroupKey, type EdgeFnResult, type FnCallSpec, type FnGroupSpec, type FnLoad, type FnRoom } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { Cluster, ClusterNode } from '../cluster/cluster.js';
@@ -30,8 +30,8 @@ export interface FnOptions {
 type Held = { sandboxes: number; cpu: number; memoryMiB: number };
 const NONE: Held = { sandboxes: 0, cpu: 0, memoryMiB: 0 };
 
-const DEFAULT_TIMEOUT_MS = 10_000;
-const DEFAULT_MAX_OUTPUT = 1024 * 1024;
+const DEFAULT_TIMEOUT_MS = DEFAULTS.fn.timeoutMs;
+const DEFAULT_MAX_OUTPUT = DEFAULTS.fn.maxOutputBytes;
 /** The output a batch's results may hold together while the batch runs. */
 const MAX_BATCH_OUTPUT = 256 * 1024 * 1024;
 const BASE_ENV = { PATH: DEFAULT_PATH, HOME: '/root', LANG: 'C.UTF-8' };
@@ -62,7 +62,7 @@ export class FnService {
     private readonly catalogue: ImageCatalogue,
     private readonly o: FnOptions,
   ) {
-    this.resources = o.resources ?? { cpu: 1, memoryMiB: 512, pids: 256 };
+    this.resources = o.resources ?? { ...DEFAULTS.fn.resources };
   }
 
   /** Sends the configured pools to every node, now and to each node that joins or restarts. */
@@ -142,7 +142,7 @@ export class FnService {
     const nodes = this.fnNodes();
     if (!nodes.length) throw new WarrenError('unavailable', 'no node runs FnCall workers now (none is up with the container backend)');
     // Everything is checked before anything is sent: a bad call rejects the whole request.
-    const names = reqs.map((req) => req.image ?? this.o.defaultImage ?? 'debian-python:latest');
+    const names = reqs.map((req) => req.image ?? this.o.defaultImage ?? DEFAULTS.fn.image);
     const images = new Map<string, Image>();
     for (const name of names) if (!images.has(name)) images.set(name, await this.image(caller, name));
     const prepared = reqs.map((req, i) => {
@@ -321,7 +321,7 @@ export function fnGauges(f: FnLoad): { workers: number; busy: number; queued: nu
  */
 export function callSpec(req: FnRunRequest, image: { env: Record<string, string>; builtIn: boolean } = { env: {}, builtIn: false }): FnCallSpec {
   const imageEnv = image.env;
-  const cwd = req.cwd ?? '/tmp';
+  const cwd = req.cwd ?? DEFAULTS.fn.cwd;
   const files = (req.files ?? []).map((f) => {
     const path = posix.normalize(isAbsolute(f.path) ? f.path : posix.join(cwd, f.path));
     if (path.includes('\0') || path === '/' || /^\/(proc|sys|dev)(\/|$)/.test(path))

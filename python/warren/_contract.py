@@ -1,8 +1,9 @@
-"""Every route of the Warren API: its method and path template (``{id}`` and the like are filled in
-by :func:`warren._wire.route`). Generated from the contract (packages/api/src/routes.ts) by
+"""The Warren API's contract as the client needs it: every route's method and path template (``{id}``
+and the like are filled in by :func:`warren._wire.route`), and what the server does with what a
+request leaves out. Generated from packages/api (routes.ts, defaults.ts) by
 ``node scripts/gen-python.mjs``; a test fails when it drifts from it."""
 
-from typing import Dict, Tuple
+from typing import Any, Dict, Tuple
 
 # --- generated from the API contract by scripts/gen-python.mjs: do not edit by hand ---
 ROUTES: Dict[str, Tuple[str, str]] = {
@@ -66,5 +67,31 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "fnRun": ("POST", "/v1/fn/run"),
     "fnBatch": ("POST", "/v1/fn/batch"),
     "openapi": ("GET", "/v1/openapi.json"),
+}
+
+DEFAULTS: Dict[str, Any] = {
+    "exec": {
+        "timeoutMs": 60000,
+        "maxOutputBytes": 10485760
+    },
+    "fn": {
+        "timeoutMs": 10000,
+        "maxOutputBytes": 1048576,
+        "cwd": "/tmp",
+        "image": "debian-python:latest",
+        "resources": {
+            "cpu": 1,
+            "memoryMiB": 512,
+            "pids": 256
+        }
+    },
+    "sandbox": {
+        "resources": {
+            "cpu": 1,
+            "memoryMiB": 512,
+            "pids": 1024
+        },
+        "ttlSeconds": 3600
+    }
 }
 # --- end of the generated part ---
