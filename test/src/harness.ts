@@ -197,6 +197,14 @@ export async function startTestWarren(
   };
 }
 
+/**
+ * Skips a test in the microVM pass (which is for what crosses the init protocol): for tests of
+ * the edge's or the server's own logic, which the container pass already shows.
+ */
+export const notOnMicrovm = (why: string): { skip: string | false } => ({
+  skip: process.env.WARREN_TEST_BACKEND === 'microvm' ? `the container pass shows it: ${why}` : false,
+});
+
 /** Raw HTTP for tests of the wire itself. */
 export async function http(
   t: TestWarren,
