@@ -74,8 +74,9 @@ def route(name: str, *params: str, **kw: Any) -> Request:
     """The request of a route of the contract (``_contract.py``): its method, and its path with the
     placeholders filled in order by ``params``, each one escaped as a path segment."""
     method, template = ROUTES[name]
-    if len(_PLACEHOLDER.findall(template)) != len(params):
-        raise TypeError(f"route {name} ({template}) takes {len(_PLACEHOLDER.findall(template))} path parameters, not {len(params)}")
+    wanted = len(_PLACEHOLDER.findall(template))
+    if wanted != len(params):
+        raise TypeError(f"route {name} ({template}) takes {wanted} path parameters, not {len(params)}")
     values = iter(params)
     return Request(method, _PLACEHOLDER.sub(lambda _m: seg(next(values)), template), **kw)
 

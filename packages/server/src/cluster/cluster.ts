@@ -277,12 +277,23 @@ export class Cluster {
     for (const w of this.watchers) w(id, change);
   }
 
-  /** A load a node answered with (a create's): kept when the edge read it later than the one held. */
-  offerLoad(id: string, load: EdgeLoad): void {
+  /** A load a node answered with (a create's): kept when the edge read it later than the one held; answers whether it was. */
+  offerLoad(id: string, load: EdgeLoad): boolean {
     const n = this.nodes.get(id);
-    if (!n || load.at <= n.load.at) return;
+    if (!n || load.at <= n.load.at) return false;
     n.load = load;
     this.changed(id, 'read');
+    return true;
+  }
+
+  /** A node by id, if the table has it. */
+  find(id: string): ClusterNode | undefined {
+    return this.nodes.get(id);
+  }
+
+  /** A node's load: the local node's read now (`used` too when asked), another's its latest seen. */
+  async loadOf(n: ClusterNode, o: { used?: boolean } = {}): Promise<EdgeLoad> {
+    return n.local ? await n.api.load(o) : n.load;
   }
 
   async close(): Promise<void> {

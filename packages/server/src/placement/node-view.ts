@@ -15,7 +15,7 @@ export class NodeView {
   private readonly views = new Map<string, PlacementNode>();
   private list: PlacementNode[] | null = null;
 
-  constructor(private readonly cluster: Pick<Cluster, 'all' | 'watch' | 'offerLoad'>) {
+  constructor(private readonly cluster: Pick<Cluster, 'all' | 'find' | 'watch' | 'offerLoad'>) {
     cluster.watch((id, change) => this.changed(id, change));
     for (const n of cluster.all()) this.update(n.id);
   }
@@ -37,8 +37,8 @@ export class NodeView {
     p.memoryMiB += sign * r.memoryMiB;
     p.sandboxes += sign;
     this.inFlight.set(node, p);
-    if (load) this.cluster.offerLoad(node, load);
-    this.update(node);
+    // A fresher load updates the view through the cluster's watch; otherwise the count alone changed.
+    if (!load || !this.cluster.offerLoad(node, load)) this.update(node);
   }
 
   private nodes(): PlacementNode[] {
@@ -60,7 +60,7 @@ export class NodeView {
 
   /** A node as placement sees it, updated in place. */
   private update(id: string): void {
-    const n = this.cluster.all().find((x) => x.id === id);
+    const n = this.cluster.find(id);
     if (!n) return;
     const p = this.inFlight.get(id);
     const v: PlacementNode = {

@@ -58,7 +58,7 @@ export class FnService {
   private readonly counts = { retried: 0 };
 
   constructor(
-    private readonly cluster: Pick<Cluster, 'up'>,
+    private readonly cluster: Pick<Cluster, 'up' | 'loadOf'>,
     private readonly catalogue: ImageCatalogue,
     private readonly o: FnOptions,
   ) {
@@ -257,7 +257,7 @@ export class FnService {
 
   /** Prometheus lines: the nodes' workers and calls (their loads), and this replica's retries. */
   async metrics(): Promise<string> {
-    const loads = await Promise.all(this.fnNodes().map(async (n) => [n.id, n.local ? (await n.api.load()).fn : n.load.fn] as const));
+    const loads = await Promise.all(this.fnNodes().map(async (n) => [n.id, (await this.cluster.loadOf(n)).fn] as const));
     const sum = { workers: 0, busy: 0, queued: 0, calls: 0, timedOut: 0, failed: 0, rejected: 0, coldStarts: 0, queuedMs: 0 };
     const per: string[] = [];
     for (const [id, f] of loads) {

@@ -147,7 +147,7 @@ export class NodeService {
   private async show(n: ClusterNode): Promise<ListNodesResponse['nodes'][number]> {
     const cap = n.info.capacity;
     // The local node's load is read now; the others' is their last heartbeat's.
-    const load = n.local ? await n.api.load({ used: true }) : n.load;
+    const load = await this.cluster.loadOf(n, { used: true });
     return {
       id: n.id,
       address: n.local ? this.o.localAddress() : n.address,
@@ -182,7 +182,7 @@ export class NodeService {
   /** The nodes' gauges (per node, and the cluster's totals) and per-sandbox network counters, Prometheus text. */
   async metrics(): Promise<string> {
     const up = this.cluster.up();
-    const loads = await Promise.all(up.map(async (n) => [n, n.local ? await n.api.load() : n.load] as const));
+    const loads = await Promise.all(up.map(async (n) => [n, await this.cluster.loadOf(n)] as const));
     let sandboxes = 0;
     let cpu = 0;
     let mem = 0;

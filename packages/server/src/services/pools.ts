@@ -39,7 +39,7 @@ export class PoolService {
 
   constructor(
     private readonly store: Store,
-    private readonly cluster: Pick<Cluster, 'up'>,
+    private readonly cluster: Pick<Cluster, 'up' | 'loadOf'>,
     private readonly sandboxes: SandboxService,
     private readonly o: PoolServiceOptions,
   ) {}
@@ -203,7 +203,7 @@ export class PoolService {
   /** The nodes' loads: the local node's read now, the others' from their last heartbeat. */
   private async loads(): Promise<Map<string, EdgeLoad>> {
     const up = this.cluster.up();
-    return new Map(await Promise.all(up.map(async (n) => [n.id, n.local ? await n.api.load() : n.load] as const)));
+    return new Map(await Promise.all(up.map(async (n) => [n.id, await this.cluster.loadOf(n)] as const)));
   }
 
   private toApi(p: PoolRecord, loads: Map<string, EdgeLoad>): Pool {

@@ -243,7 +243,8 @@ export class SandboxService {
     const { resources } = made;
     // A warm pool of the same spec hands over one of its sandboxes: no admission, no start, and
     // no more of the quota (the pool's sandboxes count already), on the node that kept it.
-    const claim = (await this.pools?.claim(poolKey(caller.tenant, made.layers, resources, made.network))) ?? null;
+    // No pool at all (most nodes, most of the time): no key to make, no claim to wait for.
+    const claim = this.pools?.any() ? await this.pools.claim(poolKey(caller.tenant, made.layers, resources, made.network)) : null;
     const pooled = claim?.id ?? null;
     const placement: Placement = claim ? { order: [claim.node], refused: {}, complete: true, request: made.want } : this.view.place(made.want);
     const first = placement.order[0];
