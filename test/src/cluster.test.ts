@@ -332,7 +332,7 @@ describe(
     });
 
     test('FnCall and run_code across two edges: each keeps its own warm workers, calls spread, a node killed mid-call', { timeout: 240_000 }, async () => {
-      const { s, client } = await server({
+      const { s, client, database } = await server({
         images: ['busybox:latest', 'debian-python:latest'],
         fn: { pools: [{ image: 'debian-python:latest', language: 'python', size: 1 }] },
       });
@@ -365,6 +365,22 @@ describe(
       const metrics = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } }).then((r) => r.text());
       assert.match(metrics, /warren_node_fn_calls_total\{node="a"\} [1-9]/);
       assert.match(metrics, /warren_node_fn_calls_total\{node="b"\} [1-9]/);
+
+      // A tenant's workers count in its quota on every replica: made for a call through this
+      // one, another replica (which never sent a call) sees them in the nodes' heartbeats.
+      const quotaKey = await client.createKey({ tenant: 'q', role: 'runner', quota: { cpu: 1.2 } });
+      const asQ = new Warren({ url: s.url, apiKey: quotaKey });
+      await asQ.fn.run({ language: 'python', code: 'print(1)', resources: { cpu: 0.5, memoryMiB: 256 } });
+      const answered = Date.now();
+      const two = await server({ database });
+      await until(async () => (await two.client.nodes()).nodes.every((n) => Date.parse(n.lastHeartbeatAt) > answered + 50), 10_000);
+      const qTwo = new Warren({ url: two.s.url, apiKey: quotaKey });
+      await assert.rejects(
+        qTwo.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 1, memoryMiB: 64 } }),
+        (e: { code?: string; message?: string }) => e.code === 'resource_exhausted' && /quota/.test(e.message ?? ''),
+      );
+      // What the quota leaves (1.2 less the worker's 0.5) is still there.
+      await (await qTwo.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.5, memoryMiB: 64 } })).delete();
 
       // A call on a node that dies answers unavailable; the next calls go to the node left.
       const long = client.fn.run({ language: 'python', code: 'import time; time.sleep(60)', timeoutMs: 90_000 }).then(

@@ -130,6 +130,11 @@ export const NodeLoad = z.object({
       rejected: z.number().int().min(0),
       coldStarts: z.number().int().min(0),
       queuedMs: z.number().min(0),
+      /** What the workers made for each tenant's calls hold there (every replica counts them in the tenant's quota). */
+      tenants: z
+        .array(z.object({ tenant: z.string().max(64), sandboxes: z.number().int().min(0), cpu: z.number().min(0), memoryMiB: z.number().min(0) }))
+        .max(4096)
+        .default([]),
     })
     .optional(),
   /** Its members of warm pools, per pool: ready, being made, the last error making one. */

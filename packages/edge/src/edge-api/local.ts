@@ -5,6 +5,7 @@ import type { Edge } from '../lifecycle/edge.js';
 import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
+import { loadClock } from '../fn/fn-workers.js';
 import { MAX_CREATE_MANY, type CommandResult, type CommandStream, type CreateOutcome, type EdgeApi, type EdgeLoad } from './edge-api.js';
 
 /** A command's events from byte `offset` on, until its exit or error, as fast as they are read (the command runs on if the reader stops). */
@@ -42,7 +43,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
   const load = async (used: boolean): Promise<EdgeLoad> => {
     const u = edge.usage();
     return {
-      at: performance.timeOrigin + performance.now(),
+      at: loadClock(),
       committed: { cpu: u.cpu, memoryMiB: u.memoryMiB },
       requested: edge.requested(),
       used: used ? await edge.used() : null,

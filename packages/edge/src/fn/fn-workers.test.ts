@@ -51,6 +51,9 @@ test('calls start the workers they need (cold), reuse them warm, and count what 
   assert.equal((await again).cold, false);
   assert.equal(f.made.length, 2);
   assert.equal(w.load().groups[0]!.workers, 2);
+  // The load names what each tenant's workers hold: every replica counts them in its quota.
+  assert.deepEqual(w.load().tenants, [{ tenant: 't', sandboxes: 2, cpu: 2, memoryMiB: 512 }]);
+  assert.ok(a!.heldAt > 0 && a!.heldAt <= performance.timeOrigin + performance.now());
   await w.close();
   assert.deepEqual(f.destroyed.sort(), ['sb_1', 'sb_2']);
 });

@@ -41,8 +41,23 @@ export interface EdgeFnResult {
   truncated: boolean;
   /** A worker was started for this call (it waited for one: a cold start). */
   cold: boolean;
-  held: { sandboxes: number; cpu: number; memoryMiB: number };
+  held: FnHeld;
+  /** When `held` was read, on the clock of the node's load (`EdgeLoad.at`): of it and a heartbeat's, the later is the truer. */
+  heldAt: number;
 }
+
+/** What the workers made for one tenant's calls hold on a node (they count in its quota). */
+export interface FnHeld {
+  sandboxes: number;
+  cpu: number;
+  memoryMiB: number;
+}
+
+/** The most tenants a node's load names in FnLoad.tenants (those holding most first). */
+export const MAX_FN_LOAD_TENANTS = 4096;
+
+/** The clock of a node's load (`EdgeLoad.at`): ms since the epoch, monotonic within the process. */
+export const loadClock = (): number => performance.timeOrigin + performance.now();
 
 /** The node's FnCall workers, in its load (/v1/nodes, /metrics, placement). */
 export interface FnLoad {
@@ -54,6 +69,11 @@ export interface FnLoad {
   coldStarts: number;
   /** Time calls waited for a worker, all together (ms). */
   queuedMs: number;
+  /**
+   * What the workers made for each tenant's calls hold here, for tenants holding any: every
+   * replica counts them in the tenant's quota, also those of calls another replica sent.
+   */
+  tenants: Array<FnHeld & { tenant: string }>;
 }
 
 export interface FnWorkersOptions {
@@ -294,6 +314,7 @@ export class FnWorkers {
         truncated: out.truncated,
         cold: w.cold,
         held: this.held(w.tenant),
+        heldAt: loadClock(),
       });
     } catch (e) {
       if (e instanceof WarrenError && (e.code === 'unavailable' || e.code === 'not_found' || e.code === 'internal')) {
@@ -375,7 +396,7 @@ export class FnWorkers {
   }
 
   /** What the workers made for a tenant hold on this node (they count in its quota). */
-  held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } {
+  held(tenant: string): FnHeld {
     const out = { sandboxes: 0, cpu: 0, memoryMiB: 0 };
     for (const g of this.groups.values()) {
       const n = g.workers.filter((w) => w.tenant === tenant).length + (g.creatingFor.get(tenant) ?? 0);
@@ -441,7 +462,27 @@ export class FnWorkers {
         .filter((g) => g.workers.length || g.creating || g.queues.size)
         .map((g) => ({ key: g.key, image: g.image, workers: g.workers.length, busy: g.workers.filter((w) => w.busy).length, queued: this.waitingIn(g) })),
       ...this.counts,
+      tenants: this.tenantsHeld(),
     };
+  }
+
+  /** What the workers made for each tenant hold here (tenants holding any; the most first, at most MAX_FN_LOAD_TENANTS). */
+  private tenantsHeld(): FnLoad['tenants'] {
+    const by = new Map<string, FnHeld & { tenant: string }>();
+    for (const g of this.groups.values()) {
+      const add = (tenant: string | null, n: number): void => {
+        if (tenant === null || n <= 0) return;
+        let h = by.get(tenant);
+        if (!h) by.set(tenant, (h = { tenant, sandboxes: 0, cpu: 0, memoryMiB: 0 }));
+        h.sandboxes += n;
+        h.cpu += n * g.resources.cpu;
+        h.memoryMiB += n * g.resources.memoryMiB;
+      };
+      for (const w of g.workers) add(w.tenant, 1);
+      for (const [tenant, n] of g.creatingFor) add(tenant, n);
+    }
+    const all = [...by.values()];
+    return all.length > MAX_FN_LOAD_TENANTS ? all.sort((a, b) => b.memoryMiB - a.memoryMiB).slice(0, MAX_FN_LOAD_TENANTS) : all;
   }
 
   /** Fails what waits and removes every worker (also when the node keeps its sandboxes: workers hold nobody's state). */

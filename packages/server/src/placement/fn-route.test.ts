@@ -7,7 +7,7 @@ const node = (id: string, groups: Array<{ workers: number; busy: number; queued:
   info: { capacity: { maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 4096, cpu: 128 } },
   load: {
     committed: { cpu: committedCpu },
-    fn: { groups: groups.map((g) => ({ key: 'k', image: 'i', ...g })), calls: 0, timedOut: 0, failed: 0, rejected: 0, coldStarts: 0, queuedMs: 0 },
+    fn: { groups: groups.map((g) => ({ key: 'k', image: 'i', ...g })), calls: 0, timedOut: 0, failed: 0, rejected: 0, coldStarts: 0, queuedMs: 0, tenants: [] },
   },
 });
 const r = { cpu: 1, memoryMiB: 512 };

@@ -106,3 +106,70 @@ test('a call a node never started goes once to another node; a tenant refused th
   await assert.rejects(fn2.run(caller, { language: 'bash', code: 'true' }), /over its quota/);
   assert.deepEqual(sent, ['quota']);
 });
+
+test("a tenant's workers count in its quota on every replica: each node's last answer or heartbeat, whichever is later; a node gone counts nothing", async () => {
+  const { FnService } = await import('./fn.js');
+  const H = (sandboxes: number) => ({ sandboxes, cpu: sandboxes * 0.5, memoryMiB: sandboxes * 256 });
+  const fnLoad = (at: number, held: number) => ({
+    at,
+    committed: { cpu: 0 },
+    fn: { groups: [], calls: 0, timedOut: 0, failed: 0, rejected: 0, coldStarts: 0, queuedMs: 0, tenants: held ? [{ tenant: 't', ...H(held) }] : [] },
+  });
+  const rooms: unknown[] = [];
+  const node = (id: string, at: number, held: number, answer: { held: number; at: number }) => ({
+    id,
+    boot: id,
+    state: 'ready',
+    local: false,
+    info: { backends: [{ name: 'container' }], capacity: { cpu: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 4096 } },
+    load: fnLoad(at, held),
+    api: {
+      fnRun: async (c: { room: unknown }) => {
+        rooms.push(c.room);
+        return {
+          stdout: '',
+          stderr: '',
+          exitCode: 0,
+          signal: null,
+          durationMs: 1,
+          queuedMs: 0,
+          timedOut: false,
+          truncated: false,
+          cold: true,
+          held: H(answer.held),
+          heldAt: answer.at,
+        };
+      },
+    },
+  });
+  const catalogue = { getImage: async () => ({ layers: ['sha256:1'], env: {}, builtIn: true, tenant: null }) };
+  const a = node('a', 100, 2, { held: 3, at: 150 });
+  const b = node('b', 100, 1, { held: 0, at: 0 });
+  let up = [a, b];
+  const quiet = { logger: { warn: () => undefined } };
+  // Replica two never sent a call: the heartbeats alone say what the workers of calls sent through replica one hold.
+  const two = new FnService({ up: () => up } as never, catalogue as never, quiet);
+  assert.deepEqual(two.held('t'), H(3));
+  assert.deepEqual(two.held('other'), H(0));
+  // Replica one's answer from a is later than a's heartbeat: it holds 3 there now.
+  const one = new FnService({ up: () => [a] } as never, catalogue as never, {
+    ...quiet,
+    quota: { usage: async () => H(0) },
+  });
+  const caller = { tenant: 't', role: 'user', quota: { cpu: 4 } } as never;
+  await one.run(caller, { language: 'bash', code: 'true' });
+  assert.deepEqual(one.held('t'), H(3));
+  // A heartbeat after the answer (a worker retired) is the truer.
+  a.load = fnLoad(200, 1);
+  assert.deepEqual(one.held('t'), H(1));
+  // The room a node is sent counts the workers on the other nodes, by their heartbeats too.
+  rooms.length = 0;
+  const both = new FnService({ up: () => up } as never, catalogue as never, { ...quiet, quota: { usage: async () => H(0) } });
+  b.api.fnRun = a.api.fnRun;
+  await both.run(caller, { language: 'bash', code: 'true' });
+  // Whichever node it went to, the other's one worker (0.5 CPU) is out of the quota of 4.
+  assert.deepEqual(rooms, [{ cpu: 3.5 }]);
+  // A node gone holds nothing any more.
+  up = [b];
+  assert.deepEqual(two.held('t'), H(1));
+});

@@ -48,8 +48,14 @@ const IMAGE_BUILD_VARS = /^PYTHON_(VERSION|SHA256|GET_PIP_URL|GET_PIP_SHA256|PIP
 export class FnService {
   /** Calls this replica has sent to each node and not had answered, per group. */
   private readonly inFlight = new Map<string, Map<string, number>>();
-  /** What the workers made for each tenant hold, per node, as the node's last answer said. */
-  private readonly heldBy = new Map<string, Map<string, Held>>();
+  /**
+   * What the workers made for each tenant hold, per node, as the node's last answer to this
+   * replica said, and when (on the node's load clock). A heartbeat read later is truer: it also
+   * counts the workers made for calls another replica sent, and those retired since.
+   */
+  private readonly answered = new Map<string, Map<string, { held: Held; at: number }>>();
+  /** Each load's tenants by name (a load is read by every call while it is the node's latest). */
+  private readonly tenantsOf = new WeakMap<FnLoad, Map<string, Held>>();
   /** The boots of the nodes the configured pools were sent to. */
   private readonly warmed = new Set<string>();
   private readonly resources: { cpu: number; memoryMiB: number; pids: number };
@@ -177,7 +183,7 @@ export class FnService {
       } finally {
         this.count(node.id, key, -1);
       }
-      this.hold(caller.tenant, node.id, r.held);
+      this.hold(caller.tenant, node.id, r.held, r.heldAt);
       return {
         stdout: r.stdout,
         stderr: r.stderr,
@@ -199,42 +205,59 @@ export class FnService {
     else m.delete(key);
   }
 
-  private hold(tenant: string, node: string, h: Held): void {
-    let m = this.heldBy.get(tenant);
-    if (!m) this.heldBy.set(tenant, (m = new Map<string, Held>()));
-    if (h.sandboxes > 0) m.set(node, h);
-    else m.delete(node);
-    if (!m.size) this.heldBy.delete(tenant);
+  private hold(tenant: string, node: string, held: Held, at: number): void {
+    let m = this.answered.get(tenant);
+    if (!m) this.answered.set(tenant, (m = new Map<string, { held: Held; at: number }>()));
+    m.set(node, { held, at });
   }
 
-  /** What a tenant's quota leaves for workers made for it on `node`: its quota less its sandboxes, pools and workers elsewhere. */
-  private room(caller: Caller, usage: Held, node: string): FnRoom {
-    const q = caller.quota;
-    let s = usage.sandboxes;
-    let cpu = usage.cpu;
-    let mem = usage.memoryMiB;
-    for (const [n, h] of this.heldBy.get(caller.tenant) ?? []) {
-      if (n === node) continue;
-      s += h.sandboxes;
-      cpu += h.cpu;
-      mem += h.memoryMiB;
+  /** What the workers made for a tenant hold on node `n`: the later of this replica's last answer from it and its load. */
+  private heldOn(tenant: string, n: ClusterNode): Held {
+    const m = this.answered.get(tenant);
+    const a = m?.get(n.id);
+    const f = n.load.fn;
+    if (a && (!f || a.at >= n.load.at)) return a.held;
+    // The load is the later: the answer is of no more use.
+    if (a) {
+      m!.delete(n.id);
+      if (!m!.size) this.answered.delete(tenant);
     }
-    return {
-      ...(q.sandboxes !== undefined ? { sandboxes: q.sandboxes - s } : {}),
-      ...(q.cpu !== undefined ? { cpu: q.cpu - cpu } : {}),
-      ...(q.memoryMiB !== undefined ? { memoryMiB: q.memoryMiB - mem } : {}),
-    };
+    if (!f?.tenants?.length) return NONE;
+    let by = this.tenantsOf.get(f);
+    if (!by) this.tenantsOf.set(f, (by = new Map(f.tenants.map((t) => [t.tenant, t]))));
+    return by.get(tenant) ?? NONE;
   }
 
-  /** What the workers made for a tenant hold on every node, by their last answers (they count in its quota). */
-  held(tenant: string): Held {
+  /** What the workers made for a tenant hold on the nodes that are up, `except` one. */
+  private heldExcept(tenant: string, except: string | null): Held {
     const out = { ...NONE };
-    for (const h of this.heldBy.get(tenant)?.values() ?? []) {
+    for (const n of this.cluster.up()) {
+      if (n.id === except) continue;
+      const h = this.heldOn(tenant, n);
       out.sandboxes += h.sandboxes;
       out.cpu += h.cpu;
       out.memoryMiB += h.memoryMiB;
     }
     return out;
+  }
+
+  /** What a tenant's quota leaves for workers made for it on `node`: its quota less its sandboxes, pools and workers elsewhere. */
+  private room(caller: Caller, usage: Held, node: string): FnRoom {
+    const q = caller.quota;
+    const h = this.heldExcept(caller.tenant, node);
+    return {
+      ...(q.sandboxes !== undefined ? { sandboxes: q.sandboxes - usage.sandboxes - h.sandboxes } : {}),
+      ...(q.cpu !== undefined ? { cpu: q.cpu - usage.cpu - h.cpu } : {}),
+      ...(q.memoryMiB !== undefined ? { memoryMiB: q.memoryMiB - usage.memoryMiB - h.memoryMiB } : {}),
+    };
+  }
+
+  /**
+   * What the workers made for a tenant hold on every node that is up (they count in its quota),
+   * also those made for calls another replica sent: by each node's last answer or heartbeat.
+   */
+  held(tenant: string): Held {
+    return this.heldExcept(tenant, null);
   }
 
   /** An image `caller` may use (null: the configured pools, any image). */
