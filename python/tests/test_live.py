@@ -12,6 +12,7 @@ import unittest
 from tests.live import KEY, URL, label, needs_server
 
 from warren import (
+    ConflictError,
     InvalidArgumentError,
     NotFoundError,
     Retry,
@@ -182,6 +183,18 @@ class SandboxCalls(unittest.TestCase):
         # Deleted sandboxes stay listed, stopped, for a while (their ids stay known).
         self.assertEqual({s.info.state for s in self.w.sandboxes.list(labels={"job": job})}, {"stopped"})
         self.assertEqual(self.w.sandboxes.list(labels={"job": job}, state="running"), [])
+
+    def test_lease(self) -> None:
+        with self.w.lease(ttl=30, labels={"job": self.job}) as lease:
+            sb = self.w.sandboxes.create(image="busybox:latest", lease=lease, labels={"job": self.job})
+            self.assertEqual(sb.info.raw["lease"], lease.id)
+            self.assertEqual(lease.renew()["renewals"], 1)
+            self.assertIn(lease.id, [x["id"] for x in self.w.leases.list("active")])
+        # Leaving the block deletes the lease, and the sandboxes made with it.
+        self.assertEqual(self.w.sandboxes.get(sb.id).info.state, "stopped")
+        self.assertEqual(self.w.leases.get(lease.id).info["state"], "deleted")
+        with self.assertRaises(ConflictError):
+            lease.renew()
 
     def test_pause_resume_timeout_network(self) -> None:
         with self.w.sandboxes.create(image="busybox:latest", labels={"job": self.job}) as sb:

@@ -25,6 +25,7 @@ from .errors import (
     UnavailableError,
     WarrenError,
 )
+from .leases import AsyncLease, Lease
 from .types import (
     BatchCreateResult,
     ExecEvent,
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncCommand",
+    "AsyncLease",
     "AsyncSandbox",
     "AsyncShell",
     "AsyncWarren",
@@ -58,6 +60,7 @@ __all__ = [
     "InternalError",
     "InvalidArgumentError",
     "Layer",
+    "Lease",
     "NO_RETRY",
     "NotFoundError",
     "PayloadTooLargeError",

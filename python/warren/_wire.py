@@ -123,6 +123,7 @@ def create_body(
     request_id: Optional[str] = None,
     backend: Optional[str] = None,
     ttl_seconds: Optional[int] = None,
+    lease: Any = None,
 ) -> Dict[str, Any]:
     life = dict(wire_keys(lifetime) or {})
     if ttl_seconds is not None:
@@ -141,6 +142,8 @@ def create_body(
             "files": encode_files(files),
             "labels": dict(labels) if labels is not None else None,
             "requestId": request_id,
+            # A lease object (``w.lease(...)``) or its id.
+            "lease": lease if lease is None or isinstance(lease, str) else lease.id,
         }
     )
 

@@ -17,6 +17,7 @@ from ._endpoint import Endpoint
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
 from ._turns import AsyncTurns
 from .errors import NotFoundError, WarrenError, error_from_wire
+from .leases import AsyncLease, AsyncLeases
 from .types import (
     BatchCreateResult,
     ExecEvent,
@@ -56,6 +57,11 @@ class AsyncWarren:
         self.layers = AsyncLayers(self._t)
         self.pools = AsyncPools(self._t)
         self.keys = AsyncKeys(self._t)
+        self.leases = AsyncLeases(self._t)
+
+    async def lease(self, ttl: int, *, on_expiry: Optional[str] = None, labels: Optional[Mapping[str, str]] = None) -> AsyncLease:
+        """Takes a lease renewed from a task: ``async with await w.lease(ttl=30) as lease:``."""
+        return await self.leases.create(ttl, on_expiry=on_expiry, labels=labels)
 
     async def info(self) -> Dict[str, Any]:
         return await self._t.call(w.route("info", idempotent=True))  # type: ignore[no-any-return]

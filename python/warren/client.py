@@ -13,6 +13,7 @@ from ._sync_http import SyncTransport
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
 from ._turns import Turns
 from .errors import NotFoundError, WarrenError, error_from_wire
+from .leases import Lease, Leases
 from .types import (
     BatchCreateResult,
     ExecEvent,
@@ -52,6 +53,13 @@ class Warren:
         self.layers = Layers(self._t)
         self.pools = Pools(self._t)
         self.keys = Keys(self._t)
+        self.leases = Leases(self._t)
+
+    def lease(self, ttl: int, *, on_expiry: Optional[str] = None, labels: Optional[Mapping[str, str]] = None) -> Lease:
+        """Takes a lease renewed from a background thread: ``with w.lease(ttl=30) as lease:`` and
+        create sandboxes with ``lease=lease``; leaving the block deletes it and its sandboxes. A
+        process killed meanwhile (even by SIGKILL) leaves none running past the TTL."""
+        return self.leases.create(ttl, on_expiry=on_expiry, labels=labels)
 
     def info(self) -> Dict[str, Any]:
         return self._t.call(w.route("info", idempotent=True))  # type: ignore[no-any-return]
@@ -77,7 +85,8 @@ class Sandboxes:
     def create(self, image: str, **opts: Any) -> "Sandbox":
         """Creates a sandbox. Options as the API's, in Python names: ``layers``, ``resources``
         (``{"cpu": 1, "memoryMiB": 1024}``), ``lifetime`` or ``ttl_seconds``, ``network``, ``env``,
-        ``user``, ``workdir``, ``files`` (``{path: str | bytes}``), ``labels``, ``request_id``.
+        ``user``, ``workdir``, ``files`` (``{path: str | bytes}``), ``labels``, ``request_id``,
+        ``lease`` (a :class:`Lease` or its id).
         With a ``request_id``, a retried create makes one sandbox."""
         body = w.create_body(image, **opts)
         req = w.route("createSandbox", json=body, idempotent="requestId" in body)

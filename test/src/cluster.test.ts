@@ -186,6 +186,19 @@ describe(
       for (const sb of made) assert.deepEqual(hostLeftovers(sb.id), []);
       assert.equal((await client.sandboxes.list({ state: 'running' })).sandboxes.length, 0);
 
+      // A lease over both nodes: a renewal reaches each (past the first deadline they run on);
+      // no longer renewed, its sandboxes on both are gone within its TTL and a second.
+      const lease = await client.leases.create({ ttlSeconds: 2 }, { keepAlive: false });
+      const leased = await Promise.all(Array.from({ length: 4 }, () => client.sandboxes.create({ image: 'busybox:latest', lease: lease.id })));
+      assert.deepEqual([...new Set(leased.map((x) => x.info.node))].sort(), ['a', 'b']);
+      const first = Date.parse(lease.info.expiresAt);
+      const deadline = Date.parse((await lease.renew(3)).expiresAt);
+      await until(async () => Date.now() > first + 500, 5000);
+      for (const sb of leased) assert.equal((await client.sandboxes.get(sb.id)).info.state, 'running');
+      await until(async () => (await Promise.all(leased.map((sb) => client.sandboxes.get(sb.id)))).every((x) => x.info.state === 'stopped'), 10_000);
+      assert.ok(Date.now() - deadline <= 1500, `the lease's sandboxes ended ${Date.now() - deadline} ms after its deadline`);
+      for (const sb of leased) assert.deepEqual(hostLeftovers(sb.id), []);
+
       // A wrong join token is refused, and the edge says so and stops; an API key cannot join; the
       // join token is not an API key; a name a live edge holds is refused.
       await assert.rejects(spawnEdge(s.url, 'c', await dataDir(), 'wrong-token-0123456789'), /unauthenticated: unknown API key/);

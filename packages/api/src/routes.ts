@@ -7,6 +7,7 @@ import * as o from './ops.js';
 import * as p from './pools.js';
 import * as fn from './fn.js';
 import * as d from './display.js';
+import * as l from './leases.js';
 
 /** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
 export interface RouteSpec {
@@ -341,6 +342,25 @@ export const ROUTES = {
     status: 204,
   }),
   info: r({ method: 'GET', path: '/v1/info', summary: 'What this server offers', response: o.Info, status: 200 }),
+  createLease: r({
+    method: 'POST',
+    path: '/v1/leases',
+    summary: 'Take a lease: sandboxes made with it are frozen within a second once it lapses, then paused or deleted',
+    body: l.CreateLeaseRequest,
+    response: l.Lease,
+    status: 201,
+  }),
+  listLeases: r({ method: 'GET', path: '/v1/leases', summary: "This tenant's leases", query: l.ListLeasesQuery, response: l.ListLeasesResponse, status: 200 }),
+  getLease: r({ method: 'GET', path: '/v1/leases/{id}', summary: 'Get a lease', response: l.Lease, status: 200 }),
+  renewLease: r({
+    method: 'POST',
+    path: '/v1/leases/{id}/renew',
+    summary: 'Renew a lease: it lives ttlSeconds from now (conflict once it lapsed or was deleted)',
+    body: l.RenewLeaseRequest,
+    response: l.Lease,
+    status: 200,
+  }),
+  deleteLease: r({ method: 'DELETE', path: '/v1/leases/{id}', summary: 'End a lease and every sandbox made with it, at once (idempotent)', status: 204 }),
   createPool: r({
     method: 'POST',
     path: '/v1/pools',

@@ -80,6 +80,8 @@ export const CreateSandboxRequest = z.strictObject({
   files: z.array(FileSpec).max(1024).optional(),
   labels: Labels.optional(),
   requestId: z.string().min(1).max(256).optional(),
+  /** A lease of the caller's (POST /v1/leases): the sandbox lives only while the lease is renewed. */
+  lease: z.string().min(1).max(64).optional(),
   /** Wait up to `waitSeconds` for room (in a queue per tenant, served in turns) instead of failing at once while the cluster is full. */
   schedule: z.strictObject({ waitSeconds: z.number().int().min(0).max(3600) }).optional(),
 });
@@ -115,6 +117,8 @@ export const Sandbox = z.object({
   lastActivityAt: z.string(),
   idleTimeoutSeconds: z.number().nullable(),
   pauseAfterIdleSeconds: z.number().nullable(),
+  /** The lease it lives under (null: none). */
+  lease: z.string().nullable(),
   usage: z.object({
     cpuSeconds: z.number(),
     /** CPUs used lately (cores, since the previous reading a second or more before). */
@@ -133,6 +137,8 @@ export type Sandbox = z.infer<typeof Sandbox>;
 export const ListSandboxesQuery = z.strictObject({
   label: z.array(z.string().regex(/^[^=]+=.*$/, 'label filters are key=value')).optional(),
   state: SandboxState.optional(),
+  /** Only the sandboxes of this lease. */
+  lease: z.string().min(1).max(64).optional(),
   limit: z.coerce.number().int().min(1).max(1000).optional(),
   cursor: z.string().max(256).optional(),
 });

@@ -35,6 +35,8 @@ export type { FnCallOutcome, FnCallSpec } from './fn/fn-call.js';
 export { FnWorkers, fnGroupKey, loadClock } from './fn/fn-workers.js';
 export type { EdgeFnCall, EdgeFnResult, FnGroupSpec, FnHeld, FnLoad, FnRoom, FnWorkersOptions } from './fn/fn-workers.js';
 export type { EdgePoolLoad, EdgePoolSpec } from './lifecycle/pool-members.js';
+export { MAX_LEASES_SET } from './edge-api/local.js';
+export type { EdgeLease } from './lifecycle/leases.js';
 export type { CommandResult, CommandStream, CreateOutcome, EdgeApi, EdgeEvent, EdgeFile, EdgeInfo, EdgeLoad, FileBody } from './edge-api/edge-api.js';
 export { MAX_CREATE_MANY } from './edge-api/edge-api.js';
 export { localEdgeApi } from './edge-api/local.js';

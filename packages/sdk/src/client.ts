@@ -17,6 +17,7 @@ import {
 import type { Body, HttpResponse } from './node-http.js';
 import { Sandbox, type CreateOptions } from './sandbox.js';
 import { Transport, ndjson, type ClientOptions } from './transport.js';
+import { Leases } from './leases.js';
 
 export type ImageProgress = Extract<ImageEvent, { type: 'progress' }>;
 
@@ -32,6 +33,8 @@ async function progressResult(res: HttpResponse, onProgress?: (ev: ImageProgress
 
 export interface ListOptions {
   labels?: Record<string, string>;
+  /** Only the sandboxes of this lease. */
+  lease?: string;
   state?: SandboxState;
   limit?: number;
   cursor?: string;
@@ -49,6 +52,8 @@ export class Warren {
   readonly sandboxes: Sandboxes;
   readonly pools: Pools;
   readonly fn: Fn;
+  /** Leases: sandboxes made with one end once it is no longer renewed. */
+  readonly leases: Leases;
   private readonly t: Transport;
 
   constructor(opts: ClientOptions) {
@@ -56,6 +61,7 @@ export class Warren {
     this.sandboxes = new Sandboxes(this.t);
     this.pools = new Pools(this.t);
     this.fn = new Fn(this.t);
+    this.leases = new Leases(this.t);
   }
 
   async images(): Promise<Image[]> {
@@ -184,7 +190,7 @@ export class Sandboxes {
 
   async list(opts: ListOptions = {}): Promise<{ sandboxes: Sandbox[]; nextCursor: string | null }> {
     const label = Object.entries(opts.labels ?? {}).map(([k, v]) => `${k}=${v}`);
-    const r = await this.t.json(ROUTES.listSandboxes, {}, { query: { label, state: opts.state, limit: opts.limit, cursor: opts.cursor } });
+    const r = await this.t.json(ROUTES.listSandboxes, {}, { query: { label, state: opts.state, lease: opts.lease, limit: opts.limit, cursor: opts.cursor } });
     return { sandboxes: r.sandboxes.map((s) => new Sandbox(this.t, s)), nextCursor: r.nextCursor };
   }
 

@@ -13,6 +13,7 @@ import { SandboxService } from './services/sandboxes.js';
 import { ImageService } from './services/images.js';
 import { PoolService } from './services/pools.js';
 import { FnService } from './services/fn.js';
+import { LeaseService } from './services/leases.js';
 import { CommandService } from './services/commands.js';
 import { FileService } from './services/files.js';
 import { NodeService } from './services/nodes.js';
@@ -145,6 +146,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
   });
   service.fn = fn;
   service.pools = pools;
+  const leases = new LeaseService(store, cluster, service, { logger: o.logger });
   handle = nodeEventHandler({
     store,
     sandboxes: service,
@@ -188,6 +190,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     images,
     pools,
     fn,
+    leases,
     audit,
     logger: o.logger,
     peerBlob: p.peerBlob,
@@ -202,6 +205,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     async start() {
       await pools.start();
       await fn.start();
+      leases.start();
       flush = setInterval(() => void service.sync.flushActivity().catch(() => undefined), 5000);
       flush.unref();
       if (!p.local) {
@@ -238,6 +242,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       service.queue.close();
       pools.close();
       fn.close();
+      await leases.close();
       await service.sync.flushActivity().catch(() => undefined);
       await audit.close();
       await cluster.close();

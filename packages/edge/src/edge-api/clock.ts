@@ -1,5 +1,6 @@
 import type { EdgeSandboxSpec, EdgeSandboxState } from '../lifecycle/edge-spec.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
+import type { EdgeLease } from '../lifecycle/leases.js';
 import type { CreateOutcome, EdgeApi } from './edge-api.js';
 
 /** A kept sample gives way to the next one once it is this old (ms): a clock stepped on the edge's host is followed within it. */
@@ -32,9 +33,12 @@ export class ClockOffset {
 
 const at = (ms: number | null, d: number): number | null => (ms === null ? null : ms + d);
 
+/** A lease's deadline moved by `d` ms. */
+const shiftLease = (l: EdgeLease, d: number): EdgeLease => (d === 0 ? l : { ...l, expiresAtMs: l.expiresAtMs + d });
+
 /** A spec's wall-clock times moved by `d` ms. */
 export const shiftSpec = (s: EdgeSandboxSpec, d: number): EdgeSandboxSpec =>
-  d === 0 ? s : { ...s, lastActivityMs: s.lastActivityMs + d, expiresAtMs: at(s.expiresAtMs, d) };
+  d === 0 ? s : { ...s, lastActivityMs: s.lastActivityMs + d, expiresAtMs: at(s.expiresAtMs, d), ...(s.lease ? { lease: shiftLease(s.lease, d) } : {}) };
 
 /** A sandbox state's wall-clock times moved by `d` ms. */
 export const shiftState = <T extends EdgeSandboxState>(s: T, d: number): T =>
@@ -68,5 +72,6 @@ export const CLOCKED: Partial<Record<keyof EdgeApi, Shift>> = {
   },
   adopt: { args: ([spec], d) => [shiftSpec(spec as EdgeSandboxSpec, d)] },
   setExpiry: { args: ([id, ms], d) => [id, at(ms as number | null, d)] },
+  leasesSet: { args: ([ls], d) => [(ls as EdgeLease[]).map((l) => shiftLease(l, d))] },
   sandboxes: { result: (r, d) => (r as EdgeSandboxState[]).map((s) => shiftState(s, d)) },
 };

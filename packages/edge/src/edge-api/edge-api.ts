@@ -8,6 +8,7 @@ import type { EdgeEvent } from '../lifecycle/events.js';
 import type { FnCallOutcome, FnCallSpec } from '../fn/fn-call.js';
 import type { EdgeFnCall, EdgeFnResult, FnGroupSpec, FnLoad } from '../fn/fn-workers.js';
 import type { EdgePoolLoad, EdgePoolSpec } from '../lifecycle/pool-members.js';
+import type { EdgeLease } from '../lifecycle/leases.js';
 
 export type { EdgeEvent } from '../lifecycle/events.js';
 
@@ -179,6 +180,14 @@ export interface EdgeApi {
   poolsSet(pools: EdgePoolSpec[]): Promise<void>;
   /** Takes a ready member of a pool out of it (then `claim` it); null when none is ready. */
   poolTake(poolId: string): Promise<string | null>;
+
+  // ---- leases ----
+  /**
+   * Leases as the control plane knows them now (renewed, lapsed, deleted): each is kept when it is
+   * newer than the node's (more renewals); one past its deadline or ended freezes its sandboxes
+   * here at once. At most MAX_LEASES_SET a call.
+   */
+  leasesSet(leases: EdgeLease[]): Promise<void>;
 
   // ---- files (paths resolve inside the sandbox) ----
   readFile(id: string, path: string): Promise<FileBody>;

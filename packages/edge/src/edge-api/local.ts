@@ -28,6 +28,9 @@ export async function commandResult(cmd: Command): Promise<CommandResult> {
 const copySpec = (spec: EdgeSandboxSpec): EdgeSandboxSpec => structuredClone(spec);
 
 /** A sandbox that ended between its start and the answer (its init died at once, say). */
+/** The most leases one leasesSet carries. */
+export const MAX_LEASES_SET = 10_000;
+
 const gone = (id: string): never => {
   throw new WarrenError('unavailable', 'the sandbox stopped as soon as it started', { id });
 };
@@ -132,6 +135,12 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     fnWarm: async (g, size, language) => edge.fn.keepWarm(g, size, language),
     poolsSet: async (pools) => edge.pools.set(pools),
     poolTake: async (id) => edge.pools.take(id),
+    leasesSet: async (leases) => {
+      if (!Array.isArray(leases) || leases.length > MAX_LEASES_SET)
+        throw new WarrenError('invalid_argument', `leasesSet takes at most ${MAX_LEASES_SET} leases`);
+      for (const l of leases) edge.leases.learn(l);
+      edge.leases.check();
+    },
 
     readFile: (id, path) => edge.files.read(id, path),
     writeFile: (id, path, body, mode) => edge.files.write(id, path, body as AsyncIterable<Buffer>, mode),

@@ -55,6 +55,7 @@ export const EDGE_CALLS = {
   fnWarm: 'unary',
   poolsSet: 'unary',
   poolTake: 'unary',
+  leasesSet: 'unary',
   readFile: 'body-out',
   writeFile: 'body-in',
   statPath: 'unary',

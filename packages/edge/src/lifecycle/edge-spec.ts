@@ -3,6 +3,7 @@ import type { NetworkPolicy, NetworkUsage } from '@warren/api';
 import type { Backend, SandboxStats } from '../backends/backend.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import type { EdgeCapacity } from './admission.js';
+import type { EdgeLease } from './leases.js';
 
 /** What the edge must know of a sandbox to run, police and recover it. */
 export interface EdgeSandboxSpec {
@@ -29,6 +30,8 @@ export interface EdgeSandboxSpec {
   backend?: string;
   /** Whose sandbox it is: its commands' output is held within that tenant's share of the node's budget. */
   tenant?: string;
+  /** The lease it lives under: frozen here once the lease lapses. */
+  lease?: EdgeLease | null;
 }
 
 /** A live sandbox as the edge sees it now (`usage`: only when asked for; `network`: null without networking). */

@@ -11,7 +11,7 @@ import type { FnWorkers } from '../fn/fn-workers.js';
 import type { PoolMembers } from './pool-members.js';
 import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { markActivity, memAvailableMiB, newCommandId, newLive, type Live } from './live.js';
+import { markActivity, newCommandId, newLive, type Live } from './live.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -27,7 +27,9 @@ import { compilePolicy, opensNetwork } from '../net/policy.js';
 import { dialSandboxPort } from '../net/port-dial.js';
 import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
 import { SandboxNetworks } from './networks.js';
-import { defaultMemoryFloorMiB, dueNow, longestIdleFirst } from './housekeeping.js';
+import { dueNow } from './housekeeping.js';
+import { PressureRelief } from './pressure.js';
+import { EdgeLeases } from './leases.js';
 
 export type { EdgeCapacity } from './admission.js';
 export type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -63,6 +65,9 @@ export class Edge {
   /** The node's FnCall workers and warm pools' members (its own sandboxes: listed nowhere, no events). */
   readonly fn: FnWorkers;
   readonly pools: PoolMembers;
+  /** The leases its sandboxes hold: once one lapses, they are frozen here, control plane or not. */
+  readonly leases: EdgeLeases;
+  private readonly pressure: PressureRelief;
 
   constructor(private readonly o: EdgeOptions) {
     this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
@@ -76,6 +81,15 @@ export class Edge {
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
     this.pauses = { now: () => this.now(), events: this.events, logger: o.logger };
     this.backendSet = new BackendSet(o.backends);
+    const warn = (what: string) => (e: unknown) => o.logger?.warn(what, { error: String(e) });
+    this.pressure = new PressureRelief({ floorMiB: o.memoryFloorMiB, live: this.live, pauseReclaimed: (id) => this.pauseReclaimed(id), logger: o.logger });
+    this.leases = new EdgeLeases({
+      now: () => this.now(),
+      lapse: (lease) => {
+        for (const [id, l] of this.live)
+          if (l.spec.lease?.id === lease && !l.spec.paused) void this.pause(id).catch(warn('a lapsed lease’s sandbox could not be frozen'));
+      },
+    });
     ({ fn: this.fn, pools: this.pools } = ownSandboxes(
       {
         create: (spec) => this.create(spec),
@@ -217,6 +231,7 @@ export class Edge {
       await backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
       this.layerRefs.hold(spec.layers);
+      this.holdLease(spec);
     } catch (e) {
       if (sb) await backend.destroy(spec.id).catch(() => undefined);
       await net?.detach(spec.id).catch(() => undefined);
@@ -237,6 +252,14 @@ export class Edge {
     if (l.spec.paused || l.pausing) await this.resume(spec.id);
     await configureSandbox(l.sb.connect, spec, files, this.maxFileBytes);
     l.spec = Object.assign({}, spec, { layers: l.spec.layers, resources: l.spec.resources, network: l.spec.network, paused: false });
+    this.holdLease(l.spec);
+  }
+
+  /** Learns a sandbox's lease; one that lapsed already freezes it at once. */
+  private holdLease(spec: EdgeSandboxSpec): void {
+    if (!spec.lease) return;
+    this.leases.learn(spec.lease);
+    if (this.leases.lapsed(spec.lease.id)) void this.pause(spec.id).catch(() => undefined);
   }
 
   private reserve(r: EdgeSandboxSpec['resources'], sign: 1 | -1): void {
@@ -255,6 +278,7 @@ export class Edge {
     spec.paused = false;
     this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
     this.layerRefs.hold(spec.layers);
+    this.holdLease(spec);
     this.allocated.cpu += spec.resources.cpu;
     this.allocated.memoryMiB += spec.resources.memoryMiB;
     return true;
@@ -513,7 +537,9 @@ export class Edge {
     if (++this.sweeps % 2 === 0) void this.checkAlive();
     if (this.o.capacity.busyCpu !== undefined) this.sampleCpu().catch(() => undefined);
     void this.sweepNow();
-    void this.relievePressure();
+    void this.pressure.run();
+    this.leases.check();
+    if (this.sweeps % 60 === 0) this.leases.prune(new Set([...this.live.values()].flatMap((l) => (l.spec.lease ? [l.spec.lease.id] : []))));
   }
 
   /**
@@ -528,34 +554,6 @@ export class Edge {
       else pauses.push(this.pause(id).catch((e: unknown) => this.o.logger?.warn('auto-pause failed', { id, error: String(e) })));
     }
     await Promise.all(pauses);
-  }
-
-  private relieving = false;
-
-  /**
-   * When the node's available memory falls under its floor, pauses the longest-idle running
-   * sandboxes (no command running) one by one until it is back above: their memory goes to swap
-   * or is dropped, instead of the kernel OOM-killing something.
-   */
-  private async relievePressure(): Promise<void> {
-    const floor = this.o.memoryFloorMiB ?? defaultMemoryFloorMiB(totalmem());
-    if (this.relieving || floor <= 0) return;
-    this.relieving = true;
-    try {
-      let avail = await memAvailableMiB();
-      if (avail >= floor) return;
-      const idle = longestIdleFirst(this.live);
-      let paused = 0;
-      for (const id of idle) {
-        if (avail >= floor) break;
-        await this.pauseReclaimed(id).catch(() => undefined);
-        paused++;
-        avail = await memAvailableMiB();
-      }
-      if (paused > 0) this.o.logger?.warn('memory pressure: paused the longest-idle sandboxes', { paused, availableMiB: avail, floorMiB: floor });
-    } finally {
-      this.relieving = false;
-    }
   }
 
   /** Notices sandboxes whose init is gone, so they are reported failed instead of looking alive. */
@@ -586,6 +584,7 @@ export class Edge {
   /** Stops the sweep; with `keep`, leaves sandboxes running for the next start to adopt. */
   async close(opts: { keep: boolean }): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    this.leases.close();
     await Promise.all([this.fn.close(), this.pools.close()]);
     if (!opts.keep) {
       const ids = [...this.live.keys()];

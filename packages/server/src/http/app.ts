@@ -12,6 +12,7 @@ import { fileRoutes } from './routes-files.js';
 import { displayRoutes } from './routes-display.js';
 import { opsRoutes } from './routes-ops.js';
 import { fnRoutes } from './routes-fn.js';
+import { leaseRoutes } from './routes-leases.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
 import { matchPtyPath, servePty } from './routes-pty.js';
 import { auditCall } from './audit-call.js';
@@ -97,6 +98,7 @@ export function createApp(d: AppDeps): Server {
   opsRoutes(on, d);
   imageRoutes(on, d);
   fnRoutes(on, d);
+  leaseRoutes(on, d);
   router.add(ROUTES.openapi, async (c) => {
     c.res.writeHead(200, { 'content-type': 'application/json' });
     c.res.end(openapi);

@@ -6,6 +6,7 @@ import type { Caller, SandboxService } from '../services/sandboxes.js';
 import type { ImageService } from '../services/images.js';
 import type { PoolService } from '../services/pools.js';
 import type { FnService } from '../services/fn.js';
+import type { LeaseService } from '../services/leases.js';
 import type { AuditLog } from '../services/audit.js';
 import type { CommandService } from '../services/commands.js';
 import type { FileService } from '../services/files.js';
@@ -46,6 +47,7 @@ export interface RouteDeps {
   images: ImageService;
   pools: PoolService;
   fn: FnService;
+  leases: LeaseService;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Sends a blob this process lacks from another replica's blobs; false when none has it. */

@@ -1,5 +1,5 @@
 import { sandboxEnv } from '@warren/api';
-import type { EdgeSandboxSpec } from '@warren/edge';
+import type { EdgeLease, EdgeSandboxSpec } from '@warren/edge';
 import type { SandboxRecord } from '../store/store.js';
 
 /** A file given at create, decoded. */
@@ -9,8 +9,8 @@ export interface DecodedFile {
   mode?: number;
 }
 
-/** What the edge is told of a sandbox: its record, as the edge's spec. */
-export function edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
+/** What the edge is told of a sandbox: its record, as the edge's spec (with its lease, when it has one). */
+export function edgeSpec(rec: SandboxRecord, lease: EdgeLease | null = null): EdgeSandboxSpec {
   return {
     id: rec.id,
     layers: rec.layers,
@@ -27,5 +27,6 @@ export function edgeSpec(rec: SandboxRecord): EdgeSandboxSpec {
     ttlCountsPaused: rec.ttlCountsPaused ?? false,
     tenant: rec.tenant,
     backend: rec.backend,
+    ...(lease ? { lease } : {}),
   };
 }

@@ -6,6 +6,7 @@ import { within } from '../cluster/within.js';
 import { edgeSpec, type DecodedFile } from './edge-spec.js';
 import type { Placement } from './policy.js';
 import type { NodeView } from './node-view.js';
+import type { LeaseBook } from './lease-book.js';
 
 export interface PlacerOptions {
   logger: { warn(msg: string, meta?: unknown): void };
@@ -41,6 +42,8 @@ export class Placer {
     /** Where creates go, and the creates in flight it counts. */
     private readonly view: NodeView,
     private readonly o: PlacerOptions,
+    /** The leases a create's spec carries. */
+    private readonly leases: LeaseBook,
   ) {}
 
   /**
@@ -138,7 +141,7 @@ export class Placer {
     try {
       edge = this.cluster.edge(node);
       const creating = edge.createMany(
-        group.map((it) => edgeSpec(it.rec)),
+        group.map((it) => edgeSpec(it.rec, this.leases.of(it.rec.lease))),
         files,
       );
       started = creating;
@@ -186,7 +189,7 @@ export class Placer {
     let edge: EdgeApi | null = null;
     try {
       edge = this.cluster.edge(node);
-      const creating = edge.create(edgeSpec(rec), files);
+      const creating = edge.create(edgeSpec(rec, this.leases.of(rec.lease)), files);
       started = creating;
       // A node that stops answering (or goes down) meanwhile passes the create on.
       const { load, ...live } = await within(this.timeoutFor(rec), `node ${node}`, creating, this.cluster.goneSignal(node));

@@ -2,6 +2,7 @@ import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { RUNNING } from './sandbox-view.js';
 import { edgeSpec } from '../placement/edge-spec.js';
+import { edgeLease, type LeaseBook } from '../placement/lease-book.js';
 
 export interface NodeSyncOptions {
   logger: { warn(msg: string, meta?: unknown): void };
@@ -16,6 +17,7 @@ export class NodeSync {
     private readonly store: Store,
     private readonly cluster: Cluster,
     private readonly o: NodeSyncOptions,
+    private readonly leases: LeaseBook,
   ) {}
 
   /**
@@ -40,9 +42,11 @@ export class NodeSync {
         kept++;
         return;
       }
+      // Its lease as the store has it now (one that ended while the node was away freezes it there).
+      const lease = rec.lease ? (this.leases.of(rec.lease) ?? (await this.store.leases.get(rec.lease).then((l) => (l ? edgeLease(l) : null)))) : null;
       const ok =
         rec.state !== 'creating' &&
-        (await edge.adopt(edgeSpec(rec)).catch((e: unknown) => {
+        (await edge.adopt(edgeSpec(rec, lease)).catch((e: unknown) => {
           this.o.logger.warn('could not take back a sandbox', { id: rec.id, error: String(e) });
           return false;
         }));

@@ -77,6 +77,7 @@ export function sandboxView(rec: SandboxRecord, live: EdgeSandboxState | null): 
     lastActivityAt: new Date(live?.lastActivityMs ?? rec.lastActivityAt).toISOString(),
     idleTimeoutSeconds: rec.idleTimeoutSeconds,
     pauseAfterIdleSeconds: rec.pauseAfterIdleSeconds ?? null,
+    lease: rec.lease ?? null,
     usage,
     network,
   };

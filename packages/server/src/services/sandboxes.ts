@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { compilePolicy, opensNetwork, widestAllowPrefix, type EdgeApi, type EdgeSandboxState } from '@warren/edge';
+import { compilePolicy, opensNetwork, widestAllowPrefix, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
@@ -16,6 +16,7 @@ import type { Placement, PlacementRequest } from '../placement/policy.js';
 import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, hasQuota, poolKey, sandboxView, shownState, visibleImage } from './sandbox-view.js';
 import { edgeSpec, type DecodedFile } from '../placement/edge-spec.js';
+import { LeaseBook } from '../placement/lease-book.js';
 
 export { decodeFiles, hasQuota, poolKey, visibleImage } from './sandbox-view.js';
 export type { DecodedFile } from '../placement/edge-spec.js';
@@ -28,6 +29,8 @@ interface Made {
   network: NetworkPolicy;
   imageEnv: Record<string, string>;
   want: PlacementRequest;
+  /** The lease the sandbox lives under (null: none). */
+  lease: EdgeLease | null;
   now: number;
 }
 
@@ -76,6 +79,8 @@ export class SandboxService {
   } | null = null;
   /** Starts recorded sandboxes on their nodes (placements and retries counted there, for /metrics). */
   readonly placer: Placer;
+  /** The active leases this replica knows, as a create's spec carries them. */
+  readonly leases = new LeaseBook();
   /** The nodes as placement sees them (one per replica). */
   readonly view: NodeView;
   /** Keeps the store and the nodes agreeing (reconcile, cut-off creates, activity). */
@@ -97,8 +102,8 @@ export class SandboxService {
     private readonly o: SandboxServiceOptions,
   ) {
     this.view = new NodeView(cluster);
-    this.placer = new Placer(store, cluster, this.view, o);
-    this.sync = new NodeSync(store, cluster, o);
+    this.placer = new Placer(store, cluster, this.view, o, this.leases);
+    this.sync = new NodeSync(store, cluster, o, this.leases);
     this.writes = createWrites(store);
     this.ends = new SandboxEnds(store, cluster, { logger: o.logger, failpoint: o.failpoint, freed: () => this.queue.poke() });
   }
@@ -192,7 +197,7 @@ export class SandboxService {
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...this.cluster.backends()].join(', ')}`, {
         backend,
       });
-    const r = await this.resolve(caller, req);
+    const [r, lease] = await Promise.all([this.resolve(caller, req), req.lease ? this.lease(caller, req.lease) : null]);
     const want = {
       backend,
       cpu: r.resources.cpu,
@@ -200,7 +205,16 @@ export class SandboxService {
       diskMiB: r.resources.diskMiB,
       network: opensNetwork(compilePolicy(r.network)),
     };
-    return Object.assign({}, r, { backend, want, now: (this.o.now ?? Date.now)() });
+    return Object.assign({}, r, { backend, want, lease, now: (this.o.now ?? Date.now)() });
+  }
+
+  /** The caller's active lease of this id, kept in mind for the create's spec; not_found or conflict if it is not one. */
+  private async lease(caller: Caller, id: string): Promise<EdgeLease> {
+    const l = await this.store.leases.get(id);
+    if (!l || (l.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `lease ${id} does not exist`, { lease: id });
+    if (l.state !== 'active' || l.expiresAt <= Date.now())
+      throw new WarrenError('conflict', `lease ${id} has ${l.state === 'deleted' ? 'been deleted' : 'lapsed'}`, { lease: id });
+    return this.leases.learn(l);
   }
 
   /** A new sandbox's record, `creating` on `node`. */
@@ -230,6 +244,7 @@ export class SandboxService {
       error: null,
       requestId: req.requestId ?? null,
       network: m.network,
+      lease: m.lease?.id ?? null,
     };
   }
 
@@ -294,7 +309,7 @@ export class SandboxService {
   private async claimPooled(rec: SandboxRecord, files: DecodedFile[]): Promise<EdgeSandboxState> {
     const edge = this.cluster.edge(rec.node);
     try {
-      return await edge.claim(edgeSpec(rec), files);
+      return await edge.claim(edgeSpec(rec, this.leases.of(rec.lease)), files);
     } catch (e) {
       await edge.destroy(rec.id).catch(() => undefined);
       throw await this.placer.createFailed(rec, e);
@@ -474,6 +489,7 @@ export class SandboxService {
     const rows = await this.store.listSandboxes({
       tenant: caller.tenant,
       labels,
+      lease: q.lease,
       state: derived ? undefined : q.state,
       limit: derived ? 10_000 : limit + 1,
       after,

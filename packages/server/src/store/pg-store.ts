@@ -2,6 +2,7 @@ import pg from 'pg';
 import { WarrenError } from '@warren/api';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
+import { PG_LEASES_SCHEMA, PgLeases } from './pg-leases.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 /** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
@@ -114,8 +115,10 @@ const nodeOf = (r: NodeRow): NodeRecord => ({
  */
 export class PgStore implements Store {
   private trips = 0;
+  readonly leases: PgLeases;
 
   private constructor(private readonly pool: pg.Pool) {
+    this.leases = new PgLeases(pool);
     // Every statement is a round trip: counted where they all pass (the pool's and a transaction's client's query).
     const query = pool.query.bind(pool) as (...a: unknown[]) => Promise<unknown>;
     pool.query = ((...args: unknown[]) => {
@@ -140,6 +143,7 @@ export class PgStore implements Store {
     try {
       await c.query('SELECT pg_advisory_lock($1)', [SCHEMA_LOCK]);
       await c.query(SCHEMA);
+      await c.query(PG_LEASES_SCHEMA);
       await c.query('SELECT pg_advisory_unlock($1)', [SCHEMA_LOCK]);
     } finally {
       c.release();
@@ -261,6 +265,7 @@ export class PgStore implements Store {
     const where = ['s.tenant = $1'];
     if (f.state) where.push(`s.state = $${args.push(f.state)}`);
     if (f.states) where.push(`s.state = ANY($${args.push(f.states)})`);
+    if (f.lease) where.push(`s.doc->>'lease' = $${args.push(f.lease)}`);
     if (f.after) where.push(`s.id > $${args.push(f.after)}`);
     if (f.before) where.push(`s.id < $${args.push(f.before)}`);
     for (const [k, v] of f.labels ?? [])

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
+import { SqliteLeases } from './sqlite-leases.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
@@ -109,11 +110,13 @@ type AuditRow = {
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly stmts;
+  readonly leases: SqliteLeases;
 
   constructor(file: string) {
     this.db = new Database(file);
     this.db.pragma('foreign_keys = ON');
     this.db.exec(SCHEMA);
+    this.leases = new SqliteLeases(this.db);
     const db = this.db;
     this.stmts = {
       insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc) VALUES (?, ?, ?, ?, ?, ?, ?)'),
@@ -266,6 +269,10 @@ export class SqliteStore implements Store {
     if (f.states) {
       where.push(`s.state IN (${f.states.map(() => '?').join(', ') || 'NULL'})`);
       args.push(...f.states);
+    }
+    if (f.lease) {
+      where.push("json_extract(s.doc, '$.lease') = ?");
+      args.push(f.lease);
     }
     if (f.after) {
       where.push('s.id > ?');

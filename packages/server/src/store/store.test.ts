@@ -259,6 +259,54 @@ for (const kind of KINDS) {
     });
   });
 
+  test(`${kind.name}: leases: made, renewed only while active and before their deadline, lapsed once (one replica wins), deleted; a lease's sandboxes and their nodes`, async () => {
+    await withStore(kind, async (s, open) => {
+      const a = await s.leases.create({ id: 'ls_a', tenant: 't1', ttlSeconds: 60, onExpiry: 'pause', labels: { job: 'j' } });
+      assert.equal(a.state, 'active');
+      assert.ok(a.expiresAt - a.createdAt === 60_000, `${a.expiresAt - a.createdAt}`);
+      const r = await s.leases.renew('ls_a', 't1', 120);
+      assert.equal(r?.renewals, 1);
+      assert.ok(r.expiresAt >= a.expiresAt + 59_000);
+      // Another tenant's renewal finds nothing.
+      assert.equal(await s.leases.renew('ls_a', 't2', 120), undefined);
+      // Past its deadline: not renewed, and lapsed by exactly one of two replicas sweeping at once.
+      const b = await s.leases.create({ id: 'ls_b', tenant: 't1', ttlSeconds: 1, onExpiry: 'delete', labels: {} });
+      await s.insertSandboxes([record('sb_1', 't1', { lease: 'ls_b' }), record('sb_2', 't1', { lease: 'ls_b', node: 'n2' }), record('sb_3', 't1')]);
+      assert.deepEqual((await s.leases.nodes('ls_b')).sort(), ['n1', 'n2']);
+      assert.deepEqual(
+        (await s.listSandboxes({ tenant: 't1', lease: 'ls_b', limit: 10 })).map((x) => x.id),
+        ['sb_1', 'sb_2'],
+      );
+      const other = await open();
+      try {
+        for (;;) {
+          const got = await s.leases.get('ls_b');
+          if (got!.expiresAt <= Date.now()) break;
+          await new Promise((res) => setTimeout(res, got!.expiresAt - Date.now() + 1));
+        }
+        assert.equal(await s.leases.renew('ls_b', 't1', 60), undefined);
+        const [x, y] = await Promise.all([s.leases.lapse(10), other.leases.lapse(10)]);
+        assert.deepEqual(
+          [...x, ...y].map((l) => [l.id, l.state]),
+          [['ls_b', 'lapsed']],
+        );
+        assert.ok((await other.leases.get('ls_b'))!.endedAt! >= b.createdAt);
+      } finally {
+        await other.close();
+      }
+      // Deleted: ended for good; a second delete answers it as it is.
+      assert.equal((await s.leases.remove('ls_a', 't1'))?.state, 'deleted');
+      assert.equal((await s.leases.remove('ls_a', 't1'))?.state, 'deleted');
+      assert.equal(await s.leases.remove('ls_a', 't2'), undefined);
+      assert.equal(await s.leases.renew('ls_a', 't1', 60), undefined);
+      assert.deepEqual((await s.leases.list('t1')).map((l) => l.id).sort(), ['ls_a', 'ls_b']);
+      assert.deepEqual(
+        (await s.leases.list('t1', 'lapsed')).map((l) => l.id),
+        ['ls_b'],
+      );
+    });
+  });
+
   test(`${kind.name}: replicas say where they are; each finds the others seen lately, not itself`, async () => {
     await withStore(kind, async (s, open) => {
       const other = await open();

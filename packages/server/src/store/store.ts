@@ -1,5 +1,6 @@
 import type { AuditEntry, KeyRole, NetworkPolicy, SandboxState } from '@warren/api';
 import type { CatalogueStore } from '@warren/images';
+import type { LeaseStore } from './leases.js';
 
 /** A sandbox as the control plane keeps it. */
 export interface SandboxRecord {
@@ -30,6 +31,8 @@ export interface SandboxRecord {
   requestId: string | null;
   /** Network rules as last set (absent in records from before sandboxes had networks). */
   network?: NetworkPolicy;
+  /** The lease it lives under (absent or null: none). */
+  lease?: string | null;
 }
 
 export interface KeyRecord {
@@ -92,6 +95,8 @@ export interface ListFilter {
   tenant: string;
   labels?: Array<[string, string]>;
   state?: SandboxState;
+  /** Only the sandboxes of this lease. */
+  lease?: string;
   /** Only records in one of these states. */
   states?: SandboxState[];
   limit: number;
@@ -118,6 +123,8 @@ export interface TenantUsage {
  * The image and layer catalogue is in it too (CatalogueStore).
  */
 export interface Store extends CatalogueStore {
+  /** Leases (the store's own clock sets and checks their deadlines). */
+  readonly leases: LeaseStore;
   /**
    * Records a new sandbox. With `admit`, in the same transaction as a read of its tenant's
    * live usage (without it): `admit` throws to refuse, and nothing is recorded. Concurrent

@@ -1,0 +1,44 @@
+import type { LeaseOnExpiry, LeaseState } from '@warren/api';
+
+/** A lease as the control plane keeps it. Times are the store's own clock (ms). */
+export interface LeaseRecord {
+  id: string;
+  tenant: string;
+  ttlSeconds: number;
+  onExpiry: LeaseOnExpiry;
+  labels: Record<string, string>;
+  state: LeaseState;
+  createdAt: number;
+  /** When it lapses unless renewed (when it lapsed, once lapsed). */
+  expiresAt: number;
+  /** When it lapsed or was deleted; null while active. */
+  endedAt: number | null;
+  renewals: number;
+}
+
+/** The most leases one list answers. */
+export const MAX_LEASES_LISTED = 1000;
+
+/**
+ * Leases in the control plane's store. Deadlines are set and checked by the store's clock, so
+ * replicas whose clocks differ agree on when a lease lapses, and a renewal through any replica
+ * moves it for all of them; a restart or a failover neither loses nor extends one.
+ */
+export interface LeaseStore {
+  /** Records a new lease, lapsing `ttlSeconds` from now. */
+  create(l: Pick<LeaseRecord, 'id' | 'tenant' | 'ttlSeconds' | 'onExpiry' | 'labels'>): Promise<LeaseRecord>;
+  get(id: string): Promise<LeaseRecord | undefined>;
+  /** A tenant's leases, newest first (at most MAX_LEASES_LISTED). */
+  list(tenant: string, state?: LeaseState): Promise<LeaseRecord[]>;
+  /**
+   * Renews an active lease of `tenant` that is not past its deadline: `ttlSeconds` from now, one
+   * renewal more. Undefined when it is not one (missing, another tenant's, lapsed or deleted).
+   */
+  renew(id: string, tenant: string, ttlSeconds: number): Promise<LeaseRecord | undefined>;
+  /** Marks a lease of `tenant` deleted (if it is active); answers it as it is now (undefined: none of the tenant's). */
+  remove(id: string, tenant: string): Promise<LeaseRecord | undefined>;
+  /** Marks lapsed the active leases past their deadline (at most `limit`); answers those this call marked: one caller wins each. */
+  lapse(limit: number): Promise<LeaseRecord[]>;
+  /** The nodes that hold live sandboxes (creating, running, paused) of a lease. */
+  nodes(id: string): Promise<string[]>;
+}

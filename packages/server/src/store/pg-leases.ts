@@ -1,0 +1,107 @@
+import type pg from 'pg';
+import type { LeaseState } from '@warren/api';
+import { MAX_LEASES_LISTED, type LeaseRecord, type LeaseStore } from './leases.js';
+
+/** The store's clock (ms): every replica's deadlines are on it. */
+const NOW_MS = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+const LIVE = `state IN ('creating', 'running', 'paused')`;
+
+export const PG_LEASES_SCHEMA = `
+CREATE TABLE IF NOT EXISTS leases (
+  id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  state TEXT NOT NULL,
+  ttl_seconds INTEGER NOT NULL,
+  on_expiry TEXT NOT NULL,
+  labels JSONB NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  ended_at BIGINT,
+  renewals INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS leases_due ON leases (state, expires_at);
+CREATE INDEX IF NOT EXISTS leases_tenant ON leases (tenant, created_at);
+CREATE INDEX IF NOT EXISTS sandboxes_lease ON sandboxes ((doc->>'lease')) WHERE doc->>'lease' IS NOT NULL;
+`;
+
+type LeaseRow = {
+  id: string;
+  tenant: string;
+  state: string;
+  ttl_seconds: number;
+  on_expiry: string;
+  labels: Record<string, string>;
+  created_at: string;
+  expires_at: string;
+  ended_at: string | null;
+  renewals: number;
+};
+
+const record = (r: LeaseRow): LeaseRecord => ({
+  id: r.id,
+  tenant: r.tenant,
+  state: r.state as LeaseRecord['state'],
+  ttlSeconds: r.ttl_seconds,
+  onExpiry: r.on_expiry as LeaseRecord['onExpiry'],
+  labels: r.labels,
+  createdAt: Number(r.created_at),
+  expiresAt: Number(r.expires_at),
+  endedAt: r.ended_at === null ? null : Number(r.ended_at),
+  renewals: r.renewals,
+});
+
+/** Leases in PostgreSQL: every deadline set and checked by the database's clock, so replicas agree. */
+export class PgLeases implements LeaseStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  private async rows(sql: string, args: unknown[]): Promise<LeaseRecord[]> {
+    return (await this.pool.query<LeaseRow>(sql, args)).rows.map(record);
+  }
+
+  async create(l: Pick<LeaseRecord, 'id' | 'tenant' | 'ttlSeconds' | 'onExpiry' | 'labels'>): Promise<LeaseRecord> {
+    const [r] = await this.rows(
+      `INSERT INTO leases (id, tenant, state, ttl_seconds, on_expiry, labels, created_at, expires_at)
+       VALUES ($1, $2, 'active', $3::int, $4, $5, ${NOW_MS}, ${NOW_MS} + $3::int * 1000) RETURNING *`,
+      [l.id, l.tenant, l.ttlSeconds, l.onExpiry, JSON.stringify(l.labels)],
+    );
+    return r!;
+  }
+
+  async get(id: string): Promise<LeaseRecord | undefined> {
+    return (await this.rows('SELECT * FROM leases WHERE id = $1', [id]))[0];
+  }
+
+  async list(tenant: string, state?: LeaseState): Promise<LeaseRecord[]> {
+    return this.rows('SELECT * FROM leases WHERE tenant = $1 AND ($2::text IS NULL OR state = $2) ORDER BY created_at DESC, id DESC LIMIT $3', [
+      tenant,
+      state ?? null,
+      MAX_LEASES_LISTED,
+    ]);
+  }
+
+  async renew(id: string, tenant: string, ttlSeconds: number): Promise<LeaseRecord | undefined> {
+    const sql = `UPDATE leases SET expires_at = ${NOW_MS} + $3::int * 1000, renewals = renewals + 1
+                 WHERE id = $1 AND tenant = $2 AND state = 'active' AND expires_at > ${NOW_MS} RETURNING *`;
+    return (await this.rows(sql, [id, tenant, ttlSeconds]))[0];
+  }
+
+  async remove(id: string, tenant: string): Promise<LeaseRecord | undefined> {
+    const sql = `WITH d AS (UPDATE leases SET state = 'deleted', ended_at = ${NOW_MS} WHERE id = $1 AND tenant = $2 AND state = 'active' RETURNING *)
+                 SELECT * FROM d UNION ALL SELECT * FROM leases WHERE id = $1 AND tenant = $2 AND NOT EXISTS (SELECT 1 FROM d)`;
+    return (await this.rows(sql, [id, tenant]))[0];
+  }
+
+  async lapse(limit: number): Promise<LeaseRecord[]> {
+    // SKIP LOCKED: replicas sweeping at once each take their own, and no lease twice.
+    return this.rows(
+      `UPDATE leases SET state = 'lapsed', ended_at = ${NOW_MS}
+       WHERE id IN (SELECT id FROM leases WHERE state = 'active' AND expires_at <= ${NOW_MS} ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING *`,
+      [limit],
+    );
+  }
+
+  async nodes(id: string): Promise<string[]> {
+    const r = await this.pool.query<{ node: string }>(`SELECT DISTINCT node FROM sandboxes WHERE doc->>'lease' = $1 AND ${LIVE}`, [id]);
+    return r.rows.map((x) => x.node);
+  }
+}
