@@ -138,6 +138,9 @@ describe('commands', () => {
     assert.ok(!first.done && first.value.type === 'start');
     const id = first.value.commandId;
     await sb.writeStdin(id, 'piped\n');
+    // eof is in the route's query schema: a value it does not know is refused, not read as "no".
+    const badEof = await http(t, 'POST', `/v1/sandboxes/${sb.id}/commands/${id}/stdin?eof=yes`, Buffer.from('lost\n'));
+    assert.equal(errorCode(badEof), 'invalid_argument', badEof.text);
     await sb.writeStdin(id, '', true);
     for await (const ev of it) events.push(ev);
     assert.equal(events.map((e) => (e.type === 'stdout' ? e.data : '')).join(''), 'piped\neof-seen\n');

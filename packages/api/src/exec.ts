@@ -1,6 +1,7 @@
 import { DEFAULTS } from './defaults.js';
 import { z } from 'zod';
 import { AbsPath, Env, UserName } from './sandbox.js';
+import { QueryFlag } from './files.js';
 
 /** A terminal's size in character cells. */
 export const TerminalSize = z.strictObject({
@@ -106,6 +107,10 @@ export type ExecResult = z.infer<typeof ExecResult>;
 export const KillRequest = z.strictObject({
   signal: z.enum(['SIGTERM', 'SIGKILL', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2']).optional(),
 });
+export type KillRequest = z.infer<typeof KillRequest>;
+
+/** `eof=1` closes the command's stdin after these bytes. */
+export const CommandStdinQuery = z.strictObject({ eof: QueryFlag.optional() });
 
 export const CommandOutputQuery = z.strictObject({ offset: z.coerce.number().int().min(0).optional() });
 

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { AbsPath } from './sandbox.js';
 
-const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true');
+/** A yes-or-no query parameter: `1` or `true` is yes, `0` or `false` no. */
+export const QueryFlag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true');
 
 export const FilePathQuery = z.strictObject({ path: AbsPath });
 export const WriteFileQuery = z.strictObject({
@@ -15,7 +16,7 @@ export const ListFilesQuery = z.strictObject({
   path: AbsPath,
   depth: z.coerce.number().int().min(1).max(32).optional(),
 });
-export const DeleteFileQuery = z.strictObject({ path: AbsPath, recursive: flag.optional() });
+export const DeleteFileQuery = z.strictObject({ path: AbsPath, recursive: QueryFlag.optional() });
 export const MkdirRequest = z.strictObject({ path: AbsPath });
 export const MoveRequest = z.strictObject({ from: AbsPath, to: AbsPath });
 

@@ -26,6 +26,7 @@ export { NetworkPolicy, NetworkUsage, SandboxNetwork, formatIpv4, parseIpv4, par
 export type { NetworkRule } from './network.js';
 export {
   CommandOutputQuery,
+  CommandStdinQuery,
   CreateSessionRequest,
   CreateSessionResponse,
   ExecEvent,
@@ -39,7 +40,7 @@ export {
   PtyQuery,
 } from './exec.js';
 export type { ExitEvent } from './exec.js';
-export { DeleteFileQuery, FileEntry, FilePathQuery, ListFilesQuery, ListFilesResponse, MkdirRequest, MoveRequest, WriteFileQuery } from './files.js';
+export { DeleteFileQuery, FileEntry, QueryFlag, FilePathQuery, ListFilesQuery, ListFilesResponse, MkdirRequest, MoveRequest, WriteFileQuery } from './files.js';
 export {
   Image,
   ListImagesResponse,
@@ -82,6 +83,8 @@ export { DEFAULT_PATH, sandboxEnv } from './env.js';
 export { DEFAULTS } from './defaults.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';
+export { routePath } from './route-path.js';
+export type { PathParamNames, PathParams } from './route-path.js';
 export { CONTRACT_NOTES, buildOpenApi } from './openapi.js';
 export { z } from 'zod';
 export { WS_MAX_FRAGMENTS, WS_OPCODE, WsDecoder, WsProtocolError, wsAccept, wsClosePayload, wsFrame, wsKey, type WsMessage } from './websocket.js';

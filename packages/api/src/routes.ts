@@ -26,8 +26,11 @@ export interface RouteSpec {
   status: number;
 }
 
-/** A route with its own schemas' types kept (the server hands a handler its query and body typed by them). */
-const r = <S extends RouteSpec>(spec: S): S => spec;
+/**
+ * A route with its own schemas' types kept (the server hands a handler its query and body typed by
+ * them) and its path as a literal type (its `{name}` segments type the path parameters both sides use).
+ */
+const r = <const S extends RouteSpec>(spec: S): S => spec;
 
 /** Every route of the Warren API, keyed by operation name. */
 export const ROUTES = {
@@ -172,6 +175,7 @@ export const ROUTES = {
     method: 'POST',
     path: '/v1/sandboxes/{id}/commands/{commandId}/stdin',
     summary: 'Write to a command stdin (?eof=1 closes it); answers once the sandbox has taken the bytes (resource_exhausted when it does not)',
+    query: x.CommandStdinQuery,
     rawBody: 'application/octet-stream',
     status: 204,
   }),

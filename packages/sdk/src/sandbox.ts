@@ -7,6 +7,7 @@ import type {
   FileEntry,
   Image,
   InputEvent,
+  KillRequest,
   NetworkPolicy,
   Sandbox as SandboxInfo,
 } from '@warren/api';
@@ -32,9 +33,9 @@ export class Sandbox {
     return this.info.id;
   }
 
-  /** The path parameters of this sandbox's routes (and `more`). */
-  private at(more: Record<string, string> = {}): Record<string, string> {
-    return { id: this.info.id, ...more };
+  /** The path parameters of this sandbox's routes. */
+  private at(): { id: string } {
+    return { id: this.info.id };
   }
 
   /** Re-reads the sandbox from the server. */
@@ -63,20 +64,25 @@ export class Sandbox {
 
   /** Re-attaches to a command from a byte offset of its output. */
   async *attach(commandId: string, offset = 0, signal?: AbortSignal): AsyncGenerator<ExecEvent> {
-    const res = await this.t.request(ROUTES.commandOutput, this.at({ commandId }), {
-      query: { offset },
-      accept: 'application/x-ndjson',
-      signal,
-    });
+    const res = await this.t.request(
+      ROUTES.commandOutput,
+      { id: this.id, commandId },
+      {
+        query: { offset },
+        accept: 'application/x-ndjson',
+        signal,
+      },
+    );
     yield* ndjson<ExecEvent>(res);
   }
 
-  async kill(commandId: string, signal = 'SIGTERM'): Promise<void> {
-    await this.t.empty(ROUTES.killCommand, this.at({ commandId }), { json: { signal } });
+  /** Signals a command and its process tree (SIGTERM unless told). */
+  async kill(commandId: string, signal: NonNullable<KillRequest['signal']> = 'SIGTERM'): Promise<void> {
+    await this.t.empty(ROUTES.killCommand, { id: this.id, commandId }, { json: { signal } });
   }
 
   async writeStdin(commandId: string, data: string | Uint8Array, eof = false): Promise<void> {
-    await this.t.empty(ROUTES.commandStdin, this.at({ commandId }), { body: data, query: eof ? { eof: 1 } : undefined });
+    await this.t.empty(ROUTES.commandStdin, { id: this.id, commandId }, { body: data, query: eof ? { eof: '1' } : undefined });
   }
 
   /**
@@ -94,7 +100,7 @@ export class Sandbox {
   }
 
   async deleteSession(sessionId: string): Promise<void> {
-    await this.t.empty(ROUTES.deleteSession, this.at({ sessionId }));
+    await this.t.empty(ROUTES.deleteSession, { id: this.id, sessionId });
   }
 
   async pause(): Promise<void> {
@@ -109,7 +115,7 @@ export class Sandbox {
 
   /** Gives the terminal of a command started with `pty` a new size. */
   async resize(commandId: string, cols: number, rows: number): Promise<void> {
-    await this.t.empty(ROUTES.resizeCommand, this.at({ commandId }), { json: { cols, rows } });
+    await this.t.empty(ROUTES.resizeCommand, { id: this.id, commandId }, { json: { cols, rows } });
   }
 
   /** The commands the sandbox runs now (not those of its shell sessions). */
@@ -195,7 +201,8 @@ export class SandboxFiles {
     private readonly id: string,
   ) {}
 
-  private at(): Record<string, string> {
+  /** The path parameters of this sandbox's routes. */
+  private at(): { id: string } {
     return { id: this.id };
   }
 
@@ -236,7 +243,7 @@ export class SandboxFiles {
   }
 
   async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    await this.t.empty(ROUTES.deleteFile, this.at(), { query: { path, recursive: opts.recursive ? 1 : undefined } });
+    await this.t.empty(ROUTES.deleteFile, this.at(), { query: { path, recursive: opts.recursive ? '1' : undefined } });
   }
 
   async mkdir(path: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
-import { WarrenError, parseError, wsAccept, wsKey, type RouteSpec, type z } from '@warren/api';
+import { WarrenError, parseError, routePath, wsAccept, wsKey, type PathParamNames, type PathParams, type RouteSpec, type z } from '@warren/api';
 import { isStream, nodeHttp, type Body, type HttpResponse, type HttpSend } from './node-http.js';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
@@ -14,27 +14,54 @@ export interface ClientOptions {
   fetch?: FetchLike;
 }
 
-export interface RequestOptions {
-  query?: Record<string, string | number | boolean | string[] | undefined>;
-  json?: unknown;
-  body?: Body;
+/** A value a query string can carry (an array repeats its key). */
+type QueryValue = string | number | boolean | string[] | undefined;
+type QueryValues = Record<string, QueryValue>;
+
+/** What every request may add: an Accept header, a raw body's content type, a signal to abort it. */
+interface CommonOptions {
   /** Content type of a raw body (default application/octet-stream). */
   contentType?: string;
   accept?: string;
   signal?: AbortSignal;
 }
 
+/**
+ * A query as the client writes it from the route's schema: a field zod coerces (its input is
+ * `unknown`, e.g. `limit`) is sent as a number or a string; every other field as the schema takes
+ * it, as far as a query string can carry it.
+ */
+type WireQuery<Q> = { [K in keyof Q]: unknown extends Q[K] ? number | string | undefined : Extract<Q[K], QueryValue> };
+
+/**
+ * A request's options, typed by its route in the contract: `query` only where the route has a
+ * query schema (as its input), `json` only where it has a body schema, `body` only where it takes
+ * a raw body. A route's wider spec (`RouteSpec`, not one of ROUTES) takes anything.
+ */
+export type RequestOptions<S extends RouteSpec = RouteSpec> = CommonOptions & {
+  query?: S['query'] extends z.ZodType ? WireQuery<z.input<S['query']>> : never;
+  json?: S['body'] extends z.ZodType ? z.input<S['body']> : never;
+  body?: S['rawBody'] extends string ? Body : never;
+};
+
+/** The untyped options the transport itself handles, whatever the route. */
+interface AnyRequestOptions extends CommonOptions {
+  query?: QueryValues;
+  json?: unknown;
+  body?: Body;
+}
+
+/**
+ * The path parameters and options of a call on route S: the parameters are required when its
+ * path has `{name}` segments (exactly those names) and may be left out when it has none (then
+ * only `{}` is taken: a parameter the path does not have is a mistake).
+ */
+export type RouteArgs<S extends RouteSpec> = [PathParamNames<S['path']>] extends [never]
+  ? [params?: Record<string, never>, options?: RequestOptions<S>]
+  : [params: PathParams<S['path']>, options?: RequestOptions<S>];
+
 /** What a route answers, by its own schema in the route table (none: nothing the client reads). */
 export type RouteResponse<S extends RouteSpec> = S['response'] extends z.ZodType ? z.infer<S['response']> : unknown;
-
-/** A route's path with its `{name}` segments filled in from `params`, each percent-encoded. */
-export function routePath(spec: Pick<RouteSpec, 'path'>, params: Record<string, string> = {}): string {
-  return spec.path.replace(/\{(\w+)\}/g, (_m, name: string) => {
-    const v = params[name];
-    if (v === undefined) throw new WarrenError('invalid_argument', `${spec.path} needs ${name}`);
-    return encodeURIComponent(v);
-  });
-}
 
 /**
  * One HTTP round trip to the Warren API; non-2xx answers become the server's WarrenError. Every
@@ -60,7 +87,8 @@ export class Transport {
       : nodeHttp();
   }
 
-  url(path: string, query?: RequestOptions['query']): string {
+  /** The URL of a path on this server with a query (a field left undefined is left out; an array repeats its key). */
+  url(path: string, query?: QueryValues): string {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(query ?? {})) {
       if (v === undefined) continue;
@@ -71,8 +99,14 @@ export class Transport {
     return `${this.base}${path}${s ? `?${s}` : ''}`;
   }
 
-  async request(spec: RouteSpec, params: Record<string, string> = {}, ro: RequestOptions = {}): Promise<HttpResponse> {
-    const method = spec.method;
+  /** One call on a route: its path filled from `params`, its query, JSON or raw body as the route takes them. */
+  async request<S extends RouteSpec>(spec: S, ...[params, options]: RouteArgs<S>): Promise<HttpResponse> {
+    return this.roundTrip(spec, params, options ?? {});
+  }
+
+  /** The round trip itself, once the route's types have checked the call (`spec` known only as a RouteSpec from here). */
+  private async roundTrip(spec: RouteSpec, params: PathParams<string> = {}, ro: AnyRequestOptions): Promise<HttpResponse> {
+    const { method } = spec;
     const path = routePath(spec, params);
     const headers: Record<string, string> = { authorization: `Bearer ${this.o.apiKey}` };
     if (ro.accept) headers.accept = ro.accept;
@@ -100,13 +134,15 @@ export class Transport {
     return res;
   }
 
-  async json<S extends RouteSpec>(spec: S, params: Record<string, string> = {}, ro: RequestOptions = {}): Promise<RouteResponse<S>> {
-    const res = await this.request(spec, params, { accept: 'application/json', ...ro });
+  /** A call whose answer is the route's JSON response. */
+  async json<S extends RouteSpec>(spec: S, ...[params, options]: RouteArgs<S>): Promise<RouteResponse<S>> {
+    const res = await this.roundTrip(spec, params, { accept: 'application/json', ...options });
     return (await res.json()) as RouteResponse<S>;
   }
 
-  async empty(spec: RouteSpec, params: Record<string, string> = {}, ro: RequestOptions = {}): Promise<void> {
-    const res = await this.request(spec, params, ro);
+  /** A call whose answer has no body the client reads. */
+  async empty<S extends RouteSpec>(spec: S, ...args: RouteArgs<S>): Promise<void> {
+    const res = await this.request(spec, ...args);
     await res.arrayBuffer();
   }
   /**
@@ -114,10 +150,10 @@ export class Transport {
    * handshake, the bytes that came with it, and the answer's headers. A refusal is the server's
    * WarrenError.
    */
-  upgrade(
-    spec: RouteSpec,
-    params: Record<string, string>,
-    query?: RequestOptions['query'],
+  upgrade<S extends RouteSpec>(
+    spec: S,
+    params: PathParams<S['path']>,
+    query?: RequestOptions<S>['query'],
   ): Promise<{ socket: Socket; head: Buffer; headers: Record<string, string | string[] | undefined> }> {
     const url = new URL(this.url(routePath(spec, params), query));
     const key = wsKey();

@@ -4,7 +4,7 @@ import { ROUTES, WarrenError, buildOpenApi, serializeError, type RouteSpec } fro
 import type { Duplex } from 'node:stream';
 import { Router } from './router.js';
 import { jsonBody, query, sendEmpty, sendError, sendJson } from './io.js';
-import type { On, RouteDeps } from './route-types.js';
+import type { Authed, On, RouteDeps } from './route-types.js';
 import type { Caller } from '../services/sandboxes.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
 import { commandRoutes } from './routes-commands.js';
@@ -60,11 +60,13 @@ export function createApp(d: AppDeps): Server {
   const metrics = { requests: 0, errors: 0 };
   const openapi = JSON.stringify(buildOpenApi(d.version));
 
-  const on: On = (spec, h) => {
+  const on: On = <S extends RouteSpec>(spec: S, h: (c: Authed<S>) => Promise<void>): void => {
     // A heartbeat a second from every node is not an audit entry.
     const mutating = spec.method !== 'GET' && (spec as RouteSpec) !== ROUTES.heartbeat;
     const forNodes = NODE_ROUTES.has(spec);
-    router.add(spec, async (ctx) => {
+    router.add<S['path']>(spec, async (ctx) => {
+      // The audit names the route's {id}, whatever the route (it reads the params untyped).
+      const params: Partial<Record<string, string>> = ctx.params;
       let caller: Caller | null = null;
       const audit: { sandbox?: string } = {};
       try {
@@ -79,11 +81,11 @@ export function createApp(d: AppDeps): Server {
             reply: (body?: unknown) => (spec.status === 204 ? sendEmpty(ctx.res, 204) : sendJson(ctx.res, spec.status, body)),
           }) as Parameters<typeof h>[0],
         );
-        if (mutating) record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, ctx.res.statusCode, null);
+        if (mutating) record(ctx.url.pathname, ctx.req.method ?? '', caller, params.id ?? audit.sandbox, ctx.res.statusCode, null);
       } catch (e) {
         if (mutating) {
           const err = e instanceof WarrenError ? e : new WarrenError('internal', 'internal error');
-          record(ctx.url.pathname, ctx.req.method ?? '', caller, ctx.params.id ?? audit.sandbox, err.status, err.code);
+          record(ctx.url.pathname, ctx.req.method ?? '', caller, params.id ?? audit.sandbox, err.status, err.code);
         }
         throw e;
       }

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RouteSpec, z } from '@warren/api';
+import type { PathParams, RouteSpec, z } from '@warren/api';
 import type { ImageCatalogue } from '@warren/images';
 import type { Auth } from '../services/auth.js';
 import type { Caller, SandboxService } from '../services/sandboxes.js';
@@ -16,12 +16,13 @@ import type { RouteContext } from './router.js';
 type Parsed<T> = T extends z.ZodType ? z.infer<T> : undefined;
 
 /**
- * A request that passed authentication; `audit.sandbox` names the sandbox a call made (create).
+ * A request that passed authentication; its path parameters are named by the route's template
+ * (`/v1/sandboxes/{id}`: `c.params.id`, a string; a name the path does not have does not compile); `audit.sandbox` names the sandbox a call made (create).
  * Its query and JSON body are validated by the route's own schemas (ROUTES), in one place (the
  * `on` of app.ts), when the handler asks for them: after its own checks, so a caller without the
  * right learns nothing of what they should be.
  */
-export type Authed<S extends RouteSpec = RouteSpec> = RouteContext & {
+export type Authed<S extends RouteSpec = RouteSpec> = RouteContext<PathParams<S['path']>> & {
   caller: Caller;
   audit: { sandbox?: string };
   query: () => Parsed<S['query']>;
@@ -53,5 +54,3 @@ export interface RouteDeps {
   /** Sends a blob this process lacks from another replica's blobs; false when none has it. */
   peerBlob?: (name: string, req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
 }
-
-export const sandboxId = (c: Pick<Authed, 'params'>): string => c.params.id ?? '';

@@ -1,14 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { WarrenError, type RouteSpec } from '@warren/api';
+import { WarrenError, type PathParams, type RouteSpec } from '@warren/api';
 
-export interface RouteContext {
+/** A matched request: its path parameters typed by the route's template when the route is known. */
+export interface RouteContext<Params = Record<string, string>> {
   req: IncomingMessage;
   res: ServerResponse;
-  params: Record<string, string>;
+  params: Params;
   url: URL;
 }
 
-export type Handler = (ctx: RouteContext) => Promise<void>;
+/** What the router calls for a matched request. */
+export type Handler<Params = Record<string, string>> = (ctx: RouteContext<Params>) => Promise<void>;
 
 interface Compiled {
   method: string;
@@ -17,11 +19,15 @@ interface Compiled {
   handler: Handler;
 }
 
-/** Matches a method and path to a handler; `{name}` segments become params. */
+/**
+ * Matches a method and path to a handler; `{name}` segments become params. A `{name}` matches one
+ * whole non-empty segment (`[^/]+`), so a matched route's params hold every name of its template,
+ * each non-empty after decoding: what `PathParams` of the template promises its handler.
+ */
 export class Router {
   private readonly routes: Compiled[] = [];
 
-  add(spec: Pick<RouteSpec, 'method' | 'path'>, handler: Handler): void {
+  add<P extends string>(spec: { method: RouteSpec['method']; path: P }, handler: Handler<PathParams<P>>): void {
     const names: string[] = [];
     const re = new RegExp(
       '^' +
@@ -31,7 +37,8 @@ export class Router {
         }) +
         '$',
     );
-    this.routes.push({ method: spec.method, re, names, handler });
+    // The one place the template's names meet the values matched for them (see the class comment).
+    this.routes.push({ method: spec.method, re, names, handler: handler as Handler });
   }
 
   /** The handler for a request, or 'method' when only the method is wrong, or null. */

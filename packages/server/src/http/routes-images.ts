@@ -5,7 +5,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { parseImageRef } from '@warren/images';
-import { sandboxId, type Authed, type On, type RouteDeps } from './route-types.js';
+import type { Authed, On, RouteDeps } from './route-types.js';
 
 const BLOB_NAME = /^[0-9a-f]{64}\.(erofs|data|blocks)$/;
 
@@ -68,7 +68,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.deleteImage, async (c) => {
     adminOnly(c, 'images');
-    await d.images.deleteImage(c.params.name ?? '');
+    await d.images.deleteImage(c.params.name);
     c.reply();
   });
   on(ROUTES.uploadLayer, async (c) => {
@@ -90,7 +90,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.getBlob, async (c) => {
     if (c.caller.role !== 'admin' && !c.caller.node) throw new WarrenError('permission_denied', 'only an admin key can read the blob store');
-    const name = c.params.file ?? '';
+    const name = c.params.file;
     if (!BLOB_NAME.test(name)) throw new WarrenError('not_found', `no blob ${name}`);
     const st = await stat(join(blobDir, name)).catch(() => null);
     if (!st?.isFile()) {
@@ -126,13 +126,13 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.deleteLayer, async (c) => {
     adminOnly(c, 'layers');
-    await d.images.deleteLayer(c.params.name ?? '');
+    await d.images.deleteLayer(c.params.name);
     c.reply();
   });
   on(ROUTES.commit, async (c) => {
     builds(c);
     const body = await c.body();
-    const { sid, edge, rec } = await d.sandboxes.reach(c.caller, sandboxId(c));
+    const { sid, edge, rec } = await d.sandboxes.reach(c.caller, c.params.id);
     c.reply(await d.images.commit(edge, sid, rec.layers, imageOwner(c), body, rec.imageEnv));
   });
 }

@@ -21,17 +21,17 @@ export function opsRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.heartbeat, async (c) => {
     if (!c.caller.node) throw new WarrenError('permission_denied', 'edges send heartbeats with the join token, not an API key');
     const body = await c.body();
-    await d.nodes.heartbeat(c.params.id ?? '', body.boot, body.load);
+    await d.nodes.heartbeat(c.params.id, body.boot, body.load);
     c.reply();
   });
   on(ROUTES.drainNode, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can drain a node');
-    await d.nodes.setDraining(c.params.id ?? '', true);
+    await d.nodes.setDraining(c.params.id, true);
     c.reply();
   });
   on(ROUTES.undrainNode, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can put a node back in service');
-    await d.nodes.setDraining(c.params.id ?? '', false);
+    await d.nodes.setDraining(c.params.id, false);
     c.reply();
   });
   on(ROUTES.createKey, async (c) => {
@@ -42,7 +42,7 @@ export function opsRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.deleteKey, async (c) => {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can revoke keys');
-    await d.auth.revoke(c.params.keyId ?? '');
+    await d.auth.revoke(c.params.keyId);
     c.reply();
   });
   on(ROUTES.audit, async (c) => {

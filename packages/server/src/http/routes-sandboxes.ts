@@ -1,5 +1,5 @@
 import { ROUTES, WarrenError } from '@warren/api';
-import { sandboxId, type On, type RouteDeps } from './route-types.js';
+import type { On, RouteDeps } from './route-types.js';
 import { decodeFiles } from '../services/sandboxes.js';
 
 /** Create, read, list, delete, timeout, pause/resume and batch routes. */
@@ -22,14 +22,14 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.listSandboxes, async (c) => {
     c.reply(await svc.list(c.caller, c.query()));
   });
-  on(ROUTES.getSandbox, async (c) => c.reply(await svc.toApi(await svc.record(c.caller, sandboxId(c)))));
+  on(ROUTES.getSandbox, async (c) => c.reply(await svc.toApi(await svc.record(c.caller, c.params.id))));
   on(ROUTES.deleteSandbox, async (c) => {
-    await svc.delete(c.caller, sandboxId(c));
+    await svc.delete(c.caller, c.params.id);
     c.reply();
   });
   on(ROUTES.setTimeout, async (c) => {
     const body = await c.body();
-    c.reply(await svc.toApi(await svc.setTimeout(c.caller, sandboxId(c), body.ttlSeconds)));
+    c.reply(await svc.toApi(await svc.setTimeout(c.caller, c.params.id, body.ttlSeconds)));
   });
   on(ROUTES.createPool, async (c) => {
     const body = await c.body();
@@ -37,19 +37,19 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.listPools, async (c) => c.reply({ pools: await d.pools.list(c.caller) }));
   on(ROUTES.deletePool, async (c) => {
-    await d.pools.delete(c.caller, c.params.id ?? '');
+    await d.pools.delete(c.caller, c.params.id);
     c.reply();
   });
   on(ROUTES.setNetwork, async (c) => {
     const body = await c.body();
-    c.reply(await svc.toApi(await svc.setNetwork(c.caller, sandboxId(c), body)));
+    c.reply(await svc.toApi(await svc.setNetwork(c.caller, c.params.id, body)));
   });
   on(ROUTES.pause, async (c) => {
-    await svc.pause(c.caller, sandboxId(c));
+    await svc.pause(c.caller, c.params.id);
     c.reply({ state: 'paused' });
   });
   on(ROUTES.resume, async (c) => {
-    await svc.resume(c.caller, sandboxId(c));
+    await svc.resume(c.caller, c.params.id);
     c.reply({ state: 'running' });
   });
   for (const op of ['pause', 'resume', 'delete'] as const) {

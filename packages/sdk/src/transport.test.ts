@@ -1,0 +1,58 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ROUTES } from '@warren/api';
+import { Transport, type FetchLike } from './transport.js';
+
+/** A transport whose every request is recorded (method and URL) and answered `{}`. */
+function recording(): { t: Transport; seen: string[] } {
+  const seen: string[] = [];
+  const fetch: FetchLike = async (url, init) => {
+    seen.push(`${init?.method ?? 'GET'} ${url}`);
+    return new Response('{}', { status: 200 });
+  };
+  return { t: new Transport({ url: 'http://w', apiKey: 'k', fetch }), seen };
+}
+
+test('a call takes its route path parameters and its query as the contract types them', async () => {
+  const { t, seen } = recording();
+  await t.json(ROUTES.getSandbox, { id: 'a/b' });
+  await t.json(ROUTES.listSandboxes, {}, { query: { label: ['a=1', 'b=2'], limit: 5 } });
+  await t.json(ROUTES.info);
+  await t.empty(ROUTES.commandStdin, { id: 'sb', commandId: 'c' }, { body: 'x', query: { eof: '1' } });
+  await t.empty(ROUTES.deleteFile, { id: 'sb' }, { query: { path: '/tmp/x y', recursive: '1' } });
+  assert.deepEqual(seen, [
+    'GET http://w/v1/sandboxes/a%2Fb',
+    'GET http://w/v1/sandboxes?label=a%3D1&label=b%3D2&limit=5',
+    'GET http://w/v1/info',
+    'POST http://w/v1/sandboxes/sb/commands/c/stdin?eof=1',
+    'DELETE http://w/v1/sandboxes/sb/files?path=%2Ftmp%2Fx+y&recursive=1',
+  ]);
+});
+
+// Compile-time checks (tsc -b type-checks the tests): each `@ts-expect-error` asserts that the call
+// it marks does not compile, and tsc fails if it does. It does not silence a type. The calls are
+// never made (the function is not called): what they would send does not matter.
+export async function wrongCallsDoNotCompile(t: Transport): Promise<void> {
+  // @ts-expect-error -- getSandbox needs its id
+  await t.json(ROUTES.getSandbox);
+  // @ts-expect-error -- the parameter is `id`, not `sid`
+  await t.json(ROUTES.getSandbox, { sid: 'x' });
+  // @ts-expect-error -- commandOutput needs commandId as well as id
+  await t.request(ROUTES.commandOutput, { id: 'x' });
+  // @ts-expect-error -- info's path has no parameters
+  await t.json(ROUTES.info, { id: 'x' });
+  // @ts-expect-error -- listSandboxes has no `labels` in its query (it is `label`)
+  await t.json(ROUTES.listSandboxes, {}, { query: { labels: ['a=1'] } });
+  // @ts-expect-error -- a state the query's enum does not hold
+  await t.json(ROUTES.listSandboxes, {}, { query: { state: 'gone' } });
+  // @ts-expect-error -- createSandbox's body is JSON, not raw bytes
+  await t.json(ROUTES.createSandbox, {}, { body: 'raw' });
+  // @ts-expect-error -- a JSON body of the wrong shape (ttlSeconds is a number)
+  await t.json(ROUTES.setTimeout, { id: 'x' }, { json: { ttlSeconds: '60' } });
+  // @ts-expect-error -- commandStdin's body is raw bytes, not JSON
+  await t.empty(ROUTES.commandStdin, { id: 'x', commandId: 'c' }, { json: {} });
+  // @ts-expect-error -- getSandbox takes no query
+  await t.json(ROUTES.getSandbox, { id: 'x' }, { query: { verbose: '1' } });
+  // @ts-expect-error -- a signal the contract does not know
+  await t.empty(ROUTES.killCommand, { id: 'x', commandId: 'c' }, { json: { signal: 'SIGSTOP' } });
+}
