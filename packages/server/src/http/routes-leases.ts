@@ -10,14 +10,14 @@ export function leaseRoutes(on: On, d: RouteDeps): void {
     c.reply({ leases: await d.leases.list(c.caller, c.query().state) });
   });
   on(ROUTES.getLease, async (c) => {
-    c.reply(await d.leases.get(c.caller, c.params.id ?? ''));
+    c.reply(await d.leases.get(c.caller, c.params.id));
   });
   on(ROUTES.renewLease, async (c) => {
     const body = await c.body();
-    c.reply(await d.leases.renew(c.caller, c.params.id ?? '', body.ttlSeconds));
+    c.reply(await d.leases.renew(c.caller, c.params.id, body.ttlSeconds));
   });
   on(ROUTES.deleteLease, async (c) => {
-    await d.leases.delete(c.caller, c.params.id ?? '');
+    await d.leases.delete(c.caller, c.params.id);
     c.reply();
   });
 }
