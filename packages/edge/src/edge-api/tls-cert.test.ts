@@ -32,3 +32,18 @@ test('an edge’s certificate: a valid self-signed X.509 over its key, its finge
     server.close();
   }
 });
+
+test('every serial makes a certificate OpenSSL reads: one drawn with a leading zero byte and a small next one too', () => {
+  for (const first of [
+    [0x00, 0x01],
+    [0x80, 0x00],
+    [0xff, 0xff],
+    [0x00, 0x00],
+  ]) {
+    const serial = Buffer.alloc(16, 0x11);
+    serial[0] = first[0]!;
+    serial[1] = first[1]!;
+    const x = new X509Certificate(selfSignedCertificate('node-1', new Date(), undefined, serial).cert);
+    assert.equal(x.subject, 'CN=node-1', `serial ${serial.toString('hex')}`);
+  }
+});

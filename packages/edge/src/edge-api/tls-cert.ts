@@ -53,10 +53,18 @@ const ECDSA_SHA256 = seq(oid('1.2.840.10045.4.3.2'));
  * which the edge hands over in its join (RFC 5280's structure, written out in DER here: Node
  * reads certificates but does not make them).
  */
-export function selfSignedCertificate(commonName: string, now = new Date(), keyPair?: { privateKey: KeyObject; publicKey: KeyObject }): EdgeCertificate {
+export function selfSignedCertificate(
+  commonName: string,
+  now = new Date(),
+  keyPair?: { privateKey: KeyObject; publicKey: KeyObject },
+  /** The serial's 16 bytes (default: random). */
+  serialBytes: Buffer = randomBytes(16),
+): EdgeCertificate {
   const { privateKey, publicKey } = keyPair ?? generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
-  const serial = randomBytes(16);
-  serial[0] = serial[0]! & 0x7f; // a positive INTEGER
+  const serial = Buffer.from(serialBytes);
+  // A positive INTEGER in DER's shortest form: top bit clear (not negative), the next one set (a
+  // leading 0x00 before a byte under 0x80 is not DER: 1 serial in 256 made a certificate OpenSSL refused).
+  serial[0] = (serial[0]! & 0x7f) | 0x40;
   const name = seq(tlv(0x31, seq(oid('2.5.4.3'), tlv(0x0c, Buffer.from(commonName, 'utf8')))));
   const from = new Date(now.getTime() - 86_400_000);
   const until = new Date(now.getTime() + 10 * 365 * 86_400_000);
