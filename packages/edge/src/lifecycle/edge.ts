@@ -29,6 +29,7 @@ import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
 import { SandboxNetworks } from './networks.js';
 import { dueNow } from './housekeeping.js';
 import { PressureRelief } from './pressure.js';
+import { Semaphore } from '../util/semaphore.js';
 import { EdgeLeases } from './leases.js';
 
 export type { EdgeCapacity } from './admission.js';
@@ -79,15 +80,17 @@ export class Edge {
     });
     this.cpuLoad = new CpuLoad(o.now);
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
-    this.pauses = { now: () => this.now(), events: this.events, logger: o.logger };
+    this.pauses = { now: () => this.now(), events: this.events, logger: o.logger, pageouts: new Semaphore(2) };
     this.backendSet = new BackendSet(o.backends);
     const warn = (what: string) => (e: unknown) => o.logger?.warn(what, { error: String(e) });
     this.pressure = new PressureRelief({ floorMiB: o.memoryFloorMiB, live: this.live, pauseReclaimed: (id) => this.pauseReclaimed(id), logger: o.logger });
     this.leases = new EdgeLeases({
       now: () => this.now(),
+      // Frozen at once; paged out only when kept (a lease that says delete removes them next).
       lapse: (lease) => {
+        const reclaim = this.leases.get(lease)?.onExpiry === 'pause';
         for (const [id, l] of this.live)
-          if (l.spec.lease?.id === lease && !l.spec.paused) void this.pause(id).catch(warn('a lapsed lease’s sandbox could not be frozen'));
+          if (l.spec.lease?.id === lease && !l.spec.paused) void this.pause(id, { reclaim }).catch(warn('a lapsed lease’s sandbox could not be frozen'));
       },
     });
     ({ fn: this.fn, pools: this.pools } = ownSandboxes(
@@ -368,10 +371,11 @@ export class Edge {
   }
 
   /** Freezes a sandbox and answers; its memory is reclaimed in the background (pause.ts). */
-  async pause(id: string): Promise<void> {
+  /** Freezes a sandbox; its memory is paged out in the background unless `reclaim` is false. */
+  async pause(id: string, o: { reclaim?: boolean } = {}): Promise<void> {
     const l = this.able(id, 'pause', 'be paused');
     this.pausedIds.add(id);
-    await pauseLive(l, id, this.pauses);
+    await pauseLive(l, id, this.pauses, o);
   }
 
   /** Pauses a sandbox and waits for its page-out (what memory pressure needs). */

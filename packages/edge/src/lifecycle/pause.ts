@@ -1,12 +1,15 @@
 import type { EdgeEvents } from './events.js';
 import type { Live } from './live.js';
 import { startReclaim, stopReclaim } from './reclaim.js';
+import type { Semaphore } from '../util/semaphore.js';
 
 /** What pausing and resuming a sandbox needs of its edge. */
 export interface PauseContext {
   now(): number;
   events: EdgeEvents;
   logger?: { warn(msg: string, meta?: unknown): void };
+  /** Bounds the page-outs under way at once (each is a process that walks a sandbox's memory). */
+  pageouts?: Semaphore;
 }
 
 /**
@@ -15,14 +18,16 @@ export interface PauseContext {
  * freeze whatever the sandbox holds. Its processes, sessions, open files and writable layer
  * stay as they are. A resume during the page-out stops it; pauses at once are one pause.
  */
-export async function pauseLive(l: Live, id: string, c: PauseContext): Promise<void> {
+export async function pauseLive(l: Live, id: string, c: PauseContext, o: { reclaim?: boolean } = {}): Promise<void> {
   if (l.resuming) await l.resuming;
   if (l.spec.paused) return;
   l.pausing ??= (async () => {
     await l.backend.pause(id);
     l.spec.paused = true;
     l.pausedAtMs = c.now();
-    startReclaim(l.backend, id, l, c.logger);
+    // Not paged out (it is about to go): admission counts all it asked for as still held.
+    if (o.reclaim === false) l.residentWhilePaused = l.spec.resources.memoryMiB * 2 ** 20;
+    else startReclaim(l.backend, id, l, c.logger, c.pageouts);
     c.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs });
   })().finally(() => {
     l.pausing = null;
