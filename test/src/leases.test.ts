@@ -102,7 +102,16 @@ describe('leases', () => {
 
   test("deleting a lease ends its sandboxes at once; another tenant's lease is not found; leases are listed by state", async () => {
     const lease = await t.client.leases.create({ ttlSeconds: 600, labels: { job: 'x' } });
-    const sbs = await Promise.all([0, 1, 2].map(() => t.client.sandboxes.create({ image: 'busybox:latest', lease: lease.id })));
+    // One alone, two in a batch, one claimed from a warm pool: each lives under the lease.
+    const spec = { image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 32 } };
+    const pool = await t.client.pools.create({ ...spec, size: 1 });
+    await until(async () => (await t.client.pools.list())[0]?.ready === 1, 10_000);
+    const claimed = await t.client.sandboxes.create({ ...spec, lease: lease.id });
+    assert.equal((await t.client.pools.list())[0]!.claims, 1);
+    const batch = await t.client.sandboxes.createMany(2, { image: 'busybox:latest', lease: lease.id });
+    const sbs = [claimed, ...batch.sandboxes, await t.client.sandboxes.create({ image: 'busybox:latest', lease: lease.id })];
+    for (const sb of sbs) assert.equal(sb.info.lease, lease.id);
+    await t.client.pools.delete(pool.id);
     assert.ok((await t.client.leases.list('active')).some((l) => l.id === lease.id && l.labels.job === 'x'));
     await lease.delete();
     for (const sb of sbs) assert.equal(await stateOf(sb.id), 'stopped');
