@@ -18,7 +18,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSimulatedEdge, startTestPostgres, type RunningEdge } from '@warren/server';
+import { startSimulatedEdge, type RunningEdge } from '@warren/edge';
+import { startTestPostgres } from '@warren/server';
 import { machineLine } from './side-by-side.js';
 import { processCpuSeconds } from './stats.js';
 
