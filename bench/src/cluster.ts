@@ -110,7 +110,8 @@ function cpuSeconds(serverPid: number): { server: number; postgres: number; benc
   for (const pid of readdirSync('/proc'))
     if (/^\d+$/.test(pid))
       try {
-        if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres')) postgres += processCpuSeconds(Number(pid));
+        // With the backends that ended (the postmaster waited for them): the sum never drops when a connection closes.
+        if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres')) postgres += processCpuSeconds(Number(pid), { children: true });
       } catch {
         // gone meanwhile
       }
