@@ -9,7 +9,7 @@ export const ALLOWED = {
   edge: ['api', 'images'],
   server: ['api', 'images', 'edge'],
   sdk: ['api'],
-  cli: ['api', 'sdk', 'server', 'images'],
+  cli: ['api', 'sdk', 'server', 'edge', 'images'],
   test: ['api', 'sdk', 'server', 'images', 'edge'],
   bench: ['api', 'sdk', 'server', 'images', 'edge'],
   'examples/rollout': ['sdk'],
@@ -18,7 +18,9 @@ export const ALLOWED = {
 /**
  * Folders inside the edge package, and which others each may import: the agent protocol and the
  * host at the bottom, the lifecycle on top. The lifecycle reaches a backend only through its
- * interface (backends/backend.ts), never a backend's own files.
+ * interface (backends/backend.ts), never a backend's own files. `node` (the edge assembling
+ * itself: its backends, host, network, the Edge, the EdgeApi served, joins) sits on top of all,
+ * and nothing below imports it.
  * @type {Record<string, string[]>}
  */
 export const EDGE_FOLDERS = {
@@ -30,13 +32,40 @@ export const EDGE_FOLDERS = {
   backends: ['util', 'init', 'host'],
   lifecycle: ['util', 'init', 'host', 'net', 'fn', 'backends/backend.ts'],
   'edge-api': ['util', 'lifecycle', 'fn', 'init', 'backends/backend.ts'],
+  node: ['util', 'init', 'host', 'net', 'fn', 'backends', 'lifecycle', 'edge-api'],
 };
+
+/**
+ * What of the edge's barrel is the node's own parts: the server reaches a node through
+ * openEdgeNode (and an edge elsewhere through the EdgeApi), never by building one (its tests may
+ * build an Edge over a simulated backend).
+ */
+export const NODE_PARTS = [
+  'Edge',
+  'ContainerBackend',
+  'MicrovmBackend',
+  'SimulatedBackend',
+  'HostHelper',
+  'CgroupV1',
+  'SandboxNetwork',
+  'openSandboxDisk',
+  'openNodeSwap',
+  'guestKit',
+  'chooseAccel',
+  'readOwnCgroupParent',
+  'localEdgeApi',
+  'listenEdgeApi',
+  'serveEdgeApi',
+  'selfSignedCertificate',
+  'startEdge',
+  'startSimulatedEdge',
+];
 
 /**
  * Folders inside the server package, and which others each may import: the store at the bottom,
  * then the cluster's membership, placement, the services, the compatibility layers and the HTTP
  * routes on top (compat reaches only the HTTP helpers it shares). The files at the package's
- * root (control-plane.ts, edge-node.ts, node.ts, start.ts) assemble the rest and may import any.
+ * root (control-plane.ts, node.ts, start.ts) assemble the rest and may import any.
  * @type {Record<string, string[]>}
  */
 export const SERVER_FOLDERS = {
@@ -76,6 +105,19 @@ for (const [pkg, allowed] of Object.entries(ALLOWED)) {
       if (name !== pkg && !allowed.includes(name)) problems.push(`${f}: ${pkg} may not import @warren/${name}`);
     }
   }
+}
+// The server opens its node through the edge package and never builds one from the node's parts.
+for (const f of files(join('packages', 'server', 'src'))) {
+  if (f.endsWith('.test.ts')) continue;
+  const text = readFileSync(f, 'utf8');
+  for (const m of text.matchAll(/import\s+(?:type\s+)?\{([^}]*)\}\s+from\s+'@warren\/edge'/g))
+    for (const part of m[1].split(',')) {
+      const name = part
+        .trim()
+        .replace(/^type\s+/, '')
+        .split(/\s+as\s+/)[0];
+      if (NODE_PARTS.includes(name)) problems.push(`${f}: the server may not import ${name} from @warren/edge: it is the node's (openEdgeNode)`);
+    }
 }
 /** Holds a package's folders to their rules: a file in a folder imports only its own folder's files and those its rule names. */
 function checkFolders(pkg, rules) {

@@ -3,13 +3,17 @@
 // transport, joins and heartbeats, over a backend that makes no sandboxes), all in this process,
 // each on a TCP port of its own; the control plane is `warren server` in a process of its own,
 // its state in a private PostgreSQL on this machine (a Unix socket, fsync off as in the tests).
-// Phases: a burst of single creates, a burst of batch creates, then a steady state: the cluster
-// filled to `--steady` sandboxes, then creates and deletes side by side for `--churn-seconds`.
+// Phases: a burst of single creates, a burst of batch creates, FnCalls (`--fn-calls`: half one by
+// one on /v1/fn/run, `--concurrency` at a time, half in /v1/fn/batch calls of `--fn-batch`; the
+// simulated nodes' workers answer at once, so what is measured is the control plane's routing
+// and the edges' FnWorkers, not the calls), then a steady state: the cluster filled to `--steady`
+// sandboxes, then creates and deletes side by side for `--churn-seconds`.
 // Prints creates/s, create latency (p50/p99, what a client waits for a placement), balance (the
 // most loaded node against the mean), retries on another node after an edge refused on its
-// fresher view, and database round trips per create. Asserts nothing.
+// fresher view, and database round trips per create; calls/s, call latency and CPU per call for
+// FnCall. Asserts nothing.
 // Usage: npm run bench:cluster [-- --nodes 160 --burst 32000 --steady 380000 --concurrency 128 --batch 1000 --churn-seconds 20
-//   --phases single,batch,idle,steady]
+//   --fn-calls 40000 --fn-batch 500 --phases single,batch,fn,idle,steady]
 // (WARREN_BENCH_PROFILE=DIR: a CPU profile of the control plane; node --cpu-prof for this process's.)
 import { parseArgs } from 'node:util';
 import { spawn } from 'node:child_process';
@@ -18,7 +22,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSimulatedEdge, startTestPostgres, type RunningEdge } from '@warren/server';
+import { startSimulatedEdge, type RunningEdge } from '@warren/edge';
+import { startTestPostgres } from '@warren/server';
 import { machineLine } from './side-by-side.js';
 import { processCpuSeconds } from './stats.js';
 
@@ -32,8 +37,10 @@ const { values } = parseArgs({
     'batch-parallel': { type: 'string', default: '4' },
     'churn-seconds': { type: 'string', default: '20' },
     'per-node': { type: 'string', default: '2400' },
-    /** Which phases run: single, batch, idle (20 s of nothing), steady (default all but idle). */
-    phases: { type: 'string', default: 'single,batch,steady' },
+    'fn-calls': { type: 'string', default: '40000' },
+    'fn-batch': { type: 'string', default: '500' },
+    /** Which phases run: single, batch, fn, idle (20 s of nothing), steady (default all but idle). */
+    phases: { type: 'string', default: 'single,batch,fn,steady' },
   },
 });
 const PHASES = new Set(values.phases.split(','));
@@ -47,12 +54,16 @@ const BATCH = Number(values.batch);
 const BATCH_PARALLEL = Number(values['batch-parallel']);
 const CHURN_S = Number(values['churn-seconds']);
 const PER_NODE = Number(values['per-node']);
+const FN_CALLS = Number(values['fn-calls']);
+const FN_BATCH = Number(values['fn-batch']);
 
 const TOKEN = 'bench-join-token-0123456789';
 const KEY = 'bench-admin-key';
 const CLI = new URL('../../packages/cli/dist/main.js', import.meta.url).pathname;
 const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
 const TEMPLATE = { image: 'busybox:latest', resources: { cpu: 1, memoryMiB: 256 } };
+/** A FnCall: a simulated worker answers `ok` at once whatever it is asked. */
+const FN_CALL = { language: 'bash', code: 'echo ok', image: TEMPLATE.image, maxOutputBytes: 1024 };
 const quiet = { info: () => undefined, warn: () => undefined };
 
 const pct = (xs: number[], p: number): number => {
@@ -99,18 +110,26 @@ function cpuSeconds(serverPid: number): { server: number; postgres: number; benc
   for (const pid of readdirSync('/proc'))
     if (/^\d+$/.test(pid))
       try {
-        if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres')) postgres += processCpuSeconds(Number(pid));
+        // With the backends that ended (the postmaster waited for them): the sum never drops when a connection closes.
+        if (readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('postgres')) postgres += processCpuSeconds(Number(pid), { children: true });
       } catch {
         // gone meanwhile
       }
   return { server: processCpuSeconds(serverPid), postgres, bench: processCpuSeconds('self') };
 }
 
-/** The control plane's counters: placements, retries on another node, database round trips. */
-async function counters(url: string): Promise<{ placed: number; retried: number; trips: number }> {
+/** The control plane's counters: placements, retries on another node, database round trips; FnCall's (the nodes' as their last loads say). */
+async function counters(url: string): Promise<{ placed: number; retried: number; trips: number; fnRetried: number; fnWorkers: number; fnColdStarts: number }> {
   const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text();
   const n = (name: string): number => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
-  return { placed: n('warren_placements_total'), retried: n('warren_placement_retries_total'), trips: n('warren_store_round_trips_total') };
+  return {
+    placed: n('warren_placements_total'),
+    retried: n('warren_placement_retries_total'),
+    trips: n('warren_store_round_trips_total'),
+    fnRetried: n('warren_fn_retried_total'),
+    fnWorkers: n('warren_fn_workers'),
+    fnColdStarts: n('warren_fn_cold_starts_total'),
+  };
 }
 
 /** The most loaded node's sandboxes against the mean (after the nodes' next heartbeat). */
@@ -156,6 +175,31 @@ async function phase(url: string, label: string, n: number, run: () => Promise<n
     `load and simulated nodes ${((1000 * (cpu1.bench - cpu0.bench)) / n).toFixed(3)}`;
   console.log(line);
   return [line];
+}
+
+/** FnCalls through the control plane: calls/s, latency, CPU per call, workers made (after the nodes' next heartbeat). */
+async function fnPhase(url: string, label: string, calls: number, per: string, run: () => Promise<number[]>): Promise<void> {
+  const before = await counters(url);
+  const cpu0 = cpuSeconds(serverPid);
+  const t0 = performance.now();
+  const ms = await run();
+  const s = (performance.now() - t0) / 1000;
+  const cpu1 = cpuSeconds(serverPid);
+  await new Promise((r) => setTimeout(r, 1500));
+  const after = await counters(url);
+  console.log(
+    `${label}: ${calls} calls in ${f1(s)} s = ${Math.round(calls / s)}/s; latency p50 ${f1(pct(ms, 50))} ms, p99 ${f1(pct(ms, 99))} ms (per ${per}); ` +
+      `workers ${after.fnWorkers} on the nodes (cold starts ${after.fnColdStarts - before.fnColdStarts}); retried on another node ${after.fnRetried - before.fnRetried}; ` +
+      `database round trips per call ${((after.trips - before.trips) / calls).toFixed(2)}; ` +
+      `CPU ms per call: control plane ${((1000 * (cpu1.server - cpu0.server)) / calls).toFixed(3)}, PostgreSQL ${((1000 * (cpu1.postgres - cpu0.postgres)) / calls).toFixed(3)}, ` +
+      `load and simulated nodes ${((1000 * (cpu1.bench - cpu0.bench)) / calls).toFixed(3)}`,
+  );
+}
+
+/** Fails on a FnCall that did not answer as a simulated worker does. */
+function checkFn(r: unknown): void {
+  const x = r as { stdout?: string; exitCode?: number; error?: unknown };
+  if (x.stdout !== 'ok\n' || x.exitCode !== 0) throw new Error(`FnCall: ${JSON.stringify(r)}`);
 }
 
 async function main(): Promise<void> {
@@ -233,6 +277,25 @@ async function main(): Promise<void> {
         }),
       );
 
+    if (PHASES.has('fn')) {
+      const single = Math.floor(FN_CALLS / 2);
+      await fnPhase(url, 'FnCall, one by one (/v1/fn/run)', single, 'call', () =>
+        pool(single, CONCURRENCY, async () => {
+          const r = await call(url, 'POST', '/v1/fn/run', FN_CALL);
+          if (r.status !== 200) throw new Error(`fn/run: ${r.status} ${JSON.stringify(r.json)}`);
+          checkFn(r.json);
+        }),
+      );
+      const inBatches = FN_CALLS - single;
+      await fnPhase(url, `FnCall, batches of ${FN_BATCH} (/v1/fn/batch)`, inBatches, `batch call of ${FN_BATCH}`, () =>
+        pool(Math.ceil(inBatches / FN_BATCH), BATCH_PARALLEL, async (i) => {
+          const count = Math.min(FN_BATCH, inBatches - i * FN_BATCH);
+          const r = await call(url, 'POST', '/v1/fn/batch', { calls: Array(count).fill(FN_CALL) });
+          if (r.status !== 200) throw new Error(`fn/batch: ${r.status} ${JSON.stringify(r.json)}`);
+          for (const x of r.json.results as unknown[]) checkFn(x);
+        }),
+      );
+    }
     if (PHASES.has('idle')) {
       // What the cluster costs doing nothing: 160 nodes' heartbeats and the control plane's timers.
       const cpu0 = cpuSeconds(serverPid);

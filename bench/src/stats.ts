@@ -32,12 +32,17 @@ export async function pool<T>(
   return { results, latencies, wallMs: performance.now() - t0 };
 }
 
-/** CPU seconds (user + system) a process has used so far; 0 once it is gone. */
-export function processCpuSeconds(pid: number | 'self'): number {
+/**
+ * CPU seconds (user + system) a process has used so far; 0 once it is gone. `children`: with what
+ * its children that ended used (once it waited for them: PostgreSQL's postmaster for a backend
+ * whose connection closed), so that a sum over a server's processes does not drop when one ends.
+ */
+export function processCpuSeconds(pid: number | 'self', o: { children?: boolean } = {}): number {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return (Number(rest[11]) + Number(rest[12])) / 100; // USER_HZ is 100 on Linux
+    const own = Number(rest[11]) + Number(rest[12]);
+    return (o.children ? own + Number(rest[13]) + Number(rest[14]) : own) / 100; // USER_HZ is 100 on Linux
   } catch {
     return 0;
   }

@@ -1,9 +1,7 @@
 export { startWarren, VERSION } from './node.js';
-export { startServer, startEdge } from './start.js';
-export { startSimulatedEdge } from './simulated-edge.js';
+export { startServer } from './start.js';
 export { DEFAULT_EDGE_NETWORKS, edgeNetworks } from './cluster/join-address.js';
-export type { SimulatedEdgeOptions } from './simulated-edge.js';
-export type { EdgeOptions, RunningEdge, RunningServer, ServerOptions } from './start.js';
+export type { RunningServer, ServerOptions } from './start.js';
 export type { Logger, RunningWarren, WarrenOptions } from './node.js';
 export { createApp } from './http/app.js';
 export type { AppDeps } from './http/app.js';

@@ -3,15 +3,13 @@ import { peerBlobs } from './cluster/peer-blobs.js';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { HostHelper, listenEdgeApi, localEdgeApi, selfSignedCertificate } from '@warren/edge';
+import { hostFileOps } from '@warren/edge';
 import { ImageCatalogue, LayerStore, installDefaultImages, prepareDefaultImages } from '@warren/images';
 import { WarrenError } from '@warren/api';
 import { SqliteStore } from './store/sqlite-store.js';
 import { buildControlPlane, openDatabase } from './control-plane.js';
-import { defaultNativeDir, openEdgeNode, remoteBlobs, type EdgeNodeOptions } from './edge-node.js';
-import type { Logger, WarrenOptions } from './node.js';
-import { JoinClient } from './cluster/join-client.js';
-import { databaseHost, hostAddresses } from './cluster/join-address.js';
+import type { WarrenOptions } from './node.js';
+import { databaseHost } from './cluster/join-address.js';
 
 /** `warren server`: the control plane alone; edges join it. */
 export interface ServerOptions
@@ -90,9 +88,7 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
   const catalogue = new ImageCatalogue(layers, cachedImages(store));
   const prepared = await prepareDefaultImages({ cacheDir: o.imageCacheDir, only: o.images, log: (m) => o.logger.info(m) });
   await installDefaultImages(catalogue, prepared);
-  const ops = new HostHelper(join(o.nativeDir ?? defaultNativeDir(), 'warren-hostd'), (why) =>
-    o.logger.warn('warren-hostd died; a new one took its place', { error: String(why) }),
-  );
+  const ops = hostFileOps({ nativeDir: o.nativeDir, logger: o.logger });
   let url = '';
   // This replica in the store: its peers read the blobs made through it from its URL.
   const replica = `r_${randomBytes(8).toString('hex')}`;
@@ -143,110 +139,6 @@ export async function startServer(o: ServerOptions): Promise<RunningServer> {
         await cp.close();
         await ops.close();
         await store.close();
-      })()),
-  };
-}
-
-/** `warren edge`: a node that joins a control plane. */
-export interface EdgeOptions extends EdgeNodeOptions {
-  /** The control plane's URL (`--join`). */
-  join: string;
-  /** The cluster's join token (`--token` or `WARREN_JOIN_TOKEN`). */
-  token: string;
-  /** The node's name (`--name`): its id in the cluster. */
-  nodeId: string;
-  /** Where its edge protocol listens (`--listen host:port`; port 0: any). */
-  listen: { host: string; port: number };
-  /** The address the control plane reaches it at (`--advertise host:port`; default the listen address). */
-  advertise?: string;
-  /**
-   * Serve the edge protocol over TLS (`--tls`): a certificate made at each start (as its token
-   * is), its fingerprint handed over in the join, which the control plane pins.
-   */
-  tls?: boolean;
-  logger: Logger;
-}
-
-export interface RunningEdge {
-  /** Where the control plane reaches this edge. */
-  address: string;
-  nodeId: string;
-  /** Stops the edge; `keep` leaves its sandboxes running for the next start to take back (through the next join). */
-  close(opts?: { keep?: boolean }): Promise<void>;
-}
-
-/**
- * Starts a node that joins a control plane (`warren edge --join`): its edge served over the edge
- * protocol on TCP with a token made for this start, then a join (the control plane reconciles
- * what this node runs with what the store says: sandboxes of a previous start are taken back
- * then) and heartbeats. A blob store the join names serves layers this node lacks.
- */
-export async function startEdge(o: EdgeOptions): Promise<RunningEdge> {
-  const node = await openEdgeNode(o);
-  // Served only: what it is handed comes decoded from the wire.
-  const api = localEdgeApi(node.edge, { fresh: true });
-  const token = randomBytes(24).toString('base64url');
-  const cert = o.tls ? selfSignedCertificate(o.nodeId) : null;
-  const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger, now: o.clock, tls: cert ?? undefined });
-  const port = served.port;
-  const address = o.advertise ?? `${o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host}:${port}`;
-  const swap = await node.openSwap();
-  let started = false;
-  let remote = node.remote;
-  const joiner = new JoinClient({
-    url: o.join,
-    token: o.token,
-    node: {
-      name: o.nodeId,
-      address,
-      token,
-      boot: node.edge.boot,
-      ...(cert ? { tlsFingerprint: cert.fingerprint } : {}),
-      ...(o.fn?.pools?.length ? { fnPools: o.fn.pools } : {}),
-    },
-    load: () => api.load({ used: true }),
-    logger: o.logger,
-    onJoined: async (r) => {
-      // The cluster's own hosts, and the control plane this node joined through, are out of its sandboxes' reach.
-      if (node.network)
-        await node.network
-          .setClusterHosts(await hostAddresses([...(r.clusterHosts ?? []), new URL(o.join).hostname]))
-          .catch((e: unknown) => o.logger.warn('the cluster’s hosts could not be kept from sandboxes', { error: String(e) }));
-      if (!remote && r.blobStore) {
-        // A relative URL is the control plane's own blobs, at the address this edge joined through.
-        const blobs = { ...r.blobStore, url: new URL(r.blobStore.url, o.join).toString() };
-        remote = remoteBlobs({ dataDir: o.dataDir, nativeDir: o.nativeDir ?? defaultNativeDir(), logger: o.logger }, blobs);
-        await remote.start();
-        node.layers.remote = remote;
-      }
-      // The sweep starts once the control plane has taken back (or failed) what ran before.
-      if (!started) {
-        started = true;
-        await node.network?.sweep();
-        node.edge.start();
-      }
-    },
-  });
-  const stopServing = async (): Promise<void> => {
-    joiner.stop();
-    await served.close();
-  };
-  try {
-    await joiner.start();
-  } catch (e) {
-    await stopServing();
-    await node.close({ keep: true, swap });
-    throw e;
-  }
-  let closing: Promise<void> | null = null;
-  return {
-    address,
-    nodeId: o.nodeId,
-    close: (opts = {}) =>
-      (closing ??= (async () => {
-        await stopServing();
-        await remote?.stop();
-        await node.close({ keep: opts.keep ?? false, swap });
       })()),
   };
 }

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { startEdge, startSimulatedEdge } from '@warren/server';
+import { startEdge, startSimulatedEdge } from '@warren/edge';
 import { nodeOptions, upFlags } from '../node-options.js';
 import { log, runUntilSignal } from '../up.js';
 

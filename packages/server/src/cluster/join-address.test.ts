@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { WarrenError } from '@warren/api';
-import { DEFAULT_EDGE_NETWORKS, databaseHost, edgeNetworks, hostAddresses, joinTarget } from './join-address.js';
+import { DEFAULT_EDGE_NETWORKS, databaseHost, edgeNetworks, joinTarget } from './join-address.js';
 
 test('a join address is dialled only inside the edge networks: its name resolved once, the same refusal whatever the address', async () => {
   const allowed = edgeNetworks(DEFAULT_EDGE_NETWORKS);
@@ -40,21 +40,7 @@ test('a join address is dialled only inside the edge networks: its name resolved
     );
 });
 
-test('the cluster’s hosts by address: names resolved to all theirs, unspecified ones and names that do not resolve left out, each once', async () => {
-  const lookupAll = async (h: string) => {
-    if (h === 'db.example')
-      return [
-        { address: '10.0.0.9', family: 4 },
-        { address: 'fd00::9', family: 6 },
-      ];
-    throw new Error(`ENOTFOUND ${h}`);
-  };
-  assert.deepEqual(await hostAddresses(['10.0.0.5', 'db.example', '[fd00::5]', '0.0.0.0', '', 'nowhere.example', '10.0.0.5'], lookupAll), [
-    '10.0.0.5',
-    '10.0.0.9',
-    'fd00::5',
-    'fd00::9',
-  ]);
+test('a database URL’s host: none for a Unix socket’s', () => {
   assert.equal(databaseHost('postgres://warren:secret@db.example:5432/warren'), 'db.example');
   assert.equal(databaseHost('postgres:///warren?host=/run/postgresql'), '');
 });

@@ -1,10 +1,10 @@
 import type { JoinNodeRequest, JoinNodeResponse, ListNodesResponse } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { BlockList } from 'node:net';
-import type { EdgeApi, EdgeInfo, EdgeLoad, FnLoad, RemoteEdgeApi } from '@warren/edge';
+import { hostAddresses, type EdgeApi, type EdgeInfo, type EdgeLoad, type FnLoad, type RemoteEdgeApi } from '@warren/edge';
 import { connectEdge, type Cluster, type ClusterNode } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
-import { DEFAULT_EDGE_NETWORKS, edgeNetworks, hostAddresses, joinTarget } from '../cluster/join-address.js';
+import { DEFAULT_EDGE_NETWORKS, edgeNetworks, joinTarget } from '../cluster/join-address.js';
 import type { Store } from '../store/store.js';
 import { GroupWrite } from './group-write.js';
 import type { SandboxService } from './sandboxes.js';

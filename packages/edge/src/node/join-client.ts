@@ -1,8 +1,10 @@
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { WarrenError, parseError, type JoinNodeRequest, type JoinNodeResponse } from '@warren/api';
-import type { EdgeLoad } from '@warren/edge';
+import type { EdgeLoad } from '../edge-api/edge-api.js';
+import type { Logger } from '../util/logger.js';
 
+/** What an edge joins a control plane with (see JoinClient). */
 export interface JoinClientOptions {
   /** The control plane's URL (any replica, or the load balancer in front of them). */
   url: string;
@@ -16,7 +18,7 @@ export interface JoinClientOptions {
   onJoined?: (r: JoinNodeResponse) => void | Promise<void>;
   /** How long to wait before trying again after a failed join (ms; default 1000). */
   retryMs?: number;
-  logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
+  logger: Logger;
 }
 
 /**
@@ -131,6 +133,7 @@ export class JoinClient {
     return this.joined;
   }
 
+  /** Stops the heartbeats and any join being retried; the open connection is let go. */
   stop(): void {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);

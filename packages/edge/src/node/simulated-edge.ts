@@ -1,9 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { Edge, SimulatedBackend, listenEdgeApi, localEdgeApi } from '@warren/edge';
-import type { Logger } from './node.js';
-import { JoinClient } from './cluster/join-client.js';
-import type { RunningEdge } from './start.js';
+import { SimulatedBackend } from '../backends/simulated/simulated-backend.js';
+import { localEdgeApi } from '../edge-api/local.js';
+import { listenEdgeApi } from '../edge-api/server.js';
+import { Edge } from '../lifecycle/edge.js';
+import type { Logger } from '../util/logger.js';
+import { JoinClient } from './join-client.js';
+import type { RunningEdge } from './start-edge.js';
 
+/** A simulated node: the control plane it joins, its name, where it listens and what it promises. */
 export interface SimulatedEdgeOptions {
   join: string;
   token: string;
