@@ -43,6 +43,7 @@ static void handle_request(struct conn *c, int type, const char *p, size_t n)
 	case 'M': op_mkdir(c, f, nf); break;
 	case 'V': op_rename(c, f, nf); break;
 	case 'A': op_attrs(c, f, nf); break;
+	case 'C': op_setup(c, f, nf); break;
 	default: c->gone = 1; break;
 	}
 	free(f);

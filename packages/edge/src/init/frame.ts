@@ -17,6 +17,8 @@ export const REQ = {
   mkdir: 'M',
   move: 'V',
   attrs: 'A',
+  /** A sandbox's set-up in one request: resolv.conf, user, workdir, files. */
+  setup: 'C',
   fn: 'F',
   data: 'i',
   eof: 'j',
