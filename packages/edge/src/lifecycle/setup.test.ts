@@ -96,7 +96,7 @@ test('a create with resolv.conf, user, workdir and files is one call to the init
   }
 });
 
-test('files past 1 MiB in all go one by one after the set-up call, in order; one over the limit fails before any call', async () => {
+test('files past 1 MiB in all go one by one after the set-up call, in order; one over the limit fails before any call; nothing to set up, no call', async () => {
   const files = [file('/a', 10), file('/b', SETUP_BATCH_BYTES - 10), file('/c', 1), file('/d', 1)];
   assert.deepEqual(
     Object.values(splitSetupFiles(files)).map((l) => l.map((f) => f.path)),
@@ -121,6 +121,8 @@ test('files past 1 MiB in all go one by one after the set-up call, in order; one
       configureSandbox(init.agent, spec(null, null), [file('/a', 1), file('/big', 11)], 10),
       (e: WarrenError) => e.code === 'payload_too_large',
     );
+    // Nothing to set up: no call at all.
+    await configureSandbox(init.agent, spec(null, null), [], 10);
     assert.equal(init.seen.length, 0);
   } finally {
     await init.close();

@@ -44,6 +44,8 @@ export async function configureSandbox(
   const user = spec.user ?? undefined;
   const big = files.find((f) => f.content.length > maxFileBytes);
   if (big) throw new WarrenError('payload_too_large', `file is larger than ${maxFileBytes} bytes`, { path: big.path, maxBytes: maxFileBytes });
+  // Nothing to set up (a bare create without the node's network, a pool's member): no call.
+  if (!resolvConf && !user && !spec.workdir && !files.length) return;
   const { batch, after } = splitSetupFiles(files);
   const out = await ch.setUp(agent, { resolvConf, user, workdir: spec.workdir ?? undefined, files: batch });
   if (out.kind === 'unsupported') return configureOneByOne(agent, spec, files, maxFileBytes, resolvConf);
