@@ -106,7 +106,7 @@ void op_stat(struct conn *c, const field_t *f, size_t nf)
 		conn_fail(c, e, "stat %s: %s", p, strerror(e));
 	} else {
 		fb_entry(p, pbase(p), &st, AT_FDCWD, p);
-		conn_final(c, 'x', fb.d, fb.len);
+		conn_final(c, REPLY_DONE, fb.d, fb.len);
 	}
 	free(p);
 }
@@ -192,7 +192,7 @@ int read_pump(struct conn *c)
 			return 0;
 		}
 		put32(c->out.d + c->out.len, (uint32_t)n + 1);
-		c->out.d[c->out.len + 4] = 'o';
+		c->out.d[c->out.len + 4] = REPLY_STDOUT;
 		c->out.len += (size_t)n + 5;
 		conn_flush(c);
 	}

@@ -1,7 +1,7 @@
 /*
  * warren-init's modules share this header: the protocol's constants, the objects a connection,
  * a command and a session are, the state the event loop owns, and the functions one module
- * offers the others. See init/main.c for the loop and docs/init-protocol.md for the protocol.
+ * offers the others (the frame kinds are in protocol.h, generated). See init/main.c for the loop and docs/init-protocol.md for the protocol.
  */
 #ifndef WARREN_INIT_H
 #define WARREN_INIT_H
@@ -38,10 +38,9 @@
 
 #include "fn.h"
 #include "seccomp.h"
+#include "protocol.h"
 
-#define PROTO_VERSION "1"
 #define LISTEN_FD 3
-#define MAX_FRAME (16u * 1024 * 1024 + 1)
 #define HIGH_WATER (256 * 1024)
 #define CHUNK (64 * 1024)
 #define GRACE_MS 200

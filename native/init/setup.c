@@ -14,7 +14,7 @@ static void setup_fail(struct conn *c, int err, const char *what, const char *pa
 	fb_str('w', what);
 	if (path)
 		fb_str('p', path);
-	conn_final(c, 'f', fb.d, fb.len);
+	conn_final(c, REPLY_FAILED, fb.d, fb.len);
 }
 
 /* Writes a whole file: created (parents too) or truncated, owned by *o, bytes, closed. */
