@@ -50,7 +50,7 @@ export async function inTurns(nodes: BenchNode[], r: Rounds): Promise<Samples[]>
 export function rows(r: Rounds): Array<[string, keyof Samples]> {
   return [
     [`create busybox (sequential, n=${r.rounds * r.creates})`, 'create'],
-    [`create busybox + user, workdir, 2 files (n=${r.rounds * r.creates})`, 'setup'],
+    [`create + user, workdir, 2 files (n=${r.rounds * r.creates})`, 'setup'],
     [`delete (sequential, n=${2 * r.rounds * r.creates})`, 'del'],
     [`exec ['true'] as a fresh command (n=${r.rounds * r.execs})`, 'exec'],
     [`exec 'true' on a warm session (n=${r.rounds * r.execs})`, 'session'],
