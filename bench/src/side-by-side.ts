@@ -11,6 +11,8 @@ import { fmt, pct } from './stats.js';
 
 export interface Samples {
   create: number[];
+  /** Creates with a user, a workdir and two small files (an RL task's create). */
+  setup: number[];
   del: number[];
   exec: number[];
   session: number[];
@@ -18,7 +20,7 @@ export interface Samples {
   fn: number[];
 }
 
-export const newSamples = (): Samples => ({ create: [], del: [], exec: [], session: [], file: [], fn: [] });
+export const newSamples = (): Samples => ({ create: [], setup: [], del: [], exec: [], session: [], file: [], fn: [] });
 
 /** The command-line options of a side-by-side benchmark: rounds of creates and of exec batches. */
 export const ROUND_OPTIONS = {
@@ -48,7 +50,8 @@ export async function inTurns(nodes: BenchNode[], r: Rounds): Promise<Samples[]>
 export function rows(r: Rounds): Array<[string, keyof Samples]> {
   return [
     [`create busybox (sequential, n=${r.rounds * r.creates})`, 'create'],
-    [`delete (sequential, n=${r.rounds * r.creates})`, 'del'],
+    [`create + user, workdir, 2 files (n=${r.rounds * r.creates})`, 'setup'],
+    [`delete (sequential, n=${2 * r.rounds * r.creates})`, 'del'],
     [`exec ['true'] as a fresh command (n=${r.rounds * r.execs})`, 'exec'],
     [`exec 'true' on a warm session (n=${r.rounds * r.execs})`, 'session'],
     [`1-byte file write + read (n=${r.rounds * r.execs})`, 'file'],
@@ -62,16 +65,28 @@ const order = (n: number, i: number): number[] => {
   return i % 2 ? ks.reverse() : ks;
 };
 
-/** One create + delete of busybox on each node, in turns. */
+/** What an RL task's create adds to a bare one: a user, a workdir and two small files. */
+const TASK_SETUP = {
+  user: 'agent',
+  workdir: '/workspace/task',
+  files: [
+    { path: '/workspace/task/TASK.md', content: Buffer.from('# the task\n').toString('base64'), mode: 0o644 },
+    { path: '/workspace/task/run.sh', content: Buffer.from('#!/bin/sh\necho run\n').toString('base64'), mode: 0o755 },
+  ],
+};
+
+/** One create + delete of busybox on each node, in turns, then one with TASK_SETUP. */
 export async function creates(nodes: BenchNode[], samples: Samples[], n: number): Promise<void> {
   for (let i = 0; i < n; i++) {
     for (const k of order(nodes.length, i)) {
-      let s = performance.now();
-      const sb = await nodes[k]!.client.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 64 } });
-      samples[k]!.create.push(performance.now() - s);
-      s = performance.now();
-      await sb.delete();
-      samples[k]!.del.push(performance.now() - s);
+      for (const [into, more] of [['create', {}] as const, ['setup', TASK_SETUP] as const]) {
+        let s = performance.now();
+        const sb = await nodes[k]!.client.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 0.1, memoryMiB: 64 }, ...more });
+        samples[k]![into].push(performance.now() - s);
+        s = performance.now();
+        await sb.delete();
+        samples[k]!.del.push(performance.now() - s);
+      }
     }
   }
 }

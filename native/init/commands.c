@@ -41,7 +41,7 @@ static void cmd_check(struct cmd *m)
 	if (!m->exited || m->out_fd >= 0 || m->err_fd >= 0)
 		return;
 	fb_status(m->status, m->timed_out);
-	conn_final(m->conn, 'x', fb.d, fb.len);
+	conn_final(m->conn, REPLY_DONE, fb.d, fb.len);
 	m->conn = NULL;
 	m->done = 1;
 	cmd_close_stdin(m);
@@ -59,7 +59,7 @@ ssize_t cmd_read(struct cmd *m, int which)
 		n = read(*fdp, c->out.d + c->out.len + 5, room);
 		if (n > 0) {
 			put32(c->out.d + c->out.len, (uint32_t)n + 1);
-			c->out.d[c->out.len + 4] = which == 1 ? 'o' : 'r';
+			c->out.d[c->out.len + 4] = which == 1 ? REPLY_STDOUT : REPLY_STDERR;
 			c->out.len += (size_t)n + 5;
 			conn_flush(c);
 		}
@@ -101,13 +101,13 @@ void cmd_ep(struct cmd *m)
 		fb_reset();
 		fb_num('n', err);
 		fb_str('m', msg);
-		conn_final(m->conn, 'f', fb.d, fb.len);
+		conn_final(m->conn, REPLY_FAILED, fb.d, fb.len);
 		m->conn = NULL;
 	} else if (!m->fn) {
 		fb_reset();
 		fb_num('p', m->pid);
 		if (clive(m->conn))
-			conn_send(m->conn, 's', fb.d, fb.len);
+			conn_send(m->conn, REPLY_STARTED, fb.d, fb.len);
 	}
 	cmd_check(m);
 }

@@ -112,10 +112,10 @@ void __attribute__((format(printf, 3, 4))) conn_fail(struct conn *c, int err, co
 	fb_reset();
 	fb_num('n', err);
 	fb_str('m', m);
-	conn_final(c, 'f', fb.d, fb.len);
+	conn_final(c, REPLY_FAILED, fb.d, fb.len);
 }
 
 void conn_done(struct conn *c)
 {
-	conn_final(c, 'x', NULL, 0);
+	conn_final(c, REPLY_DONE, NULL, 0);
 }

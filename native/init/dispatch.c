@@ -12,37 +12,38 @@ static void handle_request(struct conn *c, int type, const char *p, size_t n)
 	c->op = (char)type;
 	c->state = CS_OP;
 	/* A FnCall worker's init keeps CAP_SYS_ADMIN for its calls' namespaces: it runs nothing else. */
-	if (fn_mode && type != 'H' && type != 'F') {
+	if (fn_mode && type != REQ_HELLO && type != REQ_FN) {
 		conn_fail(c, EPERM, "a FnCall worker runs only FnCalls");
 		free(f);
 		return;
 	}
 	switch (type) {
-	case 'H':
+	case REQ_HELLO:
 		fb_reset();
 		fb_str('v', PROTO_VERSION);
 		fb_num('p', getpid());
-		conn_final(c, 'k', fb.d, fb.len);
+		conn_final(c, REPLY_HELLO, fb.d, fb.len);
 		break;
-	case 'E': op_exec(c, f, nf); break;
-	case 'K': op_signal(c, f, nf); break;
-	case 'F':
+	case REQ_EXEC: op_exec(c, f, nf); break;
+	case REQ_SIGNAL_COMMAND: op_signal(c, f, nf); break;
+	case REQ_FN:
 		if (fn_mode)
 			op_fn(c, p, n, f, nf);
 		else
 			conn_fail(c, EPERM, "fn: this sandbox is not a FnCall worker");
 		break;
-	case 'N': op_new_session(c, f, nf); break;
-	case 'Q': op_query(c, f, nf); break;
-	case 'D': op_delete_session(c, f, nf); break;
-	case 'R': op_read(c, f, nf); break;
-	case 'W': op_write(c, f, nf); break;
-	case 'S': op_stat(c, f, nf); break;
-	case 'L': op_list(c, f, nf); break;
-	case 'X': op_delete(c, f, nf); break;
-	case 'M': op_mkdir(c, f, nf); break;
-	case 'V': op_rename(c, f, nf); break;
-	case 'A': op_attrs(c, f, nf); break;
+	case REQ_NEW_SESSION: op_new_session(c, f, nf); break;
+	case REQ_SESSION_RUN: op_query(c, f, nf); break;
+	case REQ_END_SESSION: op_delete_session(c, f, nf); break;
+	case REQ_READ: op_read(c, f, nf); break;
+	case REQ_WRITE: op_write(c, f, nf); break;
+	case REQ_STAT: op_stat(c, f, nf); break;
+	case REQ_LIST: op_list(c, f, nf); break;
+	case REQ_REMOVE: op_delete(c, f, nf); break;
+	case REQ_MKDIR: op_mkdir(c, f, nf); break;
+	case REQ_MOVE: op_rename(c, f, nf); break;
+	case REQ_ATTRS: op_attrs(c, f, nf); break;
+	case REQ_SETUP: op_setup(c, f, nf); break;
 	default: c->gone = 1; break;
 	}
 	free(f);
@@ -64,13 +65,13 @@ static int parse_signal(const char *p, size_t n)
 /* Payload bytes of an `i` frame (all of it, or a piece while it streams in). */
 static void client_data(struct conn *c, const char *p, size_t n)
 {
-	if (c->op == 'E') {
+	if (c->op == REQ_EXEC) {
 		struct cmd *m = c->cmd;
 		if (m && m->in_fd >= 0 && !m->in_eof) {
 			bappend(&m->inb, p, n);
 			cmd_write_stdin(m);
 		}
-	} else if (c->op == 'W' && c->ffd >= 0) {
+	} else if (c->op == REQ_WRITE && c->ffd >= 0) {
 		write_chunk(c, p, n);
 	}
 }
@@ -78,11 +79,11 @@ static void client_data(struct conn *c, const char *p, size_t n)
 static void handle_client_frame(struct conn *c, int type, const char *p, size_t n)
 {
 	switch (c->op) {
-	case 'E': {
+	case REQ_EXEC: {
 		struct cmd *m = c->cmd;
-		if (type == 'i') {
+		if (type == CLIENT_DATA) {
 			client_data(c, p, n);
-		} else if (type == 'j') {
+		} else if (type == CLIENT_EOF) {
 			if (m) {
 				/* A terminal's end of input is its EOF character, as typed (^D). */
 				if (m->pty && m->in_fd >= 0 && !m->in_eof)
@@ -90,7 +91,7 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 				m->in_eof = 1;
 				cmd_write_stdin(m);
 			}
-		} else if (type == 'k') {
+		} else if (type == CLIENT_SIGNAL) {
 			int sig = parse_signal(p, n);
 			if (sig < 0) {
 				c->gone = 1;
@@ -98,7 +99,7 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 			}
 			if (m && !m->exited)
 				kill_tree(m->pid, sig, KT_GROUP | KT_SELF | KT_DESC | KT_SID);
-		} else if (type == 'w') {
+		} else if (type == CLIENT_RESIZE) {
 			/* A terminal's new size: "COLS ROWS" (a command without one ignores it). */
 			unsigned short cols, rows;
 			if (pty_parse_size(p, n, &cols, &rows)) {
@@ -112,24 +113,24 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 		}
 		return;
 	}
-	case 'F':
-		if (type == 'k' && parse_signal(p, n) >= 0) {
+	case REQ_FN:
+		if (type == CLIENT_SIGNAL && parse_signal(p, n) >= 0) {
 			if (c->cmd)
 				fn_kill(c->cmd);
 			return;
 		}
 		c->gone = 1;
 		return;
-	case 'W':
-		if (type == 'i' && c->ffd >= 0)
+	case REQ_WRITE:
+		if (type == CLIENT_DATA && c->ffd >= 0)
 			client_data(c, p, n);
-		else if (type == 'j' && c->ffd >= 0)
+		else if (type == CLIENT_EOF && c->ffd >= 0)
 			write_end(c);
 		else
 			c->gone = 1;
 		return;
-	case 'Q':
-		if (type == 'k' && parse_signal(p, n) >= 0) {
+	case REQ_SESSION_RUN:
+		if (type == CLIENT_SIGNAL && parse_signal(p, n) >= 0) {
 			if (c->sess && c->sess->conn == c)
 				sess_interrupt(c->sess);
 			return;
@@ -145,11 +146,11 @@ static void handle_client_frame(struct conn *c, int type, const char *p, size_t 
 static void conn_eof(struct conn *c, short rev)
 {
 	c->rd_eof = 1;
-	if (c->state == CS_REQ || c->state == CS_LINGER || (c->state == CS_OP && c->op == 'W')) {
+	if (c->state == CS_REQ || c->state == CS_LINGER || (c->state == CS_OP && c->op == REQ_WRITE)) {
 		c->gone = 1;
 		return;
 	}
-	if (c->state == CS_OP && c->op == 'E' && c->cmd)
+	if (c->state == CS_OP && c->op == REQ_EXEC && c->cmd)
 		cmd_close_stdin(c->cmd);
 	if (c->state == CS_FINAL && !bused(&c->out))
 		c->gone = 1;
@@ -201,7 +202,7 @@ void conn_read(struct conn *c, short rev)
 			break;
 		if (bused(&c->in) < 4 + (size_t)N) {
 			/* stream big stdin/file chunks instead of buffering whole frames */
-			if (c->state == CS_OP && c->in.d[c->in.off + 4] == 'i' && (c->op == 'E' || c->op == 'W')) {
+			if (c->state == CS_OP && c->in.d[c->in.off + 4] == CLIENT_DATA && (c->op == REQ_EXEC || c->op == REQ_WRITE)) {
 				bconsume(&c->in, 5);
 				c->ipart = N - 1;
 				continue;
@@ -224,7 +225,7 @@ int conn_wants_input(const struct conn *c)
 {
 	if (c->rd_eof)
 		return 0;
-	if (c->state == CS_OP && c->op == 'E' && c->cmd && bused(&c->cmd->inb) >= HIGH_WATER)
+	if (c->state == CS_OP && c->op == REQ_EXEC && c->cmd && bused(&c->cmd->inb) >= HIGH_WATER)
 		return 0;
 	return 1;
 }

@@ -1,15 +1,8 @@
-/* warren-init: file operations (`R`, `W`, `S`, `M`, `V`): paths resolved inside the sandbox, owners, writes in place; an entry with its owner and user attributes. */
+/* warren-init: file operations (`R`, `W`, `S`, `M`, `V`; `C` uses the same pieces): paths resolved inside the sandbox, owners, writes in place; an entry with its owner and user attributes. */
 #include "init.h"
 
-/* File owner requested with `U` on W/M. */
-struct owner {
-	int set;
-	uid_t uid;
-	gid_t gid;
-};
-
-/* Parse and resolve the optional `U` field. Returns 0 or errno (message in err). */
-static int owner_get(const field_t *f, size_t nf, struct owner *o, char *err, size_t esz)
+/* Parse and resolve the optional `U` field (W, M, C). Returns 0 or errno (message in err). */
+int owner_get(const field_t *f, size_t nf, struct owner *o, char *err, size_t esz)
 {
 	memset(o, 0, sizeof *o);
 	const field_t *u = fget(f, nf, 'U');
@@ -113,7 +106,7 @@ void op_stat(struct conn *c, const field_t *f, size_t nf)
 		conn_fail(c, e, "stat %s: %s", p, strerror(e));
 	} else {
 		fb_entry(p, pbase(p), &st, AT_FDCWD, p);
-		conn_final(c, 'x', fb.d, fb.len);
+		conn_final(c, REPLY_DONE, fb.d, fb.len);
 	}
 	free(p);
 }
@@ -199,11 +192,62 @@ int read_pump(struct conn *c)
 			return 0;
 		}
 		put32(c->out.d + c->out.len, (uint32_t)n + 1);
-		c->out.d[c->out.len + 4] = 'o';
+		c->out.d[c->out.len + 4] = REPLY_STDOUT;
 		c->out.len += (size_t)n + 5;
 		conn_flush(c);
 	}
 	return 1;
+}
+
+/*
+ * Opens a regular file for writing, created or truncated, as W and C do: its parents made first
+ * when `parents` (each new one owned by *o), then chowned to *o and given `mode` (when has_mode).
+ * Non-blocking open, so a FIFO never holds the init; the descriptor returned blocks. Returns 0
+ * (*fdp set) or errno, with err saying which step failed on which path.
+ */
+int file_create(const char *p, int has_mode, mode_t mode, const struct owner *o, int parents, int *fdp, char *err, size_t esz)
+{
+	if (parents) {
+		char *dir = strdup(p);
+		char *sl = dir ? strrchr(dir, '/') : NULL;
+		const char *what = "mkdir";
+		int e = dir ? 0 : ENOMEM;
+		if (sl && sl != dir) {
+			*sl = 0;
+			e = mkdir_p(dir, 0755, o, &what);
+		}
+		free(dir);
+		if (e) {
+			snprintf(err, esz, "%s %s: %s", what, p, strerror(e));
+			return e;
+		}
+	}
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, has_mode ? mode & 0777 : 0644);
+	struct stat st;
+	int e = 0;
+	if (fd < 0) {
+		e = errno;
+		snprintf(err, esz, "open %s: %s", p, strerror(e));
+		return e;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		e = EINVAL;
+		snprintf(err, esz, "write %s: not a regular file", p);
+	} else if (o->set && fchown(fd, o->uid, o->gid) < 0) {
+		/* before fchmod: chown clears setuid/setgid bits */
+		e = errno;
+		snprintf(err, esz, "chown %s: %s", p, strerror(e));
+	} else if (has_mode && fchmod(fd, mode) < 0) {
+		e = errno;
+		snprintf(err, esz, "chmod %s: %s", p, strerror(e));
+	}
+	if (e) {
+		close(fd);
+		return e;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	*fdp = fd;
+	return 0;
 }
 
 void op_write(struct conn *c, const field_t *f, size_t nf)
@@ -217,50 +261,19 @@ void op_write(struct conn *c, const field_t *f, size_t nf)
 		return;
 	}
 	struct owner o;
-	char oerr[400];
-	int oe = owner_get(f, nf, &o, oerr, sizeof oerr);
-	if (oe) {
+	char err[600];
+	int e = owner_get(f, nf, &o, err, sizeof err);
+	if (e) {
 		free(p);
-		conn_fail(c, oe, "write: %s", oerr);
+		conn_fail(c, e, "write: %s", err);
 		return;
 	}
-	if (fflag(f, nf, 'P')) {
-		char *dir = strdup(p);
-		char *sl = dir ? strrchr(dir, '/') : NULL;
-		const char *what = "mkdir";
-		int e = 0;
-		if (sl && sl != dir) {
-			*sl = 0;
-			e = mkdir_p(dir, 0755, &o, &what);
-		}
-		free(dir);
-		if (e) {
-			conn_fail(c, e, "%s %s: %s", what, p, strerror(e));
-			free(p);
-			return;
-		}
-	}
-	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, (mode_t)(mode & 0777));
-	struct stat st;
-	if (fd < 0) {
-		int e = errno;
-		conn_fail(c, e, "open %s: %s", p, strerror(e));
-	} else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		conn_fail(c, EINVAL, "write %s: not a regular file", p);
-	} else if (o.set && fchown(fd, o.uid, o.gid) < 0) {
-		/* before fchmod: chown clears setuid/setgid bits */
-		int e = errno;
-		close(fd);
-		conn_fail(c, e, "chown %s: %s", p, strerror(e));
-	} else if (mf && fchmod(fd, (mode_t)mode) < 0) {
-		int e = errno;
-		close(fd);
-		conn_fail(c, e, "chmod %s: %s", p, strerror(e));
-	} else {
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	int fd;
+	e = file_create(p, mf != NULL, (mode_t)mode, &o, fflag(f, nf, 'P'), &fd, err, sizeof err);
+	if (e)
+		conn_fail(c, e, "%s", err);
+	else
 		c->ffd = fd;
-	}
 	free(p);
 }
 

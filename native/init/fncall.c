@@ -122,7 +122,7 @@ static void fn_fail(struct cmd *m, int err, const char *msg)
 	fb_reset();
 	fb_num('n', err);
 	fb_str('m', msg);
-	conn_final(m->conn, 'f', fb.d, fb.len);
+	conn_final(m->conn, REPLY_FAILED, fb.d, fb.len);
 	m->conn = NULL;
 	m->done = 1;
 }

@@ -1,7 +1,7 @@
 /*
  * warren-init's modules share this header: the protocol's constants, the objects a connection,
  * a command and a session are, the state the event loop owns, and the functions one module
- * offers the others. See init/main.c for the loop and docs/init-protocol.md for the protocol.
+ * offers the others (the frame kinds are in protocol.h, generated). See init/main.c for the loop and docs/init-protocol.md for the protocol.
  */
 #ifndef WARREN_INIT_H
 #define WARREN_INIT_H
@@ -38,10 +38,9 @@
 
 #include "fn.h"
 #include "seccomp.h"
+#include "protocol.h"
 
-#define PROTO_VERSION "1"
 #define LISTEN_FD 3
-#define MAX_FRAME (16u * 1024 * 1024 + 1)
 #define HIGH_WATER (256 * 1024)
 #define CHUNK (64 * 1024)
 #define GRACE_MS 200
@@ -97,7 +96,6 @@ struct cmd;
 struct sess;
 struct xop;
 struct lst;
-struct owner;
 
 struct conn {
 	struct conn *next;
@@ -171,6 +169,25 @@ struct xop {
 	pid_t pid;
 	struct conn *conn;
 	int done;
+};
+
+/* A set-up request (`C`), checked by setup_parse: pointers into its frame, paths allocated. */
+#define SETUP_MAX_FILES 4096
+#define SETUP_MAX_RESOLV 4096
+#define SETUP_MAX_USER 256
+struct setup_file {
+	char *path;
+	const char *data;
+	uint32_t n;
+	int has_mode;
+	mode_t mode;
+};
+struct setup_spec {
+	const char *resolv; /* NULL: none */
+	uint32_t nresolv;
+	char *workdir; /* NULL: none */
+	struct setup_file *files;
+	size_t nfiles;
 };
 
 struct linux_dirent64 {
@@ -292,7 +309,21 @@ void op_new_session(struct conn *c, const field_t *f, size_t nf);
 void op_query(struct conn *c, const field_t *f, size_t nf);
 void op_delete_session(struct conn *c, const field_t *f, size_t nf);
 
+/* setup-spec.c */
+int setup_parse(const field_t *f, size_t nf, struct setup_spec *s, char *err, size_t esz);
+void setup_free(struct setup_spec *s);
+
+/* setup.c */
+void op_setup(struct conn *c, const field_t *f, size_t nf);
+
 /* files.c */
+struct owner {
+	int set;
+	uid_t uid;
+	gid_t gid;
+};
+int owner_get(const field_t *f, size_t nf, struct owner *o, char *err, size_t esz);
+int file_create(const char *p, int has_mode, mode_t mode, const struct owner *o, int parents, int *fdp, char *err, size_t esz);
 int mkdir_p(const char *path, mode_t mode, const struct owner *o, const char **what);
 void fb_entry(const char *path, const char *name, const struct stat *st, int dirfd, const char *rel);
 void op_stat(struct conn *c, const field_t *f, size_t nf);

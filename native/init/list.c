@@ -159,7 +159,7 @@ int list_pump(struct conn *c)
 			continue;
 		char *cp = pjoin(fr->path, nm);
 		fb_entry(cp, nm, &st, fr->fd, nm);
-		conn_send(c, 'e', fb.d, fb.len);
+		conn_send(c, REPLY_ENTRY, fb.d, fb.len);
 		if (S_ISDIR(st.st_mode) && fr->depth < ls->maxd) {
 			int fd = openat(fr->fd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd >= 0) {

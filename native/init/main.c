@@ -122,9 +122,9 @@ static int64_t run_timers(int *busy)
 	}
 	for (struct conn *c = conns; c; c = c->next) {
 		if (clive(c) && c->state == CS_OP) {
-			if (c->op == 'R' && c->ffd >= 0)
+			if (c->op == REQ_READ && c->ffd >= 0)
 				*busy |= read_pump(c);
-			else if (c->op == 'L' && c->ls)
+			else if (c->op == REQ_LIST && c->ls)
 				*busy |= list_pump(c);
 		}
 		if (c->state == CS_LINGER)

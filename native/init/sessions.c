@@ -70,12 +70,12 @@ static void sess_dead(struct sess *s)
 		struct conn *c = s->conn;
 		if (clive(c)) {
 			if (!s->so.done && !s->so.in_tail && !s->so.drop)
-				conn_send(c, 'o', s->so.hold, s->so.hlen);
+				conn_send(c, REPLY_STDOUT, s->so.hold, s->so.hlen);
 			if (!s->se.done && !s->se.drop)
-				conn_send(c, 'r', s->se.hold, s->se.hlen);
+				conn_send(c, REPLY_STDERR, s->se.hold, s->se.hlen);
 		}
 		fb_status(s->status, s->timed_out);
-		conn_final(c, 'x', fb.d, fb.len);
+		conn_final(c, REPLY_DONE, fb.d, fb.len);
 	}
 	s->conn = NULL;
 	s->state = SS_DEAD;
@@ -112,7 +112,7 @@ static void sess_q_done(struct sess *s)
 	fb_num('c', s->code);
 	if (s->timed_out)
 		fb_str('T', "1");
-	conn_final(s->conn, 'x', fb.d, fb.len);
+	conn_final(s->conn, REPLY_DONE, fb.d, fb.len);
 	s->conn = NULL;
 	s->state = SS_IDLE;
 	sess_reset_q(s);
@@ -127,7 +127,7 @@ static void sess_boot_done(struct sess *s)
 	fb_num('i', s->id);
 	struct conn *c = s->conn;
 	s->conn = NULL;
-	conn_final(c, 'n', fb.d, fb.len);
+	conn_final(c, REPLY_SESSION, fb.d, fb.len);
 }
 
 static void sess_mark(struct sess *s, int which, scan_t *sc);
@@ -166,7 +166,7 @@ void sess_read(struct sess *s, int which)
 	} else if (s->state == SS_BUSY) {
 		size_t off = 0;
 		while (off < (size_t)n && !sc->done) {
-			struct sess_out out = {s->conn, which == 1 ? 'o' : 'r'};
+			struct sess_out out = {s->conn, which == 1 ? REPLY_STDOUT : REPLY_STDERR};
 			off += scan_feed(sc, rbuf + off, (size_t)n - off, clive(s->conn) ? sess_emit : NULL, &out);
 			if (!sc->marked)
 				break;
@@ -305,7 +305,7 @@ void sess_ep(struct sess *s)
 		fb_reset();
 		fb_num('n', err);
 		fb_str('m', msg);
-		conn_final(s->conn, 'f', fb.d, fb.len);
+		conn_final(s->conn, REPLY_FAILED, fb.d, fb.len);
 		s->conn = NULL;
 		s->freeme = 1;
 		s->state = SS_DEAD;
@@ -464,7 +464,7 @@ void op_query(struct conn *c, const field_t *f, size_t nf)
 	/* accepted: tell the edge before any output */
 	fb_reset();
 	fb_num('p', s->pid);
-	conn_send(c, 's', fb.d, fb.len);
+	conn_send(c, REPLY_STARTED, fb.d, fb.len);
 }
 
 void op_delete_session(struct conn *c, const field_t *f, size_t nf)

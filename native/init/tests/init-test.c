@@ -179,8 +179,87 @@ static void test_pipe_drain(void)
 	bfree(&b);
 }
 
+/* Parses a set-up request built from k1 v1 k2 v2 ... (NULL ends); returns setup_parse's answer. */
+static int setup_of(const char *const *kv, struct setup_spec *s, char *err, size_t esz)
+{
+	build(kv);
+	field_t *f;
+	size_t n;
+	CHECK(parse_fields(fb.d, fb.len, &f, &n) == 0);
+	int e = setup_parse(f, n, s, err, esz);
+	free(f);
+	return e;
+}
+
+static void test_setup(void)
+{
+	struct setup_spec s;
+	char err[600];
+	static const char *const full[] = {"r", "nameserver 10.0.0.1\n", "U", "agent", "c", "work//", "p", "/a/b.txt", "m", "600", "B", "hi",
+					   "p", "c", "B", "", NULL};
+	CHECK(setup_of(full, &s, err, sizeof err) == 0);
+	CHECK(s.resolv && s.nresolv == 20 && !memcmp(s.resolv, "nameserver", 10));
+	CHECK(s.workdir && !strcmp(s.workdir, "/work"));
+	CHECK(s.nfiles == 2);
+	CHECK(!strcmp(s.files[0].path, "/a/b.txt") && s.files[0].has_mode && s.files[0].mode == 0600 && s.files[0].n == 2 && !memcmp(s.files[0].data, "hi", 2));
+	CHECK(!strcmp(s.files[1].path, "/c") && !s.files[1].has_mode && s.files[1].n == 0); /* an empty file, relative path made absolute */
+	setup_free(&s);
+	static const char *const none[] = {NULL};
+	CHECK(setup_of(none, &s, err, sizeof err) == 0 && !s.resolv && !s.workdir && !s.nfiles);
+	setup_free(&s);
+	/* Out of order, repeated, unknown or out of bounds: refused, with nothing kept (ASan: no leak). */
+	static const char *const bad[][9] = {
+		{"B", "x", NULL},                          /* bytes without a path */
+		{"p", "/a", NULL},                         /* a path without bytes */
+		{"p", "/a", "p", "/b", "B", "x", NULL},    /* two paths for one file */
+		{"m", "644", "p", "/a", "B", "x", NULL},   /* a mode before its path */
+		{"p", "/a", "m", "9", "B", "x", NULL},     /* not octal */
+		{"p", "/a", "m", "17777", "B", "x", NULL}, /* past 07777 */
+		{"p", "/a", "m", "1", "m", "2", NULL},     /* two modes */
+		{"p", "", "B", "x", NULL},                 /* an empty path */
+		{"c", "/w", "c", "/v", NULL},              /* two workdirs */
+		{"U", "", NULL},                           /* an empty user */
+		{"U", "a", "U", "b", NULL},                /* two users */
+		{"r", "x", "r", "y", NULL},                /* two resolv.confs */
+		{"p", "/ok", "B", "x", "z", "1", NULL},    /* an unknown field after a good file */
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK(setup_of(bad[i], &s, err, sizeof err) == EINVAL);
+		CHECK(!s.files && !s.workdir && !s.nfiles);
+	}
+	/* Bounds: a path with a NUL, one past PATH_MAX, a resolv.conf past its limit, too many files. */
+	fb_reset();
+	fb_add('p', "/a\0b", 4);
+	fb_add('B', "", 0);
+	field_t *f;
+	size_t n;
+	CHECK(parse_fields(fb.d, fb.len, &f, &n) == 0 && setup_parse(f, n, &s, err, sizeof err) == EINVAL);
+	free(f);
+	static char big[SETUP_MAX_RESOLV + PATH_MAX + 2];
+	memset(big, 'a', sizeof big);
+	big[0] = '/';
+	fb_reset();
+	fb_add('p', big, PATH_MAX + 1);
+	fb_add('B', "", 0);
+	CHECK(parse_fields(fb.d, fb.len, &f, &n) == 0 && setup_parse(f, n, &s, err, sizeof err) == EINVAL);
+	free(f);
+	fb_reset();
+	fb_add('r', big, SETUP_MAX_RESOLV + 1);
+	CHECK(parse_fields(fb.d, fb.len, &f, &n) == 0 && setup_parse(f, n, &s, err, sizeof err) == EINVAL);
+	free(f);
+	fb_reset();
+	for (int i = 0; i <= SETUP_MAX_FILES; i++) {
+		fb_add('p', "/f", 2);
+		fb_add('B', "", 0);
+	}
+	CHECK(parse_fields(fb.d, fb.len, &f, &n) == 0 && setup_parse(f, n, &s, err, sizeof err) == EINVAL);
+	CHECK(strstr(err, "more than") != NULL);
+	free(f);
+}
+
 int main(void)
 {
+	test_setup();
 	test_fields();
 	test_pipe_drain();
 	test_scan();

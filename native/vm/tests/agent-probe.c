@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "../vm.h"
+#include "../../init/protocol.h"
 
 static unsigned char req[4096];
 static size_t req_len = 5; /* the frame's length and type come first */
@@ -62,7 +63,7 @@ int main(int argc, char **argv)
 	uint32_t len = (uint32_t)(req_len - 4);
 	for (int i = 0; i < 4; i++)
 		req[i] = (unsigned char)(len >> (8 * i));
-	req[4] = 'E';
+	req[4] = REQ_EXEC;
 	if (write(fd, req, req_len) != (ssize_t)req_len)
 		return 1;
 	static unsigned char buf[1 << 16];
@@ -75,11 +76,11 @@ int main(int argc, char **argv)
 		uint32_t n = (uint32_t)head[0] | (uint32_t)head[1] << 8 | (uint32_t)head[2] << 16 | (uint32_t)head[3] << 24;
 		if (n < 1 || n - 1 > sizeof buf || read_all(fd, buf, n - 1) < 0)
 			return 1;
-		if (head[4] == 'o')
+		if (head[4] == REPLY_STDOUT)
 			fwrite(buf, 1, n - 1, stdout);
-		else if (head[4] == 'x')
+		else if (head[4] == REPLY_DONE)
 			return 0;
-		else if (head[4] == 'f') {
+		else if (head[4] == REPLY_FAILED) {
 			fprintf(stderr, "the init refused: ");
 			fwrite(buf, 1, n - 1, stderr);
 			fprintf(stderr, "\n");

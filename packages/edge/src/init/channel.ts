@@ -1,6 +1,6 @@
 import type { FileEntry } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { InitCall, failure, finishCall, simpleCall, type AgentConnect } from './call.js';
+import { InitCall, SIMPLE_CALL_TIMEOUT_MS, failure, finishCall, simpleCall, type AgentConnect } from './call.js';
 import { REPLY, REQ, decodeFields, type Fields } from './frame.js';
 
 export interface StartParams {
@@ -283,6 +283,56 @@ export async function writeFileFrom(
   }
   if (pumped.status === 'rejected') throw pumped.reason;
   if (done.status === 'rejected') throw done.reason;
+}
+
+/** One file of a set-up request: its bytes whole, in the request. */
+export interface SetupFile {
+  path: string;
+  content: Buffer;
+  mode?: number;
+}
+
+/** What one set-up request (`C`) applies, in this order. */
+export interface SetupParams {
+  /** Written to /etc/resolv.conf; the init goes on if it cannot be. */
+  resolvConf?: Buffer;
+  /** Checked (and the owner of what the request makes, as `U` on W and M). */
+  user?: string;
+  /** Made with its parents, and given to the user even when it was there. */
+  workdir?: string;
+  files: SetupFile[];
+}
+
+/**
+ * How a set-up request ended: applied; refused, with what failed (the init's `w`: `user`,
+ * `workdir` or `file`; empty for a malformed request) and the error (naming the path); or not
+ * known to the init (one from before `C` closes the connection unanswered).
+ */
+export type SetupOutcome = { kind: 'done' } | { kind: 'failed'; step: string; error: WarrenError } | { kind: 'unsupported' };
+
+/** Applies a sandbox's resolv.conf, user, workdir and files in one request (see SetupOutcome). */
+export async function setUp(agent: AgentConnect, p: SetupParams): Promise<SetupOutcome> {
+  const fields: Fields = [];
+  if (p.resolvConf) fields.push(['r', p.resolvConf]);
+  if (p.user) fields.push(['U', p.user]);
+  if (p.workdir) fields.push(['c', p.workdir]);
+  for (const f of p.files) {
+    fields.push(['p', f.path]);
+    if (f.mode !== undefined) fields.push(['m', f.mode.toString(8)]);
+    fields.push(['B', f.content]);
+  }
+  const call = (await InitCall.open(agent, REQ.setup, fields)).deadline(SIMPLE_CALL_TIMEOUT_MS, 'the set-up');
+  try {
+    const f = await call.next();
+    if (f === null) return { kind: 'unsupported' };
+    if (f.type === REPLY.done) return { kind: 'done' };
+    if (f.type !== REPLY.failed) throw new WarrenError('unavailable', 'the sandbox init did not answer the set-up');
+    const d = decodeFields(f.payload);
+    const path = d.get('p')?.[0];
+    return { kind: 'failed', step: d.get('w')?.[0] ?? '', error: failure(f, path === undefined ? {} : { path }) };
+  } finally {
+    call.close();
+  }
 }
 
 /** Checks that the init answers; resolves with its protocol version. */

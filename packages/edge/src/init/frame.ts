@@ -1,41 +1,16 @@
 import { ByteQueue } from '../util/byte-queue.js';
+import { CLIENT_FRAMES, MAX_FRAME_BYTES, REPLIES, REQUESTS, typesOf } from './protocol.js';
 
-/** Frame types of the warren-init protocol (docs/init-protocol.md). */
-export const REQ = {
-  hello: 'H',
-  exec: 'E',
-  /** Signals a running command by its pid, on a connection of its own. */
-  signalCommand: 'K',
-  newSession: 'N',
-  sessionRun: 'Q',
-  endSession: 'D',
-  read: 'R',
-  write: 'W',
-  stat: 'S',
-  list: 'L',
-  remove: 'X',
-  mkdir: 'M',
-  move: 'V',
-  attrs: 'A',
-  fn: 'F',
-  data: 'i',
-  eof: 'j',
-  signal: 'k',
-  resize: 'w',
-} as const;
+/**
+ * Frame types of the warren-init protocol by name (docs/init-protocol.md), from its one table
+ * (init/protocol.ts): the requests and the client frames that follow them.
+ */
+export const REQ = { ...typesOf(REQUESTS), ...typesOf(CLIENT_FRAMES) };
 
-export const REPLY = {
-  started: 's',
-  stdout: 'o',
-  stderr: 'r',
-  done: 'x',
-  failed: 'f',
-  hello: 'k',
-  session: 'n',
-  entry: 'e',
-} as const;
+/** The frames the init answers with, by name. */
+export const REPLY = typesOf(REPLIES);
 
-export const MAX_FRAME_BYTES = 16 * 1024 * 1024 + 1;
+export { MAX_FRAME_BYTES };
 
 /** A field list: single-character keys, possibly repeated, with string or byte values. */
 export type Fields = Array<[string, string | Buffer]>;

@@ -4,7 +4,6 @@ import type { Socket } from 'node:net';
 import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
-import * as ch from '../init/channel.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import type { FnWorkers } from '../fn/fn-workers.js';
@@ -226,11 +225,9 @@ export class Edge {
       const tap = net && !spec.fn && backend.link === 'tap' ? await net.attachTap(spec.id, spec.network) : undefined;
       const ns = net && !spec.fn && !tap ? await net.attach(spec.id, spec.network) : null;
       sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: ns?.nsPath, tap, fn: spec.fn });
-      if (net && ns) {
-        await net.started(spec.id);
-        await ch.writeFileFrom(sb.connect, '/etc/resolv.conf', sandboxResolvConf(ns.gateway), { mode: 0o644, maxBytes: 4096 }).catch(() => undefined);
-      }
-      await configureSandbox(sb.connect, spec, files, this.maxFileBytes);
+      if (net && ns) await net.started(spec.id);
+      // One request to the init: resolv.conf (the node's resolver), user, workdir, files.
+      await configureSandbox(sb.connect, spec, files, this.maxFileBytes, ns ? sandboxResolvConf(ns.gateway) : undefined);
       await backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
       this.layerRefs.hold(spec.layers);
