@@ -25,8 +25,8 @@ def lease_body(ttl: int, on_expiry: Optional[str] = None, labels: Optional[Mappi
 
 
 def _every(info: Mapping[str, Any]) -> float:
-    """Seconds between renewals: a third of the TTL (at least one)."""
-    return max(1.0, float(info["ttlSeconds"]) / 3)
+    """Seconds between renewals, and the longest a renewal may take: a third of the TTL."""
+    return max(0.1, float(info["ttlSeconds"]) / 3)
 
 
 class Lease:
@@ -43,9 +43,11 @@ class Lease:
     def id(self) -> str:
         return str(self.info["id"])
 
-    def renew(self, ttl: Optional[int] = None) -> Dict[str, Any]:
-        """Moves its deadline ``ttl`` seconds (default its own TTL) from now; ConflictError once it lapsed."""
-        self.info = self._t.call(w.route("renewLease", self.id, json=w.drop_none({"ttlSeconds": ttl}), idempotent=True))
+    def renew(self, ttl: Optional[int] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Moves its deadline ``ttl`` seconds (default its own TTL) from now; ConflictError once it lapsed.
+        ``timeout`` bounds the wait (the background renewer gives each try a third of the TTL)."""
+        req = w.route("renewLease", self.id, json=w.drop_none({"ttlSeconds": ttl}), idempotent=True, timeout=timeout)
+        self.info = self._t.call(req)
         return self.info
 
     def keep_alive(self) -> None:
@@ -57,7 +59,7 @@ class Lease:
         def run() -> None:
             while not self._stop.wait(_every(self.info)):
                 try:
-                    self.renew()
+                    self.renew(timeout=_every(self.info))
                 except (ConflictError, NotFoundError):
                     return
                 except Exception:  # noqa: BLE001 - tried again at the next turn
@@ -117,8 +119,9 @@ class AsyncLease:
     def id(self) -> str:
         return str(self.info["id"])
 
-    async def renew(self, ttl: Optional[int] = None) -> Dict[str, Any]:
-        self.info = await self._t.call(w.route("renewLease", self.id, json=w.drop_none({"ttlSeconds": ttl}), idempotent=True))
+    async def renew(self, ttl: Optional[int] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        req = w.route("renewLease", self.id, json=w.drop_none({"ttlSeconds": ttl}), idempotent=True, timeout=timeout)
+        self.info = await self._t.call(req)
         return self.info
 
     def keep_alive(self) -> None:
@@ -129,7 +132,7 @@ class AsyncLease:
             while True:
                 await asyncio.sleep(_every(self.info))
                 try:
-                    await self.renew()
+                    await self.renew(timeout=_every(self.info))
                 except (ConflictError, NotFoundError):
                     return
                 except Exception:  # noqa: BLE001 - tried again at the next turn

@@ -188,11 +188,11 @@ describe(
 
       // A lease over both nodes: a renewal reaches each (past the first deadline they run on);
       // no longer renewed, its sandboxes on both are gone within its TTL and a second.
-      const lease = await client.leases.create({ ttlSeconds: 2 }, { keepAlive: false });
+      const lease = await client.leases.create({ ttlSeconds: 60 }, { keepAlive: false });
       const leased = await Promise.all(Array.from({ length: 4 }, () => client.sandboxes.create({ image: 'busybox:latest', lease: lease.id })));
       assert.deepEqual([...new Set(leased.map((x) => x.info.node))].sort(), ['a', 'b']);
-      const first = Date.parse(lease.info.expiresAt);
-      const deadline = Date.parse((await lease.renew(3)).expiresAt);
+      const first = Date.parse((await lease.renew(2)).expiresAt);
+      const deadline = Date.parse((await lease.renew(4)).expiresAt);
       await until(async () => Date.now() > first + 500, 5000);
       for (const sb of leased) assert.equal((await client.sandboxes.get(sb.id)).info.state, 'running');
       await until(async () => (await Promise.all(leased.map((sb) => client.sandboxes.get(sb.id)))).every((x) => x.info.state === 'stopped'), 10_000);

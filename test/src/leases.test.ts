@@ -68,10 +68,11 @@ describe('leases', () => {
   });
 
   test('a lease that says pause: at its lapse its sandbox is frozen (no code runs after), kept, and runs on when resumed', async () => {
-    const lease = await t.client.leases.create({ ttlSeconds: 1, onExpiry: 'pause' }, { keepAlive: false });
+    const lease = await t.client.leases.create({ ttlSeconds: 60, onExpiry: 'pause' }, { keepAlive: false });
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest', lease: lease.id });
     await sb.exec(['sh', '-c', "(while :; do cut -d' ' -f1 /proc/uptime >> /tmp/ticks; usleep 20000; done) >/dev/null 2>&1 &"]);
-    const deadline = Date.parse(lease.info.expiresAt);
+    // Set up: now it has a second left, and is renewed no more.
+    const deadline = Date.parse((await lease.renew(1)).expiresAt);
     await until(async () => (await stateOf(sb.id)) === 'paused', 5000);
     const pausedLateMs = Date.now() - deadline;
     assert.ok(pausedLateMs <= 1000, `paused ${pausedLateMs} ms after the lease's deadline`);
@@ -122,6 +123,9 @@ describe('leases', () => {
     const other = new Warren({ url: t.url, apiKey: key });
     const mine = await t.client.leases.create({ ttlSeconds: 600 });
     await assert.rejects(other.leases.get(mine.id), (e: { code?: string }) => e.code === 'not_found');
+    assert.equal(errorCode(await http(t, 'POST', `/v1/leases/${mine.id}/renew`, {}, { authorization: `Bearer ${key}` })), 'not_found');
+    assert.equal(errorCode(await http(t, 'DELETE', `/v1/leases/${mine.id}`, undefined, { authorization: `Bearer ${key}` })), 'not_found');
+    assert.equal((await t.client.leases.get(mine.id)).info.state, 'active');
     await assert.rejects(other.sandboxes.create({ image: 'busybox:latest', lease: mine.id }), (e: { code?: string }) => e.code === 'not_found');
     assert.equal(errorCode(await http(t, 'POST', '/v1/leases', { ttlSeconds: 0 })), 'invalid_argument');
     await mine.delete();

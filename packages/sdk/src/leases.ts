@@ -32,24 +32,30 @@ export class Lease {
     return this.info.id;
   }
 
-  /** Moves its deadline `ttlSeconds` (default its own TTL) from now; conflict once it lapsed or was deleted. */
-  async renew(ttlSeconds?: number): Promise<LeaseInfo> {
-    this.info = await this.t.json(ROUTES.renewLease, { id: this.id }, { json: ttlSeconds === undefined ? {} : { ttlSeconds } });
+  /**
+   * Moves its deadline `ttlSeconds` (default its own TTL) from now; conflict once it lapsed or was
+   * deleted. `signal` bounds the wait (the background renewer gives each try a third of the TTL).
+   */
+  async renew(ttlSeconds?: number, signal?: AbortSignal): Promise<LeaseInfo> {
+    this.info = await this.t.json(ROUTES.renewLease, { id: this.id }, { json: ttlSeconds === undefined ? {} : { ttlSeconds }, signal });
     return this.info;
   }
 
-  /** Renews it every third of its TTL until `stop` (or `delete`). */
+  /** Renews it every third of its TTL until `stop` (or `delete`); a try not answered by the next turn is given up for it. */
   keepAlive(o: Pick<LeaseOptions, 'onError'> = {}): void {
     if (this.timer) return;
-    this.timer = setInterval(
-      () => {
-        this.renew().catch((e: unknown) => {
+    const everyMs = Math.max(100, Math.round((this.info.ttlSeconds * 1000) / 3));
+    let inFlight = false;
+    this.timer = setInterval(() => {
+      if (inFlight) return;
+      inFlight = true;
+      this.renew(undefined, AbortSignal.timeout(everyMs))
+        .catch((e: unknown) => {
           if (e instanceof WarrenError && (e.code === 'conflict' || e.code === 'not_found')) this.stop();
           o.onError?.(e);
-        });
-      },
-      Math.max(1000, (this.info.ttlSeconds * 1000) / 3),
-    );
+        })
+        .finally(() => (inFlight = false));
+    }, everyMs);
     this.timer.unref();
   }
 

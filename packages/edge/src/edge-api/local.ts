@@ -6,6 +6,7 @@ import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
 import type { EdgeEvent } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
 import { loadClock } from '../fn/fn-workers.js';
+import { isEdgeLease } from '../lifecycle/leases.js';
 import { MAX_CREATE_MANY, type CommandResult, type CommandStream, type CreateOutcome, type EdgeApi, type EdgeLoad } from './edge-api.js';
 
 /** A command's events from byte `offset` on, until its exit or error, as fast as they are read (the command runs on if the reader stops). */
@@ -27,10 +28,10 @@ export async function commandResult(cmd: Command): Promise<CommandResult> {
  */
 const copySpec = (spec: EdgeSandboxSpec): EdgeSandboxSpec => structuredClone(spec);
 
-/** A sandbox that ended between its start and the answer (its init died at once, say). */
 /** The most leases one leasesSet carries. */
 export const MAX_LEASES_SET = 10_000;
 
+/** A sandbox that ended between its start and the answer (its init died at once, say). */
 const gone = (id: string): never => {
   throw new WarrenError('unavailable', 'the sandbox stopped as soon as it started', { id });
 };
@@ -136,8 +137,8 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     poolsSet: async (pools) => edge.pools.set(pools),
     poolTake: async (id) => edge.pools.take(id),
     leasesSet: async (leases) => {
-      if (!Array.isArray(leases) || leases.length > MAX_LEASES_SET)
-        throw new WarrenError('invalid_argument', `leasesSet takes at most ${MAX_LEASES_SET} leases`);
+      if (!Array.isArray(leases) || leases.length > MAX_LEASES_SET || !leases.every(isEdgeLease))
+        throw new WarrenError('invalid_argument', `leasesSet takes at most ${MAX_LEASES_SET} leases, each {id, generation, expiresAtMs, onExpiry, ended?}`);
       for (const l of leases) edge.leases.learn(l);
       edge.leases.check();
     },

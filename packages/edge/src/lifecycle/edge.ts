@@ -81,16 +81,14 @@ export class Edge {
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
     this.pauses = { now: () => this.now(), events: this.events, logger: o.logger, pageouts: new Semaphore(2) };
     this.backendSet = new BackendSet(o.backends);
-    const warn = (what: string) => (e: unknown) => o.logger?.warn(what, { error: String(e) });
     this.pressure = new PressureRelief({ floorMiB: o.memoryFloorMiB, live: this.live, pauseReclaimed: (id) => this.pauseReclaimed(id), logger: o.logger });
+    // Frozen at once; paged out (two at a time) only when kept: a lease that says delete removes them next.
     this.leases = new EdgeLeases({
       now: () => this.now(),
-      // Frozen at once; paged out only when kept (a lease that says delete removes them next).
-      lapse: (lease) => {
-        const reclaim = this.leases.get(lease)?.onExpiry === 'pause';
-        for (const [id, l] of this.live)
-          if (l.spec.lease?.id === lease && !l.spec.paused) void this.pause(id, { reclaim }).catch(warn('a lapsed lease’s sandbox could not be frozen'));
-      },
+      holders: (lease) => [...this.live].filter(([, l]) => l.spec.lease?.id === lease).map(([id, l]) => ({ id, paused: l.spec.paused })),
+      freeze: (id, reclaim) => this.pause(id, { reclaim, gated: true }),
+      thaw: (id) => this.resume(id),
+      logger: o.logger,
     });
     ({ fn: this.fn, pools: this.pools } = ownSandboxes(
       {
@@ -258,8 +256,8 @@ export class Edge {
   /** Learns a sandbox's lease; one that lapsed already freezes it at once. */
   private holdLease(spec: EdgeSandboxSpec): void {
     if (!spec.lease) return;
-    this.leases.learn(spec.lease);
-    if (this.leases.lapsed(spec.lease.id)) void this.pause(spec.id).catch(() => undefined);
+    if (!this.leases.learn(spec.lease)) throw new WarrenError('resource_exhausted', 'this node keeps as many leases as it may', { lease: spec.lease.id });
+    if (this.leases.lapsed(spec.lease.id)) this.leases.freezeLate(spec.lease.id, spec.id);
   }
 
   private reserve(r: EdgeSandboxSpec['resources'], sign: 1 | -1): void {
@@ -368,8 +366,8 @@ export class Edge {
   }
 
   /** Freezes a sandbox and answers; its memory is reclaimed in the background (pause.ts). */
-  /** Freezes a sandbox; its memory is paged out in the background unless `reclaim` is false. */
-  async pause(id: string, o: { reclaim?: boolean } = {}): Promise<void> {
+  /** Freezes a sandbox; its memory is paged out in the background unless `reclaim` is false (`gated`: two page-outs at a time). */
+  async pause(id: string, o: { reclaim?: boolean; gated?: boolean } = {}): Promise<void> {
     const l = this.able(id, 'pause', 'be paused');
     this.pausedIds.add(id);
     await pauseLive(l, id, this.pauses, o);

@@ -8,7 +8,7 @@ export interface PauseContext {
   now(): number;
   events: EdgeEvents;
   logger?: { warn(msg: string, meta?: unknown): void };
-  /** Bounds the page-outs under way at once (each is a process that walks a sandbox's memory). */
+  /** Bounds the page-outs of mass pauses (a lease's lapse) under way at once: each is a process that walks a sandbox's memory. */
   pageouts?: Semaphore;
 }
 
@@ -18,7 +18,7 @@ export interface PauseContext {
  * freeze whatever the sandbox holds. Its processes, sessions, open files and writable layer
  * stay as they are. A resume during the page-out stops it; pauses at once are one pause.
  */
-export async function pauseLive(l: Live, id: string, c: PauseContext, o: { reclaim?: boolean } = {}): Promise<void> {
+export async function pauseLive(l: Live, id: string, c: PauseContext, o: { reclaim?: boolean; gated?: boolean } = {}): Promise<void> {
   if (l.resuming) await l.resuming;
   if (l.spec.paused) return;
   l.pausing ??= (async () => {
@@ -27,7 +27,7 @@ export async function pauseLive(l: Live, id: string, c: PauseContext, o: { recla
     l.pausedAtMs = c.now();
     // Not paged out (it is about to go): admission counts all it asked for as still held.
     if (o.reclaim === false) l.residentWhilePaused = l.spec.resources.memoryMiB * 2 ** 20;
-    else startReclaim(l.backend, id, l, c.logger, c.pageouts);
+    else startReclaim(l.backend, id, l, c.logger, o.gated ? c.pageouts : undefined);
     c.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs });
   })().finally(() => {
     l.pausing = null;

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { WarrenError, type CreateLeaseRequest, type Lease, type LeaseState } from '@warren/api';
 import type { Cluster } from '../cluster/cluster.js';
+import { within } from '../cluster/within.js';
 import { edgeLease, type LeaseBook } from '../placement/lease-book.js';
 import type { LeaseRecord } from '../store/leases.js';
 import type { Store } from '../store/store.js';
@@ -18,10 +19,14 @@ export interface LeaseServiceOptions {
   sweepMs?: number;
 }
 
-/** Sandboxes of one lease ended at once (each a store write and a call to its node). */
+/** Sandboxes of leases ended at once, all leases together (each a store write and a call to its node). */
 const END_CONCURRENCY = 64;
 /** Leases lapsed per sweep (the next sweep takes more). */
 const LAPSE_BATCH = 100;
+/** Every this many sweeps, live sandboxes of leases that ended for good are looked for (a create that raced the end, a replica that died halfway). */
+const ORPHAN_SWEEPS = 8;
+/** How long a node is given to take news of a lease (a renewal answers then, whatever a hung node does). */
+const TELL_MS = 2000;
 
 /** A lease as the API shows it. */
 export function leaseView(l: LeaseRecord): Lease {
@@ -48,6 +53,10 @@ export class LeaseService {
   private timer: NodeJS.Timeout | null = null;
   private sweeping: Promise<void> | null = null;
   private closed = false;
+  private sweeps = 0;
+  /** Sandbox ends under way, and those waiting for a turn (END_CONCURRENCY at a time). */
+  private ending = 0;
+  private readonly waiting: Array<() => void> = [];
 
   constructor(
     private readonly store: Store,
@@ -93,6 +102,7 @@ export class LeaseService {
         state: now.state === 'active' ? 'lapsed' : now.state,
       });
     }
+    this.sandboxes.leases.learn(l);
     await this.tell(l);
     return leaseView(l);
   }
@@ -122,6 +132,7 @@ export class LeaseService {
           );
           if (lapsed.length < LAPSE_BATCH || this.closed) break;
         }
+        if (++this.sweeps % ORPHAN_SWEEPS === 0) await this.endOrphans();
       } catch (e) {
         if (!this.closed) this.o.logger.warn('the leases could not be swept', { error: String(e) });
       } finally {
@@ -143,7 +154,11 @@ export class LeaseService {
     return l;
   }
 
-  /** Tells the nodes holding the lease's sandboxes what the store says of it now (a node unreachable keeps what it knew: it freezes them at the old deadline). */
+  /**
+   * Tells the nodes holding the lease's sandboxes what the store says of it now, each within
+   * TELL_MS (a node unreachable or slow keeps what it knew: it freezes them at the old deadline,
+   * and thaws them when the news comes).
+   */
   private async tell(l: LeaseRecord): Promise<void> {
     const nodes = new Set(await this.store.leases.nodes(l.id));
     const told = edgeLease(l);
@@ -152,28 +167,36 @@ export class LeaseService {
         .up()
         .filter((n) => nodes.has(n.id))
         .map((n) =>
-          n.api
-            .leasesSet([told])
-            .catch((e: unknown) => this.o.logger.warn('a node could not be told of a lease', { node: n.id, lease: l.id, error: String(e) })),
+          within(Math.min(TELL_MS, l.ttlSeconds * 250), `node ${n.id}`, n.api.leasesSet([told])).catch((e: unknown) =>
+            this.o.logger.warn('a node could not be told of a lease', { node: n.id, lease: l.id, error: String(e) }),
+          ),
         ),
     );
   }
 
-  /** Removes the live sandboxes of a lease, side by side. */
+  /** Removes the live sandboxes of a lease. */
   private async endSandboxes(l: LeaseRecord): Promise<void> {
-    const caller: Caller = { tenant: l.tenant, role: 'runner', quota: {}, keyId: `lease:${l.id}` };
     const recs = await this.store.listSandboxes({ tenant: l.tenant, lease: l.id, states: ['creating', 'running', 'paused'], limit: 1_000_000 });
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(END_CONCURRENCY, recs.length) }, async () => {
-        while (next < recs.length) {
-          const id = recs[next++]!.id;
-          await this.sandboxes.delete(caller, id).catch((e: unknown) => {
-            if (!(e instanceof WarrenError && e.code === 'not_found'))
-              this.o.logger.warn('a lease’s sandbox could not be ended', { lease: l.id, id, error: String(e) });
-          });
-        }
-      }),
-    );
+    await Promise.all(recs.map((r) => this.end(l.tenant, l.id, r.id)));
+  }
+
+  /** Ends what a lapse or a delete left live (a create that raced it, a replica that died halfway). */
+  private async endOrphans(): Promise<void> {
+    const left = await this.store.leases.orphans(1000);
+    await Promise.all(left.map((x) => this.end(x.tenant, x.lease, x.id)));
+  }
+
+  /** Ends one sandbox of a lease, END_CONCURRENCY at a time over all leases. */
+  private async end(tenant: string, lease: string, id: string): Promise<void> {
+    if (this.ending >= END_CONCURRENCY) await new Promise<void>((r) => this.waiting.push(r));
+    this.ending++;
+    try {
+      await this.sandboxes.delete({ tenant, role: 'runner', quota: {}, keyId: `lease:${lease}` }, id);
+    } catch (e) {
+      if (!(e instanceof WarrenError && e.code === 'not_found')) this.o.logger.warn('a lease’s sandbox could not be ended', { lease, id, error: String(e) });
+    } finally {
+      this.ending--;
+      this.waiting.shift()?.();
+    }
   }
 }

@@ -2,7 +2,8 @@ import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { RUNNING } from './sandbox-view.js';
 import { edgeSpec } from '../placement/edge-spec.js';
-import { edgeLease, type LeaseBook } from '../placement/lease-book.js';
+import type { EdgeLease } from '@warren/edge';
+import type { LeaseBook } from '../placement/lease-book.js';
 
 export interface NodeSyncOptions {
   logger: { warn(msg: string, meta?: unknown): void };
@@ -37,13 +38,20 @@ export class NodeSync {
     let adopted = 0;
     let failed = 0;
     let next = 0;
+    // Each lease read once from the store for all its sandboxes here.
+    const leases = new Map<string, Promise<EdgeLease | null>>();
+    const leaseOf = (id: string): Promise<EdgeLease | null> => {
+      let p = leases.get(id);
+      if (!p) leases.set(id, (p = this.store.leases.get(id).then((l) => (l ? this.leases.learn(l) : null))));
+      return p;
+    };
     const one = async (rec: SandboxRecord): Promise<void> => {
       if (held.has(rec.id) && rec.state !== 'creating') {
         kept++;
         return;
       }
       // Its lease as the store has it now (one that ended while the node was away freezes it there).
-      const lease = rec.lease ? (this.leases.of(rec.lease) ?? (await this.store.leases.get(rec.lease).then((l) => (l ? edgeLease(l) : null)))) : null;
+      const lease = rec.lease ? await leaseOf(rec.lease) : null;
       const ok =
         rec.state !== 'creating' &&
         (await edge.adopt(edgeSpec(rec, lease)).catch((e: unknown) => {

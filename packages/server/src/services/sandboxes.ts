@@ -211,8 +211,9 @@ export class SandboxService {
   /** The caller's active lease of this id, kept in mind for the create's spec; not_found or conflict if it is not one. */
   private async lease(caller: Caller, id: string): Promise<EdgeLease> {
     const l = await this.store.leases.get(id);
-    if (!l || (l.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `lease ${id} does not exist`, { lease: id });
-    if (l.state !== 'active' || l.expiresAt <= Date.now())
+    // A sandbox and its lease are one tenant's (an admin's sandbox too: the lease's ends must find it).
+    if (!l || l.tenant !== caller.tenant) throw new WarrenError('not_found', `lease ${id} does not exist`, { lease: id });
+    if (l.state !== 'active' || l.remainingMs <= 0)
       throw new WarrenError('conflict', `lease ${id} has ${l.state === 'deleted' ? 'been deleted' : 'lapsed'}`, { lease: id });
     return this.leases.learn(l);
   }

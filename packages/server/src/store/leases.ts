@@ -14,6 +14,8 @@ export interface LeaseRecord {
   /** When it lapsed or was deleted; null while active. */
   endedAt: number | null;
   renewals: number;
+  /** How long it had left when read, by the store's clock (negative: past its deadline). */
+  remainingMs: number;
 }
 
 /** The most leases one list answers. */
@@ -41,4 +43,10 @@ export interface LeaseStore {
   lapse(limit: number): Promise<LeaseRecord[]>;
   /** The nodes that hold live sandboxes (creating, running, paused) of a lease. */
   nodes(id: string): Promise<string[]>;
+  /**
+   * Live sandboxes whose lease ended for good (deleted, or lapsed where it says delete), at most
+   * `limit`: what a lapse or a delete has still to end (a create that raced it, a replica that died
+   * halfway).
+   */
+  orphans(limit: number): Promise<Array<{ id: string; tenant: string; lease: string }>>;
 }

@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 CREATE INDEX IF NOT EXISTS leases_due ON leases (state, expires_at);
 CREATE INDEX IF NOT EXISTS leases_tenant ON leases (tenant, created_at);
-CREATE INDEX IF NOT EXISTS sandboxes_lease ON sandboxes ((doc->>'lease')) WHERE doc->>'lease' IS NOT NULL;
+ALTER TABLE sandboxes ADD COLUMN IF NOT EXISTS lease TEXT;
+CREATE INDEX IF NOT EXISTS sandboxes_by_lease ON sandboxes (lease, state) WHERE lease IS NOT NULL;
 `;
 
 type LeaseRow = {
@@ -35,6 +36,7 @@ type LeaseRow = {
   expires_at: string;
   ended_at: string | null;
   renewals: number;
+  remaining_ms: string;
 };
 
 const record = (r: LeaseRow): LeaseRecord => ({
@@ -48,7 +50,11 @@ const record = (r: LeaseRow): LeaseRecord => ({
   expiresAt: Number(r.expires_at),
   endedAt: r.ended_at === null ? null : Number(r.ended_at),
   renewals: r.renewals,
+  remainingMs: Number(r.remaining_ms),
 });
+
+/** Every column, and the time left by the database's clock when read. */
+const COLS = `*, expires_at - ${NOW_MS} AS remaining_ms`;
 
 /** Leases in PostgreSQL: every deadline set and checked by the database's clock, so replicas agree. */
 export class PgLeases implements LeaseStore {
@@ -61,18 +67,18 @@ export class PgLeases implements LeaseStore {
   async create(l: Pick<LeaseRecord, 'id' | 'tenant' | 'ttlSeconds' | 'onExpiry' | 'labels'>): Promise<LeaseRecord> {
     const [r] = await this.rows(
       `INSERT INTO leases (id, tenant, state, ttl_seconds, on_expiry, labels, created_at, expires_at)
-       VALUES ($1, $2, 'active', $3::int, $4, $5, ${NOW_MS}, ${NOW_MS} + $3::int * 1000) RETURNING *`,
+       VALUES ($1, $2, 'active', $3::int, $4, $5, ${NOW_MS}, ${NOW_MS} + $3::int * 1000) RETURNING ${COLS}`,
       [l.id, l.tenant, l.ttlSeconds, l.onExpiry, JSON.stringify(l.labels)],
     );
     return r!;
   }
 
   async get(id: string): Promise<LeaseRecord | undefined> {
-    return (await this.rows('SELECT * FROM leases WHERE id = $1', [id]))[0];
+    return (await this.rows(`SELECT ${COLS} FROM leases WHERE id = $1`, [id]))[0];
   }
 
   async list(tenant: string, state?: LeaseState): Promise<LeaseRecord[]> {
-    return this.rows('SELECT * FROM leases WHERE tenant = $1 AND ($2::text IS NULL OR state = $2) ORDER BY created_at DESC, id DESC LIMIT $3', [
+    return this.rows(`SELECT ${COLS} FROM leases WHERE tenant = $1 AND ($2::text IS NULL OR state = $2) ORDER BY created_at DESC, id DESC LIMIT $3`, [
       tenant,
       state ?? null,
       MAX_LEASES_LISTED,
@@ -81,27 +87,40 @@ export class PgLeases implements LeaseStore {
 
   async renew(id: string, tenant: string, ttlSeconds: number): Promise<LeaseRecord | undefined> {
     const sql = `UPDATE leases SET expires_at = ${NOW_MS} + $3::int * 1000, renewals = renewals + 1
-                 WHERE id = $1 AND tenant = $2 AND state = 'active' AND expires_at > ${NOW_MS} RETURNING *`;
+                 WHERE id = $1 AND tenant = $2 AND state = 'active' AND expires_at > ${NOW_MS} RETURNING ${COLS}`;
     return (await this.rows(sql, [id, tenant, ttlSeconds]))[0];
   }
 
   async remove(id: string, tenant: string): Promise<LeaseRecord | undefined> {
-    const sql = `WITH d AS (UPDATE leases SET state = 'deleted', ended_at = ${NOW_MS} WHERE id = $1 AND tenant = $2 AND state = 'active' RETURNING *)
-                 SELECT * FROM d UNION ALL SELECT * FROM leases WHERE id = $1 AND tenant = $2 AND NOT EXISTS (SELECT 1 FROM d)`;
-    return (await this.rows(sql, [id, tenant]))[0];
+    const done = await this.rows(
+      `UPDATE leases SET state = 'deleted', ended_at = ${NOW_MS} WHERE id = $1 AND tenant = $2 AND state = 'active' RETURNING ${COLS}`,
+      [id, tenant],
+    );
+    // Not active: read anew (a statement of its own sees a lapse committed meanwhile).
+    return done[0] ?? (await this.rows(`SELECT ${COLS} FROM leases WHERE id = $1 AND tenant = $2`, [id, tenant]))[0];
   }
 
   async lapse(limit: number): Promise<LeaseRecord[]> {
     // SKIP LOCKED: replicas sweeping at once each take their own, and no lease twice.
     return this.rows(
       `UPDATE leases SET state = 'lapsed', ended_at = ${NOW_MS}
-       WHERE id IN (SELECT id FROM leases WHERE state = 'active' AND expires_at <= ${NOW_MS} ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING *`,
+       WHERE id IN (SELECT id FROM leases WHERE state = 'active' AND expires_at <= (SELECT ${NOW_MS}) ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+       RETURNING ${COLS}`,
       [limit],
     );
   }
 
+  async orphans(limit: number): Promise<Array<{ id: string; tenant: string; lease: string }>> {
+    const r = await this.pool.query<{ id: string; tenant: string; lease: string }>(
+      `SELECT s.id, s.tenant, s.lease FROM sandboxes s JOIN leases l ON l.id = s.lease
+       WHERE s.lease IS NOT NULL AND s.${LIVE} AND (l.state = 'deleted' OR (l.state = 'lapsed' AND l.on_expiry = 'delete')) LIMIT $1`,
+      [limit],
+    );
+    return r.rows;
+  }
+
   async nodes(id: string): Promise<string[]> {
-    const r = await this.pool.query<{ node: string }>(`SELECT DISTINCT node FROM sandboxes WHERE doc->>'lease' = $1 AND ${LIVE}`, [id]);
+    const r = await this.pool.query<{ node: string }>(`SELECT DISTINCT node FROM sandboxes WHERE lease = $1 AND ${LIVE}`, [id]);
     return r.rows.map((x) => x.node);
   }
 }

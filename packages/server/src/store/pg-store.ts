@@ -191,8 +191,8 @@ export class PgStore implements Store {
     const args = [JSON.stringify(rs)];
     const insert = `WITH r AS (SELECT value AS doc FROM jsonb_array_elements($1::jsonb)),
       s AS (
-        INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc)
-        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', ${NOW_MS}, doc->>'requestId', doc FROM r RETURNING id)
+        INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, lease, doc)
+        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', ${NOW_MS}, doc->>'requestId', doc->>'lease', doc FROM r RETURNING id)
       INSERT INTO sandbox_labels (id, key, value) SELECT r.doc->>'id', l.key, l.value FROM r, jsonb_each_text(r.doc->'labels') AS l
       WHERE (SELECT count(*) FROM s) > 0`;
     // Creates without a quota to check count nothing: no lock, no transaction.
@@ -265,7 +265,7 @@ export class PgStore implements Store {
     const where = ['s.tenant = $1'];
     if (f.state) where.push(`s.state = $${args.push(f.state)}`);
     if (f.states) where.push(`s.state = ANY($${args.push(f.states)})`);
-    if (f.lease) where.push(`s.doc->>'lease' = $${args.push(f.lease)}`);
+    if (f.lease) where.push(`s.lease = $${args.push(f.lease)}`);
     if (f.after) where.push(`s.id > $${args.push(f.after)}`);
     if (f.before) where.push(`s.id < $${args.push(f.before)}`);
     for (const [k, v] of f.labels ?? [])

@@ -17,8 +17,17 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 CREATE INDEX IF NOT EXISTS leases_due ON leases (state, expires_at);
 CREATE INDEX IF NOT EXISTS leases_tenant ON leases (tenant, created_at);
-CREATE INDEX IF NOT EXISTS sandboxes_lease ON sandboxes (json_extract(doc, '$.lease')) WHERE json_extract(doc, '$.lease') IS NOT NULL;
 `;
+
+/** A sandbox's lease in a column of its own (a partial index: a write of an unleased sandbox pays nothing for it). */
+function addLeaseColumn(db: Database.Database): void {
+  const cols = db.prepare<[], { name: string }>('PRAGMA table_info(sandboxes)').all();
+  if (!cols.some((c) => c.name === 'lease')) {
+    db.exec('ALTER TABLE sandboxes ADD COLUMN lease TEXT');
+    db.exec("UPDATE sandboxes SET lease = json_extract(doc, '$.lease') WHERE json_extract(doc, '$.lease') IS NOT NULL");
+  }
+  db.exec('CREATE INDEX IF NOT EXISTS sandboxes_by_lease ON sandboxes (lease, state) WHERE lease IS NOT NULL');
+}
 
 type LeaseRow = {
   id: string;
@@ -31,6 +40,7 @@ type LeaseRow = {
   expires_at: number;
   ended_at: number | null;
   renewals: number;
+  remaining_ms: number;
 };
 
 const record = (r: LeaseRow): LeaseRecord => ({
@@ -44,7 +54,11 @@ const record = (r: LeaseRow): LeaseRecord => ({
   expiresAt: r.expires_at,
   endedAt: r.ended_at,
   renewals: r.renewals,
+  remainingMs: r.remaining_ms,
 });
+
+/** Every column, and the time left when read (this process's clock is the store's). */
+const COLS = `*, expires_at - CAST(unixepoch('subsec') * 1000 AS INTEGER) AS remaining_ms`;
 
 /** Leases in the embedded store (one process: its clock is the store's). */
 export class SqliteLeases implements LeaseStore {
@@ -52,26 +66,29 @@ export class SqliteLeases implements LeaseStore {
 
   constructor(db: Database.Database) {
     db.exec(LEASES_SCHEMA);
+    addLeaseColumn(db);
     this.s = {
       insert: db.prepare<[string, string, number, string, string, number, number], LeaseRow>(
-        `INSERT INTO leases (id, tenant, state, ttl_seconds, on_expiry, labels, created_at, expires_at) VALUES (?, ?, 'active', ?, ?, ?, ?, ?) RETURNING *`,
+        `INSERT INTO leases (id, tenant, state, ttl_seconds, on_expiry, labels, created_at, expires_at) VALUES (?, ?, 'active', ?, ?, ?, ?, ?) RETURNING ${COLS}`,
       ),
-      get: db.prepare<[string], LeaseRow>('SELECT * FROM leases WHERE id = ?'),
+      get: db.prepare<[string], LeaseRow>(`SELECT ${COLS} FROM leases WHERE id = ?`),
       list: db.prepare<[string, string | null, string | null, number], LeaseRow>(
-        'SELECT * FROM leases WHERE tenant = ? AND (? IS NULL OR state = ?) ORDER BY created_at DESC, id DESC LIMIT ?',
+        `SELECT ${COLS} FROM leases WHERE tenant = ? AND (? IS NULL OR state = ?) ORDER BY created_at DESC, id DESC LIMIT ?`,
       ),
       renew: db.prepare<[number, string, string, number], LeaseRow>(
-        `UPDATE leases SET expires_at = ?, renewals = renewals + 1 WHERE id = ? AND tenant = ? AND state = 'active' AND expires_at > ? RETURNING *`,
+        `UPDATE leases SET expires_at = ?, renewals = renewals + 1 WHERE id = ? AND tenant = ? AND state = 'active' AND expires_at > ? RETURNING ${COLS}`,
       ),
       remove: db.prepare<[number, string, string], LeaseRow>(
-        `UPDATE leases SET state = 'deleted', ended_at = ? WHERE id = ? AND tenant = ? AND state = 'active' RETURNING *`,
+        `UPDATE leases SET state = 'deleted', ended_at = ? WHERE id = ? AND tenant = ? AND state = 'active' RETURNING ${COLS}`,
       ),
       lapse: db.prepare<[number, number, number], LeaseRow>(
-        `UPDATE leases SET state = 'lapsed', ended_at = ? WHERE id IN (SELECT id FROM leases WHERE state = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT ?) RETURNING *`,
+        `UPDATE leases SET state = 'lapsed', ended_at = ? WHERE id IN (SELECT id FROM leases WHERE state = 'active' AND expires_at <= ? ORDER BY expires_at LIMIT ?) RETURNING ${COLS}`,
       ),
-      nodes: db.prepare<[string], { node: string }>(
-        `SELECT DISTINCT node FROM sandboxes WHERE json_extract(doc, '$.lease') = ? AND state IN ('creating', 'running', 'paused')`,
+      orphans: db.prepare<[number], { id: string; tenant: string; lease: string }>(
+        `SELECT s.id, s.tenant, s.lease FROM sandboxes s JOIN leases l ON l.id = s.lease
+         WHERE s.lease IS NOT NULL AND s.state IN ('creating', 'running', 'paused') AND (l.state = 'deleted' OR (l.state = 'lapsed' AND l.on_expiry = 'delete')) LIMIT ?`,
       ),
+      nodes: db.prepare<[string], { node: string }>(`SELECT DISTINCT node FROM sandboxes WHERE lease = ? AND state IN ('creating', 'running', 'paused')`),
     };
   }
 
@@ -103,6 +120,10 @@ export class SqliteLeases implements LeaseStore {
   async lapse(limit: number): Promise<LeaseRecord[]> {
     const now = Date.now();
     return this.s.lapse.all(now, now, limit).map(record);
+  }
+
+  async orphans(limit: number): Promise<Array<{ id: string; tenant: string; lease: string }>> {
+    return this.s.orphans.all(limit);
   }
 
   async nodes(id: string): Promise<string[]> {

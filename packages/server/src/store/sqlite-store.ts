@@ -119,7 +119,7 @@ export class SqliteStore implements Store {
     this.leases = new SqliteLeases(this.db);
     const db = this.db;
     this.stmts = {
-      insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, doc) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, lease, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
       insertLabel: db.prepare('INSERT INTO sandbox_labels (id, key, value) VALUES (?, ?, ?)'),
       update: db.prepare('UPDATE sandboxes SET state = ?, node = ?, doc = ? WHERE id = ?'),
       get: db.prepare<[string], Row>('SELECT doc FROM sandboxes WHERE id = ?'),
@@ -195,7 +195,7 @@ export class SqliteStore implements Store {
         // Recorded at by this store's clock (staleCreating), whatever the record's says.
         const at = Date.now();
         for (const r of rs) {
-          this.stmts.insert.run(r.id, r.tenant, r.node, r.state, at, r.requestId, JSON.stringify(r));
+          this.stmts.insert.run(r.id, r.tenant, r.node, r.state, at, r.requestId, r.lease ?? null, JSON.stringify(r));
           for (const [k, v] of Object.entries(r.labels)) this.stmts.insertLabel.run(r.id, k, v);
         }
       })
@@ -271,7 +271,7 @@ export class SqliteStore implements Store {
       args.push(...f.states);
     }
     if (f.lease) {
-      where.push("json_extract(s.doc, '$.lease') = ?");
+      where.push('s.lease = ?');
       args.push(f.lease);
     }
     if (f.after) {

@@ -285,6 +285,7 @@ for (const kind of KINDS) {
           await new Promise((res) => setTimeout(res, got!.expiresAt - Date.now() + 1));
         }
         assert.equal(await s.leases.renew('ls_b', 't1', 60), undefined);
+        assert.deepEqual(await s.leases.orphans(10), [], 'an active lease has no orphans');
         const [x, y] = await Promise.all([s.leases.lapse(10), other.leases.lapse(10)]);
         assert.deepEqual(
           [...x, ...y].map((l) => [l.id, l.state]),
@@ -294,8 +295,22 @@ for (const kind of KINDS) {
       } finally {
         await other.close();
       }
+      // Lapsed where it says delete: its live sandboxes are orphans until ended.
+      assert.deepEqual((await s.leases.orphans(10)).map((o) => o.id).sort(), ['sb_1', 'sb_2']);
+      await s.endSandbox('sb_1', { state: 'stopped', error: null });
+      assert.deepEqual(
+        (await s.leases.orphans(10)).map((o) => [o.id, o.tenant, o.lease]),
+        [['sb_2', 't1', 'ls_b']],
+      );
+      // A lease that says pause leaves none when it lapses; deleted, it does.
+      await s.insertSandbox(record('sb_4', 't1', { lease: 'ls_a' }));
+      assert.deepEqual(
+        (await s.leases.orphans(10)).map((o) => o.id),
+        ['sb_2'],
+      );
       // Deleted: ended for good; a second delete answers it as it is.
       assert.equal((await s.leases.remove('ls_a', 't1'))?.state, 'deleted');
+      assert.deepEqual((await s.leases.orphans(10)).map((o) => o.id).sort(), ['sb_2', 'sb_4']);
       assert.equal((await s.leases.remove('ls_a', 't1'))?.state, 'deleted');
       assert.equal(await s.leases.remove('ls_a', 't2'), undefined);
       assert.equal(await s.leases.renew('ls_a', 't1', 60), undefined);
