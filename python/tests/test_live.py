@@ -64,8 +64,10 @@ class SandboxCalls(unittest.TestCase):
         self.assertTrue(r.command_id)
         r = self.sb.exec(["sh", "-c", "echo $FROM_CREATE $X; echo err >&2; exit 3"], env={"X": "x"})
         self.assertEqual((r.stdout, r.stderr, r.exit_code), ("yes x\n", "err\n", 3))
+        self.assertIsNone(r.killed_by)
         r = self.sb.exec("sleep 5", timeout_ms=300)
         self.assertTrue(r.timed_out)
+        self.assertEqual(r.killed_by, "timeout")
         r = self.sb.exec("head -c 100000 /dev/zero | tr '\\0' a", max_output_bytes=1000)
         self.assertTrue(r.truncated)
         self.assertLessEqual(len(r.stdout), 1000)
@@ -192,6 +194,7 @@ class SandboxCalls(unittest.TestCase):
             self.assertIn(lease.id, [x["id"] for x in self.w.leases.list("active")])
         # Leaving the block deletes the lease, and the sandboxes made with it.
         self.assertEqual(self.w.sandboxes.get(sb.id).info.state, "stopped")
+        self.assertEqual((self.w.sandboxes.get(sb.id).info.end or {}).get("reason"), "lease")
         self.assertEqual(self.w.leases.get(lease.id).info["state"], "deleted")
         with self.assertRaises(ConflictError):
             lease.renew()
@@ -207,8 +210,9 @@ class SandboxCalls(unittest.TestCase):
             self.assertIsNotNone(info.expires_at)
             info = sb.set_network({"egress": "deny", "allow": ["npm.example"]})
             self.assertEqual(info.network["allow"], ["npm.example"])
-        # Deleted on exit of the with block.
+        # Deleted on exit of the with block, and it says so.
         self.assertEqual(self.w.sandboxes.get(sb.id).info.state, "stopped")
+        self.assertEqual((self.w.sandboxes.get(sb.id).info.end or {}).get("reason"), "deleted")
         sb.delete()  # idempotent
 
     def test_commit(self) -> None:

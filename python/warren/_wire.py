@@ -81,6 +81,10 @@ def route(name: str, *params: str, **kw: Any) -> Request:
     return Request(method, _PLACEHOLDER.sub(lambda _m: seg(next(values)), template), **kw)
 
 
+#: How long a command cut off waits for its sandbox's end to be recorded (its node tells within a couple of seconds).
+END_WAIT_S = 4.0
+
+
 def drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 

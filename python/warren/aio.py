@@ -16,7 +16,7 @@ from ._retry import Retry
 from ._endpoint import Endpoint
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
 from ._turns import AsyncTurns
-from .errors import NotFoundError, WarrenError, error_from_wire
+from .errors import NotFoundError, SandboxEndedError, UnavailableError, WarrenError, error_from_wire
 from .leases import AsyncLease, AsyncLeases
 from .types import (
     BatchCreateResult,
@@ -166,15 +166,35 @@ class AsyncSandbox:
         return await self._info(w.route("getSandbox", self.id, idempotent=True))
 
     async def exec(self, cmd: w.Cmd, **opts: Any) -> ExecResult:
+        """As :meth:`warren.Sandbox.exec`: a command its sandbox's end cut off raises :class:`SandboxEndedError`."""
         body = w.exec_body(cmd, **opts)
-        return from_wire(ExecResult, await self._t.call(w.exec_request(self.id, body, stream=False)))
+        try:
+            return from_wire(ExecResult, await self._t.call(w.exec_request(self.id, body, stream=False)))
+        except UnavailableError as e:
+            raise await self._ended_or(e) from e
 
     async def exec_stream(self, cmd: w.Cmd, **opts: Any) -> AsyncIterator[ExecEvent]:
         body = w.exec_body(cmd, **opts)
         async for obj in self._t.lines(w.exec_request(self.id, body, stream=True)):
             ev = w.event(obj)
-            w.raise_if_error(ev)
+            try:
+                w.raise_if_error(ev)
+            except UnavailableError as e:
+                raise await self._ended_or(e) from e
             yield ev
+
+    async def _ended_or(self, e: UnavailableError) -> UnavailableError:
+        deadline = asyncio.get_running_loop().time() + w.END_WAIT_S
+        while True:
+            try:
+                end = (await self.refresh()).end
+            except WarrenError:
+                return e
+            if end:
+                return SandboxEndedError(end, cause=e)
+            if asyncio.get_running_loop().time() > deadline:
+                return e
+            await asyncio.sleep(0.1)
 
     async def exec_background(self, cmd: w.Cmd, **opts: Any) -> "AsyncCommand":
         body = w.exec_body(cmd, **opts)

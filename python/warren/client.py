@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _wire as w
@@ -12,7 +13,7 @@ from ._endpoint import Endpoint
 from ._sync_http import SyncTransport
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
 from ._turns import Turns
-from .errors import NotFoundError, WarrenError, error_from_wire
+from .errors import NotFoundError, SandboxEndedError, UnavailableError, WarrenError, error_from_wire
 from .leases import Lease, Leases
 from .types import (
     BatchCreateResult,
@@ -179,15 +180,36 @@ class Sandbox:
         ``cwd``, ``env``, ``user``, ``stdin``, ``max_output_bytes``, ``keep_output``
         (``"first"`` or ``"last"``: which output ``max_output_bytes`` keeps), ``request_id``."""
         body = w.exec_body(cmd, **opts)
-        return from_wire(ExecResult, self._t.call(w.exec_request(self.id, body, stream=False)))
+        try:
+            return from_wire(ExecResult, self._t.call(w.exec_request(self.id, body, stream=False)))
+        except UnavailableError as e:
+            raise self._ended_or(e) from e
 
     def exec_stream(self, cmd: w.Cmd, **opts: Any) -> Iterator[ExecEvent]:
-        """Runs a command and yields its events as they come: start, stdout, stderr, exit."""
+        """Runs a command and yields its events as they come: start, stdout, stderr, exit. A command
+        its sandbox's end cut off raises :class:`SandboxEndedError` after its last output."""
         body = w.exec_body(cmd, **opts)
         for obj in self._t.lines(w.exec_request(self.id, body, stream=True)):
             ev = w.event(obj)
-            w.raise_if_error(ev)
+            try:
+                w.raise_if_error(ev)
+            except UnavailableError as e:
+                raise self._ended_or(e) from e
             yield ev
+
+    def _ended_or(self, e: UnavailableError) -> UnavailableError:
+        """``e``, or the :class:`SandboxEndedError` it stands for (the sandbox's end, as its node reports it within seconds)."""
+        deadline = time.monotonic() + w.END_WAIT_S
+        while True:
+            try:
+                end = self.refresh().end
+            except WarrenError:
+                return e
+            if end:
+                return SandboxEndedError(end, cause=e)
+            if time.monotonic() > deadline:
+                return e
+            time.sleep(0.1)
 
     def exec_background(self, cmd: w.Cmd, **opts: Any) -> "Command":
         """Starts a command and returns once it runs; read it later with the handle's reattach or wait."""

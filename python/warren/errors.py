@@ -118,6 +118,18 @@ class TransportError(UnavailableError):
         self.__cause__ = cause
 
 
+class SandboxEndedError(UnavailableError):
+    """A command cut off because its sandbox ended: not its own exit nor its timeout (those answer
+    with ``timed_out`` / ``killed_by``). ``end`` says why and whose doing it was (``end["by"]``:
+    "agent", "operator" or "platform"), so a reward need not count the platform's failures."""
+
+    def __init__(self, end: Dict[str, Any], *, cause: Optional[BaseException] = None) -> None:
+        detail = f" ({end['detail']})" if end.get("detail") else ""
+        super().__init__(f"the sandbox ended: {end.get('reason')}{detail}", details={"end": end})
+        self.end = end
+        self.__cause__ = cause
+
+
 def error_from_wire(status: Optional[int], body: Any) -> WarrenError:
     """The error an answer carries: by its ``code``, else by its HTTP status."""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):

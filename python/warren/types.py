@@ -51,6 +51,9 @@ class ExecResult:
     duration_ms: float = 0
     timed_out: bool = False
     truncated: bool = False
+    #: Who ended it when not itself: "timeout", "request" (a kill through the API), "oom" (the
+    #: kernel at the sandbox's memory limit); None: it exited.
+    killed_by: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -120,6 +123,11 @@ class SandboxInfo:
     usage: Usage = field(default_factory=Usage)
     network: Dict[str, Any] = field(default_factory=dict)
     error: Optional[Dict[str, Any]] = None
+    #: The lease it lives under (None: none).
+    lease: Optional[str] = None
+    #: Why and when it ended (None while it lives): ``{"reason", "by", "detail", "at"}``, ``by`` is
+    #: "agent", "operator" or "platform".
+    end: Optional[Dict[str, Any]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod

@@ -472,6 +472,7 @@ describe(
         const got = (await client.sandboxes.get(x.id)).info;
         assert.equal(got.state, 'failed');
         assert.match(got.error?.message ?? '', /node a stopped answering/);
+        assert.deepEqual([got.end?.reason, got.end?.by], ['node_lost', 'platform']);
       }
       const r = await api(s.url, 'POST', `/v1/sandboxes/${onA[0]!.id}/exec`, { cmd: 'true' });
       assert.equal(r.json.error?.code, 'conflict');

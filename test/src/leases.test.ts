@@ -116,6 +116,7 @@ describe('leases', () => {
     assert.ok((await t.client.leases.list('active')).some((l) => l.id === lease.id && l.labels.job === 'x'));
     await lease.delete();
     for (const sb of sbs) assert.equal(await stateOf(sb.id), 'stopped');
+    assert.equal((await t.client.sandboxes.get(sbs[0]!.id)).info.end?.reason, 'lease');
     assert.equal((await t.client.leases.get(lease.id)).info.state, 'deleted');
     await lease.delete();
     // Another tenant cannot see, renew, delete or create with it.

@@ -113,6 +113,9 @@ describe('sandbox lifecycle through the API', () => {
       await until(async () => (await idle.refresh()).state === 'stopped');
       assert.equal((await kept.refresh()).state, 'running');
       await assert.rejects(ttl.exec('true'), (e: WarrenError) => e.code === 'conflict');
+      // Each says why it ended, and whose doing it was.
+      assert.deepEqual([(await ttl.refresh()).end?.reason, (await idle.refresh()).end?.reason, (await kept.refresh()).end], ['ttl', 'idle', null]);
+      assert.equal((await ttl.refresh()).end?.by, 'operator');
     } finally {
       await tc.close();
     }

@@ -71,6 +71,14 @@ export const ExecRequest = z.strictObject({
 });
 export type ExecRequest = z.infer<typeof ExecRequest>;
 
+/**
+ * Who ended a command that did not exit on its own: `timeout` (its timeoutMs), `request` (a kill
+ * sent through the API), `oom` (the kernel, at the sandboxes' own memory limit: it exited by
+ * SIGKILL, or a shell reported its child's, 137); null: it exited (or signalled itself).
+ */
+export const KilledBy = z.enum(['timeout', 'request', 'oom']).nullable();
+export type KilledBy = z.infer<typeof KilledBy>;
+
 export const ExecEvent = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('start'),
@@ -86,6 +94,7 @@ export const ExecEvent = z.discriminatedUnion('type', [
     durationMs: z.number(),
     timedOut: z.boolean(),
     truncated: z.boolean(),
+    killedBy: KilledBy,
   }),
   z.object({ type: z.literal('error'), error: z.object({ code: z.string(), message: z.string() }) }),
 ]);
@@ -101,6 +110,7 @@ export const ExecResult = z.object({
   durationMs: z.number(),
   timedOut: z.boolean(),
   truncated: z.boolean(),
+  killedBy: KilledBy,
 });
 export type ExecResult = z.infer<typeof ExecResult>;
 

@@ -90,6 +90,39 @@ export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>;
 export const SandboxState = z.enum(['creating', 'running', 'paused', 'stopped', 'failed']);
 export type SandboxState = z.infer<typeof SandboxState>;
 
+/**
+ * Why a sandbox ended. The agent's doing: `exited` (its init, PID 1, ended: killed, or the
+ * sandbox's processes made it exit), `oom` (the kernel killed it at the sandbox's own memory
+ * limit). The operator's: `deleted`, `ttl`, `idle`, `lease` (its lease lapsed or was deleted),
+ * `shutdown` (its node was stopped without keeping its sandboxes). The platform's: `node_lost` (its
+ * node stopped answering, or it was gone when its node came back), `infra` (Warren could not make or
+ * keep it: `detail` says what failed).
+ */
+export const SandboxEndReason = z.enum(['exited', 'oom', 'deleted', 'ttl', 'idle', 'lease', 'shutdown', 'node_lost', 'infra']);
+export type SandboxEndReason = z.infer<typeof SandboxEndReason>;
+
+/** Whose doing an end is: an RL reward should count only the agent's. */
+export const END_BY: Record<SandboxEndReason, 'agent' | 'operator' | 'platform'> = {
+  exited: 'agent',
+  oom: 'agent',
+  deleted: 'operator',
+  ttl: 'operator',
+  idle: 'operator',
+  lease: 'operator',
+  shutdown: 'operator',
+  node_lost: 'platform',
+  infra: 'platform',
+};
+
+export const SandboxEnd = z.object({
+  reason: SandboxEndReason,
+  by: z.enum(['agent', 'operator', 'platform']),
+  /** What happened, for people (null: nothing more to say). */
+  detail: z.string().nullable(),
+  at: z.string(),
+});
+export type SandboxEnd = z.infer<typeof SandboxEnd>;
+
 export const ApiErrorObject = z.object({
   code: z.string(),
   message: z.string(),
@@ -131,6 +164,8 @@ export const Sandbox = z.object({
   }),
   network: SandboxNetwork,
   error: ApiErrorObject.optional(),
+  /** Why and when it ended (null while it lives). */
+  end: SandboxEnd.nullable(),
 });
 export type Sandbox = z.infer<typeof Sandbox>;
 

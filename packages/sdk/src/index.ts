@@ -3,6 +3,7 @@ export { Lease, Leases, type LeaseOptions } from './leases.js';
 export type { ImageProgress, ListOptions } from './client.js';
 export type { Body } from './node-http.js';
 export { Sandbox, SandboxFiles, Shell } from './sandbox.js';
+export { SandboxEndedError } from './sandbox-ended.js';
 export { Terminal, type TerminalExit } from './terminal.js';
 export type { CreateOptions, ExecOptions } from './sandbox.js';
 export type { ClientOptions, FetchLike } from './transport.js';

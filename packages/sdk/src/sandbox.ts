@@ -15,6 +15,7 @@ import { ROUTES, WarrenError } from '@warren/api';
 import { ndjson, type Transport } from './transport.js';
 import { Terminal } from './terminal.js';
 import { Turns } from './turns.js';
+import { endedOr } from './sandbox-ended.js';
 
 export type ExecOptions = Omit<ExecRequest, 'cmd'>;
 
@@ -50,16 +51,29 @@ export class Sandbox {
     return this.info;
   }
 
-  /** Runs a command to completion and returns its output. */
+  /**
+   * Runs a command to completion and returns its output. A command its sandbox's end cut off
+   * throws SandboxEndedError (its `end` says why); one that timed out answers `timedOut`.
+   */
   async exec(cmd: string | string[], opts: ExecOptions = {}): Promise<ExecResult> {
-    return this.t.json(ROUTES.exec, this.at(), { json: { cmd, ...opts } });
+    try {
+      return await this.t.json(ROUTES.exec, this.at(), { json: { cmd, ...opts } });
+    } catch (e) {
+      throw await endedOr(e, () => this.refresh());
+    }
   }
 
-  /** Runs a command and yields its events as they happen (start, stdout, stderr, exit). */
+  /**
+   * Runs a command and yields its events as they happen (start, stdout, stderr, exit). A command
+   * its sandbox's end cut off throws SandboxEndedError after its last output.
+   */
   async *execStream(cmd: string | string[], opts: ExecOptions & { signal?: AbortSignal } = {}): AsyncGenerator<ExecEvent> {
     const { signal, ...rest } = opts;
     const res = await this.t.request(ROUTES.exec, this.at(), { json: { cmd, ...rest }, accept: 'application/x-ndjson', signal });
-    yield* ndjson<ExecEvent>(res);
+    for await (const ev of ndjson<ExecEvent>(res)) {
+      if (ev.type === 'error' && ev.error.code === 'unavailable') throw await endedOr(new WarrenError('unavailable', ev.error.message), () => this.refresh());
+      yield ev;
+    }
   }
 
   /** Re-attaches to a command from a byte offset of its output. */

@@ -121,6 +121,11 @@ export interface Backend {
   /** Whether a sandbox's processes are gone (its init exited or was killed). */
   exited(sb: BackendSandbox): Promise<boolean>;
   /**
+   * How many of a sandbox's processes the kernel killed at its own memory limit so far (null or
+   * absent: not known here, e.g. inside a VM's guest): what tells an OOM from an exit.
+   */
+  oomKills?(id: string): Promise<number | null>;
+  /**
    * A paused sandbox's changes (its writable layer, without `exclude`'s paths and the paths that
    * match `excludeRegex`) as a new layer in the node's layer store, pinned there until the caller
    * names it or lets it go.

@@ -76,6 +76,13 @@ export class CgroupV1 {
     return text.split('\n').filter(Boolean).map(Number);
   }
 
+  /** How many processes the kernel's OOM killer ended at this cgroup's limit (memory.oom_control's oom_kill; null: not known). */
+  async oomKills(path: string): Promise<number | null> {
+    const text = await readFile(this.file('memory', path, 'memory.oom_control'), 'utf8').catch(() => '');
+    const n = /^oom_kill (\d+)$/m.exec(text)?.[1];
+    return n === undefined ? null : Number(n);
+  }
+
   async memoryBytes(path: string): Promise<number> {
     return Number((await readFile(this.file('memory', path, 'memory.usage_in_bytes'), 'utf8').catch(() => '0')).trim()) || 0;
   }

@@ -40,6 +40,8 @@ export interface CommandOptions {
   signalByPid?: (pid: number, signal: number) => Promise<boolean>;
   /** Keeps the last `maxOutputBytes` of its output, not the first: output goes on to its readers (ExecRequest.keepOutput). */
   keepLastOutput?: boolean;
+  /** Whether the kernel's OOM killer ended a process of its sandbox since this was last asked (asked only of a command killed by SIGKILL). */
+  oomKilled?: () => Promise<boolean>;
 }
 
 /**
@@ -77,7 +79,12 @@ export class Command {
     this.stdinDeadlineMs = o.stdinDeadlineMs ?? STDIN_DEADLINE_MS;
     this.signalByPid = o.signalByPid ?? null;
     this.keepLast = o.keepLastOutput === true;
+    this.oomKilled = o.oomKilled ?? null;
   }
+
+  private readonly oomKilled: (() => Promise<boolean>) | null;
+  /** A kill was sent through the API (its end is then the request's doing). */
+  private killRequested = false;
 
   private readonly keepLast: boolean;
 
@@ -97,14 +104,12 @@ export class Command {
           const x = decodeFields(f.payload);
           const code = x.get('c')?.[0];
           const sig = x.get('s')?.[0];
-          this.finish({
-            type: 'exit',
-            exitCode: code !== undefined && code !== '' ? Number(code) : null,
-            signal: sig ? (SIGNAL_NAMES.get(Number(sig)) ?? `SIG${sig}`) : null,
-            durationMs: Date.now() - this.startedAt,
-            timedOut: x.get('T')?.[0] === '1',
-            truncated: this.truncated,
-          });
+          const exitCode = code !== undefined && code !== '' ? Number(code) : null;
+          const signal = sig ? (SIGNAL_NAMES.get(Number(sig)) ?? `SIG${sig}`) : null;
+          const timedOut = x.get('T')?.[0] === '1';
+          const durationMs = Date.now() - this.startedAt;
+          const killedBy = await this.killer(exitCode, signal, timedOut);
+          this.finish({ type: 'exit', exitCode, signal, durationMs, timedOut, truncated: this.truncated, killedBy });
           return;
         } else if (f.type === REPLY.failed) throw failure(f);
       }
@@ -115,6 +120,18 @@ export class Command {
     } finally {
       this.call.close();
     }
+  }
+
+  /**
+   * Who ended it, when not itself: its timeout, a kill sent through the API, or the OOM killer
+   * (a SIGKILL, or a shell's report of its child's, 137, with a new OOM kill in the sandbox).
+   */
+  private async killer(exitCode: number | null, signal: string | null, timedOut: boolean): Promise<ExitEvent['killedBy']> {
+    if (timedOut) return 'timeout';
+    const bySignal = signal !== null || (exitCode !== null && exitCode > 128);
+    if (this.killRequested && bySignal) return 'request';
+    if ((signal === 'SIGKILL' || exitCode === 137) && this.oomKilled && (await this.oomKilled().catch(() => false))) return 'oom';
+    return null;
   }
 
   private output(stream: OutputStream, data: Buffer): void {
@@ -288,6 +305,7 @@ export class Command {
     if (this.done) return;
     const n = constants.signals[name as keyof typeof constants.signals];
     if (n === undefined) throw new WarrenError('invalid_argument', `unknown signal ${name}`);
+    this.killRequested = true;
     if (this.signalByPid && this.pid > 0) {
       try {
         if (await this.signalByPid(this.pid, n)) return;

@@ -152,6 +152,12 @@ async function launch(
     // A paused sandbox's init answers nothing until it resumes: its signal waits on the call.
     keepLastOutput: req.keepOutput === 'last' || (req.pty !== undefined && req.keepOutput !== 'first'),
     signalByPid: req.session ? undefined : async (p, n) => !l.spec.paused && (await ch.signalCommand(sock, p, n), true),
+    oomKilled: async () => {
+      const n = (await l.backend.oomKills?.(l.spec.id)) ?? null;
+      if (n === null || n <= l.oomKillsSeen) return false;
+      l.oomKillsSeen = n;
+      return true;
+    },
   }));
   l.commands.set(cmdId, cmd);
   if (req.requestId) {

@@ -10,7 +10,7 @@ import type { FnWorkers } from '../fn/fn-workers.js';
 import type { PoolMembers } from './pool-members.js';
 import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { markActivity, newCommandId, newLive, type Live } from './live.js';
+import { endCause, markActivity, newCommandId, newLive, type Live } from './live.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -562,7 +562,7 @@ export class Edge {
         this.o.logger?.warn('sandbox init exited', { id });
         if (this.fn.owns(id)) this.fn.died(id);
         else if (this.pools.owns(id)) this.pools.died(id);
-        else this.events.emit({ type: 'died', id });
+        else this.events.emit({ type: 'died', id, ...(await endCause(l)) });
       }
     }
   }

@@ -2,7 +2,7 @@
 export type EdgeEvent =
   | { seq: number; type: 'state'; id: string; paused: boolean; expiresAtMs: number | null }
   | { seq: number; type: 'expired'; id: string; reason: 'ttl' | 'idle' }
-  | { seq: number; type: 'died'; id: string };
+  | { seq: number; type: 'died'; id: string; reason?: 'exited' | 'oom'; detail?: string };
 
 /** An event before it is numbered (what the lifecycle emits). */
 export type EdgeEventBody = EdgeEvent extends infer E ? (E extends EdgeEvent ? Omit<E, 'seq'> : never) : never;

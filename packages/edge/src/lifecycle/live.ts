@@ -33,6 +33,8 @@ export interface Live {
   cpuSample: { atMs: number; seconds: number; rate: number } | null;
   /** Its activity time moved since a control plane last asked for the ones that did (EdgeApi.sandboxes `touched`). */
   touched: boolean;
+  /** The OOM kills in it already told of (a command's end is the OOM killer's when there are more). */
+  oomKillsSeen: number;
 }
 
 /** Records activity on a sandbox now (for idle timeouts, and for the control plane to write back). */
@@ -65,6 +67,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Back
     residentWhilePaused: 0,
     cpuSample: null,
     touched: false,
+    oomKillsSeen: 0,
   };
 }
 
@@ -102,4 +105,15 @@ export function parseSessionId(sessionId: string): string {
   const m = /^ss_(\d{1,9})_[0-9a-f]{12}$/.exec(sessionId);
   if (!m?.[1]) throw new WarrenError('not_found', 'no such session', { sessionId });
   return m[1];
+}
+
+/**
+ * Why a sandbox's init is gone: the kernel's OOM killer at the sandbox's own limit (a kill there
+ * that no command's end was told of), or otherwise an exit.
+ */
+export async function endCause(l: Live): Promise<{ reason: 'exited' | 'oom'; detail: string }> {
+  const kills = (await l.backend.oomKills?.(l.spec.id).catch(() => null)) ?? null;
+  if (kills !== null && kills > l.oomKillsSeen)
+    return { reason: 'oom', detail: `out of memory: the kernel killed its processes at its limit (${l.spec.resources.memoryMiB} MiB)` };
+  return { reason: 'exited', detail: 'its init exited or was killed' };
 }

@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { WarrenError } from '@warren/api';
 import { remoteEdgeApi, type EdgeApi, type EdgeEvent, type EdgeInfo, type EdgeLoad, type RemoteEdgeApi } from '@warren/edge';
-import type { NodeRecord, NodeState, Store } from '../store/store.js';
+import { endNow, type NodeRecord, type NodeState, type Store } from '../store/store.js';
 import { EdgeEventReader } from './edge-events.js';
 
 /** What changed of a node: its row or load read anew, a new boot or address, or it left the table. */
@@ -130,7 +130,8 @@ export class Cluster {
     try {
       if (!this.storeLost && this.now() >= this.quietUntil)
         for (const id of await this.o.store.markNodesDown(downAfterMs)) {
-          const failed = await this.o.store.failLiveOnNode(id, { code: 'unavailable', message: `node ${id} stopped answering (no heartbeat)` });
+          const message = `node ${id} stopped answering (no heartbeat)`;
+          const failed = await this.o.store.failLiveOnNode(id, { code: 'unavailable', message }, endNow('node_lost', message));
           this.o.logger.warn('a node is down', { node: id, failedSandboxes: failed.length });
           this.o.onNodeDown?.(id, failed);
         }

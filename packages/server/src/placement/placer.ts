@@ -1,6 +1,6 @@
 import { WarrenError } from '@warren/api';
 import { MAX_CREATE_MANY, type CreateOutcome, type EdgeApi, type EdgeLoad, type EdgeSandboxState } from '@warren/edge';
-import type { SandboxRecord, Store } from '../store/store.js';
+import { endNow, type SandboxRecord, type Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import { edgeSpec, type DecodedFile } from './edge-spec.js';
@@ -216,7 +216,11 @@ export class Placer {
   /** A create that failed on its edge: the record says why; the error names the sandbox. */
   async createFailed(rec: SandboxRecord, e: unknown): Promise<WarrenError> {
     const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
-    await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message } });
+    await this.store.updateSandbox(rec.id, {
+      state: 'failed',
+      error: { code: err.code, message: err.message },
+      end: endNow('infra', `its create failed: ${err.message}`),
+    });
     this.o.logger.warn('create failed', {
       id: rec.id,
       node: rec.node,

@@ -193,6 +193,7 @@ export class FnService {
         queuedMs: r.queuedMs,
         timedOut: r.timedOut,
         truncated: r.truncated,
+        killedBy: r.timedOut ? 'timeout' : null,
       };
     }
   }

@@ -10,7 +10,7 @@ import type { Caller } from './sandboxes.js';
 /** What ending a lease's sandboxes needs of the sandbox service. */
 export interface LeaseSandboxes {
   readonly leases: LeaseBook;
-  delete(caller: Caller, id: string): Promise<void>;
+  delete(caller: Caller, id: string, reason: 'lease'): Promise<void>;
 }
 
 export interface LeaseServiceOptions {
@@ -191,7 +191,7 @@ export class LeaseService {
     if (this.ending >= END_CONCURRENCY) await new Promise<void>((r) => this.waiting.push(r));
     this.ending++;
     try {
-      await this.sandboxes.delete({ tenant, role: 'runner', quota: {}, keyId: `lease:${lease}` }, id);
+      await this.sandboxes.delete({ tenant, role: 'runner', quota: {}, keyId: `lease:${lease}` }, id, 'lease');
     } catch (e) {
       if (!(e instanceof WarrenError && e.code === 'not_found')) this.o.logger.warn('a lease’s sandbox could not be ended', { lease, id, error: String(e) });
     } finally {

@@ -7,7 +7,7 @@ export interface NodeEventTargets {
   sandboxes: {
     stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void>;
     expire(id: string, reason: 'ttl' | 'idle'): Promise<void>;
-    died(id: string): Promise<void>;
+    died(id: string, why?: { reason?: 'exited' | 'oom'; detail?: string }): Promise<void>;
   };
   /** Whether `node` is the edge in this process (`warren up`). */
   local(node: string): boolean;
@@ -30,6 +30,6 @@ export function nodeEventHandler(t: NodeEventTargets): (node: string, ev: EdgeEv
     if (rec ? rec.node !== node : !t.local(node)) return ignored(node, ev, rec?.node ?? null);
     if (ev.type === 'state') return t.sandboxes.stateChanged(ev.id, ev);
     if (ev.type === 'expired') return t.sandboxes.expire(ev.id, ev.reason);
-    return t.sandboxes.died(ev.id);
+    return t.sandboxes.died(ev.id, { reason: ev.reason, detail: ev.detail });
   };
 }

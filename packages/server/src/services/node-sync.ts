@@ -1,4 +1,4 @@
-import type { SandboxRecord, Store } from '../store/store.js';
+import { endNow, type SandboxRecord, type Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { RUNNING } from './sandbox-view.js';
 import { edgeSpec } from '../placement/edge-spec.js';
@@ -63,7 +63,8 @@ export class NodeSync {
         adopted++;
       } else {
         await edge.destroy(rec.id).catch(() => undefined);
-        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message: 'the sandbox ended while its node was away' } });
+        const message = 'the sandbox ended while its node was away';
+        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message }, end: endNow('node_lost', message) });
         failed++;
       }
     };
@@ -92,7 +93,7 @@ export class NodeSync {
     const ended: string[] = [];
     for (const rec of await this.store.staleCreating(olderThanMs, 1000)) {
       const error = { code: 'unavailable', message: 'its create was cut off (the control plane making it stopped)' };
-      if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error }, { from: ['creating'] }))) continue;
+      if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error, end: endNow('infra', error.message) }, { from: ['creating'] }))) continue;
       ended.push(rec.id);
       if (this.cluster.up().some((n) => n.id === rec.node))
         await this.cluster

@@ -213,6 +213,7 @@ export class NodeService {
       `# TYPE warren_placements_total counter\nwarren_placements_total ${this.sandboxes.placer.counts.created}\n` +
       `# TYPE warren_placement_retries_total counter\nwarren_placement_retries_total ${this.sandboxes.placer.counts.retried}\n` +
       `# TYPE warren_store_round_trips_total counter\nwarren_store_round_trips_total ${this.store.roundTrips()}\n` +
+      `# TYPE warren_sandbox_ends_total counter\n${[...this.sandboxes.ended].map(([r, n]) => `warren_sandbox_ends_total{reason="${r}"} ${n}\n`).join('')}` +
       `# TYPE warren_tenant_sandboxes gauge\n# TYPE warren_tenant_cpu gauge\n# TYPE warren_tenant_memory_mib gauge\n${perTenant.join('\n')}\n` +
       net.join('')
     );

@@ -1,6 +1,6 @@
 import { WarrenError } from '@warren/api';
 import type { Cluster } from '../cluster/cluster.js';
-import type { SandboxRecord, Store } from '../store/store.js';
+import { endNow, type SandboxEndRecord, type SandboxRecord, type Store } from '../store/store.js';
 import { GroupWrite } from './group-write.js';
 import type { Caller, SandboxServiceOptions } from './sandboxes.js';
 
@@ -24,9 +24,11 @@ export class SandboxEnds {
     });
   }
 
-  /** Ends the caller's sandbox (its ownership checked in the same write); idempotent for one that already ended. */
-  async delete(caller: Caller, id: string): Promise<void> {
-    const rec = await this.store.endSandbox(id, { state: 'stopped', error: null }, caller.role === 'admin' ? {} : { tenant: caller.tenant });
+  /** Ends the caller's sandbox (its ownership checked in the same write); idempotent for one that already ended. `reason`: deleted, or its lease's end. */
+  async delete(caller: Caller, id: string, reason: 'deleted' | 'lease' = 'deleted'): Promise<void> {
+    const end = endNow(reason);
+    const rec = await this.store.endSandbox(id, { state: 'stopped', error: null, end }, caller.role === 'admin' ? {} : { tenant: caller.tenant });
+    if (rec && (rec.state === 'creating' || rec.state === 'running' || rec.state === 'paused')) this.count(end);
     if (!rec) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
     this.o.failpoint?.('delete:stored');
     await this.remove(id, rec);
@@ -35,29 +37,39 @@ export class SandboxEnds {
   /** Called by the edge when a TTL or idle timeout passes. */
   expire(id: string, reason: 'ttl' | 'idle'): Promise<void> {
     this.o.logger.info('sandbox expired', { id, reason });
-    return this.ended(id, 'stopped', null, 'expire failed');
+    return this.ended(id, 'stopped', null, endNow(reason), 'expire failed');
   }
 
-  /** Called by the edge when a sandbox's processes died under it. */
-  died(id: string): Promise<void> {
+  /** Called by the edge when a sandbox's processes died under it: by the OOM killer at its own limit, or otherwise. */
+  died(id: string, why: { reason?: 'exited' | 'oom'; detail?: string } = {}): Promise<void> {
+    const detail = why.detail ?? 'its init exited or was killed';
     return this.ended(
       id,
       'failed',
-      { code: 'unavailable', message: 'the sandbox stopped on its own (its init exited or was killed, e.g. out of memory)' },
+      { code: 'unavailable', message: `the sandbox stopped on its own (${detail})` },
+      endNow(why.reason ?? 'exited', detail),
       'cleanup of a dead sandbox failed',
     );
+  }
+
+  /** Ends counted by reason, on this replica since it started (for /metrics). */
+  readonly counts = new Map<string, number>();
+
+  private count(end: SandboxEndRecord): void {
+    this.counts.set(end.reason, (this.counts.get(end.reason) ?? 0) + 1);
   }
 
   /**
    * An edge's event ends a sandbox: resolves once the end is recorded; its removal goes on
    * meanwhile (a burst of expiries is removed side by side, not one after another).
    */
-  private async ended(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'], what: string): Promise<void> {
+  private async ended(id: string, state: 'stopped' | 'failed', error: SandboxRecord['error'], end: SandboxEndRecord, what: string): Promise<void> {
     const warn = (e: unknown): void => this.o.logger.warn(what, { id, error: String(e) });
     const rec = await this.store
-      .endSandbox(id, { state, error })
+      .endSandbox(id, { state, error, end })
       .then((r) => {
         this.o.failpoint?.('delete:stored');
+        if (r && (r.state === 'creating' || r.state === 'running' || r.state === 'paused')) this.count(end);
         return r;
       })
       .catch((e: unknown) => {

@@ -1,5 +1,5 @@
 import type { CreateSandboxRequest, Image, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { END_BY, WarrenError } from '@warren/api';
 import type { EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord } from '../store/store.js';
@@ -78,6 +78,7 @@ export function sandboxView(rec: SandboxRecord, live: EdgeSandboxState | null): 
     idleTimeoutSeconds: rec.idleTimeoutSeconds,
     pauseAfterIdleSeconds: rec.pauseAfterIdleSeconds ?? null,
     lease: rec.lease ?? null,
+    end: rec.end ? { reason: rec.end.reason, by: END_BY[rec.end.reason], detail: rec.end.detail, at: new Date(rec.end.at).toISOString() } : null,
     usage,
     network,
   };

@@ -532,8 +532,8 @@ export class SandboxService {
   }
 
   /** Ends the caller's sandbox and removes it from its node (SandboxEnds); idempotent for one that already ended. */
-  delete(caller: Caller, id: string): Promise<void> {
-    return this.ends.delete(caller, id);
+  delete(caller: Caller, id: string, reason?: 'deleted' | 'lease'): Promise<void> {
+    return this.ends.delete(caller, id, reason);
   }
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
@@ -547,9 +547,14 @@ export class SandboxService {
     return this.ends.expire(id, reason);
   }
 
-  /** Called by the edge when a sandbox's processes died under it. */
-  died(id: string): Promise<void> {
-    return this.ends.died(id);
+  /** Called by the edge when a sandbox's processes died under it (the OOM killer's doing, or otherwise). */
+  died(id: string, why?: { reason?: 'exited' | 'oom'; detail?: string }): Promise<void> {
+    return this.ends.died(id, why);
+  }
+
+  /** Sandbox ends by reason on this replica since it started (for /metrics). */
+  get ended(): ReadonlyMap<string, number> {
+    return this.ends.counts;
   }
 
   async setTimeout(caller: Caller, id: string, ttlSeconds: number): Promise<SandboxRecord> {

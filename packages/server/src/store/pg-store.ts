@@ -3,7 +3,7 @@ import { WarrenError } from '@warren/api';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import { PG_LEASES_SCHEMA, PgLeases } from './pg-leases.js';
-import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
+import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 /** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
 const SCHEMA = `
@@ -219,7 +219,7 @@ export class PgStore implements Store {
 
   async updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end'>>,
     o: { from?: SandboxState[] } = {},
   ): Promise<boolean> {
     // The patch merged and the state checked in the statement: two patches at once both land,
@@ -231,7 +231,7 @@ export class PgStore implements Store {
     return (r.rowCount ?? 0) > 0;
   }
 
-  async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
+  async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error' | 'end'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
     // Every part of the statement sees the row as it was before it: `old` is the record before the end.
     const r = await this.pool.query<Doc<SandboxRecord>>(
       `WITH old AS (SELECT doc FROM sandboxes WHERE id = $1 AND ($3::text IS NULL OR tenant = $3)),
@@ -239,7 +239,7 @@ export class PgStore implements Store {
           WHERE id = $1 AND ${LIVE} AND EXISTS (SELECT 1 FROM old) RETURNING id),
         forgot AS (DELETE FROM exec_requests WHERE sandbox_id = $1 AND EXISTS (SELECT 1 FROM old))
       SELECT doc FROM old`,
-      [id, JSON.stringify({ state: end.state, error: end.error }), o.tenant ?? null],
+      [id, JSON.stringify({ state: end.state, error: end.error, end: end.end ?? null }), o.tenant ?? null],
     );
     return r.rows[0]?.doc;
   }
@@ -540,10 +540,10 @@ export class PgStore implements Store {
     return r.rows.map((x) => x.id);
   }
 
-  async failLiveOnNode(node: string, error: { code: string; message: string }): Promise<string[]> {
+  async failLiveOnNode(node: string, error: { code: string; message: string }, end: SandboxEndRecord): Promise<string[]> {
     const r = await this.pool.query<{ id: string }>(
-      `UPDATE sandboxes SET state = 'failed', doc = doc || jsonb_build_object('state', 'failed', 'error', $2::jsonb) WHERE node = $1 AND ${LIVE} RETURNING id`,
-      [node, JSON.stringify(error)],
+      `UPDATE sandboxes SET state = 'failed', doc = doc || jsonb_build_object('state', 'failed', 'error', $2::jsonb, 'end', $3::jsonb) WHERE node = $1 AND ${LIVE} RETURNING id`,
+      [node, JSON.stringify(error), JSON.stringify(end)],
     );
     return r.rows.map((x) => x.id);
   }

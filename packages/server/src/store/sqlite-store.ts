@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import { SqliteLeases } from './sqlite-leases.js';
-import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxRecord, Store, TenantUsage } from './store.js';
+import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
 PRAGMA journal_mode = WAL;
@@ -210,7 +210,7 @@ export class SqliteStore implements Store {
 
   async updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end'>>,
     o: { from?: SandboxState[] } = {},
   ): Promise<boolean> {
     // Read and write with nothing between: better-sqlite3 is synchronous.
@@ -223,14 +223,14 @@ export class SqliteStore implements Store {
     return true;
   }
 
-  async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
+  async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error' | 'end'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
     return this.db.transaction(() => {
       const row = this.stmts.get.get(id);
       if (!row) return undefined;
       const cur = JSON.parse(row.doc) as SandboxRecord;
       if (o.tenant !== undefined && cur.tenant !== o.tenant) return undefined;
       if (cur.state === 'creating' || cur.state === 'running' || cur.state === 'paused') {
-        const next = Object.assign({}, cur, { state: end.state, error: end.error });
+        const next = Object.assign({}, cur, { state: end.state, error: end.error, end: end.end ?? null });
         this.stmts.update.run(next.state, next.node, JSON.stringify(next), id);
       }
       this.stmts.deleteExecRequests.run(id);
@@ -498,11 +498,11 @@ export class SqliteStore implements Store {
     return this.stmts.markDown.all(Date.now() - silentMs).map((r) => r.id);
   }
 
-  async failLiveOnNode(node: string, error: { code: string; message: string }): Promise<string[]> {
+  async failLiveOnNode(node: string, error: { code: string; message: string }, end: SandboxEndRecord): Promise<string[]> {
     return this.db.transaction(() => {
       const ids: string[] = [];
       for (const row of this.stmts.live.all(node)) {
-        const rec = { ...(JSON.parse(row.doc) as SandboxRecord), state: 'failed' as const, error };
+        const rec = { ...(JSON.parse(row.doc) as SandboxRecord), state: 'failed' as const, error, end };
         this.stmts.update.run('failed', rec.node, JSON.stringify(rec), rec.id);
         ids.push(rec.id);
       }

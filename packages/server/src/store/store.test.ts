@@ -385,8 +385,10 @@ for (const kind of KINDS) {
       assert.equal((await s.getNode('n1'))?.state, 'down');
       assert.deepEqual(await s.heartbeatNodes([{ id: 'n1', boot: 'b1', load }]), [false]);
       const why = { code: 'unavailable', message: 'node n1 is down' };
-      assert.deepEqual((await s.failLiveOnNode('n1', why)).sort(), ['sb_1', 'sb_2']);
-      assert.deepEqual(await s.failLiveOnNode('n1', why), []);
+      const end = { reason: 'node_lost' as const, detail: 'node n1 is down', at: 7 };
+      assert.deepEqual((await s.failLiveOnNode('n1', why, end)).sort(), ['sb_1', 'sb_2']);
+      assert.deepEqual(await s.failLiveOnNode('n1', why, end), []);
+      assert.deepEqual((await s.getSandbox('sb_1'))?.end, end);
       assert.deepEqual((await s.getSandbox('sb_2'))?.error, why);
       assert.equal((await s.getSandbox('sb_2'))?.state, 'failed');
       assert.equal((await s.getSandbox('sb_3'))?.state, 'stopped');

@@ -1,4 +1,4 @@
-import type { AuditEntry, KeyRole, NetworkPolicy, SandboxState } from '@warren/api';
+import type { AuditEntry, KeyRole, NetworkPolicy, SandboxEndReason, SandboxState } from '@warren/api';
 import type { CatalogueStore } from '@warren/images';
 import type { LeaseStore } from './leases.js';
 
@@ -33,7 +33,19 @@ export interface SandboxRecord {
   network?: NetworkPolicy;
   /** The lease it lives under (absent or null: none). */
   lease?: string | null;
+  /** Why and when (the control plane's clock) it ended; absent or null while it lives. */
+  end?: SandboxEndRecord | null;
 }
+
+/** Why a sandbox ended, as kept (see SandboxEnd in the API). */
+export interface SandboxEndRecord {
+  reason: SandboxEndReason;
+  detail: string | null;
+  at: number;
+}
+
+/** An end now. */
+export const endNow = (reason: SandboxEndReason, detail: string | null = null): SandboxEndRecord => ({ reason, detail, at: Date.now() });
 
 export interface KeyRecord {
   hash: string;
@@ -147,7 +159,7 @@ export interface Store extends CatalogueStore {
    */
   updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end'>>,
     o?: { from?: SandboxState[] },
   ): Promise<boolean>;
   /**
@@ -156,7 +168,7 @@ export interface Store extends CatalogueStore {
    * such sandbox). With `tenant`, a sandbox of another tenant is left alone and answered undefined
    * (not found, to that tenant).
    */
-  endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error'>, o?: { tenant?: string }): Promise<SandboxRecord | undefined>;
+  endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error' | 'end'>, o?: { tenant?: string }): Promise<SandboxRecord | undefined>;
   /** Sandboxes' last activity times, in one write (those whose record is gone are skipped). */
   setActivity(entries: Array<{ id: string; at: number }>): Promise<void>;
   getSandbox(id: string): Promise<SandboxRecord | undefined>;
@@ -206,8 +218,8 @@ export interface Store extends CatalogueStore {
   setNodeState(id: string, state: NodeState, o?: { from?: NodeState[] }): Promise<boolean>;
   /** Marks down the nodes silent for longer than `silentMs`; answers those this call marked (one caller wins each). */
   markNodesDown(silentMs: number): Promise<string[]>;
-  /** Records the live sandboxes of a node as failed with `error`; answers their ids. */
-  failLiveOnNode(node: string, error: { code: string; message: string }): Promise<string[]>;
+  /** Records the live sandboxes of a node as failed with `error` and `end`; answers their ids. */
+  failLiveOnNode(node: string, error: { code: string; message: string }, end: SandboxEndRecord): Promise<string[]>;
   /** Appends audit entries (one transaction). */
   appendAudit(entries: AuditEntry[]): Promise<void>;
   /** The newest first. */

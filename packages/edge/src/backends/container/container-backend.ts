@@ -373,6 +373,10 @@ export class ContainerBackend implements Backend {
     return { memoryBytes, cpuSeconds, swapBytes };
   }
 
+  oomKills(id: string): Promise<number | null> {
+    return this.o.cgroups.oomKills(this.cgroupPath(id));
+  }
+
   async exited(sb: BackendSandbox): Promise<boolean> {
     return sb.initPid === null ? false : processExited(sb.initPid, sb.initStartTime);
   }

@@ -31,7 +31,21 @@ async function commandOf(d: RouteDeps, a: Agent, msg: Record<string, unknown>): 
 
 const b64 = (v: unknown): Buffer => (typeof v === 'string' ? Buffer.from(v, 'base64') : Buffer.alloc(0));
 
-type Event = { type: string; data?: string; exitCode?: number | null; signal?: string | null; timedOut?: boolean; error?: { code: string; message: string } };
+type Event = {
+  type: string;
+  data?: string;
+  exitCode?: number | null;
+  signal?: string | null;
+  timedOut?: boolean;
+  killedBy?: string | null;
+  error?: { code: string; message: string };
+};
+
+/** What envd's end event says of a command the OOM killer or a kill request ended (its `error`; none for an exit). */
+const KILLED: Record<string, string> = {
+  oom: 'out of memory: killed by the kernel at the sandbox’s memory limit',
+  request: 'killed on request',
+};
 
 /**
  * Streams a command's events in E2B's process events (start with its pid, data, end), with
@@ -60,7 +74,8 @@ async function streamProcess(req: IncomingMessage, res: ServerResponse, events: 
         }
         const code = ev.exitCode ?? -1;
         const status = ev.signal ? `signal: ${ev.signal.replace(/^SIG/, '').toLowerCase()}` : `exit status ${code}`;
-        await out.send({ event: { end: { exitCode: code, exited: ev.signal === null, status } } });
+        const error = ev.killedBy ? KILLED[ev.killedBy] : undefined;
+        await out.send({ event: { end: { exitCode: code, exited: ev.signal === null, status, ...(error ? { error } : {}) } } });
         out.end();
         return;
       } else if (ev.type === 'error') {

@@ -20,7 +20,7 @@ test('run_code requests become FnCall calls: languages, seconds to ms, memory, f
 });
 
 test('FnCall results in SandboxFusion’s words', () => {
-  const base = { stdout: 'o', stderr: 'e', signal: null, durationMs: 1500, truncated: false, queuedMs: 0 };
+  const base = { stdout: 'o', stderr: 'e', signal: null, durationMs: 1500, truncated: false, queuedMs: 0, killedBy: null };
   assert.deepEqual(runCodeResponse({ ...base, exitCode: 0, timedOut: false }).run_result, {
     status: 'Finished',
     execution_time: 1.5,
