@@ -276,7 +276,10 @@ describe('commands', () => {
       await sb.kill(waiting[1]!.id, 'SIGTERM');
       const [killed, ...after] = await collect(waiting[1]!.it);
       assert.ok(killed?.type === 'exit' && after.length === 0, JSON.stringify(killed));
-      assert.deepEqual({ ...killed, durationMs: 0 }, { type: 'exit', exitCode: null, signal: 'SIGTERM', durationMs: 0, timedOut: false, truncated: false, killedBy: 'request' });
+      assert.deepEqual(
+        { ...killed, durationMs: 0 },
+        { type: 'exit', exitCode: null, signal: 'SIGTERM', durationMs: 0, timedOut: false, truncated: false, killedBy: 'request' },
+      );
       // Ending the session ends the waiting ones with not_found; the running one is killed with its shell.
       await sh.close();
       for (const it of [again, ...waiting.filter((_, i) => i !== 1).map((w) => w.it)]) {
