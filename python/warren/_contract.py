@@ -66,6 +66,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "getLease": ("GET", "/v1/leases/{id}"),
     "renewLease": ("POST", "/v1/leases/{id}/renew"),
     "deleteLease": ("DELETE", "/v1/leases/{id}"),
+    "events": ("GET", "/v1/events"),
     "createPool": ("POST", "/v1/pools"),
     "listPools": ("GET", "/v1/pools"),
     "deletePool": ("DELETE", "/v1/pools/{id}"),

@@ -8,6 +8,7 @@ import * as p from './pools.js';
 import * as fn from './fn.js';
 import * as d from './display.js';
 import * as l from './leases.js';
+import * as ev from './events.js';
 
 /** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
 export interface RouteSpec {
@@ -367,6 +368,15 @@ export const ROUTES = {
     status: 200,
   }),
   deleteLease: r({ method: 'DELETE', path: '/v1/leases/{id}', summary: 'End a lease and every sandbox made with it, at once (idempotent)', status: 204 }),
+  events: r({
+    method: 'GET',
+    path: '/v1/events',
+    summary:
+      "This tenant's lifecycle events as server-sent events (text/event-stream): created, started, paused, resumed, ended (with why), lease_lapsed; each event's id is its seq, and a stream read again with `since` (or Last-Event-ID) misses nothing kept (an hour at least)",
+    query: ev.EventsQuery,
+    rawResponse: 'text/event-stream',
+    status: 200,
+  }),
   createPool: r({
     method: 'POST',
     path: '/v1/pools',

@@ -12,12 +12,14 @@ import {
   type Info,
   type Layer,
   type ListNodesResponse,
+  type LifecycleEvent,
   type SandboxState,
 } from '@warren/api';
 import type { Body, HttpResponse } from './node-http.js';
 import { Sandbox, type CreateOptions } from './sandbox.js';
 import { Transport, ndjson, type ClientOptions } from './transport.js';
 import { Leases } from './leases.js';
+import { lifecycleEvents, type EventsOptions } from './events.js';
 
 export type ImageProgress = Extract<ImageEvent, { type: 'progress' }>;
 
@@ -115,6 +117,11 @@ export class Warren {
 
   async deleteLayer(name: string): Promise<void> {
     await this.t.empty(ROUTES.deleteLayer, { name });
+  }
+
+  /** The tenant's lifecycle events as they happen (see lifecycleEvents): `for await (const ev of warren.events())`. */
+  events(o: EventsOptions = {}): AsyncGenerator<LifecycleEvent> {
+    return lifecycleEvents(this.t, o);
   }
 
   info(): Promise<Info> {

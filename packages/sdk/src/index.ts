@@ -1,5 +1,6 @@
 export { Warren, Sandboxes, Pools, Fn, connect } from './client.js';
 export { Lease, Leases, type LeaseOptions } from './leases.js';
+export { serverSentEvents, type EventsOptions, type SseMessage } from './events.js';
 export type { ImageProgress, ListOptions } from './client.js';
 export type { Body } from './node-http.js';
 export { Sandbox, SandboxFiles, Shell } from './sandbox.js';

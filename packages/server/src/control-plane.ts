@@ -14,6 +14,7 @@ import { ImageService } from './services/images.js';
 import { PoolService } from './services/pools.js';
 import { FnService } from './services/fn.js';
 import { LeaseService } from './services/leases.js';
+import { EventLog } from './services/events.js';
 import { CommandService } from './services/commands.js';
 import { FileService } from './services/files.js';
 import { NodeService } from './services/nodes.js';
@@ -122,7 +123,21 @@ async function adminKeyOf(o: { adminKey?: string; dataDir: string }): Promise<{ 
 export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPlane> {
   const { o, store } = p;
   let handle: (node: string, ev: EdgeEvent) => Promise<void> = async () => undefined;
-  const cluster = new Cluster({ store, downAfterMs: p.downAfterMs, onEvent: (node, ev) => handle(node, ev), logger: o.logger });
+  const events = new EventLog(store, o.logger);
+  const cluster = new Cluster({
+    store,
+    downAfterMs: p.downAfterMs,
+    onEvent: (node, ev) => handle(node, ev),
+    // The sandboxes a lost node took with it: each one's end in the events.
+    onNodeDown: (_node, failed) =>
+      void Promise.all(
+        failed.map(async (id) => {
+          const rec = await store.getSandbox(id);
+          if (rec?.end) events.sandbox(rec, 'ended', rec.end);
+        }),
+      ).catch(() => undefined),
+    logger: o.logger,
+  });
   const service = new SandboxService(store, cluster, p.catalogue, {
     failpoint: p.failpoint,
     holdAt: o.holdAt,
@@ -146,7 +161,8 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
   });
   service.fn = fn;
   service.pools = pools;
-  const leases = new LeaseService(store, cluster, service, { logger: o.logger });
+  service.events = events;
+  const leases = new LeaseService(store, cluster, service, { logger: o.logger, events });
   handle = nodeEventHandler({
     store,
     sandboxes: service,
@@ -191,6 +207,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     pools,
     fn,
     leases,
+    events,
     audit,
     logger: o.logger,
     peerBlob: p.peerBlob,
@@ -206,6 +223,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       await pools.start();
       await fn.start();
       leases.start();
+      events.start();
       flush = setInterval(() => void service.sync.flushActivity().catch(() => undefined), 5000);
       flush.unref();
       if (!p.local) {
@@ -243,6 +261,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       pools.close();
       fn.close();
       await leases.close();
+      events.close();
       await service.sync.flushActivity().catch(() => undefined);
       await audit.close();
       await cluster.close();

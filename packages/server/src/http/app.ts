@@ -13,6 +13,7 @@ import { displayRoutes } from './routes-display.js';
 import { opsRoutes } from './routes-ops.js';
 import { fnRoutes } from './routes-fn.js';
 import { leaseRoutes } from './routes-leases.js';
+import { eventRoutes } from './routes-events.js';
 import { PortProxy, matchPortPath } from './routes-ports.js';
 import { matchPtyPath, servePty } from './routes-pty.js';
 import { auditCall } from './audit-call.js';
@@ -101,6 +102,7 @@ export function createApp(d: AppDeps): Server {
   imageRoutes(on, d);
   fnRoutes(on, d);
   leaseRoutes(on, d);
+  eventRoutes(on, d);
   router.add(ROUTES.openapi, async (c) => {
     c.res.writeHead(200, { 'content-type': 'application/json' });
     c.res.end(openapi);

@@ -7,6 +7,7 @@ import type { ImageService } from '../services/images.js';
 import type { PoolService } from '../services/pools.js';
 import type { FnService } from '../services/fn.js';
 import type { LeaseService } from '../services/leases.js';
+import type { EventLog } from '../services/events.js';
 import type { AuditLog } from '../services/audit.js';
 import type { CommandService } from '../services/commands.js';
 import type { FileService } from '../services/files.js';
@@ -49,6 +50,7 @@ export interface RouteDeps {
   pools: PoolService;
   fn: FnService;
   leases: LeaseService;
+  events: EventLog;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Sends a blob this process lacks from another replica's blobs; false when none has it. */

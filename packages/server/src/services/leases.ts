@@ -6,6 +6,7 @@ import { edgeLease, type LeaseBook } from '../placement/lease-book.js';
 import type { LeaseRecord } from '../store/leases.js';
 import type { Store } from '../store/store.js';
 import type { Caller } from './sandboxes.js';
+import type { EventLog } from './events.js';
 
 /** What ending a lease's sandboxes needs of the sandbox service. */
 export interface LeaseSandboxes {
@@ -17,6 +18,8 @@ export interface LeaseServiceOptions {
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
   /** How often the store is swept for leases past their deadline (ms; default 250). */
   sweepMs?: number;
+  /** Where a lapse is told (lifecycle events). */
+  events?: EventLog;
 }
 
 /** Sandboxes of leases ended at once, all leases together (each a store write and a call to its node). */
@@ -125,6 +128,7 @@ export class LeaseService {
           await Promise.all(
             lapsed.map(async (l) => {
               this.o.logger.info('lease lapsed', { lease: l.id, tenant: l.tenant, onExpiry: l.onExpiry });
+              this.o.events?.lapsed(l);
               this.sandboxes.leases.learn(l);
               await this.tell(l);
               if (l.onExpiry === 'delete') await this.endSandboxes(l);

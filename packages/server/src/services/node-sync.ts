@@ -1,4 +1,7 @@
-import { endNow, type SandboxRecord, type Store } from '../store/store.js';
+import { endNow, type SandboxEndRecord, type SandboxRecord, type Store } from '../store/store.js';
+
+/** The live states a record ends from. */
+const RUNNING_OR_CREATING: Array<SandboxRecord['state']> = ['creating', 'running', 'paused'];
 import type { Cluster } from '../cluster/cluster.js';
 import { RUNNING } from './sandbox-view.js';
 import { edgeSpec } from '../placement/edge-spec.js';
@@ -19,6 +22,8 @@ export class NodeSync {
     private readonly cluster: Cluster,
     private readonly o: NodeSyncOptions,
     private readonly leases: LeaseBook,
+    /** Told of each end this records (lifecycle events). */
+    private readonly ended: (rec: SandboxRecord, end: SandboxEndRecord) => void = () => undefined,
   ) {}
 
   /**
@@ -64,7 +69,9 @@ export class NodeSync {
       } else {
         await edge.destroy(rec.id).catch(() => undefined);
         const message = 'the sandbox ended while its node was away';
-        await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message }, end: endNow('node_lost', message) });
+        const end = endNow('node_lost', message);
+        if (await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: 'unavailable', message }, end }, { from: RUNNING_OR_CREATING }))
+          this.ended(rec, end);
         failed++;
       }
     };
@@ -93,7 +100,9 @@ export class NodeSync {
     const ended: string[] = [];
     for (const rec of await this.store.staleCreating(olderThanMs, 1000)) {
       const error = { code: 'unavailable', message: 'its create was cut off (the control plane making it stopped)' };
-      if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error, end: endNow('infra', error.message) }, { from: ['creating'] }))) continue;
+      const end = endNow('infra', error.message);
+      if (!(await this.store.updateSandbox(rec.id, { state: 'failed', error, end }, { from: ['creating'] }))) continue;
+      this.ended(rec, end);
       ended.push(rec.id);
       if (this.cluster.up().some((n) => n.id === rec.node))
         await this.cluster

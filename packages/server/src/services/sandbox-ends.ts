@@ -16,7 +16,11 @@ export class SandboxEnds {
   constructor(
     private readonly store: Store,
     private readonly cluster: Cluster,
-    private readonly o: Pick<SandboxServiceOptions, 'logger' | 'failpoint'> & { freed: () => void },
+    private readonly o: Pick<SandboxServiceOptions, 'logger' | 'failpoint'> & {
+      freed: () => void;
+      /** Told of each end recorded (lifecycle events). */
+      ended?: (rec: SandboxRecord, end: SandboxEndRecord) => void;
+    },
   ) {
     this.activity = new GroupWrite<{ id: string; at: number }, void>(async (entries) => {
       await store.setActivity(entries);
@@ -28,7 +32,7 @@ export class SandboxEnds {
   async delete(caller: Caller, id: string, reason: 'deleted' | 'lease' = 'deleted'): Promise<void> {
     const end = endNow(reason);
     const rec = await this.store.endSandbox(id, { state: 'stopped', error: null, end }, caller.role === 'admin' ? {} : { tenant: caller.tenant });
-    if (rec && (rec.state === 'creating' || rec.state === 'running' || rec.state === 'paused')) this.count(end);
+    if (rec && (rec.state === 'creating' || rec.state === 'running' || rec.state === 'paused')) this.count(rec, end);
     if (!rec) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
     this.o.failpoint?.('delete:stored');
     await this.remove(id, rec);
@@ -55,8 +59,9 @@ export class SandboxEnds {
   /** Ends counted by reason, on this replica since it started (for /metrics). */
   readonly counts = new Map<string, number>();
 
-  private count(end: SandboxEndRecord): void {
+  private count(rec: SandboxRecord, end: SandboxEndRecord): void {
     this.counts.set(end.reason, (this.counts.get(end.reason) ?? 0) + 1);
+    this.o.ended?.(rec, end);
   }
 
   /**
@@ -69,7 +74,7 @@ export class SandboxEnds {
       .endSandbox(id, { state, error, end })
       .then((r) => {
         this.o.failpoint?.('delete:stored');
-        if (r && (r.state === 'creating' || r.state === 'running' || r.state === 'paused')) this.count(end);
+        if (r && (r.state === 'creating' || r.state === 'running' || r.state === 'paused')) this.count(r, end);
         return r;
       })
       .catch((e: unknown) => {

@@ -17,6 +17,7 @@ import { NodeSync } from './node-sync.js';
 import { RUNNING, decodeFiles, hasQuota, poolKey, sandboxView, shownState, visibleImage } from './sandbox-view.js';
 import { edgeSpec, type DecodedFile } from '../placement/edge-spec.js';
 import { LeaseBook } from '../placement/lease-book.js';
+import type { EventLog } from './events.js';
 
 export { decodeFiles, hasQuota, poolKey, visibleImage } from './sandbox-view.js';
 export type { DecodedFile } from '../placement/edge-spec.js';
@@ -87,6 +88,8 @@ export class SandboxService {
   readonly sync: NodeSync;
   /** Creates waiting for room (`schedule.waitSeconds`): told when room may have freed up. */
   readonly queue = new CapacityQueue();
+  /** Lifecycle events (set once at start). */
+  events: EventLog | null = null;
   /** The FnCall service: the workers made for a tenant's calls count in its quota. */
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
   /** Creates' records written and marked running in group writes. */
@@ -103,9 +106,14 @@ export class SandboxService {
   ) {
     this.view = new NodeView(cluster);
     this.placer = new Placer(store, cluster, this.view, o, this.leases);
-    this.sync = new NodeSync(store, cluster, o, this.leases);
+    this.sync = new NodeSync(store, cluster, o, this.leases, (rec, end) => this.events?.sandbox(rec, 'ended', end));
     this.writes = createWrites(store);
-    this.ends = new SandboxEnds(store, cluster, { logger: o.logger, failpoint: o.failpoint, freed: () => this.queue.poke() });
+    this.ends = new SandboxEnds(store, cluster, {
+      logger: o.logger,
+      failpoint: o.failpoint,
+      freed: () => this.queue.poke(),
+      ended: (rec, end) => this.events?.sandbox(rec, 'ended', end),
+    });
   }
 
   /**
@@ -167,6 +175,7 @@ export class SandboxService {
       for (const p of placed) this.view.inFlightOn(p.rec.node, made.resources, -1);
       throw e;
     }
+    for (const p of placed) this.events?.sandbox(p.rec, 'created');
     this.o.failpoint?.('create:stored');
     const outcomes = await this.placer.placeMany(placed, files);
     const started: Array<{ rec: SandboxRecord; live: EdgeSandboxState }> = [];
@@ -178,8 +187,10 @@ export class SandboxService {
     const running = new Set(await this.store.markStarted(started.map((x) => x.rec.id)));
     const sandboxes: Sandbox[] = [];
     for (const { rec, live } of started) {
-      if (running.has(rec.id)) sandboxes.push(sandboxView(Object.assign({}, rec, { state: 'running' as const }), live));
-      else {
+      if (running.has(rec.id)) {
+        this.events?.sandbox(rec, 'started');
+        sandboxes.push(sandboxView(Object.assign({}, rec, { state: 'running' as const }), live));
+      } else {
         await this.destroyOn(rec.node, rec.id);
         errors.push(new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id }));
       }
@@ -283,6 +294,7 @@ export class SandboxService {
       throw e;
     }
     if (pooled) this.pools?.claimed();
+    this.events?.sandbox(rec, 'created');
     this.o.failpoint?.('create:stored');
     const held = this.o.holdAt?.('create:stored');
     if (held) await held;
@@ -294,6 +306,7 @@ export class SandboxService {
       await this.destroyOn(rec.node, rec.id);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
+    this.events?.sandbox(rec, 'started');
     return { rec: Object.assign({}, rec, { state: 'running' as const }), live };
   }
 
@@ -539,7 +552,9 @@ export class SandboxService {
   /** Called by the edge on every pause and resume (its own included): the store follows. */
   async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void> {
     // Only while it runs: an event that comes after its end is recorded must not bring it back.
-    await this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs }, { from: RUNNING });
+    if (!(await this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs }, { from: RUNNING })) || !this.events) return;
+    const rec = await this.store.getSandbox(id);
+    if (rec) this.events.sandbox(rec, s.paused ? 'paused' : 'resumed');
   }
 
   /** Called by the edge when a TTL or idle timeout passes. */

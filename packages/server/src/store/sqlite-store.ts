@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import { SqliteLeases } from './sqlite-leases.js';
+import { SqliteEvents } from './sqlite-events.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
@@ -111,12 +112,14 @@ export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly stmts;
   readonly leases: SqliteLeases;
+  readonly events: SqliteEvents;
 
   constructor(file: string) {
     this.db = new Database(file);
     this.db.pragma('foreign_keys = ON');
     this.db.exec(SCHEMA);
     this.leases = new SqliteLeases(this.db);
+    this.events = new SqliteEvents(this.db);
     const db = this.db;
     this.stmts = {
       insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, lease, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),

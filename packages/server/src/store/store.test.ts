@@ -322,6 +322,39 @@ for (const kind of KINDS) {
     });
   });
 
+  test(`${kind.name}: lifecycle events: appended by any store, read per tenant in order after a seq, the newest seq, pruned by age`, async () => {
+    await withStore(kind, async (s, open) => {
+      assert.equal(await s.events.last(), 0);
+      const other = await open();
+      try {
+        await s.events.append([
+          { tenant: 't1', type: 'created', data: { sandbox: 'sb_1' } },
+          { tenant: 't2', type: 'created', data: { sandbox: 'sb_2' } },
+        ]);
+        await other.events.append([{ tenant: 't1', type: 'ended', data: { sandbox: 'sb_1', end: { reason: 'deleted' } } }]);
+        const t1 = await other.events.after('t1', 0, 10);
+        assert.deepEqual(
+          t1.map((e) => [e.type, e.data.sandbox]),
+          [
+            ['created', 'sb_1'],
+            ['ended', 'sb_1'],
+          ],
+        );
+        assert.ok(t1[0]!.seq < t1[1]!.seq);
+        assert.deepEqual(
+          (await s.events.after('t1', t1[0]!.seq, 10)).map((e) => e.seq),
+          [t1[1]!.seq],
+        );
+        assert.equal(await s.events.last(), t1[1]!.seq);
+        assert.equal(await s.events.prune(60_000), 0);
+        assert.equal(await s.events.prune(-60_000), 3);
+        assert.deepEqual(await s.events.after('t1', 0, 10), []);
+      } finally {
+        await other.close();
+      }
+    });
+  });
+
   test(`${kind.name}: replicas say where they are; each finds the others seen lately, not itself`, async () => {
     await withStore(kind, async (s, open) => {
       const other = await open();

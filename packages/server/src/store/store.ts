@@ -1,6 +1,7 @@
 import type { AuditEntry, KeyRole, NetworkPolicy, SandboxEndReason, SandboxState } from '@warren/api';
 import type { CatalogueStore } from '@warren/images';
 import type { LeaseStore } from './leases.js';
+import type { EventStore } from './events.js';
 
 /** A sandbox as the control plane keeps it. */
 export interface SandboxRecord {
@@ -137,6 +138,8 @@ export interface TenantUsage {
 export interface Store extends CatalogueStore {
   /** Leases (the store's own clock sets and checks their deadlines). */
   readonly leases: LeaseStore;
+  /** Lifecycle events, per tenant, in order. */
+  readonly events: EventStore;
   /**
    * Records a new sandbox. With `admit`, in the same transaction as a read of its tenant's
    * live usage (without it): `admit` throws to refuse, and nothing is recorded. Concurrent

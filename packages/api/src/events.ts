@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import { SandboxEnd } from './sandbox.js';
+
+/**
+ * What a lifecycle event says happened: a sandbox `created` (recorded, being made), `started`
+ * (running), `paused`, `resumed`, `ended` (with its end: why, whose doing), or a `lease_lapsed`.
+ */
+export const LifecycleEventType = z.enum(['created', 'started', 'paused', 'resumed', 'ended', 'lease_lapsed']);
+export type LifecycleEventType = z.infer<typeof LifecycleEventType>;
+
+/**
+ * One lifecycle event, as `GET /v1/events` streams it (server-sent events: its `id` is `seq`, its
+ * `event` is `type`, its `data` this object as JSON).
+ */
+export const LifecycleEvent = z.object({
+  seq: z.number().int(),
+  type: LifecycleEventType,
+  at: z.string(),
+  /** The sandbox it is of (null: a lease's). */
+  sandbox: z.string().nullable(),
+  labels: z.record(z.string(), z.string()),
+  lease: z.string().nullable(),
+  /** An `ended` event's end. */
+  end: SandboxEnd.optional(),
+  /** A `lease_lapsed` event's lease: what it does to its sandboxes. */
+  onExpiry: z.enum(['delete', 'pause']).optional(),
+});
+export type LifecycleEvent = z.infer<typeof LifecycleEvent>;
+
+export const EventsQuery = z.strictObject({
+  label: z
+    .array(z.string().regex(/^[^=]+=.*$/, 'label filters are key=value'))
+    .max(16)
+    .optional(),
+  /** Events after this seq (a stream read again from the last `id` it gave; `Last-Event-ID` says the same). */
+  since: z.coerce.number().int().min(0).optional(),
+});
+export type EventsQuery = z.infer<typeof EventsQuery>;

@@ -1,0 +1,46 @@
+import type pg from 'pg';
+import type { EventRecord, EventStore } from './events.js';
+
+const NOW_MS = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
+
+export const PG_EVENTS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS events (
+  seq BIGSERIAL PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  at BIGINT NOT NULL,
+  type TEXT NOT NULL,
+  data JSONB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_tenant ON events (tenant, seq);
+CREATE INDEX IF NOT EXISTS events_at ON events (at);
+`;
+
+type Row = { seq: string; tenant: string; at: string; type: string; data: Record<string, unknown> };
+
+/** Lifecycle events in PostgreSQL. */
+export class PgEvents implements EventStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async append(events: Array<Omit<EventRecord, 'seq' | 'at'>>): Promise<void> {
+    if (!events.length) return;
+    await this.pool.query(
+      `INSERT INTO events (tenant, at, type, data) SELECT e->>'tenant', ${NOW_MS}, e->>'type', e->'data' FROM jsonb_array_elements($1::jsonb) AS e`,
+      [JSON.stringify(events)],
+    );
+  }
+
+  async after(tenant: string, seq: number, limit: number): Promise<EventRecord[]> {
+    const r = await this.pool.query<Row>('SELECT * FROM events WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3', [tenant, seq, limit]);
+    return r.rows.map((x) => ({ seq: Number(x.seq), tenant: x.tenant, at: Number(x.at), type: x.type, data: x.data }));
+  }
+
+  async last(): Promise<number> {
+    const r = await this.pool.query<{ seq: string | null }>('SELECT max(seq) AS seq FROM events');
+    return Number(r.rows[0]?.seq ?? 0);
+  }
+
+  async prune(ms: number): Promise<number> {
+    const r = await this.pool.query(`DELETE FROM events WHERE at < ${NOW_MS} - $1`, [ms]);
+    return r.rowCount ?? 0;
+  }
+}

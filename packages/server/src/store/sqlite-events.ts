@@ -1,0 +1,50 @@
+import type Database from 'better-sqlite3';
+import type { EventRecord, EventStore } from './events.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_tenant ON events (tenant, seq);
+CREATE INDEX IF NOT EXISTS events_at ON events (at);
+`;
+
+type Row = { seq: number; tenant: string; at: number; type: string; data: string };
+
+/** Lifecycle events in the embedded store. */
+export class SqliteEvents implements EventStore {
+  private readonly s;
+
+  constructor(private readonly db: Database.Database) {
+    db.exec(SCHEMA);
+    this.s = {
+      insert: db.prepare('INSERT INTO events (tenant, at, type, data) VALUES (?, ?, ?, ?)'),
+      after: db.prepare<[string, number, number], Row>('SELECT * FROM events WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?'),
+      last: db.prepare<[], { seq: number | null }>('SELECT max(seq) AS seq FROM events'),
+      prune: db.prepare('DELETE FROM events WHERE at < ?'),
+    };
+  }
+
+  async append(events: Array<Omit<EventRecord, 'seq' | 'at'>>): Promise<void> {
+    const at = Date.now();
+    this.db.transaction(() => {
+      for (const e of events) this.s.insert.run(e.tenant, at, e.type, JSON.stringify(e.data));
+    })();
+  }
+
+  async after(tenant: string, seq: number, limit: number): Promise<EventRecord[]> {
+    return this.s.after.all(tenant, seq, limit).map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
+  }
+
+  async last(): Promise<number> {
+    return this.s.last.get()?.seq ?? 0;
+  }
+
+  async prune(ms: number): Promise<number> {
+    return this.s.prune.run(Date.now() - ms).changes;
+  }
+}
