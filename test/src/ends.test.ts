@@ -50,7 +50,7 @@ describe('typed ends', () => {
   );
 
   test(
-    'a sandbox whose init is killed ends as exited (the agent’s doing); a command running then raises SandboxEndedError; /metrics counts ends by reason',
+    'a sandbox whose init is killed from the host ends as exited (not the agent’s doing); a command running then raises SandboxEndedError; /metrics counts ends by reason',
     notOnMicrovm('the init is a host process only for containers'),
     async () => {
       const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
@@ -64,7 +64,7 @@ describe('typed ends', () => {
         (x: unknown) => x,
       );
       assert.ok(e instanceof SandboxEndedError, `the cut command raised ${String(e)}`);
-      assert.deepEqual([e.end.reason, e.end.by], ['exited', 'agent']);
+      assert.deepEqual([e.end.reason, e.end.by], ['exited', 'platform']);
       const info = await sb.refresh();
       assert.deepEqual([info.state, info.end?.reason], ['failed', 'exited']);
       const metrics = (await http(t, 'GET', '/metrics')).text;

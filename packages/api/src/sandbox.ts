@@ -91,19 +91,19 @@ export const SandboxState = z.enum(['creating', 'running', 'paused', 'stopped', 
 export type SandboxState = z.infer<typeof SandboxState>;
 
 /**
- * Why a sandbox ended. The agent's doing: `exited` (its init, PID 1, ended: killed, or the
- * sandbox's processes made it exit), `oom` (the kernel killed it at the sandbox's own memory
- * limit). The operator's: `deleted`, `ttl`, `idle`, `lease` (its lease lapsed or was deleted),
- * `shutdown` (its node was stopped without keeping its sandboxes). The platform's: `node_lost` (its
- * node stopped answering, or it was gone when its node came back), `infra` (Warren could not make or
- * keep it: `detail` says what failed).
+ * Why a sandbox ended. The agent's doing: `oom` (the kernel's OOM killer ended its init at the
+ * sandbox's own memory limit). The operator's: `deleted`, `ttl`, `idle`, `lease` (its lease lapsed
+ * or was deleted), `shutdown` (its node was stopped without keeping its sandboxes). The
+ * platform's: `exited` (its init, PID 1, ended otherwise: nothing inside can kill it, so a crash or
+ * a kill from the host), `node_lost` (its node stopped answering, or it was gone when its node came
+ * back), `infra` (Warren could not make or keep it: `detail` says what failed).
  */
 export const SandboxEndReason = z.enum(['exited', 'oom', 'deleted', 'ttl', 'idle', 'lease', 'shutdown', 'node_lost', 'infra']);
 export type SandboxEndReason = z.infer<typeof SandboxEndReason>;
 
 /** Whose doing an end is: an RL reward should count only the agent's. */
 export const END_BY: Record<SandboxEndReason, 'agent' | 'operator' | 'platform'> = {
-  exited: 'agent',
+  exited: 'platform',
   oom: 'agent',
   deleted: 'operator',
   ttl: 'operator',

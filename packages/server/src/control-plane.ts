@@ -133,7 +133,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       void Promise.all(
         failed.map(async (id) => {
           const rec = await store.getSandbox(id);
-          if (rec?.end) events.sandbox(rec, 'ended', rec.end);
+          if (rec?.end) service.noteEnd(rec, rec.end);
         }),
       ).catch(() => undefined),
     logger: o.logger,

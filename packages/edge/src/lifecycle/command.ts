@@ -24,6 +24,8 @@ const STDIN_FRAME_BYTES = 1024 * 1024;
 export type CommandCall = Pick<InitCall, 'next' | 'send' | 'close' | 'drain' | 'closed'>;
 
 const SIGNAL_NAMES = new Map<number, string>(Object.entries(constants.signals).map(([name, n]) => [n, name]));
+/** The signals a kill through the API ends a command with. */
+const TERMINATING = new Set(['SIGTERM', 'SIGKILL', 'SIGINT', 'SIGHUP', 'SIGQUIT']);
 
 export interface CommandOptions {
   /** Budgets its output is held in (the node's, its tenant's share; see OutputBudget); none: only `maxOutputBytes` bounds it. */
@@ -128,10 +130,9 @@ export class Command {
    */
   private async killer(exitCode: number | null, signal: string | null, timedOut: boolean): Promise<ExitEvent['killedBy']> {
     if (timedOut) return 'timeout';
-    const bySignal = signal !== null || (exitCode !== null && exitCode > 128);
-    if (this.killRequested && bySignal) return 'request';
     if ((signal === 'SIGKILL' || exitCode === 137) && this.oomKilled && (await this.oomKilled().catch(() => false))) return 'oom';
-    return null;
+    const bySignal = signal !== null || (exitCode !== null && exitCode > 128);
+    return this.killRequested && bySignal ? 'request' : null;
   }
 
   private output(stream: OutputStream, data: Buffer): void {
@@ -305,7 +306,8 @@ export class Command {
     if (this.done) return;
     const n = constants.signals[name as keyof typeof constants.signals];
     if (n === undefined) throw new WarrenError('invalid_argument', `unknown signal ${name}`);
-    this.killRequested = true;
+    // Only a signal that ends a process makes its end the request's (not SIGCONT, SIGWINCH, SIGUSR1…).
+    if (TERMINATING.has(name)) this.killRequested = true;
     if (this.signalByPid && this.pid > 0) {
       try {
         if (await this.signalByPid(this.pid, n)) return;

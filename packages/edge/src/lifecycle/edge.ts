@@ -274,7 +274,10 @@ export class Edge {
     // A sandbox from before its node had networking keeps the empty namespace it has.
     if (backend.capabilities.network) await this.o.network?.adopt(spec.id, spec.network);
     spec.paused = false;
-    this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
+    const l = newLive(spec, sb, backend, this.now());
+    this.live.set(spec.id, l);
+    // The OOM kills before it was taken back are no command's.
+    l.oomKillsSeen = (await backend.oomKills?.(spec.id).catch(() => null)) ?? 0;
     this.layerRefs.hold(spec.layers);
     this.holdLease(spec);
     this.allocated.cpu += spec.resources.cpu;

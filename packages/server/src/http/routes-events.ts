@@ -8,7 +8,9 @@ export function eventRoutes(on: On, d: RouteDeps): void {
   on(ROUTES.events, async (c) => {
     const q = c.query();
     const lastId = c.req.headers['last-event-id'];
-    const since = q.since ?? (typeof lastId === 'string' && /^\d{1,15}$/.test(lastId) ? Number(lastId) : null);
+    // A reconnecting EventSource sends its first URL again, and the id it got to: that one wins.
+    const since = typeof lastId === 'string' && /^\d{1,15}$/.test(lastId) ? Number(lastId) : (q.since ?? null);
+    const release = d.events.admit(c.caller.tenant);
     const labels = (q.label ?? []).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)] as const);
     c.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
     c.res.write(': lifecycle events\n\n');
@@ -24,6 +26,7 @@ export function eventRoutes(on: On, d: RouteDeps): void {
         if (c.res.destroyed) break;
       }
     } finally {
+      release();
       clearInterval(ping);
       c.res.end();
     }

@@ -1,6 +1,6 @@
 import { WarrenError } from '@warren/api';
 import { MAX_CREATE_MANY, type CreateOutcome, type EdgeApi, type EdgeLoad, type EdgeSandboxState } from '@warren/edge';
-import { endNow, type SandboxRecord, type Store } from '../store/store.js';
+import { endNow, type SandboxEndRecord, type SandboxRecord, type Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';
 import { edgeSpec, type DecodedFile } from './edge-spec.js';
@@ -44,6 +44,8 @@ export class Placer {
     private readonly o: PlacerOptions,
     /** The leases a create's spec carries. */
     private readonly leases: LeaseBook,
+    /** Told of a create's end it records (lifecycle events). */
+    private readonly ended: (rec: SandboxRecord, end: SandboxEndRecord) => void = () => undefined,
   ) {}
 
   /**
@@ -216,11 +218,10 @@ export class Placer {
   /** A create that failed on its edge: the record says why; the error names the sandbox. */
   async createFailed(rec: SandboxRecord, e: unknown): Promise<WarrenError> {
     const err = e instanceof WarrenError ? e : new WarrenError('internal', 'sandbox creation failed');
-    await this.store.updateSandbox(rec.id, {
-      state: 'failed',
-      error: { code: err.code, message: err.message },
-      end: endNow('infra', `its create failed: ${err.message}`),
-    });
+    // Only while it is being made: a delete that came meanwhile stays its end.
+    const end = endNow('infra', `its create failed: ${err.message}`);
+    if (await this.store.updateSandbox(rec.id, { state: 'failed', error: { code: err.code, message: err.message }, end }, { from: ['creating'] }))
+      this.ended(rec, end);
     this.o.logger.warn('create failed', {
       id: rec.id,
       node: rec.node,

@@ -1,4 +1,4 @@
-import { END_BY, type LifecycleEvent, type LifecycleEventType } from '@warren/api';
+import { END_BY, WarrenError, type LifecycleEvent, type LifecycleEventType } from '@warren/api';
 import type { EventRecord } from '../store/events.js';
 import type { SandboxEndRecord, SandboxRecord, Store } from '../store/store.js';
 import type { LeaseRecord } from '../store/leases.js';
@@ -8,8 +8,10 @@ import { GroupWrite } from './group-write.js';
 const KEEP_MS = 2 * 3600_000;
 /** A stream reads the store this often for new events. */
 const POLL_MS = 250;
-/** A gap in the sequence (an event another replica has not committed yet) is waited for this long, then passed. */
-const GAP_MS = 2000;
+/** The streams one tenant may have open on a replica at once (each reads the store a few times a second). */
+export const MAX_STREAMS_PER_TENANT = 16;
+/** An event is streamed once it is this old: what another replica numbered before it has committed by then. */
+const SETTLE_MS = 500;
 
 /** An event as the API shows it. */
 export function eventView(e: EventRecord): LifecycleEvent {
@@ -24,10 +26,16 @@ export function eventView(e: EventRecord): LifecycleEvent {
 export class EventLog {
   private readonly writes: GroupWrite<Omit<EventRecord, 'seq' | 'at'>, void>;
   private timer: NodeJS.Timeout | null = null;
+  /** Streams open per tenant. */
+  private readonly open = new Map<string, number>();
+  /** Ends recorded by this replica since it started, by reason (for /metrics). */
+  readonly ends = new Map<string, number>();
 
   constructor(
     private readonly store: Store,
     private readonly logger: { warn(msg: string, meta?: unknown): void },
+    /** How old an event must be to be streamed, and how often a stream reads (ms; tests make them short). */
+    private readonly timing: { settleMs: number; pollMs: number } = { settleMs: SETTLE_MS, pollMs: POLL_MS },
   ) {
     this.writes = new GroupWrite<Omit<EventRecord, 'seq' | 'at'>, void>(async (items) => {
       await store.events.append(items);
@@ -49,8 +57,29 @@ export class EventLog {
   sandbox(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, type: 'ended', end: SandboxEndRecord): void;
   sandbox(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, type: Exclude<LifecycleEventType, 'lease_lapsed'>, end?: SandboxEndRecord): void {
     const data: Record<string, unknown> = { sandbox: rec.id, labels: rec.labels, lease: rec.lease ?? null };
-    if (end) data.end = { reason: end.reason, by: END_BY[end.reason], detail: end.detail, at: new Date(end.at).toISOString() };
+    if (end) {
+      data.end = { reason: end.reason, by: END_BY[end.reason], detail: end.detail, at: new Date(end.at).toISOString() };
+      this.ends.set(end.reason, (this.ends.get(end.reason) ?? 0) + 1);
+    }
     this.add({ tenant: rec.tenant, type, data });
+  }
+
+  /** Takes a stream's place for a tenant (resource_exhausted past MAX_STREAMS_PER_TENANT); answers what gives it back. */
+  admit(tenant: string): () => void {
+    const n = this.open.get(tenant) ?? 0;
+    if (n >= MAX_STREAMS_PER_TENANT)
+      throw new WarrenError('resource_exhausted', `a tenant may have ${MAX_STREAMS_PER_TENANT} event streams open at once`, {
+        maxStreams: MAX_STREAMS_PER_TENANT,
+      });
+    this.open.set(tenant, n + 1);
+    let given = false;
+    return () => {
+      if (given) return;
+      given = true;
+      const left = (this.open.get(tenant) ?? 1) - 1;
+      if (left > 0) this.open.set(tenant, left);
+      else this.open.delete(tenant);
+    };
   }
 
   /** A lease lapsed. */
@@ -63,40 +92,19 @@ export class EventLog {
   }
 
   /**
-   * A tenant's events after `since` (none given: from now on), in order, until `signal`. An event
-   * another replica numbered earlier but committed later is still delivered: a gap in the
-   * sequence is waited for GAP_MS before the stream moves past it.
+   * A tenant's events after `since` (none given: from now on), in the order of their seq, until
+   * `signal`: only those SETTLE_MS old, so that none numbered below one sent can still come (an
+   * event's id is then a place to read again from that misses nothing).
    */
   async *stream(tenant: string, since: number | null, signal: AbortSignal): AsyncGenerator<EventRecord> {
     let cursor = since ?? (await this.store.events.last());
-    const sent = new Set<number>();
-    const gapSince = new Map<number, number>();
     while (!signal.aborted) {
-      const rows = await this.store.events.after(tenant, cursor, 1000);
-      let fresh = 0;
+      const rows = await this.store.events.after(tenant, cursor, 1000, this.timing.settleMs);
       for (const r of rows) {
-        if (sent.has(r.seq)) continue;
-        sent.add(r.seq);
-        fresh++;
+        cursor = r.seq;
         yield r;
       }
-      // The cursor moves over what was sent and over gaps older than GAP_MS (another tenant's events, or never committed).
-      const now = Date.now();
-      const top = rows.at(-1)?.seq ?? cursor;
-      let next = cursor;
-      while (next < top) {
-        const s = next + 1;
-        if (!sent.has(s)) {
-          const first = gapSince.get(s) ?? now;
-          gapSince.set(s, first);
-          if (now - first < GAP_MS) break;
-        }
-        next = s;
-        sent.delete(s);
-        gapSince.delete(s);
-      }
-      cursor = next;
-      if (rows.length < 1000 || fresh === 0) await new Promise<void>((r) => setTimeout(r, POLL_MS).unref());
+      if (rows.length < 1000) await new Promise<void>((r) => setTimeout(r, this.timing.pollMs).unref());
     }
   }
 }

@@ -56,11 +56,8 @@ export class SandboxEnds {
     );
   }
 
-  /** Ends counted by reason, on this replica since it started (for /metrics). */
-  readonly counts = new Map<string, number>();
-
+  /** An end this replica recorded: told on (lifecycle events, counted there). */
   private count(rec: SandboxRecord, end: SandboxEndRecord): void {
-    this.counts.set(end.reason, (this.counts.get(end.reason) ?? 0) + 1);
     this.o.ended?.(rec, end);
   }
 

@@ -3,10 +3,9 @@ import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesRe
 import { WarrenError } from '@warren/api';
 import { compilePolicy, opensNetwork, widestAllowPrefix, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
-import type { KeyRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
+import type { KeyRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
 import type { Cluster } from '../cluster/cluster.js';
-import { within } from '../cluster/within.js';
 import { Placer } from '../placement/placer.js';
 import { NodeView } from '../placement/node-view.js';
 import { CapacityQueue } from '../placement/capacity-queue.js';
@@ -14,10 +13,11 @@ import { createWrites, type CreateWrites } from './create-writes.js';
 import { SandboxEnds } from './sandbox-ends.js';
 import type { Placement, PlacementRequest } from '../placement/policy.js';
 import { NodeSync } from './node-sync.js';
-import { RUNNING, decodeFiles, hasQuota, poolKey, sandboxView, shownState, visibleImage } from './sandbox-view.js';
+import { RUNNING, decodeFiles, hasQuota, poolKey, sandboxView, visibleImage } from './sandbox-view.js';
 import { edgeSpec, type DecodedFile } from '../placement/edge-spec.js';
 import { LeaseBook } from '../placement/lease-book.js';
 import type { EventLog } from './events.js';
+import { SandboxLists } from './sandbox-lists.js';
 
 export { decodeFiles, hasQuota, poolKey, visibleImage } from './sandbox-view.js';
 export type { DecodedFile } from '../placement/edge-spec.js';
@@ -94,6 +94,8 @@ export class SandboxService {
   fn: { held(tenant: string): { sandboxes: number; cpu: number; memoryMiB: number } } | null = null;
   /** Creates' records written and marked running in group writes. */
   private readonly writes: CreateWrites;
+  /** Lists: records from the store, their live state from their nodes. */
+  private readonly lists: SandboxLists;
   /** Deletes, expiries and deaths: the end recorded, then the sandbox removed from its node. */
   private readonly ends: SandboxEnds;
 
@@ -105,14 +107,15 @@ export class SandboxService {
     private readonly o: SandboxServiceOptions,
   ) {
     this.view = new NodeView(cluster);
-    this.placer = new Placer(store, cluster, this.view, o, this.leases);
-    this.sync = new NodeSync(store, cluster, o, this.leases, (rec, end) => this.events?.sandbox(rec, 'ended', end));
+    this.placer = new Placer(store, cluster, this.view, o, this.leases, (rec, end) => this.noteEnd(rec, end));
+    this.lists = new SandboxLists(store, cluster, o);
+    this.sync = new NodeSync(store, cluster, o, this.leases, (rec, end) => this.noteEnd(rec, end));
     this.writes = createWrites(store);
     this.ends = new SandboxEnds(store, cluster, {
       logger: o.logger,
       failpoint: o.failpoint,
       freed: () => this.queue.poke(),
-      ended: (rec, end) => this.events?.sandbox(rec, 'ended', end),
+      ended: (rec, end) => this.noteEnd(rec, end),
     });
   }
 
@@ -460,88 +463,19 @@ export class SandboxService {
     return sandboxView(rec, live.get(rec.id) ?? null);
   }
 
-  /**
-   * The edges' live state of these sandboxes, one call per node; a node that is down or does
-   * not answer leaves its sandboxes as their records say (a list never fails for one node).
-   */
-  private async liveStates(recs: SandboxRecord[], usage = false): Promise<Map<string, EdgeSandboxState>> {
-    const byNode = new Map<string, string[]>();
-    for (const r of recs) {
-      if (r.state !== 'running' && r.state !== 'paused' && r.state !== 'creating') continue;
-      const ids = byNode.get(r.node) ?? [];
-      ids.push(r.id);
-      byNode.set(r.node, ids);
-    }
-    const out = new Map<string, EdgeSandboxState>();
-    await Promise.all(
-      [...byNode].map(async ([node, ids]) => {
-        try {
-          const edge = this.cluster.edge(node);
-          for (const st of await within(this.o.listTimeoutMs ?? 3000, `node ${node}`, edge.sandboxes({ ids, usage }), this.cluster.goneSignal(node)))
-            out.set(st.id, st);
-        } catch (e) {
-          if (!(e instanceof WarrenError) || (e.code !== 'unavailable' && e.code !== 'not_found')) throw e;
-        }
-      }),
-    );
-    return out;
+  /** The edges' live state of these sandboxes (see SandboxLists.liveStates). */
+  private liveStates(recs: SandboxRecord[], usage = false): Promise<Map<string, EdgeSandboxState>> {
+    return this.lists.liveStates(recs, usage);
   }
 
-  async list(caller: Caller, q: ListSandboxesQuery): Promise<ListSandboxesResponse> {
-    const limit = q.limit ?? 100;
-    const labels = (q.label ?? []).map((l) => {
-      const i = l.indexOf('=');
-      return [l.slice(0, i), l.slice(i + 1)] as [string, string];
-    });
-    let after: string | undefined;
-    if (q.cursor) {
-      after = Buffer.from(q.cursor, 'base64url').toString();
-      if (!/^sb_[0-9a-z]+$/.test(after)) throw new WarrenError('invalid_argument', 'bad cursor');
-    }
-    // Live state comes from the edge, so a state filter on running/paused is applied after reading.
-    const derived = q.state === 'running' || q.state === 'paused';
-    const rows = await this.store.listSandboxes({
-      tenant: caller.tenant,
-      labels,
-      lease: q.lease,
-      state: derived ? undefined : q.state,
-      limit: derived ? 10_000 : limit + 1,
-      after,
-    });
-    // Which rows are live, and how (one call per node); then their usage for the page only (another).
-    const live = await this.liveStates(rows);
-    const page: SandboxRecord[] = [];
-    let more = false;
-    for (const r of rows) {
-      if (q.state && shownState(r, live.get(r.id) ?? null) !== q.state) continue;
-      if (page.length === limit) {
-        more = true;
-        break;
-      }
-      page.push(r);
-    }
-    const used = await this.liveStates(page, true);
-    const out = page.map((r) => sandboxView(r, used.get(r.id) ?? null));
-    const last = out[out.length - 1];
-    return { sandboxes: out, nextCursor: more && last ? Buffer.from(last.id).toString('base64url') : null };
+  /** A page of the caller's sandboxes (see SandboxLists). */
+  list(caller: Caller, q: ListSandboxesQuery): Promise<ListSandboxesResponse> {
+    return this.lists.list(caller, q);
   }
 
-  /**
-   * A page of the caller's running and paused sandboxes (with these labels) by creation, oldest or
-   * newest first, after or before a sandbox id: what E2B's list pages through. Their state as the
-   * edge knows it (a sandbox paused for idleness is paused); no usage.
-   */
-  async listLive(caller: Caller, q: { labels: Array<[string, string]>; order: 'asc' | 'desc'; from?: string; limit: number }): Promise<Sandbox[]> {
-    const rows = await this.store.listSandboxes({
-      tenant: caller.tenant,
-      labels: q.labels,
-      states: ['running', 'paused'],
-      order: q.order,
-      ...(q.from ? (q.order === 'desc' ? { before: q.from } : { after: q.from }) : {}),
-      limit: q.limit,
-    });
-    const live = await this.liveStates(rows);
-    return rows.map((r) => sandboxView(r, live.get(r.id) ?? null));
+  /** A page of the caller's running and paused sandboxes, as E2B pages through them (see SandboxLists). */
+  listLive(caller: Caller, q: { labels: Array<[string, string]>; order: 'asc' | 'desc'; from?: string; limit: number }): Promise<Sandbox[]> {
+    return this.lists.listLive(caller, q);
   }
 
   /** Ends the caller's sandbox and removes it from its node (SandboxEnds); idempotent for one that already ended. */
@@ -551,10 +485,20 @@ export class SandboxService {
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
   async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void> {
-    // Only while it runs: an event that comes after its end is recorded must not bring it back.
-    if (!(await this.store.updateSandbox(id, { state: s.paused ? 'paused' : 'running', expiresAt: s.expiresAtMs }, { from: RUNNING })) || !this.events) return;
-    const rec = await this.store.getSandbox(id);
-    if (rec) this.events.sandbox(rec, s.paused ? 'paused' : 'resumed');
+    await this.moved(id, s.paused, s.expiresAtMs);
+  }
+
+  /**
+   * Records a pause or a resume, and its event once: the write that changes the state wins (the
+   * call's, or the edge's event on any of the replicas that read it). Only while it runs: an
+   * event that comes after its end is recorded must not bring it back.
+   */
+  private async moved(id: string, paused: boolean, expiresAt?: number | null): Promise<void> {
+    const patch = expiresAt === undefined ? {} : { expiresAt };
+    if (await this.store.updateSandbox(id, { state: paused ? 'paused' : 'running', ...patch }, { from: [paused ? 'running' : 'paused'] })) {
+      const rec = this.events ? await this.store.getSandbox(id) : undefined;
+      if (rec) this.events?.sandbox(rec, paused ? 'paused' : 'resumed');
+    } else if (expiresAt !== undefined) await this.store.updateSandbox(id, patch, { from: RUNNING });
   }
 
   /** Called by the edge when a TTL or idle timeout passes. */
@@ -569,7 +513,12 @@ export class SandboxService {
 
   /** Sandbox ends by reason on this replica since it started (for /metrics). */
   get ended(): ReadonlyMap<string, number> {
-    return this.ends.counts;
+    return this.events?.ends ?? new Map();
+  }
+
+  /** An end recorded on any path (a delete, an expiry, a death, a node lost, a create that failed): told as an event, and counted. */
+  noteEnd(rec: SandboxRecord, end: SandboxEndRecord): void {
+    this.events?.sandbox(rec, 'ended', end);
   }
 
   async setTimeout(caller: Caller, id: string, ttlSeconds: number): Promise<SandboxRecord> {
@@ -582,13 +531,13 @@ export class SandboxService {
 
   async pause(caller: Caller, id: string): Promise<void> {
     await (await this.reach(caller, id)).edge.pause(id);
-    await this.store.updateSandbox(id, { state: 'paused' }, { from: RUNNING });
+    await this.moved(id, true);
     this.queue.poke();
   }
 
   async resume(caller: Caller, id: string): Promise<void> {
     await (await this.reach(caller, id)).edge.resume(id);
-    await this.store.updateSandbox(id, { state: 'running' }, { from: RUNNING });
+    await this.moved(id, false);
   }
 
   /** Applies pause, resume or delete to every live sandbox of the caller with all these labels. */

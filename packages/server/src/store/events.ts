@@ -10,14 +10,15 @@ export interface EventRecord {
 
 /**
  * Lifecycle events in the control plane's store: appended by every replica, read by any, in the
- * order of `seq` (PostgreSQL's sequence: two replicas' events may commit out of it for a moment,
- * which the reader allows for).
+ * order of `seq`. Two replicas' events may commit out of that order for a moment (PostgreSQL's
+ * sequence numbers an insert before it commits), so a reader takes only events older than a
+ * settling time: those, in order, are all there will ever be below their seq.
  */
 export interface EventStore {
   /** Appends events (one statement). */
   append(events: Array<Omit<EventRecord, 'seq' | 'at'>>): Promise<void>;
-  /** A tenant's events after `seq`, in order, at most `limit`. */
-  after(tenant: string, seq: number, limit: number): Promise<EventRecord[]>;
+  /** A tenant's events after `seq` and at least `settledMs` old (the store's clock), in order, at most `limit`. */
+  after(tenant: string, seq: number, limit: number, settledMs?: number): Promise<EventRecord[]>;
   /** The newest seq of all (0: none): where a stream with no `since` begins. */
   last(): Promise<number>;
   /** Removes the events older than `ms`; answers how many. */

@@ -29,8 +29,13 @@ export class PgEvents implements EventStore {
     );
   }
 
-  async after(tenant: string, seq: number, limit: number): Promise<EventRecord[]> {
-    const r = await this.pool.query<Row>('SELECT * FROM events WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3', [tenant, seq, limit]);
+  async after(tenant: string, seq: number, limit: number, settledMs = 0): Promise<EventRecord[]> {
+    const r = await this.pool.query<Row>(`SELECT * FROM events WHERE tenant = $1 AND seq > $2 AND at <= (SELECT ${NOW_MS}) - $4 ORDER BY seq LIMIT $3`, [
+      tenant,
+      seq,
+      limit,
+      settledMs,
+    ]);
     return r.rows.map((x) => ({ seq: Number(x.seq), tenant: x.tenant, at: Number(x.at), type: x.type, data: x.data }));
   }
 

@@ -236,13 +236,16 @@ export class PgStore implements Store {
   }
 
   async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error' | 'end'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
-    // Every part of the statement sees the row as it was before it: `old` is the record before the end.
+    // Every part of the statement sees the row as it was before it: `old` is the record before the
+    // end. Two ends at once both read it live; only the one whose update took it answers it so (the
+    // other answers it stopped: one end is counted, and told of, once).
     const r = await this.pool.query<Doc<SandboxRecord>>(
       `WITH old AS (SELECT doc FROM sandboxes WHERE id = $1 AND ($3::text IS NULL OR tenant = $3)),
         ended AS (UPDATE sandboxes SET doc = doc || $2::jsonb, state = $2::jsonb ->> 'state'
           WHERE id = $1 AND ${LIVE} AND EXISTS (SELECT 1 FROM old) RETURNING id),
         forgot AS (DELETE FROM exec_requests WHERE sandbox_id = $1 AND EXISTS (SELECT 1 FROM old))
-      SELECT doc FROM old`,
+      SELECT CASE WHEN EXISTS (SELECT 1 FROM ended) OR doc->>'state' NOT IN ('creating', 'running', 'paused') THEN doc
+        ELSE doc || '{"state": "stopped"}'::jsonb END AS doc FROM old`,
       [id, JSON.stringify({ state: end.state, error: end.error, end: end.end ?? null }), o.tenant ?? null],
     );
     return r.rows[0]?.doc;

@@ -23,7 +23,7 @@ export class SqliteEvents implements EventStore {
     db.exec(SCHEMA);
     this.s = {
       insert: db.prepare('INSERT INTO events (tenant, at, type, data) VALUES (?, ?, ?, ?)'),
-      after: db.prepare<[string, number, number], Row>('SELECT * FROM events WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?'),
+      after: db.prepare<[string, number, number, number], Row>('SELECT * FROM events WHERE tenant = ? AND seq > ? AND at <= ? ORDER BY seq LIMIT ?'),
       last: db.prepare<[], { seq: number | null }>('SELECT max(seq) AS seq FROM events'),
       prune: db.prepare('DELETE FROM events WHERE at < ?'),
     };
@@ -36,8 +36,8 @@ export class SqliteEvents implements EventStore {
     })();
   }
 
-  async after(tenant: string, seq: number, limit: number): Promise<EventRecord[]> {
-    return this.s.after.all(tenant, seq, limit).map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
+  async after(tenant: string, seq: number, limit: number, settledMs = 0): Promise<EventRecord[]> {
+    return this.s.after.all(tenant, seq, Date.now() - settledMs, limit).map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
   }
 
   async last(): Promise<number> {

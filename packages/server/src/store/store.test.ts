@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { WarrenError } from '@warren/api';
 import type { SandboxRecord, Store, TenantUsage } from './store.js';
 import { startTestPostgres, type TestPostgres } from '../testing/postgres.js';
+import pg from 'pg';
 import { PgStore } from './pg-store.js';
 import { postgresStores, sqliteStores, type StoreKind } from '../testing/store-places.js';
 
@@ -445,6 +446,32 @@ for (const kind of KINDS) {
     });
   });
 }
+
+test('postgres: two ends of one sandbox at once (replicas): both read it live before either took it, one answers it live', async () => {
+  const url = await (await (server ??= startTestPostgres())).createDatabase(`ends${process.pid}`);
+  const [a, b] = [await PgStore.open(url, { max: 4 }), await PgStore.open(url, { max: 4 })];
+  const lock = new pg.Client({ connectionString: url });
+  await lock.connect();
+  try {
+    await a.insertSandbox(record('sb_1', 't'));
+    // Its row held: both ends read it (live), then wait for the row.
+    await lock.query('BEGIN');
+    await lock.query("SELECT 1 FROM sandboxes WHERE id = 'sb_1' FOR UPDATE");
+    const ends = Promise.all([a.endSandbox('sb_1', { state: 'stopped', error: null }), b.endSandbox('sb_1', { state: 'failed', error: null })]);
+    // Both wait on the lock (pg_locks shows two waiting), then it goes.
+    for (;;) {
+      const r = await lock.query<{ n: string }>("SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND locktype IN ('transactionid', 'tuple')");
+      if (Number(r.rows[0]!.n) >= 2) break;
+      await new Promise((res) => setTimeout(res, 5));
+    }
+    await lock.query('COMMIT');
+    assert.deepEqual((await ends).map((e) => e?.state === 'running').filter(Boolean).length, 1);
+  } finally {
+    await lock.end();
+    await a.close();
+    await b.close();
+  }
+});
 
 test('postgres: a database that restarts: calls while it is down answer unavailable, and the store works again after without being reopened', async () => {
   const own = await startTestPostgres();
