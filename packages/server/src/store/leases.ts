@@ -18,6 +18,36 @@ export interface LeaseRecord {
   remainingMs: number;
 }
 
+/** A lease's row as either store reads it (PostgreSQL answers BIGINTs as strings, SQLite its JSON as text). */
+export interface LeaseRow {
+  id: string;
+  tenant: string;
+  state: string;
+  ttl_seconds: number;
+  on_expiry: string;
+  labels: string | Record<string, string>;
+  created_at: number | string;
+  expires_at: number | string;
+  ended_at: number | string | null;
+  renewals: number;
+  remaining_ms: number | string;
+}
+
+/** A lease's record from its row. */
+export const leaseFromRow = (r: LeaseRow): LeaseRecord => ({
+  id: r.id,
+  tenant: r.tenant,
+  state: r.state as LeaseRecord['state'],
+  ttlSeconds: r.ttl_seconds,
+  onExpiry: r.on_expiry as LeaseRecord['onExpiry'],
+  labels: typeof r.labels === 'string' ? (JSON.parse(r.labels) as Record<string, string>) : r.labels,
+  createdAt: Number(r.created_at),
+  expiresAt: Number(r.expires_at),
+  endedAt: r.ended_at === null ? null : Number(r.ended_at),
+  renewals: r.renewals,
+  remainingMs: Number(r.remaining_ms),
+});
+
 /** The most leases one list answers. */
 export const MAX_LEASES_LISTED = 1000;
 

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { LeaseState } from '@warren/api';
-import { MAX_LEASES_LISTED, type LeaseRecord, type LeaseStore } from './leases.js';
+import { MAX_LEASES_LISTED, leaseFromRow, type LeaseRecord, type LeaseRow, type LeaseStore } from './leases.js';
 
 /** The store's clock (ms): every replica's deadlines are on it. */
 const NOW_MS = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
@@ -25,33 +25,7 @@ ALTER TABLE sandboxes ADD COLUMN IF NOT EXISTS lease TEXT;
 CREATE INDEX IF NOT EXISTS sandboxes_by_lease ON sandboxes (lease, state) WHERE lease IS NOT NULL;
 `;
 
-type LeaseRow = {
-  id: string;
-  tenant: string;
-  state: string;
-  ttl_seconds: number;
-  on_expiry: string;
-  labels: Record<string, string>;
-  created_at: string;
-  expires_at: string;
-  ended_at: string | null;
-  renewals: number;
-  remaining_ms: string;
-};
-
-const record = (r: LeaseRow): LeaseRecord => ({
-  id: r.id,
-  tenant: r.tenant,
-  state: r.state as LeaseRecord['state'],
-  ttlSeconds: r.ttl_seconds,
-  onExpiry: r.on_expiry as LeaseRecord['onExpiry'],
-  labels: r.labels,
-  createdAt: Number(r.created_at),
-  expiresAt: Number(r.expires_at),
-  endedAt: r.ended_at === null ? null : Number(r.ended_at),
-  renewals: r.renewals,
-  remainingMs: Number(r.remaining_ms),
-});
+const record = leaseFromRow;
 
 /** Every column, and the time left by the database's clock when read. */
 const COLS = `*, expires_at - ${NOW_MS} AS remaining_ms`;

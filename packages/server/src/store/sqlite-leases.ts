@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import type { LeaseState } from '@warren/api';
-import { MAX_LEASES_LISTED, type LeaseRecord, type LeaseStore } from './leases.js';
+import { MAX_LEASES_LISTED, leaseFromRow, type LeaseRecord, type LeaseRow, type LeaseStore } from './leases.js';
 
 export const LEASES_SCHEMA = `
 CREATE TABLE IF NOT EXISTS leases (
@@ -29,33 +29,7 @@ function addLeaseColumn(db: Database.Database): void {
   db.exec('CREATE INDEX IF NOT EXISTS sandboxes_by_lease ON sandboxes (lease, state) WHERE lease IS NOT NULL');
 }
 
-type LeaseRow = {
-  id: string;
-  tenant: string;
-  state: string;
-  ttl_seconds: number;
-  on_expiry: string;
-  labels: string;
-  created_at: number;
-  expires_at: number;
-  ended_at: number | null;
-  renewals: number;
-  remaining_ms: number;
-};
-
-const record = (r: LeaseRow): LeaseRecord => ({
-  id: r.id,
-  tenant: r.tenant,
-  state: r.state as LeaseRecord['state'],
-  ttlSeconds: r.ttl_seconds,
-  onExpiry: r.on_expiry as LeaseRecord['onExpiry'],
-  labels: JSON.parse(r.labels) as Record<string, string>,
-  createdAt: r.created_at,
-  expiresAt: r.expires_at,
-  endedAt: r.ended_at,
-  renewals: r.renewals,
-  remainingMs: r.remaining_ms,
-});
+const record = leaseFromRow;
 
 /** Every column, and the time left when read (this process's clock is the store's). */
 const COLS = `*, expires_at - CAST(unixepoch('subsec') * 1000 AS INTEGER) AS remaining_ms`;
