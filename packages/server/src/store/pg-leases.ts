@@ -40,8 +40,9 @@ export class PgLeases implements LeaseStore {
 
   async create(l: Pick<LeaseRecord, 'id' | 'tenant' | 'ttlSeconds' | 'onExpiry' | 'labels'>): Promise<LeaseRecord> {
     const [r] = await this.rows(
+      // One reading of the clock: its deadline is exactly its TTL after it was made.
       `INSERT INTO leases (id, tenant, state, ttl_seconds, on_expiry, labels, created_at, expires_at)
-       VALUES ($1, $2, 'active', $3::int, $4, $5, ${NOW_MS}, ${NOW_MS} + $3::int * 1000) RETURNING ${COLS}`,
+       SELECT $1, $2, 'active', $3::int, $4, $5, n.now, n.now + $3::int * 1000 FROM (SELECT ${NOW_MS} AS now) n RETURNING ${COLS}`,
       [l.id, l.tenant, l.ttlSeconds, l.onExpiry, JSON.stringify(l.labels)],
     );
     return r!;
