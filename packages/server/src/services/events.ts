@@ -10,6 +10,8 @@ const KEEP_MS = 2 * 3600_000;
 const POLL_MS = 250;
 /** The streams one tenant may have open on a replica at once (each reads the store a few times a second). */
 export const MAX_STREAMS_PER_TENANT = 16;
+/** How long an event waits for others to be written with it (ms). */
+const LINGER_MS = 50;
 /** An event is streamed once it is this old: what another replica numbered before it has committed by then. */
 const SETTLE_MS = 500;
 
@@ -37,10 +39,14 @@ export class EventLog {
     /** How old an event must be to be streamed, and how often a stream reads (ms; tests make them short). */
     private readonly timing: { settleMs: number; pollMs: number } = { settleMs: SETTLE_MS, pollMs: POLL_MS },
   ) {
-    this.writes = new GroupWrite<Omit<EventRecord, 'seq' | 'at'>, void>(async (items) => {
-      await store.events.append(items);
-      return items.map(() => ({ status: 'fulfilled' as const, value: undefined }));
-    });
+    // Events wait a little for others to go in the same write: a create's two, and its neighbours'.
+    this.writes = new GroupWrite<Omit<EventRecord, 'seq' | 'at'>, void>(
+      async (items) => {
+        await store.events.append(items);
+        return items.map(() => ({ status: 'fulfilled' as const, value: undefined }));
+      },
+      { linger: () => new Promise((r) => setTimeout(r, LINGER_MS)) },
+    );
   }
 
   start(): void {
