@@ -199,6 +199,18 @@ class SandboxCalls(unittest.TestCase):
         with self.assertRaises(ConflictError):
             lease.renew()
 
+    def test_events(self) -> None:
+        job = label()
+        sb = self.w.sandboxes.create(image="busybox:latest", labels={"job": job})
+        sb.delete()
+        seen = []
+        for ev in self.w.events(since=0, labels={"job": job}):
+            seen.append(ev["type"])
+            if ev["type"] == "ended":
+                self.assertEqual(ev["end"]["reason"], "deleted")
+                break
+        self.assertEqual(seen, ["created", "started", "ended"])
+
     def test_pause_resume_timeout_network(self) -> None:
         with self.w.sandboxes.create(image="busybox:latest", labels={"job": self.job}) as sb:
             sb.exec("echo kept > /tmp/k")

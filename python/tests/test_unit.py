@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from warren import AsyncWarren, NotFoundError, ResourceExhaustedError, Retry, TransportError, Warren, WarrenError  # noqa: E402
 from warren._ndjson import LineSplitter  # noqa: E402
+from warren._sse import SseSplitter  # noqa: E402
 from warren._tarsafe import extract_safely  # noqa: E402
 from warren._turns import AsyncTurns, Turns  # noqa: E402
 from warren._wire import create_body, route  # noqa: E402
@@ -56,6 +57,20 @@ class Names(unittest.TestCase):
         self.assertEqual((e.code, e.message, e.details, e.status), ("resource_exhausted", "full", {"resource": "memory"}, 429))
         self.assertIsInstance(error_from_wire(404, "not json"), NotFoundError)
         self.assertEqual(error_from_wire(418, None).code, "internal")
+
+
+class ServerSentEvents(unittest.TestCase):
+    def test_split_across_chunks_comments_and_crlf(self) -> None:
+        sp = SseSplitter()
+        got = []
+        for part in [b": hello\n\nid: 1\nevent: crea", b"ted\ndata: {\"a\":\ndata: 1}\n\n", b"id: 2\r\ndata:x\r\n\r\n", b": keepalive\n\n", b"data: cut"]:
+            got += sp.feed(part)
+        self.assertEqual(got, [("1", "created", '{"a":\n1}'), ("2", "message", "x")])
+
+    def test_an_event_past_the_bound_is_refused(self) -> None:
+        sp = SseSplitter(max_event=10)
+        with self.assertRaises(WarrenError):
+            sp.feed(b"data: " + b"x" * 20)
 
 
 class Routes(unittest.TestCase):

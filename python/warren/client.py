@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _wire as w
 from ._ndjson import LineSplitter
+from ._sse import SseSplitter
 from ._retry import Retry
 from ._endpoint import Endpoint
 from ._sync_http import SyncTransport
@@ -61,6 +63,18 @@ class Warren:
         create sandboxes with ``lease=lease``; leaving the block deletes it and its sandboxes. A
         process killed meanwhile (even by SIGKILL) leaves none running past the TTL."""
         return self.leases.create(ttl, on_expiry=on_expiry, labels=labels)
+
+    def events(self, *, since: Optional[int] = None, labels: Optional[Mapping[str, str]] = None) -> Iterator[Dict[str, Any]]:
+        """The tenant's lifecycle events as they happen (created, started, paused, resumed, ended
+        with its end, lease_lapsed), each a dict with its ``seq``: read again with ``since`` the last
+        ``seq`` seen, it misses nothing kept (two hours). Runs until the loop stops reading."""
+        q = [("since", str(since))] if since is not None else []
+        q += [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        with self._t.stream(w.route("events", query=q, accept="text/event-stream")) as chunks:
+            sp = SseSplitter()
+            for chunk in chunks:
+                for _id, _event, data in sp.feed(chunk):
+                    yield json.loads(data)
 
     def info(self) -> Dict[str, Any]:
         return self._t.call(w.route("info", idempotent=True))  # type: ignore[no-any-return]
