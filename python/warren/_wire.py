@@ -270,6 +270,7 @@ class ResultBuilder:
                 duration_ms=ev.duration_ms or 0,
                 timed_out=bool(ev.timed_out),
                 truncated=bool(ev.truncated),
+                killed_by=ev.killed_by,
             )
 
     def finish(self) -> ExecResult:

@@ -72,6 +72,8 @@ class ExecEvent:
     duration_ms: Optional[float] = None
     timed_out: Optional[bool] = None
     truncated: Optional[bool] = None
+    #: An exit's: "timeout", "request", "oom", or None (it exited).
+    killed_by: Optional[str] = None
     error: Optional[Dict[str, Any]] = None
 
 

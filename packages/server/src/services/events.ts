@@ -50,7 +50,11 @@ export class EventLog {
   }
 
   start(): void {
-    this.timer = setInterval(() => void this.store.events.prune(KEEP_MS).catch(() => undefined), 60_000);
+    // A few thousand at a time, again while there were that many.
+    const prune = async (): Promise<void> => {
+      while ((await this.store.events.prune(KEEP_MS)) >= 5000);
+    };
+    this.timer = setInterval(() => void prune().catch(() => undefined), 60_000);
     this.timer.unref();
   }
 

@@ -21,6 +21,6 @@ export interface EventStore {
   after(tenant: string, seq: number, limit: number, settledMs?: number): Promise<EventRecord[]>;
   /** The newest seq of all (0: none): where a stream with no `since` begins. */
   last(): Promise<number>;
-  /** Removes the events older than `ms`; answers how many. */
+  /** Removes events older than `ms`, at most 5,000 a call (a short write); answers how many. */
   prune(ms: number): Promise<number>;
 }

@@ -45,7 +45,9 @@ export class PgEvents implements EventStore {
   }
 
   async prune(ms: number): Promise<number> {
-    const r = await this.pool.query(`DELETE FROM events WHERE at < ${NOW_MS} - $1`, [ms]);
+    const r = await this.pool.query(`DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < (SELECT ${NOW_MS}) - $1 ORDER BY seq LIMIT 5000)`, [
+      ms,
+    ]);
     return r.rowCount ?? 0;
   }
 }

@@ -25,7 +25,7 @@ export class SqliteEvents implements EventStore {
       insert: db.prepare('INSERT INTO events (tenant, at, type, data) VALUES (?, ?, ?, ?)'),
       after: db.prepare<[string, number, number, number], Row>('SELECT * FROM events WHERE tenant = ? AND seq > ? AND at <= ? ORDER BY seq LIMIT ?'),
       last: db.prepare<[], { seq: number | null }>('SELECT max(seq) AS seq FROM events'),
-      prune: db.prepare('DELETE FROM events WHERE at < ?'),
+      prune: db.prepare('DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 5000)'),
     };
   }
 
