@@ -80,6 +80,13 @@ class AsyncCalls(unittest.IsolatedAsyncioTestCase):
             self.assertEqual((await self.w.sandboxes.get(sb.id)).id, sb.id)
             self.assertIn(sb.id, [s.id for s in await self.w.sandboxes.list(labels={"job": self.job})])
         self.assertEqual((await self.w.sandboxes.get(sb.id)).info.state, "stopped")
+        # Its life as lifecycle events, ended last.
+        seen = []
+        async for ev in self.w.events(since=0, labels={"job": self.job}):
+            seen.append(ev["type"])
+            if ev["type"] == "ended":
+                break
+        self.assertEqual(seen, ["created", "started", "paused", "resumed", "ended"])
         with self.assertRaises(NotFoundError):
             await self.w.sandboxes.get("sb_nope")
         self.assertEqual((await self.w.fn.run(language="python", code="print(1+1)")).stdout, "2\n")

@@ -6,12 +6,14 @@ Its I/O is asyncio's own (see _async_http): one process drives thousands of sand
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from typing import IO, Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _wire as w
 from ._async_http import AsyncTransport
 from ._ndjson import LineSplitter
+from ._sse import SseSplitter
 from ._retry import Retry
 from ._endpoint import Endpoint
 from ._tarsafe import DEFAULT_MAX_BYTES, extract_safely, pack_dir
@@ -62,6 +64,16 @@ class AsyncWarren:
     async def lease(self, ttl: int, *, on_expiry: Optional[str] = None, labels: Optional[Mapping[str, str]] = None) -> AsyncLease:
         """Takes a lease renewed from a task: ``async with await w.lease(ttl=30) as lease:``."""
         return await self.leases.create(ttl, on_expiry=on_expiry, labels=labels)
+
+    async def events(self, *, since: Optional[int] = None, labels: Optional[Mapping[str, str]] = None) -> AsyncIterator[Dict[str, Any]]:
+        """As :meth:`warren.Warren.events`: ``async for ev in w.events(labels=...)``."""
+        q = [("since", str(since))] if since is not None else []
+        q += [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        async with self._t.stream(w.route("events", query=q, accept="text/event-stream")) as chunks:
+            sp = SseSplitter()
+            async for chunk in chunks:
+                for _id, _event, data in sp.feed(chunk):
+                    yield json.loads(data)
 
     async def info(self) -> Dict[str, Any]:
         return await self._t.call(w.route("info", idempotent=True))  # type: ignore[no-any-return]
