@@ -157,42 +157,49 @@ async function pool(count: number, concurrency: number, fn: (i: number) => Promi
   return ms;
 }
 
-async function phase(url: string, label: string, n: number, run: () => Promise<number[]>): Promise<string[]> {
+/**
+ * Runs `run` (answering its latencies): its wall time (s), the CPU seconds each side spent, and the
+ * control plane's counters before and after (read again `settleMs` after it ends).
+ */
+async function measured(url: string, run: () => Promise<number[]>, settleMs = 0) {
   const before = await counters(url);
   const cpu0 = cpuSeconds(serverPid);
   const t0 = performance.now();
   const ms = await run();
   const s = (performance.now() - t0) / 1000;
   const cpu1 = cpuSeconds(serverPid);
+  if (settleMs) await new Promise((r) => setTimeout(r, settleMs));
   const after = await counters(url);
+  return { ms, s, before, after, cpu: { server: cpu1.server - cpu0.server, postgres: cpu1.postgres - cpu0.postgres, bench: cpu1.bench - cpu0.bench } };
+}
+
+/** The CPU each side spent per `unit` (n of them). */
+function cpuPer(cpu: { server: number; postgres: number; bench: number }, n: number, unit: string): string {
+  const per = (x: number): string => ((1000 * x) / n).toFixed(3);
+  return `CPU ms per ${unit}: control plane ${per(cpu.server)}, PostgreSQL ${per(cpu.postgres)}, load and simulated nodes ${per(cpu.bench)}`;
+}
+
+async function phase(url: string, label: string, n: number, run: () => Promise<number[]>): Promise<string[]> {
+  const { ms, s, before, after, cpu } = await measured(url, run);
   const b = await balance(url);
   const placed = after.placed - before.placed;
   const line =
     `${label}: ${n} creates in ${f1(s)} s = ${Math.round(n / s)}/s; latency p50 ${f1(pct(ms, 50))} ms, p99 ${f1(pct(ms, 99))} ms ` +
     `(per ${label.includes('batch') ? `batch call of ${BATCH}` : 'create'}); balance max/mean ${(b.max / b.mean).toFixed(3)} (${b.max} vs ${f1(b.mean)}); ` +
     `retries ${after.retried - before.retried}; database round trips per create ${(placed ? (after.trips - before.trips) / placed : NaN).toFixed(2)}; ` +
-    `CPU ms per create: control plane ${((1000 * (cpu1.server - cpu0.server)) / n).toFixed(3)}, PostgreSQL ${((1000 * (cpu1.postgres - cpu0.postgres)) / n).toFixed(3)}, ` +
-    `load and simulated nodes ${((1000 * (cpu1.bench - cpu0.bench)) / n).toFixed(3)}`;
+    cpuPer(cpu, n, 'create');
   console.log(line);
   return [line];
 }
 
 /** FnCalls through the control plane: calls/s, latency, CPU per call, workers made (after the nodes' next heartbeat). */
 async function fnPhase(url: string, label: string, calls: number, per: string, run: () => Promise<number[]>): Promise<void> {
-  const before = await counters(url);
-  const cpu0 = cpuSeconds(serverPid);
-  const t0 = performance.now();
-  const ms = await run();
-  const s = (performance.now() - t0) / 1000;
-  const cpu1 = cpuSeconds(serverPid);
-  await new Promise((r) => setTimeout(r, 1500));
-  const after = await counters(url);
+  const { ms, s, before, after, cpu } = await measured(url, run, 1500);
   console.log(
     `${label}: ${calls} calls in ${f1(s)} s = ${Math.round(calls / s)}/s; latency p50 ${f1(pct(ms, 50))} ms, p99 ${f1(pct(ms, 99))} ms (per ${per}); ` +
       `workers ${after.fnWorkers} on the nodes (cold starts ${after.fnColdStarts - before.fnColdStarts}); retried on another node ${after.fnRetried - before.fnRetried}; ` +
       `database round trips per call ${((after.trips - before.trips) / calls).toFixed(2)}; ` +
-      `CPU ms per call: control plane ${((1000 * (cpu1.server - cpu0.server)) / calls).toFixed(3)}, PostgreSQL ${((1000 * (cpu1.postgres - cpu0.postgres)) / calls).toFixed(3)}, ` +
-      `load and simulated nodes ${((1000 * (cpu1.bench - cpu0.bench)) / calls).toFixed(3)}`,
+      cpuPer(cpu, calls, 'call'),
   );
 }
 

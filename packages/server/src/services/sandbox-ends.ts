@@ -32,7 +32,7 @@ export class SandboxEnds {
   async delete(caller: Caller, id: string, reason: 'deleted' | 'lease' = 'deleted'): Promise<void> {
     const end = endNow(reason);
     const rec = await this.store.endSandbox(id, { state: 'stopped', error: null, end }, caller.role === 'admin' ? {} : { tenant: caller.tenant });
-    if (rec && (rec.state === 'creating' || rec.state === 'running' || rec.state === 'paused')) this.count(rec, end);
+    if (rec && (rec.state === 'creating' || rec.state === 'running' || rec.state === 'paused')) this.o.ended?.(rec, end);
     if (!rec) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
     this.o.failpoint?.('delete:stored');
     await this.remove(id, rec);
@@ -56,11 +56,6 @@ export class SandboxEnds {
     );
   }
 
-  /** An end this replica recorded: told on (lifecycle events, counted there). */
-  private count(rec: SandboxRecord, end: SandboxEndRecord): void {
-    this.o.ended?.(rec, end);
-  }
-
   /**
    * An edge's event ends a sandbox: resolves once the end is recorded; its removal goes on
    * meanwhile (a burst of expiries is removed side by side, not one after another).
@@ -71,7 +66,7 @@ export class SandboxEnds {
       .endSandbox(id, { state, error, end })
       .then((r) => {
         this.o.failpoint?.('delete:stored');
-        if (r && (r.state === 'creating' || r.state === 'running' || r.state === 'paused')) this.count(r, end);
+        if (r && (r.state === 'creating' || r.state === 'running' || r.state === 'paused')) this.o.ended?.(r, end);
         return r;
       })
       .catch((e: unknown) => {
