@@ -76,6 +76,30 @@ export interface BackendCapabilities {
   network: boolean;
   /** Its sandboxes have a display: a screen to read and a keyboard and pointer to drive (a full VM's); absent: none. */
   display?: boolean;
+  /** It freezes a sandbox as a fork base its forks start from (Backend.freeze); absent: no forks. */
+  fork?: boolean;
+}
+
+/**
+ * A layer entry `fork:<baseId>` names a fork base of this node (Backend.freeze): the state of a
+ * sandbox at the moment it was forked, kept on the node for as long as a sandbox stands on it.
+ * A fork's layers are its source's with the base's entry on top.
+ */
+export const FORK_LAYER_PREFIX = 'fork:';
+
+/** A fork base's id: `fb_` and 24 lowercase letters or digits (what the control plane makes). */
+export const FORK_BASE_ID = /^fb_[a-z0-9]{24}$/;
+
+/** The base a layer entry names, or null for an image layer (a digest). */
+export function forkBaseOf(layer: string): string | null {
+  if (!layer.startsWith(FORK_LAYER_PREFIX)) return null;
+  const id = layer.slice(FORK_LAYER_PREFIX.length);
+  return FORK_BASE_ID.test(id) ? id : null;
+}
+
+/** The layer entry of a fork base. */
+export function forkLayer(baseId: string): string {
+  return FORK_LAYER_PREFIX + baseId;
 }
 
 /**
@@ -131,7 +155,23 @@ export interface Backend {
    * names it or lets it go.
    */
   commit(id: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo>;
-  /** Told when no sandbox uses these layers any more (it may unmount them). */
+  /**
+   * With `capabilities.fork`: what sandbox `id` holds now becomes the fork base `baseId` of this
+   * node (its files; a VM's memory and devices too), which a create whose `layers` end with
+   * `fork:<baseId>` starts from. The edge freezes the sandbox around the call (a paused one stays
+   * paused). The base goes when releaseLayers or forgetLayers name its entry (no sandbox stands
+   * on it any more).
+   */
+  freeze?(id: string, baseId: string): Promise<void>;
+  /**
+   * With `capabilities.fork`: a fork base's files as an image layer in the node's layer store
+   * (pinned as commit's), for what must outlive the node's copy or leave the node (a commit or a
+   * snapshot of a fork).
+   */
+  baseLayer?(baseId: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo>;
+  /** The fork bases this backend has on the node (to find leftovers). */
+  bases?(): Promise<string[]>;
+  /** Told when no sandbox uses these layers any more (it may unmount them; a fork base's entry: remove it). */
   releaseLayers(digests: string[]): Promise<void>;
   /** Lets go of removed layers (unmounts them). */
   forgetLayers(digests: string[]): Promise<void>;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { IdMap, LayerInfo, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
-import { sandboxHostname } from '../backend.js';
+import { forkBaseOf, sandboxHostname } from '../backend.js';
 import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
 import { findNamespaceInit, processExited, processStartTime, userNamespaceBase } from '../../host/proc.js';
@@ -16,6 +16,7 @@ import { IdRanges } from './id-ranges.js';
 import { Semaphore } from '../../util/semaphore.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
 import { SANDBOX_CONTROLLERS, spawnFields, type SpawnPaths } from './spawn-spec.js';
+import { ForkBases } from './fork-bases.js';
 
 /**
  * How a sandbox's init is started. `native`: warren-hostd clones it into its namespaces itself
@@ -61,9 +62,11 @@ export interface ContainerBackendOptions {
 /** Container sandboxes: EROFS layers + overlay, a user namespace and the rest, warren-init as PID 1. */
 export class ContainerBackend implements Backend {
   readonly name = 'container';
-  readonly capabilities = { pause: true, commit: true, ports: true, fnWorkers: true, network: true };
+  readonly capabilities = { pause: true, commit: true, ports: true, fnWorkers: true, network: true, fork: true };
   readonly runtime: ContainerRuntime;
   private readonly layers: LayerMounts;
+  /** Fork bases: writable layers frozen as they were at a fork, beside the sandboxes' (same file system: reflinks). */
+  private readonly forkBases: ForkBases;
   /** runc is CPU-bound; more parallel starts than cores only thrash. */
   private readonly starts = new Semaphore(Math.max(2, cpus().length * 2));
   /** Each sandbox's host id range (root inside is its hostStart). */
@@ -75,6 +78,7 @@ export class ContainerBackend implements Backend {
   constructor(private readonly o: ContainerBackendOptions) {
     this.layers = new LayerMounts(o.store, o.mounts, join(o.dataDir, 'mnt', 'layers'));
     this.runtime = o.runtime ?? 'native';
+    this.forkBases = new ForkBases(join(o.dataDir, 'sandboxes', 'fork-bases'), o.store);
   }
 
   /** Whether the kernel accounts swap per cgroup (memory.memsw.*), found at open. */
@@ -86,7 +90,7 @@ export class ContainerBackend implements Backend {
     await mkdir(this.runDir, { recursive: true, mode: 0o711 });
     const mounts = await readFile('/proc/self/mountinfo', 'utf8');
     if (!mounts.split('\n').some((l) => l.split(' ')[4] === this.runDir)) await this.o.mounts.tmpfs(this.runDir, 'mode=0711,size=64m');
-    await this.layers.recover();
+    await Promise.all([this.layers.recover(), this.forkBases.open()]);
     // A commit's view an earlier run left mounted (it stopped mid-commit).
     for (const id of await readdir(join(this.o.dataDir, 'mnt', 'commit')).catch(() => [])) {
       await this.o.mounts.umount(join(this.o.dataDir, 'mnt', 'commit', id)).catch(() => undefined);
@@ -162,7 +166,7 @@ export class ContainerBackend implements Backend {
     this.rangeOf.set(spec.id, idMap);
     const layerMap = { from: this.o.idMap.hostStart, to: idMap.hostStart, size: idMap.size };
     try {
-      let lower = await Promise.all(spec.layers.map((d) => this.layers.path(d)));
+      let lower = await Promise.all(spec.layers.map((d) => this.layerPath(d)));
       const diskMiB = spec.resources.diskMiB;
       if (this.o.diskQuotas && diskMiB) await this.o.mounts.subvolume(join(this.o.dataDir, 'sandboxes'), spec.id, diskMiB * 1024);
       else if (diskMiB) throw new WarrenError('invalid_argument', 'this node cannot limit a sandbox’s disk (no quotas on its sandboxes’ file system)');
@@ -386,11 +390,43 @@ export class ContainerBackend implements Backend {
    * from the blob store is unmounted, so its cached chunks become evictable.
    */
   async releaseLayers(digests: string[]): Promise<void> {
-    for (const d of digests) if (this.o.store.dataIsRemote(d)) await this.layers.unmount(d);
+    for (const d of digests) {
+      const base = forkBaseOf(d);
+      if (base) await this.forkBases.remove(base);
+      else if (this.o.store.dataIsRemote(d)) await this.layers.unmount(d);
+    }
   }
 
   async forgetLayers(digests: string[]): Promise<void> {
-    for (const d of digests) await this.layers.unmount(d);
+    for (const d of digests) {
+      const base = forkBaseOf(d);
+      await (base ? this.forkBases.remove(base) : this.layers.unmount(d));
+    }
+  }
+
+  /** Where a layer entry's files are: an image layer's mount, or a fork base's directory. */
+  private layerPath(entry: string): Promise<string> {
+    const base = forkBaseOf(entry);
+    return base ? this.forkBases.path(base) : this.layers.path(entry);
+  }
+
+  /**
+   * The writable layer as it is now (the edge froze the sandbox) becomes fork base `baseId`: a
+   * copy by reflinks, seen through the same idmapped view as a commit (so its files are in the
+   * layers' id range and every fork stacks it as any layer). On btrfs (the default sandboxes'
+   * file system) a copy shares every data extent with the source: its cost is the number of
+   * files, not their bytes; elsewhere the bytes are copied.
+   */
+  async freeze(id: string, baseId: string): Promise<void> {
+    return this.withUpperDir(id, (dir) => this.forkBases.make(baseId, dir));
+  }
+
+  baseLayer(baseId: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo> {
+    return this.forkBases.layer(baseId, opts);
+  }
+
+  bases(): Promise<string[]> {
+    return this.forkBases.list();
   }
 
   private upperDir(id: string): string {
