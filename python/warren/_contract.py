@@ -18,6 +18,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "setNetwork": ("PATCH", "/v1/sandboxes/{id}/network"),
     "portProxy": ("GET", "/v1/sandboxes/{id}/ports/{port}/{path}"),
     "commit": ("POST", "/v1/sandboxes/{id}/commit"),
+    "forkSandbox": ("POST", "/v1/sandboxes/{id}/fork"),
     "screen": ("GET", "/v1/sandboxes/{id}/screen"),
     "input": ("POST", "/v1/sandboxes/{id}/input"),
     "batchPause": ("POST", "/v1/batch/pause"),

@@ -3,9 +3,10 @@ import { SandboxEnd } from './sandbox.js';
 
 /**
  * What a lifecycle event says happened: a sandbox `created` (recorded, being made), `started`
- * (running), `paused`, `resumed`, `ended` (with its end: why, whose doing), or a `lease_lapsed`.
+ * (running), `paused`, `resumed`, `forked` (its children made), `snapshotted` (a snapshot of it
+ * kept), `ended` (with its end: why, whose doing), or a `lease_lapsed`.
  */
-export const LifecycleEventType = z.enum(['created', 'started', 'paused', 'resumed', 'ended', 'lease_lapsed']);
+export const LifecycleEventType = z.enum(['created', 'started', 'paused', 'resumed', 'forked', 'snapshotted', 'ended', 'lease_lapsed']);
 export type LifecycleEventType = z.infer<typeof LifecycleEventType>;
 
 /**
@@ -22,6 +23,10 @@ export const LifecycleEvent = z.object({
   lease: z.string().nullable(),
   /** An `ended` event's end. */
   end: SandboxEnd.optional(),
+  /** A `forked` event's children (each also has its own `created` and `started`). */
+  children: z.array(z.string()).optional(),
+  /** A `snapshotted` event's snapshot. */
+  snapshot: z.string().optional(),
   /** A `lease_lapsed` event's lease: what it does to its sandboxes. */
   onExpiry: z.enum(['delete', 'pause']).optional(),
 });

@@ -9,6 +9,7 @@ import * as fn from './fn.js';
 import * as d from './display.js';
 import * as l from './leases.js';
 import * as ev from './events.js';
+import * as fk from './forks.js';
 
 /** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
 export interface RouteSpec {
@@ -86,6 +87,15 @@ export const ROUTES = {
     summary: 'Turn the writable layer (minus exclude paths and platform residues) into a new layer over the current ones: a new image',
     body: i.CommitRequest,
     response: i.Image,
+    status: 201,
+  }),
+  forkSandbox: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/fork',
+    summary:
+      "Fork a running or paused sandbox into `count` new ones with its filesystem state now (a microVM's memory too; a container's processes are not copied): the source runs on",
+    body: fk.ForkRequest,
+    response: fk.ForkResponse,
     status: 201,
   }),
   screen: r({

@@ -13,6 +13,7 @@ import { SandboxService } from './services/sandboxes.js';
 import { ImageService } from './services/images.js';
 import { PoolService } from './services/pools.js';
 import { FnService } from './services/fn.js';
+import { ForkService } from './services/forks.js';
 import { LeaseService } from './services/leases.js';
 import { EventLog } from './services/events.js';
 import { CommandService } from './services/commands.js';
@@ -163,6 +164,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
   service.pools = pools;
   service.events = events;
   const leases = new LeaseService(store, cluster, service, { logger: o.logger, events });
+  const forks = new ForkService(store, cluster, service, { defaultTtlSeconds: o.defaultTtlSeconds ?? DEFAULTS.sandbox.ttlSeconds, now: o.clock });
   handle = nodeEventHandler({
     store,
     sandboxes: service,
@@ -207,6 +209,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     pools,
     fn,
     leases,
+    forks,
     events,
     audit,
     logger: o.logger,

@@ -66,6 +66,13 @@ export const CLOCKED: Partial<Record<keyof EdgeApi, Shift>> = {
       return { ...m, outcomes: m.outcomes.map((o) => ('state' in o ? { state: shiftState(o.state, d) } : o)) };
     },
   },
+  fork: {
+    args: ([source, base, specs], d) => [source, base, (specs as EdgeSandboxSpec[]).map((s) => shiftSpec(s, d))],
+    result: (r, d) => {
+      const m = r as { outcomes: CreateOutcome[] };
+      return { ...m, outcomes: m.outcomes.map((o) => ('state' in o ? { state: shiftState(o.state, d) } : o)) };
+    },
+  },
   claim: {
     args: ([spec, ...rest], d) => [shiftSpec(spec as EdgeSandboxSpec, d), ...rest],
     result: (r, d) => shiftState(r as EdgeSandboxState, d),

@@ -109,6 +109,14 @@ export interface EdgeApi {
    * call per node and batch instead of one per sandbox.
    */
   createMany(specs: EdgeSandboxSpec[], files?: EdgeFile[]): Promise<{ outcomes: CreateOutcome[]; load: EdgeLoad }>;
+  /**
+   * Forks sandbox `sourceId`: what it holds now becomes the fork base `baseId` (frozen meanwhile;
+   * a paused one stays paused, a running one runs on), then each spec is made as createMany makes
+   * them (admitted in turn, side by side). Each spec's `layers` must be the source's with
+   * `fork:<baseId>` on top, and its backend the source's. A base none of the children stands on
+   * is removed before the answer.
+   */
+  fork(sourceId: string, baseId: string, specs: EdgeSandboxSpec[]): Promise<{ outcomes: CreateOutcome[]; load: EdgeLoad }>;
   /** Hands a running (pool's) sandbox to a caller: its env, user, workdir and lifetime become `spec`'s. */
   claim(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState>;
   /** Takes back a sandbox that ran before the edge restarted; false when it is gone. */
@@ -133,8 +141,12 @@ export interface EdgeApi {
    * listens there.
    */
   openPort(id: string, port: number): Promise<Duplex>;
-  /** The sandbox's changes as a new layer, pinned in the node's layer store until it is named. */
-  commit(id: string, opts: { exclude?: string[] }): Promise<LayerInfo>;
+  /**
+   * The sandbox's changes as a new layer, pinned in the node's layer store until it is named;
+   * `under`: the layers it goes on, bottom first (the sandbox's, each fork base of this node made
+   * an image layer, pinned too).
+   */
+  commit(id: string, opts: { exclude?: string[] }): Promise<LayerInfo & { under: string[] }>;
   /** A full VM's display now, as PNG bytes (a paused one is resumed first; invalid_argument for a backend without a display). */
   screen(id: string): Promise<FileBody>;
   /** Keys, text and pointer events to a full VM's display, in order (resumed first, as `screen`). */

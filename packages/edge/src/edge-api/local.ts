@@ -7,7 +7,7 @@ import type { EdgeEvent } from '../lifecycle/events.js';
 import { pushIterable } from '../util/push-iterable.js';
 import { loadClock } from '../fn/fn-workers.js';
 import { isEdgeLease } from '../lifecycle/leases.js';
-import { MAX_CREATE_MANY, type CommandResult, type CommandStream, type CreateOutcome, type EdgeApi, type EdgeLoad } from './edge-api.js';
+import { MAX_CREATE_MANY, type CommandResult, type CommandStream, type CreateOutcome, type EdgeApi, type EdgeFile, type EdgeLoad } from './edge-api.js';
 
 /** A command's events from byte `offset` on, until its exit or error, as fast as they are read (the command runs on if the reader stops). */
 export function commandEvents(cmd: Command, offset: number): AsyncIterable<ExecEvent> {
@@ -58,6 +58,20 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
       pools: edge.pools.load(),
     };
   };
+  /** Each admitted before the next (Edge.create admits before its first await), made side by side. */
+  const makeAll = async (specs: EdgeSandboxSpec[], files?: EdgeFile[]): Promise<CreateOutcome[]> => {
+    const made = await Promise.allSettled(
+      specs.map(async (spec) => {
+        await edge.create(copy(spec), files);
+        return (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
+      }),
+    );
+    return made.map((r): CreateOutcome => {
+      if (r.status === 'fulfilled') return { state: r.value };
+      const e = r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'sandbox creation failed');
+      return { error: { code: e.code, message: e.message, details: e.details } };
+    });
+  };
   return {
     info: async () => ({
       nodeId: edge.nodeId,
@@ -77,18 +91,17 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     createMany: async (specs, files) => {
       if (!Array.isArray(specs) || specs.length > MAX_CREATE_MANY)
         throw new WarrenError('invalid_argument', `createMany takes at most ${MAX_CREATE_MANY} sandboxes`);
-      // Each admitted before the next (Edge.create admits before its first await), made side by side.
-      const made = await Promise.allSettled(
-        specs.map(async (spec) => {
-          await edge.create(copy(spec), files);
-          return (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
-        }),
-      );
-      const outcomes = made.map((r): CreateOutcome => {
-        if (r.status === 'fulfilled') return { state: r.value };
-        const e = r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'sandbox creation failed');
-        return { error: { code: e.code, message: e.message, details: e.details } };
-      });
+      return { outcomes: await makeAll(specs, files), load: await load(false) };
+    },
+    fork: async (sourceId, baseId, specs) => {
+      if (!Array.isArray(specs) || specs.length === 0 || specs.length > MAX_CREATE_MANY)
+        throw new WarrenError('invalid_argument', `a fork makes 1 to ${MAX_CREATE_MANY} sandboxes`);
+      const base = await edge.freezeBase(sourceId, baseId);
+      const wrong = specs.find((s) => (s.backend ?? base.backend) !== base.backend || s.layers.join('\n') !== base.layers.join('\n'));
+      const outcomes = wrong
+        ? specs.map((): CreateOutcome => ({ error: { code: 'invalid_argument', message: 'a fork stands on its source’s layers and backend', details: {} } }))
+        : await makeAll(specs);
+      if (!outcomes.some((o) => 'state' in o)) await edge.dropBase(baseId, base.backend);
       return { outcomes, load: await load(false) };
     },
     claim: async (spec, files) => {

@@ -25,6 +25,7 @@ export const EDGE_CALLS = {
   admit: 'unary',
   create: 'files',
   createMany: 'files',
+  fork: 'unary',
   claim: 'files',
   adopt: 'unary',
   destroy: 'unary',

@@ -3,7 +3,7 @@ import { totalmem } from 'node:os';
 import type { Socket } from 'node:net';
 import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
+import { forkBaseOf, forkLayer, sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import type { FnWorkers } from '../fn/fn-workers.js';
@@ -390,10 +390,10 @@ export class Edge {
    * The sandbox's changes as a new layer (pinned in the node's layer store until the caller names
    * it): its writable layer, frozen meanwhile, without `exclude` and the platform's own residues.
    */
-  async commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo> {
+  async commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo & { under: string[] }> {
     const l = this.able(id, 'commit', 'be committed');
     const exclude = [...COMMIT_RESIDUES.paths, ...(opts.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
-    return this.freezes.run(
+    const info = await this.freezes.run(
       id,
       () => this.get(id),
       () => this.live.has(id),
@@ -402,6 +402,36 @@ export class Edge {
         return l.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
       },
     );
+    // A fork's layers name fork bases of this node: each becomes an image layer too (once per
+    // base), so the image stands on layers alone and may be run anywhere.
+    const under: string[] = [];
+    for (const entry of l.spec.layers) {
+      const base = forkBaseOf(entry);
+      under.push(base ? (await l.backend.baseLayer!(base, { exclude: [], excludeRegex: COMMIT_RESIDUES.regex })).digest : entry);
+    }
+    return { ...info, under };
+  }
+
+  /**
+   * What sandbox `id` holds now becomes the fork base `baseId` (Backend.freeze), frozen meanwhile
+   * (a paused one stays paused); answers the layers a fork of it stands on. Counts as activity.
+   */
+  async freezeBase(id: string, baseId: string): Promise<{ layers: string[]; backend: string }> {
+    const l = this.able(id, 'fork', 'be forked');
+    await this.freezes.run(
+      id,
+      () => this.get(id),
+      () => this.live.has(id),
+      () => l.backend.freeze!(id, baseId),
+    );
+    return { layers: [...l.spec.layers, forkLayer(baseId)], backend: l.backend.name };
+  }
+
+  /** Removes a fork base no sandbox stands on (a fork none of whose children was made). */
+  async dropBase(baseId: string, backend: string): Promise<void> {
+    const entry = forkLayer(baseId);
+    if (this.layerRefs.inUse().has(entry)) return;
+    await this.backendSet.all.find((b) => b.name === backend)?.releaseLayers([entry]);
   }
 
   /** A full VM's display now, as a PNG; counts as activity (a paused one is resumed first). */
@@ -573,12 +603,16 @@ export class Edge {
   /** Removes sandboxes the backend still has on disk that nobody owns any more. */
   async removeLeftovers(): Promise<string[]> {
     const gone: string[] = [];
+    const inUse = this.layerRefs.inUse();
     for (const b of this.backendSet.all) {
       for (const id of await b.list()) {
         if (this.live.has(id)) continue;
         await b.destroy(id).catch(() => undefined);
         gone.push(id);
       }
+      // Fork bases no live sandbox stands on (their forks ended while the edge was down).
+      const idle = ((await b.bases?.()) ?? []).map(forkLayer).filter((e) => !inUse.has(e));
+      if (idle.length) await b.releaseLayers(idle).catch(() => undefined);
     }
     return gone;
   }

@@ -7,6 +7,7 @@ import type { ImageService } from '../services/images.js';
 import type { PoolService } from '../services/pools.js';
 import type { FnService } from '../services/fn.js';
 import type { LeaseService } from '../services/leases.js';
+import type { ForkService } from '../services/forks.js';
 import type { EventLog } from '../services/events.js';
 import type { AuditLog } from '../services/audit.js';
 import type { CommandService } from '../services/commands.js';
@@ -50,6 +51,7 @@ export interface RouteDeps {
   pools: PoolService;
   fn: FnService;
   leases: LeaseService;
+  forks: ForkService;
   events: EventLog;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };

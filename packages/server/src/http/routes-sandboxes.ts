@@ -19,6 +19,11 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     const r = await svc.createMany(c.caller, template, body.count, files);
     c.reply({ sandboxes: r.sandboxes, errors: r.errors.map((e) => ({ code: e.code, message: e.message })) });
   });
+  on(ROUTES.forkSandbox, async (c) => {
+    const body = await c.body();
+    c.audit.sandbox = c.params.id;
+    c.reply(await d.forks.fork(c.caller, c.params.id, body));
+  });
   on(ROUTES.listSandboxes, async (c) => {
     c.reply(await svc.list(c.caller, c.query()));
   });

@@ -63,9 +63,16 @@ export class EventLog {
   }
 
   /** A sandbox's event. */
-  sandbox(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, type: Exclude<LifecycleEventType, 'lease_lapsed' | 'ended'>): void;
+  sandbox(
+    rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>,
+    type: Exclude<LifecycleEventType, 'lease_lapsed' | 'ended' | 'forked' | 'snapshotted'>,
+  ): void;
   sandbox(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, type: 'ended', end: SandboxEndRecord): void;
-  sandbox(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, type: Exclude<LifecycleEventType, 'lease_lapsed'>, end?: SandboxEndRecord): void {
+  sandbox(
+    rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>,
+    type: Exclude<LifecycleEventType, 'lease_lapsed' | 'forked' | 'snapshotted'>,
+    end?: SandboxEndRecord,
+  ): void {
     const data: Record<string, unknown> = { sandbox: rec.id, labels: rec.labels, lease: rec.lease ?? null };
     if (end) {
       data.end = { reason: end.reason, by: END_BY[end.reason], detail: end.detail, at: new Date(end.at).toISOString() };
@@ -90,6 +97,16 @@ export class EventLog {
       if (left > 0) this.open.set(tenant, left);
       else this.open.delete(tenant);
     };
+  }
+
+  /** A sandbox was forked: its children (each has its own `created` and `started` too). */
+  forked(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, children: string[]): void {
+    this.add({ tenant: rec.tenant, type: 'forked', data: { sandbox: rec.id, labels: rec.labels, lease: rec.lease ?? null, children } });
+  }
+
+  /** A snapshot of a sandbox was kept. */
+  snapshotted(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, snapshot: string): void {
+    this.add({ tenant: rec.tenant, type: 'snapshotted', data: { sandbox: rec.id, labels: rec.labels, lease: rec.lease ?? null, snapshot } });
   }
 
   /** A lease lapsed. */

@@ -187,12 +187,14 @@ export class ImageService {
     await this.mayName(req.name, owner);
     await this.o.checkDisk?.('a commit');
     const info = await edge.commit(id, { exclude: req.exclude });
+    // A fork's fork bases came back as layers of their own (pinned as the new one is).
+    const made = (info.under ?? layers).filter((d) => !layers.includes(d));
     try {
       this.o.failpoint?.('commit:layer');
       await this.mayName(req.name, owner);
-      return await this.store.setImage(req.name, [...layers, info.digest], owner, env);
+      return await this.store.setImage(req.name, [...(info.under ?? layers), info.digest], owner, env);
     } finally {
-      this.store.unpin(info.digest);
+      for (const d of [...made, info.digest]) this.store.unpin(d);
     }
   }
 

@@ -223,7 +223,7 @@ export class SandboxService {
   }
 
   /** The caller's active lease of this id, kept in mind for the create's spec; not_found or conflict if it is not one. */
-  private async lease(caller: Caller, id: string): Promise<EdgeLease> {
+  async lease(caller: Caller, id: string): Promise<EdgeLease> {
     const l = await this.store.leases.get(id);
     // A sandbox and its lease are one tenant's (an admin's sandbox too: the lease's ends must find it).
     if (!l || l.tenant !== caller.tenant) throw new WarrenError('not_found', `lease ${id} does not exist`, { lease: id });
@@ -314,7 +314,7 @@ export class SandboxService {
   }
 
   /** Destroys a sandbox on its node, if the node answers (a node that is down removes it when it joins again). */
-  private async destroyOn(node: string, id: string): Promise<void> {
+  async destroyOn(node: string, id: string): Promise<void> {
     try {
       await this.cluster.edge(node).destroy(id);
     } catch {

@@ -1,0 +1,131 @@
+import { randomBytes } from 'node:crypto';
+import type { ForkRequest, ForkResponse } from '@warren/api';
+import { WarrenError } from '@warren/api';
+import { forkLayer, type EdgeLease } from '@warren/edge';
+import type { SandboxRecord, Store } from '../store/store.js';
+import type { Cluster } from '../cluster/cluster.js';
+import { newSandboxId } from './ids.js';
+import { edgeSpec } from '../placement/edge-spec.js';
+import { sandboxView } from './sandbox-view.js';
+import type { Caller, SandboxService } from './sandboxes.js';
+
+export interface ForkServiceOptions {
+  defaultTtlSeconds: number;
+  now?: () => number;
+}
+
+/** A fork base's id (FORK_BASE_ID): `fb_` and 24 lowercase hex digits. */
+export const newForkBaseId = (): string => `fb_${randomBytes(12).toString('hex')}`;
+
+/**
+ * The children of a fork as records (pure): the source's image, layers with the fork base's on
+ * top, env, user, workdir, network, backend and node; the request's lifetime, labels (default
+ * the source's), lease and resources (CPU and memory; default the source's).
+ */
+export function forkRecords(
+  src: SandboxRecord,
+  req: ForkRequest,
+  o: { baseId: string; ids: string[]; now: number; defaultTtlSeconds: number; lease: string | null },
+): SandboxRecord[] {
+  const ttl = req.lifetime?.ttlSeconds ?? o.defaultTtlSeconds;
+  const resources = { ...src.resources, cpu: req.resources?.cpu ?? src.resources.cpu, memoryMiB: req.resources?.memoryMiB ?? src.resources.memoryMiB };
+  return o.ids.map((id) => ({
+    ...src,
+    id,
+    state: 'creating' as const,
+    layers: [...src.layers, forkLayer(o.baseId)],
+    labels: req.labels ?? src.labels,
+    resources,
+    createdAt: o.now,
+    expiresAt: o.now + ttl * 1000,
+    lastActivityAt: o.now,
+    idleTimeoutSeconds: req.lifetime?.idleTimeoutSeconds ?? null,
+    pauseAfterIdleSeconds: req.lifetime?.pauseAfterIdleSeconds ?? null,
+    ttlCountsPaused: req.lifetime?.ttlCountsPaused ?? false,
+    error: null,
+    requestId: null,
+    lease: o.lease,
+    end: null,
+  }));
+}
+
+/**
+ * Forks: a sandbox's state frozen once on its node as a fork base, and `count` children made
+ * there from it in one call to the node (EdgeApi.fork): recorded first (as a create is), started
+ * side by side, marked running together; each one that could not be made (the node full) is
+ * failed and reported, none left behind.
+ */
+export class ForkService {
+  constructor(
+    private readonly store: Store,
+    private readonly cluster: Cluster,
+    private readonly sandboxes: SandboxService,
+    private readonly o: ForkServiceOptions,
+  ) {}
+
+  async fork(caller: Caller, id: string, req: ForkRequest): Promise<ForkResponse> {
+    const src = await this.sandboxes.live(caller, id);
+    if (src.backend === 'vm')
+      throw new WarrenError('invalid_argument', 'a full VM cannot be forked (containers and microVMs can)', { id, backend: src.backend });
+    if (src.backend === 'microvm' && req.resources?.memoryMiB !== undefined && req.resources.memoryMiB !== src.resources.memoryMiB)
+      throw new WarrenError('invalid_argument', 'a microVM’s forks have its memory: leave out resources.memoryMiB', { id, memoryMiB: src.resources.memoryMiB });
+    const count = req.count ?? 1;
+    const now = (this.o.now ?? Date.now)();
+    const lease: EdgeLease | null = req.lease ? await this.sandboxes.lease(caller, req.lease) : null;
+    const baseId = newForkBaseId();
+    const recs = forkRecords(src, req, {
+      baseId,
+      ids: Array.from({ length: count }, () => newSandboxId(now)),
+      now,
+      defaultTtlSeconds: this.o.defaultTtlSeconds,
+      lease: lease?.id ?? null,
+    });
+    const resources = recs[0]!.resources;
+    await this.sandboxes.checkQuota(caller.tenant, caller.quota, resources, count);
+    const view = this.sandboxes.view;
+    for (let i = 0; i < count; i++) view.inFlightOn(src.node, resources, 1);
+    let outcomes: Awaited<ReturnType<ReturnType<Cluster['edge']>['fork']>>['outcomes'];
+    try {
+      await this.store.insertSandboxes(recs);
+      for (const r of recs) this.sandboxes.events?.sandbox(r, 'created');
+      const answer = await this.cluster.edge(src.node).fork(
+        src.id,
+        baseId,
+        recs.map((r) => edgeSpec(r, this.sandboxes.leases.of(r.lease))),
+      );
+      outcomes = answer.outcomes;
+      for (let i = 0; i < count; i++) view.inFlightOn(src.node, resources, -1, i === count - 1 ? answer.load : undefined);
+    } catch (e) {
+      for (let i = 0; i < count; i++) view.inFlightOn(src.node, resources, -1);
+      // Nothing was made (or what was is unknown): every child's record says why; a node that
+      // made some before it stopped answering removes them when it joins again (reconcile).
+      const err = e instanceof WarrenError ? e : new WarrenError('internal', 'the fork failed');
+      await Promise.all(recs.map((r) => this.sandboxes.placer.createFailed(r, err).catch(() => undefined)));
+      throw err;
+    }
+    const errors: WarrenError[] = [];
+    const made: Array<{ rec: SandboxRecord; state: Extract<(typeof outcomes)[number], { state: unknown }>['state'] }> = [];
+    for (const [i, o] of outcomes.entries()) {
+      const rec = recs[i]!;
+      if ('state' in o) made.push({ rec, state: o.state });
+      else errors.push(await this.sandboxes.placer.createFailed(rec, new WarrenError(o.error.code, o.error.message, o.error.details)));
+    }
+    const running = new Set(await this.store.markStarted(made.map((m) => m.rec.id)));
+    const sandboxes = [];
+    for (const { rec, state } of made) {
+      if (running.has(rec.id)) {
+        this.sandboxes.events?.sandbox(rec, 'started');
+        sandboxes.push(sandboxView({ ...rec, state: 'running' }, state));
+      } else {
+        await this.sandboxes.destroyOn(rec.node, rec.id);
+        errors.push(new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being made`, { id: rec.id }));
+      }
+    }
+    if (sandboxes.length)
+      this.sandboxes.events?.forked(
+        src,
+        sandboxes.map((s) => s.id),
+      );
+    return { source: src.id, sandboxes, errors: errors.map((e) => ({ code: e.code, message: e.message })) };
+  }
+}

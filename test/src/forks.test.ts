@@ -1,0 +1,139 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { LifecycleEvent } from '@warren/api';
+import { Warren, type Sandbox } from '@warren/sdk';
+import { notOnMicrovm, startTestWarren, until, type TestWarren } from './harness.js';
+
+// Forks of container sandboxes on a real node: the writable layer frozen once as a fork base
+// (reflinks on the sandboxes' btrfs), shared read-only by every child, each child writing to a
+// layer of its own; the source runs on.
+let t: TestWarren;
+before(async () => {
+  t = await startTestWarren({ images: ['busybox:latest'] });
+});
+after(async () => {
+  await t?.close();
+});
+
+const bases = (): Promise<string[]> => readdir(join(t.dataDir, 'sandboxes', 'fork-bases')).catch(() => []);
+const out = async (sb: Sandbox, cmd: string): Promise<string> => {
+  const r = await sb.exec(cmd);
+  assert.equal(r.exitCode, 0, `${cmd}: ${r.stderr}`);
+  return r.stdout.trim();
+};
+
+describe('fork', notOnMicrovm('these are the container backend’s forks'), () => {
+  test('×16 of a sandbox that wrote 500 MB: each child sees its files (deletions too) and writes its own; the source runs on, its later writes unseen; the base goes with the last child', async () => {
+    const src = await t.client.sandboxes.create({ image: 'busybox:latest', labels: { job: 'fork' }, env: { STEP: '7' }, workdir: '/work' });
+    const children: Sandbox[] = [];
+    try {
+      await out(
+        src,
+        'head -c 500000000 /dev/zero > /big && echo state > /work/s && mkdir -p /d/e && echo x > /d/e/f && rm /bin/vi && sleep 600 > /dev/null 2>&1 &',
+      );
+      await until(async () => (await src.exec('test -f /d/e/f && pidof sleep')).exitCode === 0, 10_000);
+      const r = await src.fork({ count: 16, labels: { job: 'fork', role: 'child' } });
+      assert.deepEqual(r.errors, []);
+      children.push(...r.sandboxes);
+      assert.equal(children.length, 16);
+      assert.equal(new Set(children.map((c) => c.id)).size, 16);
+      // The source runs on: its process lives, and what it writes now no child sees.
+      assert.match(await out(src, 'pidof sleep'), /^\d+/);
+      await out(src, 'echo later > /work/later');
+      await Promise.all(
+        children.map(async (c, i) => {
+          assert.equal(c.info.state, 'running');
+          assert.deepEqual(c.info.labels, { job: 'fork', role: 'child' });
+          // Its files, its env and workdir; a file the source deleted stays deleted; no process was copied.
+          assert.equal(
+            await out(c, 'stat -c %s /big; cat s; cat /d/e/f; echo $STEP; pwd; test -e /bin/vi || echo no-vi; pidof sleep || echo none'),
+            '500000000\nstate\nx\n7\n/work\nno-vi\nnone',
+          );
+          assert.equal((await c.exec('test -e /work/later')).exitCode, 1);
+          await out(c, `echo ${i} > /work/mine && echo child${i} >> /work/s`);
+        }),
+      );
+      // Each wrote its own layer: no child sees another's writes, nor the source a child's.
+      for (const [i, c] of children.entries()) assert.equal(await out(c, 'cat /work/mine; cat /work/s'), `${i}\nstate\nchild${i}`);
+      assert.equal(await out(src, 'cat /work/s; test -e /work/mine || echo none'), 'state\nnone');
+      assert.equal((await bases()).length, 1);
+      await Promise.all(children.splice(0, 15).map((c) => c.delete()));
+      assert.equal((await bases()).length, 1, 'a child still stands on the base');
+      await children.pop()!.delete();
+      assert.deepEqual(await bases(), []);
+    } finally {
+      await Promise.all([src, ...children].map((s) => s.delete().catch(() => undefined)));
+    }
+  });
+
+  test('a paused sandbox is forked and stays paused; a fork of a fork stands on both bases; a commit of it is an image that runs anywhere; forked is an event', async () => {
+    const src = await t.client.sandboxes.create({ image: 'busybox:latest', labels: { job: 'fork2' } });
+    const made: Sandbox[] = [src];
+    try {
+      await out(src, 'echo one > /one');
+      await src.pause();
+      const [child] = (await src.fork()).sandboxes;
+      assert.ok(child);
+      made.push(child);
+      assert.equal((await src.refresh()).state, 'paused');
+      assert.equal(child.info.state, 'running');
+      await out(child, 'echo two > /two && rm /one2 2>/dev/null; echo ok');
+      const [grandchild] = (await child.fork({ labels: { job: 'fork2', gen: '2' } })).sandboxes;
+      assert.ok(grandchild);
+      made.push(grandchild);
+      assert.equal(await out(grandchild, 'cat /one /two'), 'one\ntwo');
+      assert.equal((await bases()).length, 2);
+      // A commit of the grandchild: its bases became image layers, so the image needs no base.
+      const img = await grandchild.commit('forked:latest');
+      assert.ok(
+        img.layers.every((l) => l.startsWith('sha256:')),
+        JSON.stringify(img.layers),
+      );
+      const fresh = await t.client.sandboxes.create({ image: 'forked:latest' });
+      made.push(fresh);
+      assert.equal(await out(fresh, 'cat /one /two'), 'one\ntwo');
+      // The forks as events: the source's `forked` names its child.
+      const evs: LifecycleEvent[] = [];
+      const stop = AbortSignal.timeout(10_000);
+      for await (const ev of t.client.events({ since: 0, labels: { job: 'fork2' }, signal: stop })) {
+        evs.push(ev);
+        if (evs.filter((e) => e.type === 'forked').length === 2) break;
+      }
+      const forked = evs.filter((e) => e.type === 'forked');
+      assert.deepEqual(
+        forked.map((e) => [e.sandbox, e.children]),
+        [
+          [src.id, [child.id]],
+          [child.id, [grandchild.id]],
+        ],
+      );
+      assert.ok(evs.some((e) => e.type === 'started' && e.sandbox === grandchild.id));
+    } finally {
+      await Promise.all(made.map((s) => s.delete().catch(() => undefined)));
+      await t.client.deleteImage('forked:latest').catch(() => undefined);
+    }
+    assert.deepEqual(await bases(), []);
+  });
+
+  test('bad forks: a count past the limit, a sandbox of another tenant or gone; nothing is left behind', async () => {
+    const src = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      await assert.rejects(src.fork({ count: 101 }), { code: 'invalid_argument' });
+      await assert.rejects(src.fork({ count: 0 }), { code: 'invalid_argument' });
+      const other = new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant: 'forker' }) });
+      await assert.rejects(
+        other.sandboxes.get(src.id).then((s) => s.fork()),
+        (e: { code?: string }) => e.code === 'not_found',
+      );
+      await assert.rejects(
+        t.client.sandboxes.get('sb_000000000000000000000000').then((s) => s.fork()),
+        (e: { code?: string }) => e.code === 'not_found',
+      );
+      assert.deepEqual(await bases(), []);
+    } finally {
+      await src.delete();
+    }
+  });
+});
