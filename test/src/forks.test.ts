@@ -137,3 +137,41 @@ describe('fork', notOnMicrovm('these are the container backend’s forks'), () =
     }
   });
 });
+
+describe('snapshots', notOnMicrovm('a microVM’s snapshot is its files through the guest: the microVM pass covers commit'), () => {
+  test('a snapshot outlives its sandbox; a create from it has its files, env, user and workdir; list and delete; another tenant sees none of it; a name that is an image’s is refused', async () => {
+    const src = await t.client.sandboxes.create({ image: 'busybox:latest', env: { RUN: 'r1' }, user: 'nobody', workdir: '/tmp/w', labels: { job: 'snap' } });
+    const made: Sandbox[] = [];
+    let name = '';
+    try {
+      await out(src, 'echo kept > /tmp/w/f');
+      const snap = await src.snapshot();
+      name = snap.name;
+      assert.deepEqual(snap.snapshot, { source: src.id, backend: 'container', user: 'nobody', workdir: '/tmp/w' });
+      await src.delete();
+      const fromIt = await t.client.sandboxes.create({ snapshot: name });
+      made.push(fromIt);
+      assert.equal(await out(fromIt, 'cat f; echo $RUN; id -un; pwd'), 'kept\nr1\nnobody\n/tmp/w');
+      // A batch from it (what a fork from a snapshot is).
+      const batch = await t.client.sandboxes.createMany(2, { snapshot: name, user: 'root' });
+      made.push(...batch.sandboxes);
+      assert.deepEqual(await Promise.all(batch.sandboxes.map((s) => out(s, 'cat f; id -un'))), ['kept\nroot', 'kept\nroot']);
+      assert.deepEqual(
+        (await t.client.snapshots({ sandbox: src.id })).map((s) => s.name),
+        [name],
+      );
+      const other = new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant: 'snapper' }) });
+      assert.deepEqual(await other.snapshots(), []);
+      await assert.rejects(other.sandboxes.create({ snapshot: name }), (e: { code?: string }) => e.code === 'not_found');
+      await assert.rejects(other.deleteSnapshot(name), (e: { code?: string }) => e.code === 'not_found');
+      await assert.rejects(fromIt.snapshot('busybox:latest'), (e: { code?: string }) => e.code === 'conflict');
+      await assert.rejects(t.client.sandboxes.create({ snapshot: 'busybox:latest' }), (e: { code?: string }) => e.code === 'not_found');
+      await t.client.deleteSnapshot(name);
+      assert.deepEqual(await t.client.snapshots({ sandbox: src.id }), []);
+      await assert.rejects(t.client.sandboxes.create({ snapshot: name }), (e: { code?: string }) => e.code === 'not_found');
+    } finally {
+      await Promise.all([src, ...made].map((s) => s.delete().catch(() => undefined)));
+      if (name) await t.client.deleteSnapshot(name).catch(() => undefined);
+    }
+  });
+});

@@ -15,6 +15,16 @@ export const Image = z.object({
   env: z.record(z.string(), z.string()),
   /** Made by Warren itself (a default image: busybox, debian-python), not imported, pulled or committed. */
   builtIn: z.boolean(),
+  /** A snapshot of a sandbox (POST /v1/sandboxes/{id}/snapshots): what a create from it takes where it names nothing. */
+  snapshot: z
+    .object({
+      /** The sandbox it was taken of. */
+      source: z.string(),
+      backend: z.enum(['container', 'microvm', 'vm']),
+      user: z.string().nullable(),
+      workdir: z.string().nullable(),
+    })
+    .optional(),
 });
 export type Image = z.infer<typeof Image>;
 export const ListImagesResponse = z.object({ images: z.array(Image) });

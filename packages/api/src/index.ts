@@ -62,6 +62,7 @@ export {
   PublishLayersResponse,
 } from './images.js';
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
+export { CreateSnapshotRequest, ListSnapshotsQuery, ListSnapshotsResponse, MAX_SNAPSHOTS_PER_TENANT, Snapshot } from './snapshots.js';
 export { ForkRequest, ForkResponse, MAX_FORK_COUNT } from './forks.js';
 export { EventsQuery, LifecycleEvent, LifecycleEventType } from './events.js';
 export { CreateLeaseRequest, Lease, LeaseOnExpiry, LeaseState, ListLeasesQuery, ListLeasesResponse, RenewLeaseRequest } from './leases.js';

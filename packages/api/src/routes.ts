@@ -10,6 +10,7 @@ import * as d from './display.js';
 import * as l from './leases.js';
 import * as ev from './events.js';
 import * as fk from './forks.js';
+import * as sn from './snapshots.js';
 
 /** One HTTP route of the contract: the server validates with these schemas, OpenAPI is made from them. */
 export interface RouteSpec {
@@ -97,6 +98,28 @@ export const ROUTES = {
     body: fk.ForkRequest,
     response: fk.ForkResponse,
     status: 201,
+  }),
+  createSnapshot: r({
+    method: 'POST',
+    path: '/v1/sandboxes/{id}/snapshots',
+    summary: "Keep a sandbox's files now as a named snapshot that outlives it (frozen meanwhile; it runs on): an image a create names as `snapshot`",
+    body: sn.CreateSnapshotRequest,
+    response: sn.Snapshot,
+    status: 201,
+  }),
+  listSnapshots: r({
+    method: 'GET',
+    path: '/v1/snapshots',
+    summary: "This tenant's snapshots",
+    query: sn.ListSnapshotsQuery,
+    response: sn.ListSnapshotsResponse,
+    status: 200,
+  }),
+  deleteSnapshot: r({
+    method: 'DELETE',
+    path: '/v1/snapshots/{name}',
+    summary: 'Delete a snapshot; its layers are freed when nothing else uses them',
+    status: 204,
   }),
   screen: r({
     method: 'GET',

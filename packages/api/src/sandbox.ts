@@ -67,24 +67,32 @@ export const FileSpec = z.strictObject({
 
 export const Backend = z.enum(['container', 'microvm', 'vm']);
 
-export const CreateSandboxRequest = z.strictObject({
-  backend: Backend.optional(),
-  image: name,
-  layers: z.array(name).max(120).optional(),
-  resources: Resources.optional(),
-  lifetime: Lifetime.optional(),
-  network: NetworkPolicy.optional(),
-  env: Env.optional(),
-  user: UserName.optional(),
-  workdir: absPath.optional(),
-  files: z.array(FileSpec).max(1024).optional(),
-  labels: Labels.optional(),
-  requestId: z.string().min(1).max(256).optional(),
-  /** A lease of the caller's (POST /v1/leases): the sandbox lives only while the lease is renewed. */
-  lease: z.string().min(1).max(64).optional(),
-  /** Wait up to `waitSeconds` for room (in a queue per tenant, served in turns) instead of failing at once while the cluster is full. */
-  schedule: z.strictObject({ waitSeconds: z.number().int().min(0).max(3600) }).optional(),
-});
+export const CreateSandboxRequest = z
+  .strictObject({
+    backend: Backend.optional(),
+    /** The image to start from (one of `image` and `snapshot`). */
+    image: name.optional(),
+    /**
+     * A snapshot to start from (POST /v1/sandboxes/{id}/snapshots), instead of an image: its files,
+     * and its source's backend, user and workdir where this request names none.
+     */
+    snapshot: name.optional(),
+    layers: z.array(name).max(120).optional(),
+    resources: Resources.optional(),
+    lifetime: Lifetime.optional(),
+    network: NetworkPolicy.optional(),
+    env: Env.optional(),
+    user: UserName.optional(),
+    workdir: absPath.optional(),
+    files: z.array(FileSpec).max(1024).optional(),
+    labels: Labels.optional(),
+    requestId: z.string().min(1).max(256).optional(),
+    /** A lease of the caller's (POST /v1/leases): the sandbox lives only while the lease is renewed. */
+    lease: z.string().min(1).max(64).optional(),
+    /** Wait up to `waitSeconds` for room (in a queue per tenant, served in turns) instead of failing at once while the cluster is full. */
+    schedule: z.strictObject({ waitSeconds: z.number().int().min(0).max(3600) }).optional(),
+  })
+  .refine((r) => (r.image === undefined) !== (r.snapshot === undefined), { message: 'name an image or a snapshot (one of them)', path: ['image'] });
 export type CreateSandboxRequest = z.infer<typeof CreateSandboxRequest>;
 
 export const SandboxState = z.enum(['creating', 'running', 'paused', 'stopped', 'failed']);

@@ -29,11 +29,12 @@ export class ImageCatalogue {
     layers: string[],
     tenant: string | null = null,
     env: Record<string, string> = {},
-    o: { builtIn?: boolean } = {},
+    o: { builtIn?: boolean; snapshot?: Image['snapshot'] } = {},
   ): Promise<Image> {
     let sizeBytes = 0;
     for (const l of layers) sizeBytes += await this.blobs.layerSize(l);
     const image: Image = { name, layers, sizeBytes, createdAt: new Date().toISOString(), tenant, env, builtIn: o.builtIn ?? false };
+    if (o.snapshot) image.snapshot = o.snapshot;
     await this.rows.putImage(image);
     return image;
   }

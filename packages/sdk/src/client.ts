@@ -98,6 +98,15 @@ export class Warren {
     await this.t.empty(ROUTES.deleteImage, { name });
   }
 
+  /** This tenant's snapshots (Sandbox.snapshot), newest first; `sandbox`: those of one sandbox. */
+  async snapshots(q: { sandbox?: string; name?: string } = {}): Promise<Image[]> {
+    return (await this.t.json(ROUTES.listSnapshots, {}, { query: q })).snapshots;
+  }
+
+  async deleteSnapshot(name: string): Promise<void> {
+    await this.t.empty(ROUTES.deleteSnapshot, { name });
+  }
+
   /** Uploads a layer tar (gzip allowed; OCI whiteouts honoured) usable in `layers` at create. */
   async uploadLayer(name: string, tar: Body): Promise<Layer> {
     return this.t.json(ROUTES.uploadLayer, {}, { query: { name }, body: tar, contentType: 'application/x-tar' });

@@ -121,6 +121,14 @@ export class Sandbox {
     return { sandboxes: r.sandboxes.map((s) => new Sandbox(this.t, s)), errors: r.errors };
   }
 
+  /**
+   * Keeps this sandbox's files now as a snapshot that outlives it (frozen meanwhile; it runs on):
+   * `sandboxes.create({ snapshot: name })` starts from it with this sandbox's env, user and workdir.
+   */
+  async snapshot(name?: string): Promise<Image> {
+    return this.t.json(ROUTES.createSnapshot, this.at(), { json: name === undefined ? {} : { name } });
+  }
+
   /** Starts a shell session whose cwd, variables and functions persist between commands. */
   async shell(opts: { cwd?: string; env?: Record<string, string>; user?: string } = {}): Promise<Shell> {
     const { sessionId } = await this.t.json(ROUTES.createSession, this.at(), { json: opts });

@@ -14,6 +14,7 @@ import { ImageService } from './services/images.js';
 import { PoolService } from './services/pools.js';
 import { FnService } from './services/fn.js';
 import { ForkService } from './services/forks.js';
+import { SnapshotService } from './services/snapshots.js';
 import { LeaseService } from './services/leases.js';
 import { EventLog } from './services/events.js';
 import { CommandService } from './services/commands.js';
@@ -182,6 +183,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     failpoint: p.failpoint,
     checkDisk: async (what) => checkRoom(await dataDiskRoom(o.dataDir), o.dataDiskReserveBytes, what),
   });
+  const snapshots = new SnapshotService(service, images, p.catalogue);
   const admin = await adminKeyOf(o);
   const auth = new Auth(store, admin.key, p.joinToken, { now: o.clock });
   const audit = new AuditLog(store, (e, entries) => o.logger.warn('audit entries were not written', { entries, error: String(e) }));
@@ -210,6 +212,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     fn,
     leases,
     forks,
+    snapshots,
     events,
     audit,
     logger: o.logger,

@@ -8,6 +8,7 @@ import type { PoolService } from '../services/pools.js';
 import type { FnService } from '../services/fn.js';
 import type { LeaseService } from '../services/leases.js';
 import type { ForkService } from '../services/forks.js';
+import type { SnapshotService } from '../services/snapshots.js';
 import type { EventLog } from '../services/events.js';
 import type { AuditLog } from '../services/audit.js';
 import type { CommandService } from '../services/commands.js';
@@ -52,6 +53,7 @@ export interface RouteDeps {
   fn: FnService;
   leases: LeaseService;
   forks: ForkService;
+  snapshots: SnapshotService;
   events: EventLog;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };

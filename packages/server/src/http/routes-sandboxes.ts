@@ -24,6 +24,16 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
     c.audit.sandbox = c.params.id;
     c.reply(await d.forks.fork(c.caller, c.params.id, body));
   });
+  on(ROUTES.createSnapshot, async (c) => {
+    const body = await c.body();
+    c.audit.sandbox = c.params.id;
+    c.reply(await d.snapshots.create(c.caller, c.params.id, body));
+  });
+  on(ROUTES.listSnapshots, async (c) => c.reply({ snapshots: await d.snapshots.list(c.caller, c.query()) }));
+  on(ROUTES.deleteSnapshot, async (c) => {
+    await d.snapshots.delete(c.caller, c.params.name);
+    c.reply();
+  });
   on(ROUTES.listSandboxes, async (c) => {
     c.reply(await svc.list(c.caller, c.query()));
   });

@@ -183,7 +183,15 @@ export class ImageService {
    * as a new layer over its current ones: the image `name`, with `env` (its source image's own;
    * never the create's, which may carry a caller's secrets).
    */
-  async commit(edge: EdgeApi, id: string, layers: string[], owner: string | null, req: CommitRequest, env: Record<string, string> = {}): Promise<Image> {
+  async commit(
+    edge: EdgeApi,
+    id: string,
+    layers: string[],
+    owner: string | null,
+    req: CommitRequest,
+    env: Record<string, string> = {},
+    o: { snapshot?: Image['snapshot'] } = {},
+  ): Promise<Image> {
     await this.mayName(req.name, owner);
     await this.o.checkDisk?.('a commit');
     const info = await edge.commit(id, { exclude: req.exclude });
@@ -192,7 +200,7 @@ export class ImageService {
     try {
       this.o.failpoint?.('commit:layer');
       await this.mayName(req.name, owner);
-      return await this.store.setImage(req.name, [...(info.under ?? layers), info.digest], owner, env);
+      return await this.store.setImage(req.name, [...(info.under ?? layers), info.digest], owner, env, { snapshot: o.snapshot });
     } finally {
       for (const d of [...made, info.digest]) this.store.unpin(d);
     }

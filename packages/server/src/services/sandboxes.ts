@@ -22,6 +22,9 @@ import { SandboxLists } from './sandbox-lists.js';
 export { decodeFiles, hasQuota, poolKey, visibleImage } from './sandbox-view.js';
 export type { DecodedFile } from '../placement/edge-spec.js';
 
+/** A create's request with the image it starts from named (a snapshot's, see SandboxService.named). */
+type Named = CreateSandboxRequest & { image: string };
+
 /** A create's request checked and resolved (see SandboxService.prepare). */
 interface Made {
   backend: SandboxRecord['backend'];
@@ -123,12 +126,33 @@ export class SandboxService {
    * Creates a sandbox, or answers the one an earlier create with the same requestId made.
    * `files`: the request's files already decoded (a batch decodes them once for all its creates).
    */
-  async create(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[] = decodeFiles(req)): Promise<Sandbox> {
+  async create(caller: Caller, request: CreateSandboxRequest, files: DecodedFile[] = decodeFiles(request)): Promise<Sandbox> {
+    const req = await this.named(caller, request);
     const waitMs = (req.schedule?.waitSeconds ?? 0) * 1000;
     return waitMs > 0 ? this.queue.run(caller.tenant, waitMs, () => this.createNow(caller, req, files)) : this.createNow(caller, req, files);
   }
 
-  private async createNow(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[]): Promise<Sandbox> {
+  /**
+   * The request with the image it starts from: its `image`, or its `snapshot`'s, whose source's
+   * backend, user and workdir it takes where it names none.
+   */
+  async named(caller: Caller, req: CreateSandboxRequest): Promise<Named> {
+    if (req.image !== undefined) return req as Named;
+    const name = req.snapshot ?? '';
+    const img = await visibleImage(this.catalogue, caller, name).catch(() => null);
+    if (!img?.snapshot) throw new WarrenError('not_found', `snapshot "${name}" does not exist`, { snapshot: name });
+    const s = img.snapshot;
+    return {
+      ...req,
+      snapshot: undefined,
+      image: img.name,
+      backend: req.backend ?? s.backend,
+      user: req.user ?? s.user ?? undefined,
+      workdir: req.workdir ?? s.workdir ?? undefined,
+    };
+  }
+
+  private async createNow(caller: Caller, req: Named, files: DecodedFile[]): Promise<Sandbox> {
     const made = await this.make(caller, req, files);
     return made.live ? sandboxView(made.rec, made.live) : this.toApi(made.rec, false);
   }
@@ -141,7 +165,12 @@ export class SandboxService {
    * is in `errors`, and none is left behind. A caller with a quota takes the single-create path
    * for each (its quota counted create by create, as many as fit).
    */
-  async createMany(caller: Caller, req: CreateSandboxRequest, count: number, files: DecodedFile[]): Promise<{ sandboxes: Sandbox[]; errors: WarrenError[] }> {
+  async createMany(
+    caller: Caller,
+    request: CreateSandboxRequest,
+    count: number,
+    files: DecodedFile[],
+  ): Promise<{ sandboxes: Sandbox[]; errors: WarrenError[] }> {
     const settle = async <T>(ps: Array<Promise<T>>): Promise<{ ok: T[]; errors: WarrenError[] }> => {
       const ok: T[] = [];
       const errors: WarrenError[] = [];
@@ -150,6 +179,12 @@ export class SandboxService {
         else errors.push(r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed'));
       return { ok, errors };
     };
+    let req: Named;
+    try {
+      req = await this.named(caller, request);
+    } catch (e) {
+      return { sandboxes: [], errors: Array.from({ length: count }, () => (e instanceof WarrenError ? e : new WarrenError('internal', 'create failed'))) };
+    }
     const one = { ...req, requestId: undefined };
     if (hasQuota(caller.quota) || this.pools?.any() || req.schedule?.waitSeconds) {
       const r = await settle(Array.from({ length: count }, () => this.create(caller, one, files)));
@@ -205,7 +240,7 @@ export class SandboxService {
    * What a create asks for, checked and resolved once (a batch shares it): the backend, the
    * image's layers and env, resources and network, and what placement is asked.
    */
-  private async prepare(caller: Caller, req: CreateSandboxRequest): Promise<Made> {
+  private async prepare(caller: Caller, req: Named): Promise<Made> {
     const backend = req.backend ?? this.o.defaultBackend ?? 'container';
     if (!this.cluster.hasBackend(backend))
       throw new WarrenError('invalid_argument', `backend "${backend}" is not available on any node; use one of: ${[...this.cluster.backends()].join(', ')}`, {
@@ -233,7 +268,7 @@ export class SandboxService {
   }
 
   /** A new sandbox's record, `creating` on `node`. */
-  private newRecord(caller: Caller, req: CreateSandboxRequest, m: Made, id: string, node: string): SandboxRecord {
+  private newRecord(caller: Caller, req: Named, m: Made, id: string, node: string): SandboxRecord {
     const ttl = req.lifetime?.ttlSeconds ?? this.o.defaultTtlSeconds;
     return {
       id,
@@ -264,7 +299,7 @@ export class SandboxService {
   }
 
   /** The record of a create, and the edge's state of the sandbox when this call made it (null for an earlier create's). */
-  private async make(caller: Caller, req: CreateSandboxRequest, files: DecodedFile[]): Promise<{ rec: SandboxRecord; live: EdgeSandboxState | null }> {
+  private async make(caller: Caller, req: Named, files: DecodedFile[]): Promise<{ rec: SandboxRecord; live: EdgeSandboxState | null }> {
     if (req.requestId) {
       const prev = await this.store.findByRequestId(caller.tenant, req.requestId);
       if (prev) return { rec: prev, live: null };
@@ -339,7 +374,7 @@ export class SandboxService {
    */
   async resolve(
     caller: Caller,
-    req: Pick<CreateSandboxRequest, 'image' | 'layers' | 'resources' | 'network'>,
+    req: Pick<Named, 'image' | 'layers' | 'resources' | 'network'>,
   ): Promise<{ layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy; imageEnv: Record<string, string> }> {
     const network = this.checkNetwork(caller, req.network);
     const image = await visibleImage(this.catalogue, caller, req.image);

@@ -1,0 +1,63 @@
+import type { CreateSnapshotRequest, Image, ListSnapshotsQuery } from '@warren/api';
+import { MAX_SNAPSHOTS_PER_TENANT, WarrenError } from '@warren/api';
+import type { ImageCatalogue } from '@warren/images';
+import type { ImageService } from './images.js';
+import type { Caller, SandboxService } from './sandboxes.js';
+
+/** A snapshot's name when the request gives none (pure): the sandbox's, and when, as a tag. */
+export const snapshotName = (sandbox: string, nowMs: number): string => `snapshots/${sandbox.toLowerCase()}:${nowMs.toString(36)}`;
+
+/**
+ * Snapshots: a sandbox's files kept as an image of its tenant's (a commit with the sandbox's env,
+ * user, workdir and backend kept beside it) that outlives the sandbox; a create names it as
+ * `snapshot`. At most MAX_SNAPSHOTS_PER_TENANT a tenant.
+ */
+export class SnapshotService {
+  constructor(
+    private readonly sandboxes: SandboxService,
+    private readonly images: ImageService,
+    private readonly catalogue: ImageCatalogue,
+  ) {}
+
+  async create(caller: Caller, id: string, req: CreateSnapshotRequest): Promise<Image> {
+    const { sid, edge, rec } = await this.sandboxes.reach(caller, id);
+    const name = req.name ?? snapshotName(rec.id, Date.now());
+    const cur = await this.catalogue.getImage(name);
+    // A snapshot of the same name is replaced (as E2B's is); an image that is not one is not.
+    if (cur && (!cur.snapshot || cur.tenant !== caller.tenant))
+      throw new WarrenError('conflict', `the name "${name}" is an image's, not a snapshot of this tenant's`, { name });
+    if (!cur && caller.role !== 'admin' && (await this.mine(caller)).length >= MAX_SNAPSHOTS_PER_TENANT)
+      throw new WarrenError('resource_exhausted', `a tenant keeps at most ${MAX_SNAPSHOTS_PER_TENANT} snapshots: delete some first`, {
+        maxSnapshots: MAX_SNAPSHOTS_PER_TENANT,
+      });
+    const image = await this.images.commit(
+      edge,
+      sid,
+      rec.layers,
+      caller.tenant,
+      { name },
+      { ...(rec.imageEnv ?? {}), ...rec.env },
+      { snapshot: { source: rec.id, backend: rec.backend, user: rec.user, workdir: rec.workdir } },
+    );
+    this.sandboxes.events?.snapshotted(rec, name);
+    return image;
+  }
+
+  /** The caller's snapshots (an admin's: every tenant's), newest first. */
+  async list(caller: Caller, q: ListSnapshotsQuery = {}): Promise<Image[]> {
+    return (await this.mine(caller))
+      .filter((i) => (q.sandbox === undefined || i.snapshot?.source === q.sandbox) && (q.name === undefined || i.name === q.name))
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  }
+
+  async delete(caller: Caller, name: string): Promise<void> {
+    const img = await this.catalogue.getImage(name);
+    if (!img?.snapshot || (caller.role !== 'admin' && img.tenant !== caller.tenant))
+      throw new WarrenError('not_found', `snapshot "${name}" does not exist`, { snapshot: name });
+    await this.images.deleteImage(name);
+  }
+
+  private async mine(caller: Caller): Promise<Image[]> {
+    return (await this.catalogue.listImages()).filter((i) => i.snapshot && (caller.role === 'admin' || i.tenant === caller.tenant));
+  }
+}
