@@ -7,6 +7,7 @@ import type { AuditScope } from '../audit.js';
 import { listPage, listQuery, templateOf } from './list.js';
 import { metrics } from './metrics.js';
 import { createRequest } from './requests.js';
+import { e2bCreateSnapshot, e2bFork, serveE2bSnapshots } from './forks.js';
 import { accessToken, warrenKeyOf } from './tokens.js';
 
 /**
@@ -116,10 +117,12 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
     if (b.allow_internet_access === false)
       throw new WarrenError('invalid_argument', 'allow_internet_access=false is not served through the E2B API: use Warren network rules');
     const t = TEMPLATES[b.templateID];
+    // A snapshot's id is a template's to E2B: it starts with its source's user and workdir.
+    const snap = !t && (await d.catalogue.getImage(b.templateID))?.snapshot;
     const s = await d.sandboxes.create(
       c,
       createRequest({
-        image: t?.image ?? b.templateID,
+        ...(snap ? { snapshot: b.templateID } : { image: t?.image ?? b.templateID }),
         ...(t ? { user: t.user, workdir: t.workdir } : {}),
         lifetime: { ttlSeconds: b.timeout ?? DEFAULT_TIMEOUT_S },
         env: b.envVars ?? undefined,
@@ -136,6 +139,7 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
     sendJson(res, 200, page.map(listed));
     return true;
   }
+  if (await serveE2bSnapshots(d, caller, req, res, path, url)) return true;
   const m = /^\/(?:v2\/)?sandboxes\/([^/]+)(\/[a-z]+)?$/.exec(path);
   if (!m) return false;
   const id = decodeURIComponent(m[1]!);
@@ -169,6 +173,10 @@ export async function serveE2bApi(d: RouteDeps, req: IncomingMessage, res: Serve
     const end = (await d.sandboxes.record(c, id)).expiresAt;
     if (b.timeout && end !== null && Date.now() + b.timeout * 1000 > end) await d.sandboxes.setTimeout(c, id, b.timeout);
     sendJson(res, before.state === 'paused' ? 201 : 200, sandboxAnswer(before));
+  } else if (method === 'POST' && op === '/fork') {
+    await e2bFork(d, c, id, req, res, (s) => sandboxAnswer(s));
+  } else if (method === 'POST' && op === '/snapshots') {
+    await e2bCreateSnapshot(d, c, id, req, res);
   } else if (method === 'GET' && op === '/metrics') {
     sendJson(res, 200, await metrics(d, c, await d.sandboxes.toApi(await d.sandboxes.record(c, id)), url.searchParams));
   } else return false;
