@@ -30,7 +30,7 @@ test(
       await sbx.files.write('/state.txt', 'from the source');
       const forks = await sbx.fork({ count: 3, timeoutMs: 60_000 });
       assert.equal(forks.length, 3);
-      for (const f of forks) assert.ok(f instanceof Sandbox, String(f));
+      for (const f of forks) assert.ok(f instanceof Sandbox, f instanceof Error ? f.message : 'not a sandbox');
       const children = forks as e2b.Sandbox[];
       made.push(...children);
       for (const [i, c] of children.entries()) {
