@@ -207,16 +207,21 @@ export class EgressProxy {
     }
     const target = eps.targets.get(e)!;
     const meter = new BodyMeter(h.framing);
-    const first = Buffer.concat([
-      endpointHead(head.subarray(0, h.headBytes), { hostHeader: target.hostHeader, sandboxId: t.id, token: eps.token(t.id) }),
-      meter.take(head.subarray(h.headBytes)),
-    ]);
+    const body = meter.take(head.subarray(h.headBytes));
     if (meter.error) {
       t.counters.deny(`${name} (malformed request)`);
       return refuse(client, 400, `the request was refused: ${meter.error}`);
     }
+    if (body.length > eps.maxRequestBodyBytes) {
+      t.counters.deny(`${name} (request too large)`);
+      return refuse(client, 413, `a request body to an endpoint is at most ${eps.maxRequestBodyBytes} bytes`);
+    }
+    const first = Buffer.concat([
+      endpointHead(head.subarray(0, h.headBytes), { hostHeader: target.hostHeader, sandboxId: t.id, token: eps.token(t.id) }),
+      body,
+    ]);
     t.counters.allow(name);
-    this.pipe(client, t, target.host, target.port, first, meter, { maxBytes: eps.maxRequestBodyBytes, sentBytes: head.length - h.headBytes });
+    this.pipe(client, t, target.host, target.port, first, meter, { maxBytes: eps.maxRequestBodyBytes, sentBytes: body.length });
   }
 
   /**
