@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer } from 'node:http';
 import { randomInt } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import {
   REPLY,
   sweepDataDir,
@@ -19,6 +20,7 @@ import {
   guestRuns,
   processCpuSeconds,
   Qmp,
+  sandboxToken,
   startCommand,
   startMicrovm,
   stopMicrovm,
@@ -219,7 +221,18 @@ test(
       server.once('error', reject);
       server.listen(80, web, () => resolve());
     });
-    const t = await startTestWarren({ images: ['busybox:latest'], network: { hosts: { 'pypi.example': web, 'registry.npm.example': web }, poolSize: 1 } });
+    // An endpoint on the host's loopback: it answers with the token it was given.
+    const endpoint = createHttpServer((req, res) => res.end(`token=${String(req.headers['x-warren-sandbox-token'])}\n`));
+    await new Promise<void>((resolve) => endpoint.listen(0, web, () => resolve()));
+    const t = await startTestWarren({
+      images: ['busybox:latest'],
+      network: {
+        hosts: { 'pypi.example': web, 'registry.npm.example': web },
+        poolSize: 1,
+        endpoints: { policy: `http://${web}:${(endpoint.address() as AddressInfo).port}` },
+        endpointSecret: 'mvm',
+      },
+    });
     const made: Sandbox[] = [];
     try {
       const create = async (): Promise<Sandbox> => {
@@ -227,7 +240,7 @@ test(
           image: 'busybox:latest',
           backend: 'microvm',
           resources: { memoryMiB: 256 },
-          network: { egress: 'deny', allow: ['pypi.example'] },
+          network: { egress: 'deny', allow: ['pypi.example'], endpoints: ['policy'] },
         });
         made.push(sb);
         return sb;
@@ -261,6 +274,8 @@ test(
         .toString()
         .split(/\s+/)[1]!;
       assert.match(readFileSync(`/sys/class/net/${hostIf}/tun_flags`, 'utf8'), /^0x/, `${hostIf} is a tap`);
+      // Its endpoint, over the tap and the same proxy, with its token.
+      assert.equal(await fetchIn(a, 'policy.warren.internal'), `token=${sandboxToken('mvm', a.id)}`);
       // Names the rules do not allow do not resolve; the node's own ports are not reachable.
       assert.equal(await fetchIn(a, 'registry.npm.example'), 'nxdomain');
       const apiPort = new URL(t.url).port;
@@ -289,6 +304,7 @@ test(
       for (const sb of made) await sb.delete().catch(() => undefined);
       await t.close();
       server.close();
+      endpoint.close();
     }
   },
 );

@@ -25,7 +25,7 @@ export {
   StateResponse,
   UserName,
 } from './sandbox.js';
-export { NetworkPolicy, NetworkUsage, SandboxNetwork, formatIpv4, parseIpv4, parseNetworkRule, prefixMask } from './network.js';
+export { ENDPOINT_DOMAIN, EndpointName, NetworkPolicy, NetworkUsage, SandboxNetwork, formatIpv4, parseIpv4, parseNetworkRule, prefixMask } from './network.js';
 export type { NetworkRule } from './network.js';
 export {
   CommandOutputQuery,

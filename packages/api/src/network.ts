@@ -74,16 +74,36 @@ const ruleList = z
     }
   });
 
+/** The domain under which a sandbox reaches its endpoints: `http://NAME.warren.internal/`. */
+export const ENDPOINT_DOMAIN = 'warren.internal';
+
+/** An endpoint's name: one DNS label (lowercase), what the operator named with `--endpoint NAME=URL`. */
+export const EndpointName = z
+  .string()
+  .regex(LABEL, 'an endpoint name is one DNS label: 1-63 of a-z, 0-9 and inner "-"')
+  .describe(`an endpoint the operator named (\`--endpoint NAME=URL\`), reached at http://NAME.${ENDPOINT_DOMAIN}/`);
+
 /**
  * A sandbox's network rules. `egress: "deny"` (the default): only what `allow` names leaves,
  * minus what `deny` names; `"allow"`: every domain but what `deny` names. Domains are reached
  * over HTTP (port 80, by Host) and HTTPS (port 443, by TLS SNI) through the node's proxy; an IP
- * address is reached directly, on any port, only when a CIDR in `allow` covers it.
+ * address is reached directly, on any port, only when a CIDR in `allow` covers it. `endpoints`
+ * names targets the operator set up (`GET /v1/info` lists them): each is reached over plain HTTP
+ * at `http://NAME.warren.internal/`, whatever `egress` and `allow` say, with the sandbox's token
+ * added by the node (header `X-Warren-Sandbox-Token`).
  */
 export const NetworkPolicy = z.strictObject({
   egress: z.enum(['deny', 'allow']).optional(),
   allow: ruleList.optional(),
   deny: ruleList.optional(),
+  endpoints: z
+    .array(EndpointName)
+    .max(32)
+    .refine((l) => new Set(l).size === l.length, 'an endpoint is named twice')
+    .optional()
+    .describe(
+      `operator-named endpoints this sandbox may reach at http://NAME.${ENDPOINT_DOMAIN}/ (plain HTTP through the node's proxy, each request with the header X-Warren-Sandbox-Token; nothing else opens); an unknown name is invalid_argument`,
+    ),
 });
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
 
@@ -104,6 +124,8 @@ export const SandboxNetwork = z.object({
   egress: z.enum(['deny', 'allow']),
   allow: z.array(z.string()),
   deny: z.array(z.string()),
+  /** The operator-named endpoints it reaches at http://NAME.warren.internal/. */
+  endpoints: z.array(z.string()),
   /** The sandbox's address on its own link (null on a node without sandbox networking). */
   address: z.string().nullable(),
   usage: NetworkUsage,

@@ -199,5 +199,7 @@ export const Info = z.object({
   version: z.string(),
   backends: z.array(z.object({ name: z.string(), available: z.boolean(), accelerator: z.string().nullable() })),
   e2b: z.object({ apiUrl: z.string().nullable(), sandboxUrl: z.string().nullable() }),
+  /** The endpoints the operator named (`--endpoint NAME=URL`) that a sandbox's network rules may ask for, by name (never their URLs). */
+  endpoints: z.array(z.string()).describe('endpoint names a create may ask for in network.endpoints (some node offers each)'),
 });
 export type Info = z.infer<typeof Info>;

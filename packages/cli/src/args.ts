@@ -2,10 +2,15 @@ import { WarrenError } from '@warren/sdk';
 
 /** Flag values to what the API and the server take (pure). */
 
-/** A network policy from --egress, --allow and --deny. */
-export function networkFlags(v: { egress?: string; allow?: string[]; deny?: string[] }): { egress: 'deny' | 'allow'; allow: string[]; deny: string[] } {
+/** A network policy from --egress, --allow, --deny and --endpoint (names of the operator's endpoints). */
+export function networkFlags(v: { egress?: string; allow?: string[]; deny?: string[]; endpoint?: string[] }): {
+  egress: 'deny' | 'allow';
+  allow: string[];
+  deny: string[];
+  endpoints?: string[];
+} {
   if (v.egress !== undefined && v.egress !== 'deny' && v.egress !== 'allow') throw new WarrenError('invalid_argument', '--egress is deny or allow');
-  return { egress: v.egress ?? 'deny', allow: v.allow ?? [], deny: v.deny ?? [] };
+  return { egress: v.egress ?? 'deny', allow: v.allow ?? [], deny: v.deny ?? [], ...(v.endpoint?.length ? { endpoints: v.endpoint } : {}) };
 }
 
 /** A whole number of at least 1, or an error naming the flag. */

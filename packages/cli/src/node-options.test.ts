@@ -73,3 +73,24 @@ test('warren help shows every flag of warren up, from the same table', () => {
   for (const n of NODE_OPTIONS) if (n.flag) assert.match(help, new RegExp(`--${n.flag}\\b`), n.flag);
   assert.ok(help.includes(upUsage()));
 });
+
+test('--endpoint NAME=URL, repeatable, for up and edge: checked where it is parsed; the secret and the rate land with it', async () => {
+  const o = await nodeOptions(parse(['--endpoint', 'policy=http://10.0.0.5:8000', '--endpoint', 'judge=http://judge.lan/', '--endpoint-rate', '7']), {
+    WARREN_ENDPOINT_SECRET: 's3cret',
+  });
+  assert.deepEqual(o.network, {
+    endpoints: { policy: 'http://10.0.0.5:8000', judge: 'http://judge.lan/' },
+    endpointSecret: 's3cret',
+    endpointRequestsPerSecond: 7,
+  });
+  const edge = parseArgs({ args: ['--endpoint', 'p=http://127.0.0.1:1'], options: upFlags('edge') }).values;
+  assert.deepEqual((await nodeOptions(edge, {}, 'edge')).network, { endpoints: { p: 'http://127.0.0.1:1' } });
+  assert.equal(upFlags('server').endpoint, undefined, 'a control plane alone has no proxy: each edge names its own');
+  await assert.rejects(nodeOptions(parse(['--endpoint', 'policy']), {}), /NAME=URL/);
+  await assert.rejects(nodeOptions(parse(['--endpoint', 'Po_licy=http://a:1']), {}), /one DNS label/);
+  await assert.rejects(nodeOptions(parse(['--endpoint', 'p=https://a:1']), {}), /only http:\/\//);
+  await assert.rejects(nodeOptions(parse(['--endpoint', 'p=http://a:1/v1']), {}), /no path/);
+  await assert.rejects(nodeOptions(parse(['--endpoint', 'p=http://a:1', '--endpoint', 'p=http://b:1']), {}), /given twice/);
+  // --no-network: no endpoints either.
+  assert.equal((await nodeOptions(parse(['--no-network', '--endpoint', 'p=http://a:1']), {})).network, false);
+});

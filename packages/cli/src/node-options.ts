@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { DefaultImageName } from '@warren/images';
+import { parseEndpointFlag } from '@warren/edge';
 import { edgeNetworks, type WarrenOptions } from '@warren/server';
 import { parseFnPool, parseHosts, positiveInt } from './args.js';
 import { DEFAULT_DATA_DIR, DEFAULT_IMAGE_CACHE } from './client.js';
@@ -296,6 +297,32 @@ export const NODE_OPTIONS: NodeOption[] = [
     type: 'string',
     usage: ['[--dns-rate N]', 'DNS queries a sandbox may send per second, a burst of 2N first (default 1000)'],
     set: (o, v) => inNet(o, (n) => void (n.dnsQueriesPerSecond = positiveInt(str(v), '--dns-rate'))),
+  },
+  {
+    flag: 'endpoint',
+    type: 'string',
+    multiple: true,
+    usage: [
+      '[--endpoint NAME=http://HOST:PORT]...',
+      'a target sandboxes whose rules name it ("endpoints": ["NAME"]) reach at http://NAME.warren.internal/, each request with its X-Warren-Sandbox-Token (WARREN_ENDPOINT_SECRET: the tokens’ HMAC key, default one kept in the data dir)',
+    ],
+    set: (o, v) =>
+      inNet(o, (n) => {
+        const targets: Record<string, string> = {};
+        for (const spec of v as string[]) {
+          const e = parseEndpointFlag(spec);
+          if (targets[e.name]) throw new Error(`--endpoint ${e.name} is given twice`);
+          targets[e.name] = spec.slice(e.name.length + 1);
+        }
+        n.endpoints = targets;
+      }),
+  },
+  { env: 'WARREN_ENDPOINT_SECRET', type: 'string', set: (o, v) => inNet(o, (n) => void (n.endpointSecret = str(v) || undefined)) },
+  {
+    flag: 'endpoint-rate',
+    type: 'string',
+    usage: ['[--endpoint-rate N]', 'requests a sandbox may send to one endpoint per second, a burst of 2N first (default 50)'],
+    set: (o, v) => inNet(o, (n) => void (n.endpointRequestsPerSecond = positiveInt(str(v), '--endpoint-rate'))),
   },
   {
     flag: 'default-backend',

@@ -9,8 +9,8 @@ ${upUsage()}
 ${upUsage(undefined, 'server')}
 ${upUsage(undefined, 'edge')}
   warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
-                [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]...
-  warren network ID [--egress deny|allow] [--allow RULE]... [--deny RULE]...   replace a running sandbox's rules
+                [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]... [--endpoint NAME]...
+  warren network ID [--egress deny|allow] [--allow RULE]... [--deny RULE]... [--endpoint NAME]...   replace a running sandbox's rules
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)
   warren shell ID                    a terminal in the sandbox (stdin not a terminal: a persistent shell, one command per line)
   warren cp SRC DST                  one side is ID:/path

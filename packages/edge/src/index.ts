@@ -20,6 +20,8 @@ export { InitCall } from './init/call.js';
 export { SandboxNetwork } from './net/sandbox-network.js';
 export type { NetAttachment, NetHost, SandboxNetworkOptions } from './net/sandbox-network.js';
 export { compilePolicy, opensNetwork, widestAllowPrefix } from './net/policy.js';
+export { parseEndpoint, parseEndpointFlag, sandboxToken, TOKEN_HEADER, ID_HEADER } from './net/endpoints.js';
+export type { EndpointTarget } from './net/endpoints.js';
 export type { CompiledPolicy } from './net/policy.js';
 export { nodeTag } from './net/addresses.js';
 export { splice } from './util/splice.js';

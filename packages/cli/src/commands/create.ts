@@ -20,6 +20,7 @@ export async function run(rest: string[]): Promise<number> {
       egress: { type: 'string' },
       allow: { type: 'string', multiple: true },
       deny: { type: 'string', multiple: true },
+      endpoint: { type: 'string', multiple: true },
     },
   });
   const image = positionals[0];
@@ -35,7 +36,7 @@ export async function run(rest: string[]): Promise<number> {
     env: kv(values.env),
     user: values.user,
     workdir: values.workdir,
-    network: values.egress || values.allow || values.deny ? networkFlags(values) : undefined,
+    network: values.egress || values.allow || values.deny || values.endpoint ? networkFlags(values) : undefined,
   });
   console.log(sb.id);
   return 0;

@@ -20,6 +20,8 @@ export interface EdgeInfo {
   capacity: EdgeCapacity;
   /** Whether sandboxes can have a network beyond loopback. */
   networking: boolean;
+  /** The operator's endpoints on this node by name (`--endpoint`; absent from an edge that has none to say). */
+  endpoints?: string[];
   /** The largest file a write or an archive may put into a sandbox, in bytes. */
   maxFileBytes: number;
   /** The backends it runs, by name, and what each can do (the first is the default). */

@@ -78,6 +78,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
       boot: edge.boot,
       capacity: edge.capacity(),
       networking: edge.networks.enabled,
+      endpoints: edge.networks.endpointNames(),
       maxFileBytes: edge.maxFileBytes,
       backends: edge.backends(),
     }),

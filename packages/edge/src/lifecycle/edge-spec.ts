@@ -41,7 +41,11 @@ export interface EdgeSandboxState {
   lastActivityMs: number;
   expiresAtMs: number | null;
   usage: (SandboxStats & { cpuRecent: number; idleSeconds: number }) | null;
-  network: { policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] }; address: string | null; usage: NetworkUsage | null } | null;
+  network: {
+    policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[]; endpoints?: string[] };
+    address: string | null;
+    usage: NetworkUsage | null;
+  } | null;
 }
 
 export interface EdgeOptions {

@@ -5,7 +5,7 @@ import type { Live } from './live.js';
 
 /** A sandbox's network as the edge reports it: the rules as applied, its address, what it did. */
 export interface NetworkView {
-  policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] };
+  policy: { egress: 'deny' | 'allow'; allow: string[]; deny: string[]; endpoints: string[] };
   address: string | null;
   usage: NetworkUsage | null;
 }
@@ -26,6 +26,11 @@ export class SandboxNetworks {
     return this.net !== undefined;
   }
 
+  /** The names of the operator's endpoints on this node (none without networking). */
+  endpointNames(): string[] {
+    return this.net?.endpointNames() ?? [];
+  }
+
   /** New network rules for a running sandbox. */
   async setPolicy(id: string, policy: NetworkPolicy): Promise<void> {
     const l = this.get(id);
@@ -39,7 +44,7 @@ export class SandboxNetworks {
     this.get(id);
     const n = this.net;
     const usage = withUsage ? ((await n?.usage(id)) ?? null) : null;
-    return { policy: n?.policy(id) ?? { egress: 'deny', allow: [], deny: [] }, address: n?.address(id) ?? null, usage };
+    return { policy: n?.policy(id) ?? { egress: 'deny', allow: [], deny: [], endpoints: [] }, address: n?.address(id) ?? null, usage };
   }
 
   /** Where the host reaches the sandbox (its link address), or null without a network. */

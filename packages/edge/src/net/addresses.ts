@@ -88,3 +88,20 @@ export function pickBlock(routes: HostRoute[], ifPrefix: string, tag: string): C
 }
 
 export const formatCidr = (c: Cidr): string => `${formatIpv4(c.base)}/${c.prefix}`;
+
+/** Private, loopback, link-local, multicast and reserved ranges: not reachable by name unless a CIDR rule names them. */
+export const INTERNAL: Cidr[] = [
+  '0.0.0.0/8',
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+  '224.0.0.0/3',
+].map((c) => {
+  const [a, p] = c.split('/');
+  return { base: parseIpv4(a!)!, prefix: Number(p) };
+});

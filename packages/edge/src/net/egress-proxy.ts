@@ -6,6 +6,7 @@ import { MAX_SNIFF_BYTES, sniffHttp, sniffTls, type Sniffed } from './sniff.js';
 import { nameAllowed, normalizeHostName, type CompiledPolicy } from './policy.js';
 import type { NetCounters } from './counters.js';
 import { BodyMeter, checkHead } from './http-framing.js';
+import { endpointHead, internalName, type Endpoints, type TokenBucket } from './endpoints.js';
 
 /** What the proxy knows of the sandbox behind a source address. */
 export interface EgressTarget {
@@ -16,6 +17,8 @@ export interface EgressTarget {
   counters: NetCounters;
   /** Connections it holds open through the proxy now. */
   active: number;
+  /** Its request rate to each endpoint, by name (made at its first request). */
+  buckets?: Map<string, TokenBucket>;
 }
 
 export interface EgressProxyOptions {
@@ -24,6 +27,8 @@ export interface EgressProxyOptions {
   /** Where a name the rules allowed is reached (throws when it cannot or may not be). */
   resolve(name: string, policy: CompiledPolicy): Promise<string>;
   maxConnectionsPerSandbox: number;
+  /** The operator's endpoints (none: every name under warren.internal is refused). */
+  endpoints?: Endpoints;
   /** How long a client may take to send its ClientHello or request head. */
   sniffTimeoutMs?: number;
   connectTimeoutMs?: number;
@@ -84,7 +89,12 @@ export class EgressProxy {
     let reply: Buffer;
     if ((q.flags & 0x7800) !== 0) reply = buildAnswer(q, RCODE.notimp, null);
     else if (q.name === null) reply = buildAnswer(q, RCODE.refused, null);
-    else if (!nameAllowed(t.policy, q.name)) {
+    else if (internalName(q.name) !== null) {
+      // An endpoint resolves (to the gateway, where the proxy is) only for a sandbox whose rules name it.
+      const ok = this.endpointOf(t, q.name) !== null;
+      if (!ok) t.counters.deny(q.name);
+      reply = buildAnswer(q, ok ? RCODE.ok : RCODE.nxdomain, ok && q.type === DNS_TYPE.A && q.klass === 1 ? t.gateway : null);
+    } else if (!nameAllowed(t.policy, q.name)) {
       t.counters.deny(q.name);
       reply = buildAnswer(q, RCODE.nxdomain, null);
     } else reply = buildAnswer(q, RCODE.ok, q.type === DNS_TYPE.A && q.klass === 1 ? t.gateway : null);
@@ -121,6 +131,7 @@ export class EgressProxy {
   private decide(client: Socket, mode: Mode, t: EgressTarget, s: Sniffed, head: Buffer): void {
     const raw = s.kind === 'name' ? s.name : null;
     const name = raw === null ? null : normalizeHostName(raw);
+    if (name !== null && internalName(name) !== null) return this.toEndpoint(client, mode, t, name, head);
     if (name === null || !nameAllowed(t.policy, name)) {
       t.counters.deny(name ?? (raw ? raw.slice(0, 64).toLowerCase() : s.kind === 'bad' ? '(not HTTP or TLS)' : '(no name)'));
       if (mode === 'http' && s.kind !== 'bad') {
@@ -159,8 +170,73 @@ export class EgressProxy {
     );
   }
 
-  /** Joins the client to its upstream; with a meter, only the first request's bytes go up. */
-  private pipe(client: Socket, t: EgressTarget, address: string, port: number, first: Buffer, meter: BodyMeter | null): void {
+  /** The endpoint a name under warren.internal names, if the sandbox's rules ask for it and the node has it. */
+  private endpointOf(t: EgressTarget, name: string): string | null {
+    const e = internalName(name);
+    return e && t.policy.endpoints.has(e) && this.o.endpoints?.targets.has(e) ? e : null;
+  }
+
+  /**
+   * A request to an endpoint: plain HTTP only, one of the sandbox's endpoints, within its rate
+   * and the body bound; its head rewritten (Host, the sandbox's id and token), its body counted
+   * off, the response piped back as it comes (streamed tokens are not held).
+   */
+  private toEndpoint(client: Socket, mode: Mode, t: EgressTarget, name: string, head: Buffer): void {
+    const e = this.endpointOf(t, name);
+    const eps = this.o.endpoints;
+    if (mode === 'tls' || e === null || !eps) {
+      t.counters.deny(name);
+      if (mode === 'tls') return void client.destroy();
+      return refuse(client, 403, `${name} is not an endpoint of this sandbox`);
+    }
+    const h = checkHead(head);
+    if (!h.ok) {
+      t.counters.deny(`${name} (malformed request)`);
+      return refuse(client, 400, `the request was refused: ${h.why}`);
+    }
+    if (h.framing.kind === 'length' && h.framing.bytes > eps.maxRequestBodyBytes) {
+      t.counters.deny(`${name} (request too large)`);
+      return refuse(client, 413, `a request body to an endpoint is at most ${eps.maxRequestBodyBytes} bytes`);
+    }
+    const buckets = (t.buckets ??= new Map<string, TokenBucket>());
+    let bucket = buckets.get(e);
+    if (!bucket) buckets.set(e, (bucket = eps.bucket()));
+    if (!bucket.take(eps.now())) {
+      t.counters.deny(`${name} (request rate)`);
+      return refuse(client, 429, `too many requests to ${name}: wait and try again`);
+    }
+    const target = eps.targets.get(e)!;
+    const meter = new BodyMeter(h.framing);
+    const body = meter.take(head.subarray(h.headBytes));
+    if (meter.error) {
+      t.counters.deny(`${name} (malformed request)`);
+      return refuse(client, 400, `the request was refused: ${meter.error}`);
+    }
+    if (body.length > eps.maxRequestBodyBytes) {
+      t.counters.deny(`${name} (request too large)`);
+      return refuse(client, 413, `a request body to an endpoint is at most ${eps.maxRequestBodyBytes} bytes`);
+    }
+    const first = Buffer.concat([
+      endpointHead(head.subarray(0, h.headBytes), { hostHeader: target.hostHeader, sandboxId: t.id, token: eps.token(t.id) }),
+      body,
+    ]);
+    t.counters.allow(name);
+    this.pipe(client, t, target.host, target.port, first, meter, { maxBytes: eps.maxRequestBodyBytes, sentBytes: body.length });
+  }
+
+  /**
+   * Joins the client to its upstream; with a meter, only the first request's bytes go up (with
+   * `bound`, at most `maxBytes` of its body, `sentBytes` of it in `first`: past that both ends close).
+   */
+  private pipe(
+    client: Socket,
+    t: EgressTarget,
+    address: string,
+    port: number,
+    first: Buffer,
+    meter: BodyMeter | null,
+    bound?: { maxBytes: number; sentBytes: number },
+  ): void {
     if (client.destroyed) return;
     const up = connect({ host: address, port, noDelay: true });
     this.sockets.add(up);
@@ -178,10 +254,17 @@ export class EgressProxy {
     up.pipe(client);
     if (!meter) client.pipe(up);
     else {
+      let bodyBytes = bound?.sentBytes ?? 0;
       client.on('data', (d: Buffer) => {
         const body = meter.take(d);
         if (meter.error) {
           this.o.logger?.warn('egress: malformed request body', { sandbox: t.id, why: meter.error });
+          client.destroy();
+          return;
+        }
+        bodyBytes += body.length;
+        if (bound && bodyBytes > bound.maxBytes) {
+          t.counters.deny('(request too large)');
           client.destroy();
           return;
         }
@@ -197,9 +280,13 @@ export class EgressProxy {
   }
 }
 
-function refuse(client: Socket, status: 400 | 403, why: string): void {
-  const text = status === 400 ? 'Bad Request' : 'Forbidden';
-  client.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain\r\nContent-Length: ${why.length + 1}\r\nConnection: close\r\n\r\n${why}\n`);
+const STATUS_TEXT = { 400: 'Bad Request', 403: 'Forbidden', 413: 'Content Too Large', 429: 'Too Many Requests' } as const;
+
+function refuse(client: Socket, status: keyof typeof STATUS_TEXT, why: string): void {
+  const retry = status === 429 ? 'Retry-After: 1\r\n' : '';
+  client.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\nContent-Type: text/plain\r\n${retry}Content-Length: ${why.length + 1}\r\nConnection: close\r\n\r\n${why}\n`,
+  );
 }
 
 /** A request head (ending CRLF CRLF, checked) with `Connection: close` in place of any connection headers. */

@@ -1,4 +1,4 @@
-import { parseNetworkRule, prefixMask, type NetworkPolicy } from '@warren/api';
+import { ENDPOINT_DOMAIN, parseNetworkRule, prefixMask, type NetworkPolicy } from '@warren/api';
 
 /** An IPv4 range: base address and prefix length. */
 export interface Cidr {
@@ -15,13 +15,15 @@ export interface CompiledPolicy {
   denySuffixes: string[];
   allowCidrs: Cidr[];
   denyCidrs: Cidr[];
+  /** The operator's endpoints it reaches at http://NAME.warren.internal/ (whatever the rest says). */
+  endpoints: Set<string>;
   /** The policy as given, normalised (what the sandbox object shows). */
-  source: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] };
+  source: { egress: 'deny' | 'allow'; allow: string[]; deny: string[]; endpoints: string[] };
 }
 
 /** Whether a policy lets a sandbox reach anything beyond its own loopback. */
 export function opensNetwork(c: CompiledPolicy): boolean {
-  return c.egress === 'allow' || c.allowNames.size > 0 || c.allowSuffixes.length > 0 || c.allowCidrs.length > 0;
+  return c.egress === 'allow' || c.allowNames.size > 0 || c.allowSuffixes.length > 0 || c.allowCidrs.length > 0 || c.endpoints.size > 0;
 }
 
 /** Parses a policy; throws (with the offending rule) on what the schema would have refused. */
@@ -34,7 +36,8 @@ export function compilePolicy(p: NetworkPolicy | undefined): CompiledPolicy {
     denySuffixes: [],
     allowCidrs: [],
     denyCidrs: [],
-    source: { egress: p?.egress ?? 'deny', allow: [], deny: [] },
+    endpoints: new Set(p?.endpoints ?? []),
+    source: { egress: p?.egress ?? 'deny', allow: [], deny: [], endpoints: [...new Set(p?.endpoints ?? [])] },
   };
   for (const [list, names, suffixes, cidrs, out] of [
     [p?.allow ?? [], c.allowNames, c.allowSuffixes, c.allowCidrs, c.source.allow],
@@ -73,9 +76,11 @@ const underAny = (name: string, suffixes: string[]): boolean => suffixes.some((s
 
 /**
  * Whether a name (lowercase, no trailing dot) may be reached: deny rules win, then `allow` rules
- * (egress deny) or everything (egress allow).
+ * (egress deny) or everything (egress allow). Names under warren.internal never (endpoints are
+ * reached by their own path).
  */
 export function nameAllowed(c: CompiledPolicy, name: string): boolean {
+  if (name === ENDPOINT_DOMAIN || name.endsWith(`.${ENDPOINT_DOMAIN}`)) return false;
   if (c.denyNames.has(name) || underAny(name, c.denySuffixes)) return false;
   if (c.egress === 'allow') return true;
   return c.allowNames.has(name) || underAny(name, c.allowSuffixes);

@@ -4,10 +4,11 @@ import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { WarrenError, formatIpv4, parseIpv4, type NetworkPolicy, type NetworkUsage } from '@warren/api';
 import { addressAllowed, cidrHas, coalesceCidrs, compilePolicy, type Cidr, type CompiledPolicy } from './policy.js';
-import { formatCidr, nodeTag, parseProcRoutes, pickBlock, slot, slotCount, type Slot } from './addresses.js';
+import { INTERNAL, formatCidr, nodeTag, parseProcRoutes, pickBlock, slot, slotCount, type Slot } from './addresses.js';
 import { alwaysDenyCommands, buildRuleset, cidrCommands, parseDeniedSet } from './nft.js';
 import { EgressProxy, type EgressTarget } from './egress-proxy.js';
 import { NetCounters } from './counters.js';
+import { Endpoints } from './endpoints.js';
 
 /** What the network needs of the host helper (warren-hostd). */
 export interface NetHost {
@@ -41,6 +42,8 @@ export interface SandboxNetworkOptions {
   dnsQueriesPerSecond?: number;
   /** Ranges no sandbox reaches whatever its rules (`--deny-networks`): with the cluster's hosts (setClusterHosts). */
   deny?: Cidr[];
+  /** The operator's endpoints (`--endpoint NAME=URL`): what rules' `endpoints` may name. */
+  endpoints?: Endpoints;
   logger: { info(msg: string, meta?: unknown): void; warn(msg: string, meta?: unknown): void };
 }
 
@@ -81,23 +84,6 @@ interface Ready {
   pid: number;
 }
 
-/** Private, loopback, link-local, multicast and reserved ranges: not reachable by name unless a CIDR rule names them. */
-const INTERNAL: Cidr[] = [
-  '0.0.0.0/8',
-  '10.0.0.0/8',
-  '100.64.0.0/10',
-  '127.0.0.0/8',
-  '169.254.0.0/16',
-  '172.16.0.0/12',
-  '192.0.0.0/24',
-  '192.168.0.0/16',
-  '198.18.0.0/15',
-  '224.0.0.0/3',
-].map((c) => {
-  const [a, p] = c.split('/');
-  return { base: parseIpv4(a!)!, prefix: Number(p) };
-});
-
 /**
  * Sandbox networking on one node: each sandbox gets its own network namespace with a veth to the
  * host (a /31 of the node's block), the kernel's rules (nftables) keep it from everything but the
@@ -116,6 +102,7 @@ export class SandboxNetwork {
   private readonly pool: Ready[] = [];
   private readonly hosts: Map<string, string>;
   private readonly poolSize: number;
+  private readonly endpoints: Endpoints;
   private nextIndex = 0;
   private filling: Promise<void> | null = null;
   private closed = false;
@@ -138,9 +125,11 @@ export class SandboxNetwork {
     this.poolSize = o.poolSize ?? 16;
     this.alwaysDeny = o.deny ?? [];
     this.hosts = new Map(Object.entries(o.hosts ?? {}).map(([k, v]) => [k.toLowerCase().replace(/\.$/, ''), v]));
+    this.endpoints = o.endpoints ?? new Endpoints({ targets: {}, secret: '' });
     this.proxy = new EgressProxy({
       target: (ip) => this.byAddress.get(ip),
       resolve: (name, policy) => this.resolve(name, policy),
+      endpoints: this.endpoints,
       maxConnectionsPerSandbox: o.maxConnectionsPerSandbox ?? 256,
       logger: o.logger,
     });
@@ -237,6 +226,7 @@ export class SandboxNetwork {
 
   /** Takes a prepared namespace for a sandbox and applies its rules. */
   async attach(id: string, policy: NetworkPolicy | undefined): Promise<NetAttachment> {
+    this.endpoints.check(policy?.endpoints);
     const compiled = compilePolicy(policy);
     // Namespaces a helper that has since died held are gone (and their links with them).
     while (this.pool[0] && this.pool[0].pid !== this.o.host.pid) this.used.delete(this.pool.shift()!.slot.index);
@@ -255,6 +245,7 @@ export class SandboxNetwork {
    * namespace; the tap becomes the slot's host end once the VMM holds it (bindTap).
    */
   async attachTap(id: string, policy: NetworkPolicy | undefined): Promise<TapAttachment> {
+    this.endpoints.check(policy?.endpoints);
     const compiled = compilePolicy(policy);
     const s = this.allocate();
     await this.record(this.take(id, s, null, 0), compiled);
@@ -332,6 +323,7 @@ export class SandboxNetwork {
   async update(id: string, policy: NetworkPolicy): Promise<void> {
     const a = this.bySandbox.get(id);
     if (!a) throw new WarrenError('not_found', 'sandbox has no network on this node', { id });
+    this.endpoints.check(policy.endpoints);
     await this.apply(a, compilePolicy(policy));
   }
 
@@ -397,6 +389,11 @@ export class SandboxNetwork {
 
   has(id: string): boolean {
     return this.bySandbox.has(id);
+  }
+
+  /** The names of the operator's endpoints on this node. */
+  endpointNames(): string[] {
+    return this.endpoints.names();
   }
 
   policy(id: string): CompiledPolicy['source'] | null {

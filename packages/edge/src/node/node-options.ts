@@ -46,10 +46,18 @@ export interface EdgeNodeOptions {
    * addresses are allowed there); `subnet` is the sandboxes' /18 (default: a free one in
    * 10.200.0.0/13); `poolSize` network namespaces are kept ready; `deny` lists IPv4 CIDRs no
    * sandbox reaches whatever its rules (the cluster's own hosts: those a join answers are added).
+   * `endpoints` names targets (`policy: 'http://10.0.0.5:8000'`) a sandbox whose rules ask for
+   * them reaches at `http://NAME.warren.internal/`, each request with the header
+   * `X-Warren-Sandbox-Token`: hex HMAC-SHA256 of the sandbox's id under `endpointSecret`
+   * (default: a random one kept in the data dir), at most `endpointRequestsPerSecond` requests a
+   * second per sandbox and endpoint (default 50, a burst of twice that).
    */
   network?:
     | false
     | {
+        endpoints?: Record<string, string>;
+        endpointSecret?: string;
+        endpointRequestsPerSecond?: number;
         hosts?: Record<string, string>;
         deny?: string[];
         subnet?: string;

@@ -269,6 +269,11 @@ export class Cluster {
     return false;
   }
 
+  /** The operator's endpoints some node that is not down offers, by name (`--endpoint`). */
+  endpoints(): Set<string> {
+    return new Set(this.up().flatMap((n) => n.info.endpoints ?? []));
+  }
+
   /** Calls `fn` at each change to a node (placement's view follows the table so). */
   watch(fn: (id: string, change: NodeChange) => void): void {
     this.watchers.add(fn);

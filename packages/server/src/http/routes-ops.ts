@@ -55,6 +55,7 @@ export function opsRoutes(on: On, d: RouteDeps): void {
       backends: d.nodes.backends(),
       // Where E2B's SDKs reach this server (E2B_API_URL, E2B_SANDBOX_URL), by the host the caller used.
       e2b: e2bUrls(`http://${c.req.headers.host ?? 'localhost'}`),
+      endpoints: d.nodes.endpoints(),
     }),
   );
 }

@@ -69,6 +69,7 @@ export class NodeView {
       local: n.local,
       backends: n.info.backends.map((b) => b.name),
       networking: n.info.networking,
+      endpoints: n.info.endpoints,
       capacity: n.info.capacity,
       committed: { cpu: n.load.committed.cpu + (p?.cpu ?? 0), memoryMiB: n.load.committed.memoryMiB + (p?.memoryMiB ?? 0) },
       sandboxes: n.load.sandboxes + (p?.sandboxes ?? 0),

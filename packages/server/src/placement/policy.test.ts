@@ -53,6 +53,13 @@ test('a full scan leaves out the nodes that cannot take a create, each with why,
   assert.deepEqual(Object.keys(none.refused).sort(), ['busy', 'down', 'draining', 'full', 'novm']);
   // A create that needs a network skips a node without one.
   assert.deepEqual(placeAll([node('lo', 0, { networking: false })], { ...want, network: true }).refused, { lo: 'its sandboxes have loopback only' });
+  // A create whose rules name endpoints goes only to a node that offers each.
+  const eps = placeAll([node('none', 0), node('one', 0, { endpoints: ['policy'] }), node('both', 0, { endpoints: ['judge', 'policy'] })], {
+    ...want,
+    network: true,
+    endpoints: ['policy', 'judge'],
+  });
+  assert.deepEqual([eps.order, eps.refused], [['both'], { none: 'it has no endpoint named "policy"', one: 'it has no endpoint named "judge"' }]);
 });
 
 test('the first try is the best of a random sample of k; a sample with no node that fits falls back to a full scan', () => {

@@ -6,6 +6,8 @@ export interface PlacementNode {
   state: 'joining' | 'ready' | 'draining' | 'down';
   backends: string[];
   networking: boolean;
+  /** The operator's endpoints it offers, by name (absent: none). */
+  endpoints?: readonly string[];
   capacity: EdgeCapacity;
   /** What admission counts on it (running sandboxes' requests, paused ones' resident memory). */
   committed: { cpu: number; memoryMiB: number };
@@ -25,6 +27,8 @@ export interface PlacementRequest {
   diskMiB?: number | null;
   /** Whether the sandbox needs a network beyond loopback. */
   network: boolean;
+  /** The operator's endpoints its rules name: a node must offer each. */
+  endpoints?: readonly string[];
 }
 
 /** The nodes a create may try, best first, and why each other node may not take it. */
@@ -102,6 +106,8 @@ function unfit(n: PlacementNode, r: PlacementRequest): { reason: string; full: b
   if (n.state !== 'ready') return { reason: `the node is ${n.state}`, full: false };
   if (!n.backends.includes(r.backend)) return { reason: `it does not run the ${r.backend} backend`, full: false };
   if (r.network && !n.networking) return { reason: 'its sandboxes have loopback only', full: false };
+  const missing = r.endpoints?.find((e) => !n.endpoints?.includes(e));
+  if (missing !== undefined) return { reason: `it has no endpoint named "${missing}"`, full: false };
   if (n.local) return null;
   const s = { cpu: n.committed.cpu, memoryMiB: n.committed.memoryMiB, sandboxes: n.sandboxes, paused: n.paused, cpuUsed: n.cpuUsed };
   const refusal = admissionRefusal(n.id, n.capacity, s, r);

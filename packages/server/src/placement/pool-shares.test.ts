@@ -36,4 +36,10 @@ test("a pool's nodes are the ready ones that run containers, have a network if i
     poolNodes(nodes as never, { ...closed, network: { egress: 'deny', allow: ['npm.example'], deny: [] } }).map((n) => n.id),
     ['d'],
   );
+  // Endpoints need a network and a node that offers each.
+  const withEndpoint = [...nodes, { ...node('f'), info: { ...node('f').info, endpoints: ['policy'] } }];
+  assert.deepEqual(
+    poolNodes(withEndpoint as never, { ...closed, network: { egress: 'deny', allow: [], deny: [], endpoints: ['policy'] } }).map((n) => n.id),
+    ['f'],
+  );
 });

@@ -3,13 +3,14 @@ import type { PoolRecord } from '../store/store.js';
 
 /** The nodes a pool's members may be on: ready, running containers, with a network if it needs one, large enough. */
 export function poolNodes<N extends Pick<ClusterNode, 'id' | 'state' | 'info'>>(nodes: readonly N[], rec: Pick<PoolRecord, 'resources' | 'network'>): N[] {
-  const net = rec.network.egress === 'allow' || rec.network.allow.length > 0;
+  const net = rec.network.egress === 'allow' || rec.network.allow.length > 0 || (rec.network.endpoints?.length ?? 0) > 0;
   return nodes
     .filter(
       (n) =>
         n.state === 'ready' &&
         n.info.backends.some((b) => b.name === 'container') &&
         (!net || n.info.networking) &&
+        (rec.network.endpoints ?? []).every((e) => n.info.endpoints?.includes(e)) &&
         rec.resources.cpu <= n.info.capacity.maxCpuPerSandbox &&
         rec.resources.memoryMiB <= n.info.capacity.maxMemoryMiBPerSandbox,
     )

@@ -179,6 +179,11 @@ export class NodeService {
     }));
   }
 
+  /** The endpoint names a create may ask for (some node that is not down offers each), sorted. */
+  endpoints(): string[] {
+    return [...this.cluster.endpoints()].sort();
+  }
+
   /** The nodes' gauges (per node, and the cluster's totals) and per-sandbox network counters, Prometheus text. */
   async metrics(): Promise<string> {
     const up = this.cluster.up();

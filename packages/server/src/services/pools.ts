@@ -63,7 +63,12 @@ export class PoolService {
       layers,
       layerNames: req.layers ?? [],
       resources,
-      network: { egress: network.egress ?? 'deny', allow: network.allow ?? [], deny: network.deny ?? [] },
+      network: {
+        egress: network.egress ?? 'deny',
+        allow: network.allow ?? [],
+        deny: network.deny ?? [],
+        ...(network.endpoints ? { endpoints: network.endpoints } : {}),
+      },
       size: req.size,
       createdAt: Date.now(),
       quota: caller.quota,

@@ -59,7 +59,14 @@ export function sandboxView(rec: SandboxRecord, live: EdgeSandboxState | null): 
   // The create answer skips usage reads, as for CPU and memory: nothing has happened yet.
   const net = live?.network ?? null;
   const policy = net?.policy ?? { egress: rec.network?.egress ?? 'deny', allow: rec.network?.allow ?? [], deny: rec.network?.deny ?? [] };
-  const network = { egress: policy.egress, allow: policy.allow, deny: policy.deny, address: net?.address ?? null, usage: net?.usage ?? EMPTY_NET_USAGE };
+  const network = {
+    egress: policy.egress,
+    allow: policy.allow,
+    deny: policy.deny,
+    endpoints: net?.policy.endpoints ?? rec.network?.endpoints ?? [],
+    address: net?.address ?? null,
+    usage: net?.usage ?? EMPTY_NET_USAGE,
+  };
   const s: Sandbox = {
     id: rec.id,
     state,

@@ -253,6 +253,7 @@ export class SandboxService {
       memoryMiB: r.resources.memoryMiB,
       diskMiB: r.resources.diskMiB,
       network: opensNetwork(compilePolicy(r.network)),
+      endpoints: r.network.endpoints,
     };
     return Object.assign({}, r, { backend, want, lease, now: (this.o.now ?? Date.now)() });
   }
@@ -412,6 +413,14 @@ export class SandboxService {
     const compiled = compilePolicy(p);
     if (opensNetwork(compiled) && !this.cluster.networking())
       throw new WarrenError('invalid_argument', 'sandboxes on this node have loopback only (it runs without sandbox networking)', { network: p });
+    const offered = this.cluster.endpoints();
+    for (const e of compiled.source.endpoints) {
+      if (!offered.has(e))
+        throw new WarrenError('invalid_argument', `network.endpoints: no node offers an endpoint named "${e}"`, {
+          endpoint: e,
+          endpoints: [...offered].sort(),
+        });
+    }
     const widest = widestAllowPrefix(compiled);
     const min = caller.role === 'admin' ? 0 : (caller.quota.cidrMinPrefix ?? 16);
     if (widest !== null && widest < min) {
@@ -420,7 +429,8 @@ export class SandboxService {
         cidrMinPrefix: min,
       });
     }
-    return { egress: compiled.source.egress, allow: compiled.source.allow, deny: compiled.source.deny };
+    const { egress, allow, deny, endpoints } = compiled.source;
+    return endpoints.length ? { egress, allow, deny, endpoints } : { egress, allow, deny };
   }
 
   /** New network rules for a running sandbox: new connections follow them at once. */

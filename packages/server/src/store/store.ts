@@ -65,7 +65,7 @@ export interface PoolRecord {
   layers: string[];
   layerNames: string[];
   resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
-  network: { egress: 'deny' | 'allow'; allow: string[]; deny: string[] };
+  network: { egress: 'deny' | 'allow'; allow: string[]; deny: string[]; endpoints?: string[] };
   size: number;
   createdAt: number;
   /** The quota of the key that made it: its refills stay within it (absent in older records: none). */
