@@ -240,6 +240,27 @@ class SandboxCalls(unittest.TestCase):
         finally:
             self.w.images.delete(name)
 
+    def test_fork_and_snapshot(self) -> None:
+        with self.w.sandboxes.create(image="busybox:latest", labels={"job": self.job}, workdir="/w") as src:
+            src.exec("echo forked > /w/f")
+            r = src.fork(2, labels={"job": self.job, "gen": "1"})
+            self.assertEqual(r.errors, [])
+            try:
+                self.assertEqual([c.exec("cat f").stdout for c in r.sandboxes], ["forked\n", "forked\n"])
+                self.assertEqual(r.sandboxes[0].info.labels, {"job": self.job, "gen": "1"})
+            finally:
+                for c in r.sandboxes:
+                    c.delete()
+            snap = src.snapshot(f"{self.job}-snap:v1")
+        try:
+            self.assertEqual((snap.snapshot or {}).get("workdir"), "/w")
+            self.assertEqual([s.name for s in self.w.snapshots.list(sandbox=src.id)], [snap.name])
+            with self.w.sandboxes.create(snapshot=snap.name, labels={"job": self.job}) as sb2:
+                self.assertEqual(sb2.exec("cat f").stdout, "forked\n")
+        finally:
+            self.w.snapshots.delete(snap.name)
+        self.assertEqual(self.w.snapshots.list(sandbox=src.id), [])
+
     def test_background_command_reattach_wait_kill(self) -> None:
         cmd = self.sb.exec_background("for i in 1 2 3; do echo line$i; sleep 0.2; done; echo done")
         self.assertTrue(cmd.command_id)

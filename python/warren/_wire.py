@@ -113,8 +113,9 @@ def encode_files(files: Union[Mapping[str, Union[str, bytes]], Iterable[Mapping[
 
 
 def create_body(
-    image: str,
+    image: Optional[str] = None,
     *,
+    snapshot: Optional[str] = None,
     layers: Optional[Sequence[str]] = None,
     resources: Optional[Mapping[str, Any]] = None,
     lifetime: Optional[Mapping[str, Any]] = None,
@@ -135,6 +136,7 @@ def create_body(
     return drop_none(
         {
             "image": image,
+            "snapshot": snapshot,
             "backend": backend,
             "layers": list(layers) if layers is not None else None,
             "resources": wire_keys(resources),
@@ -148,6 +150,29 @@ def create_body(
             "requestId": request_id,
             # A lease object (``w.lease(...)``) or its id.
             "lease": lease if lease is None or isinstance(lease, str) else lease.id,
+        }
+    )
+
+
+def fork_body(
+    count: int = 1,
+    *,
+    labels: Optional[Mapping[str, str]] = None,
+    lifetime: Optional[Mapping[str, Any]] = None,
+    ttl_seconds: Optional[int] = None,
+    lease: Any = None,
+    resources: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
+    life = dict(wire_keys(lifetime) or {})
+    if ttl_seconds is not None:
+        life["ttlSeconds"] = ttl_seconds
+    return drop_none(
+        {
+            "count": count,
+            "labels": dict(labels) if labels is not None else None,
+            "lifetime": life or None,
+            "lease": lease if lease is None or isinstance(lease, str) else lease.id,
+            "resources": wire_keys(resources),
         }
     )
 

@@ -56,6 +56,7 @@ class AsyncWarren:
         self.batch = AsyncBatch(self._t)
         self.fn = AsyncFn(self._t)
         self.images = AsyncImages(self._t)
+        self.snapshots = AsyncSnapshots(self._t)
         self.layers = AsyncLayers(self._t)
         self.pools = AsyncPools(self._t)
         self.keys = AsyncKeys(self._t)
@@ -95,7 +96,7 @@ class AsyncSandboxes:
     def __init__(self, t: AsyncTransport) -> None:
         self._t = t
 
-    async def create(self, image: str, **opts: Any) -> "AsyncSandbox":
+    async def create(self, image: Optional[str] = None, **opts: Any) -> "AsyncSandbox":
         """As :meth:`warren.client.Sandboxes.create`."""
         body = w.create_body(image, **opts)
         req = w.route("createSandbox", json=body, idempotent="requestId" in body)
@@ -103,7 +104,7 @@ class AsyncSandboxes:
 
     async def batch_create(self, count: int, template: Mapping[str, Any]) -> BatchCreateResult:
         tpl = dict(template)
-        body = {"count": count, "template": w.create_body(tpl.pop("image"), **tpl)}
+        body = {"count": count, "template": w.create_body(tpl.pop("image", None), **tpl)}
         r = await self._t.call(w.route("batchCreate", json=body))
         return BatchCreateResult(
             sandboxes=[AsyncSandbox(self._t, SandboxInfo.of(s)) for s in r["sandboxes"]],
@@ -239,6 +240,21 @@ class AsyncSandbox:
 
     async def set_network(self, policy: Mapping[str, Any]) -> SandboxInfo:
         return await self._info(w.route("setNetwork", self.id, json=w.wire_keys(policy), idempotent=True))
+
+    async def fork(self, count: int = 1, **opts: Any) -> BatchCreateResult:
+        """``count`` new sandboxes with this one's files now (a microVM's memory too); it may be
+        running or paused and runs on. Options: ``labels``, ``lifetime`` or ``ttl_seconds``,
+        ``lease``, ``resources``. What could not be made comes back as errors, not raised."""
+        r = await self._t.call(w.route("forkSandbox", self.id, json=w.fork_body(count, **opts)))
+        return BatchCreateResult(
+            sandboxes=[AsyncSandbox(self._t, SandboxInfo.of(s)) for s in r["sandboxes"]],
+            errors=[error_from_wire(None, {"error": e}) for e in r["errors"]],
+        )
+
+    async def snapshot(self, name: Optional[str] = None) -> Image:
+        """Keeps this sandbox's files now as a snapshot that outlives it; ``sandboxes.create(snapshot=name)`` starts from it."""
+        body = {"name": name} if name is not None else {}
+        return from_wire(Image, await self._t.call(w.route("createSnapshot", self.id, json=body, timeout=3600)))
 
     async def commit(self, name: str, *, exclude: Optional[Sequence[str]] = None) -> Image:
         body = w.drop_none({"name": name, "exclude": list(exclude) if exclude is not None else None})
@@ -407,6 +423,21 @@ class AsyncFn:
         body = {"calls": [w.fn_body(**c) for c in calls]}
         r = await self._t.call(w.route("fnBatch", json=body, timeout=w.fn_timeout({"timeout_ms": 15 * 60_000})))
         return [w.fn_outcome(x) for x in r["results"]]
+
+
+class AsyncSnapshots:
+    """The tenant's snapshots (``Sandbox.snapshot``): images that outlive their sandbox."""
+
+    def __init__(self, t: AsyncTransport) -> None:
+        self._t = t
+
+    async def list(self, *, sandbox: Optional[str] = None, name: Optional[str] = None) -> List[Image]:
+        """Newest first; ``sandbox``: only those of one sandbox."""
+        q = [(k, v) for k, v in (("sandbox", sandbox), ("name", name)) if v is not None]
+        return [from_wire(Image, i) for i in (await self._t.call(w.route("listSnapshots", query=q, idempotent=True)))["snapshots"]]
+
+    async def delete(self, name: str) -> None:
+        await self._t.call(w.route("deleteSnapshot", name, idempotent=True))
 
 
 class AsyncImages:

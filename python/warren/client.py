@@ -53,6 +53,7 @@ class Warren:
         self.batch = Batch(self._t)
         self.fn = Fn(self._t)
         self.images = Images(self._t)
+        self.snapshots = Snapshots(self._t)
         self.layers = Layers(self._t)
         self.pools = Pools(self._t)
         self.keys = Keys(self._t)
@@ -97,7 +98,7 @@ class Sandboxes:
     def __init__(self, t: SyncTransport) -> None:
         self._t = t
 
-    def create(self, image: str, **opts: Any) -> "Sandbox":
+    def create(self, image: Optional[str] = None, **opts: Any) -> "Sandbox":
         """Creates a sandbox. Options as the API's, in Python names: ``layers``, ``resources``
         (``{"cpu": 1, "memoryMiB": 1024}``), ``lifetime`` or ``ttl_seconds``, ``network``, ``env``,
         ``user``, ``workdir``, ``files`` (``{path: str | bytes}``), ``labels``, ``request_id``,
@@ -110,7 +111,7 @@ class Sandboxes:
     def batch_create(self, count: int, template: Mapping[str, Any]) -> BatchCreateResult:
         """Creates ``count`` sandboxes of one template; what failed comes back as errors, not raised."""
         tpl = dict(template)
-        body = {"count": count, "template": w.create_body(tpl.pop("image"), **tpl)}
+        body = {"count": count, "template": w.create_body(tpl.pop("image", None), **tpl)}
         r = self._t.call(w.route("batchCreate", json=body))
         return BatchCreateResult(
             sandboxes=[Sandbox(self._t, SandboxInfo.of(s)) for s in r["sandboxes"]],
@@ -261,6 +262,21 @@ class Sandbox:
     def set_network(self, policy: Mapping[str, Any]) -> SandboxInfo:
         """Replaces the sandbox's network rules; its new connections follow them at once."""
         return self._info(w.route("setNetwork", self.id, json=w.wire_keys(policy), idempotent=True))
+
+    def fork(self, count: int = 1, **opts: Any) -> BatchCreateResult:
+        """``count`` new sandboxes with this one's files now (a microVM's memory too); it may be
+        running or paused and runs on. Options: ``labels``, ``lifetime`` or ``ttl_seconds``,
+        ``lease``, ``resources``. What could not be made comes back as errors, not raised."""
+        r = self._t.call(w.route("forkSandbox", self.id, json=w.fork_body(count, **opts)))
+        return BatchCreateResult(
+            sandboxes=[Sandbox(self._t, SandboxInfo.of(s)) for s in r["sandboxes"]],
+            errors=[error_from_wire(None, {"error": e}) for e in r["errors"]],
+        )
+
+    def snapshot(self, name: Optional[str] = None) -> Image:
+        """Keeps this sandbox's files now as a snapshot that outlives it; ``sandboxes.create(snapshot=name)`` starts from it."""
+        body = {"name": name} if name is not None else {}
+        return from_wire(Image, self._t.call(w.route("createSnapshot", self.id, json=body, timeout=3600)))
 
     def commit(self, name: str, *, exclude: Optional[Sequence[str]] = None) -> Image:
         """The writable layer as a new layer over the current ones: the image ``name``."""
@@ -447,6 +463,21 @@ class Fn:
         body = {"calls": [w.fn_body(**c) for c in calls]}
         r = self._t.call(w.route("fnBatch", json=body, timeout=w.fn_timeout({"timeout_ms": 15 * 60_000})))
         return [w.fn_outcome(x) for x in r["results"]]
+
+
+class Snapshots:
+    """The tenant's snapshots (``Sandbox.snapshot``): images that outlive their sandbox."""
+
+    def __init__(self, t: SyncTransport) -> None:
+        self._t = t
+
+    def list(self, *, sandbox: Optional[str] = None, name: Optional[str] = None) -> List[Image]:
+        """Newest first; ``sandbox``: only those of one sandbox."""
+        q = [(k, v) for k, v in (("sandbox", sandbox), ("name", name)) if v is not None]
+        return [from_wire(Image, i) for i in (self._t.call(w.route("listSnapshots", query=q, idempotent=True)))["snapshots"]]
+
+    def delete(self, name: str) -> None:
+        self._t.call(w.route("deleteSnapshot", name, idempotent=True))
 
 
 class Images:

@@ -149,6 +149,8 @@ class Image:
     tenant: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)
     built_in: bool = False
+    #: A snapshot's source, backend, user and workdir (None: an image that is not a snapshot).
+    snapshot: Optional[Dict[str, Any]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
