@@ -407,6 +407,7 @@ export class Edge {
     const under: string[] = [];
     for (const entry of l.spec.layers) {
       const base = forkBaseOf(entry);
+      if (base && !l.backend.baseLayer) throw new WarrenError('invalid_argument', `a fork of a ${l.backend.name} sandbox cannot be committed`, { id });
       under.push(base ? (await l.backend.baseLayer!(base, { exclude: [], excludeRegex: COMMIT_RESIDUES.regex })).digest : entry);
     }
     return { ...info, under };
