@@ -62,7 +62,7 @@ export {
   PublishLayersResponse,
 } from './images.js';
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
-export { EventsQuery, LifecycleEvent, LifecycleEventType } from './events.js';
+export { EventsQuery, LifecycleEvent, LifecycleEventType, WebhookBody, WebhookEvent } from './events.js';
 export { CreateLeaseRequest, Lease, LeaseOnExpiry, LeaseState, ListLeasesQuery, ListLeasesResponse, RenewLeaseRequest } from './leases.js';
 export { InputEvent, InputRequest, MAX_INPUT_KEYSTROKES } from './display.js';
 export { FnBatchRequest, FnBatchResponse, FnFile, FnLanguage, FnRunRequest, FnRunResult } from './fn.js';

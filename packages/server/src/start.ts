@@ -26,6 +26,7 @@ export interface ServerOptions
     | 'defaultBackend'
     | 'maxUploadBytes'
     | 'pullRegistries'
+    | 'webhooks'
     | 'nativeDir'
     | 'logger'
     | 'fn'

@@ -8,6 +8,7 @@ import type { PoolService } from '../services/pools.js';
 import type { FnService } from '../services/fn.js';
 import type { LeaseService } from '../services/leases.js';
 import type { EventLog } from '../services/events.js';
+import type { Webhooks } from '../services/webhooks.js';
 import type { AuditLog } from '../services/audit.js';
 import type { CommandService } from '../services/commands.js';
 import type { FileService } from '../services/files.js';
@@ -51,6 +52,8 @@ export interface RouteDeps {
   fn: FnService;
   leases: LeaseService;
   events: EventLog;
+  /** The operator's webhooks (for /metrics). */
+  webhooks?: Webhooks;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Sends a blob this process lacks from another replica's blobs; false when none has it. */
