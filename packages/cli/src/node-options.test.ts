@@ -78,7 +78,10 @@ test('webhooks: URLs checked, the secret from the environment or a file (the fil
     await writeFile(file, 'from-the-file-0123456789\n');
     const env = { WARREN_WEBHOOK_SECRET: 'from-the-env-0123456789' };
     const hooks = ['--webhook', 'https://a.example/hook', '--webhook', 'http://127.0.0.1:9/h'];
-    assert.deepEqual((await nodeOptions(parse(hooks), env)).webhooks, { urls: ['https://a.example/hook', 'http://127.0.0.1:9/h'], secret: env.WARREN_WEBHOOK_SECRET });
+    assert.deepEqual((await nodeOptions(parse(hooks), env)).webhooks, {
+      urls: ['https://a.example/hook', 'http://127.0.0.1:9/h'],
+      secret: env.WARREN_WEBHOOK_SECRET,
+    });
     assert.equal((await nodeOptions(parse([...hooks, '--webhook-secret-file', file]), env)).webhooks?.secret, 'from-the-file-0123456789');
     assert.equal((await nodeOptions(parse(['--webhook-secret-file', file]), env)).webhooks, undefined);
     await assert.rejects(nodeOptions(parse(['--webhook', 'ftp://a.example/']), env), /http:\/\/ or https:\/\//);

@@ -18,3 +18,5 @@ export type { Caller } from './services/sandboxes.js';
 export { Auth } from './services/auth.js';
 export { e2bKey } from './compat/e2b/tokens.js';
 export { e2bUrls } from './compat/e2b/index.js';
+export { startWebhookReceiver } from './testing/webhook-receiver.js';
+export type { WebhookDelivery, WebhookReceiver } from './testing/webhook-receiver.js';

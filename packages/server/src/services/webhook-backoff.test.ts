@@ -7,7 +7,10 @@ test('the backoff doubles from 0.5 s to a minute, a random half of each step tak
   assert.deepEqual(steps, [500, 1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000, 60000]);
   const least = [1, 2, 3, 8, 50].map((a) => webhookBackoffMs(a, () => 0));
   assert.deepEqual(least, [250, 500, 1000, 30000, 30000]);
-  assert.equal(webhookBackoffMs(3, () => 0.5), 1500);
+  assert.equal(
+    webhookBackoffMs(3, () => 0.5),
+    1500,
+  );
   // Tests pace it their own way.
   assert.deepEqual(
     [1, 2, 3].map((a) => webhookBackoffMs(a, () => 0, { firstMs: 10, maxMs: 30 })),

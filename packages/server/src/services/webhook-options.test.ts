@@ -33,7 +33,10 @@ test('a batch is the events from the first, in order, as many as fit in its byte
 test('webhooks are http(s) URLs without credentials, at most 8, with a secret of 16 characters; each has its own row and a label without its query', () => {
   assert.equal(compileWebhooks(undefined), null);
   assert.equal(compileWebhooks({ urls: [], secret: '' }), null);
-  const c = compileWebhooks({ urls: ['https://a.example/h?token=s3cret', 'http://b.example:8080/x', 'https://a.example/h?token=s3cret'], secret: 'x'.repeat(16) });
+  const c = compileWebhooks({
+    urls: ['https://a.example/h?token=s3cret', 'http://b.example:8080/x', 'https://a.example/h?token=s3cret'],
+    secret: 'x'.repeat(16),
+  });
   assert.deepEqual(
     c?.hooks.map((h) => h.label),
     ['https://a.example/h', 'http://b.example:8080/x'],
@@ -42,5 +45,6 @@ test('webhooks are http(s) URLs without credentials, at most 8, with a secret of
   assert.doesNotMatch(c?.hooks[0]?.key ?? '', /s3cret/);
   assert.throws(() => compileWebhooks({ urls: ['https://a.example/'], secret: 'short' }), /16 characters/);
   assert.throws(() => compileWebhooks({ urls: Array.from({ length: 9 }, (_, i) => `https://a.example/${i}`), secret: 'x'.repeat(16) }), /at most 8/);
-  for (const bad of ['a.example/hook', 'file:///etc/passwd', 'https://u:p@a.example/', `https://a.example/${'x'.repeat(2048)}`]) assert.throws(() => webhookUrl(bad), /invalid|URL|http|credentials|2048/, bad);
+  for (const bad of ['a.example/hook', 'file:///etc/passwd', 'https://u:p@a.example/', `https://a.example/${'x'.repeat(2048)}`])
+    assert.throws(() => webhookUrl(bad), /invalid|URL|http|credentials|2048/, bad);
 });

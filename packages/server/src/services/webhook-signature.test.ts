@@ -20,7 +20,8 @@ test('a signature fails for another body, secret or time, past the tolerance, or
   assert.equal(verifyWebhook(SECRET, h.replace(`t=${T}`, `t=${T + 1}`), BODY, T), false);
   assert.equal(verifyWebhook(SECRET, h, BODY, T + 301), false);
   assert.equal(verifyWebhook(SECRET, h, BODY, T - 301), false);
-  for (const bad of ['', 'v1=00', `t=${T}`, `t=${T},v1=zz`, `t=x,${h.split(',')[1]!}`, `t=${T},v1=${'0'.repeat(63)}`]) assert.equal(verifyWebhook(SECRET, bad, BODY, T), false, bad);
+  for (const bad of ['', 'v1=00', `t=${T}`, `t=${T},v1=zz`, `t=x,${h.split(',')[1]!}`, `t=${T},v1=${'0'.repeat(63)}`])
+    assert.equal(verifyWebhook(SECRET, bad, BODY, T), false, bad);
   const rotated = `t=${T},v1=${signWebhook('old-secret-0123456', BODY, T).split('v1=')[1]!},${h.split(',')[1]!}`;
   assert.ok(verifyWebhook(SECRET, rotated, BODY, T));
 });

@@ -3,8 +3,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 /** How far a signature's time may be from the receiver's clock before it is refused as a replay (s). */
 export const WEBHOOK_TOLERANCE_SECONDS = 300;
 
-const hmac = (secret: string, tSeconds: number, body: string | Buffer): Buffer =>
-  createHmac('sha256', secret).update(`${tSeconds}.`).update(body).digest();
+const hmac = (secret: string, tSeconds: number, body: string | Buffer): Buffer => createHmac('sha256', secret).update(`${tSeconds}.`).update(body).digest();
 
 /**
  * The `Warren-Signature` header of a webhook's body sent at `tSeconds` (unix seconds):
@@ -23,7 +22,13 @@ export function signWebhook(secret: string, body: string | Buffer, tSeconds: num
  * TypeScript). Compares in constant time; any `v1=` may match (a header may carry several while
  * a secret is rotated).
  */
-export function verifyWebhook(secret: string, header: string, body: string | Buffer, nowSeconds: number, toleranceSeconds = WEBHOOK_TOLERANCE_SECONDS): boolean {
+export function verifyWebhook(
+  secret: string,
+  header: string,
+  body: string | Buffer,
+  nowSeconds: number,
+  toleranceSeconds = WEBHOOK_TOLERANCE_SECONDS,
+): boolean {
   const parts = header.split(',').map((p) => [p.slice(0, p.indexOf('=')).trim(), p.slice(p.indexOf('=') + 1).trim()] as const);
   const t = parts.find(([k]) => k === 't')?.[1];
   if (!t || !/^\d{1,12}$/.test(t)) return false;

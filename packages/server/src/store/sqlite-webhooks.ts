@@ -19,7 +19,9 @@ export class SqliteWebhooks implements WebhookStore {
     db.exec(SCHEMA);
     this.s = {
       insert: db.prepare<[string, number]>("INSERT OR IGNORE INTO webhook_cursors (hook, seq, holder, until) VALUES (?, ?, '', 0)"),
-      take: db.prepare<[string, number, string, string, number]>('UPDATE webhook_cursors SET holder = ?, until = ? WHERE hook = ? AND (holder = ? OR until < ?)'),
+      take: db.prepare<[string, number, string, string, number]>(
+        'UPDATE webhook_cursors SET holder = ?, until = ? WHERE hook = ? AND (holder = ? OR until < ?)',
+      ),
       advance: db.prepare<[number, number, string, string]>('UPDATE webhook_cursors SET seq = ?, until = ? WHERE hook = ? AND holder = ?'),
       release: db.prepare<[string, string]>('UPDATE webhook_cursors SET until = 0 WHERE hook = ? AND holder = ?'),
       cursor: db.prepare<[string], { seq: number }>('SELECT seq FROM webhook_cursors WHERE hook = ?'),
