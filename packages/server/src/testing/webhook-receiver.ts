@@ -9,6 +9,8 @@ export interface WebhookDelivery {
   body: string;
   events: WebhookEvent[];
   headers: IncomingMessage['headers'];
+  /** When it came (ms, this process's clock). */
+  at: number;
 }
 
 /** A webhook receiver for tests: a real HTTP server on 127.0.0.1. */
@@ -36,7 +38,7 @@ export async function startWebhookReceiver(answer: (n: number) => number | 'hang
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString();
       const a = answer(deliveries.length);
-      deliveries.push({ status: a === 'hang' ? 0 : a, body, events: WebhookBody.parse(JSON.parse(body)).events, headers: req.headers });
+      deliveries.push({ status: a === 'hang' ? 0 : a, body, events: WebhookBody.parse(JSON.parse(body)).events, headers: req.headers, at: Date.now() });
       for (const w of waiters) w();
       if (a !== 'hang') res.writeHead(a).end();
     });
