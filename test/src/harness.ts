@@ -136,6 +136,8 @@ export async function startTestWarren(
     edgeTransport?: 'in-process' | 'http';
     /** Where the control plane keeps its state (default: WARREN_TEST_STORE, else SQLite). */
     store?: 'sqlite' | 'postgres';
+    /** Lifecycle events POSTed to these (WarrenOptions.webhooks). */
+    webhooks?: WarrenOptions['webhooks'];
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -171,6 +173,7 @@ export async function startTestWarren(
     vm: opts.vm,
     microvm: opts.microvm,
     database,
+    webhooks: opts.webhooks,
     // A pass of the API's tests on the microVM backend (scripts/run-tests.mjs) makes it the default.
     defaultBackend: process.env.WARREN_TEST_BACKEND === 'microvm' ? 'microvm' : undefined,
     edgeTransport: (opts.edgeTransport ?? process.env.WARREN_EDGE_TRANSPORT) === 'http' ? 'http' : undefined,

@@ -41,3 +41,15 @@ export const EventsQuery = z.strictObject({
   since: z.coerce.number().int().min(0).optional(),
 });
 export type EventsQuery = z.infer<typeof EventsQuery>;
+
+/** One event as a webhook delivers it: a lifecycle event and its tenant (the operator's hook sees every tenant's). */
+export const WebhookEvent = LifecycleEvent.extend({ tenant: z.string() });
+export type WebhookEvent = z.infer<typeof WebhookEvent>;
+
+/**
+ * A webhook's POST body: events in the order of their seq, each delivered at least once (a
+ * receiver drops a seq it has seen). Its headers: `Warren-Event-Ids` (their seqs, comma-separated)
+ * and `Warren-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" under the secret>`.
+ */
+export const WebhookBody = z.object({ events: z.array(WebhookEvent) });
+export type WebhookBody = z.infer<typeof WebhookBody>;

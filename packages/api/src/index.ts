@@ -64,7 +64,7 @@ export {
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
 export { CreateSnapshotRequest, ListSnapshotsQuery, ListSnapshotsResponse, MAX_SNAPSHOTS_PER_TENANT, Snapshot } from './snapshots.js';
 export { ForkRequest, ForkResponse, MAX_FORK_COUNT } from './forks.js';
-export { EventsQuery, LifecycleEvent, LifecycleEventType } from './events.js';
+export { EventsQuery, LifecycleEvent, LifecycleEventType, WebhookBody, WebhookEvent } from './events.js';
 export { CreateLeaseRequest, Lease, LeaseOnExpiry, LeaseState, ListLeasesQuery, ListLeasesResponse, RenewLeaseRequest } from './leases.js';
 export { InputEvent, InputRequest, MAX_INPUT_KEYSTROKES } from './display.js';
 export { FnBatchRequest, FnBatchResponse, FnFile, FnLanguage, FnRunRequest, FnRunResult } from './fn.js';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ERROR_CODES } from './errors.js';
 import { ROUTES, type RouteSpec } from './routes.js';
+import { WebhookBody } from './events.js';
 
 /** Notes where Warren deliberately differs from or extends the shared API contract. */
 export const CONTRACT_NOTES = [
@@ -95,5 +96,26 @@ export function buildOpenApi(version: string): Record<string, unknown> {
     },
     security: [{ bearer: [] }],
     paths,
+    webhooks: { lifecycleEvents: webhookOperation() },
+  };
+}
+
+/** What the server POSTs to an operator's webhook (`--webhook URL`). */
+function webhookOperation(): Record<string, unknown> {
+  const header = (name: string, description: string): unknown => ({ name, in: 'header', required: true, description, schema: { type: 'string' } });
+  return {
+    post: {
+      operationId: 'lifecycleEvents',
+      summary:
+        "Every tenant's lifecycle events, in seq order, at most 100 (256 KiB) a POST; retried (0.5 s doubling to 60 s, jittered; 10 s a POST) until answered 2xx, so at least once: drop a seq already handled.",
+      security: [],
+      parameters: [
+        header('Warren-Signature', 't=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>: compare in constant time, refuse a t far from now'),
+        header('Warren-Event-Ids', "the events' seqs, comma-separated"),
+        header('Warren-Delivery-Attempt', 'this batch’s attempt, from 1'),
+      ],
+      requestBody: { required: true, content: { 'application/json': { schema: schema(WebhookBody) } } },
+      responses: { '2XX': { description: 'Taken: the next events follow' }, default: { description: 'Not taken: sent again later' } },
+    },
   };
 }

@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseArgs } from 'node:util';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { NODE_OPTIONS, nodeOptions, upFlags, upUsage } from './node-options.js';
 import { usage } from './usage.js';
 
@@ -66,6 +69,26 @@ test('flags, their "no" forms and the environment land where the node reads them
   assert.equal((await nodeOptions(parse(['--default-backend', 'vm', '--no-vm']), {})).vm, false);
   await assert.rejects(nodeOptions(parse(['--default-backend', 'qemu']), {}), /container, microvm or vm/);
   await assert.rejects(nodeOptions(parse(['--dns-rate', '0']), {}), /at least 1/);
+});
+
+test('webhooks: URLs checked, the secret from the environment or a file (the file wins, trimmed); a secret without a webhook goes nowhere', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'warren-opts-'));
+  try {
+    const file = join(dir, 'secret');
+    await writeFile(file, 'from-the-file-0123456789\n');
+    const env = { WARREN_WEBHOOK_SECRET: 'from-the-env-0123456789' };
+    const hooks = ['--webhook', 'https://a.example/hook', '--webhook', 'http://127.0.0.1:9/h'];
+    assert.deepEqual((await nodeOptions(parse(hooks), env)).webhooks, {
+      urls: ['https://a.example/hook', 'http://127.0.0.1:9/h'],
+      secret: env.WARREN_WEBHOOK_SECRET,
+    });
+    assert.equal((await nodeOptions(parse([...hooks, '--webhook-secret-file', file]), env)).webhooks?.secret, 'from-the-file-0123456789');
+    assert.equal((await nodeOptions(parse(['--webhook-secret-file', file]), env)).webhooks, undefined);
+    await assert.rejects(nodeOptions(parse(['--webhook', 'ftp://a.example/']), env), /http:\/\/ or https:\/\//);
+    await assert.rejects(nodeOptions(parse(['--webhook', 'https://u:p@a.example/']), env), /credentials/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test('warren help shows every flag of warren up, from the same table', () => {

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { DefaultImageName } from '@warren/images';
 import { parseEndpointFlag } from '@warren/edge';
-import { edgeNetworks, type WarrenOptions } from '@warren/server';
+import { edgeNetworks, webhookUrl, type WarrenOptions } from '@warren/server';
 import { parseFnPool, parseHosts, positiveInt } from './args.js';
 import { DEFAULT_DATA_DIR, DEFAULT_IMAGE_CACHE } from './client.js';
 
@@ -445,6 +445,25 @@ export const NODE_OPTIONS: NodeOption[] = [
     type: 'string',
     usage: ['[--pull-registries HOST[:PORT],...]', 'registries non-admin keys may pull from (default: none)'],
     set: (o, v) => void (o.pullRegistries = str(v).split(',').filter(Boolean)),
+    for: CONTROL,
+  },
+  {
+    flag: 'webhook',
+    type: 'string',
+    multiple: true,
+    usage: ['[--webhook URL]...', 'every tenant’s lifecycle events POSTed here as they happen, at least once, signed with the secret below'],
+    set: (o, v) => void ((o.webhooks ??= { urls: [], secret: '' }).urls = (v as string[]).map(webhookUrl)),
+    for: CONTROL,
+  },
+  // The secret: from the environment, or a file (the flag wins); never on the command line, where ps shows it.
+  { env: 'WARREN_WEBHOOK_SECRET', type: 'string', set: (o, v) => void (o.webhooks && (o.webhooks.secret = str(v))), for: CONTROL },
+  {
+    flag: 'webhook-secret-file',
+    type: 'string',
+    usage: ['[--webhook-secret-file PATH]', 'the webhooks’ HMAC key, 16 characters or more (or WARREN_WEBHOOK_SECRET)'],
+    set: async (o, v) => {
+      if (o.webhooks) o.webhooks.secret = (await readFile(str(v), 'utf8')).trim();
+    },
     for: CONTROL,
   },
   // No flags: the hardening benchmark's baseline node sets the first, fault-injection tests

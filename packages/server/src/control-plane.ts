@@ -17,6 +17,8 @@ import { ForkService } from './services/forks.js';
 import { SnapshotService } from './services/snapshots.js';
 import { LeaseService } from './services/leases.js';
 import { EventLog } from './services/events.js';
+import { Webhooks } from './services/webhooks.js';
+import { compileWebhooks } from './services/webhook-options.js';
 import { CommandService } from './services/commands.js';
 import { FileService } from './services/files.js';
 import { NodeService } from './services/nodes.js';
@@ -40,6 +42,7 @@ export interface ControlPlaneParts {
     | 'fn'
     | 'maxUploadBytes'
     | 'pullRegistries'
+    | 'webhooks'
     | 'holdAt'
     | 'clock'
     | 'logger'
@@ -124,6 +127,8 @@ async function adminKeyOf(o: { adminKey?: string; dataDir: string }): Promise<{ 
  */
 export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPlane> {
   const { o, store } = p;
+  // Checked first: a bad webhook URL or a missing secret stops the start before anything runs.
+  const hooks = compileWebhooks(o.webhooks);
   let handle: (node: string, ev: EdgeEvent) => Promise<void> = async () => undefined;
   const events = new EventLog(store, o.logger);
   const cluster = new Cluster({
@@ -184,6 +189,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     checkDisk: async (what) => checkRoom(await dataDiskRoom(o.dataDir), o.dataDiskReserveBytes, what),
   });
   const snapshots = new SnapshotService(service, images, p.catalogue);
+  const webhooks = new Webhooks(store, hooks?.hooks ?? [], { secret: hooks?.secret ?? '', logger: o.logger });
   const admin = await adminKeyOf(o);
   const auth = new Auth(store, admin.key, p.joinToken, { now: o.clock });
   const audit = new AuditLog(store, (e, entries) => o.logger.warn('audit entries were not written', { entries, error: String(e) }));
@@ -214,6 +220,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     forks,
     snapshots,
     events,
+    webhooks,
     audit,
     logger: o.logger,
     peerBlob: p.peerBlob,
@@ -230,6 +237,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       await fn.start();
       leases.start();
       events.start();
+      webhooks.start();
       flush = setInterval(() => void service.sync.flushActivity().catch(() => undefined), 5000);
       flush.unref();
       if (!p.local) {
@@ -268,6 +276,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       fn.close();
       await leases.close();
       events.close();
+      await webhooks.close();
       await service.sync.flushActivity().catch(() => undefined);
       await audit.close();
       await cluster.close();

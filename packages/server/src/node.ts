@@ -6,6 +6,7 @@ import { ImageCatalogue, installDefaultImages } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
 import { endNow } from './store/store.js';
 import type { FnOptions } from './services/fn.js';
+import { compileWebhooks, type WebhookOptions } from './services/webhook-options.js';
 import { buildControlPlane, openDatabase } from './control-plane.js';
 import { databaseHost } from './cluster/join-address.js';
 
@@ -35,6 +36,11 @@ export interface WarrenOptions extends EdgeNodeOptions {
   maxUploadBytes?: number;
   /** Registries (`host[:port]`) non-admin keys may pull from (default none: only admins pull). */
   pullRegistries?: string[];
+  /**
+   * Every tenant's lifecycle events POSTed to these URLs as they happen, signed with the secret
+   * (`--webhook`, `--webhook-secret-file`): at least once, in order (see WebhookDeliverer).
+   */
+  webhooks?: WebhookOptions;
   /**
    * For tests only: a create waits at a step until the promise this answers for the step
    * resolves (undefined: it goes on): `create:stored` (its record written, nothing started on
@@ -67,6 +73,7 @@ export interface RunningWarren {
  * const w = await startWarren({ port: 7070, host: '127.0.0.1', dataDir: '/var/lib/warren', imageCacheDir: '/var/cache/warren/images', logger: console });
  */
 export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
+  compileWebhooks(o.webhooks); // a bad webhook option stops the start before anything is opened
   // The control plane's state first (a database that cannot be opened fails the start before
   // anything is mounted), the image and layer catalogue included (over this node's blobs).
   await mkdir(o.dataDir, { recursive: true });

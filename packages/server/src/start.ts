@@ -9,6 +9,7 @@ import { WarrenError } from '@warren/api';
 import { SqliteStore } from './store/sqlite-store.js';
 import { buildControlPlane, openDatabase } from './control-plane.js';
 import type { WarrenOptions } from './node.js';
+import { compileWebhooks } from './services/webhook-options.js';
 import { databaseHost } from './cluster/join-address.js';
 
 /** `warren server`: the control plane alone; edges join it. */
@@ -26,6 +27,7 @@ export interface ServerOptions
     | 'defaultBackend'
     | 'maxUploadBytes'
     | 'pullRegistries'
+    | 'webhooks'
     | 'nativeDir'
     | 'logger'
     | 'fn'
@@ -81,6 +83,7 @@ export interface RunningServer {
  */
 export async function startServer(o: ServerOptions): Promise<RunningServer> {
   if (o.joinToken.length < 16) throw new WarrenError('invalid_argument', 'the join token (WARREN_JOIN_TOKEN) must be at least 16 characters');
+  compileWebhooks(o.webhooks); // before anything is opened
   await mkdir(o.dataDir, { recursive: true, mode: 0o700 });
   const layers = new LayerStore(join(o.dataDir, 'layers'));
   await layers.open();

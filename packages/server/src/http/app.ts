@@ -124,6 +124,7 @@ export function createApp(d: AppDeps): Server {
           `# TYPE warren_http_requests_total counter\nwarren_http_requests_total ${metrics.requests}\n` +
             `# TYPE warren_http_errors_total counter\nwarren_http_errors_total ${metrics.errors}\n`,
           await d.fn.metrics(),
+          (await d.webhooks?.metrics()) ?? '',
           nodes,
         ]),
       );

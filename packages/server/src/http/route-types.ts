@@ -10,6 +10,7 @@ import type { LeaseService } from '../services/leases.js';
 import type { ForkService } from '../services/forks.js';
 import type { SnapshotService } from '../services/snapshots.js';
 import type { EventLog } from '../services/events.js';
+import type { Webhooks } from '../services/webhooks.js';
 import type { AuditLog } from '../services/audit.js';
 import type { CommandService } from '../services/commands.js';
 import type { FileService } from '../services/files.js';
@@ -55,6 +56,8 @@ export interface RouteDeps {
   forks: ForkService;
   snapshots: SnapshotService;
   events: EventLog;
+  /** The operator's webhooks (for /metrics). */
+  webhooks?: Webhooks;
   audit: AuditLog;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Sends a blob this process lacks from another replica's blobs; false when none has it. */

@@ -13,7 +13,7 @@ export const MAX_STREAMS_PER_TENANT = 16;
 /** How long an event waits for others to be written with it (ms). */
 const LINGER_MS = 50;
 /** An event is streamed once it is this old: what another replica numbered before it has committed by then. */
-const SETTLE_MS = 500;
+export const SETTLE_MS = 500;
 
 /** An event as the API shows it. */
 export function eventView(e: EventRecord): LifecycleEvent {

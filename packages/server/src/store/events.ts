@@ -17,10 +17,15 @@ export interface EventRecord {
 export interface EventStore {
   /** Appends events (one statement). */
   append(events: Array<Omit<EventRecord, 'seq' | 'at'>>): Promise<void>;
-  /** A tenant's events after `seq` and at least `settledMs` old (the store's clock), in order, at most `limit`. */
-  after(tenant: string, seq: number, limit: number, settledMs?: number): Promise<EventRecord[]>;
+  /**
+   * A tenant's events (null: every tenant's, what the operator's webhooks read) after `seq` and at
+   * least `settledMs` old (the store's clock), in order, at most `limit`.
+   */
+  after(tenant: string | null, seq: number, limit: number, settledMs?: number): Promise<EventRecord[]>;
   /** The newest seq of all (0: none): where a stream with no `since` begins. */
   last(): Promise<number>;
+  /** The oldest seq kept (0: none): a reader behind it lost what was pruned. */
+  first(): Promise<number>;
   /** Removes events older than `ms`, at most 5,000 a call (a short write); answers how many. */
   prune(ms: number): Promise<number>;
 }

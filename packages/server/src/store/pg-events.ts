@@ -29,14 +29,17 @@ export class PgEvents implements EventStore {
     );
   }
 
-  async after(tenant: string, seq: number, limit: number, settledMs = 0): Promise<EventRecord[]> {
-    const r = await this.pool.query<Row>(`SELECT * FROM events WHERE tenant = $1 AND seq > $2 AND at <= (SELECT ${NOW_MS}) - $4 ORDER BY seq LIMIT $3`, [
-      tenant,
-      seq,
-      limit,
-      settledMs,
-    ]);
+  async after(tenant: string | null, seq: number, limit: number, settledMs = 0): Promise<EventRecord[]> {
+    const r = await this.pool.query<Row>(
+      `SELECT * FROM events WHERE ($1::text IS NULL OR tenant = $1) AND seq > $2 AND at <= (SELECT ${NOW_MS}) - $4 ORDER BY seq LIMIT $3`,
+      [tenant, seq, limit, settledMs],
+    );
     return r.rows.map((x) => ({ seq: Number(x.seq), tenant: x.tenant, at: Number(x.at), type: x.type, data: x.data }));
+  }
+
+  async first(): Promise<number> {
+    const r = await this.pool.query<{ seq: string | null }>('SELECT min(seq) AS seq FROM events');
+    return Number(r.rows[0]?.seq ?? 0);
   }
 
   async last(): Promise<number> {

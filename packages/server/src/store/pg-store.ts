@@ -4,6 +4,7 @@ import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import { PG_LEASES_SCHEMA, PgLeases } from './pg-leases.js';
 import { PG_EVENTS_SCHEMA, PgEvents } from './pg-events.js';
+import { PG_WEBHOOKS_SCHEMA, PgWebhooks } from './pg-webhooks.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 /** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
@@ -118,10 +119,12 @@ export class PgStore implements Store {
   private trips = 0;
   readonly leases: PgLeases;
   readonly events: PgEvents;
+  readonly webhooks: PgWebhooks;
 
   private constructor(private readonly pool: pg.Pool) {
     this.leases = new PgLeases(pool);
     this.events = new PgEvents(pool);
+    this.webhooks = new PgWebhooks(pool);
     // Every statement is a round trip: counted where they all pass (the pool's and a transaction's client's query).
     const query = pool.query.bind(pool) as (...a: unknown[]) => Promise<unknown>;
     pool.query = ((...args: unknown[]) => {
@@ -148,6 +151,7 @@ export class PgStore implements Store {
       await c.query(SCHEMA);
       await c.query(PG_LEASES_SCHEMA);
       await c.query(PG_EVENTS_SCHEMA);
+      await c.query(PG_WEBHOOKS_SCHEMA);
       await c.query('SELECT pg_advisory_unlock($1)', [SCHEMA_LOCK]);
     } finally {
       c.release();

@@ -24,6 +24,8 @@ export class SqliteEvents implements EventStore {
     this.s = {
       insert: db.prepare('INSERT INTO events (tenant, at, type, data) VALUES (?, ?, ?, ?)'),
       after: db.prepare<[string, number, number, number], Row>('SELECT * FROM events WHERE tenant = ? AND seq > ? AND at <= ? ORDER BY seq LIMIT ?'),
+      afterAll: db.prepare<[number, number, number], Row>('SELECT * FROM events WHERE seq > ? AND at <= ? ORDER BY seq LIMIT ?'),
+      first: db.prepare<[], { seq: number | null }>('SELECT min(seq) AS seq FROM events'),
       last: db.prepare<[], { seq: number | null }>('SELECT max(seq) AS seq FROM events'),
       prune: db.prepare('DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 5000)'),
     };
@@ -36,8 +38,13 @@ export class SqliteEvents implements EventStore {
     })();
   }
 
-  async after(tenant: string, seq: number, limit: number, settledMs = 0): Promise<EventRecord[]> {
-    return this.s.after.all(tenant, seq, Date.now() - settledMs, limit).map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
+  async after(tenant: string | null, seq: number, limit: number, settledMs = 0): Promise<EventRecord[]> {
+    const rows = tenant === null ? this.s.afterAll.all(seq, Date.now() - settledMs, limit) : this.s.after.all(tenant, seq, Date.now() - settledMs, limit);
+    return rows.map((r) => ({ ...r, data: JSON.parse(r.data) as Record<string, unknown> }));
+  }
+
+  async first(): Promise<number> {
+    return this.s.first.get()?.seq ?? 0;
   }
 
   async last(): Promise<number> {

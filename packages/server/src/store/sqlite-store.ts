@@ -3,6 +3,7 @@ import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import { SqliteLeases } from './sqlite-leases.js';
 import { SqliteEvents } from './sqlite-events.js';
+import { SqliteWebhooks } from './sqlite-webhooks.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
@@ -113,6 +114,7 @@ export class SqliteStore implements Store {
   private readonly stmts;
   readonly leases: SqliteLeases;
   readonly events: SqliteEvents;
+  readonly webhooks: SqliteWebhooks;
 
   constructor(file: string) {
     this.db = new Database(file);
@@ -120,6 +122,7 @@ export class SqliteStore implements Store {
     this.db.exec(SCHEMA);
     this.leases = new SqliteLeases(this.db);
     this.events = new SqliteEvents(this.db);
+    this.webhooks = new SqliteWebhooks(this.db);
     const db = this.db;
     this.stmts = {
       insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, lease, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),

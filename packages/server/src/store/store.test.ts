@@ -48,6 +48,15 @@ async function withStore(kind: StoreKind, fn: (s: Store, open: () => Promise<Sto
   }
 }
 
+/** Waits for `pred` to hold (polling every 5 ms), failing after 5 s. */
+async function until(pred: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!(await pred())) {
+    if (Date.now() > deadline) throw new Error('not so after 5 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 /** A quota of `max` sandboxes, checked as SandboxService checks it. */
 const atMost =
   (max: number) =>
@@ -347,12 +356,44 @@ for (const kind of KINDS) {
           [t1[1]!.seq],
         );
         assert.equal(await s.events.last(), t1[1]!.seq);
+        // Every tenant's (a webhook's read), in order; the oldest kept.
+        assert.deepEqual(
+          (await other.events.after(null, 0, 10)).map((e) => [e.tenant, e.type]),
+          [
+            ['t1', 'created'],
+            ['t2', 'created'],
+            ['t1', 'ended'],
+          ],
+        );
+        assert.equal(await s.events.first(), t1[0]!.seq);
         assert.equal(await s.events.prune(60_000), 0);
         assert.equal(await s.events.prune(-60_000), 3);
         assert.deepEqual(await s.events.after('t1', 0, 10), []);
       } finally {
         await other.close();
       }
+    });
+  });
+
+  test(`${kind.name}: a webhook's cursor: begins where it is told, one holder at a time (another takes it once released or lapsed), moved only by its holder`, async () => {
+    await withStore(kind, async (s, open) => {
+      const other = await open();
+      assert.equal(await s.webhooks.cursor('h'), null);
+      assert.equal(await s.webhooks.claim('h', 'a', 60_000, 7), 7);
+      assert.equal(await other.webhooks.claim('h', 'b', 60_000, 0), null);
+      assert.equal(await s.webhooks.claim('h', 'a', 60_000, 0), 7, 'renewed; the start of a known hook is ignored');
+      assert.equal(await other.webhooks.advance('h', 'b', 9, 60_000), false);
+      assert.equal(await s.webhooks.advance('h', 'a', 9, 60_000), true);
+      assert.equal(await other.webhooks.cursor('h'), 9);
+      await s.webhooks.release('h', 'a');
+      assert.equal(await other.webhooks.claim('h', 'b', 1, 0), 9);
+      assert.equal(await s.webhooks.advance('h', 'a', 10, 60_000), false);
+      // b's claim lapses (1 ms): a takes it back.
+      await until(async () => (await s.webhooks.claim('h', 'a', 60_000, 0)) === 9);
+      assert.equal(await s.webhooks.claim('other-hook', 'b', 60_000, 3), 3);
+      // Claims at once from two stores: one wins.
+      const both = await Promise.all([s.webhooks.claim('h2', 'a', 60_000, 1), other.webhooks.claim('h2', 'b', 60_000, 1)]);
+      assert.equal(both.filter((c) => c === 1).length, 1);
     });
   });
 

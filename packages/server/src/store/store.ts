@@ -2,6 +2,7 @@ import type { AuditEntry, KeyRole, NetworkPolicy, SandboxEndReason, SandboxState
 import type { CatalogueStore } from '@warren/images';
 import type { LeaseStore } from './leases.js';
 import type { EventStore } from './events.js';
+import type { WebhookStore } from './webhooks.js';
 
 /** A sandbox as the control plane keeps it. */
 export interface SandboxRecord {
@@ -140,6 +141,8 @@ export interface Store extends CatalogueStore {
   readonly leases: LeaseStore;
   /** Lifecycle events, per tenant, in order. */
   readonly events: EventStore;
+  /** Webhooks' cursors in the events, and which replica sends to each. */
+  readonly webhooks: WebhookStore;
   /**
    * Records a new sandbox. With `admit`, in the same transaction as a read of its tenant's
    * live usage (without it): `admit` throws to refuse, and nothing is recorded. Concurrent
