@@ -117,6 +117,26 @@ describe('fork', notOnMicrovm('these are the container backend’s forks'), () =
     assert.deepEqual(await bases(), []);
   });
 
+  test('children made under a lease end with it; the source, without it, runs on', async () => {
+    const src = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    try {
+      const lease = await t.client.leases.create({ ttlSeconds: 60 }, { keepAlive: false });
+      const r = await src.fork({ count: 2, lease: lease.id });
+      assert.deepEqual(
+        r.sandboxes.map((c) => c.info.lease),
+        [lease.id, lease.id],
+      );
+      await lease.delete();
+      for (const c of r.sandboxes) {
+        await until(async () => (await c.refresh()).state === 'stopped', 10_000);
+        assert.equal(c.info.end?.reason, 'lease');
+      }
+      assert.equal((await src.refresh()).state, 'running');
+    } finally {
+      await src.delete();
+    }
+  });
+
   test('bad forks: a count past the limit, a sandbox of another tenant or gone; nothing is left behind', async () => {
     const src = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
@@ -166,6 +186,14 @@ describe('snapshots', notOnMicrovm('a microVM’s snapshot is its files through 
       await assert.rejects(other.deleteSnapshot(name), (e: { code?: string }) => e.code === 'not_found');
       await assert.rejects(fromIt.snapshot('busybox:latest'), (e: { code?: string }) => e.code === 'conflict');
       await assert.rejects(t.client.sandboxes.create({ snapshot: 'busybox:latest' }), (e: { code?: string }) => e.code === 'not_found');
+      // A tenant's quota counts its snapshots: a second is refused, the same name again replaces it.
+      const capped = new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant: 'one-snap', quota: { snapshots: 1 } }) });
+      const mine = await capped.sandboxes.create({ image: 'busybox:latest' });
+      made.push(mine);
+      await mine.snapshot('one-snap/a');
+      await mine.snapshot('one-snap/a');
+      await assert.rejects(mine.snapshot('one-snap/b'), (e: { code?: string }) => e.code === 'resource_exhausted');
+      await capped.deleteSnapshot('one-snap/a');
       await t.client.deleteSnapshot(name);
       assert.deepEqual(await t.client.snapshots({ sandbox: src.id }), []);
       await assert.rejects(t.client.sandboxes.create({ snapshot: name }), (e: { code?: string }) => e.code === 'not_found');

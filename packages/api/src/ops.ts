@@ -4,6 +4,8 @@ export const Quota = z.strictObject({
   sandboxes: z.number().int().min(0).optional(),
   cpu: z.number().min(0).optional(),
   memoryMiB: z.number().int().min(0).optional(),
+  /** Snapshots the tenant keeps at once (default and most: MAX_SNAPSHOTS_PER_TENANT). */
+  snapshots: z.number().int().min(0).max(1000).optional(),
   /**
    * The widest CIDR this key's sandboxes may allow, as a prefix length: 0 lets them allow any
    * address (0.0.0.0/0). Default for user keys 16; admin keys are not limited.

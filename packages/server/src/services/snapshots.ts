@@ -10,7 +10,7 @@ export const snapshotName = (sandbox: string, nowMs: number): string => `snapsho
 /**
  * Snapshots: a sandbox's files kept as an image of its tenant's (a commit with the sandbox's env,
  * user, workdir and backend kept beside it) that outlives the sandbox; a create names it as
- * `snapshot`. At most MAX_SNAPSHOTS_PER_TENANT a tenant.
+ * `snapshot`. A tenant keeps at most its quota's `snapshots` (MAX_SNAPSHOTS_PER_TENANT at most).
  */
 export class SnapshotService {
   constructor(
@@ -26,10 +26,9 @@ export class SnapshotService {
     // A snapshot of the same name is replaced (as E2B's is); an image that is not one is not.
     if (cur && (!cur.snapshot || cur.tenant !== caller.tenant))
       throw new WarrenError('conflict', `the name "${name}" is an image's, not a snapshot of this tenant's`, { name });
-    if (!cur && caller.role !== 'admin' && (await this.mine(caller)).length >= MAX_SNAPSHOTS_PER_TENANT)
-      throw new WarrenError('resource_exhausted', `a tenant keeps at most ${MAX_SNAPSHOTS_PER_TENANT} snapshots: delete some first`, {
-        maxSnapshots: MAX_SNAPSHOTS_PER_TENANT,
-      });
+    const most = Math.min(caller.quota.snapshots ?? MAX_SNAPSHOTS_PER_TENANT, MAX_SNAPSHOTS_PER_TENANT);
+    if (!cur && caller.role !== 'admin' && (await this.mine(caller)).length >= most)
+      throw new WarrenError('resource_exhausted', `this tenant keeps at most ${most} snapshots: delete some first`, { maxSnapshots: most });
     const image = await this.images.commit(
       edge,
       sid,

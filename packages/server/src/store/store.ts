@@ -53,7 +53,7 @@ export interface KeyRecord {
   hash: string;
   tenant: string;
   role: KeyRole;
-  quota: { sandboxes?: number; cpu?: number; memoryMiB?: number; cidrMinPrefix?: number };
+  quota: { sandboxes?: number; cpu?: number; memoryMiB?: number; cidrMinPrefix?: number; snapshots?: number };
   createdAt: number;
 }
 
