@@ -112,6 +112,13 @@ def encode_files(files: Union[Mapping[str, Union[str, bytes]], Iterable[Mapping[
     return out
 
 
+def _lifetime(lifetime: Optional[Mapping[str, Any]], ttl_seconds: Optional[int]) -> Dict[str, Any]:
+    life = dict(wire_keys(lifetime) or {})
+    if ttl_seconds is not None:
+        life["ttlSeconds"] = ttl_seconds
+    return life
+
+
 def create_body(
     image: Optional[str] = None,
     *,
@@ -130,9 +137,7 @@ def create_body(
     ttl_seconds: Optional[int] = None,
     lease: Any = None,
 ) -> Dict[str, Any]:
-    life = dict(wire_keys(lifetime) or {})
-    if ttl_seconds is not None:
-        life["ttlSeconds"] = ttl_seconds
+    life = _lifetime(lifetime, ttl_seconds)
     return drop_none(
         {
             "image": image,
@@ -163,9 +168,7 @@ def fork_body(
     lease: Any = None,
     resources: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
-    life = dict(wire_keys(lifetime) or {})
-    if ttl_seconds is not None:
-        life["ttlSeconds"] = ttl_seconds
+    life = _lifetime(lifetime, ttl_seconds)
     return drop_none(
         {
             "count": count,

@@ -6,7 +6,7 @@ import type { Caller } from '../../services/sandboxes.js';
 import type { AuditScope } from '../audit.js';
 import { listPage, listQuery, templateOf } from './list.js';
 import { metrics } from './metrics.js';
-import { createRequest } from './requests.js';
+import { E2bTtlSeconds, createRequest } from './requests.js';
 import { e2bCreateSnapshot, e2bFork, serveE2bSnapshots } from './forks.js';
 import { accessToken, warrenKeyOf } from './tokens.js';
 
@@ -32,12 +32,7 @@ const DEFAULT_TIMEOUT_S = 300;
 
 const NewSandbox = z.looseObject({
   templateID: z.string().min(1).max(256),
-  timeout: z
-    .number()
-    .int()
-    .min(1)
-    .max(30 * 86400)
-    .optional(),
+  timeout: E2bTtlSeconds.optional(),
   metadata: z.record(z.string(), z.string()).nullable().optional(),
   envVars: z.record(z.string(), z.string()).nullable().optional(),
   autoPause: z.boolean().optional(),

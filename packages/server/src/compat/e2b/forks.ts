@@ -3,18 +3,14 @@ import { WarrenError, z, type Sandbox } from '@warren/api';
 import { jsonBody, sendEmpty, sendJson } from '../../http/io.js';
 import type { RouteDeps } from '../../http/route-types.js';
 import type { Caller } from '../../services/sandboxes.js';
+import { E2bTtlSeconds } from './requests.js';
 
 /** E2B's fork TTL when a fork names none (its API's documented default), in seconds. */
 export const E2B_FORK_TIMEOUT_S = 15;
 
 const ForkBody = z.looseObject({
   count: z.number().int().min(1).max(100).optional(),
-  timeout: z
-    .number()
-    .int()
-    .min(1)
-    .max(30 * 86400)
-    .optional(),
+  timeout: E2bTtlSeconds.optional(),
 });
 const SnapshotBody = z.looseObject({ name: z.string().min(1).max(200).optional() });
 

@@ -1,4 +1,4 @@
-import { CreateSandboxRequest, ExecRequest, TerminalSize, UserName, WarrenError, type z } from '@warren/api';
+import { CreateSandboxRequest, ExecRequest, TerminalSize, UserName, WarrenError, z } from '@warren/api';
 
 /**
  * E2B's requests made into Warren's and checked by the API's own schemas, so that what the API
@@ -42,3 +42,10 @@ export function terminalSize(v: unknown): TerminalSize {
 export function userName(v: string): string {
   return parsed(UserName, v, {}, 'user');
 }
+
+/** A sandbox's time to live as E2B's requests give it (`timeout`, seconds). */
+export const E2bTtlSeconds = z
+  .number()
+  .int()
+  .min(1)
+  .max(30 * 86400);
