@@ -137,6 +137,12 @@ export class LayerStore {
     return null;
   }
 
+  /** A layer's metadata image or data file on this node's own disk; null when it is not there. */
+  localFile(digest: string, part: 'meta' | 'data'): string | null {
+    const file = part === 'meta' ? this.layerPath(digest) : join(this.root, 'blobs', `${digestHex(digest)}.data`);
+    return existsSync(file) ? file : null;
+  }
+
   /** Whether a layer's data is read from the blob store rather than from this node's disk. */
   dataIsRemote(digest: string): boolean {
     return this.remote !== null && !existsSync(join(this.root, 'blobs', `${digestHex(digest)}.data`));

@@ -119,6 +119,17 @@ export interface EdgeApi {
    * is removed before the answer.
    */
   fork(sourceId: string, baseId: string, specs: EdgeSandboxSpec[]): Promise<{ outcomes: CreateOutcome[]; load: EdgeLoad }>;
+  /**
+   * `layers` (a sandbox's, of `backend`) with each fork base's entry made an image layer of the
+   * node's store (pinned): what a fork's children on other nodes stand on.
+   */
+  baseLayers(backend: string, layers: string[]): Promise<string[]>;
+  /**
+   * A layer of the node's store, its metadata image or its data file, as bytes: how a layer made
+   * here (a commit, a fork base) reaches the control plane's blob store, and from there other
+   * nodes. not_found for one the node does not hold on its own disk.
+   */
+  readLayer(digest: string, part: 'meta' | 'data'): Promise<FileBody>;
   /** Hands a running (pool's) sandbox to a caller: its env, user, workdir and lifetime become `spec`'s. */
   claim(spec: EdgeSandboxSpec, files?: EdgeFile[]): Promise<EdgeSandboxState>;
   /** Takes back a sandbox that ran before the edge restarted; false when it is gone. */

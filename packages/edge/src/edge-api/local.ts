@@ -1,5 +1,7 @@
 import type { ExecEvent } from '@warren/api';
+import { createReadStream } from 'node:fs';
 import { WarrenError } from '@warren/api';
+import type { LayerStore } from '@warren/images';
 import type { Command } from '../lifecycle/command.js';
 import type { Edge } from '../lifecycle/edge.js';
 import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
@@ -41,7 +43,7 @@ const gone = (id: string): never => {
  * specs come decoded from the wire (serveEdgeApi), new objects nobody else holds, so they are
  * not copied again (a structured clone is ~30 µs of every create).
  */
-export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
+export function localEdgeApi(edge: Edge, o: { fresh?: boolean; layers?: LayerStore } = {}): EdgeApi {
   const copy = o.fresh ? (spec: EdgeSandboxSpec): EdgeSandboxSpec => spec : copySpec;
   /** The node's load now (`used`: what its sandboxes really use, read from their cgroups). */
   const load = async (used: boolean): Promise<EdgeLoad> => {
@@ -97,13 +99,19 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean } = {}): EdgeApi {
     fork: async (sourceId, baseId, specs) => {
       if (!Array.isArray(specs) || specs.length === 0 || specs.length > MAX_CREATE_MANY)
         throw new WarrenError('invalid_argument', `a fork makes 1 to ${MAX_CREATE_MANY} sandboxes`);
-      const base = await edge.freezeBase(sourceId, baseId);
+      const base = await edge.forks.freeze(sourceId, baseId);
       const wrong = specs.find((s) => (s.backend ?? base.backend) !== base.backend || s.layers.join('\n') !== base.layers.join('\n'));
       const outcomes = wrong
         ? specs.map((): CreateOutcome => ({ error: { code: 'invalid_argument', message: 'a fork stands on its source’s layers and backend', details: {} } }))
         : await makeAll(specs);
-      if (!outcomes.some((o) => 'state' in o)) await edge.dropBase(baseId, base.backend);
+      if (!outcomes.some((o) => 'state' in o)) await edge.forks.drop(baseId, base.backend);
       return { outcomes, load: await load(false) };
+    },
+    baseLayers: (backend, layers) => edge.forks.alone(backend, layers),
+    readLayer: async (digest, part) => {
+      const file = o.layers?.localFile(digest, part);
+      if (!file) throw new WarrenError('not_found', `layer ${digest} is not on this node's disk`, { digest });
+      return createReadStream(file, { highWaterMark: 1 << 20 });
     },
     claim: async (spec, files) => {
       await edge.claim(copy(spec), files);

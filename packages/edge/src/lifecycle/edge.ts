@@ -3,7 +3,7 @@ import { totalmem } from 'node:os';
 import type { Socket } from 'node:net';
 import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { forkBaseOf, forkLayer, sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
+import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import type { FnWorkers } from '../fn/fn-workers.js';
@@ -30,6 +30,7 @@ import { dueNow } from './housekeeping.js';
 import { PressureRelief } from './pressure.js';
 import { Semaphore } from '../util/semaphore.js';
 import { EdgeLeases } from './leases.js';
+import { EdgeForks } from './forks.js';
 
 export type { EdgeCapacity } from './admission.js';
 export type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -46,6 +47,8 @@ export class Edge {
   private readonly pausedIds = new Set<string>();
   private readonly output: OutputBudgets;
   private readonly freezes = new Freezes();
+  /** Fork bases: made from live sandboxes, removed with their last fork, made layers when asked. */
+  readonly forks: EdgeForks;
   private readonly backendSet: BackendSet;
   /** What the edge tells its owner: pauses and resumes, TTLs and idle timeouts passed, deaths. */
   readonly events = new EdgeEvents();
@@ -81,6 +84,14 @@ export class Edge {
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
     this.pauses = { now: () => this.now(), events: this.events, logger: o.logger, pageouts: new Semaphore(2) };
     this.backendSet = new BackendSet(o.backends);
+    this.forks = new EdgeForks({
+      backends: this.backendSet.all,
+      refs: this.layerRefs,
+      freezes: this.freezes,
+      get: (id) => this.get(id),
+      live: (id) => this.live.has(id),
+      able: (id, what, verb) => this.able(id, what, verb),
+    });
     this.pressure = new PressureRelief({ floorMiB: o.memoryFloorMiB, live: this.live, pauseReclaimed: (id) => this.pauseReclaimed(id), logger: o.logger });
     // Frozen at once; paged out (two at a time) only when kept: a lease that says delete removes them next.
     this.leases = new EdgeLeases({
@@ -404,35 +415,8 @@ export class Edge {
     );
     // A fork's layers name fork bases of this node: each becomes an image layer too (once per
     // base), so the image stands on layers alone and may be run anywhere.
-    const under: string[] = [];
-    for (const entry of l.spec.layers) {
-      const base = forkBaseOf(entry);
-      if (base && !l.backend.baseLayer) throw new WarrenError('invalid_argument', `a fork of a ${l.backend.name} sandbox cannot be committed`, { id });
-      under.push(base ? (await l.backend.baseLayer!(base, { exclude: [], excludeRegex: COMMIT_RESIDUES.regex })).digest : entry);
-    }
+    const under = await this.forks.alone(l.backend.name, l.spec.layers);
     return { ...info, under };
-  }
-
-  /**
-   * What sandbox `id` holds now becomes the fork base `baseId` (Backend.freeze), frozen meanwhile
-   * (a paused one stays paused); answers the layers a fork of it stands on. Counts as activity.
-   */
-  async freezeBase(id: string, baseId: string): Promise<{ layers: string[]; backend: string }> {
-    const l = this.able(id, 'fork', 'be forked');
-    await this.freezes.run(
-      id,
-      () => this.get(id),
-      () => this.live.has(id),
-      () => l.backend.freeze!(id, baseId),
-    );
-    return { layers: [...l.spec.layers, forkLayer(baseId)], backend: l.backend.name };
-  }
-
-  /** Removes a fork base no sandbox stands on (a fork none of whose children was made). */
-  async dropBase(baseId: string, backend: string): Promise<void> {
-    const entry = forkLayer(baseId);
-    if (this.layerRefs.inUse().has(entry)) return;
-    await this.backendSet.all.find((b) => b.name === backend)?.releaseLayers([entry]);
   }
 
   /** A full VM's display now, as a PNG; counts as activity (a paused one is resumed first). */
@@ -604,17 +588,14 @@ export class Edge {
   /** Removes sandboxes the backend still has on disk that nobody owns any more. */
   async removeLeftovers(): Promise<string[]> {
     const gone: string[] = [];
-    const inUse = this.layerRefs.inUse();
     for (const b of this.backendSet.all) {
       for (const id of await b.list()) {
         if (this.live.has(id)) continue;
         await b.destroy(id).catch(() => undefined);
         gone.push(id);
       }
-      // Fork bases no live sandbox stands on (their forks ended while the edge was down).
-      const idle = ((await b.bases?.()) ?? []).map(forkLayer).filter((e) => !inUse.has(e));
-      if (idle.length) await b.releaseLayers(idle).catch(() => undefined);
     }
+    await this.forks.leftovers();
     return gone;
   }
 

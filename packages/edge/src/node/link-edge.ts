@@ -1,3 +1,4 @@
+import type { LayerStore } from '@warren/images';
 import { mkdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -22,9 +23,12 @@ export interface LinkedEdge {
  * 'http'`, a client of the edge served on a Unix socket of the data dir, as a control plane
  * elsewhere would (same process; the suite runs on both).
  */
-export async function linkEdge(edge: Edge, o: { transport?: EdgeTransport; dataDir: string; logger: Logger; clock?: () => number }): Promise<LinkedEdge> {
+export async function linkEdge(
+  edge: Edge,
+  o: { transport?: EdgeTransport; dataDir: string; logger: Logger; clock?: () => number; layers?: LayerStore },
+): Promise<LinkedEdge> {
   // Over the socket, what it is handed comes decoded from the wire.
-  const local = localEdgeApi(edge, { fresh: o.transport === 'http' });
+  const local = localEdgeApi(edge, { fresh: o.transport === 'http', layers: o.layers });
   if (o.transport !== 'http') return { api: local, close: async () => undefined };
   const token = randomBytes(24).toString('base64url');
   const socketPath = join(o.dataDir, 'run', 'edge.sock');

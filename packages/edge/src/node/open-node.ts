@@ -159,7 +159,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
     diskReserve,
     defaultDiskMiB,
     failpoint,
-    link: (transport) => linkEdge(edge, { transport, dataDir: o.dataDir, logger: o.logger, clock: o.clock }),
+    link: (transport) => linkEdge(edge, { transport, dataDir: o.dataDir, logger: o.logger, clock: o.clock, layers }),
     keepFromSandboxes,
     start: async (hosts = []) => {
       await network?.sweep();

@@ -49,7 +49,7 @@ export interface RunningEdge {
 export async function startEdge(o: StartEdgeOptions): Promise<RunningEdge> {
   const node = await openEdgeNode(o);
   // Served only: what it is handed comes decoded from the wire.
-  const api = localEdgeApi(node.edge, { fresh: true });
+  const api = localEdgeApi(node.edge, { fresh: true, layers: node.layers });
   const token = randomBytes(24).toString('base64url');
   const cert = o.tls ? selfSignedCertificate(o.nodeId) : null;
   const served = await listenEdgeApi(api, o.listen, { token, logger: o.logger, now: o.clock, tls: cert ?? undefined });

@@ -2,12 +2,13 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Transform } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer, type PublishLayersRequest, type PublishLayersResponse } from '@warren/api';
 import type { EdgeApi } from '@warren/edge';
 import {
   gunzipIfCompressed,
   importArchive,
+  layerDigest,
   parseImageRef,
   parseOciStoreUrl,
   publishLayers,
@@ -198,11 +199,46 @@ export class ImageService {
     // A fork's fork bases came back as layers of their own (pinned as the new one is).
     const made = (info.under ?? layers).filter((d) => !layers.includes(d));
     try {
+      await this.gather(edge, [...made, info.digest]);
       this.o.failpoint?.('commit:layer');
       await this.mayName(req.name, owner);
       return await this.store.setImage(req.name, [...(info.under ?? layers), info.digest], owner, env, { snapshot: o.snapshot });
     } finally {
       for (const d of [...made, info.digest]) this.store.unpin(d);
+    }
+  }
+
+  /**
+   * Layers a node made (a commit, a fork base) copied from it into this replica's blob store, so
+   * every node reads them from there (a replica that shares the node's store already has them).
+   * What the node sends must be the layer it names (the digest covers every byte), and no larger
+   * than an upload may be.
+   */
+  async gather(edge: EdgeApi, digests: string[]): Promise<void> {
+    const blobs = this.store.blobs;
+    for (const d of new Set(digests)) {
+      if (await blobs.hasLayer(d)) continue;
+      const dir = await this.scratch();
+      try {
+        const fetch = async (part: 'meta' | 'data'): Promise<string | null> => {
+          const file = join(dir, part);
+          try {
+            await pipeline(Readable.from(await edge.readLayer(d, part)), limit(this.o.maxUploadBytes), createWriteStream(file));
+          } catch (e) {
+            // A layer made before its data was split off has none.
+            if (part === 'data' && e instanceof WarrenError && e.code === 'not_found') return null;
+            throw e;
+          }
+          return file;
+        };
+        const meta = (await fetch('meta'))!;
+        const data = await fetch('data');
+        const known = await layerDigest(meta, data);
+        if (known.digest !== d) throw new WarrenError('internal', `a node sent a layer other than ${d}`, { digest: d });
+        await blobs.addLayerFile(meta, data, known);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
     }
   }
 

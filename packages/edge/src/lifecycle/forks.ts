@@ -1,0 +1,78 @@
+import { WarrenError } from '@warren/api';
+import { forkBaseOf, forkLayer, type Backend, type BackendCapabilities } from '../backends/backend.js';
+import { COMMIT_RESIDUES } from '../init/platform.js';
+import type { Freezes } from './pause.js';
+import type { LayerRefs } from './layer-refs.js';
+import type { Live } from './live.js';
+
+/** What the node's forks need of its Edge. */
+export interface EdgeForksParts {
+  backends: readonly Backend[];
+  refs: LayerRefs;
+  freezes: Freezes;
+  get(id: string): Live;
+  live(id: string): boolean;
+  able(id: string, what: keyof BackendCapabilities, verb: string): Live;
+}
+
+/**
+ * A node's fork bases (Backend.freeze): made from a live sandbox, removed once no sandbox stands
+ * on them, and turned into image layers for what must stand without them (a commit of a fork, a
+ * fork's children on other nodes).
+ */
+export class EdgeForks {
+  constructor(private readonly o: EdgeForksParts) {}
+
+  /**
+   * What sandbox `id` holds now becomes fork base `baseId`, the sandbox frozen meanwhile (a
+   * paused one stays paused); answers the layers a fork of it stands on, and its backend.
+   */
+  async freeze(id: string, baseId: string): Promise<{ layers: string[]; backend: string }> {
+    const l = this.o.able(id, 'fork', 'be forked');
+    await this.o.freezes.run(
+      id,
+      () => this.o.get(id),
+      () => this.o.live(id),
+      () => l.backend.freeze!(id, baseId),
+    );
+    return { layers: [...l.spec.layers, forkLayer(baseId)], backend: l.backend.name };
+  }
+
+  /** Removes a fork base no sandbox stands on (a fork none of whose children was made). */
+  async drop(baseId: string, backend: string): Promise<void> {
+    const entry = forkLayer(baseId);
+    if (this.o.refs.inUse().has(entry)) return;
+    await this.backend(backend).releaseLayers([entry]);
+  }
+
+  /**
+   * `layers` with each fork base's entry made an image layer of the node's store (once per base,
+   * pinned for the caller): layers that stand without the node's bases.
+   */
+  async alone(backend: string, layers: string[]): Promise<string[]> {
+    const b = this.backend(backend);
+    const out: string[] = [];
+    for (const entry of layers) {
+      const base = forkBaseOf(entry);
+      if (!base) out.push(entry);
+      else if (!b.baseLayer) throw new WarrenError('invalid_argument', `a fork base of a ${b.name} sandbox cannot be made a layer`, { base });
+      else out.push((await b.baseLayer(base, { exclude: [], excludeRegex: COMMIT_RESIDUES.regex })).digest);
+    }
+    return out;
+  }
+
+  /** Removes the fork bases no live sandbox stands on (their forks ended while the edge was down). */
+  async leftovers(): Promise<void> {
+    const inUse = this.o.refs.inUse();
+    for (const b of this.o.backends) {
+      const idle = ((await b.bases?.()) ?? []).map(forkLayer).filter((e) => !inUse.has(e));
+      if (idle.length) await b.releaseLayers(idle).catch(() => undefined);
+    }
+  }
+
+  private backend(name: string): Backend {
+    const b = this.o.backends.find((x) => x.name === name);
+    if (!b) throw new WarrenError('invalid_argument', `this node runs no ${name} backend`, { backend: name });
+    return b;
+  }
+}
