@@ -70,17 +70,19 @@ test(
       prefix: 31,
       gateway: `10.254.${slot[0]! % 200}.${2 * i}`,
     });
-    const backend = new MicrovmBackend({
-      dir: join(dir, 'microvm'),
-      store,
-      fsOps: { mknod: () => Promise.reject(new Error('unused')), setxattr: () => Promise.reject(new Error('unused')) },
-      idMap: DEFAULT_ID_MAP,
-      kit: () => guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform),
-      accel: 'tcg',
-      defaultDiskMiB: 64,
-      templateDir: null,
-      bindTap: async () => undefined,
-    });
+    const open = (): MicrovmBackend =>
+      new MicrovmBackend({
+        dir: join(dir, 'microvm'),
+        store,
+        fsOps: { mknod: () => Promise.reject(new Error('unused')), setxattr: () => Promise.reject(new Error('unused')) },
+        idMap: DEFAULT_ID_MAP,
+        kit: () => guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform),
+        accel: 'tcg',
+        defaultDiskMiB: 64,
+        templateDir: null,
+        bindTap: async () => undefined,
+      });
+    let backend = open();
     const ids: string[] = [];
     const create = async (id: string, layers: string[], i: number): Promise<BackendSandbox> => {
       ids.push(id);
@@ -134,15 +136,30 @@ test(
       assert.equal((await sh(children[0]!, 'echo mine > /root/mine && sync && cat /root/mine')).out, 'mine\n');
       for (const other of [...children.slice(1), source]) assert.equal((await sh(other, 'test -e /root/mine')).code, 1);
 
-      // A paused source stays paused through a freeze (the edge stops it), and can be saved after.
+      // A paused source frozen stays stopped, and is saved to disk after as any paused microVM;
+      // one saved to disk is frozen from its saved state.
+      const atSecond = await counter(source);
       await backend.pause('sb_source');
-      const second = 'fb_' + randomBytes(12).toString('hex');
+      const [second, third] = ['fb_' + randomBytes(12).toString('hex'), 'fb_' + randomBytes(12).toString('hex')];
       await backend.freeze('sb_source', second);
-      assert.equal(await backend.reclaim('sb_source'), 0, 'a source frozen once is saved to disk as any paused microVM');
+      assert.equal(await backend.reclaim('sb_source'), 0);
+      await backend.freeze('sb_source', third);
+      const late = await create('sb_child5', [digest, `fork:${third}`], 5);
       await backend.resume('sb_source');
-      assert.ok((await counter(source)) >= sourceAtFork);
-      await backend.releaseLayers([digest, `fork:${second}`]);
+      const [lateCount, sourceCount] = [await counter(late), await counter(source)];
+      assert.ok(lateCount >= atSecond && sourceCount >= atSecond, `the source at ${sourceCount}, its late fork at ${lateCount}, both from ${atSecond}`);
+      assert.equal((await sh(late, 'hostname')).out, 'sb-child5\n');
+      await backend.releaseLayers([digest, `fork:${second}`, `fork:${third}`]);
       assert.deepEqual(await backend.bases(), [baseId]);
+
+      // An edge restarted: its forks are adopted as any microVM, its base is still there.
+      await backend.close();
+      backend = open();
+      assert.deepEqual(await backend.bases(), [baseId]);
+      const adopted = await backend.adopt('sb_child1');
+      assert.ok(adopted);
+      const before = await counter(adopted);
+      await until(async () => (await counter(adopted)) > before, 30_000);
 
       console.log(
         `microVM fork (TCG, ${MEMORY_MIB} MiB): freeze ${freezeMs.toFixed(0)} ms, 4 children running ${forkMs.toFixed(0)} ms; counters at fork ${sourceAtFork}, children ${seen.map((s) => s.count).join(', ')}`,
