@@ -8,14 +8,14 @@
 // clone of its image's template, as a node makes one). Needs root (the children's taps), QEMU and
 // the guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
 // Usage: npm run bench:microvm-fork [-- --forks 8 --runs 3 --memory-mib 256]
-import { copyFile, mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_ID_MAP } from '@warren/images';
-import { MicrovmBackend, chooseAccel, guestKit, startCommand, REPLY, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
+import { MicrovmBackend, OWNER_PID_FILE, chooseAccel, guestKit, startCommand, REPLY, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
 import { machineLine } from './side-by-side.js';
 import { pct } from './stats.js';
 
@@ -87,6 +87,8 @@ async function main(): Promise<void> {
   if (!meta) throw new Error(`no busybox layer in ${IMAGE_CACHE}: bash scripts/setup.sh makes it`);
   const data = join(IMAGE_CACHE, meta.replace(/\.erofs$/, '.data'));
   const dir = await mkdtemp(join(tmpdir(), 'warren-bench-fork-'));
+  // Ours while this process lives: another run's sweep of leftovers leaves it alone.
+  await writeFile(join(dir, OWNER_PID_FILE), String(process.pid));
   const platform = join(dir, 'platform');
   await mkdir(platform);
   await copyFile(join(NATIVE, 'warren-init'), join(platform, 'warren-init'));

@@ -5,20 +5,20 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_ID_MAP } from '@warren/images';
-import { MicrovmBackend, REPLY, decodeFields, guestKit, startCommand, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
+import { DEFAULT_ID_MAP, LayerStore } from '@warren/images';
+import { MicrovmBackend, OWNER_PID_FILE, REPLY, decodeFields, guestKit, startCommand, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
 import { IMAGE_CACHE, until } from './harness.js';
 
 const NATIVE = new URL('../../native/build', import.meta.url).pathname;
 const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
 const MEMORY_MIB = 256;
 
-/** busybox's EROFS layer in the image cache, as the one layer of a tiny store (`digest` names it). */
-function busyboxStore(): { digest: string; store: ConstructorParameters<typeof MicrovmBackend>[0]['store'] } {
+/** busybox's EROFS layer in the image cache (`digest` names it) beside the layers of a real store (what baseLayer makes). */
+function busyboxStore(layers: LayerStore): { digest: string; store: ConstructorParameters<typeof MicrovmBackend>[0]['store'] } {
   const meta = readdirSync(IMAGE_CACHE).find((f) => /^busybox\.v\d+\.erofs$/.test(f));
   assert.ok(meta, `no busybox layer in ${IMAGE_CACHE} (bash scripts/setup.sh makes it)`);
   const data = join(IMAGE_CACHE, meta.replace(/\.erofs$/, '.data'));
@@ -26,10 +26,10 @@ function busyboxStore(): { digest: string; store: ConstructorParameters<typeof M
   return {
     digest,
     store: {
-      ensureMeta: async (d) => d === digest,
-      layerPath: () => join(IMAGE_CACHE, meta),
-      dataPath: () => (existsSync(data) ? data : null),
-      addLayerTar: () => Promise.reject(new Error('no commits here')),
+      ensureMeta: async (d) => d === digest || layers.ensureMeta(d),
+      layerPath: (d) => (d === digest ? join(IMAGE_CACHE, meta) : layers.layerPath(d)),
+      dataPath: (d) => (d !== digest ? layers.dataPath(d) : existsSync(data) ? data : null),
+      addLayerTar: (source, o) => layers.addLayerTar(source, o),
     },
   };
 }
@@ -57,11 +57,15 @@ test(
   { timeout: 300_000 },
   async () => {
     const dir = await mkdtemp(join(tmpdir(), 'warren-fork-'));
+    // Ours while this process lives: another run's sweep of leftovers leaves it alone.
+    await writeFile(join(dir, OWNER_PID_FILE), String(process.pid));
     // What the guest finds at /.warren: warren-init alone.
     const platform = join(dir, 'platform');
     await mkdir(platform);
     await copyFile(join(NATIVE, 'warren-init'), join(platform, 'warren-init'));
-    const { digest, store } = busyboxStore();
+    const layers = new LayerStore(join(dir, 'layers'));
+    await layers.open();
+    const { digest, store } = busyboxStore(layers);
     // Each sandbox's link: a tap QEMU opens (on the host it stays unaddressed: what the guest makes of its HELLO is under test).
     const slot = randomBytes(2);
     const link = (i: number): NonNullable<BackendCreateSpec['tap']> => ({
@@ -91,6 +95,7 @@ test(
     try {
       assert.equal(backend.capabilities.fork, true);
       const source = await create('sb_source', [digest], 0);
+      await sh(source, 'echo frozen > /root/at-fork');
       await sh(source, '(i=0; while true; do i=$((i+1)); echo $i > /tmp/c; sleep 0.1; done) > /dev/null 2>&1 &');
       await until(async () => (await counter(source)) > 2, 30_000);
       const baseId = 'fb_' + randomBytes(12).toString('hex');
@@ -135,6 +140,12 @@ test(
       // Their disks are their own: what one writes the others and the source do not see.
       assert.equal((await sh(children[0]!, 'echo mine > /root/mine && sync && cat /root/mine')).out, 'mine\n');
       for (const other of [...children.slice(1), source]) assert.equal((await sh(other, 'test -e /root/mine')).code, 1);
+      assert.equal((await sh(children[3]!, 'cat /root/at-fork')).out, 'frozen\n');
+
+      // The base's files as a layer: a microVM booted on it finds what its source had written.
+      const layer = await backend.baseLayer(baseId, { exclude: [], excludeRegex: [] });
+      const onLayer = await create('sb_layered', [digest, layer.digest], 6);
+      assert.equal((await sh(onLayer, 'cat /root/at-fork; test -e /root/mine || echo none')).out, 'frozen\nnone\n');
 
       // A paused source frozen stays stopped, and is saved to disk after as any paused microVM;
       // one saved to disk is frozen from its saved state.

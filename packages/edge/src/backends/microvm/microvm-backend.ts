@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
@@ -356,18 +357,23 @@ export class MicrovmBackend implements Backend {
     if (vm.saved) await this.resume(id);
     else await this.qmp(id, 'cont');
     try {
-      // Bounded by its disk: a layer tar of it is no larger than twice it (headers), whatever the guest sends.
-      const disk = (await stat(vmFiles(dir).rw)).size;
-      return await this.o.store.addLayerTar(endMarked(await vm.mux.exportLayer()), {
-        idMap: this.o.idMap,
-        ops: this.o.fsOps,
-        maxBytes: 2 * disk + 64 * 2 ** 20,
-        exclude: opts.exclude,
-        excludeRegex: opts.excludeRegex,
-      });
+      return await this.exportLayer(vm.mux, dir, opts);
     } finally {
       await this.qmp(id, 'stop').catch(() => undefined);
     }
+  }
+
+  /** The writable layer of the running guest in `dir`, reached through `mux`, as a new layer (see commit). */
+  private async exportLayer(mux: AgentMux, dir: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo> {
+    // Bounded by its disk: a layer tar of it is no larger than twice it (headers), whatever the guest sends.
+    const disk = (await stat(vmFiles(dir).rw)).size;
+    return this.o.store.addLayerTar(endMarked(await mux.exportLayer()), {
+      idMap: this.o.idMap,
+      ops: this.o.fsOps,
+      maxBytes: 2 * disk + 64 * 2 ** 20,
+      exclude: opts.exclude,
+      excludeRegex: opts.excludeRegex,
+    });
   }
 
   /**
@@ -464,6 +470,31 @@ export class MicrovmBackend implements Backend {
     } finally {
       vm.freezing = null;
       done();
+    }
+  }
+
+  /**
+   * A fork base's files (its source's writable layer as it was frozen) as a new layer, pinned as
+   * commit's: a QEMU of its own starts from the base as a fork does (with a tap of its own if the
+   * base's guest had one, bound to nothing), its guest writes its writable layer as commit's does,
+   * and that QEMU ends.
+   */
+  async baseLayer(baseId: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo> {
+    const base = await this.forkBases.path(baseId);
+    const { tap } = JSON.parse(await readFile(vmFiles(base).spec, 'utf8')) as { tap?: string | null };
+    // Named `.partial`: what a crash leaves is swept with the bases' leftovers.
+    const dir = `${base}-${randomBytes(4).toString('hex')}.partial`;
+    await mkdir(dir, { mode: 0o700 });
+    const mux = new AgentMux(vmFiles(dir).agent, helloFor('sandbox'));
+    let pid = 0;
+    try {
+      const own: VmTap | null = tap ? { name: `wk${randomBytes(5).toString('hex')}`, bind: async () => undefined } : null;
+      pid = (await cloneMicrovm(dir, base, mux, own, this.o.bootTimeoutMs)).pid;
+      return await this.exportLayer(mux, dir, opts);
+    } finally {
+      mux.close();
+      if (pid) await stopMicrovm(pid);
+      await rm(dir, { recursive: true, force: true });
     }
   }
 
