@@ -53,7 +53,8 @@ export class MicrovmForkBases {
       await rename(partial, target);
     } catch (e) {
       await rm(partial, { recursive: true, force: true });
-      throw e;
+      if (e instanceof WarrenError) throw e;
+      throw new WarrenError('internal', 'the fork base could not be made', { base: baseId }, { cause: e });
     }
   }
 
