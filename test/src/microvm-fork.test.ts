@@ -88,9 +88,9 @@ test(
       });
     let backend = open();
     const ids: string[] = [];
-    const create = async (id: string, layers: string[], i: number): Promise<BackendSandbox> => {
+    const create = async (id: string, layers: string[], i: number | null): Promise<BackendSandbox> => {
       ids.push(id);
-      return backend.create({ id, layers, resources: { cpu: 1, memoryMiB: MEMORY_MIB, pids: 1000 }, tap: link(i) });
+      return backend.create({ id, layers, resources: { cpu: 1, memoryMiB: MEMORY_MIB, pids: 1000 }, tap: i === null ? undefined : link(i) });
     };
     try {
       assert.equal(backend.capabilities.fork, true);
@@ -160,6 +160,9 @@ test(
       const [lateCount, sourceCount] = [await counter(late), await counter(source)];
       assert.ok(lateCount >= atSecond && sourceCount >= atSecond, `the source at ${sourceCount}, its late fork at ${lateCount}, both from ${atSecond}`);
       assert.equal((await sh(late, 'hostname')).out, 'sb-child5\n');
+      // A fork without a network link of its own (its source had one) starts all the same.
+      const unlinked = await create('sb_unlinked', [digest, `fork:${third}`], null);
+      assert.equal((await sh(unlinked, 'hostname')).out, 'sb-unlinked\n');
       await backend.releaseLayers([digest, `fork:${second}`, `fork:${third}`]);
       assert.deepEqual(await backend.bases(), [baseId]);
 

@@ -8,7 +8,7 @@ import { WarrenError } from '@warren/api';
 import { FORK_BASE_ID } from '../backend.js';
 import type { MicrovmSpec } from './qemu-args.js';
 import { Qmp } from './qmp.js';
-import { runningQemu, saveMicrovm, shellSafe, spawnQemu, stopForMigration, stopMicrovm, vmFiles } from './vm-process.js';
+import { runningQemu, saveMicrovm, shellSafe, spawnQemu, stopForMigration, stopMicrovm, vmFiles, type VmTap } from './vm-process.js';
 
 const run = promisify(execFile);
 
@@ -110,7 +110,7 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
       consoleSocket: b.console,
       pidFile: b.pid,
       ram: { file: b.ram, shared: true },
-      tap: spec.tap ? `wk${randomBytes(5).toString('hex')}` : null,
+      tap: spec.tap ? unboundTap().name : null,
     };
     await writeFile(b.spec, JSON.stringify(own));
     const pid = await spawnQemu(base, own, true);
@@ -141,6 +141,15 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
   } finally {
     src?.close();
   }
+}
+
+/**
+ * A tap bound to nothing, by a name no sandbox's link has: for a QEMU whose guest's NIC had a tap
+ * (its state has offloads only a tap gives: it would not load on a NIC without one) and which has
+ * no link of its own (a fork base's QEMU, a fork without a network). It goes with its QEMU.
+ */
+export function unboundTap(): VmTap {
+  return { name: `wk${randomBytes(5).toString('hex')}`, bind: async () => undefined };
 }
 
 /** A migration's status: true once completed; throws when it failed. */

@@ -17,7 +17,7 @@ import {
 } from '../backend.js';
 import { AgentMux, type MuxLink } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
-import { MicrovmForkBases } from './fork-bases.js';
+import { MicrovmForkBases, unboundTap } from './fork-bases.js';
 import { MicrovmSpares } from './spares.js';
 import { MicrovmTemplates, templateName } from './templates.js';
 import {
@@ -189,11 +189,13 @@ export class MicrovmBackend implements Backend {
    */
   private async fork(spec: BackendCreateSpec, baseId: string, link: TapLink | null): Promise<BackendSandbox> {
     const base = await this.forkBases.path(baseId);
-    const { memoryMiB } = JSON.parse(await readFile(vmFiles(base).spec, 'utf8')) as { memoryMiB: number };
+    const { memoryMiB, tap } = JSON.parse(await readFile(vmFiles(base).spec, 'utf8')) as { memoryMiB: number; tap?: string | null };
     if (memoryMiB !== spec.resources.memoryMiB)
       throw new WarrenError('invalid_argument', `a fork of base ${baseId} has its memory: ${memoryMiB} MiB, not ${spec.resources.memoryMiB}`, { base: baseId });
+    // Without a link of its own, a fork of a guest that had one keeps its address on a tap that goes nowhere.
+    const own = this.vmTap(link) ?? (tap ? unboundTap() : null);
     return this.launch(spec.id, link, memoryMiB, (dir) =>
-      cloneMicrovm(dir, base, new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(spec.id), muxLink(link))), this.vmTap(link), this.o.bootTimeoutMs),
+      cloneMicrovm(dir, base, new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(spec.id), muxLink(link))), own, this.o.bootTimeoutMs),
     );
   }
 
@@ -488,7 +490,7 @@ export class MicrovmBackend implements Backend {
     const mux = new AgentMux(vmFiles(dir).agent, helloFor('sandbox'));
     let pid = 0;
     try {
-      const own: VmTap | null = tap ? { name: `wk${randomBytes(5).toString('hex')}`, bind: async () => undefined } : null;
+      const own = tap ? unboundTap() : null;
       pid = (await cloneMicrovm(dir, base, mux, own, this.o.bootTimeoutMs)).pid;
       return await this.exportLayer(mux, dir, opts);
     } finally {
