@@ -362,9 +362,9 @@ export function shellSafe(path: string): string {
 /**
  * Saves a stopped microVM's state (memory and devices; its devices alone with `ramInFile`, a
  * template's) to its `state` file and ends its QEMU: true when saved. `signal` (the sandbox is resuming) cancels a save under way: false, QEMU
- * left running, stopped.
+ * left running, stopped. `beforeQuit` runs once the state is saved, while QEMU still runs.
  */
-export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal, ramInFile = false): Promise<boolean> {
+export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal, ramInFile = false, beforeQuit?: () => Promise<void>): Promise<boolean> {
   const f = vmFiles(dir);
   const partial = `${f.state}.partial`;
   const qmp = await Qmp.open(f.qmp);
@@ -389,6 +389,7 @@ export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal
       await new Promise((r) => setTimeout(r, 10));
     }
     await rename(partial, f.state);
+    await beforeQuit?.();
     await qmp.execute('quit').catch(() => undefined);
   } finally {
     qmp.close();
