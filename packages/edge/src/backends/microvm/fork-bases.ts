@@ -84,9 +84,9 @@ export class MicrovmForkBases {
  * Freezes the microVM in `source` as a fork base in `base` (an empty directory), leaving the
  * source as it was (stopped: the caller stopped its CPUs; or `saved` to its `state` file). Its
  * writable disk is copied as QEMU's `stop` left it (flushed). Its memory and devices go to a QEMU
- * of the base's own whose RAM is the file `ram` (shared): straight from the source's QEMU over a
- * Unix socket, or from the source's saved state; that QEMU then saves its devices alone to
- * `state` (the memory is in the file, as a template's) and ends. The source's QEMU is left
+ * of the base's own whose RAM is a shared file (on tmpfs when there is room: scratchRoom):
+ * straight from the source's QEMU over a Unix socket, or from the source's saved state; that QEMU
+ * then saves its devices alone to `state`, its RAM to the file `ram` (as a template's) and ends. The source's QEMU is left
  * `postmigrate` (stopped, its disks handed over): a `cont` takes them back (stopForMigration).
  */
 export async function freezeMicrovm(source: string, base: string, saved: boolean, timeoutMs = 60_000): Promise<void> {
@@ -140,6 +140,7 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
       const copy = scratch ? async () => void (await run('cp', ['--sparse=always', await ramFile(pid, scratch), b.ram])) : undefined;
       await saveMicrovm(base, pid, undefined, true, copy);
     } catch (e) {
+      await src?.execute('migrate_cancel').catch(() => undefined);
       await stopMicrovm(pid);
       throw e;
     }
@@ -157,7 +158,7 @@ const TMPFS = 0x01021994;
  * Tmpfs to take in a guest's memory of `memoryMiB` if it has room for twice that, else null. QEMU
  * reads every page a migration says is zero before it leaves it be, and writes the others: in a
  * file system's file each page is a fault that finds or allocates its blocks; on tmpfs, a fault
- * that takes a page (here the base's QEMU spent a quarter to a third of the CPU time so). Given a
+ * that takes a page (here the base's QEMU used a quarter to a third of the CPU time it used on ext4). Given a
  * directory, QEMU makes its file there and deletes it at once (it lives as long as QEMU).
  */
 async function scratchRoom(memoryMiB: number): Promise<string | null> {
