@@ -174,13 +174,21 @@ test(
       assert.ok(adopted);
       const before = await counter(adopted);
       await until(async () => (await counter(adopted)) > before, 30_000);
+      // A fork (adopted, at that) forks as any microVM: its child counts on from its count.
+      await backend.pause('sb_child1');
+      const fourth = 'fb_' + randomBytes(12).toString('hex');
+      await backend.freeze('sb_child1', fourth);
+      await backend.resume('sb_child1');
+      const grandchild = await create('sb_grandchild', [digest, `fork:${fourth}`], 7);
+      assert.ok((await counter(grandchild)) >= before);
+      assert.equal((await sh(grandchild, 'hostname; cat /root/mine')).out, 'sb-grandchild\nmine\n');
 
       console.log(
         `microVM fork (TCG, ${MEMORY_MIB} MiB): freeze ${freezeMs.toFixed(0)} ms, 4 children running ${forkMs.toFixed(0)} ms; counters at fork ${sourceAtFork}, children ${seen.map((s) => s.count).join(', ')}`,
       );
       for (const id of ids.splice(0)) await backend.destroy(id);
       // No sandbox stands on the base any more: the edge names its entry, and it goes.
-      await backend.releaseLayers([digest, `fork:${baseId}`]);
+      await backend.releaseLayers([digest, `fork:${baseId}`, `fork:${fourth}`]);
       assert.deepEqual(await backend.bases(), []);
       assert.deepEqual(readdirSync(join(dir, 'microvm', '.fork-bases')), []);
     } finally {
