@@ -77,8 +77,8 @@ export async function sweepDataDir(dataDir: string, opts: { remove?: boolean; lo
     for (let i = 0; i < 500 && (await cgroups.procs('pids', path).catch(() => [])).length > 0; i++) await new Promise((r) => setTimeout(r, 2));
     await cgroups.remove(path, SANDBOX_CONTROLLERS, 2000).catch(() => undefined);
   }
-  // microVMs and full VMs (and templates being made): their QEMU, named by its pidfile (and checked to be QEMU, on this dir's files).
-  for (const kind of ['microvm', 'microvm-templates', 'vm', 'vm-templates']) {
+  // microVMs and full VMs (and templates and fork bases being made): their QEMU, named by its pidfile (and checked to be QEMU, on this dir's files).
+  for (const kind of ['microvm', 'microvm-templates', 'microvm/.fork-bases', 'vm', 'vm-templates']) {
     for (const id of await readdir(join(dataDir, kind)).catch(() => [] as string[])) {
       const vm = join(dataDir, kind, id);
       const pid = await pidfileProcess(join(vm, 'qemu.pid'), 'qemu-system-x86_64');

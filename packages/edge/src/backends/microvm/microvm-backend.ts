@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { WarrenError, type InputEvent } from '@warren/api';
 import type { FsOps, IdMap, LayerInfo, LayerStore } from '@warren/images';
 import {
+  forkBaseOf,
   sandboxHostname,
   sandboxResolvConf,
   type Backend,
@@ -15,6 +17,7 @@ import {
 } from '../backend.js';
 import { AgentMux, type MuxLink } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
+import { MicrovmForkBases, unboundTap } from './fork-bases.js';
 import { MicrovmSpares } from './spares.js';
 import { MicrovmTemplates, templateName } from './templates.js';
 import {
@@ -94,6 +97,8 @@ interface Vm {
   saved: boolean;
   /** While its state is being saved: its QEMU ends on purpose then. */
   saving: Promise<void> | null;
+  /** While it is being frozen as a fork base: a save waits for it. */
+  freezing?: Promise<void> | null;
   /** Its guest's memory (what its sandbox requested). */
   memoryMiB: number;
   /** Its network link, if it has one. */
@@ -112,7 +117,11 @@ interface Vm {
  * then saves it to disk and ends its QEMU (the reclaim); a resume starts it again from there.
  * On the node's sandbox network each has a tap for its link (the host's end, named for its slot,
  * like a container's veth): its address and route come with the HELLO, and the node reaches its
- * ports there. A commit has the guest write its writable layer as a layer tar.
+ * ports there. A commit has the guest write its writable layer as a layer tar. A freeze makes a
+ * stopped microVM a fork base (fork-bases.ts: its memory as a file, its devices, its disk), and
+ * a create whose layers end with the base's entry starts from it as a clone starts from its
+ * template: its memory the base's file mapped copy-on-write, a disk copy of its own, its own
+ * tap, and its own clock, randomness, hostname and address from the agent's HELLO.
  */
 export class MicrovmBackend implements Backend {
   readonly name: 'microvm' | 'vm';
@@ -122,6 +131,7 @@ export class MicrovmBackend implements Backend {
   private readonly vms = new Map<string, Vm>();
   private readonly templates: MicrovmTemplates | null;
   private readonly spares: MicrovmSpares | null;
+  private readonly forkBases: MicrovmForkBases;
   /** See heldBeyondRequestsMiB. */
   private beyond = 0;
   private readonly screens = new VmScreens({ dump: (id, file) => this.qmp(id, 'screendump', { filename: file }) });
@@ -131,7 +141,11 @@ export class MicrovmBackend implements Backend {
     this.accelerator = o.accel;
     // On the sandbox network the node reaches its ports at its address, over its tap.
     const linked = o.bindTap !== undefined;
-    this.capabilities = { pause: true, commit: true, ports: linked, fnWorkers: false, network: linked, display: this.name === 'vm' };
+    // Forks of full VMs would take the same path, untried so far: microVMs only.
+    const fork = this.name === 'microvm';
+    this.capabilities = { pause: true, commit: true, ports: linked, fnWorkers: false, network: linked, display: this.name === 'vm', fork };
+    // A dot keeps it out of list() (its entries are sandboxes) and out of the spares' sweep.
+    this.forkBases = new MicrovmForkBases(join(o.dir, '.fork-bases'));
     const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, linked);
     this.spares = spares;
     this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
@@ -143,14 +157,15 @@ export class MicrovmBackend implements Backend {
   }
 
   async create(spec: BackendCreateSpec): Promise<BackendSandbox> {
-    const dir = this.vmDir(spec.id);
     const link = this.o.bindTap ? (spec.tap ?? null) : null;
+    const top = spec.layers.at(-1);
+    const base = top === undefined ? null : forkBaseOf(top);
     const layers = [];
-    for (const digest of spec.layers) {
+    for (const digest of base ? spec.layers.slice(0, -1) : spec.layers) {
       if (!(await this.o.store.ensureMeta(digest))) throw new WarrenError('not_found', `layer ${digest} is not on this node and no blob store has it`);
       layers.push({ meta: this.o.store.layerPath(digest), data: this.o.store.dataPath(digest) });
     }
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    if (base) return this.fork(spec, base, link);
     const kit = await this.o.kit();
     const boot: MicrovmStart = {
       kind: this.name,
@@ -164,9 +179,33 @@ export class MicrovmBackend implements Backend {
       idShift: this.o.idShift ?? null,
       tap: this.vmTap(link),
     };
+    return this.launch(spec.id, link, boot.memoryMiB, (dir) => (this.templates ? this.clone(this.templates, dir, kit, boot) : startMicrovm(dir, kit, boot)));
+  }
+
+  /**
+   * A fork of base `baseId` (see MicrovmForkBases): started as a clone of the base (cloneMicrovm),
+   * the guest runs on from where its source was frozen, told who and when it now is by the HELLO.
+   * Its machine is the base's: a create that asks for other memory is refused.
+   */
+  private async fork(spec: BackendCreateSpec, baseId: string, link: TapLink | null): Promise<BackendSandbox> {
+    const base = await this.forkBases.path(baseId);
+    const { memoryMiB, tap } = JSON.parse(await readFile(vmFiles(base).spec, 'utf8')) as { memoryMiB: number; tap?: string | null };
+    if (memoryMiB !== spec.resources.memoryMiB)
+      throw new WarrenError('invalid_argument', `a fork of base ${baseId} has its memory: ${memoryMiB} MiB, not ${spec.resources.memoryMiB}`, { base: baseId });
+    // Without a link of its own, a fork of a guest that had one keeps its address on a tap that goes nowhere.
+    const own = this.vmTap(link) ?? (tap ? unboundTap() : null);
+    return this.launch(spec.id, link, memoryMiB, (dir) =>
+      cloneMicrovm(dir, base, new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(spec.id), muxLink(link))), own, this.o.bootTimeoutMs),
+    );
+  }
+
+  /** Runs `start` in sandbox `id`'s new directory and keeps what it started; on failure nothing is left. */
+  private async launch(id: string, link: TapLink | null, memoryMiB: number, start: (dir: string) => Promise<RunningMicrovm>): Promise<BackendSandbox> {
+    const dir = this.vmDir(id);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     let vm: RunningMicrovm | null = null;
     try {
-      vm = this.templates ? await this.clone(this.templates, dir, kit, boot) : await startMicrovm(dir, kit, boot);
+      vm = await start(dir);
       // What an adopt, or a restore after one, needs again (its directory may be a spare's now).
       await writeFile(join(dir, LINK_FILE), JSON.stringify(link));
     } catch (e) {
@@ -177,9 +216,9 @@ export class MicrovmBackend implements Backend {
       await removeMicrovm(dir);
       throw e;
     }
-    const start = await processStartTime(vm.pid);
-    this.vms.set(spec.id, { pid: vm.pid, start, mux: vm.mux, saved: false, saving: null, memoryMiB: boot.memoryMiB, link });
-    return { id: spec.id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: start };
+    const startTime = await processStartTime(vm.pid);
+    this.vms.set(id, { pid: vm.pid, start: startTime, mux: vm.mux, saved: false, saving: null, memoryMiB, link });
+    return { id, connect: vm.mux.connect, initPid: vm.pid, initStartTime: startTime };
   }
 
   /** How a microVM's QEMU's tap becomes its sandbox's link `link` (none without one, or without a sandbox network). */
@@ -277,6 +316,7 @@ export class MicrovmBackend implements Backend {
    */
   async reclaim(id: string, signal?: AbortSignal): Promise<number> {
     const vm = this.entry(id);
+    await vm.freezing;
     if (vm.saved) return 0;
     let done = (): void => undefined;
     vm.saving = new Promise<void>((r) => (done = r));
@@ -319,18 +359,23 @@ export class MicrovmBackend implements Backend {
     if (vm.saved) await this.resume(id);
     else await this.qmp(id, 'cont');
     try {
-      // Bounded by its disk: a layer tar of it is no larger than twice it (headers), whatever the guest sends.
-      const disk = (await stat(vmFiles(dir).rw)).size;
-      return await this.o.store.addLayerTar(endMarked(await vm.mux.exportLayer()), {
-        idMap: this.o.idMap,
-        ops: this.o.fsOps,
-        maxBytes: 2 * disk + 64 * 2 ** 20,
-        exclude: opts.exclude,
-        excludeRegex: opts.excludeRegex,
-      });
+      return await this.exportLayer(vm.mux, dir, opts);
     } finally {
       await this.qmp(id, 'stop').catch(() => undefined);
     }
+  }
+
+  /** The writable layer of the running guest in `dir`, reached through `mux`, as a new layer (see commit). */
+  private async exportLayer(mux: AgentMux, dir: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo> {
+    // Bounded by its disk: a layer tar of it is no larger than twice it (headers), whatever the guest sends.
+    const disk = (await stat(vmFiles(dir).rw)).size;
+    return this.o.store.addLayerTar(endMarked(await mux.exportLayer()), {
+      idMap: this.o.idMap,
+      ops: this.o.fsOps,
+      maxBytes: 2 * disk + 64 * 2 ** 20,
+      exclude: opts.exclude,
+      excludeRegex: opts.excludeRegex,
+    });
   }
 
   /**
@@ -409,9 +454,68 @@ export class MicrovmBackend implements Backend {
     return !pid || processExited(pid, vm ? vm.start : sb.initStartTime);
   }
 
-  async releaseLayers(): Promise<void> {}
+  /**
+   * The microVM as it is now (stopped by the edge, or saved to disk by a reclaim) becomes fork
+   * base `baseId` (MicrovmForkBases): its memory, devices and writable disk. It stays as it was:
+   * stopped (its QEMU `postmigrate` until it runs again) or saved.
+   */
+  async freeze(id: string, baseId: string): Promise<void> {
+    const vm = this.entry(id);
+    // A save under way (the page-out of a pause) ends first: then it has a QEMU, or it is saved.
+    await vm.saving;
+    let done = (): void => undefined;
+    const prior = vm.freezing;
+    vm.freezing = new Promise<void>((r) => (done = r));
+    try {
+      await prior;
+      await this.forkBases.make(baseId, this.vmDir(id), vm.saved, this.o.bootTimeoutMs);
+    } finally {
+      vm.freezing = null;
+      done();
+    }
+  }
 
-  async forgetLayers(): Promise<void> {}
+  /**
+   * A fork base's files (its source's writable layer as it was frozen) as a new layer, pinned as
+   * commit's: a QEMU of its own starts from the base as a fork does (with a tap of its own if the
+   * base's guest had one, bound to nothing), its guest writes its writable layer as commit's does,
+   * and that QEMU ends.
+   */
+  async baseLayer(baseId: string, opts: { exclude: string[]; excludeRegex: string[] }): Promise<LayerInfo> {
+    const base = await this.forkBases.path(baseId);
+    const { tap } = JSON.parse(await readFile(vmFiles(base).spec, 'utf8')) as { tap?: string | null };
+    // Named `.partial`: what a crash leaves is swept with the bases' leftovers.
+    const dir = `${base}-${randomBytes(4).toString('hex')}.partial`;
+    await mkdir(dir, { mode: 0o700 });
+    const mux = new AgentMux(vmFiles(dir).agent, helloFor('sandbox'));
+    let pid = 0;
+    try {
+      const own = tap ? unboundTap() : null;
+      pid = (await cloneMicrovm(dir, base, mux, own, this.o.bootTimeoutMs)).pid;
+      return await this.exportLayer(mux, dir, opts);
+    } finally {
+      mux.close();
+      if (pid) await stopMicrovm(pid);
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  /** The fork bases on this node. */
+  bases(): Promise<string[]> {
+    return this.forkBases.list();
+  }
+
+  /** A fork base's entry among them: the base goes (its forks run on: each has its own copy of what it needs). */
+  async releaseLayers(digests: string[]): Promise<void> {
+    for (const d of digests) {
+      const base = forkBaseOf(d);
+      if (base) await this.forkBases.remove(base);
+    }
+  }
+
+  async forgetLayers(digests: string[]): Promise<void> {
+    await this.releaseLayers(digests);
+  }
 
   async list(): Promise<string[]> {
     if (!existsSync(this.o.dir)) return [];

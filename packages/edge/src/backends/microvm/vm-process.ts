@@ -282,7 +282,7 @@ interface Incoming {
  * Starts QEMU for the microVM in `dir` (it daemonizes once set up; with `incoming` it then waits
  * for a state to load) and answers its pid.
  */
-async function spawnQemu(dir: string, spec: MicrovmSpec, incoming: boolean): Promise<number> {
+export async function spawnQemu(dir: string, spec: MicrovmSpec, incoming: boolean): Promise<number> {
   const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
     const p = spawn(QEMU, [...qemuArgs(spec), ...(incoming ? ['-incoming', 'defer'] : [])], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
@@ -354,7 +354,7 @@ function consoleTail(path: string): { stop(): void; ended(): Promise<string> } {
 }
 
 /** A path QEMU's `exec:` migration may name (it goes through a shell). */
-function shellSafe(path: string): string {
+export function shellSafe(path: string): string {
   if (!/^[\w./-]+$/.test(path)) throw new WarrenError('internal', `a microVM's state path may not hold shell characters: ${path}`);
   return path;
 }
@@ -362,14 +362,14 @@ function shellSafe(path: string): string {
 /**
  * Saves a stopped microVM's state (memory and devices; its devices alone with `ramInFile`, a
  * template's) to its `state` file and ends its QEMU: true when saved. `signal` (the sandbox is resuming) cancels a save under way: false, QEMU
- * left running, stopped.
+ * left running, stopped. `beforeQuit` runs once the state is saved, while QEMU still runs.
  */
-export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal, ramInFile = false): Promise<boolean> {
+export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal, ramInFile = false, beforeQuit?: () => Promise<void>): Promise<boolean> {
   const f = vmFiles(dir);
   const partial = `${f.state}.partial`;
   const qmp = await Qmp.open(f.qmp);
   try {
-    await qmp.execute('stop');
+    await stopForMigration(qmp);
     // QEMU 7.2 caps a migration at 32 MiB/s unless told otherwise; this one goes to a local file.
     await qmp.execute('migrate-set-parameters', { 'max-bandwidth': 2 ** 40 });
     // A template's RAM is its file (shared): the state holds its devices alone. A clone's QEMU
@@ -389,12 +389,23 @@ export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal
       await new Promise((r) => setTimeout(r, 10));
     }
     await rename(partial, f.state);
+    await beforeQuit?.();
     await qmp.execute('quit').catch(() => undefined);
   } finally {
     qmp.close();
   }
   await waitGone(pid);
   return true;
+}
+
+/**
+ * Stops a guest's CPUs so that QEMU may migrate it. One that QEMU migrated already (a fork base
+ * was frozen from it: its QEMU is in `postmigrate`, its disks handed over) must run first, for an
+ * instant: QEMU migrates no guest twice without a `cont` between (which takes its disks back).
+ */
+export async function stopForMigration(qmp: Qmp): Promise<void> {
+  if (((await qmp.execute('query-status')) as { status?: string }).status === 'postmigrate') await qmp.execute('cont');
+  await qmp.execute('stop');
 }
 
 /**
