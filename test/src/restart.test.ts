@@ -125,12 +125,15 @@ test('a hung init does not stall the restart: the node serves, the others are ta
   }
 });
 
-test('a restart in the middle of a lease neither loses nor extends it: it lapses at its first deadline, and its sandbox ends as lease', async () => {
+test('a restart in the middle of a lease neither loses nor extends it: it lapses at its deadline, not its sandbox’s first one, and its sandbox ends as lease', async () => {
   const first = await startTestWarren();
   opened.push(first);
-  const lease = await first.client.leases.create({ ttlSeconds: 3 }, { keepAlive: false });
+  const lease = await first.client.leases.create({ ttlSeconds: 1 }, { keepAlive: false });
   const sb = await first.client.sandboxes.create({ image: 'busybox:latest', lease: lease.id });
-  const deadline = Date.parse(lease.info.expiresAt);
+  // The node was told the lease's first deadline with the sandbox, and then of a renewal.
+  const firstDeadline = Date.parse(lease.info.expiresAt);
+  const renewed = await lease.renew(3);
+  const deadline = Date.parse(renewed.expiresAt);
   await first.close({ keep: true });
 
   const second = await startTestWarren({ dataDir: first.dataDir });
@@ -138,7 +141,8 @@ test('a restart in the middle of a lease neither loses nor extends it: it lapses
   const c = new Warren({ url: second.url, apiKey: second.key });
   const kept = (await c.leases.get(lease.id)).info;
   assert.ok(Date.now() < deadline, 'the restart took less than the lease’s TTL');
-  assert.deepEqual([kept.state, kept.expiresAt, kept.renewals], ['active', lease.info.expiresAt, 0]);
+  assert.deepEqual([kept.state, kept.expiresAt, kept.renewals], ['active', renewed.expiresAt, 1]);
+  await until(async () => Date.now() > firstDeadline + 300, 5000);
   assert.equal((await c.sandboxes.get(sb.id)).info.state, 'running');
   await until(async () => (await c.sandboxes.get(sb.id)).info.state === 'stopped', 10_000);
   const end = (await c.sandboxes.get(sb.id)).info.end;
