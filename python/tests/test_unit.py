@@ -20,7 +20,7 @@ from warren._ndjson import LineSplitter  # noqa: E402
 from warren._sse import SseSplitter  # noqa: E402
 from warren._tarsafe import extract_safely  # noqa: E402
 from warren._turns import AsyncTurns, Turns  # noqa: E402
-from warren._wire import create_body, route  # noqa: E402
+from warren._wire import ResultBuilder, create_body, event, route  # noqa: E402
 from warren.errors import error_from_wire  # noqa: E402
 from warren.types import ExecResult, SandboxInfo, camel, from_wire, snake  # noqa: E402
 
@@ -30,7 +30,13 @@ class Names(unittest.TestCase):
         self.assertEqual([snake(k) for k in ("memoryMiB", "exitCode", "claimsPerSecond", "id")], ["memory_mib", "exit_code", "claims_per_second", "id"])
         self.assertEqual([camel(k) for k in ("memory_mib", "ttl_seconds", "memoryMiB", "cpu")], ["memoryMiB", "ttlSeconds", "memoryMiB", "cpu"])
         r = from_wire(ExecResult, {"commandId": "c", "stdout": "x", "exitCode": 0, "newField": 1})
-        self.assertEqual((r.command_id, r.stdout, r.exit_code, r.ok), ("c", "x", 0, True))
+        self.assertEqual((r.command_id, r.stdout, r.exit_code, r.ok, r.limits_hit), ("c", "x", 0, True, []))
+        full = from_wire(ExecResult, {"commandId": "c", "exitCode": 1, "killedBy": None, "limitsHit": ["disk"]})
+        self.assertEqual((full.ok, full.killed_by, full.limits_hit), (False, None, ["disk"]))
+        b = ResultBuilder("c")
+        for ev in ({"type": "stderr", "data": "fork"}, {"type": "exit", "exitCode": 2, "signal": None, "limitsHit": ["pids"]}):
+            b.add(event(ev))
+        self.assertEqual((b.finish().stderr, b.finish().limits_hit), ("fork", ["pids"]))
         info = SandboxInfo.of({"id": "sb_1", "state": "running", "resources": {"cpu": 1, "memoryMiB": 256, "pids": 64, "diskMiB": None}})
         self.assertEqual((info.resources.memory_mib, info.raw["state"]), (256, "running"))
 

@@ -299,6 +299,7 @@ class ResultBuilder:
                 timed_out=bool(ev.timed_out),
                 truncated=bool(ev.truncated),
                 killed_by=ev.killed_by,
+                limits_hit=list(ev.limits_hit or []),
             )
 
     def finish(self) -> ExecResult:

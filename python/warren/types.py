@@ -54,6 +54,9 @@ class ExecResult:
     #: Who ended it when not itself: "timeout", "request" (a kill through the API), "oom" (the
     #: kernel at the sandbox's memory limit); None: it exited.
     killed_by: Optional[str] = None
+    #: The sandbox's own limits it ran into: "memory", "pids" (a fork refused), "disk" (its disk
+    #: full); told of a command that did not exit 0, [] otherwise. The sandbox lives on.
+    limits_hit: List[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,6 +77,8 @@ class ExecEvent:
     truncated: Optional[bool] = None
     #: An exit's: "timeout", "request", "oom", or None (it exited).
     killed_by: Optional[str] = None
+    #: An exit's: the sandbox's own limits it ran into ("memory", "pids", "disk").
+    limits_hit: Optional[List[str]] = None
     error: Optional[Dict[str, Any]] = None
 
 

@@ -24,7 +24,7 @@ describe('typed ends', () => {
         const exited = await sb.exec('exit 3');
         assert.deepEqual([exited.exitCode, exited.killedBy], [3, null]);
         const timedOut = await sb.exec('sleep 30', { timeoutMs: 200 });
-        assert.deepEqual([timedOut.timedOut, timedOut.killedBy], [true, 'timeout']);
+        assert.deepEqual([timedOut.timedOut, timedOut.killedBy, timedOut.limitsHit], [true, 'timeout', []]);
         // A command killed through the API.
         const stream = sb.execStream(['sleep', '30']);
         const first = (await stream.next()).value as ExecEvent | undefined;
@@ -36,16 +36,44 @@ describe('typed ends', () => {
         assert.deepEqual(last?.type === 'exit' ? [last.signal, last.killedBy] : last, ['SIGKILL', 'request']);
         // A pipe's reader that holds all it reads, past the sandbox's 32 MiB: the kernel kills it (its shell says 137).
         const oom = await sb.exec('head -c 100000000 /dev/zero | tail > /dev/null', { timeoutMs: 60_000 });
-        assert.deepEqual([oom.exitCode, oom.killedBy], [137, 'oom']);
+        assert.deepEqual([oom.exitCode, oom.killedBy, oom.limitsHit], [137, 'oom', ['memory']]);
         // A command that kills itself the same way is its own doing.
         const self = await sb.exec('kill -9 $$');
-        assert.deepEqual([self.signal ?? self.exitCode, self.killedBy], ['SIGKILL', null]);
+        assert.deepEqual([self.signal ?? self.exitCode, self.killedBy, self.limitsHit], ['SIGKILL', null, []]);
         // The sandbox lives on.
         assert.equal((await sb.refresh()).end, null);
       } finally {
         await sb.delete();
       }
       assert.deepEqual((await sb.refresh()).end?.reason, 'deleted');
+    },
+  );
+
+  test(
+    'a command that runs into its sandbox’s disk or pids limit says which (the sandbox lives on); one that fails otherwise says none',
+    notOnMicrovm('the cgroup’s counters and the disk’s qgroup are the container backend’s'),
+    async () => {
+      const sb = await t.client.sandboxes.create({ image: 'busybox:latest', resources: { pids: 16, diskMiB: 16 } });
+      try {
+        const ok = await sb.exec('echo fine');
+        assert.deepEqual([ok.exitCode, ok.limitsHit], [0, []]);
+        const failed = await sb.exec('cat /nonexistent');
+        assert.deepEqual([failed.exitCode, failed.limitsHit], [1, []]);
+        // Its writable layer filled: the write is refused at 16 MiB.
+        const fill = await sb.exec(['dd', 'if=/dev/zero', 'of=/f', 'bs=1M', 'count=100'], { timeoutMs: 30_000 });
+        assert.match(fill.stderr, /Disk quota exceeded/);
+        assert.deepEqual([fill.exitCode, fill.limitsHit], [1, ['disk']]);
+        // Room again (what is freed counts once committed): a failure is no longer the disk's.
+        assert.equal((await sb.exec('rm /f && sync && echo freed')).stdout, 'freed\n');
+        assert.deepEqual((await sb.exec('exit 2')).limitsHit, []);
+        // A fork bomb bounded by pids: busybox's sh gives up at the first fork refused (bash would retry for seconds).
+        const bomb = await sb.exec(['sh', '-c', 'for i in $(seq 40); do sleep 1 & done; wait'], { timeoutMs: 30_000 });
+        assert.notEqual(bomb.exitCode, 0, bomb.stderr);
+        assert.deepEqual(bomb.limitsHit, ['pids'], bomb.stderr);
+        assert.equal((await sb.refresh()).end, null);
+      } finally {
+        await sb.delete();
+      }
     },
   );
 

@@ -278,7 +278,7 @@ describe('commands', () => {
       assert.ok(killed?.type === 'exit' && after.length === 0, JSON.stringify(killed));
       assert.deepEqual(
         { ...killed, durationMs: 0 },
-        { type: 'exit', exitCode: null, signal: 'SIGTERM', durationMs: 0, timedOut: false, truncated: false, killedBy: 'request' },
+        { type: 'exit', exitCode: null, signal: 'SIGTERM', durationMs: 0, timedOut: false, truncated: false, killedBy: 'request', limitsHit: [] },
       );
       // Ending the session ends the waiting ones with not_found; the running one is killed with its shell.
       await sh.close();

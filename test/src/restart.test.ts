@@ -4,6 +4,7 @@ import { chmod, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Warren, type WarrenError } from '@warren/sdk';
+import type { LifecycleEvent } from '@warren/api';
 import { forceCleanup, hostLeftovers, IMAGE_CACHE, initOf, spawnUp, startTestWarren, until, type TestWarren } from './harness.js';
 
 const opened: TestWarren[] = [];
@@ -122,4 +123,63 @@ test('a hung init does not stall the restart: the node serves, the others are ta
       /* gone */
     }
   }
+});
+
+test('a restart in the middle of a lease neither loses nor extends it: it lapses at its deadline, not its sandbox’s first one, and its sandbox ends as lease', async () => {
+  const first = await startTestWarren();
+  opened.push(first);
+  const lease = await first.client.leases.create({ ttlSeconds: 1 }, { keepAlive: false });
+  const sb = await first.client.sandboxes.create({ image: 'busybox:latest', lease: lease.id });
+  // The node was told the lease's first deadline with the sandbox, and then of a renewal.
+  const firstDeadline = Date.parse(lease.info.expiresAt);
+  const renewed = await lease.renew(3);
+  const deadline = Date.parse(renewed.expiresAt);
+  await first.close({ keep: true });
+
+  const second = await startTestWarren({ dataDir: first.dataDir });
+  opened.push(second);
+  const c = new Warren({ url: second.url, apiKey: second.key });
+  const kept = (await c.leases.get(lease.id)).info;
+  assert.ok(Date.now() < deadline, 'the restart took less than the lease’s TTL');
+  assert.deepEqual([kept.state, kept.expiresAt, kept.renewals], ['active', renewed.expiresAt, 1]);
+  await until(async () => Date.now() > firstDeadline + 300, 5000);
+  assert.equal((await c.sandboxes.get(sb.id)).info.state, 'running');
+  await until(async () => (await c.sandboxes.get(sb.id)).info.state === 'stopped', 10_000);
+  const end = (await c.sandboxes.get(sb.id)).info.end;
+  assert.equal(end?.reason, 'lease');
+  const lateMs = Date.parse(end.at) - deadline;
+  assert.ok(lateMs >= 0 && lateMs <= 1000, `its sandbox ended ${lateMs} ms after the lease's deadline`);
+  assert.equal((await c.leases.get(lease.id)).info.state, 'lapsed');
+  await second.close();
+});
+
+test('a node stopped without keeping its sandboxes: each ends as shutdown, the operator’s doing, and its end is in the events', async () => {
+  const first = await startTestWarren();
+  opened.push(first);
+  const sb = await first.client.sandboxes.create({ image: 'busybox:latest', labels: { down: '1' } });
+  await first.close({ keep: false, removeData: false });
+
+  const second = await startTestWarren({ dataDir: first.dataDir });
+  opened.push(second);
+  const c = new Warren({ url: second.url, apiKey: second.key });
+  const info = (await c.sandboxes.get(sb.id)).info;
+  assert.deepEqual([info.state, info.end?.reason, info.end?.by], ['stopped', 'shutdown', 'operator']);
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), 10_000);
+  let told: LifecycleEvent | undefined;
+  try {
+    for await (const ev of c.events({ since: 0, labels: { down: '1' }, signal: stop.signal })) {
+      if (ev.type === 'ended') {
+        told = ev;
+        break;
+      }
+    }
+  } catch (e) {
+    if (!stop.signal.aborted) throw e;
+  } finally {
+    clearTimeout(timer);
+    stop.abort();
+  }
+  assert.deepEqual([told?.sandbox, told?.end?.reason, told?.end?.by, told?.end?.at], [sb.id, 'shutdown', 'operator', info.end?.at]);
+  await second.close();
 });

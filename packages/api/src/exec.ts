@@ -79,6 +79,21 @@ export type ExecRequest = z.infer<typeof ExecRequest>;
 export const KilledBy = z.enum(['timeout', 'request', 'oom']).nullable();
 export type KilledBy = z.infer<typeof KilledBy>;
 
+/**
+ * A limit of the sandbox's own (its `resources`) that a command ran into: `memory` (the kernel's
+ * OOM killer ended a process of the sandbox at memoryMiB while the command ran), `pids` (a fork
+ * was refused at the sandbox's pids while it ran), `disk` (its writable layer was full, within
+ * 1 MiB of diskMiB, when the command ended: a write got EDQUOT). Told of a command that did not
+ * exit 0 (a success says none), on container sandboxes. The sandbox lives on: no limit but memory
+ * can end a sandbox (SandboxEndReason `oom`, when its init is killed).
+ */
+export const LimitHit = z.enum(['memory', 'pids', 'disk']);
+export type LimitHit = z.infer<typeof LimitHit>;
+
+const limitsHit = z
+  .array(LimitHit)
+  .describe("the sandbox's own limits the command ran into (see LimitHit; [] for a command that exited 0): tells a failure the agent's resources caused");
+
 export const ExecEvent = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('start'),
@@ -95,6 +110,7 @@ export const ExecEvent = z.discriminatedUnion('type', [
     timedOut: z.boolean(),
     truncated: z.boolean(),
     killedBy: KilledBy,
+    limitsHit,
   }),
   z.object({ type: z.literal('error'), error: z.object({ code: z.string(), message: z.string() }) }),
 ]);
@@ -111,6 +127,7 @@ export const ExecResult = z.object({
   timedOut: z.boolean(),
   truncated: z.boolean(),
   killedBy: KilledBy,
+  limitsHit,
 });
 export type ExecResult = z.infer<typeof ExecResult>;
 

@@ -54,8 +54,11 @@ export const FnRunRequest = z.strictObject({
 });
 export type FnRunRequest = z.infer<typeof FnRunRequest>;
 
-/** What an exec answers (durationMs: from the start on its worker to its end), and queuedMs: time spent waiting for a free worker. */
-export const FnRunResult = ExecResult.omit({ commandId: true }).extend({ queuedMs: z.number() });
+/**
+ * What an exec answers (durationMs: from the start on its worker to its end), and queuedMs: time
+ * spent waiting for a free worker. No limitsHit: a worker's limits are its pool's, not the call's.
+ */
+export const FnRunResult = ExecResult.omit({ commandId: true, limitsHit: true }).extend({ queuedMs: z.number() });
 export type FnRunResult = z.infer<typeof FnRunResult>;
 
 export const FnBatchRequest = z.strictObject({ calls: z.array(FnRunRequest).min(1).max(1000) });

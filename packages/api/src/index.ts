@@ -37,6 +37,7 @@ export {
   ExecResult,
   KilledBy,
   KillRequest,
+  LimitHit,
   MAX_QUEUED_SESSION_COMMANDS,
   TerminalSize,
   CommandInfo,

@@ -104,7 +104,9 @@ export type SandboxState = z.infer<typeof SandboxState>;
  * or was deleted), `shutdown` (its node was stopped without keeping its sandboxes). The
  * platform's: `exited` (its init, PID 1, ended otherwise: nothing inside can kill it, so a crash or
  * a kill from the host), `node_lost` (its node stopped answering, or it was gone when its node came
- * back), `infra` (Warren could not make or keep it: `detail` says what failed).
+ * back), `infra` (Warren could not make or keep it: `detail` says what failed). Its pids and disk
+ * limits end no sandbox (a fork refused, a write refused: the sandbox lives on); the command that
+ * ran into one says so (ExecResult `limitsHit`).
  */
 export const SandboxEndReason = z.enum(['exited', 'oom', 'deleted', 'ttl', 'idle', 'lease', 'shutdown', 'node_lost', 'infra']);
 export type SandboxEndReason = z.infer<typeof SandboxEndReason>;

@@ -21,6 +21,7 @@ export type {
   Image,
   ImageEvent,
   Layer,
+  LimitHit,
   Pool,
   Sandbox as SandboxInfo,
 } from '@warren/api';

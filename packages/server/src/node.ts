@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { openEdgeNode, type EdgeNodeOptions, type EdgeTransport } from '@warren/edge';
 import { ImageCatalogue, installDefaultImages } from '@warren/images';
 import { SqliteStore } from './store/sqlite-store.js';
-import { endNow } from './store/store.js';
+import { recordShutdown } from './services/sandbox-ends.js';
 import type { FnOptions } from './services/fn.js';
 import { compileWebhooks, type WebhookOptions } from './services/webhook-options.js';
 import { buildControlPlane, openDatabase } from './control-plane.js';
@@ -131,7 +131,7 @@ export async function startWarren(o: WarrenOptions): Promise<RunningWarren> {
         await cp.close();
         await link.close();
         const ids = await node.close({ keep: opts.keep ?? false, swap });
-        if (!opts.keep) for (const id of ids) await store.updateSandbox(id, { state: 'stopped', end: endNow('shutdown') });
+        if (!opts.keep) await recordShutdown(store, ids);
         await store.close();
       })();
       return closing;

@@ -51,6 +51,14 @@ export interface SandboxStats {
   swapBytes: number;
 }
 
+/** How often a sandbox's own limits were hit so far (cgroup counters; null: not known). */
+export interface LimitCounts {
+  /** Processes the kernel's OOM killer ended at its memory limit. */
+  oomKills: number | null;
+  /** Forks its pids limit refused. */
+  pidsMaxHits: number | null;
+}
+
 /** What a running sandbox exposes to the edge: a way to its agent (the init). */
 export interface BackendSandbox {
   id: string;
@@ -149,6 +157,13 @@ export interface Backend {
    * absent: not known here, e.g. inside a VM's guest): what tells an OOM from an exit.
    */
   oomKills?(id: string): Promise<number | null>;
+  /**
+   * The sandbox's counters of its own limits being hit so far (absent: not known here): what tells
+   * a command that ran into one (see LimitHit).
+   */
+  limitCounts?(id: string): Promise<LimitCounts>;
+  /** Whether a sandbox's writable layer is full (under DISK_FULL_MARGIN_BYTES left of its diskMiB; null or absent: it has no limit, or not known). */
+  diskFull?(id: string): Promise<boolean | null>;
   /**
    * A paused sandbox's changes (its writable layer, without `exclude`'s paths and the paths that
    * match `excludeRegex`) as a new layer in the node's layer store, pinned there until the caller

@@ -169,7 +169,7 @@ test('a command streams its events with its id; a reader that stops while nothin
         commandId: 'cmd_7',
         events: pushIterable<ExecEvent>((push, end) => {
           push({ type: 'stdout', data: 'a\n' });
-          push({ type: 'exit', exitCode: 0, signal: null, durationMs: 1, timedOut: false, truncated: false, killedBy: null });
+          push({ type: 'exit', exitCode: 0, signal: null, durationMs: 1, timedOut: false, truncated: false, killedBy: null, limitsHit: [] });
           end();
           return () => undefined;
         }),

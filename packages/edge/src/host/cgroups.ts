@@ -83,6 +83,13 @@ export class CgroupV1 {
     return n === undefined ? null : Number(n);
   }
 
+  /** How many forks this cgroup's pids.max refused (pids.events' max; null: not known). */
+  async pidsMaxHits(path: string): Promise<number | null> {
+    const text = await readFile(this.file('pids', path, 'pids.events'), 'utf8').catch(() => '');
+    const n = /^max (\d+)$/m.exec(text)?.[1];
+    return n === undefined ? null : Number(n);
+  }
+
   async memoryBytes(path: string): Promise<number> {
     return Number((await readFile(this.file('memory', path, 'memory.usage_in_bytes'), 'utf8').catch(() => '0')).trim()) || 0;
   }

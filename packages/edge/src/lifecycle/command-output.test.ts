@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { ExecEvent } from '@warren/api';
 import { CommandOutput } from './command-output.js';
 
-const exit: ExecEvent = { type: 'exit', exitCode: 0, signal: null, durationMs: 1, timedOut: false, truncated: true, killedBy: null };
+const exit: ExecEvent = { type: 'exit', exitCode: 0, signal: null, durationMs: 1, timedOut: false, truncated: true, killedBy: null, limitsHit: [] };
 
 async function all(it: AsyncIterable<ExecEvent>): Promise<string> {
   let s = '';

@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import type { CommandInfo, ExecEvent, ExitEvent, TerminalSize } from '@warren/api';
+import type { CommandInfo, ExecEvent, ExitEvent, LimitHit, TerminalSize } from '@warren/api';
 import { WarrenError } from '@warren/api';
 import type { InitCall } from '../init/call.js';
 import { REPLY, REQ, decodeFields, encodeFields } from '../init/frame.js';
@@ -44,6 +44,8 @@ export interface CommandOptions {
   keepLastOutput?: boolean;
   /** Whether the kernel's OOM killer ended a process of its sandbox since this was last asked (asked only of a command killed by SIGKILL). */
   oomKilled?: () => Promise<boolean>;
+  /** The sandbox's own limits it ran into (see watchLimits; asked only of a command that did not exit 0). */
+  limitsHit?: (end: { oomKilled: boolean }) => Promise<LimitHit[]>;
 }
 
 /**
@@ -82,9 +84,11 @@ export class Command {
     this.signalByPid = o.signalByPid ?? null;
     this.keepLast = o.keepLastOutput === true;
     this.oomKilled = o.oomKilled ?? null;
+    this.limitsHit = o.limitsHit ?? null;
   }
 
   private readonly oomKilled: (() => Promise<boolean>) | null;
+  private readonly limitsHit: CommandOptions['limitsHit'] | null;
   /** A kill was sent through the API (its end is then the request's doing). */
   private killRequested = false;
 
@@ -111,7 +115,11 @@ export class Command {
           const timedOut = x.get('T')?.[0] === '1';
           const durationMs = Date.now() - this.startedAt;
           const killedBy = await this.killer(exitCode, signal, timedOut);
-          this.finish({ type: 'exit', exitCode, signal, durationMs, timedOut, truncated: this.truncated, killedBy });
+          const limitsHit =
+            exitCode === 0 || !this.limitsHit
+              ? []
+              : await this.limitsHit({ oomKilled: killedBy === 'oom' }).catch(() => (killedBy === 'oom' ? ['memory' as const] : []));
+          this.finish({ type: 'exit', exitCode, signal, durationMs, timedOut, truncated: this.truncated, killedBy, limitsHit });
           return;
         } else if (f.type === REPLY.failed) throw failure(f);
       }

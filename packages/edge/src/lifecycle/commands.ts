@@ -5,6 +5,7 @@ import { DEFAULTS, WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
 import { SHELL } from '../init/platform.js';
 import { Command, type CommandCall } from './command.js';
+import { watchLimits } from './limit-watch.js';
 import { forgetCommand, makeRoom, markActivity, parseSessionId, type Live } from './live.js';
 import { OutputBudget } from './output-budget.js';
 import { SessionLine } from './session-queue.js';
@@ -116,6 +117,8 @@ async function launch(
 ): Promise<Command> {
   const sock = l.sb.connect;
   const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
+  // Its sandbox's limit counters as it starts (read meanwhile), to tell at its end what it ran into.
+  const limitsHit = watchLimits(l);
   let call: CommandCall;
   let pid = 0;
   // The command a session's turn restarts the clock of (made below, once its call is there).
@@ -158,6 +161,7 @@ async function launch(
       l.oomKillsSeen = n;
       return true;
     },
+    limitsHit,
   }));
   l.commands.set(cmdId, cmd);
   if (req.requestId) {

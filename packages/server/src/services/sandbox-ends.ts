@@ -1,4 +1,4 @@
-import { WarrenError } from '@warren/api';
+import { END_BY, WarrenError } from '@warren/api';
 import type { Cluster } from '../cluster/cluster.js';
 import { endNow, type SandboxEndRecord, type SandboxRecord, type Store } from '../store/store.js';
 import { GroupWrite } from './group-write.js';
@@ -100,4 +100,23 @@ export class SandboxEnds {
     // Its room may be what a waiting create needs.
     this.o.freed();
   }
+}
+
+/**
+ * Ends the sandboxes a node stopped without keeping them (`warren down`): each one still live ends
+ * as `shutdown`, and its `ended` event (as EventLog.sandbox makes one) is written before this
+ * answers: the process is going, and the event log's writes in the background would be lost with
+ * it. Answers how many ended.
+ */
+export async function recordShutdown(store: Store, ids: string[]): Promise<number> {
+  const events = [];
+  for (const id of ids) {
+    const end = endNow('shutdown');
+    const rec = await store.endSandbox(id, { state: 'stopped', error: null, end });
+    if (!rec || !(rec.state === 'creating' || rec.state === 'running' || rec.state === 'paused')) continue;
+    const told = { reason: end.reason, by: END_BY[end.reason], detail: end.detail, at: new Date(end.at).toISOString() };
+    events.push({ tenant: rec.tenant, type: 'ended', data: { sandbox: rec.id, labels: rec.labels, lease: rec.lease ?? null, end: told } });
+  }
+  if (events.length) await store.events.append(events);
+  return events.length;
 }

@@ -4,7 +4,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { IdMap, LayerInfo, LayerStore } from '@warren/images';
-import type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from '../backend.js';
+import type { Backend, BackendCreateSpec, BackendSandbox, LimitCounts, SandboxStats } from '../backend.js';
+import { SubvolumeQuotas } from '../../host/qgroup.js';
 import { forkBaseOf, sandboxHostname } from '../backend.js';
 import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
@@ -74,10 +75,13 @@ export class ContainerBackend implements Backend {
   private readonly rangeOf = new Map<string, IdMap>();
   /** CPU quotas of sandboxes still being set up (see startNative), written at `started`. */
   private readonly pendingQuota = new Map<string, number>();
+  /** How full the sandboxes' limited writable layers are (with disk quotas). */
+  private readonly quotas: SubvolumeQuotas | null;
 
   constructor(private readonly o: ContainerBackendOptions) {
     this.layers = new LayerMounts(o.store, o.mounts, join(o.dataDir, 'mnt', 'layers'));
     this.runtime = o.runtime ?? 'native';
+    this.quotas = o.diskQuotas ? new SubvolumeQuotas(join(o.dataDir, 'sandboxes')) : null;
     this.forkBases = new ForkBases(join(o.dataDir, 'sandboxes', 'fork-bases'), o.store);
   }
 
@@ -297,6 +301,7 @@ export class ContainerBackend implements Backend {
   }
 
   async destroy(id: string): Promise<void> {
+    this.quotas?.forget(id);
     // Only a runc bundle (it has config.json) has its root mounted on the host.
     await this.cleanup(id, { started: true, mounted: existsSync(join(this.dir(id), 'config.json')) });
   }
@@ -379,6 +384,16 @@ export class ContainerBackend implements Backend {
 
   oomKills(id: string): Promise<number | null> {
     return this.o.cgroups.oomKills(this.cgroupPath(id));
+  }
+
+  async limitCounts(id: string): Promise<LimitCounts> {
+    const p = this.cgroupPath(id);
+    const [oomKills, pidsMaxHits] = await Promise.all([this.o.cgroups.oomKills(p), this.o.cgroups.pidsMaxHits(p)]);
+    return { oomKills, pidsMaxHits };
+  }
+
+  async diskFull(id: string): Promise<boolean | null> {
+    return this.quotas ? this.quotas.full(id) : null;
   }
 
   async exited(sb: BackendSandbox): Promise<boolean> {
