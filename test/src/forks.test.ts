@@ -158,6 +158,34 @@ describe('fork', notOnMicrovm('these are the container backend’s forks'), () =
   });
 });
 
+test(
+  'a microVM forked through the API: each child runs on from the fork (its loop counting on), with the source’s files and a hostname of its own; the source runs on',
+  { timeout: 180_000 },
+  async () => {
+    const src = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
+    const made: Sandbox[] = [src];
+    try {
+      await out(src, 'echo vm-state > /root/s; (i=0; while true; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done) > /dev/null 2>&1 &');
+      await until(async () => Number((await src.exec('cat /tmp/c')).stdout) > 2, 30_000);
+      await assert.rejects(src.fork({ resources: { memoryMiB: 512 } }), (e: { code?: string }) => e.code === 'invalid_argument');
+      const r = await src.fork({ count: 2 });
+      assert.deepEqual(r.errors, []);
+      made.push(...r.sandboxes);
+      const atFork = await Promise.all(r.sandboxes.map(async (c) => Number(await out(c, 'cat /tmp/c'))));
+      for (const [i, c] of r.sandboxes.entries()) {
+        assert.equal(await out(c, 'cat /root/s'), 'vm-state');
+        await until(async () => Number((await c.exec('cat /tmp/c')).stdout) > atFork[i]!, 30_000);
+      }
+      const names = await Promise.all(made.map((s) => out(s, 'hostname')));
+      assert.equal(new Set(names).size, 3, names.join(' '));
+      const before = Number(await out(src, 'cat /tmp/c'));
+      await until(async () => Number((await src.exec('cat /tmp/c')).stdout) > before, 30_000);
+    } finally {
+      await Promise.all(made.map((s) => s.delete().catch(() => undefined)));
+    }
+  },
+);
+
 describe('snapshots', notOnMicrovm('a microVM’s snapshot is its files through the guest: the microVM pass covers commit'), () => {
   test('a snapshot outlives its sandbox; a create from it has its files, env, user and workdir; list and delete; another tenant sees none of it; a name that is an image’s is refused', async () => {
     const src = await t.client.sandboxes.create({ image: 'busybox:latest', env: { RUN: 'r1' }, user: 'nobody', workdir: '/tmp/w', labels: { job: 'snap' } });
