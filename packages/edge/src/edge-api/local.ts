@@ -99,15 +99,15 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean; layers?: LayerSto
     fork: async (sourceId, baseId, specs) => {
       if (!Array.isArray(specs) || specs.length === 0 || specs.length > MAX_CREATE_MANY)
         throw new WarrenError('invalid_argument', `a fork makes 1 to ${MAX_CREATE_MANY} sandboxes`);
-      const base = await edge.forks.freeze(sourceId, baseId);
+      const base = await edge.frozen.freeze(sourceId, baseId);
       const wrong = specs.find((s) => (s.backend ?? base.backend) !== base.backend || s.layers.join('\n') !== base.layers.join('\n'));
       const outcomes = wrong
         ? specs.map((): CreateOutcome => ({ error: { code: 'invalid_argument', message: 'a fork stands on its source’s layers and backend', details: {} } }))
         : await makeAll(specs);
-      if (!outcomes.some((o) => 'state' in o)) await edge.forks.drop(baseId, base.backend);
+      if (!outcomes.some((o) => 'state' in o)) await edge.frozen.drop(baseId, base.backend);
       return { outcomes, load: await load(false) };
     },
-    baseLayers: (backend, layers) => edge.forks.alone(backend, layers),
+    baseLayers: (backend, layers) => edge.frozen.alone(backend, layers),
     readLayer: async (digest, part) => {
       const file = o.layers?.localFile(digest, part);
       if (!file) throw new WarrenError('not_found', `layer ${digest} is not on this node's disk`, { digest });

@@ -16,7 +16,6 @@ import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands } from './commands.js';
 import { SandboxFiles } from './files.js';
-import { COMMIT_RESIDUES } from '../init/platform.js';
 import { configureSandbox } from './setup.js';
 import { EdgeEvents } from './events.js';
 import { BackendSet, capable } from './backend-set.js';
@@ -30,7 +29,7 @@ import { dueNow } from './housekeeping.js';
 import { PressureRelief } from './pressure.js';
 import { Semaphore } from '../util/semaphore.js';
 import { EdgeLeases } from './leases.js';
-import { EdgeForks } from './forks.js';
+import { FrozenStates } from './frozen-states.js';
 
 export type { EdgeCapacity } from './admission.js';
 export type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -47,8 +46,8 @@ export class Edge {
   private readonly pausedIds = new Set<string>();
   private readonly output: OutputBudgets;
   private readonly freezes = new Freezes();
-  /** Fork bases: made from live sandboxes, removed with their last fork, made layers when asked. */
-  readonly forks: EdgeForks;
+  /** Commits and fork bases: what a sandbox's state becomes, frozen for a moment. */
+  readonly frozen: FrozenStates;
   private readonly backendSet: BackendSet;
   /** What the edge tells its owner: pauses and resumes, TTLs and idle timeouts passed, deaths. */
   readonly events = new EdgeEvents();
@@ -84,13 +83,14 @@ export class Edge {
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
     this.pauses = { now: () => this.now(), events: this.events, logger: o.logger, pageouts: new Semaphore(2) };
     this.backendSet = new BackendSet(o.backends);
-    this.forks = new EdgeForks({
+    this.frozen = new FrozenStates({
       backends: this.backendSet.all,
       refs: this.layerRefs,
       freezes: this.freezes,
       get: (id) => this.get(id),
       live: (id) => this.live.has(id),
       able: (id, what, verb) => this.able(id, what, verb),
+      failpoint: o.failpoint,
     });
     this.pressure = new PressureRelief({ floorMiB: o.memoryFloorMiB, live: this.live, pauseReclaimed: (id) => this.pauseReclaimed(id), logger: o.logger });
     // Frozen at once; paged out (two at a time) only when kept: a lease that says delete removes them next.
@@ -397,26 +397,9 @@ export class Edge {
     await resumeLive(this.get(id), id, this.pauses);
   }
 
-  /**
-   * The sandbox's changes as a new layer (pinned in the node's layer store until the caller names
-   * it): its writable layer, frozen meanwhile, without `exclude` and the platform's own residues.
-   */
-  async commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo & { under: string[] }> {
-    const l = this.able(id, 'commit', 'be committed');
-    const exclude = [...COMMIT_RESIDUES.paths, ...(opts.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
-    const info = await this.freezes.run(
-      id,
-      () => this.get(id),
-      () => this.live.has(id),
-      () => {
-        this.o.failpoint?.('commit:frozen');
-        return l.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
-      },
-    );
-    // A fork's layers name fork bases of this node: each becomes an image layer too (once per
-    // base), so the image stands on layers alone and may be run anywhere.
-    const under = await this.forks.alone(l.backend.name, l.spec.layers);
-    return { ...info, under };
+  /** The sandbox's changes as a new layer (see FrozenStates.commit). */
+  commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo & { under: string[] }> {
+    return this.frozen.commit(id, opts);
   }
 
   /** A full VM's display now, as a PNG; counts as activity (a paused one is resumed first). */
@@ -595,7 +578,7 @@ export class Edge {
         gone.push(id);
       }
     }
-    await this.forks.leftovers();
+    await this.frozen.leftovers();
     return gone;
   }
 

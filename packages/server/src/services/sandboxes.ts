@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { compilePolicy, opensNetwork, widestAllowPrefix, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
+import { compilePolicy, opensNetwork, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
 import { newSandboxId } from './ids.js';
@@ -13,17 +13,15 @@ import { createWrites, type CreateWrites } from './create-writes.js';
 import { SandboxEnds } from './sandbox-ends.js';
 import type { Placement, PlacementRequest } from '../placement/policy.js';
 import { NodeSync } from './node-sync.js';
-import { RUNNING, decodeFiles, hasQuota, poolKey, sandboxView, visibleImage } from './sandbox-view.js';
+import { RUNNING, decodeFiles, hasQuota, poolKey, sandboxView } from './sandbox-view.js';
 import { edgeSpec, type DecodedFile } from '../placement/edge-spec.js';
 import { LeaseBook } from '../placement/lease-book.js';
+import { checkNetwork, namedCreate, resolveCreate, type Named, type ResolveParts, type ResolvedCreate } from './create-resolve.js';
 import type { EventLog } from './events.js';
 import { SandboxLists } from './sandbox-lists.js';
 
 export { decodeFiles, hasQuota, poolKey, visibleImage } from './sandbox-view.js';
 export type { DecodedFile } from '../placement/edge-spec.js';
-
-/** A create's request with the image it starts from named (a snapshot's, see SandboxService.named). */
-type Named = CreateSandboxRequest & { image: string };
 
 /** A create's request checked and resolved (see SandboxService.prepare). */
 interface Made {
@@ -101,6 +99,8 @@ export class SandboxService {
   private readonly lists: SandboxLists;
   /** Deletes, expiries and deaths: the end recorded, then the sandbox removed from its node. */
   private readonly ends: SandboxEnds;
+  /** What resolving a create's request reads: the catalogue, the nodes' networking, the defaults. */
+  private readonly resolveParts: ResolveParts;
 
   constructor(
     private readonly store: Store,
@@ -110,6 +110,7 @@ export class SandboxService {
     private readonly o: SandboxServiceOptions,
   ) {
     this.view = new NodeView(cluster);
+    this.resolveParts = { catalogue, cluster, defaults: o.defaults };
     this.placer = new Placer(store, cluster, this.view, o, this.leases, (rec, end) => this.noteEnd(rec, end));
     this.lists = new SandboxLists(store, cluster, o);
     this.sync = new NodeSync(store, cluster, o, this.leases, (rec, end) => this.noteEnd(rec, end));
@@ -132,24 +133,9 @@ export class SandboxService {
     return waitMs > 0 ? this.queue.run(caller.tenant, waitMs, () => this.createNow(caller, req, files)) : this.createNow(caller, req, files);
   }
 
-  /**
-   * The request with the image it starts from: its `image`, or its `snapshot`'s, whose source's
-   * backend, user and workdir it takes where it names none.
-   */
-  async named(caller: Caller, req: CreateSandboxRequest): Promise<Named> {
-    if (req.image !== undefined) return req as Named;
-    const name = req.snapshot ?? '';
-    const img = await visibleImage(this.catalogue, caller, name).catch(() => null);
-    if (!img?.snapshot) throw new WarrenError('not_found', `snapshot "${name}" does not exist`, { snapshot: name });
-    const s = img.snapshot;
-    return {
-      ...req,
-      snapshot: undefined,
-      image: img.name,
-      backend: req.backend ?? s.backend,
-      user: req.user ?? s.user ?? undefined,
-      workdir: req.workdir ?? s.workdir ?? undefined,
-    };
+  /** The request with the image it starts from (see namedCreate). */
+  named(caller: Caller, req: CreateSandboxRequest): Promise<Named> {
+    return namedCreate(this.catalogue, caller, req);
   }
 
   private async createNow(caller: Caller, req: Named, files: DecodedFile[]): Promise<Sandbox> {
@@ -373,64 +359,8 @@ export class SandboxService {
    * What a create (or a pool) asks for, resolved: the image's layers and the extra ones (last on
    * top), resources with the node's defaults, the network rules checked and normalised.
    */
-  async resolve(
-    caller: Caller,
-    req: Pick<Named, 'image' | 'layers' | 'resources' | 'network'>,
-  ): Promise<{ layers: string[]; resources: SandboxRecord['resources']; network: NetworkPolicy; imageEnv: Record<string, string> }> {
-    const network = this.checkNetwork(caller, req.network);
-    const image = await visibleImage(this.catalogue, caller, req.image);
-    const extra: string[] = [];
-    for (const ref of req.layers ?? []) {
-      const digest = await this.catalogue.resolveLayer(ref, caller.role === 'admin' ? undefined : caller.tenant);
-      if (!digest) throw new WarrenError('not_found', `layer "${ref}" does not exist`, { layer: ref });
-      extra.push(digest);
-    }
-    const r = req.resources ?? {};
-    // Fail closed: a limit this node cannot enforce is refused, never recorded and ignored.
-    if (r.diskMiB !== undefined && this.o.defaults.diskMiB === null)
-      throw new WarrenError(
-        'invalid_argument',
-        'resources.diskMiB cannot be enforced on this node (no disk quotas on its sandboxes’ file system); leave it out',
-        {
-          diskMiB: r.diskMiB,
-        },
-      );
-    const resources = {
-      cpu: r.cpu ?? this.o.defaults.cpu,
-      memoryMiB: r.memoryMiB ?? this.o.defaults.memoryMiB,
-      pids: r.pids ?? this.o.defaults.pids,
-      diskMiB: r.diskMiB ?? this.o.defaults.diskMiB,
-    };
-    return { layers: [...image.layers, ...extra], resources, network, imageEnv: image.env };
-  }
-
-  /**
-   * Rules a sandbox may have: they parse (the schema checked each entry), the node can honour
-   * them, and the caller may open the CIDRs they name.
-   */
-  private checkNetwork(caller: Caller, policy: NetworkPolicy | undefined): NetworkPolicy {
-    const p = policy ?? { egress: 'deny' };
-    const compiled = compilePolicy(p);
-    if (opensNetwork(compiled) && !this.cluster.networking())
-      throw new WarrenError('invalid_argument', 'sandboxes on this node have loopback only (it runs without sandbox networking)', { network: p });
-    const offered = this.cluster.endpoints();
-    for (const e of compiled.source.endpoints) {
-      if (!offered.has(e))
-        throw new WarrenError('invalid_argument', `network.endpoints: no node offers an endpoint named "${e}"`, {
-          endpoint: e,
-          endpoints: [...offered].sort(),
-        });
-    }
-    const widest = widestAllowPrefix(compiled);
-    const min = caller.role === 'admin' ? 0 : (caller.quota.cidrMinPrefix ?? 16);
-    if (widest !== null && widest < min) {
-      throw new WarrenError('permission_denied', `this key may allow CIDRs of /${min} or narrower; the rules ask for a /${widest}`, {
-        network: p,
-        cidrMinPrefix: min,
-      });
-    }
-    const { egress, allow, deny, endpoints } = compiled.source;
-    return endpoints.length ? { egress, allow, deny, endpoints } : { egress, allow, deny };
+  resolve(caller: Caller, req: Pick<Named, 'image' | 'layers' | 'resources' | 'network'>): Promise<ResolvedCreate> {
+    return resolveCreate(this.resolveParts, caller, req);
   }
 
   /** New network rules for a running sandbox: new connections follow them at once. */
@@ -440,7 +370,7 @@ export class SandboxService {
    */
   async setNetwork(caller: Caller, id: string, policy: NetworkPolicy): Promise<SandboxRecord> {
     const rec = await this.live(caller, id);
-    const network = this.checkNetwork(caller, policy);
+    const network = checkNetwork(this.resolveParts, caller, policy);
     await this.store.updateSandbox(id, { network });
     this.o.failpoint?.('network:stored');
     try {

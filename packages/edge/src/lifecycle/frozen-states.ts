@@ -1,27 +1,51 @@
 import { WarrenError } from '@warren/api';
+import type { LayerInfo } from '@warren/images';
 import { forkBaseOf, forkLayer, type Backend, type BackendCapabilities } from '../backends/backend.js';
 import { COMMIT_RESIDUES } from '../init/platform.js';
 import type { Freezes } from './pause.js';
 import type { LayerRefs } from './layer-refs.js';
 import type { Live } from './live.js';
 
-/** What the node's forks need of its Edge. */
-export interface EdgeForksParts {
+/** What freezing a sandbox's state needs of its Edge. */
+export interface FrozenStatesParts {
   backends: readonly Backend[];
   refs: LayerRefs;
   freezes: Freezes;
   get(id: string): Live;
   live(id: string): boolean;
   able(id: string, what: keyof BackendCapabilities, verb: string): Live;
+  /** For fault-injection tests: called at named steps (`commit:frozen`). */
+  failpoint?: (step: string) => void;
 }
 
 /**
- * A node's fork bases (Backend.freeze): made from a live sandbox, removed once no sandbox stands
- * on them, and turned into image layers for what must stand without them (a commit of a fork, a
- * fork's children on other nodes).
+ * What a sandbox's state becomes, frozen for a moment: a commit's layer, or a fork base of the
+ * node (Backend.freeze) that its forks stand on, removed once none does, and turned into image
+ * layers for what must stand without it (a commit of a fork, a fork's children on other nodes).
  */
-export class EdgeForks {
-  constructor(private readonly o: EdgeForksParts) {}
+export class FrozenStates {
+  constructor(private readonly o: FrozenStatesParts) {}
+
+  /**
+   * The sandbox's changes as a new layer (pinned in the node's layer store until the caller names
+   * it): its writable layer, frozen meanwhile, without `exclude` and the platform's own residues;
+   * `under`: the layers it goes on, each fork base made an image layer, so the image stands on
+   * layers alone and may be run anywhere.
+   */
+  async commit(id: string, opts: { exclude?: string[] } = {}): Promise<LayerInfo & { under: string[] }> {
+    const l = this.o.able(id, 'commit', 'be committed');
+    const exclude = [...COMMIT_RESIDUES.paths, ...(opts.exclude ?? []).map((p) => p.replace(/^\/+/, '').replace(/\/+$/, ''))].filter(Boolean);
+    const info = await this.o.freezes.run(
+      id,
+      () => this.o.get(id),
+      () => this.o.live(id),
+      () => {
+        this.o.failpoint?.('commit:frozen');
+        return l.backend.commit(id, { exclude, excludeRegex: COMMIT_RESIDUES.regex });
+      },
+    );
+    return { ...info, under: await this.alone(l.backend.name, l.spec.layers) };
+  }
 
   /**
    * What sandbox `id` holds now becomes fork base `baseId`, the sandbox frozen meanwhile (a
