@@ -170,7 +170,6 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
   service.pools = pools;
   service.events = events;
   const leases = new LeaseService(store, cluster, service, { logger: o.logger, events });
-  const forks = new ForkService(store, cluster, service, { defaultTtlSeconds: o.defaultTtlSeconds ?? DEFAULTS.sandbox.ttlSeconds, now: o.clock });
   handle = nodeEventHandler({
     store,
     sandboxes: service,
@@ -189,6 +188,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     checkDisk: async (what) => checkRoom(await dataDiskRoom(o.dataDir), o.dataDiskReserveBytes, what),
   });
   const snapshots = new SnapshotService(service, images, p.catalogue);
+  const forks = new ForkService(store, cluster, service, images, { defaultTtlSeconds: o.defaultTtlSeconds ?? DEFAULTS.sandbox.ttlSeconds, now: o.clock });
   const webhooks = new Webhooks(store, hooks?.hooks ?? [], { secret: hooks?.secret ?? '', logger: o.logger });
   const admin = await adminKeyOf(o);
   const auth = new Auth(store, admin.key, p.joinToken, { now: o.clock });

@@ -1,13 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import type { ForkRequest, ForkResponse } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { forkLayer, type EdgeLease } from '@warren/edge';
+import { compilePolicy, forkLayer, opensNetwork, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { newSandboxId } from './ids.js';
 import { edgeSpec } from '../placement/edge-spec.js';
 import { sandboxView } from './sandbox-view.js';
 import type { Caller, SandboxService } from './sandboxes.js';
+import type { ImageService } from './images.js';
+import type { Placement } from '../placement/policy.js';
+
+/** A child moved to another node: made there, or why not. */
+type Moved = { rec: SandboxRecord; state: EdgeSandboxState } | { error: WarrenError };
 
 export interface ForkServiceOptions {
   defaultTtlSeconds: number;
@@ -60,8 +65,60 @@ export class ForkService {
     private readonly store: Store,
     private readonly cluster: Cluster,
     private readonly sandboxes: SandboxService,
+    private readonly images: ImageService,
     private readonly o: ForkServiceOptions,
   ) {}
+
+  /**
+   * Children the source's node had no room for, made on other nodes: the source's layers with
+   * each fork base made an image layer there (baseLayers) and copied to the control plane's blob
+   * store (ImageService.gather), so any node reads them; each child keeps its id and its record
+   * is written anew for its node and layers, then placed as a batch's sandboxes are.
+   */
+  private async elsewhere(src: SandboxRecord, recs: SandboxRecord[], which: number[]): Promise<Map<number, Moved>> {
+    const out = new Map<number, Moved>();
+    const fail = async (i: number, e: unknown): Promise<void> => void out.set(i, { error: await this.sandboxes.placer.createFailed(recs[i]!, e) });
+    const edge = this.cluster.edge(src.node);
+    let layers: string[];
+    try {
+      layers = await edge.baseLayers(src.backend, recs[0]!.layers);
+      await this.images.gather(edge, layers);
+    } catch (e) {
+      for (const i of which) await fail(i, e);
+      return out;
+    }
+    const r = recs[0]!;
+    const want = {
+      backend: r.backend,
+      cpu: r.resources.cpu,
+      memoryMiB: r.resources.memoryMiB,
+      diskMiB: r.resources.diskMiB,
+      network: opensNetwork(compilePolicy(r.network)),
+      endpoints: r.network?.endpoints,
+    };
+    const view = this.sandboxes.view;
+    const placed: Array<{ i: number; rec: SandboxRecord; placement: Placement }> = [];
+    for (const i of which) {
+      const placement = view.placeAll(want, new Set([src.node]));
+      const first = placement.order[0];
+      if (first === undefined) {
+        await fail(i, new WarrenError('resource_exhausted', 'no node can take this fork now', { nodes: placement.refused }));
+        continue;
+      }
+      view.inFlightOn(first, r.resources, 1);
+      placed.push({ i, rec: { ...recs[i]!, layers, node: first }, placement });
+    }
+    // The records named the source's node and its bases: written anew (same ids) for where they go.
+    for (const p of placed) await this.store.deleteSandbox(p.rec.id);
+    await this.store.insertSandboxes(placed.map((p) => p.rec));
+    const results = await this.sandboxes.placer.placeMany(placed, []);
+    results.forEach((res, k) => {
+      const p = placed[k]!;
+      if (res.status === 'fulfilled') out.set(p.i, { rec: p.rec, state: res.value });
+      else out.set(p.i, { error: res.reason instanceof WarrenError ? res.reason : new WarrenError('internal', 'the fork failed') });
+    });
+    return out;
+  }
 
   async fork(caller: Caller, id: string, req: ForkRequest): Promise<ForkResponse> {
     const src = await this.sandboxes.live(caller, id);
@@ -103,12 +160,17 @@ export class ForkService {
       await Promise.all(recs.map((r) => this.sandboxes.placer.createFailed(r, err).catch(() => undefined)));
       throw err;
     }
+    // Those the source's node had no room for go to other nodes, standing on its bases as layers.
+    const full = outcomes.flatMap((o, i) => ('error' in o && o.error.code === 'resource_exhausted' ? [i] : []));
+    const moved = full.length && src.backend === 'container' && this.cluster.up().length > 1 ? await this.elsewhere(src, recs, full) : new Map<number, Moved>();
     const errors: WarrenError[] = [];
-    const made: Array<{ rec: SandboxRecord; state: Extract<(typeof outcomes)[number], { state: unknown }>['state'] }> = [];
+    const made: Array<{ rec: SandboxRecord; state: EdgeSandboxState }> = [];
     for (const [i, o] of outcomes.entries()) {
-      const rec = recs[i]!;
-      if ('state' in o) made.push({ rec, state: o.state });
-      else errors.push(await this.sandboxes.placer.createFailed(rec, new WarrenError(o.error.code, o.error.message, o.error.details)));
+      const m = moved.get(i);
+      if (m && 'state' in m) made.push(m);
+      else if (m) errors.push(m.error);
+      else if ('state' in o) made.push({ rec: recs[i]!, state: o.state });
+      else errors.push(await this.sandboxes.placer.createFailed(recs[i]!, new WarrenError(o.error.code, o.error.message, o.error.details)));
     }
     const running = new Set(await this.store.markStarted(made.map((m) => m.rec.id)));
     const sandboxes = [];

@@ -10,10 +10,12 @@ import { startServer, type RunningServer } from '@warren/server';
 import { Warren } from '@warren/sdk';
 import { IMAGE_CACHE, forceCleanup, hostLeftovers, spawnEdge, until, type EdgeProcess } from './harness.js';
 
-// A lease over two real nodes: a control plane in this process (its state in SQLite: one replica)
-// and two `warren edge` processes joined to it. A driver that holds the lease and is killed with
-// -9 leaves none of its sandboxes, on either node, past the lease's TTL and a second. The edge
-// protocol is always spoken here, so the suite's other passes have nothing to add: it runs once.
+// The RL loop's parts over two real nodes: a control plane in this process (its state in SQLite:
+// one replica) and two `warren edge` processes joined to it, each holding at most 3 sandboxes. A
+// driver that holds a lease and is killed with -9 leaves none of its sandboxes, on either node,
+// past the lease's TTL and a second; a fork whose source's node is full goes on to the other
+// node, its fork base travelling as a layer; a commit made on one node runs on the other. The
+// edge protocol is always spoken here, so the suite's other passes have nothing to add: it runs once.
 const rerun = process.env.WARREN_EDGE_TRANSPORT === 'http' || process.env.WARREN_TEST_STORE === 'postgres';
 
 const TOKEN = 'lease-cluster-join-token-0123456789';
@@ -49,7 +51,7 @@ before(async () => {
     logger: quiet,
   });
   client = new Warren({ url: server.url, apiKey: KEY });
-  edges.push(...(await Promise.all(['a', 'b'].map(async (n) => spawnEdge(server!.url, n, await dataDir(), TOKEN)))));
+  edges.push(...(await Promise.all(['a', 'b'].map(async (n) => spawnEdge(server!.url, n, await dataDir(), TOKEN, ['--max-sandboxes', '3'])))));
 });
 
 after(async () => {
@@ -106,5 +108,36 @@ test(
     await until(async () => ids.every((id) => hostLeftovers(id).length === 0), 5000);
     const goneMs = Date.now() - deadline;
     assert.ok(goneMs <= 1000 + 500, `what was left of them was gone ${goneMs} ms after the deadline (a second and the polling's)`);
+  },
+);
+
+test(
+  'a fork ×4 whose source’s node holds 2 more: 2 children there, 2 on the other node standing on its base as a layer; a commit made on one node runs on the other',
+  { skip: rerun ? 'it runs once (it always speaks the edge protocol)' : false },
+  async () => {
+    const src = await client.sandboxes.create({ image: 'busybox:latest' });
+    const made = [src];
+    try {
+      const r0 = await src.exec('echo from-the-source > /f && mkdir -p /d && echo deep > /d/e');
+      assert.equal(r0.exitCode, 0);
+      const r = await src.fork({ count: 4 });
+      made.push(...r.sandboxes);
+      assert.deepEqual(r.errors, []);
+      const nodes = r.sandboxes.map((c) => c.info.node);
+      assert.deepEqual([nodes.filter((n) => n === src.info.node).length, nodes.filter((n) => n !== src.info.node).length], [2, 2]);
+      for (const c of r.sandboxes) assert.equal((await c.exec('cat /f /d/e')).stdout, 'from-the-source\ndeep\n', c.info.node);
+      await Promise.all(r.sandboxes.map((c) => c.delete()));
+      made.splice(1);
+      // A commit of the source, on its node: the image's layer reached the control plane's blobs,
+      // so a sandbox of it on the other node has its files.
+      const img = await src.commit('rl-cluster/committed:v1');
+      const more = await client.sandboxes.createMany(4, { image: img.name });
+      made.push(...more.sandboxes);
+      const elsewhere = more.sandboxes.filter((s) => s.info.node !== src.info.node);
+      assert.ok(elsewhere.length > 0, JSON.stringify(more.sandboxes.map((s) => s.info.node)));
+      for (const s of elsewhere) assert.equal((await s.exec('cat /f')).stdout, 'from-the-source\n');
+    } finally {
+      await Promise.all(made.map((s) => s.delete().catch(() => undefined)));
+    }
   },
 );
