@@ -117,7 +117,7 @@ async function launch(
 ): Promise<Command> {
   const sock = l.sb.connect;
   const timeoutMs = req.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
-  // Its sandbox's limit counters as it starts (read meanwhile), to tell at its end what it ran into.
+  // What it ran into of its sandbox's limits, read at its end only if it failed.
   const limitsHit = watchLimits(l);
   let call: CommandCall;
   let pid = 0;

@@ -289,6 +289,7 @@ export class Edge {
     this.live.set(spec.id, l);
     // The OOM kills before it was taken back are no command's.
     l.oomKillsSeen = (await backend.oomKills?.(spec.id).catch(() => null)) ?? 0;
+    l.limitsSeen = (await backend.limitCounts?.(spec.id).catch(() => null)) ?? null;
     this.layerRefs.hold(spec.layers);
     this.holdLease(spec);
     this.allocated.cpu += spec.resources.cpu;

@@ -18,7 +18,7 @@ test('a limit was hit when its counter rose while the command ran, its disk was 
   assert.deepEqual(limitsHit(c(null, null), c(1, 1), null, none), []);
 });
 
-test('the counters are read as the command starts and again at its end; the disk only of a sandbox with a disk limit', async () => {
+test('nothing is read as a command starts; a failed one reads the counters and compares them with the last check, which moves on; the disk only of a sandbox with a disk limit', async () => {
   let pids = 2;
   const reads: string[] = [];
   const backend = {
@@ -31,14 +31,23 @@ test('the counters are read as the command starts and again at its end; the disk
       return true;
     },
   } as unknown as Backend;
-  const limited = watchLimits({ backend, spec: { id: 'sb_1', resources: { cpu: 1, memoryMiB: 64, pids: 16, diskMiB: 16 } } as never });
+  const l = { backend, spec: { id: 'sb_1', resources: { cpu: 1, memoryMiB: 64, pids: 16, diskMiB: 16 } } as never, limitsSeen: c(0, 2) };
+  const limited = watchLimits(l);
+  assert.deepEqual(reads, []);
   pids = 7;
   assert.deepEqual(await limited({ oomKilled: false }), ['pids', 'disk']);
-  assert.deepEqual(reads, ['counts sb_1', 'counts sb_1', 'disk sb_1']);
+  assert.deepEqual(reads, ['counts sb_1', 'disk sb_1']);
+  assert.deepEqual(l.limitsSeen, c(0, 7));
+  // The next failure sees no new rise.
+  assert.deepEqual(await watchLimits(l)({ oomKilled: false }), ['disk']);
   reads.length = 0;
-  const unlimited = watchLimits({ backend, spec: { id: 'sb_2', resources: { cpu: 1, memoryMiB: 64, pids: 16, diskMiB: null } } as never });
-  assert.deepEqual(await unlimited({ oomKilled: false }), []);
-  assert.deepEqual(reads, ['counts sb_2', 'counts sb_2']);
+  // A fresh sandbox (none seen yet) counts from zero.
+  const fresh = { backend, spec: { id: 'sb_2', resources: { cpu: 1, memoryMiB: 64, pids: 16, diskMiB: null } } as never, limitsSeen: null };
+  assert.deepEqual(await watchLimits(fresh)({ oomKilled: false }), ['pids']);
+  assert.deepEqual(reads, ['counts sb_2']);
   // A backend that knows none of it (a VM's guest) says none.
-  assert.deepEqual(await watchLimits({ backend: {} as Backend, spec: { id: 'x', resources: { diskMiB: 8 } } as never })({ oomKilled: true }), ['memory']);
+  assert.deepEqual(
+    await watchLimits({ backend: {} as Backend, spec: { id: 'x', resources: { diskMiB: 8 } } as never, limitsSeen: null })({ oomKilled: true }),
+    ['memory'],
+  );
 });

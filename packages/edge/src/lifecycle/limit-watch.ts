@@ -24,22 +24,27 @@ export function limitsHit(before: LimitCounts | null, after: LimitCounts | null,
   return hit;
 }
 
+/** A fresh sandbox's counters: nothing hit yet. */
+const NONE: LimitCounts = { oomKills: 0, pidsMaxHits: 0 };
+
 /**
- * Watches a sandbox's limits around one command: its counters are read now (as it starts, in
- * the background: the start waits for nothing), and again by what this answers, which a command
- * asks only when it did not exit 0 (a success reads nothing more).
+ * What a command ran into of its sandbox's limits, asked only of a command that did not exit 0
+ * (a success, and every start, read nothing: the hot path pays for none of it). The counters are
+ * read at its end and compared with what the sandbox's last such check saw (`limitsSeen`: none
+ * for a fresh sandbox, read at adopt for one taken back), which then moves on. So a counter that
+ * rose during a command that succeeded is told with the next one that fails, and commands that
+ * run at once share the rises, as the counters are the sandbox's.
  */
-export function watchLimits(l: Pick<Live, 'backend' | 'spec'>): (end: LimitEnd) => Promise<LimitHit[]> {
-  const { backend } = l;
-  const id = l.spec.id;
-  const counts = (): Promise<LimitCounts | null> => backend.limitCounts?.(id).catch(() => null) ?? Promise.resolve(null);
-  const before = counts();
+export function watchLimits(l: Pick<Live, 'backend' | 'spec' | 'limitsSeen'>): (end: LimitEnd) => Promise<LimitHit[]> {
   return async (end) => {
-    const [b, a, full] = await Promise.all([
-      before,
-      counts(),
+    const { backend } = l;
+    const id = l.spec.id;
+    const before = l.limitsSeen ?? NONE;
+    const [after, full] = await Promise.all([
+      backend.limitCounts?.(id).catch(() => null) ?? Promise.resolve(null),
       l.spec.resources.diskMiB && backend.diskFull ? backend.diskFull(id).catch(() => null) : Promise.resolve(null),
     ]);
-    return limitsHit(b, a, full, end);
+    if (after) l.limitsSeen = after;
+    return limitsHit(before, after, full, end);
   };
 }

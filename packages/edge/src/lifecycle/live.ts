@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { WarrenError } from '@warren/api';
-import type { Backend, BackendSandbox } from '../backends/backend.js';
+import type { Backend, BackendSandbox, LimitCounts } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
 import type { SessionLine } from './session-queue.js';
@@ -35,6 +35,8 @@ export interface Live {
   touched: boolean;
   /** The OOM kills in it already told of (a command's end is the OOM killer's when there are more). */
   oomKillsSeen: number;
+  /** Its limit counters as a failed command's end last read them (null: none yet; see watchLimits). */
+  limitsSeen: LimitCounts | null;
 }
 
 /** Records activity on a sandbox now (for idle timeouts, and for the control plane to write back). */
@@ -68,6 +70,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Back
     cpuSample: null,
     touched: false,
     oomKillsSeen: 0,
+    limitsSeen: null,
   };
 }
 
