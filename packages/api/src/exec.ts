@@ -81,11 +81,13 @@ export type KilledBy = z.infer<typeof KilledBy>;
 
 /**
  * A limit of the sandbox's own (its `resources`) that a command ran into: `memory` (the kernel's
- * OOM killer ended a process of the sandbox at memoryMiB while the command ran), `pids` (a fork
- * was refused at the sandbox's pids while it ran), `disk` (its writable layer was full, within
- * 1 MiB of diskMiB, when the command ended: a write got EDQUOT). Told of a command that did not
- * exit 0 (a success says none), on container sandboxes. The sandbox lives on: no limit but memory
- * can end a sandbox (SandboxEndReason `oom`, when its init is killed).
+ * OOM killer ended a process of the sandbox at memoryMiB), `pids` (a fork was refused at the
+ * sandbox's pids), `disk` (its writable layer was full, within 1 MiB of diskMiB, when the command
+ * ended: a write got EDQUOT). Told of a command that did not exit 0 (a success says none and reads
+ * nothing), on container sandboxes: memory and pids when the sandbox's counters rose since the
+ * last such check (so a rise during a command that succeeded is told with the next that fails,
+ * and commands at once share it). The sandbox lives on: no limit but memory can end a sandbox
+ * (SandboxEndReason `oom`, when its init is killed).
  */
 export const LimitHit = z.enum(['memory', 'pids', 'disk']);
 export type LimitHit = z.infer<typeof LimitHit>;
