@@ -159,7 +159,7 @@ describe('fork', notOnMicrovm('these are the container backend’s forks'), () =
 });
 
 test(
-  'a microVM forked through the API: each child runs on from the fork (its loop counting on), with the source’s files and a hostname of its own; the source runs on',
+  'a microVM forked through the API: each child runs on from the fork (its loop counting on), with the source’s files and a hostname of its own; a fork of a fork; the source runs on',
   { timeout: 180_000 },
   async () => {
     const src = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
@@ -176,8 +176,14 @@ test(
         assert.equal(await out(c, 'cat /root/s'), 'vm-state');
         await until(async () => Number((await c.exec('cat /tmp/c')).stdout) > atFork[i]!, 30_000);
       }
+      // A fork of a fork: the child's state (its own write too) runs on in the grandchild.
+      await out(r.sandboxes[0]!, 'echo child > /root/c');
+      const [grandchild] = (await r.sandboxes[0]!.fork()).sandboxes;
+      assert.ok(grandchild);
+      made.push(grandchild);
+      assert.equal(await out(grandchild, 'cat /root/s /root/c'), 'vm-state\nchild');
       const names = await Promise.all(made.map((s) => out(s, 'hostname')));
-      assert.equal(new Set(names).size, 3, names.join(' '));
+      assert.equal(new Set(names).size, 4, names.join(' '));
       const before = Number(await out(src, 'cat /tmp/c'));
       await until(async () => Number((await src.exec('cat /tmp/c')).stdout) > before, 30_000);
     } finally {
@@ -222,6 +228,11 @@ describe('snapshots', notOnMicrovm('a microVM’s snapshot is its files through 
       await mine.snapshot('one-snap/a');
       await assert.rejects(mine.snapshot('one-snap/b'), (e: { code?: string }) => e.code === 'resource_exhausted');
       await capped.deleteSnapshot('one-snap/a');
+      // A snapshot is an image: a runner key makes none, deletes none, but lists them.
+      const runner = new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant: 'one-snap', role: 'runner' }) });
+      const its = await runner.sandboxes.get(mine.id);
+      await assert.rejects(its.snapshot('one-snap/r'), (e: { code?: string }) => e.code === 'permission_denied');
+      assert.deepEqual(await runner.snapshots(), []);
       await t.client.deleteSnapshot(name);
       assert.deepEqual(await t.client.snapshots({ sandbox: src.id }), []);
       await assert.rejects(t.client.sandboxes.create({ snapshot: name }), (e: { code?: string }) => e.code === 'not_found');

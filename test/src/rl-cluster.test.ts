@@ -112,7 +112,7 @@ test(
 );
 
 test(
-  'a fork ×4 whose source’s node holds 2 more: 2 children there, 2 on the other node standing on its base as a layer; a commit made on one node runs on the other',
+  'a fork ×4 whose source’s node holds 2 more: 2 children there, 2 on the other node standing on its base as a layer; with that node full, a fork goes elsewhere whole; a commit made on one node runs on the other',
   { skip: rerun ? 'it runs once (it always speaks the edge protocol)' : false },
   async () => {
     const src = await client.sandboxes.create({ image: 'busybox:latest' });
@@ -126,7 +126,14 @@ test(
       const nodes = r.sandboxes.map((c) => c.info.node);
       assert.deepEqual([nodes.filter((n) => n === src.info.node).length, nodes.filter((n) => n !== src.info.node).length], [2, 2]);
       for (const c of r.sandboxes) assert.equal((await c.exec('cat /f /d/e')).stdout, 'from-the-source\ndeep\n', c.info.node);
-      await Promise.all(r.sandboxes.map((c) => c.delete()));
+      // Its node full now: a fork none of whose children fits there goes elsewhere whole (its
+      // base made a layer before the node let it go).
+      const r2 = await src.fork({ count: 1 });
+      made.push(...r2.sandboxes);
+      assert.deepEqual(r2.errors, []);
+      assert.notEqual(r2.sandboxes[0]?.info.node, src.info.node);
+      assert.equal((await r2.sandboxes[0]!.exec('cat /f')).stdout, 'from-the-source\n');
+      await Promise.all([...r.sandboxes, ...r2.sandboxes].map((c) => c.delete()));
       made.splice(1);
       // A commit of the source, on its node: the image's layer reached the control plane's blobs,
       // so a sandbox of it on the other node has its files.

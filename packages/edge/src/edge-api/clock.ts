@@ -67,7 +67,7 @@ export const CLOCKED: Partial<Record<keyof EdgeApi, Shift>> = {
     },
   },
   fork: {
-    args: ([source, base, specs], d) => [source, base, (specs as EdgeSandboxSpec[]).map((s) => shiftSpec(s, d))],
+    args: ([source, base, specs, o], d) => [source, base, (specs as EdgeSandboxSpec[]).map((s) => shiftSpec(s, d)), o],
     result: (r, d) => {
       const m = r as { outcomes: CreateOutcome[] };
       return { ...m, outcomes: m.outcomes.map((o) => ('state' in o ? { state: shiftState(o.state, d) } : o)) };

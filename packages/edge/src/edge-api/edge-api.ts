@@ -116,14 +116,16 @@ export interface EdgeApi {
    * a paused one stays paused, a running one runs on), then each spec is made as createMany makes
    * them (admitted in turn, side by side). Each spec's `layers` must be the source's with
    * `fork:<baseId>` on top, and its backend the source's. A base none of the children stands on
-   * is removed before the answer.
+   * is removed before the answer. With `alone`, when the node had no room for some children, the
+   * answer's `alone` is the children's layers with each fork base made an image layer of the
+   * node's store (pinned): what those children stand on elsewhere (made before the base may go).
    */
-  fork(sourceId: string, baseId: string, specs: EdgeSandboxSpec[]): Promise<{ outcomes: CreateOutcome[]; load: EdgeLoad }>;
-  /**
-   * `layers` (a sandbox's, of `backend`) with each fork base's entry made an image layer of the
-   * node's store (pinned): what a fork's children on other nodes stand on.
-   */
-  baseLayers(backend: string, layers: string[]): Promise<string[]>;
+  fork(
+    sourceId: string,
+    baseId: string,
+    specs: EdgeSandboxSpec[],
+    o?: { alone?: boolean },
+  ): Promise<{ outcomes: CreateOutcome[]; load: EdgeLoad; alone?: string[] }>;
   /**
    * A layer of the node's store, its metadata image or its data file, as bytes: how a layer made
    * here (a commit, a fork base) reaches the control plane's blob store, and from there other

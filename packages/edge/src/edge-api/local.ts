@@ -96,7 +96,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean; layers?: LayerSto
         throw new WarrenError('invalid_argument', `createMany takes at most ${MAX_CREATE_MANY} sandboxes`);
       return { outcomes: await makeAll(specs, files), load: await load(false) };
     },
-    fork: async (sourceId, baseId, specs) => {
+    fork: async (sourceId, baseId, specs, o = {}) => {
       if (!Array.isArray(specs) || specs.length === 0 || specs.length > MAX_CREATE_MANY)
         throw new WarrenError('invalid_argument', `a fork makes 1 to ${MAX_CREATE_MANY} sandboxes`);
       const base = await edge.frozen.freeze(sourceId, baseId);
@@ -104,10 +104,13 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean; layers?: LayerSto
       const outcomes = wrong
         ? specs.map((): CreateOutcome => ({ error: { code: 'invalid_argument', message: 'a fork stands on its source’s layers and backend', details: {} } }))
         : await makeAll(specs);
-      if (!outcomes.some((o) => 'state' in o)) await edge.frozen.drop(baseId, base.backend);
-      return { outcomes, load: await load(false) };
+      // Children the node had no room for may stand elsewhere on the base made a layer: made now,
+      // before a base no child here stands on goes.
+      const full = outcomes.some((x) => 'error' in x && x.error.code === 'resource_exhausted');
+      const alone = o.alone && full ? await edge.frozen.alone(base.backend, base.layers).catch(() => undefined) : undefined;
+      if (!outcomes.some((x) => 'state' in x)) await edge.frozen.drop(baseId, base.backend);
+      return { outcomes, load: await load(false), ...(alone ? { alone } : {}) };
     },
-    baseLayers: (backend, layers) => edge.frozen.alone(backend, layers),
     readLayer: async (digest, part) => {
       const file = o.layers?.localFile(digest, part);
       if (!file) throw new WarrenError('not_found', `layer ${digest} is not on this node's disk`, { digest });

@@ -26,7 +26,6 @@ export const EDGE_CALLS = {
   create: 'files',
   createMany: 'files',
   fork: 'unary',
-  baseLayers: 'unary',
   readLayer: 'body-out',
   claim: 'files',
   adopt: 'unary',

@@ -333,3 +333,44 @@ test('a create picks its backend by name; a name the node lacks, or an operation
   await e.destroy('sb_b');
   assert.ok(second.calls.includes('destroy sb_b') && !first.calls.includes('destroy sb_b'));
 });
+
+test('a resume waits for a commit (or fork) that is reading the sandbox’s files: nothing of it runs meanwhile; a pause during it keeps it frozen after', async () => {
+  const b = new FakeBackend();
+  let open: () => void = () => undefined;
+  const gate = new Promise<void>((r) => (open = r));
+  b.commit = async (id: string): Promise<LayerInfo> => {
+    b.calls.push(`commit ${id}`);
+    await gate;
+    b.calls.push(`committed ${id}`);
+    return { digest: `sha256:${'0'.repeat(64)}`, diffId: '', sizeBytes: 0 };
+  };
+  const e = edge(b);
+  await e.create(spec('sb_a'));
+  await e.pause('sb_a');
+  const committing = e.commit('sb_a');
+  const resuming = e.resume('sb_a');
+  await new Promise((r) => setImmediate(r));
+  assert.ok(!b.calls.includes('resume sb_a'), b.calls.join());
+  open();
+  await Promise.all([committing, resuming]);
+  const at = (c: string): number => b.calls.indexOf(c);
+  assert.ok(at('committed sb_a') < at('resume sb_a'), b.calls.join());
+  // A running one frozen for a commit, paused meanwhile: the commit's end does not thaw it.
+  b.calls.length = 0;
+  let open2: () => void = () => undefined;
+  const gate2 = new Promise<void>((r) => (open2 = r));
+  b.commit = async (): Promise<LayerInfo> => {
+    await gate2;
+    return { digest: `sha256:${'0'.repeat(64)}`, diffId: '', sizeBytes: 0 };
+  };
+  const again = e.commit('sb_a');
+  await new Promise((r) => setImmediate(r));
+  await e.pause('sb_a');
+  open2();
+  await again;
+  assert.deepEqual(
+    b.calls.filter((c) => c.startsWith('resume')),
+    [],
+  );
+  assert.equal(e.isPaused('sb_a'), true);
+});

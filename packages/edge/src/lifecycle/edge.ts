@@ -228,6 +228,8 @@ export class Edge {
     if (!backend.capabilities.network && opensNetwork(compilePolicy(spec.network)))
       throw new WarrenError('invalid_argument', `a ${backend.name} sandbox has loopback only: leave out network rules that open it`, { backend: backend.name });
     const net = backend.capabilities.network ? this.o.network : undefined;
+    // Its layers are held from now on: a fork base it stands on is not removed under its start.
+    this.layerRefs.hold(spec.layers);
     try {
       // A runtime joins a namespace of the node's; a VMM opens a tap for the sandbox's slot (its
       // guest writes its resolv.conf itself: the HELLO carries it).
@@ -239,10 +241,12 @@ export class Edge {
       await configureSandbox(sb.connect, spec, files, this.maxFileBytes, ns ? sandboxResolvConf(ns.gateway) : undefined);
       await backend.started(spec.id);
       this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
-      this.layerRefs.hold(spec.layers);
       this.holdLease(spec);
     } catch (e) {
+      this.live.delete(spec.id);
       if (sb) await backend.destroy(spec.id).catch(() => undefined);
+      const idle = this.layerRefs.release(spec.layers);
+      if (idle.length) await backend.releaseLayers(idle).catch(() => undefined);
       await net?.detach(spec.id).catch(() => undefined);
       this.reserve(spec.resources, -1);
       throw e;
@@ -395,6 +399,8 @@ export class Edge {
   }
 
   async resume(id: string): Promise<void> {
+    // Never while its files are read for a commit or a fork (see Freezes.idle).
+    await this.freezes.idle(id);
     await resumeLive(this.get(id), id, this.pauses);
   }
 

@@ -75,14 +75,21 @@ export class FrozenStates {
    */
   async alone(backend: string, layers: string[]): Promise<string[]> {
     const b = this.backend(backend);
-    const out: string[] = [];
-    for (const entry of layers) {
-      const base = forkBaseOf(entry);
-      if (!base) out.push(entry);
-      else if (!b.baseLayer) throw new WarrenError('invalid_argument', `a fork base of a ${b.name} sandbox cannot be made a layer`, { base });
-      else out.push((await b.baseLayer(base, { exclude: [], excludeRegex: COMMIT_RESIDUES.regex })).digest);
+    // Held meanwhile: the bases are not removed while they are read (their last fork ending).
+    this.o.refs.hold(layers);
+    try {
+      const out: string[] = [];
+      for (const entry of layers) {
+        const base = forkBaseOf(entry);
+        if (!base) out.push(entry);
+        else if (!b.baseLayer) throw new WarrenError('invalid_argument', `a fork base of a ${b.name} sandbox cannot be made a layer`, { base });
+        else out.push((await b.baseLayer(base, { exclude: [], excludeRegex: COMMIT_RESIDUES.regex })).digest);
+      }
+      return out;
+    } finally {
+      const idle = this.o.refs.release(layers).filter((e) => forkBaseOf(e) !== null);
+      if (idle.length) await b.releaseLayers(idle).catch(() => undefined);
     }
-    return out;
   }
 
   /** Removes the fork bases no live sandbox stands on (their forks ended while the edge was down). */

@@ -67,6 +67,15 @@ export async function resumeLive(l: Live, id: string, c: PauseContext): Promise<
 export class Freezes {
   private readonly running = new Map<string, Promise<void>>();
 
+  /**
+   * Settles once no freeze of the sandbox is under way: what a resume waits for, so nothing of
+   * the sandbox runs while its files are read (a process that swaps a directory for a symlink
+   * mid-copy would have the copy read the host's files).
+   */
+  idle(id: string): Promise<void> {
+    return this.running.get(id) ?? Promise.resolve();
+  }
+
   /** Runs `fn` with the sandbox frozen, then thaws it unless it was paused or is gone (`live` false). */
   run<T>(id: string, get: () => Live, live: () => boolean, fn: () => Promise<T>): Promise<T> {
     const prev = this.running.get(id) ?? Promise.resolve();
@@ -77,7 +86,8 @@ export class Freezes {
       try {
         return await fn();
       } finally {
-        if (!wasPaused && live()) await l.backend.resume(id);
+        // A pause that came meanwhile keeps it frozen (resumes wait for this run: idle).
+        if (!wasPaused && live() && !l.spec.paused) await l.backend.resume(id);
       }
     });
     const settled = run.then(

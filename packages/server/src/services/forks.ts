@@ -1,21 +1,30 @@
 import { randomBytes } from 'node:crypto';
 import type { ForkRequest, ForkResponse } from '@warren/api';
 import { WarrenError } from '@warren/api';
-import { compilePolicy, forkLayer, opensNetwork, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
+import { compilePolicy, forkLayer, opensNetwork, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
 import { newSandboxId } from './ids.js';
 import { edgeSpec } from '../placement/edge-spec.js';
 import { sandboxView } from './sandbox-view.js';
 import type { Caller, SandboxService } from './sandboxes.js';
-import type { ImageService } from './images.js';
+import { checkLayersAlone, type ImageService } from './images.js';
+import { within } from '../cluster/within.js';
 import type { Placement } from '../placement/policy.js';
 
 /** A child moved to another node: made there, or why not. */
 type Moved = { rec: SandboxRecord; state: EdgeSandboxState } | { error: WarrenError };
 
+/** How many fork bases a sandbox may stand on (forks of forks): each is one more overlay layer. */
+export const MAX_FORK_DEPTH = 32;
+
+/** How long a node has for a fork (its freeze and its children), in ms. */
+export const FORK_TIMEOUT_MS = 300_000;
+
 export interface ForkServiceOptions {
   defaultTtlSeconds: number;
+  /** How long a node has for a fork (default FORK_TIMEOUT_MS). */
+  timeoutMs?: number;
   now?: () => number;
 }
 
@@ -70,18 +79,19 @@ export class ForkService {
   ) {}
 
   /**
-   * Children the source's node had no room for, made on other nodes: the source's layers with
-   * each fork base made an image layer there (baseLayers) and copied to the control plane's blob
-   * store (ImageService.gather), so any node reads them; each child keeps its id and its record
-   * is written anew for its node and layers, then placed as a batch's sandboxes are.
+   * Children the source's node had no room for, made on other nodes: they stand on `alone` (the
+   * source's layers with each fork base made an image layer there, which the node answered with
+   * the fork), copied to the control plane's blob store (ImageService.gather) so any node reads
+   * them; each child keeps its id, its record moved (while still `creating`) to its node and
+   * layers, then placed as a batch's sandboxes are.
    */
-  private async elsewhere(src: SandboxRecord, recs: SandboxRecord[], which: number[]): Promise<Map<number, Moved>> {
+  private async elsewhere(src: SandboxRecord, recs: SandboxRecord[], which: number[], alone: unknown): Promise<Map<number, Moved>> {
     const out = new Map<number, Moved>();
     const fail = async (i: number, e: unknown): Promise<void> => void out.set(i, { error: await this.sandboxes.placer.createFailed(recs[i]!, e) });
     const edge = this.cluster.edge(src.node);
     let layers: string[];
     try {
-      layers = await edge.baseLayers(src.backend, recs[0]!.layers);
+      layers = checkLayersAlone(recs[0]!.layers, alone);
       await this.images.gather(edge, layers);
     } catch (e) {
       for (const i of which) await fail(i, e);
@@ -105,12 +115,14 @@ export class ForkService {
         await fail(i, new WarrenError('resource_exhausted', 'no node can take this fork now', { nodes: placement.refused }));
         continue;
       }
+      // A child deleted meanwhile stays deleted (its record is no longer `creating`).
+      if (!(await this.store.updateSandbox(recs[i]!.id, { node: first, layers }, { from: ['creating'] }))) {
+        out.set(i, { error: new WarrenError('conflict', `sandbox ${recs[i]!.id} was deleted while it was being made`, { id: recs[i]!.id }) });
+        continue;
+      }
       view.inFlightOn(first, r.resources, 1);
       placed.push({ i, rec: { ...recs[i]!, layers, node: first }, placement });
     }
-    // The records named the source's node and its bases: written anew (same ids) for where they go.
-    for (const p of placed) await this.store.deleteSandbox(p.rec.id);
-    await this.store.insertSandboxes(placed.map((p) => p.rec));
     const results = await this.sandboxes.placer.placeMany(placed, []);
     results.forEach((res, k) => {
       const p = placed[k]!;
@@ -126,6 +138,16 @@ export class ForkService {
       throw new WarrenError('invalid_argument', 'a full VM cannot be forked (containers and microVMs can)', { id, backend: src.backend });
     if (src.backend === 'microvm' && req.resources?.memoryMiB !== undefined && req.resources.memoryMiB !== src.resources.memoryMiB)
       throw new WarrenError('invalid_argument', 'a microVM’s forks have its memory: leave out resources.memoryMiB', { id, memoryMiB: src.resources.memoryMiB });
+    // Each generation of forks stacks one more layer: past MAX_FORK_DEPTH, commit and start anew.
+    if (src.layers.filter((l) => l.startsWith('fork:')).length >= MAX_FORK_DEPTH)
+      throw new WarrenError(
+        'invalid_argument',
+        `a fork of a fork of … stands on at most ${MAX_FORK_DEPTH} fork bases: commit this one and create from the image`,
+        {
+          id,
+          maxDepth: MAX_FORK_DEPTH,
+        },
+      );
     const count = req.count ?? 1;
     const now = (this.o.now ?? Date.now)();
     const lease: EdgeLease | null = req.lease ? await this.sandboxes.lease(caller, req.lease) : null;
@@ -141,28 +163,47 @@ export class ForkService {
     await this.sandboxes.checkQuota(caller.tenant, caller.quota, resources, count);
     const view = this.sandboxes.view;
     for (let i = 0; i < count; i++) view.inFlightOn(src.node, resources, 1);
-    let outcomes: Awaited<ReturnType<ReturnType<Cluster['edge']>['fork']>>['outcomes'];
+    // Children the node has no room for may go elsewhere: a container's, in a cluster.
+    const spread = src.backend === 'container' && this.cluster.up().length > 1;
+    const edge = this.cluster.edge(src.node);
+    let answer: Awaited<ReturnType<EdgeApi['fork']>>;
+    let started: Promise<unknown> | null = null;
     try {
       await this.store.insertSandboxes(recs);
       for (const r of recs) this.sandboxes.events?.sandbox(r, 'created');
-      const answer = await this.cluster.edge(src.node).fork(
+      const forking = edge.fork(
         src.id,
         baseId,
         recs.map((r) => edgeSpec(r, this.sandboxes.leases.of(r.lease))),
+        { alone: spread },
       );
-      outcomes = answer.outcomes;
+      started = forking;
+      answer = await within(this.o.timeoutMs ?? FORK_TIMEOUT_MS, `node ${src.node}`, forking, this.cluster.goneSignal(src.node));
       for (let i = 0; i < count; i++) view.inFlightOn(src.node, resources, -1, i === count - 1 ? answer.load : undefined);
     } catch (e) {
       for (let i = 0; i < count; i++) view.inFlightOn(src.node, resources, -1);
-      // Nothing was made (or what was is unknown): every child's record says why; a node that
-      // made some before it stopped answering removes them when it joins again (reconcile).
-      const err = e instanceof WarrenError ? e : new WarrenError('internal', 'the fork failed');
+      // Given up on, the fork may still finish there: what it made is removed when it does.
+      if (started && e instanceof WarrenError && e.code === 'unavailable') {
+        const destroy = (): Promise<unknown> => Promise.allSettled(recs.map((r) => edge.destroy(r.id)));
+        void started.then(destroy, destroy).catch(() => undefined);
+      }
+      // The source gone meanwhile (deleted, its node lost) is the caller's conflict, not the platform's fault.
+      const gone = !(await this.sandboxes.live(caller, id).then(
+        () => true,
+        () => false,
+      ));
+      const err = gone
+        ? new WarrenError('conflict', `sandbox ${id} ended while it was being forked`, { id })
+        : e instanceof WarrenError
+          ? e
+          : new WarrenError('internal', 'the fork failed');
       await Promise.all(recs.map((r) => this.sandboxes.placer.createFailed(r, err).catch(() => undefined)));
       throw err;
     }
+    const outcomes = answer.outcomes;
     // Those the source's node had no room for go to other nodes, standing on its bases as layers.
     const full = outcomes.flatMap((o, i) => ('error' in o && o.error.code === 'resource_exhausted' ? [i] : []));
-    const moved = full.length && src.backend === 'container' && this.cluster.up().length > 1 ? await this.elsewhere(src, recs, full) : new Map<number, Moved>();
+    const moved = full.length && spread ? await this.elsewhere(src, recs, full, answer.alone) : new Map<number, Moved>();
     const errors: WarrenError[] = [];
     const made: Array<{ rec: SandboxRecord; state: EdgeSandboxState }> = [];
     for (const [i, o] of outcomes.entries()) {

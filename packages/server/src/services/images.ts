@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Readable, Transform } from 'node:stream';
 import { WarrenError, type CommitRequest, type Image, type ImageEvent, type Layer, type PublishLayersRequest, type PublishLayersResponse } from '@warren/api';
-import type { EdgeApi } from '@warren/edge';
+import { forkBaseOf, type EdgeApi } from '@warren/edge';
 import {
   gunzipIfCompressed,
   importArchive,
@@ -49,6 +49,21 @@ function limit(max: number, onBytes?: (n: number) => void): Transform {
       }
     },
   });
+}
+
+/**
+ * A node's answer of the layers a sandbox's stand for alone (a commit's `under`, a fork's
+ * `alone`): each of `layers` as it was, but a fork base's entry, which may be any layer digest
+ * (pure). Anything else (more, fewer, other layers: a node choosing what goes into an image) is
+ * refused as the node's fault.
+ */
+export function checkLayersAlone(layers: string[], answer: unknown): string[] {
+  const ok =
+    Array.isArray(answer) &&
+    answer.length === layers.length &&
+    answer.every((d, i) => typeof d === 'string' && /^sha256:[0-9a-f]{64}$/.test(d) && (forkBaseOf(layers[i]!) !== null || d === layers[i]));
+  if (!ok) throw new WarrenError('unavailable', 'the node answered layers other than its sandbox’s');
+  return answer as string[];
 }
 
 /** Images and layers of this node: import, upload, commit, delete and garbage collection. */
@@ -197,12 +212,13 @@ export class ImageService {
     await this.o.checkDisk?.('a commit');
     const info = await edge.commit(id, { exclude: req.exclude });
     // A fork's fork bases came back as layers of their own (pinned as the new one is).
-    const made = (info.under ?? layers).filter((d) => !layers.includes(d));
+    const under = checkLayersAlone(layers, info.under);
+    const made = under.filter((d) => !layers.includes(d));
     try {
       await this.gather(edge, [...made, info.digest]);
       this.o.failpoint?.('commit:layer');
       await this.mayName(req.name, owner);
-      return await this.store.setImage(req.name, [...(info.under ?? layers), info.digest], owner, env, { snapshot: o.snapshot });
+      return await this.store.setImage(req.name, [...under, info.digest], owner, env, { snapshot: o.snapshot });
     } finally {
       for (const d of [...made, info.digest]) this.store.unpin(d);
     }
@@ -216,8 +232,10 @@ export class ImageService {
    */
   async gather(edge: EdgeApi, digests: string[]): Promise<void> {
     const blobs = this.store.blobs;
-    for (const d of new Set(digests)) {
-      if (await blobs.hasLayer(d)) continue;
+    const lacking: string[] = [];
+    for (const d of new Set(digests)) if (!(await blobs.hasLayer(d))) lacking.push(d);
+    if (lacking.length) await this.o.checkDisk?.('layers made on a node');
+    for (const d of lacking) {
       const dir = await this.scratch();
       try {
         const fetch = async (part: 'meta' | 'data'): Promise<string | null> => {
@@ -234,7 +252,7 @@ export class ImageService {
         const meta = (await fetch('meta'))!;
         const data = await fetch('data');
         const known = await layerDigest(meta, data);
-        if (known.digest !== d) throw new WarrenError('internal', `a node sent a layer other than ${d}`, { digest: d });
+        if (known.digest !== d) throw new WarrenError('unavailable', `a node sent a layer other than ${d}`, { digest: d });
         await blobs.addLayerFile(meta, data, known);
       } finally {
         await rm(dir, { recursive: true, force: true });

@@ -4,6 +4,11 @@ import type { ImageCatalogue } from '@warren/images';
 import type { ImageService } from './images.js';
 import type { Caller, SandboxService } from './sandboxes.js';
 
+/** A snapshot is an image: a runner key makes none (as it commits none), nor deletes one. */
+function noRunner(caller: Caller, what: string): void {
+  if (caller.role === 'runner') throw new WarrenError('permission_denied', `a runner key cannot ${what} (a snapshot is an image: use a builder key)`);
+}
+
 /** A snapshot's name when the request gives none (pure): the sandbox's, and when, as a tag. */
 export const snapshotName = (sandbox: string, nowMs: number): string => `snapshots/${sandbox.toLowerCase()}:${nowMs.toString(36)}`;
 
@@ -20,6 +25,7 @@ export class SnapshotService {
   ) {}
 
   async create(caller: Caller, id: string, req: CreateSnapshotRequest): Promise<Image> {
+    noRunner(caller, 'make snapshots');
     const { sid, edge, rec } = await this.sandboxes.reach(caller, id);
     const name = req.name ?? snapshotName(rec.id, Date.now());
     const cur = await this.catalogue.getImage(name);
@@ -50,6 +56,7 @@ export class SnapshotService {
   }
 
   async delete(caller: Caller, name: string): Promise<void> {
+    noRunner(caller, 'delete snapshots');
     const img = await this.catalogue.getImage(name);
     if (!img?.snapshot || (caller.role !== 'admin' && img.tenant !== caller.tenant))
       throw new WarrenError('not_found', `snapshot "${name}" does not exist`, { snapshot: name });

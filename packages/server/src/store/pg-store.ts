@@ -227,7 +227,7 @@ export class PgStore implements Store {
 
   async updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end' | 'layers'>>,
     o: { from?: SandboxState[] } = {},
   ): Promise<boolean> {
     // The patch merged and the state checked in the statement: two patches at once both land,

@@ -216,7 +216,7 @@ export class SqliteStore implements Store {
 
   async updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end' | 'layers'>>,
     o: { from?: SandboxState[] } = {},
   ): Promise<boolean> {
     // Read and write with nothing between: better-sqlite3 is synchronous.

@@ -165,7 +165,7 @@ export interface Store extends CatalogueStore {
    */
   updateSandbox(
     id: string,
-    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end'>>,
+    patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end' | 'layers'>>,
     o?: { from?: SandboxState[] },
   ): Promise<boolean>;
   /**

@@ -161,7 +161,9 @@ export class MicrovmBackend implements Backend {
     const top = spec.layers.at(-1);
     const base = top === undefined ? null : forkBaseOf(top);
     const layers = [];
-    for (const digest of base ? spec.layers.slice(0, -1) : spec.layers) {
+    // A fork of a fork names its parents' bases too: only the top one matters to a VM (its disk
+    // and memory are whole); the image layers under them are the VM's drives.
+    for (const digest of spec.layers.filter((l) => forkBaseOf(l) === null)) {
       if (!(await this.o.store.ensureMeta(digest))) throw new WarrenError('not_found', `layer ${digest} is not on this node and no blob store has it`);
       layers.push({ meta: this.o.store.layerPath(digest), data: this.o.store.dataPath(digest) });
     }

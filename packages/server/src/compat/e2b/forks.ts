@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { WarrenError, z, type Sandbox } from '@warren/api';
+import { ImageName, WarrenError, z, type Sandbox } from '@warren/api';
 import { jsonBody, sendEmpty, sendJson } from '../../http/io.js';
 import type { RouteDeps } from '../../http/route-types.js';
 import type { Caller } from '../../services/sandboxes.js';
@@ -12,7 +12,7 @@ const ForkBody = z.looseObject({
   count: z.number().int().min(1).max(100).optional(),
   timeout: E2bTtlSeconds.optional(),
 });
-const SnapshotBody = z.looseObject({ name: z.string().min(1).max(200).optional() });
+const SnapshotBody = z.looseObject({ name: ImageName.optional() });
 
 /** E2B's SnapshotInfo of a Warren snapshot: its name is its id (as a named E2B snapshot's is). */
 const snapshotInfo = (name: string): { snapshotID: string; names: string[] } => ({ snapshotID: name, names: [name] });
