@@ -206,7 +206,7 @@ export class EgressProxy {
       return refuse(client, 429, `too many requests to ${name}: wait and try again`);
     }
     const target = eps.targets.get(e)!;
-    const meter = new BodyMeter(h.framing);
+    const meter = new BodyMeter(h.framing, { noTrailers: true });
     const body = meter.take(head.subarray(h.headBytes));
     if (meter.error) {
       t.counters.deny(`${name} (malformed request)`);

@@ -73,3 +73,16 @@ test('a malformed chunked body stops before the bad line', () => {
   assert.equal(m.take(Buffer.from('1'.repeat(5000))).length, 0);
   assert.ok(m.error);
 });
+
+test('a body whose trailers are refused (an endpoint’s request) fails at its first trailer field, forwarding nothing of it; the empty end is fine', () => {
+  const m = new BodyMeter({ kind: 'chunked' }, { noTrailers: true });
+  const sent = m.take(Buffer.from('3\r\nabc\r\n0\r\nX-Warren-Sandbox-Token: forged\r\n\r\n'));
+  assert.equal(sent.toString(), '3\r\nabc\r\n0\r\n');
+  assert.equal(m.error, 'trailer fields are not forwarded');
+  const ok = new BodyMeter({ kind: 'chunked' }, { noTrailers: true });
+  assert.equal(ok.take(Buffer.from('3\r\nabc\r\n0\r\n\r\n')).toString(), '3\r\nabc\r\n0\r\n\r\n');
+  assert.equal(ok.done, true);
+  // Elsewhere (an allowed name) trailers pass as they are.
+  const plain = new BodyMeter({ kind: 'chunked' });
+  assert.equal(plain.take(Buffer.from('0\r\nA: b\r\n\r\n')).toString(), '0\r\nA: b\r\n\r\n');
+});

@@ -69,7 +69,14 @@ export class BodyMeter {
   private failed: string | null = null;
   private ended = false;
 
-  constructor(private readonly framing: Framing) {
+  /**
+   * `noTrailers`: a chunked body's trailer fields are refused (a request to an endpoint, whose
+   * headers the node sets: a trailer could say them again).
+   */
+  constructor(
+    private readonly framing: Framing,
+    private readonly o: { noTrailers?: boolean } = {},
+  ) {
     this.left = framing.kind === 'length' ? framing.bytes : 0;
   }
 
@@ -120,6 +127,8 @@ export class BodyMeter {
         this.state = this.left === 0 ? 'trailer' : 'data';
       } else if (content === '') {
         this.ended = true; // the empty line after the trailers
+      } else if (this.o.noTrailers) {
+        return this.fail('trailer fields are not forwarded', b, i);
       }
       i = nl + 1;
     }
