@@ -33,6 +33,12 @@ const copySpec = (spec: EdgeSandboxSpec): EdgeSandboxSpec => structuredClone(spe
 /** The most leases one leasesSet carries. */
 export const MAX_LEASES_SET = 10_000;
 
+/** Why one sandbox of a createMany or a fork was not made, as its outcome. */
+const failed = (reason: unknown): CreateOutcome => {
+  const e = reason instanceof WarrenError ? reason : new WarrenError('internal', 'sandbox creation failed');
+  return { error: { code: e.code, message: e.message, details: e.details } };
+};
+
 /** A sandbox that ended between its start and the answer (its init died at once, say). */
 const gone = (id: string): never => {
   throw new WarrenError('unavailable', 'the sandbox stopped as soon as it started', { id });
@@ -68,11 +74,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean; layers?: LayerSto
         return (await edge.states({ ids: [spec.id] }))[0] ?? gone(spec.id);
       }),
     );
-    return made.map((r): CreateOutcome => {
-      if (r.status === 'fulfilled') return { state: r.value };
-      const e = r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'sandbox creation failed');
-      return { error: { code: e.code, message: e.message, details: e.details } };
-    });
+    return made.map((r): CreateOutcome => (r.status === 'fulfilled' ? { state: r.value } : failed(r.reason)));
   };
   return {
     info: async () => ({
@@ -99,6 +101,15 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean; layers?: LayerSto
     fork: async (sourceId, baseId, specs, o = {}) => {
       if (!Array.isArray(specs) || specs.length === 0 || specs.length > MAX_CREATE_MANY)
         throw new WarrenError('invalid_argument', `a fork makes 1 to ${MAX_CREATE_MANY} sandboxes`);
+      // A node with room for none of them, and nowhere else for them to go, pays for no copy:
+      // each is refused as createMany refuses it.
+      if (!o.alone) {
+        try {
+          edge.admit(specs[0]!.resources);
+        } catch (e) {
+          return { outcomes: specs.map(() => failed(e)), load: await load(false) };
+        }
+      }
       const base = await edge.frozen.freeze(sourceId, baseId);
       const wrong = specs.find((s) => (s.backend ?? base.backend) !== base.backend || s.layers.join('\n') !== base.layers.join('\n'));
       const outcomes = wrong
