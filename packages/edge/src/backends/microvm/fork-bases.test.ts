@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MicrovmForkBases } from './fork-bases.js';
+import { MicrovmForkBases, scratchRoom } from './fork-bases.js';
 
 const A = 'fb_' + 'a'.repeat(24);
 const B = 'fb_' + 'b'.repeat(24);
@@ -46,4 +46,24 @@ test('MicrovmForkBases: a freeze that fails leaves no base and no partial direct
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test('freezes at once share the tmpfs they take a guest’s memory in: each counts what the others may still write', async () => {
+  const mib = 2 ** 20;
+  // 1,000 MiB free: one freeze of a 400 MiB guest fits (it asks twice that), a second at once does not.
+  const stat = async (): Promise<{ type: number; bavail: number; bsize: number }> => ({ type: 0x01021994, bavail: 1000 * mib, bsize: 1 });
+  const first = await scratchRoom(400, stat);
+  assert.ok(first);
+  assert.equal(await scratchRoom(400, stat), null);
+  // A small one still fits beside it; given back, the second fits too.
+  const small = await scratchRoom(50, stat);
+  assert.ok(small);
+  small.release();
+  first.release();
+  first.release();
+  const second = await scratchRoom(400, stat);
+  assert.ok(second);
+  second.release();
+  // Not tmpfs: none.
+  assert.equal(await scratchRoom(1, async () => ({ type: 0xef53, bavail: 1e12, bsize: 1 })), null);
 });

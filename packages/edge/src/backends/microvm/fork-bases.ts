@@ -114,8 +114,12 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
     };
     await writeFile(b.spec, JSON.stringify(own));
     // The guest's memory comes in on tmpfs if it has room, and is copied to the base's file after.
-    const scratch = await scratchRoom(spec.memoryMiB);
-    const pid = await spawnQemu(base, scratch ? { ...own, ram: { file: scratch, shared: true } } : own, true);
+    const room = await scratchRoom(spec.memoryMiB);
+    const scratch = room?.dir ?? null;
+    const pid = await spawnQemu(base, scratch ? { ...own, ram: { file: scratch, shared: true } } : own, true).catch((e: unknown) => {
+      room?.release();
+      throw e;
+    });
     try {
       const dst = await Qmp.open(b.qmp);
       try {
@@ -143,6 +147,8 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
       await src?.execute('migrate_cancel').catch(() => undefined);
       await stopMicrovm(pid);
       throw e;
+    } finally {
+      room?.release();
     }
   } finally {
     src?.close();
@@ -161,10 +167,28 @@ const TMPFS = 0x01021994;
  * that takes a page (here the base's QEMU used a quarter to a third of the CPU time it used on ext4). Given a
  * directory, QEMU makes its file there and deletes it at once (it lives as long as QEMU).
  */
-async function scratchRoom(memoryMiB: number): Promise<string | null> {
-  const st = await statfs(SHM).catch(() => null);
-  return st && st.type === TMPFS && st.bavail * st.bsize >= 2 * memoryMiB * 2 ** 20 ? SHM : null;
+export async function scratchRoom(
+  memoryMiB: number,
+  stat: (dir: string) => Promise<{ type: number; bavail: number; bsize: number }> = statfs,
+): Promise<{ dir: string; release(): void } | null> {
+  const st = await stat(SHM).catch(() => null);
+  const bytes = memoryMiB * 2 ** 20;
+  // Freezes at once each count what the others hold of it until they end (statfs sees only what
+  // their QEMUs wrote so far): together they never ask for more than it has.
+  if (!st || st.type !== TMPFS || st.bavail * st.bsize - scratchHeld < 2 * bytes) return null;
+  scratchHeld += bytes;
+  let held = true;
+  return {
+    dir: SHM,
+    release() {
+      if (held) scratchHeld -= bytes;
+      held = false;
+    },
+  };
 }
+
+/** Bytes of tmpfs the freezes under way on this node may still write (see scratchRoom). */
+let scratchHeld = 0;
 
 /** The (deleted) file QEMU `pid` made for its memory in directory `dir`, as a path to open. */
 async function ramFile(pid: number, dir: string): Promise<string> {
