@@ -228,6 +228,10 @@ describe('snapshots', notOnMicrovm('a microVM’s snapshot is its files through 
       await mine.snapshot('one-snap/a');
       await assert.rejects(mine.snapshot('one-snap/b'), (e: { code?: string }) => e.code === 'resource_exhausted');
       await capped.deleteSnapshot('one-snap/a');
+      // Two at once on one count: one is made, the other refused (those being made count).
+      const both = await Promise.allSettled([mine.snapshot('one-snap/x'), mine.snapshot('one-snap/y')]);
+      assert.deepEqual(both.map((r) => (r.status === 'fulfilled' ? 'made' : (r.reason as { code?: string }).code)).sort(), ['made', 'resource_exhausted']);
+      for (const r of both) if (r.status === 'fulfilled') await capped.deleteSnapshot(r.value.name);
       // A snapshot is an image: a runner key makes none, deletes none, but lists them.
       const runner = new Warren({ url: t.url, apiKey: await t.client.createKey({ tenant: 'one-snap', role: 'runner' }) });
       const its = await runner.sandboxes.get(mine.id);

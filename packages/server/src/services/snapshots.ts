@@ -18,6 +18,9 @@ export const snapshotName = (sandbox: string, nowMs: number): string => `snapsho
  * `snapshot`. A tenant keeps at most its quota's `snapshots` (MAX_SNAPSHOTS_PER_TENANT at most).
  */
 export class SnapshotService {
+  /** Snapshots being made now, per tenant (this replica's). */
+  private readonly making = new Map<string, number>();
+
   constructor(
     private readonly sandboxes: SandboxService,
     private readonly images: ImageService,
@@ -33,19 +36,28 @@ export class SnapshotService {
     if (cur && (!cur.snapshot || cur.tenant !== caller.tenant))
       throw new WarrenError('conflict', `the name "${name}" is an image's, not a snapshot of this tenant's`, { name });
     const most = Math.min(caller.quota.snapshots ?? MAX_SNAPSHOTS_PER_TENANT, MAX_SNAPSHOTS_PER_TENANT);
-    if (!cur && caller.role !== 'admin' && (await this.mine(caller)).length >= most)
+    // Those being made count too (a commit takes a while): snapshots at once cannot all pass on one count.
+    const making = this.making.get(caller.tenant) ?? 0;
+    if (!cur && caller.role !== 'admin' && (await this.mine(caller)).length + making >= most)
       throw new WarrenError('resource_exhausted', `this tenant keeps at most ${most} snapshots: delete some first`, { maxSnapshots: most });
-    const image = await this.images.commit(
-      edge,
-      sid,
-      rec.layers,
-      caller.tenant,
-      { name },
-      { ...(rec.imageEnv ?? {}), ...rec.env },
-      { snapshot: { source: rec.id, backend: rec.backend, user: rec.user, workdir: rec.workdir } },
-    );
-    this.sandboxes.events?.snapshotted(rec, name);
-    return image;
+    this.making.set(caller.tenant, (this.making.get(caller.tenant) ?? 0) + 1);
+    try {
+      const image = await this.images.commit(
+        edge,
+        sid,
+        rec.layers,
+        caller.tenant,
+        { name },
+        { ...(rec.imageEnv ?? {}), ...rec.env },
+        { snapshot: { source: rec.id, backend: rec.backend, user: rec.user, workdir: rec.workdir } },
+      );
+      this.sandboxes.events?.snapshotted(rec, name);
+      return image;
+    } finally {
+      const left = (this.making.get(caller.tenant) ?? 1) - 1;
+      if (left > 0) this.making.set(caller.tenant, left);
+      else this.making.delete(caller.tenant);
+    }
   }
 
   /** The caller's snapshots (an admin's: every tenant's), newest first. */
