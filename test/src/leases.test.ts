@@ -80,8 +80,10 @@ describe('leases', () => {
     const upAtDeadline = (await uptime()) - (Date.now() - deadline) / 1000;
     await until(async () => Date.now() > deadline + 1500, 5000);
     assert.equal(await stateOf(sb.id), 'paused');
-    await sb.resume();
+    // Read before the resume: ticks after it are the resumed sandbox's (read after, a tick between
+    // the thaw and the read would count as one during the freeze).
     const resumedAt = await uptime();
+    await sb.resume();
     await until(
       async () =>
         (await sb.files.readText('/tmp/ticks'))
