@@ -10,7 +10,7 @@ import type { FnWorkers } from '../fn/fn-workers.js';
 import type { PoolMembers } from './pool-members.js';
 import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { endCause, markActivity, newCommandId, newLive, type Live } from './live.js';
+import { endCause, markActivity, newCommandId, newLive, sampledStats, type Live } from './live.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -452,13 +452,7 @@ export class Edge {
   /** CPU (total, and recent: cores used since the previous sample a second or more ago), memory, swap, idle time. */
   async stats(id: string): Promise<SandboxStats & { cpuRecent: number; idleSeconds: number }> {
     const l = this.get(id);
-    const st = await l.backend.stats(id);
-    const now = this.now();
-    const prev = l.cpuSample;
-    if (!prev) l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: 0 };
-    else if (now - prev.atMs >= 1000)
-      l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: Math.max(0, (st.cpuSeconds - prev.seconds) / ((now - prev.atMs) / 1000)) };
-    return { ...st, cpuRecent: l.spec.paused ? 0 : (l.cpuSample?.rate ?? 0), idleSeconds: Math.max(0, (now - l.spec.lastActivityMs) / 1000) };
+    return sampledStats(l, await l.backend.stats(id), this.now());
   }
 
   // ---- commands ----

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { WarrenError } from '@warren/api';
-import type { Backend, BackendSandbox, LimitCounts } from '../backends/backend.js';
+import type { Backend, BackendSandbox, LimitCounts, SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
 import type { SessionLine } from './session-queue.js';
@@ -119,4 +119,16 @@ export async function endCause(l: Live): Promise<{ reason: 'exited' | 'oom'; det
   if (kills !== null && kills > l.oomKillsSeen)
     return { reason: 'oom', detail: `out of memory: the kernel killed its processes at its limit (${l.spec.resources.memoryMiB} MiB)` };
   return { reason: 'exited', detail: 'its init exited or was killed' };
+}
+
+/**
+ * A sandbox's stats with its recent CPU (cores used since the previous sample a second or more
+ * ago, which this one replaces then) and idle time, at `now`.
+ */
+export function sampledStats(l: Live, st: SandboxStats, now: number): SandboxStats & { cpuRecent: number; idleSeconds: number } {
+  const prev = l.cpuSample;
+  if (!prev) l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: 0 };
+  else if (now - prev.atMs >= 1000)
+    l.cpuSample = { atMs: now, seconds: st.cpuSeconds, rate: Math.max(0, (st.cpuSeconds - prev.seconds) / ((now - prev.atMs) / 1000)) };
+  return { ...st, cpuRecent: l.spec.paused ? 0 : (l.cpuSample?.rate ?? 0), idleSeconds: Math.max(0, (now - l.spec.lastActivityMs) / 1000) };
 }

@@ -3,20 +3,9 @@ import assert from 'node:assert/strict';
 import { SimulatedBackend } from '../backends/simulated/simulated-backend.js';
 import { localEdgeApi } from '../edge-api/local.js';
 import { Edge } from '../lifecycle/edge.js';
-import type { EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
+import { unclaimedSpec, type EdgeSandboxSpec } from '../lifecycle/edge-spec.js';
 
-const spec = (id: string, layers: string[] = []): EdgeSandboxSpec => ({
-  id,
-  layers,
-  resources: { cpu: 1, memoryMiB: 256, pids: 64 },
-  env: {},
-  user: null,
-  workdir: null,
-  expiresAtMs: null,
-  idleTimeoutMs: null,
-  lastActivityMs: Date.now(),
-  paused: false,
-});
+const spec = (id: string, layers: string[] = []): EdgeSandboxSpec => unclaimedSpec(id, layers, { cpu: 1, memoryMiB: 256, pids: 64 }, Date.now(), {});
 
 test('a fork on a node with room for none of its children, and nowhere else for them to go, freezes and copies nothing: each child is refused as a batch’s would be', async () => {
   const edge = new Edge({
