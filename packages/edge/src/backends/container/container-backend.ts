@@ -208,6 +208,7 @@ export class ContainerBackend implements Backend {
         cgroupsPath: this.cgroupPath(spec.id),
         idMap,
         cpu: spec.resources.cpu,
+        cpuClass: spec.resources.cpuClass,
         memoryMiB: spec.resources.memoryMiB,
         pids: spec.resources.pids,
         hostname: sandboxHostname(spec.id),
