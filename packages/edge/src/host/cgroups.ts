@@ -13,7 +13,8 @@ export const BATCH_CPU_SHARES = 2;
 
 /**
  * The cpu controller's files for a CPU class (pure), relative to the sandbox's cpu cgroup: on v1
- * `cpu.shares` (batch: the least, 2; latency: the default, 1024); on v2 `cpu.weight` (batch: the
+ * `cpu.shares` (batch: the least, 2; latency: the default, 1024; a batch one's cgroup also gets
+ * `cpu.idle` 1 where the kernel has it on v1, see ContainerBackend); on v2 `cpu.weight` (batch: the
  * least, 1; latency: the default, 100) and `cpu.idle` (batch: 1, the group runs as SCHED_IDLE
  * against its siblings; latency: 0). A batch sandbox's own processes are SCHED_IDLE too (its init
  * sets that; see native/init/main.c).
@@ -131,6 +132,11 @@ export class CgroupV1 {
   /** The CFS quota (microseconds per period; -1: none). */
   async setCpuQuota(path: string, quotaUs: number): Promise<void> {
     await writeFile(this.file('cpu', path, 'cpu.cfs_quota_us'), String(quotaUs));
+  }
+
+  /** cpu.idle (kernels from 5.15 have it on v1 too): the group is SCHED_IDLE to its siblings. */
+  async setCpuIdle(path: string, idle: boolean): Promise<void> {
+    await writeFile(this.file('cpu', path, 'cpu.idle'), idle ? '1' : '0');
   }
 
   async cpuSeconds(path: string): Promise<number> {

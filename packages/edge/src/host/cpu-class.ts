@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -11,7 +12,8 @@ export const idleThreadsArgs = (pid: number): string[] => ['--all-tasks', '--idl
 
 /**
  * Makes a host process batch (a VMM's: a batch microVM's or VM's QEMU): moved into the node's
- * batch cgroup `path` (cpu controller, the batch `cpu.shares`; made on first use) and every one of
+ * batch cgroup `path` (cpu controller, the batch `cpu.shares`, and `cpu.idle` where the kernel has
+ * it; made on first use) and every one of
  * its threads SCHED_IDLE, so the threads it starts later are too (a thread's policy is its
  * creator's). The guest cannot undo either: both are the host's, outside the VM.
  */
@@ -19,6 +21,7 @@ export async function makeProcessBatch(cgroups: CgroupV1, path: string, pid: num
   const dir = cgroups.dir('cpu', path);
   await mkdir(dir, { recursive: true });
   for (const [file, value] of cpuClassCgroupFiles('batch', 1)) await writeFile(join(dir, file), value);
+  if (existsSync(join(dir, 'cpu.idle'))) await writeFile(join(dir, 'cpu.idle'), '1');
   // A v1 cgroup.procs write moves all of the process's threads.
   await writeFile(join(dir, 'cgroup.procs'), String(pid));
   await run('chrt', idleThreadsArgs(pid));
