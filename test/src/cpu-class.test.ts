@@ -3,14 +3,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
-import { Warren, WarrenError, type Sandbox } from '@warren/sdk';
-import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
-
-/** A process's scheduling policy, from /proc/PID/stat (field 41: 0 SCHED_OTHER, 5 SCHED_IDLE). */
-async function policyOf(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]);
-}
+import { Warren, type WarrenError, type Sandbox } from '@warren/sdk';
+import { errorCode, http, policyOf, startTestWarren, type TestWarren } from './harness.js';
 
 /** Every process of a sandbox (its cgroup's), each with its policy. */
 async function policies(id: string): Promise<number[]> {

@@ -20,8 +20,9 @@ export const idleThreadsArgs = (pid: number): string[] => ['--all-tasks', '--idl
 export async function makeProcessBatch(cgroups: CgroupV1, path: string, pid: number): Promise<void> {
   const dir = cgroups.dir('cpu', path);
   await mkdir(dir, { recursive: true });
-  for (const [file, value] of cpuClassCgroupFiles('batch', 1)) await writeFile(join(dir, file), value);
+  // An idle group has the idle weight and refuses cpu.shares (EINVAL): made once, written again by later QEMUs.
   if (existsSync(join(dir, 'cpu.idle'))) await writeFile(join(dir, 'cpu.idle'), '1');
+  else for (const [file, value] of cpuClassCgroupFiles('batch', 1)) await writeFile(join(dir, file), value);
   // A v1 cgroup.procs write moves all of the process's threads.
   await writeFile(join(dir, 'cgroup.procs'), String(pid));
   await run('chrt', idleThreadsArgs(pid));
