@@ -386,45 +386,42 @@ async function batchQemu(pid: number): Promise<boolean> {
   return threads.length > 1 && policies.every((p) => p === 5) && /^\d+:cpu[^:]*:.*\/warren-vm-batch$/m.test(await readFile(`/proc/${pid}/cgroup`, 'utf8'));
 }
 
-test(
-  'a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on (a batch one: its new QEMU batch too)',
-  { timeout: 240_000 },
-  async () => {
-    await withMicrovm({ resources: { memoryMiB: 256, cpuClass: 'batch' } }, async ({ t, sb, dir, pid }) => {
-      assert.equal(sb.info.resources.cpuClass, 'batch');
-      assert.ok(await batchQemu(pid), 'a batch microVM’s QEMU: SCHED_IDLE threads, the batch cgroup');
-      const sh = await sb.shell();
-      await sh.exec('export KEPT=yes; cd /tmp');
-      await sb.exec('(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) > /dev/null 2>&1 &');
-      await sb.files.write('/root/file', 'before the pause\n');
-      const t0 = performance.now();
-      await sb.pause();
-      const pauseMs = performance.now() - t0;
-      // The page-out of a microVM is its save: the state on disk, its QEMU gone.
-      await until(async () => !alive(pid) && existsSync(vmFiles(dir).state), 60_000);
-      const savedMiB = (await stat(vmFiles(dir).state)).size / 2 ** 20;
-      const node = ((await http(t, 'GET', '/v1/sandboxes/' + sb.id)).json as { state: string }).state;
-      assert.equal(node, 'paused');
-      const t1 = performance.now();
-      await sb.resume();
-      const resumeMs = performance.now() - t1;
-      const c1 = Number(await sb.files.readText('/tmp/count'));
-      assert.equal((await sh.exec('echo $KEPT $(pwd)')).stdout, 'yes /tmp\n');
-      assert.equal(await sb.files.readText('/root/file'), 'before the pause\n');
-      await until(async () => Number(await sb.files.readText('/tmp/count')) > c1 + 3, 30_000);
-      assert.equal(existsSync(vmFiles(dir).state), false);
-      const newPid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
-      assert.notEqual(newPid, pid);
-      assert.ok(alive(newPid));
-      assert.ok(await batchQemu(newPid), 'the QEMU of a restore is batch too');
-      console.log(`microVM pause ${pauseMs.toFixed(0)} ms, saved state ${savedMiB.toFixed(1)} MiB, resume from disk ${resumeMs.toFixed(0)} ms (TCG)`);
-      await sh.close();
-      await sb.delete();
-      assert.equal(alive(newPid), false);
-      assert.equal(existsSync(dir), false);
-    });
-  },
-);
+test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
+  // A batch one: its QEMU, and the new one of its resume, batch.
+  await withMicrovm({ resources: { memoryMiB: 256, cpuClass: 'batch' } }, async ({ t, sb, dir, pid }) => {
+    assert.equal(sb.info.resources.cpuClass, 'batch');
+    assert.ok(await batchQemu(pid), 'a batch microVM’s QEMU: SCHED_IDLE threads, the batch cgroup');
+    const sh = await sb.shell();
+    await sh.exec('export KEPT=yes; cd /tmp');
+    await sb.exec('(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) > /dev/null 2>&1 &');
+    await sb.files.write('/root/file', 'before the pause\n');
+    const t0 = performance.now();
+    await sb.pause();
+    const pauseMs = performance.now() - t0;
+    // The page-out of a microVM is its save: the state on disk, its QEMU gone.
+    await until(async () => !alive(pid) && existsSync(vmFiles(dir).state), 60_000);
+    const savedMiB = (await stat(vmFiles(dir).state)).size / 2 ** 20;
+    const node = ((await http(t, 'GET', '/v1/sandboxes/' + sb.id)).json as { state: string }).state;
+    assert.equal(node, 'paused');
+    const t1 = performance.now();
+    await sb.resume();
+    const resumeMs = performance.now() - t1;
+    const c1 = Number(await sb.files.readText('/tmp/count'));
+    assert.equal((await sh.exec('echo $KEPT $(pwd)')).stdout, 'yes /tmp\n');
+    assert.equal(await sb.files.readText('/root/file'), 'before the pause\n');
+    await until(async () => Number(await sb.files.readText('/tmp/count')) > c1 + 3, 30_000);
+    assert.equal(existsSync(vmFiles(dir).state), false);
+    const newPid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
+    assert.notEqual(newPid, pid);
+    assert.ok(alive(newPid));
+    assert.ok(await batchQemu(newPid), 'the QEMU of a restore is batch too');
+    console.log(`microVM pause ${pauseMs.toFixed(0)} ms, saved state ${savedMiB.toFixed(1)} MiB, resume from disk ${resumeMs.toFixed(0)} ms (TCG)`);
+    await sh.close();
+    await sb.delete();
+    assert.equal(alive(newPid), false);
+    assert.equal(existsSync(dir), false);
+  });
+});
 
 test('a dead node’s microVMs are swept with its data dir: its QEMU killed, another dir’s left alone', { timeout: 60_000 }, async () => {
   const dirs = [await mkdtemp(join(tmpdir(), 'warren-sweep-')), await mkdtemp(join(tmpdir(), 'warren-sweep-'))];
