@@ -34,6 +34,25 @@ __attribute__((constructor)) static void seccomp_at_start(void)
 	}
 }
 
+/*
+ * A batch sandbox (WARREN_CPU_CLASS=batch, set by the edge) runs SCHED_IDLE: the init takes it
+ * before anything else runs, and every process of the sandbox inherits it by fork. Leaving it
+ * needs RLIMIT_NICE room (or CAP_SYS_NICE of the host's user namespace, which no sandbox has):
+ * the hard limit goes to 0 here, and raising a hard limit needs CAP_SYS_RESOURCE there. Fails
+ * closed: a batch sandbox that cannot be made idle does not start.
+ */
+__attribute__((constructor)) static void cpu_class_at_start(void)
+{
+	const char *c = getenv("WARREN_CPU_CLASS");
+	if (!c || strcmp(c, "batch"))
+		return;
+	struct rlimit none = { 0, 0 };
+	struct sched_param sp = { .sched_priority = 0 };
+	if (setrlimit(RLIMIT_NICE, &none) != 0 || sched_setscheduler(0, SCHED_IDLE, &sp) != 0) {
+		fprintf(stderr, "warren-init: batch CPU class: %s\n", strerror(errno));
+		_exit(1);
+	}
+}
 
 /* Timers and producers. Returns the next deadline (0 = none); *busy set when work is pending now. */
 static int64_t run_timers(int *busy)

@@ -37,20 +37,20 @@ class Names(unittest.TestCase):
         for ev in ({"type": "stderr", "data": "fork"}, {"type": "exit", "exitCode": 2, "signal": None, "limitsHit": ["pids"]}):
             b.add(event(ev))
         self.assertEqual((b.finish().stderr, b.finish().limits_hit), ("fork", ["pids"]))
-        info = SandboxInfo.of({"id": "sb_1", "state": "running", "resources": {"cpu": 1, "memoryMiB": 256, "pids": 64, "diskMiB": None}})
-        self.assertEqual((info.resources.memory_mib, info.raw["state"]), (256, "running"))
+        info = SandboxInfo.of({"id": "sb_1", "state": "running", "resources": {"cpu": 1, "memoryMiB": 256, "pids": 64, "diskMiB": None, "cpuClass": "batch"}})
+        self.assertEqual((info.resources.memory_mib, info.resources.cpu_class, info.raw["state"]), (256, "batch", "running"))
 
     def test_create_body(self) -> None:
         b = create_body(
             "img",
-            resources={"cpu": 1, "memory_mib": 64},
+            resources={"cpu": 1, "memory_mib": 64, "cpu_class": "batch"},
             files={"/a": "x", "/b": b"\x00"},
             labels={"some_label": "v"},
             env={"MY_VAR": "1"},
             request_id="r",
             ttl_seconds=5,
         )
-        self.assertEqual(b["resources"], {"cpu": 1, "memoryMiB": 64})
+        self.assertEqual(b["resources"], {"cpu": 1, "memoryMiB": 64, "cpuClass": "batch"})
         self.assertEqual(b["files"], [{"path": "/a", "content": "eA=="}, {"path": "/b", "content": "AA=="}])
         # User data keeps its names.
         self.assertEqual((b["labels"], b["env"]), ({"some_label": "v"}, {"MY_VAR": "1"}))

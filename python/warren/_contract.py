@@ -99,7 +99,8 @@ DEFAULTS: Dict[str, Any] = {
         "resources": {
             "cpu": 1,
             "memoryMiB": 512,
-            "pids": 1024
+            "pids": 1024,
+            "cpuClass": "latency"
         },
         "ttlSeconds": 3600
     }

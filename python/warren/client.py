@@ -100,7 +100,7 @@ class Sandboxes:
 
     def create(self, image: Optional[str] = None, **opts: Any) -> "Sandbox":
         """Creates a sandbox. Options as the API's, in Python names: ``layers``, ``resources``
-        (``{"cpu": 1, "memoryMiB": 1024}``), ``lifetime`` or ``ttl_seconds``, ``network``, ``env``,
+        (``{"cpu": 1, "memoryMiB": 1024, "cpuClass": "batch"}``), ``lifetime`` or ``ttl_seconds``, ``network``, ``env``,
         ``user``, ``workdir``, ``files`` (``{path: str | bytes}``), ``labels``, ``request_id``,
         ``lease`` (a :class:`Lease` or its id).
         With a ``request_id``, a retried create makes one sandbox."""

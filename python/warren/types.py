@@ -99,6 +99,8 @@ class Resources:
     memory_mib: int = 0
     pids: int = 0
     disk_mib: Optional[int] = None
+    #: "latency" or "batch": how its CPU time is shared with the node's other sandboxes.
+    cpu_class: str = "latency"
 
 
 @dataclass

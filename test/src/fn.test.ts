@@ -197,6 +197,11 @@ describe('FnCall', () => {
       if (i === 3) assert.equal('error' in r && r.error.code, 'invalid_argument');
       else ok(r as FnRunResult, `${i < 3 ? i : i - 1}\n`);
     });
+    // Bulk calls run on batch workers (SCHED_IDLE; /proc/self/stat's field 41), a single call on latency ones.
+    const policy = py("s = open('/proc/self/stat').read(); print(s[s.rindex(')') + 2:].split()[38])");
+    const [bulk] = await t.client.fn.batch([policy] as never);
+    ok(bulk as FnRunResult, '5\n');
+    ok(await t.client.fn.run(policy as never), '0\n');
     const bad = await http(t, 'POST', '/v1/fn/batch', { calls: [] });
     assert.equal(errorCode(bad), 'invalid_argument');
     // The results are held until the batch ends: what they may keep together is bounded.
@@ -215,12 +220,18 @@ describe('FnCall', () => {
     const big = t.client.fn.batch(slow as never).then((r) => ({ r, at: Date.now() - t0 }));
     const queued = async (): Promise<number> => Number(/^warren_fn_queued (\d+)$/m.exec((await http(t, 'GET', '/metrics')).text)?.[1]);
     await until(async () => (await queued()) === 7);
+    // A single call runs on a latency worker: it waits behind none of the batch.
+    const single = await t.client.fn.run(py('print("single")') as never);
+    ok(single, 'single\n');
+    assert.ok(single.queuedMs < 1000, String(single.queuedMs));
     // 7 of the batch wait; one more fits the limit of 8, the next does not.
-    const extra = http(t, 'POST', '/v1/fn/run', py('print("extra")'));
+    const extra = http(t, 'POST', '/v1/fn/batch', { calls: [py('print("extra")')] });
     await until(async () => (await queued()) === 8);
+    // The limit is the tenant's, whatever the class: a single call is refused too.
     const full = await http(t, 'POST', '/v1/fn/run', py('print(1)'));
     assert.equal(errorCode(full), 'resource_exhausted');
-    const mine = await other.fn.run(py('print("other")') as never);
+    const [mineBulk] = await other.fn.batch([py('print("other")')] as never);
+    const mine = mineBulk as FnRunResult;
     const mineAt = Date.now() - t0;
     ok(mine, 'other\n');
     const { r, at } = await big;
@@ -228,7 +239,7 @@ describe('FnCall', () => {
     // One worker: the other tenant's call ran after at most one more of the batch, not after all 8.
     assert.ok(mineAt < at - 1000, `other tenant done at ${mineAt} ms, batch at ${at} ms`);
     assert.ok(mine.queuedMs < 1000, String(mine.queuedMs));
-    assert.equal(((await extra).json as FnRunResult).stdout, 'extra\n');
+    assert.equal(((await extra).json as { results: FnRunResult[] }).results[0]!.stdout, 'extra\n');
   });
 
   test("the workers made for a tenant's calls count in its quota: distinct sizes cannot make more than it allows", async () => {

@@ -353,3 +353,9 @@ export async function spawnEdge(
     },
   };
 }
+
+/** A process's (or thread's) scheduling policy, from /proc/PID/stat (field 41: 0 SCHED_OTHER, 5 SCHED_IDLE). */
+export async function policyOf(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]);
+}

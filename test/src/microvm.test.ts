@@ -5,7 +5,7 @@ import { after, test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer } from 'node:http';
@@ -30,7 +30,7 @@ import {
   type VmLayer,
 } from '@warren/edge';
 import type { CreateOptions, Sandbox } from '@warren/sdk';
-import { IMAGE_CACHE, forceCleanup, http, startTestWarren, until, type TestWarren } from './harness.js';
+import { IMAGE_CACHE, forceCleanup, http, policyOf, startTestWarren, until, type TestWarren } from './harness.js';
 
 const NATIVE = new URL('../../native/build', import.meta.url).pathname;
 const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
@@ -379,8 +379,18 @@ test('many microVMs at once: one template for all, each its own clone, hostname 
   }
 });
 
+/** Whether every thread of QEMU `pid` is SCHED_IDLE and the process in the node's batch cgroup (a batch microVM's). */
+async function batchQemu(pid: number): Promise<boolean> {
+  const threads = await readdir(`/proc/${pid}/task`);
+  const policies = await Promise.all(threads.map((tid) => policyOf(Number(tid))));
+  return threads.length > 1 && policies.every((p) => p === 5) && /^\d+:cpu[^:]*:.*\/warren-vm-batch$/m.test(await readFile(`/proc/${pid}/cgroup`, 'utf8'));
+}
+
 test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
-  await withMicrovm({}, async ({ t, sb, dir, pid }) => {
+  // A batch one: its QEMU, and the new one of its resume, batch.
+  await withMicrovm({ resources: { memoryMiB: 256, cpuClass: 'batch' } }, async ({ t, sb, dir, pid }) => {
+    assert.equal(sb.info.resources.cpuClass, 'batch');
+    assert.ok(await batchQemu(pid), 'a batch microVM’s QEMU: SCHED_IDLE threads, the batch cgroup');
     const sh = await sb.shell();
     await sh.exec('export KEPT=yes; cd /tmp');
     await sb.exec('(i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) > /dev/null 2>&1 &');
@@ -404,6 +414,7 @@ test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell s
     const newPid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
     assert.notEqual(newPid, pid);
     assert.ok(alive(newPid));
+    assert.ok(await batchQemu(newPid), 'the QEMU of a restore is batch too');
     console.log(`microVM pause ${pauseMs.toFixed(0)} ms, saved state ${savedMiB.toFixed(1)} MiB, resume from disk ${resumeMs.toFixed(0)} ms (TCG)`);
     await sh.close();
     await sb.delete();

@@ -18,6 +18,7 @@ test("the schemas show what a request left out becomes (OpenAPI's default), from
   assert.equal(fn.resources!.properties.pids!.default, 256, "a FnCall's own pids, not a sandbox's");
   const create = props(CreateSandboxRequest);
   assert.equal(create.resources!.properties.pids!.default, DEFAULTS.sandbox.resources.pids);
+  assert.equal(create.resources!.properties.cpuClass!.default, 'latency');
   assert.equal(create.lifetime!.properties.ttlSeconds!.default, DEFAULTS.sandbox.ttlSeconds);
   // A default is documentation: parsing leaves the field out, the service applies it.
   assert.equal(ExecRequest.parse({ cmd: 'true' }).timeoutMs, undefined);

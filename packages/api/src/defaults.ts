@@ -6,5 +6,5 @@
 export const DEFAULTS = {
   exec: { timeoutMs: 60_000, maxOutputBytes: 10 * 1024 * 1024 },
   fn: { timeoutMs: 10_000, maxOutputBytes: 1024 * 1024, cwd: '/tmp', image: 'debian-python:latest', resources: { cpu: 1, memoryMiB: 512, pids: 256 } },
-  sandbox: { resources: { cpu: 1, memoryMiB: 512, pids: 1024 }, ttlSeconds: 3600 },
+  sandbox: { resources: { cpu: 1, memoryMiB: 512, pids: 1024, cpuClass: 'latency' }, ttlSeconds: 3600 },
 } as const;

@@ -7,6 +7,7 @@ export {
   BatchCreateRequest,
   BatchCreateResponse,
   CountResponse,
+  CpuClass,
   CreateSandboxRequest,
   Env,
   FileSpec,

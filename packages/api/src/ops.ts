@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CpuClass } from './sandbox.js';
 
 export const Quota = z.strictObject({
   sandboxes: z.number().int().min(0).optional(),
@@ -11,6 +12,12 @@ export const Quota = z.strictObject({
    * address (0.0.0.0/0). Default for user keys 16; admin keys are not limited.
    */
   cidrMinPrefix: z.number().int().min(0).max(32).optional(),
+  /**
+   * The CPU class this key's sandboxes get (see CpuClass): `batch` makes every sandbox the key
+   * creates batch, and a create that asks for `latency` answers permission_denied. Default: the
+   * request's (latency unless it asks for batch).
+   */
+  cpuClass: CpuClass.optional(),
 });
 /**
  * `admin`: everything, every tenant. `builder`: its tenant's sandboxes, and makes images (commit,

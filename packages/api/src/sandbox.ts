@@ -18,6 +18,16 @@ export const Labels = z.record(labelKey, z.string().max(256));
 export const Env = z.record(envName, z.string().max(128 * 1024));
 export const AbsPath = absPath;
 
+/**
+ * How a sandbox's CPU time is shared with the node's others. `latency` (the default): a full
+ * CPU weight, as any process. `batch`: the lowest weight the kernel has and SCHED_IDLE, so it runs
+ * on what the node's latency sandboxes leave idle and a node saturated by batch work still answers
+ * a latency sandbox at once; FnCall's bulk calls (POST /v1/fn/batch) run so, and so does every
+ * sandbox of a key an operator marked batch (its quota's `cpuClass`). Its `cpu` limit stands.
+ */
+export const CpuClass = z.enum(['latency', 'batch']);
+export type CpuClass = z.infer<typeof CpuClass>;
+
 export const Resources = z.strictObject({
   cpu: z.number().positive().max(1024).optional().meta({ default: DEFAULTS.sandbox.resources.cpu }),
   memoryMiB: z
@@ -29,6 +39,7 @@ export const Resources = z.strictObject({
     .meta({ default: DEFAULTS.sandbox.resources.memoryMiB }),
   diskMiB: z.number().int().min(1).optional(),
   pids: z.number().int().min(8).max(1_000_000).optional().meta({ default: DEFAULTS.sandbox.resources.pids }),
+  cpuClass: CpuClass.optional().meta({ default: DEFAULTS.sandbox.resources.cpuClass }),
 });
 export type Resources = z.infer<typeof Resources>;
 
@@ -152,6 +163,7 @@ export const Sandbox = z.object({
     memoryMiB: z.number(),
     pids: z.number(),
     diskMiB: z.number().nullable(),
+    cpuClass: CpuClass,
   }),
   user: z.string().nullable(),
   workdir: z.string().nullable(),

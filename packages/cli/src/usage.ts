@@ -8,7 +8,7 @@ ${upUsage()}
   warren down [--data-dir DIR]
 ${upUsage(undefined, 'server')}
 ${upUsage(undefined, 'edge')}
-  warren create IMAGE [--layer NAME]... [--cpu N] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
+  warren create IMAGE [--layer NAME]... [--cpu N] [--cpu-class latency|batch] [--memory MiB] [--ttl S] [--label k=v]... [--env K=V]... [--user U] [--workdir DIR]
                 [--egress deny|allow] [--allow DOMAIN|CIDR]... [--deny DOMAIN|CIDR]... [--endpoint NAME]...
   warren network ID [--egress deny|allow] [--allow RULE]... [--deny RULE]... [--endpoint NAME]...   replace a running sandbox's rules
   warren exec ID [--session SS] [--timeout MS] -- CMD [ARG...]   (one arg: run by a shell)

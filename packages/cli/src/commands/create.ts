@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import type { CpuClass } from '@warren/api';
 import { WarrenError } from '@warren/sdk';
 import { kv, networkFlags } from '../args.js';
 import { client } from '../client.js';
@@ -10,6 +11,7 @@ export async function run(rest: string[]): Promise<number> {
     allowPositionals: true,
     options: {
       cpu: { type: 'string' },
+      'cpu-class': { type: 'string' },
       memory: { type: 'string' },
       ttl: { type: 'string' },
       label: { type: 'string', multiple: true },
@@ -30,7 +32,12 @@ export async function run(rest: string[]): Promise<number> {
   ).sandboxes.create({
     image,
     layers: values.layer,
-    resources: { cpu: values.cpu ? Number(values.cpu) : undefined, memoryMiB: values.memory ? Number(values.memory) : undefined },
+    resources: {
+      cpu: values.cpu ? Number(values.cpu) : undefined,
+      memoryMiB: values.memory ? Number(values.memory) : undefined,
+      // The server checks the name (invalid_argument for any other).
+      cpuClass: values['cpu-class'] as CpuClass | undefined,
+    },
     lifetime: values.ttl ? { ttlSeconds: Number(values.ttl) } : undefined,
     labels: kv(values.label),
     env: kv(values.env),

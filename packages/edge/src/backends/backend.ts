@@ -1,13 +1,14 @@
 import type { AgentConnect } from '../init/call.js';
 import type { LayerInfo } from '@warren/images';
-import type { InputEvent, Resources } from '@warren/api';
+import type { CpuClass, InputEvent, Resources } from '@warren/api';
 
 /** Everything a backend needs to start one sandbox. */
 export interface BackendCreateSpec {
   id: string;
   /** Layer digests, bottom first. */
   layers: string[];
-  resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>> & { diskMiB?: number | null };
+  /** cpuClass absent: latency. */
+  resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>> & { diskMiB?: number | null; cpuClass?: CpuClass };
   signal?: AbortSignal;
   /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
   netns?: string;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { cpus } from 'node:os';
-import { DEFAULT_PATH, WarrenError } from '@warren/api';
+import { DEFAULT_PATH, WarrenError, type CpuClass } from '@warren/api';
 import type { FnCallOutcome, FnCallSpec } from './fn-call.js';
 
 /** What a worker is made of: an image's layers and one size. Workers of one group are interchangeable. */
@@ -10,7 +10,8 @@ export interface FnGroupSpec {
   layers: string[];
   /** Whether Warren built the image (its python3 may start the zygote: see FnCallSpec.zygote). */
   builtIn: boolean;
-  resources: { cpu: number; memoryMiB: number; pids: number };
+  /** cpuClass: batch for bulk calls' workers (POST /v1/fn/batch); absent: latency. */
+  resources: { cpu: number; memoryMiB: number; pids: number; cpuClass?: CpuClass };
 }
 
 /** What one tenant may still hold in workers made for its calls on this node (its quota less its sandboxes and the rest); absent: no limit. */
@@ -130,10 +131,10 @@ interface Group extends FnGroupSpec {
   retryAtMs: number;
 }
 
-/** The key of a group: its layers and its size, hashed (it travels in every heartbeat). */
+/** The key of a group: its layers, its size and CPU class, hashed (it travels in every heartbeat). */
 export const fnGroupKey = (g: Pick<FnGroupSpec, 'layers' | 'resources'>): string =>
   createHash('sha256')
-    .update(`${g.layers.join(',')}|${g.resources.cpu}|${g.resources.memoryMiB}|${g.resources.pids}`)
+    .update(`${g.layers.join(',')}|${g.resources.cpu}|${g.resources.memoryMiB}|${g.resources.pids}${g.resources.cpuClass === 'batch' ? '|batch' : ''}`)
     .digest('hex')
     .slice(0, 32);
 

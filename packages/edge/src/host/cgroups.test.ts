@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CgroupV1, parseProcCgroup, sandboxCgroupParent } from './cgroups.js';
+import { CgroupV1, cpuClassCgroupFiles, parseProcCgroup, sandboxCgroupParent } from './cgroups.js';
+import { idleThreadsArgs } from './cpu-class.js';
 
 const HYBRID = '9:name=systemd:/\n4:memory:/process_api/abc\n3:cpu,cpuacct:/\n0::/\n';
 
@@ -27,4 +28,19 @@ test("a cgroup's forks refused at pids.max, from pids.events; null where it cann
   } finally {
     await rm(root, { recursive: true, force: true });
   }
+});
+
+test("a CPU class's cpu controller files: v1 cpu.shares; v2 cpu.weight and cpu.idle", () => {
+  assert.deepEqual(cpuClassCgroupFiles('batch', 1), [['cpu.shares', '2']]);
+  assert.deepEqual(cpuClassCgroupFiles('latency', 1), [['cpu.shares', '1024']]);
+  assert.deepEqual(cpuClassCgroupFiles('batch', 2), [
+    ['cpu.weight', '1'],
+    ['cpu.idle', '1'],
+  ]);
+  assert.deepEqual(cpuClassCgroupFiles('latency', 2), [
+    ['cpu.weight', '100'],
+    ['cpu.idle', '0'],
+  ]);
+  // Every thread of a VMM, not only its main one.
+  assert.deepEqual(idleThreadsArgs(42), ['--all-tasks', '--idle', '--pid', '0', '42']);
 });

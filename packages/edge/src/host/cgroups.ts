@@ -1,11 +1,32 @@
 import { readFile, rmdir, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { CpuClass } from '@warren/api';
 
 /** cgroup v1 controllers a sandbox is placed in (cpuset is left alone: a new one starts empty). */
 export const SANDBOX_CONTROLLERS = ['memory', 'cpu', 'cpuacct', 'pids', 'freezer', 'devices'] as const;
 
 const V1_ROOT = '/sys/fs/cgroup';
+
+/** A batch sandbox's weight on cgroup v1: the least `cpu.shares` the kernel takes (a latency one keeps the default, 1024). */
+export const BATCH_CPU_SHARES = 2;
+
+/**
+ * The cpu controller's files for a CPU class (pure), relative to the sandbox's cpu cgroup: on v1
+ * `cpu.shares` (batch: the least, 2; latency: the default, 1024; a batch one's cgroup also gets
+ * `cpu.idle` 1 where the kernel has it on v1, see ContainerBackend); on v2 `cpu.weight` (batch: the
+ * least, 1; latency: the default, 100) and `cpu.idle` (batch: 1, the group runs as SCHED_IDLE
+ * against its siblings; latency: 0). A batch sandbox's own processes are SCHED_IDLE too (its init
+ * sets that; see native/init/main.c).
+ */
+export function cpuClassCgroupFiles(cpuClass: CpuClass, version: 1 | 2): Array<[file: string, value: string]> {
+  const batch = cpuClass === 'batch';
+  if (version === 1) return [['cpu.shares', String(batch ? BATCH_CPU_SHARES : 1024)]];
+  return [
+    ['cpu.weight', batch ? '1' : '100'],
+    ['cpu.idle', batch ? '1' : '0'],
+  ];
+}
 
 /** Parses /proc/self/cgroup into controller → path (v1 lines; the v2 line is keyed ''). */
 export function parseProcCgroup(text: string): Map<string, string> {
@@ -111,6 +132,11 @@ export class CgroupV1 {
   /** The CFS quota (microseconds per period; -1: none). */
   async setCpuQuota(path: string, quotaUs: number): Promise<void> {
     await writeFile(this.file('cpu', path, 'cpu.cfs_quota_us'), String(quotaUs));
+  }
+
+  /** cpu.idle (kernels from 5.15 have it on v1 too): the group is SCHED_IDLE to its siblings. */
+  async setCpuIdle(path: string, idle: boolean): Promise<void> {
+    await writeFile(this.file('cpu', path, 'cpu.idle'), idle ? '1' : '0');
   }
 
   async cpuSeconds(path: string): Promise<number> {

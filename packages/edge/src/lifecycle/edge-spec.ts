@@ -1,5 +1,5 @@
 import type { FnGroupSpec, FnWorkersOptions } from '../fn/fn-workers.js';
-import type { NetworkPolicy, NetworkUsage } from '@warren/api';
+import type { CpuClass, NetworkPolicy, NetworkUsage } from '@warren/api';
 import type { Backend, SandboxStats } from '../backends/backend.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import type { EdgeCapacity } from './admission.js';
@@ -9,8 +9,11 @@ import type { EdgeLease } from './leases.js';
 export interface EdgeSandboxSpec {
   id: string;
   layers: string[];
-  /** diskMiB: the writable layer's limit (null or absent: none; only on a node with disk quotas). */
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB?: number | null };
+  /**
+   * diskMiB: the writable layer's limit (null or absent: none; only on a node with disk quotas).
+   * cpuClass: how its CPU time is shared (absent: latency; see CpuClass in the API).
+   */
+  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB?: number | null; cpuClass?: CpuClass };
   env: Record<string, string>;
   user: string | null;
   workdir: string | null;

@@ -10,6 +10,8 @@ import type { EdgeNodeOptions } from './node-options.js';
 /** What a VM backend takes from its node: the layer store, host file operations, the native and platform files, the sandbox network. */
 export interface GuestHost {
   layers: LayerStore;
+  /** Makes a batch sandbox's VMM process batch (host/cpu-class.ts). */
+  batchProcess: (pid: number) => Promise<void>;
   fsOps: FsOps;
   nativeDir: string;
   platformDir: string;
@@ -48,13 +50,14 @@ export async function openMicrovm(o: EdgeNodeOptions, h: GuestHost): Promise<Mic
 }
 
 /** What both VM backends take alike from their node: its layers (and their ids), host file operations, its sandbox network's taps. */
-function guestShared(h: GuestHost): Pick<MicrovmBackendOptions, 'store' | 'idShift' | 'idMap' | 'fsOps' | 'bindTap'> {
+function guestShared(h: GuestHost): Pick<MicrovmBackendOptions, 'store' | 'idShift' | 'idMap' | 'fsOps' | 'bindTap' | 'batchProcess'> {
   const network = h.network;
   return {
     store: h.layers,
     idShift: { base: DEFAULT_ID_MAP.hostStart, size: DEFAULT_ID_MAP.size },
     idMap: DEFAULT_ID_MAP,
     fsOps: h.fsOps,
+    batchProcess: h.batchProcess,
     bindTap: network ? (tap, link) => network.bindTap(tap, link) : undefined,
   };
 }

@@ -4,6 +4,7 @@ import { DEFAULT_ID_MAP, LayerStore, prepareDefaultImages, type RemoteBlobs, typ
 import type { Backend } from '../backends/backend.js';
 import { ContainerBackend } from '../backends/container/container-backend.js';
 import { CgroupV1, readOwnCgroupParent } from '../host/cgroups.js';
+import { makeProcessBatch } from '../host/cpu-class.js';
 import { dataDiskRoom, defaultReserveBytes } from '../host/data-disk.js';
 import { HostHelper } from '../host/hostd.js';
 import { openSandboxDisk, type SandboxDisk } from '../host/sandbox-disk.js';
@@ -107,7 +108,16 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
   await backend.open();
   const backends: Backend[] = [backend];
   const network = o.network === false ? null : await openNetwork(mounts, o.dataDir, o.network ?? {}, o.logger);
-  const guestHost: GuestHost = { layers, fsOps: mounts, nativeDir, platformDir, network };
+  // Batch microVMs' and VMs' QEMUs share one cpu cgroup beside the sandboxes' (not under it: the sweep of leftovers owns that).
+  const vmBatchCgroup = readOwnCgroupParent('warren-vm-batch');
+  const guestHost: GuestHost = {
+    layers,
+    fsOps: mounts,
+    nativeDir,
+    platformDir,
+    network,
+    batchProcess: (pid) => makeProcessBatch(new CgroupV1(), vmBatchCgroup, pid),
+  };
   const microvm = await openMicrovm(o, guestHost);
   if (microvm) backends.push(microvm);
   const vm = microvm && o.vm !== false ? await openVm(o, microvm.accelerator, guestHost) : null;

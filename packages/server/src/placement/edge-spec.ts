@@ -14,7 +14,13 @@ export function edgeSpec(rec: SandboxRecord, lease: EdgeLease | null = null): Ed
   return {
     id: rec.id,
     layers: rec.layers,
-    resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
+    resources: {
+      cpu: rec.resources.cpu,
+      memoryMiB: rec.resources.memoryMiB,
+      pids: rec.resources.pids,
+      diskMiB: rec.resources.diskMiB,
+      ...(rec.resources.cpuClass === 'batch' ? { cpuClass: 'batch' as const } : {}),
+    },
     env: sandboxEnv(rec.imageEnv, rec.env),
     user: rec.user,
     workdir: rec.workdir,

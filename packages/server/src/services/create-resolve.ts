@@ -1,5 +1,5 @@
-import type { CreateSandboxRequest, NetworkPolicy } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import type { CpuClass, CreateSandboxRequest, NetworkPolicy } from '@warren/api';
+import { DEFAULTS, WarrenError } from '@warren/api';
 import { compilePolicy, opensNetwork, widestAllowPrefix } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { Cluster } from '../cluster/cluster.js';
@@ -73,8 +73,23 @@ export async function resolveCreate(p: ResolveParts, caller: Caller, req: Pick<N
     memoryMiB: r.memoryMiB ?? p.defaults.memoryMiB,
     pids: r.pids ?? p.defaults.pids,
     diskMiB: r.diskMiB ?? p.defaults.diskMiB,
+    cpuClass: cpuClassFor(caller, r.cpuClass),
   };
   return { layers: [...image.layers, ...extra], resources, network, imageEnv: image.env };
+}
+
+/**
+ * A sandbox's CPU class: the request's (default latency), or batch for a key an operator marked
+ * so (its quota's cpuClass), which may not ask for latency.
+ */
+export function cpuClassFor(caller: Pick<Caller, 'quota'>, asked: CpuClass | undefined): CpuClass {
+  const marked = caller.quota.cpuClass;
+  if (marked === 'batch' && asked === 'latency')
+    throw new WarrenError('permission_denied', 'this key’s sandboxes are batch (its quota’s cpuClass); leave out resources.cpuClass or ask for batch', {
+      cpuClass: asked,
+      keyCpuClass: marked,
+    });
+  return asked ?? marked ?? DEFAULTS.sandbox.resources.cpuClass;
 }
 
 /**

@@ -1,10 +1,11 @@
 import { isAbsolute, posix } from 'node:path';
-import { DEFAULTS, DEFAULT_PATH, WarrenError, type FnRunRequest, type FnRunResult, type Image } from '@warren/api';
+import { DEFAULTS, DEFAULT_PATH, WarrenError, type CpuClass, type FnRunRequest, type FnRunResult, type Image } from '@warren/api';
 import { fnGroupKey, type EdgeFnResult, type FnCallSpec, type FnGroupSpec, type FnLoad, type FnRoom } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { Cluster, ClusterNode } from '../cluster/cluster.js';
 import { hasQuota, visibleImage, type Caller } from './sandboxes.js';
 import { pickFnNode } from '../placement/fn-route.js';
+import { cpuClassFor } from './create-resolve.js';
 
 export interface FnOptions {
   /** The image of calls that name none (default debian-python:latest). */
@@ -126,7 +127,8 @@ export class FnService {
         `a batch's calls may keep ${MAX_BATCH_OUTPUT} bytes of output together (maxOutputBytes, default ${DEFAULT_MAX_OUTPUT} each); these ask for ${outputBytes}`,
         { maxBatchOutputBytes: MAX_BATCH_OUTPUT, requested: outputBytes },
       );
-    const settled = await Promise.allSettled(await this.enqueue(caller, reqs));
+    // Bulk calls run on batch workers: on what the node's latency work leaves idle.
+    const settled = await Promise.allSettled(await this.enqueue(caller, reqs, 'batch'));
     return settled.map((s) => {
       if (s.status === 'fulfilled') return s.value;
       const e = s.reason instanceof WarrenError ? s.reason : new WarrenError('internal', 'internal error');
@@ -139,7 +141,7 @@ export class FnService {
     return this.cluster.up().filter((n) => n.state === 'ready' && n.info.backends.some((b) => b.name === 'container'));
   }
 
-  private async enqueue(caller: Caller, reqs: FnRunRequest[]): Promise<Array<Promise<FnRunResult>>> {
+  private async enqueue(caller: Caller, reqs: FnRunRequest[], asked?: CpuClass): Promise<Array<Promise<FnRunResult>>> {
     if (this.closed) throw new WarrenError('unavailable', 'this node is shutting down');
     // A request of more calls than may wait is refused whole; past that each node bounds what waits on it.
     const limit = this.o.queueLimit ?? 10_000;
@@ -151,9 +153,10 @@ export class FnService {
     const names = reqs.map((req) => req.image ?? this.o.defaultImage ?? DEFAULTS.fn.image);
     const images = new Map<string, Image>();
     for (const name of names) if (!images.has(name)) images.set(name, await this.image(caller, name));
+    const cpuClass = cpuClassFor(caller, asked);
     const prepared = reqs.map((req, i) => {
       const img = images.get(names[i]!)!;
-      return { group: this.groupSpec(img, names[i]!, req.resources, null), spec: callSpec(req, img) };
+      return { group: this.groupSpec(img, names[i]!, req.resources, null, cpuClass), spec: callSpec(req, img) };
     });
     const usage = this.o.quota && hasQuota(caller.quota) ? await this.o.quota.usage(caller.tenant) : null;
     return prepared.map(({ group, spec }) => this.send(caller, usage, group, spec));
@@ -269,14 +272,14 @@ export class FnService {
   }
 
   /** A call's group: its image's layers and its size, checked against what the nodes (or `on`) allow one sandbox. */
-  private groupSpec(img: Image, image: string, asked: FnRunRequest['resources'] = {}, on: ClusterNode | null): FnGroupSpec {
+  private groupSpec(img: Image, image: string, asked: FnRunRequest['resources'] = {}, on: ClusterNode | null, cpuClass: CpuClass = 'latency'): FnGroupSpec {
     const resources = { cpu: asked.cpu ?? this.resources.cpu, memoryMiB: asked.memoryMiB ?? this.resources.memoryMiB, pids: asked.pids ?? this.resources.pids };
     const caps = (on ? [on] : this.fnNodes()).map((n) => n.info.capacity);
     const cpu = Math.max(0, ...caps.map((c) => c.maxCpuPerSandbox));
     const mem = Math.max(0, ...caps.map((c) => c.maxMemoryMiBPerSandbox));
     if (resources.cpu > cpu || resources.memoryMiB > mem)
       throw new WarrenError('invalid_argument', `a call may have at most ${cpu} CPUs and ${mem} MiB (the largest a node allows one sandbox)`, { resources });
-    return { image, layers: img.layers, builtIn: img.builtIn, resources };
+    return { image, layers: img.layers, builtIn: img.builtIn, resources: cpuClass === 'batch' ? { ...resources, cpuClass } : resources };
   }
 
   /** Prometheus lines: the nodes' workers and calls (their loads), and this replica's retries. */

@@ -6,6 +6,7 @@ import { poolNodes, poolShares } from '../placement/pool-shares.js';
 import type { PoolRecord, Store } from '../store/store.js';
 import { newSandboxId } from './ids.js';
 import { poolKey, type Caller, type SandboxService } from './sandboxes.js';
+import { viewResources } from './sandbox-view.js';
 
 export interface PoolServiceOptions {
   logger: { warn(msg: string, meta?: unknown): void };
@@ -225,7 +226,7 @@ export class PoolService {
       id: p.id,
       image: p.image,
       layers: p.layerNames,
-      resources: p.resources,
+      resources: viewResources(p.resources),
       network: p.network,
       size: p.size,
       ready,

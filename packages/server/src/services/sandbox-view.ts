@@ -17,10 +17,19 @@ export async function visibleImage(catalogue: ImageCatalogue, caller: Caller, na
   return img;
 }
 
+/** A record's resources as the API shows them (a record from before CPU classes: latency). */
+export const viewResources = (r: SandboxRecord['resources']): Sandbox['resources'] => ({
+  cpu: r.cpu,
+  memoryMiB: r.memoryMiB,
+  pids: r.pids,
+  diskMiB: r.diskMiB,
+  cpuClass: r.cpuClass ?? 'latency',
+});
+
 /** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
 export function poolKey(tenant: string, layers: string[], resources: SandboxRecord['resources'], network: NetworkPolicy): string {
   const n = { egress: network.egress ?? 'deny', allow: [...(network.allow ?? [])].sort(), deny: [...(network.deny ?? [])].sort() };
-  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, n]);
+  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, resources.cpuClass ?? 'latency', n]);
 }
 
 /** The files of a create request, decoded from base64 (once per request: a batch shares them). */
@@ -75,7 +84,7 @@ export function sandboxView(rec: SandboxRecord, live: EdgeSandboxState | null): 
     layers: rec.layerNames,
     node: rec.node,
     labels: rec.labels,
-    resources: rec.resources,
+    resources: viewResources(rec.resources),
     user: rec.user,
     workdir: rec.workdir,
     createdAt: new Date(rec.createdAt).toISOString(),

@@ -1,4 +1,4 @@
-import type { AuditEntry, KeyRole, NetworkPolicy, SandboxEndReason, SandboxState } from '@warren/api';
+import type { AuditEntry, CpuClass, KeyRole, NetworkPolicy, SandboxEndReason, SandboxState } from '@warren/api';
 import type { CatalogueStore } from '@warren/images';
 import type { LeaseStore } from './leases.js';
 import type { EventStore } from './events.js';
@@ -15,7 +15,8 @@ export interface SandboxRecord {
   layers: string[];
   layerNames: string[];
   labels: Record<string, string>;
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
+  /** cpuClass: absent in records from before sandboxes had one (latency). */
+  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null; cpuClass?: CpuClass };
   /** The create's env (what the caller asked for). */
   env: Record<string, string>;
   /** The image's own env at create (absent in records from before images carried one: none). */
@@ -53,7 +54,7 @@ export interface KeyRecord {
   hash: string;
   tenant: string;
   role: KeyRole;
-  quota: { sandboxes?: number; cpu?: number; memoryMiB?: number; cidrMinPrefix?: number; snapshots?: number };
+  quota: { sandboxes?: number; cpu?: number; memoryMiB?: number; cidrMinPrefix?: number; snapshots?: number; cpuClass?: CpuClass };
   createdAt: number;
 }
 
@@ -65,7 +66,7 @@ export interface PoolRecord {
   /** Layer digests, bottom first (the image's, then the extra ones). */
   layers: string[];
   layerNames: string[];
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
+  resources: SandboxRecord['resources'];
   network: { egress: 'deny' | 'allow'; allow: string[]; deny: string[]; endpoints?: string[] };
   size: number;
   createdAt: number;

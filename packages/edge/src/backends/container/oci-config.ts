@@ -1,4 +1,6 @@
+import type { CpuClass } from '@warren/api';
 import type { IdMap } from '@warren/images';
+import { cpuClassCgroupFiles } from '../../host/cgroups.js';
 import { INIT_PATH, PLATFORM_MOUNT } from '../../init/platform.js';
 
 /** What one container sandbox is made of; everything the OCI config needs, nothing else. */
@@ -9,6 +11,11 @@ export interface ContainerSpec {
   cgroupsPath: string;
   idMap: IdMap;
   cpu: number;
+  /**
+   * How its CPU time is shared (default latency): batch is the least cpu.shares, and its init
+   * makes itself, so every process of the sandbox, SCHED_IDLE (WARREN_CPU_CLASS=batch).
+   */
+  cpuClass?: CpuClass;
   memoryMiB: number;
   /**
    * Also cap memory + swap at the memory limit (where the kernel accounts swap): a running
@@ -96,11 +103,17 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
         'WARREN_LISTEN_FD=3',
         ...(spec.fn ? ['WARREN_FN=1', `WARREN_FN_TMPFS_KIB=${spec.memoryMiB * 1024}`] : []),
         ...(spec.unhardened ? ['WARREN_UNHARDENED=1'] : []),
+        ...(spec.cpuClass === 'batch' ? ['WARREN_CPU_CLASS=batch'] : []),
       ],
       cwd: '/',
       capabilities: { bounding: caps, effective: caps, permitted: caps },
       // Below any sane host's hard limit: raising past it needs privileges the sandbox lacks.
-      rlimits: [{ type: 'RLIMIT_NOFILE', hard: 4096, soft: 4096 }],
+      // RLIMIT_NICE 0: leaving SCHED_IDLE (a batch sandbox's) or a nice value below 0 needs
+      // more, and raising a hard limit needs CAP_SYS_RESOURCE of the host's user namespace.
+      rlimits: [
+        { type: 'RLIMIT_NOFILE', hard: 4096, soft: 4096 },
+        { type: 'RLIMIT_NICE', hard: 0, soft: 0 },
+      ],
       noNewPrivileges: true,
     },
     root: { path: spec.rootfs, readonly: false },
@@ -136,7 +149,7 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
       resources: {
         devices: [{ allow: false, access: 'rwm' }],
         memory: spec.capSwap ? { limit: spec.memoryMiB * 1024 * 1024, swap: spec.memoryMiB * 1024 * 1024 } : { limit: spec.memoryMiB * 1024 * 1024 },
-        cpu: { quota: Math.max(1000, Math.round(spec.cpu * period)), period },
+        cpu: { shares: cpuShares(spec.cpuClass ?? 'latency'), quota: Math.max(1000, Math.round(spec.cpu * period)), period },
         pids: { limit: spec.pids },
       },
       maskedPaths: spec.unhardened
@@ -163,6 +176,9 @@ export function buildOciConfig(spec: ContainerSpec): Record<string, unknown> {
     },
   };
 }
+
+/** The cgroup v1 cpu.shares of a CPU class. */
+const cpuShares = (c: CpuClass): number => Number(cpuClassCgroupFiles(c, 1)[0]![1]);
 
 /**
  * argv for `runc run -d` of a bundle, handing it the init socket as fd 3. No session keyring: every

@@ -39,7 +39,8 @@ test('the sandbox config becomes the fields runc would have honoured', () => {
   // Docker's default capability set, no more.
   assert.deepEqual(values(f, 'caps'), ['a80425fb']);
   assert.deepEqual(values(f, 'nnp'), ['1']);
-  assert.deepEqual(values(f, 'rlimit'), ['7:4096:4096']);
+  // RLIMIT_NICE 0: nothing inside may leave SCHED_IDLE (a batch sandbox's) or go below nice 0.
+  assert.deepEqual(values(f, 'rlimit'), ['7:4096:4096', '13:0:0']);
   assert.deepEqual(values(f, 'arg'), ['/.warren/warren-init']);
   assert.ok(values(f, 'env').includes('WARREN_LISTEN_FD=3'));
   const platform = values(f, 'mount').find((m) => m.startsWith('/.warren\x1f'));
@@ -51,14 +52,15 @@ test('the sandbox config becomes the fields runc would have honoured', () => {
 
 test('limits become cgroup writes under the sandbox cgroup of each controller, deny-all devices first', () => {
   const w = cgroupWrites((config as { linux: Config['linux'] }).linux.resources, (c) => `/cg/${c}/x`);
-  assert.deepEqual(w.slice(0, 4), [
+  assert.deepEqual(w.slice(0, 5), [
     ['/cg/memory/x/memory.limit_in_bytes', String(64 * 1024 * 1024)],
+    ['/cg/cpu/x/cpu.shares', '1024'],
     ['/cg/cpu/x/cpu.cfs_period_us', '100000'],
     ['/cg/cpu/x/cpu.cfs_quota_us', '50000'],
     ['/cg/pids/x/pids.max', '100'],
   ]);
-  assert.deepEqual(w[4], ['/cg/devices/x/devices.deny', 'a']);
-  assert.ok(w.slice(5).every(([file]) => file === '/cg/devices/x/devices.allow'));
+  assert.deepEqual(w[5], ['/cg/devices/x/devices.deny', 'a']);
+  assert.ok(w.slice(6).every(([file]) => file === '/cg/devices/x/devices.allow'));
   assert.ok(values(fields(), 'cg').includes('/sys/fs/cgroup/memory/own/warren/sb_1'));
   // Memory + swap capped at the memory limit, written after it (the kernel refuses it below).
   const capped = cgroupWrites({ memory: { limit: 1 << 26, swap: 1 << 26 } }, (c) => `/cg/${c}/x`);
@@ -66,6 +68,25 @@ test('limits become cgroup writes under the sandbox cgroup of each controller, d
     ['/cg/memory/x/memory.limit_in_bytes', String(1 << 26)],
     ['/cg/memory/x/memory.memsw.limit_in_bytes', String(1 << 26)],
   ]);
+});
+
+test('a batch sandbox: the least cpu.shares, and its init told to make itself SCHED_IDLE; a latency one neither', () => {
+  const batch = buildOciConfig({
+    rootfs: '/d/rootfs',
+    platformDir: '/p',
+    cgroupsPath: '/own/warren/sb_2',
+    idMap: DEFAULT_ID_MAP,
+    cpu: 1,
+    cpuClass: 'batch',
+    memoryMiB: 64,
+    pids: 100,
+  });
+  const f = fields(batch);
+  assert.ok(values(f, 'cgw').includes('/sys/fs/cgroup/cpu/own/warren/sb_2/cpu.shares=2'));
+  assert.ok(values(f, 'env').includes('WARREN_CPU_CLASS=batch'));
+  assert.ok(values(f, 'rlimit').includes('13:0:0'));
+  assert.ok(values(fields(), 'cgw').includes('/sys/fs/cgroup/cpu/own/warren/sb_1/cpu.shares=1024'));
+  assert.ok(!values(fields(), 'env').some((e) => e.startsWith('WARREN_CPU_CLASS=')));
 });
 
 test('what the spawner cannot honour is refused, not dropped', () => {

@@ -31,7 +31,7 @@ interface OciSubset {
     resources?: {
       devices?: Array<{ allow: boolean; access?: string; type?: string; major?: number; minor?: number }>;
       memory?: { limit?: number; swap?: number };
-      cpu?: { quota?: number; period?: number };
+      cpu?: { shares?: number; quota?: number; period?: number };
       pids?: { limit?: number };
     };
     maskedPaths?: string[];
@@ -189,6 +189,7 @@ export function cgroupWrites(resources: OciSubset['linux']['resources'] = {}, di
   if (resources.memory?.limit !== undefined) w.push([join(dirOf('memory'), 'memory.limit_in_bytes'), String(resources.memory.limit)]);
   // After the memory limit: the kernel refuses a memory+swap limit below it.
   if (resources.memory?.swap !== undefined) w.push([join(dirOf('memory'), 'memory.memsw.limit_in_bytes'), String(resources.memory.swap)]);
+  if (resources.cpu?.shares !== undefined) w.push([join(dirOf('cpu'), 'cpu.shares'), String(resources.cpu.shares)]);
   if (resources.cpu?.period !== undefined) w.push([join(dirOf('cpu'), 'cpu.cfs_period_us'), String(resources.cpu.period)]);
   if (resources.cpu?.quota !== undefined) w.push([join(dirOf('cpu'), 'cpu.cfs_quota_us'), String(resources.cpu.quota)]);
   if (resources.pids?.limit !== undefined) w.push([join(dirOf('pids'), 'pids.max'), String(resources.pids.limit)]);

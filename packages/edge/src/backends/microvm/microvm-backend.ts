@@ -78,6 +78,11 @@ export interface MicrovmBackendOptions {
    * absent: the node has no sandbox network, and microVMs have loopback only.
    */
   bindTap?: (tap: string, link: TapLink) => Promise<void>;
+  /**
+   * Makes a batch sandbox's QEMU batch (host/cpu-class.ts: its threads SCHED_IDLE, its process in
+   * the node's batch cgroup); absent: a create that asks for the batch class is refused.
+   */
+  batchProcess?: (pid: number) => Promise<void>;
 }
 
 /** What a guest's HELLO says of its link (none without one). */
@@ -87,6 +92,8 @@ function muxLink(link: TapLink | null): MuxLink | null {
 
 /** A microVM's link, in its directory (for an adopt). */
 const LINK_FILE = 'link.json';
+/** Present in a batch microVM's directory: each QEMU it gets (a restore's, an adopt's) is made batch too. */
+const BATCH_FILE = 'cpu-class-batch';
 
 /** A microVM of this node: its QEMU (pid 0 while saved) and start time, the way to its init. */
 interface Vm {
@@ -167,7 +174,9 @@ export class MicrovmBackend implements Backend {
       if (!(await this.o.store.ensureMeta(digest))) throw new WarrenError('not_found', `layer ${digest} is not on this node and no blob store has it`);
       layers.push({ meta: this.o.store.layerPath(digest), data: this.o.store.dataPath(digest) });
     }
-    if (base) return this.fork(spec, base, link);
+    const batch = spec.resources.cpuClass === 'batch';
+    if (batch && !this.o.batchProcess) throw new WarrenError('invalid_argument', `this node cannot run ${this.name} sandboxes of the batch CPU class`);
+    if (base) return this.fork(spec, base, link, batch);
     const kit = await this.o.kit();
     const boot: MicrovmStart = {
       kind: this.name,
@@ -181,7 +190,9 @@ export class MicrovmBackend implements Backend {
       idShift: this.o.idShift ?? null,
       tap: this.vmTap(link),
     };
-    return this.launch(spec.id, link, boot.memoryMiB, (dir) => (this.templates ? this.clone(this.templates, dir, kit, boot) : startMicrovm(dir, kit, boot)));
+    return this.launch(spec.id, link, boot.memoryMiB, batch, (dir) =>
+      this.templates ? this.clone(this.templates, dir, kit, boot) : startMicrovm(dir, kit, boot),
+    );
   }
 
   /**
@@ -189,20 +200,26 @@ export class MicrovmBackend implements Backend {
    * the guest runs on from where its source was frozen, told who and when it now is by the HELLO.
    * Its machine is the base's: a create that asks for other memory is refused.
    */
-  private async fork(spec: BackendCreateSpec, baseId: string, link: TapLink | null): Promise<BackendSandbox> {
+  private async fork(spec: BackendCreateSpec, baseId: string, link: TapLink | null, batch: boolean): Promise<BackendSandbox> {
     const base = await this.forkBases.path(baseId);
     const { memoryMiB, tap } = JSON.parse(await readFile(vmFiles(base).spec, 'utf8')) as { memoryMiB: number; tap?: string | null };
     if (memoryMiB !== spec.resources.memoryMiB)
       throw new WarrenError('invalid_argument', `a fork of base ${baseId} has its memory: ${memoryMiB} MiB, not ${spec.resources.memoryMiB}`, { base: baseId });
     // Without a link of its own, a fork of a guest that had one keeps its address on a tap that goes nowhere.
     const own = this.vmTap(link) ?? (tap ? unboundTap() : null);
-    return this.launch(spec.id, link, memoryMiB, (dir) =>
+    return this.launch(spec.id, link, memoryMiB, batch, (dir) =>
       cloneMicrovm(dir, base, new AgentMux(vmFiles(dir).agent, helloFor(sandboxHostname(spec.id), muxLink(link))), own, this.o.bootTimeoutMs),
     );
   }
 
   /** Runs `start` in sandbox `id`'s new directory and keeps what it started; on failure nothing is left. */
-  private async launch(id: string, link: TapLink | null, memoryMiB: number, start: (dir: string) => Promise<RunningMicrovm>): Promise<BackendSandbox> {
+  private async launch(
+    id: string,
+    link: TapLink | null,
+    memoryMiB: number,
+    batch: boolean,
+    start: (dir: string) => Promise<RunningMicrovm>,
+  ): Promise<BackendSandbox> {
     const dir = this.vmDir(id);
     await mkdir(dir, { recursive: true, mode: 0o700 });
     let vm: RunningMicrovm | null = null;
@@ -210,6 +227,10 @@ export class MicrovmBackend implements Backend {
       vm = await start(dir);
       // What an adopt, or a restore after one, needs again (its directory may be a spare's now).
       await writeFile(join(dir, LINK_FILE), JSON.stringify(link));
+      if (batch) {
+        await writeFile(join(dir, BATCH_FILE), '');
+        await this.o.batchProcess!(vm.pid);
+      }
     } catch (e) {
       if (vm) {
         vm.mux.close();
@@ -274,6 +295,7 @@ export class MicrovmBackend implements Backend {
     if (pid === null && existsSync(vmFiles(dir).state)) {
       // Saved while paused: started again from its state (the edge takes back running sandboxes).
       pid = (await restoreMicrovm(dir, mux, this.vmTap(link), this.o.bootTimeoutMs).catch(() => null))?.pid ?? null;
+      if (pid !== null) await this.batchAgain(dir, pid);
     } else if (pid !== null) {
       await Qmp.open(vmFiles(dir).qmp)
         .then(async (q) => {
@@ -334,6 +356,11 @@ export class MicrovmBackend implements Backend {
     }
   }
 
+  /** A batch microVM's new QEMU (a restore's) made batch as its first one was. */
+  private async batchAgain(dir: string, pid: number): Promise<void> {
+    if (existsSync(join(dir, BATCH_FILE))) await this.o.batchProcess?.(pid);
+  }
+
   /** Its CPUs again (QMP `cont`), or, once saved, a new QEMU from its state. */
   async resume(id: string): Promise<void> {
     const vm = this.entry(id);
@@ -342,6 +369,7 @@ export class MicrovmBackend implements Backend {
       vm.pid = r.pid;
       vm.start = await processStartTime(r.pid);
       vm.saved = false;
+      await this.batchAgain(this.vmDir(id), r.pid);
       return;
     }
     await this.qmp(id, 'cont');
