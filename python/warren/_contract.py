@@ -102,6 +102,7 @@ DEFAULTS: Dict[str, Any] = {
             "pids": 1024
         },
         "ttlSeconds": 3600
-    }
+    },
+    "memoryRequestFraction": 0.25
 }
 # --- end of the generated part ---

@@ -9,8 +9,12 @@ import type { EdgeLease } from './leases.js';
 export interface EdgeSandboxSpec {
   id: string;
   layers: string[];
-  /** diskMiB: the writable layer's limit (null or absent: none; only on a node with disk quotas). */
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB?: number | null };
+  /**
+   * memoryMiB: the hard limit; memoryRequestMiB: what admission commits for it (absent: the
+   * default share of the limit, memoryRequestOf); diskMiB: the writable layer's limit (null or
+   * absent: none; only on a node with disk quotas).
+   */
+  resources: { cpu: number; memoryMiB: number; memoryRequestMiB?: number; pids: number; diskMiB?: number | null };
   env: Record<string, string>;
   user: string | null;
   workdir: string | null;
@@ -68,6 +72,11 @@ export interface EdgeOptions {
    * 5 % of the node's memory, at least 512 MiB; 0 turns it off.
    */
   memoryFloorMiB?: number;
+  /**
+   * Memory available to the node's sandboxes now, MiB (default: /proc/meminfo MemAvailable): a
+   * node whose sandboxes share a cgroup with a limit gives the lesser of that and the limit's room.
+   */
+  memoryAvailableMiB?: () => Promise<number>;
   /** The clock (default Date.now): tests advance their own. */
   now?: () => number;
   /** How often the sweep runs (TTLs, idle timeouts, dead sandboxes, CPU samples; ms, default 1000). */

@@ -1,4 +1,4 @@
-import { sandboxEnv } from '@warren/api';
+import { memoryRequestOf, sandboxEnv } from '@warren/api';
 import type { EdgeLease, EdgeSandboxSpec } from '@warren/edge';
 import type { SandboxRecord } from '../store/store.js';
 
@@ -14,7 +14,13 @@ export function edgeSpec(rec: SandboxRecord, lease: EdgeLease | null = null): Ed
   return {
     id: rec.id,
     layers: rec.layers,
-    resources: { cpu: rec.resources.cpu, memoryMiB: rec.resources.memoryMiB, pids: rec.resources.pids, diskMiB: rec.resources.diskMiB },
+    resources: {
+      cpu: rec.resources.cpu,
+      memoryMiB: rec.resources.memoryMiB,
+      memoryRequestMiB: memoryRequestOf(rec.resources),
+      pids: rec.resources.pids,
+      diskMiB: rec.resources.diskMiB,
+    },
     env: sandboxEnv(rec.imageEnv, rec.env),
     user: rec.user,
     workdir: rec.workdir,

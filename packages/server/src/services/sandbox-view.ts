@@ -1,5 +1,5 @@
 import type { CreateSandboxRequest, Image, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
-import { END_BY, WarrenError } from '@warren/api';
+import { END_BY, WarrenError, memoryRequestOf } from '@warren/api';
 import type { EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord } from '../store/store.js';
@@ -20,7 +20,7 @@ export async function visibleImage(catalogue: ImageCatalogue, caller: Caller, na
 /** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
 export function poolKey(tenant: string, layers: string[], resources: SandboxRecord['resources'], network: NetworkPolicy): string {
   const n = { egress: network.egress ?? 'deny', allow: [...(network.allow ?? [])].sort(), deny: [...(network.deny ?? [])].sort() };
-  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, n]);
+  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, memoryRequestOf(resources), resources.pids, resources.diskMiB, n]);
 }
 
 /** The files of a create request, decoded from base64 (once per request: a batch shares them). */
@@ -75,7 +75,7 @@ export function sandboxView(rec: SandboxRecord, live: EdgeSandboxState | null): 
     layers: rec.layerNames,
     node: rec.node,
     labels: rec.labels,
-    resources: rec.resources,
+    resources: { ...rec.resources, memoryRequestMiB: memoryRequestOf(rec.resources) },
     user: rec.user,
     workdir: rec.workdir,
     createdAt: new Date(rec.createdAt).toISOString(),

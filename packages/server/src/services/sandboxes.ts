@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { WarrenError, memoryRequestOf } from '@warren/api';
 import { compilePolicy, opensNetwork, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
@@ -237,6 +237,7 @@ export class SandboxService {
       backend,
       cpu: r.resources.cpu,
       memoryMiB: r.resources.memoryMiB,
+      memoryRequestMiB: memoryRequestOf(r.resources),
       diskMiB: r.resources.diskMiB,
       network: opensNetwork(compilePolicy(r.network)),
       endpoints: r.network.endpoints,

@@ -15,7 +15,8 @@ export interface SandboxRecord {
   layers: string[];
   layerNames: string[];
   labels: Record<string, string>;
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
+  /** memoryMiB: the hard limit; memoryRequestMiB: what its node commits (absent in older records: the default share of memoryMiB). */
+  resources: { cpu: number; memoryMiB: number; memoryRequestMiB?: number; pids: number; diskMiB: number | null };
   /** The create's env (what the caller asked for). */
   env: Record<string, string>;
   /** The image's own env at create (absent in records from before images carried one: none). */
@@ -65,7 +66,7 @@ export interface PoolRecord {
   /** Layer digests, bottom first (the image's, then the extra ones). */
   layers: string[];
   layerNames: string[];
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null };
+  resources: { cpu: number; memoryMiB: number; memoryRequestMiB?: number; pids: number; diskMiB: number | null };
   network: { egress: 'deny' | 'allow'; allow: string[]; deny: string[]; endpoints?: string[] };
   size: number;
   createdAt: number;
