@@ -367,7 +367,7 @@ export const NODE_OPTIONS: NodeOption[] = [
   {
     flag: 'cpu-overcommit',
     type: 'string',
-    usage: ['[--cpu-overcommit 64]', 'CPU limits may add up to the CPUs × this'],
+    usage: ['[--cpu-overcommit 128]', 'CPU limits may add up to the CPUs × this'],
     set: (o, v) => void ((o.overcommit ??= {}).cpu = num(v)),
   },
   {

@@ -67,9 +67,10 @@ export interface EdgeOptions {
   /** For fault-injection tests only: called at named steps (`commit:frozen`), where the test's process kills itself. */
   failpoint?: (step: string) => void;
   /**
-   * Memory the node keeps available (MiB, /proc/meminfo MemAvailable): below it, the
-   * longest-idle running sandboxes are paused (and their memory reclaimed) one by one. Default:
-   * 5 % of the node's memory, at least 512 MiB; 0 turns it off.
+   * Memory the node keeps available (MiB, memoryAvailableMiB): below it, idle sandboxes are
+   * paged out and then the longest-idle ones paused (MemoryPressure), and a create needs its
+   * request available above it. Default: 5 % of the node's memory, at least 512 MiB; 0 turns
+   * both off.
    */
   memoryFloorMiB?: number;
   /**

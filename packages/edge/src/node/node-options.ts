@@ -74,7 +74,7 @@ export interface EdgeNodeOptions {
    * sandboxes are paged out and paused; a paused sandbox counts only what stays resident. CPU limits are caps, not
    * reservations: a create is refused when the node's sandboxes have used more than its CPUs ×
    * `busy` over the last ~10 s (default 0.9; 0: no such check), and CPU limits of running
-   * sandboxes may add up to its CPUs × `cpu` (default 64, a safety bound). `cpus`/`memoryMiB`
+   * sandboxes may add up to its CPUs × `cpu` (default 128, a safety bound). `cpus`/`memoryMiB`
    * replace what the machine has (for tests and shared hosts).
    */
   overcommit?: { cpu?: number; busy?: number; memory?: number; cpus?: number; memoryMiB?: number };

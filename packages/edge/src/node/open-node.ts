@@ -136,7 +136,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
     backends,
     now: o.clock,
     capacity: {
-      cpu: ncpu * (o.overcommit?.cpu ?? 64),
+      cpu: ncpu * (o.overcommit?.cpu ?? 128),
       busyCpu: o.overcommit?.busy === 0 ? undefined : ncpu * (o.overcommit?.busy ?? 0.9),
       memoryMiB: committableMemoryMiB({ memoryMiB: memMiB, zramMiB, overcommit: o.overcommit?.memory }),
       sandboxes: o.maxSandboxes ?? 4096,
