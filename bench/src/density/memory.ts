@@ -100,7 +100,9 @@ async function fit(nBusybox: number, nPython: number): Promise<void> {
     console.log(
       `  host memory each: ${((avail1 - avail2) / Math.max(1, pythons.length)).toFixed(1)} MiB (MemAvailable); its cgroup: ${(each.reduce((a, b) => a + b, 0) / Math.max(1, each.length)).toFixed(1)} MiB (memory + swap)`,
     );
+    const n = (await c.nodes()).nodes[0]!;
     console.log(`  ${await nodeLine(c)}; host available ${(await memAvailableMiB()).toFixed(0)} MiB`);
+    console.log(`  room left by requests: ${Math.floor((n.capacity.memoryMiB - n.committed.memoryMiB) / 128)} more default sandboxes (128 MiB each)`);
     await pool(busyboxes.length + pythons.length, 32, async (i) => {
       await (i < busyboxes.length ? busyboxes[i]! : pythons[i - busyboxes.length]!).delete().catch(() => undefined);
     });
