@@ -95,6 +95,22 @@ describe('memory pressure', () => {
       assert.ok(busyNow.usage.memoryBytes >= 195 * MiB, `the busy one holds ${busyNow.usage.memoryBytes / MiB} MiB`);
       assert.ok(busyNow.usage.swapBytes < 10 * MiB, `the busy one has ${busyNow.usage.swapBytes / MiB} MiB in swap`);
 
+      // Each pause says it was for memory (lifecycle events from the start).
+      const paused = new Set<string>();
+      const stop = new AbortController();
+      const timer = setTimeout(() => stop.abort(), 15_000);
+      try {
+        for await (const ev of t.client.events({ since: 0, signal: stop.signal })) {
+          if (ev.type === 'paused' && ev.reason === 'memory' && ev.sandbox) paused.add(ev.sandbox);
+          if (paused.size === idle.length) break;
+        }
+      } catch (e) {
+        if (!stop.signal.aborted) throw e;
+      } finally {
+        clearTimeout(timer);
+      }
+      assert.deepEqual([...paused].sort(), idle.map((sb) => sb.id).sort());
+
       // Nothing lost: every sandbox is there, and the paused ones come back on their next command.
       const listed = new Set((await t.client.sandboxes.list()).sandboxes.map((s) => s.id));
       for (const sb of [...idle, busy, ...loads]) assert.ok(listed.has(sb.id), sb.id);

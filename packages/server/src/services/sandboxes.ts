@@ -460,8 +460,8 @@ export class SandboxService {
   }
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
-  async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void> {
-    await this.moved(id, s.paused, s.expiresAtMs);
+  async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null; reason?: 'memory' }): Promise<void> {
+    await this.moved(id, s.paused, s.expiresAtMs, s.reason);
   }
 
   /**
@@ -469,11 +469,11 @@ export class SandboxService {
    * call's, or the edge's event on any of the replicas that read it). Only while it runs: an
    * event that comes after its end is recorded must not bring it back.
    */
-  private async moved(id: string, paused: boolean, expiresAt?: number | null): Promise<void> {
+  private async moved(id: string, paused: boolean, expiresAt?: number | null, reason?: 'memory'): Promise<void> {
     const patch = expiresAt === undefined ? {} : { expiresAt };
     if (await this.store.updateSandbox(id, { state: paused ? 'paused' : 'running', ...patch }, { from: [paused ? 'running' : 'paused'] })) {
       const rec = this.events ? await this.store.getSandbox(id) : undefined;
-      if (rec) this.events?.sandbox(rec, paused ? 'paused' : 'resumed');
+      if (rec) this.events?.sandbox(rec, paused ? 'paused' : 'resumed', undefined, reason);
     } else if (expiresAt !== undefined) await this.store.updateSandbox(id, patch, { from: RUNNING });
   }
 
