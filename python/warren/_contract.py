@@ -103,6 +103,7 @@ DEFAULTS: Dict[str, Any] = {
             "cpuClass": "latency"
         },
         "ttlSeconds": 3600
-    }
+    },
+    "memoryRequestFraction": 0.25
 }
 # --- end of the generated part ---

@@ -96,7 +96,9 @@ class FileEntry:
 @dataclass
 class Resources:
     cpu: float = 0
+    #: The hard limit; ``memory_request_mib`` is what the node commits for the sandbox.
     memory_mib: int = 0
+    memory_request_mib: int = 0
     pids: int = 0
     disk_mib: Optional[int] = None
     #: "latency" or "batch": how its CPU time is shared with the node's other sandboxes.

@@ -117,6 +117,8 @@ export async function startTestWarren(
     swap?: WarrenOptions['swap'];
     overcommit?: WarrenOptions['overcommit'];
     memoryFloorMiB?: number;
+    /** A memory limit on all the node's sandboxes together (WarrenOptions.sandboxMemoryMiB). */
+    sandboxMemoryMiB?: number;
     fn?: WarrenOptions['fn'];
     disk?: WarrenOptions['disk'];
     pullRegistries?: string[];
@@ -162,6 +164,7 @@ export async function startTestWarren(
     overcommit: opts.overcommit,
     // Tests run on busy machines: no pausing for memory pressure unless a test asks for it.
     memoryFloorMiB: opts.memoryFloorMiB ?? 0,
+    sandboxMemoryMiB: opts.sandboxMemoryMiB,
     fn: opts.fn,
     disk: opts.disk,
     pullRegistries: opts.pullRegistries,

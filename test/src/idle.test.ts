@@ -178,19 +178,21 @@ describe('pause with memory reclaim', () => {
 
 describe('oversubscription', () => {
   test('admission counts requests of running sandboxes and what paused ones keep; the node reports requested, committed and used', async () => {
-    // A node of 2 CPUs and 1100 MiB: memory × 1.5 = 1650 MiB to promise (three 512s, not four).
+    // A node of 2 CPUs and 1100 MiB: memory × 1.5 = 1650 MiB to promise (three requests of 512, not four).
     const t = await startTestWarren({ overcommit: { cpus: 2, memoryMiB: 1100, memory: 1.5 } });
+    const r512 = { memoryMiB: 1024, memoryRequestMiB: 512 };
     try {
       const made: Sandbox[] = [];
-      for (let i = 0; i < 3; i++) made.push(await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 512 } }));
-      const full = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: { memoryMiB: 512 } });
+      for (let i = 0; i < 3; i++) made.push(await t.client.sandboxes.create({ image: 'busybox:latest', resources: r512 }));
+      // Their limits (3 GiB) are over the promise: requests are what count.
+      const full = await http(t, 'POST', '/v1/sandboxes', { image: 'busybox:latest', resources: r512 });
       assert.equal(errorCode(full), 'resource_exhausted');
       // A create the node has no room for leaves no record behind (not even a failed one).
       assert.deepEqual((await t.client.sandboxes.list()).sandboxes.map((s) => s.id).sort(), made.map((s) => s.id).sort());
       await made[0]!.pause();
       // It counts what stays resident once its page-out is done (a moment after the pause answers).
       for (let i = 0; i < 100 && (await t.client.nodes()).nodes[0]!.paused === 0; i++) await sleep(20);
-      const fourth = await t.client.sandboxes.create({ image: 'busybox:latest', resources: { memoryMiB: 512 } });
+      const fourth = await t.client.sandboxes.create({ image: 'busybox:latest', resources: r512 });
       const node = (await t.client.nodes()).nodes[0]!;
       assert.deepEqual([node.sandboxes, node.paused, node.capacity.memoryMiB, node.allocated.memoryMiB], [4, 1, 1650, 2048]);
       // Three running requests and what the paused one kept.
@@ -231,7 +233,8 @@ describe('oversubscription', () => {
       const older = await t.client.sandboxes.create({ image: 'busybox:latest' });
       await sleep(50);
       const newer = await t.client.sandboxes.create({ image: 'busybox:latest' });
-      const hog = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 2048 } });
+      // It asks for less than the 300 MiB above the floor: a create needs its request really available.
+      const hog = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 2048, memoryRequestMiB: 64 } });
       // 1 GiB, touched page by page, held for 3 s: available memory falls under the floor.
       const r = await hog.exec(
         ['python3', '-c', 'import time\nx = bytearray(1 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1\ntime.sleep(3)\nprint("ok")'],

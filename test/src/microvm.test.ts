@@ -676,7 +676,8 @@ test('admission counts what a microVM’s QEMU holds beyond its guest’s memory
   // No spare: one running ahead shares the template's pages with the clone, and its share of them
   // is not the clone's (the clone's proportional set is then below its guest's memory).
   await withMicrovm(
-    { resources: { memoryMiB: 128 } },
+    // Its request its whole guest: what the VMM holds beyond that is what is counted on top.
+    { resources: { memoryMiB: 128, memoryRequestMiB: 128 } },
     async ({ t, sb }) => {
       type NodeView = { allocated: { memoryMiB: number }; committed: { memoryMiB: number }; used: { memoryMiB: number } };
       const node = async (): Promise<NodeView> => ((await http(t, 'GET', '/v1/nodes')).json as { nodes: NodeView[] }).nodes[0]!;

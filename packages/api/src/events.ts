@@ -27,6 +27,8 @@ export const LifecycleEvent = z.object({
   children: z.array(z.string()).optional(),
   /** A `snapshotted` event's snapshot. */
   snapshot: z.string().optional(),
+  /** A `paused` event's cause when it was not a call's: `memory` (its node ran short and it was idle the longest). */
+  reason: z.enum(['memory']).optional(),
   /** A `lease_lapsed` event's lease: what it does to its sandboxes. */
   onExpiry: z.enum(['delete', 'pause']).optional(),
 });

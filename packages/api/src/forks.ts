@@ -31,6 +31,13 @@ export const ForkRequest = z.strictObject({
         .min(16)
         .max(4 * 1024 * 1024)
         .optional(),
+      /** What the node commits for each child (default: the source's, or the default share of a new memoryMiB). */
+      memoryRequestMiB: z
+        .number()
+        .int()
+        .min(1)
+        .max(4 * 1024 * 1024)
+        .optional(),
     })
     .optional(),
 });

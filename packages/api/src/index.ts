@@ -89,7 +89,7 @@ export {
   Quota,
 } from './ops.js';
 export { DEFAULT_PATH, sandboxEnv } from './env.js';
-export { DEFAULTS } from './defaults.js';
+export { DEFAULTS, defaultMemoryRequestMiB, memoryRequestOf } from './defaults.js';
 export { ROUTES } from './routes.js';
 export type { RouteName, RouteSpec } from './routes.js';
 export { routePath } from './route-path.js';

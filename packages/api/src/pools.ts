@@ -22,7 +22,14 @@ export const Pool = z.object({
   id: z.string(),
   image: z.string(),
   layers: z.array(z.string()),
-  resources: z.object({ cpu: z.number(), memoryMiB: z.number(), pids: z.number(), diskMiB: z.number().nullable(), cpuClass: CpuClass }),
+  resources: z.object({
+    cpu: z.number(),
+    memoryMiB: z.number(),
+    memoryRequestMiB: z.number(),
+    pids: z.number(),
+    diskMiB: z.number().nullable(),
+    cpuClass: CpuClass,
+  }),
   network: z.object({ egress: z.enum(['deny', 'allow']), allow: z.array(z.string()), deny: z.array(z.string()) }),
   size: z.number(),
   /** Sandboxes ready to be claimed now. */

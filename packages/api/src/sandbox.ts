@@ -36,7 +36,16 @@ export const Resources = z.strictObject({
     .min(16)
     .max(4 * 1024 * 1024)
     .optional()
-    .meta({ default: DEFAULTS.sandbox.resources.memoryMiB }),
+    .meta({ default: DEFAULTS.sandbox.resources.memoryMiB, description: 'the hard limit: past it the kernel OOM-kills inside the sandbox' }),
+  memoryRequestMiB: z
+    .number()
+    .int()
+    .min(1)
+    .max(4 * 1024 * 1024)
+    .optional()
+    .describe(
+      `what the node commits for the sandbox (admission counts requests, not limits); at most memoryMiB; default: ${DEFAULTS.memoryRequestFraction} of memoryMiB, rounded up`,
+    ),
   diskMiB: z.number().int().min(1).optional(),
   pids: z.number().int().min(8).max(1_000_000).optional().meta({ default: DEFAULTS.sandbox.resources.pids }),
   cpuClass: CpuClass.optional().meta({ default: DEFAULTS.sandbox.resources.cpuClass }),
@@ -161,6 +170,8 @@ export const Sandbox = z.object({
   resources: z.object({
     cpu: z.number(),
     memoryMiB: z.number(),
+    /** What the node commits for it (admission counts requests; memoryMiB is the hard limit). */
+    memoryRequestMiB: z.number(),
     pids: z.number(),
     diskMiB: z.number().nullable(),
     cpuClass: CpuClass,

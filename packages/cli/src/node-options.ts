@@ -367,7 +367,7 @@ export const NODE_OPTIONS: NodeOption[] = [
   {
     flag: 'cpu-overcommit',
     type: 'string',
-    usage: ['[--cpu-overcommit 64]', 'CPU limits may add up to the CPUs × this'],
+    usage: ['[--cpu-overcommit 128]', 'CPU limits may add up to the CPUs × this'],
     set: (o, v) => void ((o.overcommit ??= {}).cpu = num(v)),
   },
   {
@@ -379,7 +379,10 @@ export const NODE_OPTIONS: NodeOption[] = [
   {
     flag: 'memory-overcommit',
     type: 'string',
-    usage: ['[--memory-overcommit 1.5]', 'memory requests are admitted up to the memory × this'],
+    usage: [
+      '[--memory-overcommit X]',
+      'memory requests are admitted up to the memory × this (default: the memory plus what zram holds beyond its footprint at 2:1)',
+    ],
     set: (o, v) => void ((o.overcommit ??= {}).memory = num(v)),
   },
   {
@@ -391,8 +394,14 @@ export const NODE_OPTIONS: NodeOption[] = [
   {
     flag: 'memory-floor-mib',
     type: 'string',
-    usage: ['[--memory-floor-mib N]', 'available memory kept by pausing the longest-idle sandboxes'],
+    usage: ['[--memory-floor-mib N]', 'available memory kept by paging out, then pausing, the longest-idle sandboxes (0: off)'],
     set: (o, v) => void (o.memoryFloorMiB = num(v)),
+  },
+  {
+    flag: 'sandbox-memory-mib',
+    type: 'string',
+    usage: ['[--sandbox-memory-mib N]', 'a memory limit on all sandboxes together (their parent cgroup), the node’s memory for admission and pressure'],
+    set: (o, v) => void (o.sandboxMemoryMiB = positiveInt(str(v), '--sandbox-memory-mib')),
   },
   {
     flag: 'no-disk-quotas',

@@ -142,6 +142,12 @@ export interface Backend {
    * `signal` stops it early (the sandbox is resuming): it then resolves as soon as it stopped.
    */
   reclaim(id: string, signal?: AbortSignal): Promise<number>;
+  /**
+   * Pages a running sandbox's private memory out (to swap) without stopping it: what memory
+   * pressure does to an idle one before pausing anything; it faults back in when used. Resolves
+   * the bytes still resident. Absent: the backend cannot (a VM's guest holds its own memory).
+   */
+  pageOut?(id: string, signal?: AbortSignal): Promise<number>;
   resume(id: string): Promise<void>;
   stats(id: string): Promise<SandboxStats>;
   /** The same for all of this backend's sandboxes together. */

@@ -88,3 +88,9 @@ export function parseUidMapBase(uidMap: string): number | null {
 export async function userNamespaceBase(pid: number): Promise<number | null> {
   return parseUidMapBase(await readFile(`/proc/${pid}/uid_map`, 'utf8').catch(() => ''));
 }
+
+/** The node's available memory (/proc/meminfo MemAvailable), MiB. */
+export async function memAvailableMiB(): Promise<number> {
+  const m = /MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
+  return Number(m?.[1] ?? 0) / 1024;
+}

@@ -20,6 +20,31 @@ export function defaultZramMiB(totalMemMiB: number): number {
   return Math.floor(totalMemMiB / 2);
 }
 
+/** The swap areas of a /proc/swaps text: name, type and size (MiB; the header left out). */
+export function parseSwaps(text: string): Array<{ name: string; sizeMiB: number }> {
+  return text
+    .split('\n')
+    .slice(1)
+    .map((l) => l.split(/\s+/))
+    .filter((f) => f[0])
+    .map((f) => ({ name: f[0]!, sizeMiB: Math.floor(Number(f[2] ?? 0) / 1024) }));
+}
+
+/**
+ * The zram a node will have for its sandboxes (MiB, uncompressed): the host's zram swap on now,
+ * plus the device the node sets up at start (`zramMiB` when asked for; by default
+ * defaultZramMiB unless the host has swap already; none with `swap: false`). Pure.
+ */
+export function plannedZramMiB(
+  swaps: ReadonlyArray<{ name: string; sizeMiB: number }>,
+  swap: false | { zramMiB?: number } | undefined,
+  totalMemMiB: number,
+): number {
+  const host = swaps.filter((s) => s.name.startsWith('/dev/zram')).reduce((a, s) => a + s.sizeMiB, 0);
+  const own = swap === false ? 0 : (swap?.zramMiB ?? (swaps.length ? 0 : defaultZramMiB(totalMemMiB)));
+  return host + own;
+}
+
 /** The swap areas active now (/proc/swaps, without its header). */
 export async function activeSwaps(): Promise<string[]> {
   const text = await readFile('/proc/swaps', 'utf8').catch(() => '');

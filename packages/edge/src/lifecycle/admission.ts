@@ -1,4 +1,4 @@
-import { WarrenError } from '@warren/api';
+import { WarrenError, memoryRequestOf } from '@warren/api';
 
 export interface EdgeCapacity {
   /**
@@ -11,6 +11,10 @@ export interface EdgeCapacity {
    * is refused (the node is really busy). Absent: no such check.
    */
   busyCpu?: number;
+  /**
+   * Memory requests the node's sandboxes may commit together: its memory plus what its
+   * compressed swap can hold beyond its own footprint (committableMemoryMiB).
+   */
   memoryMiB: number;
   sandboxes: number;
   /** The most one sandbox may ask for. */
@@ -25,13 +29,17 @@ export interface EdgeCapacity {
 
 export interface AdmissionRequest {
   cpu: number;
+  /** The sandbox's hard limit (checked against the most one sandbox may have). */
   memoryMiB: number;
+  /** What it commits (absent: the default share of memoryMiB, memoryRequestOf). */
+  memoryRequestMiB?: number;
   diskMiB?: number | null;
 }
 
 /** What admission counts of the node now (see Edge.usage), and the CPU its sandboxes really use. */
 export interface AdmissionState {
   cpu: number;
+  /** Memory requests committed (running sandboxes', and what paused ones keep resident). */
   memoryMiB: number;
   sandboxes: number;
   paused: number;
@@ -72,13 +80,47 @@ export function admissionRefusal(node: string, c: EdgeCapacity, s: AdmissionStat
       capacity: { cpu: c.cpu, busyCpu: c.busyCpu ?? null, memoryMiB: c.memoryMiB, sandboxes: c.sandboxes },
     });
   if (s.sandboxes + 1 > c.sandboxes) return full('sandboxes', `it holds ${s.sandboxes} sandboxes, its most`);
-  if (s.memoryMiB + r.memoryMiB > c.memoryMiB) return full('memory', `${s.memoryMiB} of ${c.memoryMiB} MiB are committed`);
+  const request = memoryRequestOf(r);
+  if (s.memoryMiB + request > c.memoryMiB)
+    return full('memory', `${s.memoryMiB} of ${c.memoryMiB} MiB of memory requests are committed, and this sandbox requests ${request} MiB`);
   if (c.busyCpu !== undefined && s.cpuUsed > c.busyCpu) return full('cpu', `its sandboxes use ${round2(s.cpuUsed)} cores, more than ${c.busyCpu}`);
   if (s.cpu + r.cpu > c.cpu) return full('cpuLimits', `its running sandboxes' CPU limits add up to ${s.cpu}, and at most ${c.cpu} may`);
   return null;
 }
 
 const round2 = (x: number): number => Math.round(x * 100) / 100;
+
+/**
+ * The refusal of a create when the node really is short of memory and nothing more can be
+ * reclaimed: its idle sandboxes are paged out and paused already, and what is available is
+ * still under the floor it keeps plus what the sandbox requests. Pure.
+ */
+export function memoryRefusal(node: string, m: { availableMiB: number; floorMiB: number; requestMiB: number; paused: number }): WarrenError {
+  const available = Math.floor(m.availableMiB);
+  return new WarrenError(
+    'resource_exhausted',
+    `this node is out of memory: ${available} MiB are available, it keeps ${m.floorMiB} MiB free and this sandbox requests ${m.requestMiB} MiB; its idle sandboxes are paged out and paused (${m.paused}) already`,
+    { node, resource: 'memory', availableMiB: available, floorMiB: m.floorMiB, requestedMiB: m.requestMiB, paused: m.paused },
+  );
+}
+
+/**
+ * Memory requests a node may commit: its memory, plus what its compressed swap holds beyond the
+ * memory the compressed pages take themselves (`zramMiB` of pages at `ratio` : 1 take zramMiB /
+ * ratio of memory). With `overcommit`, the operator's word instead: the memory × it. Pure.
+ */
+export function committableMemoryMiB(o: { memoryMiB: number; zramMiB: number; ratio?: number; overcommit?: number }): number {
+  if (o.overcommit !== undefined) return Math.floor(o.memoryMiB * o.overcommit);
+  const ratio = o.ratio ?? ZRAM_ASSUMED_RATIO;
+  return Math.floor(o.memoryMiB + Math.max(0, o.zramMiB) * (1 - 1 / ratio));
+}
+
+/**
+ * The compression ratio admission assumes for zram: 2 : 1, under what lz4 measures for idle
+ * interpreters' heaps (about 3 : 1, see host/swap.ts) and far under a zeroed or repeated
+ * buffer's, so a node whose sandboxes hold less compressible data is not promised too much.
+ */
+export const ZRAM_ASSUMED_RATIO = 2;
 
 /**
  * The cores a set of cgroups used lately: samples of their total CPU seconds, at least a second

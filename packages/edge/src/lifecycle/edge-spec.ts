@@ -10,10 +10,12 @@ export interface EdgeSandboxSpec {
   id: string;
   layers: string[];
   /**
-   * diskMiB: the writable layer's limit (null or absent: none; only on a node with disk quotas).
-   * cpuClass: how its CPU time is shared (absent: latency; see CpuClass in the API).
+   * memoryMiB: the hard limit; memoryRequestMiB: what admission commits for it (absent: the
+   * default share of the limit, memoryRequestOf); diskMiB: the writable layer's limit (null or
+   * absent: none; only on a node with disk quotas). cpuClass: how its CPU time is shared (absent:
+   * latency; see CpuClass in the API).
    */
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB?: number | null; cpuClass?: CpuClass };
+  resources: { cpu: number; memoryMiB: number; memoryRequestMiB?: number; pids: number; diskMiB?: number | null; cpuClass?: CpuClass };
   env: Record<string, string>;
   user: string | null;
   workdir: string | null;
@@ -66,11 +68,17 @@ export interface EdgeOptions {
   /** For fault-injection tests only: called at named steps (`commit:frozen`), where the test's process kills itself. */
   failpoint?: (step: string) => void;
   /**
-   * Memory the node keeps available (MiB, /proc/meminfo MemAvailable): below it, the
-   * longest-idle running sandboxes are paused (and their memory reclaimed) one by one. Default:
-   * 5 % of the node's memory, at least 512 MiB; 0 turns it off.
+   * Memory the node keeps available (MiB, memoryAvailableMiB): below it, idle sandboxes are
+   * paged out and then the longest-idle ones paused (MemoryPressure), and a create needs its
+   * request available above it. Default: 5 % of the node's memory, at least 512 MiB; 0 turns
+   * both off.
    */
   memoryFloorMiB?: number;
+  /**
+   * Memory available to the node's sandboxes now, MiB (default: /proc/meminfo MemAvailable): a
+   * node whose sandboxes share a cgroup with a limit gives the lesser of that and the limit's room.
+   */
+  memoryAvailableMiB?: () => Promise<number>;
   /** The clock (default Date.now): tests advance their own. */
   now?: () => number;
   /** How often the sweep runs (TTLs, idle timeouts, dead sandboxes, CPU samples; ms, default 1000). */

@@ -66,7 +66,8 @@ class FakeBackend implements Backend {
 const spec = (id: string, over: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec => ({
   id,
   layers: [],
-  resources: { cpu: 1, memoryMiB: 512, pids: 64 },
+  // Requests as large as limits: the arithmetic below counts whole sandboxes.
+  resources: { cpu: 1, memoryMiB: 512, memoryRequestMiB: 512, pids: 64 },
   env: {},
   user: null,
   workdir: null,
@@ -240,20 +241,47 @@ test('the sweep pauses sandboxes idle past pauseAfterIdle, and the longest-idle 
   }
   assert.equal(e.isPaused('sb_auto'), true);
   assert.equal(e.isPaused('sb_busy'), false);
-  // A floor no node can meet: every idle sandbox is paused, the longest idle first.
+  // Memory runs out (what the node reads as available falls under its floor, and pausing frees
+  // none): every idle sandbox is paused, the longest idle first, each said to be for memory.
   const b2 = new FakeBackend();
-  const e2 = edge(b2, [], { memoryFloorMiB: 1e9, capacity: { cpu: 8, memoryMiB: 8192, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 } });
+  const events: string[] = [];
+  let availableMiB = 2048;
+  const e2 = edge(b2, events, {
+    memoryFloorMiB: 1024,
+    memoryAvailableMiB: () => Promise.resolve(availableMiB),
+    capacity: { cpu: 8, memoryMiB: 8192, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 },
+  });
+  e2.events.subscribe((ev) => ev.type === 'state' && ev.paused && events.push(`${ev.id} for ${ev.reason}`));
   await e2.create(spec('sb_new', { lastActivityMs: Date.now() - 1000 }));
   await e2.create(spec('sb_old', { lastActivityMs: Date.now() - 5000 }));
+  // A MiB short of the floor plus sb_3's request, and pausing frees none: refused naming memory.
+  availableMiB = 1024 + 511;
+  const started = [...b2.calls];
+  await assert.rejects(e2.create(spec('sb_3')), (err: WarrenError) => err.code === 'resource_exhausted' && err.details.resource === 'memory');
+  assert.deepEqual(
+    b2.calls.filter((c) => !started.includes(c)),
+    ['pause sb_old', 'reclaim sb_old', 'pause sb_new', 'reclaim sb_new'],
+    'idle ones paused first, and the create made nothing',
+  );
+  assert.deepEqual(e2.usage().sandboxes, 2);
+  assert.deepEqual(
+    events.filter((x) => x.includes(' for ')),
+    ['sb_old for memory', 'sb_new for memory'],
+  );
+  await e2.resume('sb_old');
+  await e2.resume('sb_new');
+  // The sweep does the same on its own once memory falls under the floor.
+  availableMiB = 100;
   e2.start();
   try {
-    await new Promise((r) => setTimeout(r, 1300));
+    const deadline = Date.now() + 5000;
+    while (b2.calls.filter((c) => c === 'pause sb_new').length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   } finally {
     await e2.close({ keep: true });
   }
   assert.deepEqual(
     b2.calls.filter((c) => c.startsWith('pause')),
-    ['pause sb_old', 'pause sb_new'],
+    ['pause sb_old', 'pause sb_new', 'pause sb_old', 'pause sb_new'],
   );
 });
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { Socket } from 'node:net';
 import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { WarrenError, memoryRequestOf } from '@warren/api';
 import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
@@ -10,7 +10,7 @@ import type { FnWorkers } from '../fn/fn-workers.js';
 import type { PoolMembers } from './pool-members.js';
 import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { endCause, markActivity, newCommandId, newLive, sampledStats, type Live } from './live.js';
+import { endCause, markActivity, newCommandId, newLive, pausedRelief, sampledStats, type Live } from './live.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -25,8 +25,9 @@ import { compilePolicy, opensNetwork } from '../net/policy.js';
 import { dialSandboxPort } from '../net/port-dial.js';
 import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
 import { SandboxNetworks } from './networks.js';
-import { dueNow } from './housekeeping.js';
-import { PressureRelief } from './pressure.js';
+import { defaultMemoryFloorMiB, dueNow } from './housekeeping.js';
+import { MemoryPressure } from './pressure.js';
+import { memAvailableMiB } from '../host/proc.js';
 import { Semaphore } from '../util/semaphore.js';
 import { EdgeLeases } from './leases.js';
 import { FrozenStates } from './frozen-states.js';
@@ -69,7 +70,8 @@ export class Edge {
   readonly pools: PoolMembers;
   /** The leases its sandboxes hold: once one lapses, they are frozen here, control plane or not. */
   readonly leases: EdgeLeases;
-  private readonly pressure: PressureRelief;
+  /** Real memory pressure: idle sandboxes paged out, then paused; creates refused once that cannot make room. */
+  private readonly pressure: MemoryPressure;
 
   constructor(private readonly o: EdgeOptions) {
     this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
@@ -92,7 +94,16 @@ export class Edge {
       able: (id, what, verb) => this.able(id, what, verb),
       failpoint: o.failpoint,
     });
-    this.pressure = new PressureRelief({ floorMiB: o.memoryFloorMiB, live: this.live, pauseReclaimed: (id) => this.pauseReclaimed(id), logger: o.logger });
+    this.pressure = new MemoryPressure({
+      nodeId: o.nodeId,
+      floorMiB: o.memoryFloorMiB ?? defaultMemoryFloorMiB(totalmem()),
+      live: this.live,
+      availableMiB: o.memoryAvailableMiB ?? memAvailableMiB,
+      now: () => this.now(),
+      pageOut: async (id) => void (await this.live.get(id)?.backend.pageOut?.(id)),
+      pauseReclaimed: (id) => this.pauseReclaimed(id),
+      logger: o.logger,
+    });
     // Frozen at once; paged out (two at a time) only when kept: a lease that says delete removes them next.
     this.leases = new EdgeLeases({
       now: () => this.now(),
@@ -146,27 +157,13 @@ export class Edge {
 
   /**
    * What admission counts: CPUs and memory requested by running sandboxes (and the memory a
-   * VMM holds beyond its guest's request, as last sampled); a paused one counts the memory
-   * still resident after its reclaim and no CPU.
+   * VMM holds beyond its guest's size, as last sampled); a paused one counts the memory still
+   * resident after its reclaim, up to its request, and no CPU (pausedRelief).
    */
   usage(): { cpu: number; memoryMiB: number; sandboxes: number; paused: number } {
-    let cpu = this.allocated.cpu;
-    let memoryMiB = this.allocated.memoryMiB + this.backendSet.heldBeyondRequestsMiB();
-    let paused = 0;
-    for (const id of this.pausedIds) {
-      const l = this.live.get(id);
-      // Gone, or running again: no longer walked.
-      if (!l || (!l.spec.paused && !l.pausing)) {
-        this.pausedIds.delete(id);
-        continue;
-      }
-      // Until its page-out is done, a paused sandbox counts as a running one.
-      if (!l.spec.paused || l.pausing || l.reclaim) continue;
-      paused++;
-      cpu -= l.spec.resources.cpu;
-      memoryMiB -= l.spec.resources.memoryMiB - Math.ceil(l.residentWhilePaused / 2 ** 20);
-    }
-    return { cpu, memoryMiB, sandboxes: this.live.size + this.reserved, paused };
+    const p = pausedRelief(this.pausedIds, this.live);
+    const memoryMiB = this.allocated.memoryMiB + this.backendSet.heldBeyondRequestsMiB() - p.memoryMiB;
+    return { cpu: this.allocated.cpu - p.cpu, memoryMiB, sandboxes: this.live.size + this.reserved, paused: p.paused };
   }
 
   /** The cores the node's sandboxes use together, sampled by the sweep (and by `used`). */
@@ -217,12 +214,16 @@ export class Edge {
     );
   }
 
-  /** Starts a sandbox and applies its workdir and files before returning. */
+  /**
+   * Starts a sandbox and applies its workdir and files before returning. Admitted by its memory
+   * request before the first await; then the memory it requests is made available (pressure).
+   */
   async create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
     const backend = this.backendSet.pick(spec);
     this.admit(spec.resources);
     this.reserve(spec.resources, 1);
     let sb: BackendSandbox | null = null;
+    let room: { release(): void } | null = null;
     // A backend without the node's sandbox network gives its sandboxes loopback only: rules
     // that open more are refused, never recorded and ignored.
     if (!backend.capabilities.network && opensNetwork(compilePolicy(spec.network)))
@@ -231,6 +232,7 @@ export class Edge {
     // Its layers are held from now on: a fork base it stands on is not removed under its start.
     this.layerRefs.hold(spec.layers);
     try {
+      room = await this.pressure.hold(memoryRequestOf(spec.resources));
       // A runtime joins a namespace of the node's; a VMM opens a tap for the sandbox's slot (its
       // guest writes its resolv.conf itself: the HELLO carries it).
       const tap = net && !spec.fn && backend.link === 'tap' ? await net.attachTap(spec.id, spec.network) : undefined;
@@ -252,6 +254,7 @@ export class Edge {
       throw e;
     } finally {
       this.reserved--;
+      room?.release();
     }
   }
 
@@ -277,7 +280,7 @@ export class Edge {
 
   private reserve(r: EdgeSandboxSpec['resources'], sign: 1 | -1): void {
     this.allocated.cpu += sign * r.cpu;
-    this.allocated.memoryMiB += sign * r.memoryMiB;
+    this.allocated.memoryMiB += sign * memoryRequestOf(r);
     if (sign === 1) this.reserved++;
   }
 
@@ -297,7 +300,7 @@ export class Edge {
     this.layerRefs.hold(spec.layers);
     this.holdLease(spec);
     this.allocated.cpu += spec.resources.cpu;
-    this.allocated.memoryMiB += spec.resources.memoryMiB;
+    this.allocated.memoryMiB += memoryRequestOf(spec.resources);
     return true;
   }
 
@@ -341,9 +344,7 @@ export class Edge {
   }
 
   /** Counts as activity on the sandbox (and resumes it when paused), e.g. traffic to its ports. */
-  async markActive(id: string): Promise<void> {
-    await this.touch(id);
-  }
+  markActive = async (id: string): Promise<void> => void (await this.touch(id));
 
   lastActivity(id: string): number | null {
     return this.live.get(id)?.spec.lastActivityMs ?? null;
@@ -366,7 +367,7 @@ export class Edge {
       this.layerRefs.release(l.spec.layers);
       for (const c of l.commands.values()) c.release();
       this.allocated.cpu -= l.spec.resources.cpu;
-      this.allocated.memoryMiB -= l.spec.resources.memoryMiB;
+      this.allocated.memoryMiB -= memoryRequestOf(l.spec.resources);
       await stopReclaim(l);
     }
     try {
@@ -384,17 +385,16 @@ export class Edge {
     }
   }
 
-  /** Freezes a sandbox and answers; its memory is reclaimed in the background (pause.ts). */
-  /** Freezes a sandbox; its memory is paged out in the background unless `reclaim` is false (`gated`: two page-outs at a time). */
-  async pause(id: string, o: { reclaim?: boolean; gated?: boolean } = {}): Promise<void> {
+  /** Freezes a sandbox; its memory is paged out in the background unless `reclaim` is false (`gated`: two page-outs at a time; `reason`: the node's memory). */
+  async pause(id: string, o: { reclaim?: boolean; gated?: boolean; reason?: 'memory' } = {}): Promise<void> {
     const l = this.able(id, 'pause', 'be paused');
     this.pausedIds.add(id);
     await pauseLive(l, id, this.pauses, o);
   }
 
-  /** Pauses a sandbox and waits for its page-out (what memory pressure needs). */
+  /** Pauses a sandbox for the node's memory and waits for its page-out. */
   private async pauseReclaimed(id: string): Promise<void> {
-    await this.pause(id);
+    await this.pause(id, { reason: 'memory' });
     await this.live.get(id)?.reclaim?.done;
   }
 
@@ -538,7 +538,7 @@ export class Edge {
     if (++this.sweeps % 2 === 0) void this.checkAlive();
     if (this.o.capacity.busyCpu !== undefined) this.sampleCpu().catch(() => undefined);
     void this.sweepNow();
-    void this.pressure.run();
+    void this.pressure.run().catch((e: unknown) => this.o.logger?.warn('memory pressure relief failed', { error: String(e) }));
     this.leases.check();
     if (this.sweeps % 60 === 0) this.leases.prune(new Set([...this.live.values()].flatMap((l) => (l.spec.lease ? [l.spec.lease.id] : []))));
   }

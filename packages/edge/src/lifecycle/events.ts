@@ -1,6 +1,6 @@
 /** What the edge tells its owner, on its own initiative: plain data, numbered in order. */
 export type EdgeEvent =
-  | { seq: number; type: 'state'; id: string; paused: boolean; expiresAtMs: number | null }
+  | { seq: number; type: 'state'; id: string; paused: boolean; expiresAtMs: number | null; reason?: 'memory' }
   | { seq: number; type: 'expired'; id: string; reason: 'ttl' | 'idle' }
   | { seq: number; type: 'died'; id: string; reason?: 'exited' | 'oom'; detail?: string };
 

@@ -38,7 +38,30 @@ export function longestIdleFirst(live: ReadonlyMap<string, Live>): string[] {
     .map(([id]) => id);
 }
 
-/** Memory a node keeps available by default: 5 % of it, at least 512 MiB. */
+/** Memory a node keeps available by default: 5 % of it, at least 512 MiB (an eighth of it on a node under 4 GiB). */
 export function defaultMemoryFloorMiB(totalBytes: number): number {
-  return Math.max(512, Math.floor(totalBytes / 2 ** 20 / 20));
+  const mib = totalBytes / 2 ** 20;
+  return Math.floor(Math.max(Math.min(512, mib / 8), mib / 20));
+}
+
+/** What memory pressure does next: page out a running idle sandbox, or pause one. */
+export type Relief = { kind: 'pageOut' | 'pause'; id: string };
+
+/**
+ * The next step to make `wantMiB` available when `availableMiB` are (null: there is enough, or
+ * nothing more can be done). Idle sandboxes only, never one with a command running: first the
+ * longest-idle one not paged out since its last activity is paged out where it runs (its memory
+ * to compressed swap, faulted back in when it is used); once every idle one is, the longest-idle
+ * one is paused (frozen, then paged out again: nothing it does can bring its memory back). Pure.
+ */
+export function nextRelief(live: ReadonlyMap<string, Live>, availableMiB: number, wantMiB: number): Relief | null {
+  if (availableMiB >= wantMiB) return null;
+  const idle = longestIdleFirst(live);
+  const fresh = idle.find((id) => {
+    const l = live.get(id)!;
+    return l.backend.pageOut !== undefined && (l.pagedOutAtMs === null || l.pagedOutAtMs < l.spec.lastActivityMs);
+  });
+  if (fresh !== undefined) return { kind: 'pageOut', id: fresh };
+  const first = idle.find((id) => live.get(id)!.backend.capabilities.pause);
+  return first === undefined ? null : { kind: 'pause', id: first };
 }

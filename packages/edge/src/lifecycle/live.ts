@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { WarrenError } from '@warren/api';
+import { WarrenError, memoryRequestOf } from '@warren/api';
 import type { Backend, BackendSandbox, LimitCounts, SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
@@ -29,6 +28,8 @@ export interface Live {
   /** When it was paused, and what stayed resident after reclaim (what admission counts then). */
   pausedAtMs: number | null;
   residentWhilePaused: number;
+  /** When memory pressure last paged it out where it ran (null: never): it is not again until it has been active since. */
+  pagedOutAtMs: number | null;
   /** The last CPU sample: when, total seconds then, and the rate since the one before (cores). */
   cpuSample: { atMs: number; seconds: number; rate: number } | null;
   /** Its activity time moved since a control plane last asked for the ones that did (EdgeApi.sandboxes `touched`). */
@@ -39,16 +40,33 @@ export interface Live {
   limitsSeen: LimitCounts | null;
 }
 
+/**
+ * What the paused sandboxes among `ids` take off a node's committed CPU and memory: a paused
+ * one counts no CPU and only the memory still resident after its page-out (never more than its
+ * request); until its page-out is done it counts as a running one. Ids no longer paused (or
+ * gone) are dropped from `ids`.
+ */
+export function pausedRelief(ids: Set<string>, live: ReadonlyMap<string, Live>): { cpu: number; memoryMiB: number; paused: number } {
+  const out = { cpu: 0, memoryMiB: 0, paused: 0 };
+  for (const id of ids) {
+    const l = live.get(id);
+    if (!l || (!l.spec.paused && !l.pausing)) {
+      ids.delete(id);
+      continue;
+    }
+    if (!l.spec.paused || l.pausing || l.reclaim) continue;
+    const request = memoryRequestOf(l.spec.resources);
+    out.paused++;
+    out.cpu += l.spec.resources.cpu;
+    out.memoryMiB += request - Math.min(request, Math.ceil(l.residentWhilePaused / 2 ** 20));
+  }
+  return out;
+}
+
 /** Records activity on a sandbox now (for idle timeouts, and for the control plane to write back). */
 export function markActivity(l: Live, now: number): void {
   l.spec.lastActivityMs = now;
   l.touched = true;
-}
-
-/** The node's available memory (/proc/meminfo MemAvailable), MiB. */
-export async function memAvailableMiB(): Promise<number> {
-  const m = /MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
-  return Number(m?.[1] ?? 0) / 1024;
 }
 
 export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Backend, now: number = Date.now()): Live {
@@ -67,6 +85,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Back
     reclaim: null,
     pausedAtMs: spec.paused ? now : null,
     residentWhilePaused: 0,
+    pagedOutAtMs: null,
     cpuSample: null,
     touched: false,
     oomKillsSeen: 0,

@@ -1,3 +1,4 @@
+import { memoryRequestOf } from '@warren/api';
 import type { EdgeEvents } from './events.js';
 import type { Live } from './live.js';
 import { startReclaim, stopReclaim } from './reclaim.js';
@@ -18,7 +19,7 @@ export interface PauseContext {
  * freeze whatever the sandbox holds. Its processes, sessions, open files and writable layer
  * stay as they are. A resume during the page-out stops it; pauses at once are one pause.
  */
-export async function pauseLive(l: Live, id: string, c: PauseContext, o: { reclaim?: boolean; gated?: boolean } = {}): Promise<void> {
+export async function pauseLive(l: Live, id: string, c: PauseContext, o: { reclaim?: boolean; gated?: boolean; reason?: 'memory' } = {}): Promise<void> {
   if (l.resuming) await l.resuming;
   if (l.spec.paused) return;
   l.pausing ??= (async () => {
@@ -26,9 +27,9 @@ export async function pauseLive(l: Live, id: string, c: PauseContext, o: { recla
     l.spec.paused = true;
     l.pausedAtMs = c.now();
     // Not paged out (it is about to go): admission counts all it asked for as still held.
-    if (o.reclaim === false) l.residentWhilePaused = l.spec.resources.memoryMiB * 2 ** 20;
+    if (o.reclaim === false) l.residentWhilePaused = memoryRequestOf(l.spec.resources) * 2 ** 20;
     else startReclaim(l.backend, id, l, c.logger, o.gated ? c.pageouts : undefined);
-    c.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs });
+    c.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs, ...(o.reason ? { reason: o.reason } : {}) });
   })().finally(() => {
     l.pausing = null;
   });

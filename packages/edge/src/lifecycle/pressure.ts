@@ -1,43 +1,110 @@
-import { totalmem } from 'node:os';
-import { defaultMemoryFloorMiB, longestIdleFirst } from './housekeeping.js';
-import { memAvailableMiB, type Live } from './live.js';
+import { memoryRefusal } from './admission.js';
+import { nextRelief, type Relief } from './housekeeping.js';
+import type { Live } from './live.js';
+
+/** What memory pressure needs of its edge: the sandboxes, the clock, the two ways to free memory. */
+export interface MemoryPressureOptions {
+  nodeId: string;
+  /** MiB kept available; 0: no relief (and no check at create). */
+  floorMiB: number;
+  live: ReadonlyMap<string, Live>;
+  /** Memory available to the node's sandboxes now (MiB): MemAvailable, or less under their parent cgroup's limit. */
+  availableMiB(): Promise<number>;
+  now(): number;
+  /** Pages a running idle sandbox out where it runs. */
+  pageOut(id: string): Promise<void>;
+  /** Pauses a sandbox and waits for its page-out. */
+  pauseReclaimed(id: string, why: { availableMiB: number; wantMiB: number }): Promise<void>;
+  logger?: { warn(msg: string, meta?: unknown): void };
+}
 
 /**
- * When the node's available memory falls under its floor, pauses the longest-idle running
- * sandboxes (no command running) one by one until it is back above: their memory goes to swap
- * or is dropped, instead of the kernel OOM-killing something. One relief at a time.
+ * The node under real memory pressure: when what is available falls under the floor (the sweep
+ * asks every second), or a create needs its request on top of it, idle sandboxes are paged out
+ * where they run and then the longest-idle ones paused (nextRelief decides each step), never one
+ * with a command running and never killing anything. A create is refused, naming memory, only
+ * when that cannot make room. One relief at a time: a create's waits for the sweep's and goes on.
  */
-export class PressureRelief {
-  private relieving = false;
+export class MemoryPressure {
+  private relief: Promise<void> = Promise.resolve();
+  /** Requests of creates that passed the check and have not started yet: not in use, but promised. */
+  private pendingMiB = 0;
 
-  constructor(
-    private readonly o: {
-      /** MiB; undefined: the default floor; 0: off. */
-      floorMiB?: number;
-      live: ReadonlyMap<string, Live>;
-      /** Pauses a sandbox and waits for its memory to be given back. */
-      pauseReclaimed(id: string): Promise<void>;
-      logger?: { warn(msg: string, meta?: unknown): void };
-    },
-  ) {}
+  constructor(private readonly o: MemoryPressureOptions) {}
 
-  async run(): Promise<void> {
-    const floor = this.o.floorMiB ?? defaultMemoryFloorMiB(totalmem());
-    if (this.relieving || floor <= 0) return;
-    this.relieving = true;
-    try {
-      let avail = await memAvailableMiB();
-      if (avail >= floor) return;
-      let paused = 0;
-      for (const id of longestIdleFirst(this.o.live)) {
-        if (avail >= floor) break;
-        await this.o.pauseReclaimed(id).catch(() => undefined);
-        paused++;
-        avail = await memAvailableMiB();
+  /** The sweep's relief: back to the floor if under it. */
+  run(): Promise<void> {
+    if (this.o.floorMiB <= 0) return Promise.resolve();
+    return this.serial(() => this.relieve(0).then(() => undefined));
+  }
+
+  /**
+   * Makes room for a sandbox requesting `requestMiB` (relieving pressure if need be) and holds it
+   * until `release`; throws resource_exhausted naming memory when nothing more can be reclaimed.
+   */
+  async hold(requestMiB: number): Promise<{ release(): void }> {
+    if (this.o.floorMiB <= 0) return { release: () => undefined };
+    await this.serial(async () => {
+      const available = await this.relieve(requestMiB);
+      if (available < this.o.floorMiB + requestMiB)
+        throw memoryRefusal(this.o.nodeId, {
+          availableMiB: available,
+          floorMiB: this.o.floorMiB,
+          requestMiB,
+          paused: [...this.o.live.values()].filter((l) => l.spec.paused).length,
+        });
+      this.pendingMiB += requestMiB;
+    });
+    let held = true;
+    return {
+      release: () => {
+        if (held) this.pendingMiB -= requestMiB;
+        held = false;
+      },
+    };
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.relief.then(fn);
+    this.relief = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  /** Steps until `extraMiB` more than the floor is available or nothing more can be done; resolves what is available (less what is promised). */
+  private async relieve(extraMiB: number): Promise<number> {
+    const want = this.o.floorMiB + extraMiB;
+    const done: Relief[] = [];
+    let available = (await this.o.availableMiB()) - this.pendingMiB;
+    for (let step = nextRelief(this.o.live, available, want); step; step = nextRelief(this.o.live, available, want)) {
+      const l = this.o.live.get(step.id)!;
+      if (step.kind === 'pageOut') {
+        l.pagedOutAtMs = this.o.now();
+        await this.o.pageOut(step.id).catch((e: unknown) => this.o.logger?.warn('page-out under memory pressure failed', { id: step.id, error: String(e) }));
+      } else {
+        this.o.logger?.warn('memory pressure: paused the longest-idle sandbox', { id: step.id, availableMiB: Math.floor(available), wantMiB: want });
+        const failed = await this.o.pauseReclaimed(step.id, { availableMiB: available, wantMiB: want }).then(
+          () => false,
+          (e: unknown) => {
+            this.o.logger?.warn('pause under memory pressure failed', { id: step.id, error: String(e) });
+            return true;
+          },
+        );
+        // One that cannot be paused is not tried again in this relief.
+        if (failed) break;
       }
-      if (paused > 0) this.o.logger?.warn('memory pressure: paused the longest-idle sandboxes', { paused, availableMiB: avail, floorMiB: floor });
-    } finally {
-      this.relieving = false;
+      done.push(step);
+      available = (await this.o.availableMiB()) - this.pendingMiB;
     }
+    if (done.length)
+      this.o.logger?.warn('memory pressure relieved', {
+        pagedOut: done.filter((d) => d.kind === 'pageOut').length,
+        paused: done.filter((d) => d.kind === 'pause').length,
+        availableMiB: Math.floor(available),
+        wantMiB: want,
+      });
+    return available;
   }
 }

@@ -67,16 +67,29 @@ export interface EdgeNodeOptions {
         dnsQueriesPerSecond?: number;
       };
   /**
-   * What the node promises. Memory requests are admitted up to its memory × `memory` (default
-   * 1.5); a paused sandbox counts only what stays resident. CPU limits are caps, not
+   * What the node promises. Memory requests (resources.memoryRequestMiB, by default a quarter of
+   * the limit) are admitted up to its memory plus what its zram holds beyond its own footprint at
+   * an assumed 2 : 1 (committableMemoryMiB; `memory`: its memory × that instead), and each create
+   * also needs its request really available above the floor (memoryFloorMiB) once idle
+   * sandboxes are paged out and paused; a paused sandbox counts only what stays resident. CPU limits are caps, not
    * reservations: a create is refused when the node's sandboxes have used more than its CPUs ×
    * `busy` over the last ~10 s (default 0.9; 0: no such check), and CPU limits of running
-   * sandboxes may add up to its CPUs × `cpu` (default 64, a safety bound). `cpus`/`memoryMiB`
+   * sandboxes may add up to its CPUs × `cpu` (default 128, a safety bound). `cpus`/`memoryMiB`
    * replace what the machine has (for tests and shared hosts).
    */
   overcommit?: { cpu?: number; busy?: number; memory?: number; cpus?: number; memoryMiB?: number };
-  /** Available memory the node keeps by pausing its longest-idle sandboxes (MiB; 0: off). */
+  /**
+   * Available memory the node keeps by paging out, then pausing, its longest-idle sandboxes
+   * (MiB; default 5 % of its memory, at least 512 MiB; 0: off, and no check of real memory at
+   * create).
+   */
   memoryFloorMiB?: number;
+  /**
+   * A memory limit on all the node's sandboxes together (MiB): they go under a parent cgroup of
+   * this data dir's with that limit, which is then the node's memory for admission, the floor's
+   * default and memory pressure (a shared host; a test that starves a node, not the machine).
+   */
+  sandboxMemoryMiB?: number;
   /**
    * Compressed swap in RAM (zram) for paused sandboxes' memory, set up at start, removed at stop.
    * Default: half of the machine's memory, unless the host has swap already; `false`: none.

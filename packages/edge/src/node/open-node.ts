@@ -1,4 +1,5 @@
 import { cpus, totalmem } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DEFAULT_ID_MAP, LayerStore, prepareDefaultImages, type RemoteBlobs, type PreparedImage, type DefaultImageName } from '@warren/images';
 import type { Backend } from '../backends/backend.js';
@@ -8,7 +9,10 @@ import { makeProcessBatch } from '../host/cpu-class.js';
 import { dataDiskRoom, defaultReserveBytes } from '../host/data-disk.js';
 import { HostHelper } from '../host/hostd.js';
 import { openSandboxDisk, type SandboxDisk } from '../host/sandbox-disk.js';
-import { openNodeSwap, type ZramSwap } from '../host/swap.js';
+import { openNodeSwap, parseSwaps, plannedZramMiB, type ZramSwap } from '../host/swap.js';
+import { limitedParentName, openSandboxMemory } from '../host/sandbox-memory.js';
+import { committableMemoryMiB } from '../lifecycle/admission.js';
+import { defaultMemoryFloorMiB } from '../lifecycle/housekeeping.js';
 import { Edge } from '../lifecycle/edge.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import { hostAddresses } from './host-addresses.js';
@@ -88,17 +92,21 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
       : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, reserveBytes: diskReserve, log: (m, meta) => o.logger.info(m, meta) });
   if (disk?.quotas && o.disk && o.disk.defaultMiB !== undefined && o.disk.defaultMiB > disk.sizeMiB / 2)
     throw new Error(`the default sandbox disk (${o.disk.defaultMiB} MiB) is more than half of the sandboxes’ file system (${disk.sizeMiB} MiB)`);
+  const cgroups = new CgroupV1();
+  // Sandboxes that share a memory limit have a parent cgroup of their own, this data dir's.
+  const cgroupParent = readOwnCgroupParent(o.sandboxMemoryMiB === undefined ? undefined : limitedParentName(o.dataDir));
+  const limited = o.sandboxMemoryMiB === undefined ? null : await openSandboxMemory(cgroups.mountRoot, cgroupParent, o.sandboxMemoryMiB);
   const backend = new ContainerBackend({
     dataDir: o.dataDir,
     platformDir,
     runcPath: o.runcPath ?? 'runc',
     runcRoot: o.runcRoot ?? '/run/runc',
-    cgroupParent: readOwnCgroupParent(),
+    cgroupParent,
     idMap: DEFAULT_ID_MAP,
     store: layers,
     mounts,
     spawner: mounts,
-    cgroups: new CgroupV1(),
+    cgroups,
     runtime: o.runtime,
     pageoutPath: join(nativeDir, 'warren-pageout'),
     diskQuotas: disk?.quotas ?? false,
@@ -123,7 +131,10 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
   const vm = microvm && o.vm !== false ? await openVm(o, microvm.accelerator, guestHost) : null;
   if (vm) backends.push(vm);
   const ncpu = o.overcommit?.cpus ?? cpus().length;
-  const memMiB = o.overcommit?.memoryMiB ?? Math.floor(totalmem() / 1024 / 1024);
+  const totalMiB = Math.floor(totalmem() / 2 ** 20);
+  const memMiB = o.overcommit?.memoryMiB ?? o.sandboxMemoryMiB ?? totalMiB;
+  // Compressed swap holds more than it takes: requests may add up to the memory plus that (never more than twice the memory).
+  const zramMiB = Math.min(memMiB, plannedZramMiB(parseSwaps(await readFile('/proc/swaps', 'utf8').catch(() => '')), o.swap, totalMiB));
   const crashAt = o.crashAt;
   const failpoint = crashAt
     ? (step: string): void => {
@@ -135,16 +146,17 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
     backends,
     now: o.clock,
     capacity: {
-      cpu: ncpu * (o.overcommit?.cpu ?? 64),
+      cpu: ncpu * (o.overcommit?.cpu ?? 128),
       busyCpu: o.overcommit?.busy === 0 ? undefined : ncpu * (o.overcommit?.busy ?? 0.9),
-      memoryMiB: Math.floor(memMiB * (o.overcommit?.memory ?? 1.5)),
+      memoryMiB: committableMemoryMiB({ memoryMiB: memMiB, zramMiB, overcommit: o.overcommit?.memory }),
       sandboxes: o.maxSandboxes ?? 4096,
       maxCpuPerSandbox: ncpu,
       maxMemoryMiBPerSandbox: memMiB,
       // Half the sandboxes' file system: one sandbox filling its quota leaves room for the rest.
       maxDiskMiBPerSandbox: disk?.quotas ? Math.floor(disk.sizeMiB / 2) : undefined,
     },
-    memoryFloorMiB: o.memoryFloorMiB,
+    memoryFloorMiB: o.memoryFloorMiB ?? (limited ? defaultMemoryFloorMiB(limited.limitMiB * 2 ** 20) : undefined),
+    memoryAvailableMiB: limited ? () => limited.availableMiB() : undefined,
     maxRetainedOutputBytes: o.maxRetainedOutputBytes,
     // The node's FnCall workers (the pools, image and call sizes are the control plane's).
     fn: o.fn && { maxWorkersPerImage: o.fn.maxWorkersPerImage, queueLimit: o.fn.queueLimit, idleMs: o.fn.idleMs },
@@ -187,6 +199,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
       if (remote && (!keep || held.length === 0)) await remote.stop();
       await mounts.close();
       await disk?.close({ keep: keep && held.length > 0 });
+      if (!keep || held.length === 0) await limited?.close();
       await swap?.close();
       return held;
     },

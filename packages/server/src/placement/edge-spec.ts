@@ -1,4 +1,4 @@
-import { sandboxEnv } from '@warren/api';
+import { memoryRequestOf, sandboxEnv } from '@warren/api';
 import type { EdgeLease, EdgeSandboxSpec } from '@warren/edge';
 import type { SandboxRecord } from '../store/store.js';
 
@@ -17,6 +17,7 @@ export function edgeSpec(rec: SandboxRecord, lease: EdgeLease | null = null): Ed
     resources: {
       cpu: rec.resources.cpu,
       memoryMiB: rec.resources.memoryMiB,
+      memoryRequestMiB: memoryRequestOf(rec.resources),
       pids: rec.resources.pids,
       diskMiB: rec.resources.diskMiB,
       ...(rec.resources.cpuClass === 'batch' ? { cpuClass: 'batch' as const } : {}),

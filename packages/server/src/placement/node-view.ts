@@ -1,3 +1,4 @@
+import { memoryRequestOf } from '@warren/api';
 import type { EdgeLoad } from '@warren/edge';
 import type { Cluster, NodeChange } from '../cluster/cluster.js';
 import { placeAll, placeSandbox, type Placement, type PlacementNode, type PlacementRequest } from './policy.js';
@@ -31,10 +32,11 @@ export class NodeView {
   }
 
   /** A create sent to a node (`sign` 1) or answered there (-1), with the load its answer carried. */
-  inFlightOn(node: string, r: { cpu: number; memoryMiB: number }, sign: 1 | -1, load?: EdgeLoad): void {
+  inFlightOn(node: string, r: { cpu: number; memoryMiB: number; memoryRequestMiB?: number }, sign: 1 | -1, load?: EdgeLoad): void {
     const p = this.inFlight.get(node) ?? { cpu: 0, memoryMiB: 0, sandboxes: 0 };
     p.cpu += sign * r.cpu;
-    p.memoryMiB += sign * r.memoryMiB;
+    // What the node commits for it: its request.
+    p.memoryMiB += sign * memoryRequestOf(r);
     p.sandboxes += sign;
     this.inFlight.set(node, p);
     // A fresher load updates the view through the cluster's watch; otherwise the count alone changed.

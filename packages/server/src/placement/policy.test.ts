@@ -14,7 +14,8 @@ const node = (id: string, memoryMiB: number, more: Partial<PlacementNode> = {}):
   cpuUsed: 0,
   ...more,
 });
-const want: PlacementRequest = { backend: 'container', cpu: 1, memoryMiB: 512, network: false };
+// A request as large as the limit: a node's committed memory below counts whole sandboxes.
+const want: PlacementRequest = { backend: 'container', cpu: 1, memoryMiB: 512, memoryRequestMiB: 512, network: false };
 
 /** A generator of the numbers `Math.random` would give, from a seed (repeatable). */
 function seeded(seed: number): () => number {
@@ -90,7 +91,7 @@ test('best of two over 160 equal nodes keeps the most loaded within 10 % of the 
     const nodes = Array.from({ length: 160 }, (_, i) => node(`n${i}`, 0, { capacity: { ...node('x', 0).capacity, memoryMiB: 1 << 20, sandboxes: 1 << 20 } }));
     const random = seeded(42);
     for (let i = 0; i < 32_000; i++) {
-      const id = placeSandbox(nodes, { ...want, memoryMiB: 64 }, { k, random }).order[0]!;
+      const id = placeSandbox(nodes, { ...want, memoryMiB: 64, memoryRequestMiB: 64 }, { k, random }).order[0]!;
       const n = nodes.find((x) => x.id === id)!;
       n.committed.memoryMiB += 64;
       n.sandboxes++;

@@ -1,3 +1,4 @@
+import { memoryRequestOf } from '@warren/api';
 import { admissionRefusal, type EdgeCapacity } from '@warren/edge';
 
 /** A node as placement sees it: the latest load the replica saw of it (a heartbeat or a create's answer), plus its creates in flight there. */
@@ -9,7 +10,7 @@ export interface PlacementNode {
   /** The operator's endpoints it offers, by name (absent: none). */
   endpoints?: readonly string[];
   capacity: EdgeCapacity;
-  /** What admission counts on it (running sandboxes' requests, paused ones' resident memory). */
+  /** What admission counts on it (running sandboxes' requests, paused ones' resident memory up to their requests). */
   committed: { cpu: number; memoryMiB: number };
   sandboxes: number;
   paused: number;
@@ -23,7 +24,9 @@ export interface PlacementNode {
 export interface PlacementRequest {
   backend: string;
   cpu: number;
+  /** The sandbox's memory limit, and what a node commits for it (absent: the default share of the limit). */
   memoryMiB: number;
+  memoryRequestMiB?: number;
   diskMiB?: number | null;
   /** Whether the sandbox needs a network beyond loopback. */
   network: boolean;
@@ -45,7 +48,7 @@ export interface Placement {
  * left after it, memory weighted more (memory is what cannot be shared). Higher is better.
  */
 export function placementScore(n: PlacementNode, r: PlacementRequest): number {
-  const mem = 1 - (n.committed.memoryMiB + r.memoryMiB) / n.capacity.memoryMiB;
+  const mem = 1 - (n.committed.memoryMiB + memoryRequestOf(r)) / n.capacity.memoryMiB;
   const cpu = n.capacity.busyCpu ? 1 - n.cpuUsed / n.capacity.busyCpu : 1;
   return mem + 0.5 * cpu;
 }

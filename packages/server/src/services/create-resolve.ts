@@ -1,5 +1,5 @@
 import type { CpuClass, CreateSandboxRequest, NetworkPolicy } from '@warren/api';
-import { DEFAULTS, WarrenError } from '@warren/api';
+import { DEFAULTS, WarrenError, memoryRequestOf } from '@warren/api';
 import { compilePolicy, opensNetwork, widestAllowPrefix } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { Cluster } from '../cluster/cluster.js';
@@ -68,9 +68,11 @@ export async function resolveCreate(p: ResolveParts, caller: Caller, req: Pick<N
         diskMiB: r.diskMiB,
       },
     );
+  const memoryMiB = r.memoryMiB ?? p.defaults.memoryMiB;
   const resources = {
     cpu: r.cpu ?? p.defaults.cpu,
-    memoryMiB: r.memoryMiB ?? p.defaults.memoryMiB,
+    memoryMiB,
+    memoryRequestMiB: checkedMemoryRequest(memoryMiB, r.memoryRequestMiB),
     pids: r.pids ?? p.defaults.pids,
     diskMiB: r.diskMiB ?? p.defaults.diskMiB,
     cpuClass: cpuClassFor(caller, r.cpuClass),
@@ -119,4 +121,14 @@ export function checkNetwork(p: ResolveParts, caller: Caller, policy: NetworkPol
   }
   const { egress, allow, deny, endpoints } = compiled.source;
   return endpoints.length ? { egress, allow, deny, endpoints } : { egress, allow, deny };
+}
+
+/** A sandbox's memory request: the one asked for (never more than its limit), else the default share of the limit. */
+export function checkedMemoryRequest(memoryMiB: number, asked: number | undefined): number {
+  if (asked !== undefined && asked > memoryMiB)
+    throw new WarrenError('invalid_argument', `resources.memoryRequestMiB (${asked}) is more than resources.memoryMiB (${memoryMiB}), the sandbox's limit`, {
+      memoryMiB,
+      memoryRequestMiB: asked,
+    });
+  return memoryRequestOf({ memoryMiB, memoryRequestMiB: asked });
 }

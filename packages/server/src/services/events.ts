@@ -66,14 +66,18 @@ export class EventLog {
   sandbox(
     rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>,
     type: Exclude<LifecycleEventType, 'lease_lapsed' | 'ended' | 'forked' | 'snapshotted'>,
+    end?: undefined,
+    reason?: 'memory',
   ): void;
   sandbox(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>, type: 'ended', end: SandboxEndRecord): void;
   sandbox(
     rec: Pick<SandboxRecord, 'id' | 'tenant' | 'labels' | 'lease'>,
     type: Exclude<LifecycleEventType, 'lease_lapsed' | 'forked' | 'snapshotted'>,
     end?: SandboxEndRecord,
+    reason?: 'memory',
   ): void {
     const data: Record<string, unknown> = { sandbox: rec.id, labels: rec.labels, lease: rec.lease ?? null };
+    if (reason) data.reason = reason;
     if (end) {
       data.end = { reason: end.reason, by: END_BY[end.reason], detail: end.detail, at: new Date(end.at).toISOString() };
       this.ends.set(end.reason, (this.ends.get(end.reason) ?? 0) + 1);

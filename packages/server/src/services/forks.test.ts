@@ -75,4 +75,16 @@ test('a fork’s children are the source’s but for their ids, fork base, lifet
     ['sb_1', 'sb_2'].map((id) => [id, 'creating', [D('a'), `fork:${base}`], { job: 'y' }, 0.5, 512, { A: '1' }, 'u', '/w', 'n1', 61_000, null, null, null]),
   );
   assert.deepEqual(forkRecords(src, {}, { baseId: base, ids: ['sb_3'], now: 0, defaultTtlSeconds: 5, lease: 'l_new' })[0]!.labels, { job: 'x' });
+  // A child's memory request: the source's; the default share of a new limit; the one asked for, never over the limit.
+  const request = (req: Parameters<typeof forkRecords>[1], from = src): number | undefined =>
+    forkRecords(from, req, { baseId: base, ids: ['sb_4'], now: 0, defaultTtlSeconds: 5, lease: null })[0]!.resources.memoryRequestMiB;
+  const asked = { ...src, resources: { ...src.resources, memoryRequestMiB: 40 } };
+  assert.equal(request({}, asked), 40);
+  assert.equal(request({}), 128);
+  assert.equal(request({ resources: { memoryMiB: 1024 } }, asked), 256);
+  assert.equal(request({ resources: { memoryMiB: 1024, memoryRequestMiB: 1000 } }, asked), 1000);
+  assert.throws(() => request({ resources: { memoryRequestMiB: 600 } }), {
+    code: 'invalid_argument',
+    message: /memoryRequestMiB \(600\) is more than resources\.memoryMiB \(512\)/,
+  });
 });

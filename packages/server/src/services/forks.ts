@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ForkRequest, ForkResponse } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { WarrenError, memoryRequestOf } from '@warren/api';
+import { checkedMemoryRequest } from './create-resolve.js';
 import { compilePolicy, forkLayer, opensNetwork, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { SandboxRecord, Store } from '../store/store.js';
 import type { Cluster } from '../cluster/cluster.js';
@@ -42,7 +43,15 @@ export function forkRecords(
   o: { baseId: string; ids: string[]; now: number; defaultTtlSeconds: number; lease: string | null },
 ): SandboxRecord[] {
   const ttl = req.lifetime?.ttlSeconds ?? o.defaultTtlSeconds;
-  const resources = { ...src.resources, cpu: req.resources?.cpu ?? src.resources.cpu, memoryMiB: req.resources?.memoryMiB ?? src.resources.memoryMiB };
+  const memoryMiB = req.resources?.memoryMiB ?? src.resources.memoryMiB;
+  // A new limit with no request of its own takes the default share of it, not the source's request.
+  const askedRequest = req.resources?.memoryRequestMiB ?? (req.resources?.memoryMiB === undefined ? src.resources.memoryRequestMiB : undefined);
+  const resources = {
+    ...src.resources,
+    cpu: req.resources?.cpu ?? src.resources.cpu,
+    memoryMiB,
+    memoryRequestMiB: checkedMemoryRequest(memoryMiB, askedRequest),
+  };
   return o.ids.map((id) => ({
     ...src,
     id,
@@ -102,6 +111,7 @@ export class ForkService {
       backend: r.backend,
       cpu: r.resources.cpu,
       memoryMiB: r.resources.memoryMiB,
+      memoryRequestMiB: memoryRequestOf(r.resources),
       diskMiB: r.resources.diskMiB,
       network: opensNetwork(compilePolicy(r.network)),
       endpoints: r.network?.endpoints,

@@ -5,7 +5,7 @@ import type { Store } from '../store/store.js';
 export interface NodeEventTargets {
   store: Pick<Store, 'getSandbox'>;
   sandboxes: {
-    stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void>;
+    stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null; reason?: 'memory' }): Promise<void>;
     expire(id: string, reason: 'ttl' | 'idle'): Promise<void>;
     died(id: string, why?: { reason?: 'exited' | 'oom'; detail?: string }): Promise<void>;
   };

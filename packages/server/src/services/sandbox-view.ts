@@ -1,5 +1,5 @@
 import type { CreateSandboxRequest, Image, NetworkPolicy, Sandbox, SandboxState } from '@warren/api';
-import { END_BY, WarrenError } from '@warren/api';
+import { END_BY, WarrenError, memoryRequestOf } from '@warren/api';
 import type { EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxRecord } from '../store/store.js';
@@ -23,13 +23,24 @@ export const viewResources = (r: SandboxRecord['resources']): Sandbox['resources
   memoryMiB: r.memoryMiB,
   pids: r.pids,
   diskMiB: r.diskMiB,
+  memoryRequestMiB: memoryRequestOf(r),
   cpuClass: r.cpuClass ?? 'latency',
 });
 
 /** What makes a pool's sandbox interchangeable with a new one: tenant, layers, resources, network. */
 export function poolKey(tenant: string, layers: string[], resources: SandboxRecord['resources'], network: NetworkPolicy): string {
   const n = { egress: network.egress ?? 'deny', allow: [...(network.allow ?? [])].sort(), deny: [...(network.deny ?? [])].sort() };
-  return JSON.stringify([tenant, layers, resources.cpu, resources.memoryMiB, resources.pids, resources.diskMiB, resources.cpuClass ?? 'latency', n]);
+  return JSON.stringify([
+    tenant,
+    layers,
+    resources.cpu,
+    resources.memoryMiB,
+    memoryRequestOf(resources),
+    resources.pids,
+    resources.diskMiB,
+    resources.cpuClass ?? 'latency',
+    n,
+  ]);
 }
 
 /** The files of a create request, decoded from base64 (once per request: a batch shares them). */

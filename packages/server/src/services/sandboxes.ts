@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { CreateSandboxRequest, KeyRole, ListSandboxesQuery, ListSandboxesResponse, NetworkPolicy, Sandbox } from '@warren/api';
-import { WarrenError } from '@warren/api';
+import { WarrenError, memoryRequestOf } from '@warren/api';
 import { compilePolicy, opensNetwork, type EdgeApi, type EdgeLease, type EdgeSandboxState } from '@warren/edge';
 import type { ImageCatalogue } from '@warren/images';
 import type { KeyRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from '../store/store.js';
@@ -237,6 +237,7 @@ export class SandboxService {
       backend,
       cpu: r.resources.cpu,
       memoryMiB: r.resources.memoryMiB,
+      memoryRequestMiB: memoryRequestOf(r.resources),
       diskMiB: r.resources.diskMiB,
       network: opensNetwork(compilePolicy(r.network)),
       endpoints: r.network.endpoints,
@@ -459,8 +460,8 @@ export class SandboxService {
   }
 
   /** Called by the edge on every pause and resume (its own included): the store follows. */
-  async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null }): Promise<void> {
-    await this.moved(id, s.paused, s.expiresAtMs);
+  async stateChanged(id: string, s: { paused: boolean; expiresAtMs: number | null; reason?: 'memory' }): Promise<void> {
+    await this.moved(id, s.paused, s.expiresAtMs, s.reason);
   }
 
   /**
@@ -468,11 +469,11 @@ export class SandboxService {
    * call's, or the edge's event on any of the replicas that read it). Only while it runs: an
    * event that comes after its end is recorded must not bring it back.
    */
-  private async moved(id: string, paused: boolean, expiresAt?: number | null): Promise<void> {
+  private async moved(id: string, paused: boolean, expiresAt?: number | null, reason?: 'memory'): Promise<void> {
     const patch = expiresAt === undefined ? {} : { expiresAt };
     if (await this.store.updateSandbox(id, { state: paused ? 'paused' : 'running', ...patch }, { from: [paused ? 'running' : 'paused'] })) {
       const rec = this.events ? await this.store.getSandbox(id) : undefined;
-      if (rec) this.events?.sandbox(rec, paused ? 'paused' : 'resumed');
+      if (rec) this.events?.sandbox(rec, paused ? 'paused' : 'resumed', undefined, reason);
     } else if (expiresAt !== undefined) await this.store.updateSandbox(id, patch, { from: RUNNING });
   }
 

@@ -15,8 +15,8 @@ export interface SandboxRecord {
   layers: string[];
   layerNames: string[];
   labels: Record<string, string>;
-  /** cpuClass: absent in records from before sandboxes had one (latency). */
-  resources: { cpu: number; memoryMiB: number; pids: number; diskMiB: number | null; cpuClass?: CpuClass };
+  /** memoryMiB: the hard limit; memoryRequestMiB: what its node commits (absent in older records: the default share of memoryMiB). cpuClass: absent in records from before sandboxes had one (latency). */
+  resources: { cpu: number; memoryMiB: number; memoryRequestMiB?: number; pids: number; diskMiB: number | null; cpuClass?: CpuClass };
   /** The create's env (what the caller asked for). */
   env: Record<string, string>;
   /** The image's own env at create (absent in records from before images carried one: none). */

@@ -372,6 +372,13 @@ export class ContainerBackend implements Backend {
     return this.o.cgroups.memoryBytes(p);
   }
 
+  async pageOut(id: string, signal?: AbortSignal): Promise<number> {
+    const p = this.cgroupPath(id);
+    const pids = await this.o.cgroups.procs('pids', p);
+    if (pids.length && !signal?.aborted) await this.o.spawner.run(this.o.pageoutPath, pids.map(String), { logFile: '/dev/null', signal });
+    return this.o.cgroups.memoryBytes(p);
+  }
+
   async resume(id: string): Promise<void> {
     await this.o.cgroups.setFrozen(this.cgroupPath(id), false);
     await this.o.cgroups.setSoftLimit(this.cgroupPath(id), null).catch(() => undefined);
