@@ -342,6 +342,13 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => void (v === true && (o.microvm = false)),
   },
   {
+    flag: 'no-ksm',
+    type: 'boolean',
+    default: false,
+    usage: ['[--no-ksm]', "leave the kernel's samepage merging as it is (else on while the node runs: microVMs' like pages kept once)"],
+    set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, ksm: false })),
+  },
+  {
     flag: 'no-vm',
     type: 'boolean',
     default: false,

@@ -4,6 +4,7 @@ import { DEFAULT_ID_MAP, type FsOps, type LayerStore } from '@warren/images';
 import { chooseAccel } from '../backends/microvm/accel.js';
 import { guestKit, type GuestKind, type GuestKit } from '../backends/microvm/guest-kit.js';
 import { MicrovmBackend, type MicrovmBackendOptions } from '../backends/microvm/microvm-backend.js';
+import { KSM_DEFAULT } from '../host/ksm.js';
 import type { SandboxNetwork } from '../net/sandbox-network.js';
 import type { EdgeNodeOptions } from './node-options.js';
 
@@ -45,6 +46,8 @@ export async function openMicrovm(o: EdgeNodeOptions, h: GuestHost): Promise<Mic
     defaultDiskMiB: 1024,
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
+    pageoutPath: join(nativeDir, 'warren-pageout'),
+    ksm: o.microvm && o.microvm.ksm === false ? null : KSM_DEFAULT,
     ...guestShared(h),
   });
 }

@@ -42,6 +42,9 @@ import { inputStrokes } from './input-events.js';
 import { sendStrokes, type GuestInput } from './input-flow.js';
 import { VM_SCREEN } from './qemu-args.js';
 import { VmScreens } from './vm-screens.js';
+import { IdlePager, type IdlePolicy } from './idle-pageout.js';
+import { enableKsm, type KsmOptions } from '../../host/ksm.js';
+import { hostSwapCost, qemuMemory, type VmMemory } from './vm-memory.js';
 
 export interface MicrovmBackendOptions {
   /**
@@ -83,6 +86,17 @@ export interface MicrovmBackendOptions {
    * the node's batch cgroup); absent: a create that asks for the batch class is refused.
    */
   batchProcess?: (pid: number) => Promise<void>;
+  /** native/build/warren-pageout: an idle microVM's QEMU is paged out with it (IdlePager); absent: never. */
+  pageoutPath?: string | null;
+  /** When an idle one is (default IDLE_POLICY). */
+  idlePolicy?: IdlePolicy;
+  /**
+   * The kernel's samepage merging, turned on while the backend runs (host/ksm.ts): what guests
+   * hold alike (their page caches of the same image files above all) is kept once. A guest may
+   * time its own writes to learn whether another holds a page it guesses (a side channel of
+   * any merging across tenants): null leaves KSM as it is.
+   */
+  ksm?: KsmOptions | null;
 }
 
 /** What a guest's HELLO says of its link (none without one). */
@@ -141,6 +155,8 @@ export class MicrovmBackend implements Backend {
   private readonly forkBases: MicrovmForkBases;
   /** See heldBeyondRequestsMiB. */
   private beyond = 0;
+  private readonly pager: IdlePager | null;
+  private ksm: Promise<{ close(): Promise<void> } | null> | null = null;
   private readonly screens = new VmScreens({ dump: (id, file) => this.qmp(id, 'screendump', { filename: file }) });
 
   constructor(private readonly o: MicrovmBackendOptions) {
@@ -156,6 +172,9 @@ export class MicrovmBackend implements Backend {
     const spares = o.templateDir === null ? null : new MicrovmSpares(o.dir, o.spares ?? 1, linked);
     this.spares = spares;
     this.templates = o.templateDir === null ? null : new MicrovmTemplates(o.templateDir, 8, (t) => spares!.discard(t));
+    const running = (): Array<{ id: string; pid: number }> =>
+      [...this.vms].filter(([, v]) => !v.saved && !v.saving && v.pid > 0).map(([id, v]) => ({ id, pid: v.pid }));
+    this.pager = o.pageoutPath ? new IdlePager({ pageoutPath: o.pageoutPath, policy: o.idlePolicy, running }) : null;
   }
 
   private vmDir(id: string): string {
@@ -285,7 +304,11 @@ export class MicrovmBackend implements Backend {
     );
   }
 
-  async started(): Promise<void> {}
+  /** The first sandbox started: the idle pager begins to look, and KSM is turned on (until close). */
+  async started(): Promise<void> {
+    this.pager?.start();
+    if (this.o.ksm) this.ksm ??= enableKsm(this.o.ksm);
+  }
 
   async adopt(id: string): Promise<BackendSandbox | null> {
     const dir = this.vmDir(id);
@@ -308,6 +331,7 @@ export class MicrovmBackend implements Backend {
     if (pid === null || start === null) return null;
     const memoryMiB = (JSON.parse(await readFile(vmFiles(dir).spec, 'utf8').catch(() => '{}')) as { memoryMiB?: number }).memoryMiB ?? 0;
     this.vms.set(id, { pid, start, mux, saved: false, saving: null, memoryMiB, link });
+    this.pager?.start();
     return { id, connect: mux.connect, initPid: pid, initStartTime: start };
   }
 
@@ -447,14 +471,27 @@ export class MicrovmBackend implements Backend {
   }
 
   /**
-   * CPU time and memory of its QEMU: what the VMM really holds, guest and device model together
-   * (its proportional set: a clone's share of its template's pages counts once over all clones).
+   * CPU time and memory of its QEMU: what the VMM really holds, guest and device model together,
+   * as the host sees it (never as its guest says): its proportional set (a clone's share of its
+   * template's pages counts once over all clones), and its share of swap (see memory).
    */
   async stats(id: string): Promise<SandboxStats> {
     const vm = this.entry(id);
     if (vm.saved) return { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
-    const rollup = await readFile(`/proc/${vm.pid}/smaps_rollup`, 'utf8').catch(() => '');
-    return { cpuSeconds: (await processCpuSeconds(vm.pid)) ?? 0, memoryBytes: Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024, swapBytes: 0 };
+    const m = await qemuMemory(vm.pid, 0);
+    return { cpuSeconds: (await processCpuSeconds(vm.pid)) ?? 0, memoryBytes: m?.pssBytes ?? 0, swapBytes: m?.swapBytes ?? 0 };
+  }
+
+  /**
+   * What a microVM really holds of the host's memory (VmMemory): its proportional set in RAM and
+   * what its swapped-out pages cost there (zram's compressed share), read from the host's /proc;
+   * nothing while it is saved to disk (paused). What admission should count for it.
+   */
+  async memory(id: string): Promise<VmMemory> {
+    const vm = this.entry(id);
+    const none: VmMemory = { pssBytes: 0, anonBytes: 0, fileBytes: 0, swapBytes: 0, swapHeldBytes: 0, heldBytes: 0 };
+    if (vm.saved) return none;
+    return (await qemuMemory(vm.pid, await hostSwapCost())) ?? none;
   }
 
   async totals(): Promise<SandboxStats> {
@@ -465,6 +502,7 @@ export class MicrovmBackend implements Backend {
       if (!s) continue;
       sum.cpuSeconds += s.cpuSeconds;
       sum.memoryBytes += s.memoryBytes;
+      sum.swapBytes += s.swapBytes;
       beyond += Math.max(0, Math.ceil(s.memoryBytes / 2 ** 20) - vm.memoryMiB);
     }
     this.beyond = beyond;
@@ -557,6 +595,9 @@ export class MicrovmBackend implements Backend {
 
   /** The microVMs run on (a restarted edge adopts them); only the connections to them close. */
   async close(): Promise<void> {
+    await this.pager?.stop();
+    await (await this.ksm)?.close();
+    this.ksm = null;
     for (const vm of this.vms.values()) vm.mux.close();
     this.vms.clear();
     await this.spares?.close();

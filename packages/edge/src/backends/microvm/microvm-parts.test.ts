@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentMux, MUX, MUX_HEADER, MUX_LINK, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WINDOW, MuxDecoder, muxFrame, muxHello } from './agent-mux.js';
-import { GUEST_MAC, microvmArgs } from './qemu-args.js';
+import { GUEST_MAC, TCG_CODE_MIB, microvmArgs } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
 import { stopMicrovm } from './vm-process.js';
 import { endMarked } from './microvm-backend.js';
@@ -106,6 +106,10 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.match(after('-append')[0]!, /warren\.layers=dm(\s|$)/);
   assert.match(after('-append')[0]!, / tsc_early_khz=2096013 /);
   assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc_early_khz/);
+  // TCG's translated code is capped: a guest cannot grow its QEMU by a GiB of it.
+  assert.deepEqual(after('-accel'), [`tcg,tb-size=${TCG_CODE_MIB}`]);
+  const kvm = microvmArgs({ ...spec, accel: 'kvm' });
+  assert.equal(kvm[kvm.indexOf('-accel') + 1], 'kvm');
   assert.doesNotMatch(after('-append')[0]!, /idshift/);
   assert.match(microvmArgs({ ...spec, idShift: { base: 100000, size: 65536 } }).join(' '), / warren\.idshift=100000:65536( |$)/);
   assert.deepEqual(

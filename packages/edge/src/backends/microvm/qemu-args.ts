@@ -67,6 +67,14 @@ const PC_RAM_ID = 'pc.ram';
  */
 export const VM_SCREEN = { width: 1024, height: 768, vesaMode: '0x344' } as const;
 
+/**
+ * The most a microVM's QEMU keeps of its guest's code translated under TCG (MiB; QEMU's default is
+ * a GiB): a guest that keeps writing new code cannot grow its QEMU past its RAM by more than this.
+ * A guest's whole working set fits (an idle debian-python guest and a python3 start translate
+ * about 30 MiB); past it, TCG starts over, translating again what runs next.
+ */
+export const TCG_CODE_MIB = 64;
+
 /** QEMU's arguments for the machine `s` names (pure). */
 export function qemuArgs(s: MicrovmSpec): string[] {
   return s.kind === 'vm' ? vmArgs(s) : microvmArgs(s);
@@ -87,7 +95,7 @@ export function microvmArgs(s: MicrovmSpec): string[] {
   // prettier-ignore
   return [
     '-M', `microvm,x-option-roms=off,rtc=on${s.ram ? `,memory-backend=${RAM_ID}` : ''}`,
-    '-accel', s.accel,
+    '-accel', s.accel === 'tcg' ? `tcg,tb-size=${TCG_CODE_MIB}` : s.accel,
     '-cpu', s.accel === 'kvm' ? 'host' : 'max',
     '-smp', String(Math.max(1, Math.ceil(s.cpus))),
     '-m', `${s.memoryMiB}M`,

@@ -1,0 +1,303 @@
+// Warren benchmark section: what idle microVMs hold of the host's memory, on the microVM backend
+// itself (debian-python, each a clone of its image's template). Prints, from the host's view
+// (/proc/PID/smaps_rollup; swap counted at zram's compressed size): one idle microVM at 0 s and
+// after a minute, left alone and paged out by the idle pager; ten microVMs reading the same
+// image files (~255 MB), with the kernel's samepage merging off and then on; a fork child idle;
+// and as many idle microVMs at once as fit (toward --many, default 300). Needs root, QEMU and the
+// guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
+// Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many]
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { DEFAULT_ID_MAP } from '@warren/images';
+import {
+  IdlePager,
+  MicrovmBackend,
+  OWNER_PID_FILE,
+  REPLY,
+  chooseAccel,
+  enableKsm,
+  guestKit,
+  hostSwapCost,
+  qemuMemory,
+  startCommand,
+  type BackendSandbox,
+  type VmMemory,
+} from '@warren/edge';
+
+const NATIVE = new URL('../../../native/build', import.meta.url).pathname;
+const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
+const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
+const DIGEST = 'sha256:' + 'c'.repeat(64);
+const MiB = 2 ** 20;
+
+/** Runs a shell command in a sandbox to its end: its stdout. */
+async function sh(sb: BackendSandbox, script: string): Promise<string> {
+  const { call } = await startCommand(sb.connect, { argv: ['/bin/sh', '-c', script], env: [], stdin: false });
+  let out = '';
+  try {
+    for (let f = await call.next(); f && f.type !== REPLY.done; f = await call.next()) if (f.type === REPLY.stdout) out += f.payload.toString();
+    return out;
+  } finally {
+    call.close();
+  }
+}
+
+const mib = (b: number): string => `${(b / MiB).toFixed(1)} MiB`;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** One QEMU's memory as a line. */
+function line(m: VmMemory): string {
+  return `held ${mib(m.heldBytes)} = PSS ${mib(m.pssBytes)} (anon ${mib(m.anonBytes)}, file ${mib(m.fileBytes)}) + swap ${mib(m.swapBytes)} costing ${mib(m.swapHeldBytes)} in zram; its own (anon + zram) ${mib(m.anonBytes + m.swapHeldBytes)}`;
+}
+
+/** The memory of the QEMUs of `sbs`, each and summed. */
+async function memories(sbs: BackendSandbox[]): Promise<{ each: VmMemory[]; sum: VmMemory }> {
+  const cost = await hostSwapCost();
+  const each = (await Promise.all(sbs.map((s) => qemuMemory(s.initPid!, cost)))).filter((m): m is VmMemory => m !== null);
+  const sum: VmMemory = { pssBytes: 0, anonBytes: 0, fileBytes: 0, swapBytes: 0, swapHeldBytes: 0, heldBytes: 0 };
+  for (const m of each) for (const k of Object.keys(sum) as Array<keyof VmMemory>) sum[k] += m[k];
+  return { each, sum };
+}
+
+/** MemAvailable now (bytes). */
+async function memAvailable(): Promise<number> {
+  return Number(/^MemAvailable:\s+(\d+) kB/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) * 1024;
+}
+
+/** KSM's counters (pages). */
+async function ksmPages(): Promise<{ shared: number; sharing: number; zero: number }> {
+  const r = async (f: string): Promise<number> => Number((await readFile(`/sys/kernel/mm/ksm/${f}`, 'utf8').catch(() => '0')).trim());
+  return { shared: await r('pages_shared'), sharing: await r('pages_sharing'), zero: await r('ksm_zero_pages') };
+}
+
+/** Prints this section. */
+export async function run(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      many: { type: 'string', default: '300' },
+      'idle-seconds': { type: 'string', default: '60' },
+      'memory-mib': { type: 'string', default: '256' },
+      'max-minutes': { type: 'string', default: '20' },
+      skip: { type: 'string', default: '' },
+    },
+  });
+  const skip = new Set(values.skip.split(',').filter(Boolean));
+  const idleMs = Number(values['idle-seconds']) * 1000;
+  const memoryMiB = Number(values['memory-mib']);
+  const meta = (await readdir(IMAGE_CACHE)).find((f) => /^debian-python\.v\d+\.erofs$/.test(f));
+  if (!meta) throw new Error(`no debian-python layer in ${IMAGE_CACHE}: bash scripts/setup.sh makes it`);
+  const data = join(IMAGE_CACHE, meta.replace(/\.erofs$/, '.data'));
+  const dir = await mkdtemp(join(tmpdir(), 'warren-bench-vmmem-'));
+  await writeFile(join(dir, OWNER_PID_FILE), String(process.pid));
+  const platform = join(dir, 'platform');
+  await mkdir(platform);
+  await copyFile(join(NATIVE, 'warren-init'), join(platform, 'warren-init'));
+  const kit = (): ReturnType<typeof guestKit> => guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform);
+  const accel = await chooseAccel(GUEST_CACHE, kit).catch(() => 'tcg' as const);
+  const backend = new MicrovmBackend({
+    dir: join(dir, 'microvm'),
+    store: {
+      ensureMeta: async (d) => d === DIGEST,
+      layerPath: () => join(IMAGE_CACHE, meta),
+      dataPath: () => (existsSync(data) ? data : null),
+      addLayerTar: () => Promise.reject(new Error('no commits here')),
+    },
+    fsOps: { mknod: () => Promise.reject(new Error('unused')), setxattr: () => Promise.reject(new Error('unused')) },
+    idMap: DEFAULT_ID_MAP,
+    kit,
+    accel,
+    defaultDiskMiB: 1024,
+    templateDir: join(dir, 'templates'),
+    spares: 1,
+    // Paged out by this benchmark's own pager, for the sandboxes it names.
+    pageoutPath: null,
+    ksm: null,
+  });
+  const paged = new Set<string>();
+  const pager = new IdlePager({
+    pageoutPath: join(NATIVE, 'warren-pageout'),
+    intervalMs: 2000,
+    policy: { idleMs: Math.min(30_000, idleMs / 2), busyCpuFraction: 0.1, regrowBytes: 4 * MiB },
+    running: () => live.filter((s) => paged.has(s.id)).map((s) => ({ id: s.id, pid: s.initPid! })),
+  });
+  const live: BackendSandbox[] = [];
+  let n = 0;
+  const create = async (layers: string[] = [DIGEST], mem = memoryMiB): Promise<BackendSandbox> => {
+    const sb = await backend.create({ id: `sb_vmmem${n++}`, layers, resources: { cpu: 1, memoryMiB: mem, pids: 1000 } });
+    live.push(sb);
+    return sb;
+  };
+  const drop = async (sbs: BackendSandbox[]): Promise<void> => {
+    for (const s of sbs) {
+      await backend.destroy(s.id).catch(() => undefined);
+      live.splice(live.indexOf(s), 1);
+      paged.delete(s.id);
+    }
+  };
+  console.log(`microVM memory: accelerator ${accel}; debian-python guests of ${memoryMiB} MiB, 1 vCPU, clones of the image's template`);
+  const ksmOff = (await readFile('/sys/kernel/mm/ksm/run', 'utf8').catch(() => '0')).trim() === '0';
+  if (!ksmOff) console.log('  (KSM was on already on this host: the figures without it are not)');
+  pager.start();
+  try {
+    // 1. One idle microVM: alone, and paged out by the idle pager.
+    // The template, then a clone; the first clone is dropped (the template's own pages are warm then).
+    await create();
+    await drop([live[0]!]);
+    if (!skip.has('idle')) {
+      const alone = await create();
+      const pagedOne = await create();
+      paged.add(pagedOne.id);
+      await sh(alone, 'python3 -c "print(1)"');
+      await sh(pagedOne, 'python3 -c "print(1)"');
+      const at0 = await memories([alone, pagedOne]);
+      console.log(`  idle microVM at 0 s (after one python3 command): ${line(at0.each[0]!)}`);
+      await sleep(idleMs);
+      const at60 = await memories([alone, pagedOne]);
+      console.log(`  idle microVM after ${idleMs / 1000} s, left alone: ${line(at60.each[0]!)}`);
+      console.log(`  idle microVM after ${idleMs / 1000} s, paged out by the idle pager (${pager.pageOuts} page-outs): ${line(at60.each[1]!)}`);
+      const cpu0 = Number(
+        (await readFile(`/proc/${alone.initPid}/stat`, 'utf8'))
+          .split(') ')[1]!
+          .split(' ')
+          .slice(11, 13)
+          .reduce((a, b) => a + Number(b), 0),
+      );
+      await sleep(10_000);
+      const cpu1 = Number(
+        (await readFile(`/proc/${alone.initPid}/stat`, 'utf8'))
+          .split(') ')[1]!
+          .split(' ')
+          .slice(11, 13)
+          .reduce((a, b) => a + Number(b), 0),
+      );
+      console.log(`  an idle microVM's QEMU uses ${(cpu1 - cpu0) / 10}% of a CPU (10 s)`);
+      await drop([alone, pagedOne]);
+    }
+
+    if (!skip.has('readers')) {
+      // 2. Ten readers of the same image files.
+      const readers = [];
+      for (let i = 0; i < 10; i++) readers.push(await create([DIGEST], 512));
+      const before = await memAvailable();
+      const t0 = performance.now();
+      const bytes = await Promise.all(
+        readers.map((r) => sh(r, 'find /usr /lib /bin /sbin /etc -xdev -type f -print0 2>/dev/null | xargs -0 cat 2>/dev/null | wc -c')),
+      );
+      console.log(`  ten readers: each read ${mib(Number(bytes[0]!.trim()))} of the image's files (all in ${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+      const off = await memories(readers);
+      console.log(
+        `    KSM off: the ten hold ${mib(off.sum.heldBytes)} (PSS ${mib(off.sum.pssBytes)}); MemAvailable fell ${mib(before - (await memAvailable()))}`,
+      );
+      const ksm = await enableKsm({ pagesToScan: 5000, sleepMs: 20 });
+      if (!ksm) console.log('    (no KSM on this host)');
+      else {
+        try {
+          const k0 = performance.now();
+          // Until a full scan merges less than a MiB more (two scans at least: a page merges on the second that sees it alike).
+          let last = -1;
+          for (let scans = 0; ; ) {
+            await sleep(5000);
+            const p = await ksmPages();
+            const full = Number((await readFile('/sys/kernel/mm/ksm/full_scans', 'utf8')).trim());
+            if (full !== scans) {
+              if (scans >= 2 && p.sharing + p.zero - last < 256) break;
+              scans = full;
+              last = p.sharing + p.zero;
+            }
+            if (performance.now() - k0 > 300_000) break;
+          }
+          const on = await memories(readers);
+          const p = await ksmPages();
+          console.log(
+            `    KSM on (merged within ${((performance.now() - k0) / 1000).toFixed(0)} s: ${mib(p.shared * 4096)} kept once for ${mib((p.sharing + p.shared) * 4096)}, ${mib(p.zero * 4096)} zero pages): the ten hold ${mib(on.sum.heldBytes)} (PSS ${mib(on.sum.pssBytes)}); MemAvailable fell ${mib(before - (await memAvailable()))}`,
+          );
+        } finally {
+          await drop(readers);
+          await ksm.close();
+        }
+      }
+      if (live.includes(readers[0]!)) await drop(readers);
+    }
+
+    if (!skip.has('fork')) {
+      // 3. A fork child, idle: at 0 s, and after the idle minute paged out.
+      const source = await create();
+      await sh(source, 'python3 -c "print(1)"; sleep 100000 > /dev/null 2>&1 &');
+      const base = `fb_${'d'.repeat(24)}`;
+      await backend.pause(source.id);
+      await backend.freeze(source.id, base);
+      await backend.resume(source.id);
+      const kids = [await create([DIGEST, `fork:${base}`]), await create([DIGEST, `fork:${base}`])];
+      const k0 = await memories(kids);
+      const third = await create([DIGEST, `fork:${base}`]);
+      await sleep(3000);
+      const k1 = await memories([...kids, third]);
+      console.log(`  fork child at 0 s: ${line(k0.each[1]!)}; one more child adds ${mib(k1.sum.heldBytes - k0.sum.heldBytes)}`);
+      for (const k of [...kids, third]) paged.add(k.id);
+      await sleep(idleMs);
+      const k2 = await memories([...kids, third]);
+      const mean = k2.sum.heldBytes / 3;
+      console.log(
+        `  fork child after ${idleMs / 1000} s idle, paged out: ${line(k2.each[2]!)}; the 3 children hold ${mib(k2.sum.heldBytes)} (${mib(mean)} each)`,
+      );
+      await drop([source, ...kids, third]);
+      await backend.releaseLayers([`fork:${base}`]);
+    }
+
+    if (!skip.has('many')) {
+      // 4. As many idle microVMs at once as fit, toward --many, KSM on and the idle pager on.
+      const many = Number(values.many);
+      const until = Date.now() + Number(values['max-minutes']) * 60_000;
+      const ksm = await enableKsm();
+      const before = await memAvailable();
+      const t0 = performance.now();
+      const made: BackendSandbox[] = [];
+      let why = `reached ${many}`;
+      try {
+        while (made.length < many) {
+          if (Date.now() > until) {
+            why = `stopped at the time limit (${values['max-minutes']} min)`;
+            break;
+          }
+          if ((await memAvailable()) < 2 * 1024 * MiB) {
+            why = 'stopped with 2 GiB left available';
+            break;
+          }
+          const sb = await create([DIGEST], 128).catch((e: unknown) => {
+            why = `a create failed: ${String(e).slice(0, 200)}`;
+            return null;
+          });
+          if (!sb) break;
+          made.push(sb);
+          paged.add(sb.id);
+          if (made.length % 50 === 0) {
+            const m = await memories(made);
+            console.log(
+              `    ${made.length} idle microVMs after ${((performance.now() - t0) / 1000).toFixed(0)} s: they hold ${mib(m.sum.heldBytes)} (${mib(m.sum.heldBytes / made.length)} each); MemAvailable fell ${mib(before - (await memAvailable()))}`,
+            );
+          }
+        }
+        await sleep(idleMs);
+        const m = await memories(made);
+        console.log(
+          `  ${made.length} idle microVMs of 128 MiB at once (${why}; made in ${((performance.now() - t0) / 1000 - idleMs / 1000).toFixed(0)} s), after ${idleMs / 1000} s idle: they hold ${mib(m.sum.heldBytes)} (${mib(m.sum.heldBytes / Math.max(1, made.length))} each: PSS ${mib(m.sum.pssBytes / Math.max(1, made.length))}, zram ${mib(m.sum.swapHeldBytes / Math.max(1, made.length))}); MemAvailable fell ${mib(before - (await memAvailable()))}`,
+        );
+      } finally {
+        await drop(made);
+        await ksm?.close();
+      }
+    }
+  } finally {
+    await pager.stop();
+    await drop([...live]);
+    await backend.releaseLayers((await backend.bases()).map((b) => `fork:${b}`));
+    await backend.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run(process.argv.slice(2));
