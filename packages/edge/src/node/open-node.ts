@@ -17,6 +17,7 @@ import { openNetwork } from './node-network.js';
 import type { EdgeNodeOptions } from './node-options.js';
 import { defaultNativeDir, installPlatform } from './platform-files.js';
 import { remoteBlobs } from './remote-blobs.js';
+import { defaultMaxSandboxes, pidMax } from './sandbox-cap.js';
 
 /** A node's edge and what it stands on, opened (see openEdgeNode). */
 export interface EdgeNode {
@@ -128,7 +129,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
       cpu: ncpu * (o.overcommit?.cpu ?? 64),
       busyCpu: o.overcommit?.busy === 0 ? undefined : ncpu * (o.overcommit?.busy ?? 0.9),
       memoryMiB: Math.floor(memMiB * (o.overcommit?.memory ?? 1.5)),
-      sandboxes: o.maxSandboxes ?? 4096,
+      sandboxes: o.maxSandboxes ?? defaultMaxSandboxes(await pidMax()),
       maxCpuPerSandbox: ncpu,
       maxMemoryMiBPerSandbox: memMiB,
       // Half the sandboxes' file system: one sandbox filling its quota leaves room for the rest.
