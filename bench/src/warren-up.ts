@@ -9,6 +9,8 @@ export interface BenchNode {
   url: string;
   key: string;
   client: Warren;
+  /** The `warren up` process's id. */
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -41,6 +43,7 @@ export async function startWarrenUp(
     url,
     key,
     client: new Warren({ url, apiKey: key }),
+    pid: child.pid ?? 0,
     stop: () =>
       new Promise((resolve) => {
         child.on('exit', () => resolve());

@@ -395,7 +395,7 @@ export const NODE_OPTIONS: NodeOption[] = [
   {
     flag: 'max-sandboxes',
     type: 'string',
-    usage: ['[--max-sandboxes 4096]', 'sandboxes the node holds at most'],
+    usage: ['[--max-sandboxes N]', 'sandboxes the node holds at most (default 16384, or a third of kernel.pid_max if fewer)'],
     set: (o, v) => void (o.maxSandboxes = positiveInt(str(v), '--max-sandboxes')),
   },
   {

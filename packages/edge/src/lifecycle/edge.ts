@@ -29,6 +29,7 @@ import { defaultMemoryFloorMiB, dueNow } from './housekeeping.js';
 import { MemoryPressure } from './pressure.js';
 import { memAvailableMiB } from '../host/proc.js';
 import { Semaphore } from '../util/semaphore.js';
+import { mapLimit } from '../util/map-limit.js';
 import { EdgeLeases } from './leases.js';
 import { FrozenStates } from './frozen-states.js';
 
@@ -310,23 +311,23 @@ export class Edge {
 
   /**
    * The live state of these sandboxes (all when `ids` is absent); those not live here are left
-   * out. `touched`: only those with activity since the last such call (which it clears).
+   * out. `touched`: only those with activity since the last such call (which it clears). Their
+   * usage files are read 32 sandboxes at a time (one by one, a page of 1,000 took seconds).
    */
   async states(q: { ids?: string[]; usage?: boolean; touched?: boolean } = {}): Promise<EdgeSandboxState[]> {
-    const ids = q.ids ?? [...this.live.keys()].filter((id) => !this.own(id));
-    const out: EdgeSandboxState[] = [];
-    for (const id of ids) {
+    const ids = (q.ids ?? [...this.live.keys()].filter((id) => !this.own(id))).filter((id) => {
       const l = this.live.get(id);
-      if (!l) continue;
-      if (q.touched) {
-        if (!l.touched) continue;
-        l.touched = false;
-      }
-      const usage = q.usage ? await this.stats(id).catch(() => null) : null;
-      const network = await this.networks.view(id, q.usage ?? false).catch(() => null);
-      out.push({ id, paused: l.spec.paused, lastActivityMs: l.spec.lastActivityMs, expiresAtMs: l.spec.expiresAtMs, usage, network });
-    }
-    return out;
+      if (q.touched && l?.touched) l.touched = false;
+      else if (q.touched) return false;
+      return l !== undefined;
+    });
+    const out = await mapLimit(ids, 32, async (id): Promise<EdgeSandboxState | null> => {
+      const no = (): null => null;
+      const [usage, network] = await Promise.all([q.usage ? this.stats(id).catch(no) : null, this.networks.view(id, q.usage ?? false).catch(no)]);
+      const l = this.live.get(id);
+      return l ? { id, paused: l.spec.paused, lastActivityMs: l.spec.lastActivityMs, expiresAtMs: l.spec.expiresAtMs, usage, network } : null;
+    });
+    return out.filter((x) => x !== null);
   }
 
   private get(id: string): Live {

@@ -16,10 +16,10 @@ test('host routes parse; a block avoids foreign routes but not our own', () => {
     routes.map((r) => `${r.iface} ${formatIpv4(r.dest)}/${r.prefix}`),
     ['eth0 0.0.0.0/0', 'eth0 10.0.0.0/24', 'br0 10.200.0.0/16', 'wnabcd0 10.202.0.0/16'],
   );
-  // Start at the first block: 10.200/16 is taken by br0, so the first free one is 10.201.0.0/18.
-  assert.equal(formatCidr(pickBlock(routes, 'wnabcd', '0000')), '10.201.0.0/18');
+  // Start at the first block: 10.200/16 is taken by br0, so the first free one is 10.201.0.0/17.
+  assert.equal(formatCidr(pickBlock(routes, 'wnabcd', '0000')), '10.201.0.0/17');
   // Our own interfaces' routes do not block (a restarted node finds its block free).
-  assert.equal(formatCidr(pickBlock(routes, 'wnabcd', (8).toString(36))), '10.202.0.0/18');
+  assert.equal(formatCidr(pickBlock(routes, 'wnabcd', (4).toString(36))), '10.202.0.0/17');
   assert.match(nodeTag('/var/lib/warren'), /^[0-9a-z]{4}$/);
 });
 
@@ -33,4 +33,8 @@ test('slots: a /31 each, host end even, interface names short enough', () => {
   assert.equal(slotOfSandbox(block, s.sandboxIp), 8191);
   assert.equal(slotOfSandbox(block, s.hostIp), null);
   assert.equal(slotOfSandbox(block, parseIpv4('10.201.0.1')!), null);
+  // A node's default block holds 16,384 links, the last one's interface name still short enough.
+  const wide = pickBlock([], 'wnabcd', '0000');
+  assert.equal(slotCount(wide), 16384);
+  assert.ok(slot(wide, 'wnabcd', 16383).hostIf.length <= 15);
 });

@@ -4,8 +4,8 @@ import { cidrHas, type Cidr } from './policy.js';
 
 /** Each sandbox has a /31: the host's end (even) and the sandbox's (odd). */
 export const SLOT_PREFIX = 31;
-/** The block a node takes for its sandboxes: 8192 /31 links. */
-export const BLOCK_PREFIX = 18;
+/** The block a node takes for its sandboxes: 16,384 /31 links (a node's sandbox cap is below it). */
+export const BLOCK_PREFIX = 17;
 
 /** A sandbox link: slot k of the block, its two addresses and the host-side interface name. */
 export interface Slot {
@@ -71,7 +71,7 @@ const overlaps = (a: Cidr, b: Cidr): boolean => {
 };
 
 /**
- * A /18 for a node's sandboxes in 10.200.0.0/13 that no route of the host (other than this
+ * A /17 for a node's sandboxes in 10.200.0.0/13 that no route of the host (other than this
  * node's own interfaces) overlaps; the node's tag picks where the search starts, so nodes that
  * start together tend to take different blocks.
  */
@@ -84,7 +84,7 @@ export function pickBlock(routes: HostRoute[], ifPrefix: string, tag: string): C
     const block = { base: (start + ((first + i) % count) * 2 ** (32 - BLOCK_PREFIX)) >>> 0, prefix: BLOCK_PREFIX };
     if (!foreign.some((r) => overlaps(block, { base: r.dest, prefix: r.prefix }))) return block;
   }
-  throw new Error('no free /18 for sandboxes in 10.200.0.0/13: name one with the node option sandboxSubnet');
+  throw new Error('no free /17 for sandboxes in 10.200.0.0/13: name one with the node option sandboxSubnet');
 }
 
 export const formatCidr = (c: Cidr): string => `${formatIpv4(c.base)}/${c.prefix}`;

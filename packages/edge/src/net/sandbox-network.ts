@@ -26,7 +26,7 @@ export interface SandboxNetworkOptions {
   dataDir: string;
   /** A tmpfs dir for command files and each sandbox's slot (it survives a kept restart). */
   runDir: string;
-  /** The sandboxes' /18 (default: a free one in 10.200.0.0/13). */
+  /** The sandboxes' block, a /16 to /18 (default: a free /17 in 10.200.0.0/13). */
   block?: Cidr;
   /** Network namespaces kept ready, so a create does not wait for ip(8). */
   poolSize?: number;

@@ -8,7 +8,7 @@ import { Endpoints } from '../net/endpoints.js';
 import type { Logger } from '../util/logger.js';
 import type { EdgeNodeOptions } from './node-options.js';
 
-/** Opens a node's sandbox networking from its options (the /18 and the denied CIDRs checked here). */
+/** Opens a node's sandbox networking from its options (the block, a /16 to /18, and the denied CIDRs checked here). */
 export async function openNetwork(
   host: HostHelper,
   dataDir: string,
@@ -18,7 +18,7 @@ export async function openNetwork(
   let block;
   if (o.subnet) {
     const r = parseNetworkRule(o.subnet);
-    if (r.kind !== 'cidr' || r.prefix !== 18) throw new Error(`network subnet "${o.subnet}" must be an IPv4 /18`);
+    if (r.kind !== 'cidr' || r.prefix < 16 || r.prefix > 18) throw new Error(`network subnet "${o.subnet}" must be an IPv4 /16, /17 or /18`);
     block = { base: r.base, prefix: r.prefix };
   }
   const deny = (o.deny ?? []).map((c) => {

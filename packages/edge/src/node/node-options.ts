@@ -35,6 +35,7 @@ export interface EdgeNodeOptions {
   /** How sandbox inits start: `native` (default) or `runc`. */
   runtime?: ContainerRuntime;
   images?: DefaultImageName[];
+  /** Sandboxes the node holds at most (default: defaultMaxSandboxes of the host's kernel.pid_max). */
   maxSandboxes?: number;
   /**
    * A blob store to read layer data from on demand: `http(s)://…` serving `<url>/<hex>.erofs|.data`
@@ -45,8 +46,8 @@ export interface EdgeNodeOptions {
   /**
    * Sandbox networking (default on): `false` gives every sandbox loopback only. `hosts` maps
    * names to addresses for the egress proxy (before DNS; the operator's word, so internal
-   * addresses are allowed there); `subnet` is the sandboxes' /18 (default: a free one in
-   * 10.200.0.0/13); `poolSize` network namespaces are kept ready; `deny` lists IPv4 CIDRs no
+   * addresses are allowed there); `subnet` is the sandboxes' block, a /16 to /18 (default: a free
+   * /17 in 10.200.0.0/13); `poolSize` network namespaces are kept ready; `deny` lists IPv4 CIDRs no
    * sandbox reaches whatever its rules (the cluster's own hosts: those a join answers are added).
    * `endpoints` names targets (`policy: 'http://10.0.0.5:8000'`) a sandbox whose rules ask for
    * them reaches at `http://NAME.warren.internal/`, each request with the header

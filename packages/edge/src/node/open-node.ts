@@ -22,6 +22,7 @@ import { openNetwork } from './node-network.js';
 import type { EdgeNodeOptions } from './node-options.js';
 import { defaultNativeDir, installPlatform } from './platform-files.js';
 import { remoteBlobs } from './remote-blobs.js';
+import { defaultMaxSandboxes, pidMax } from './sandbox-cap.js';
 
 /** A node's edge and what it stands on, opened (see openEdgeNode). */
 export interface EdgeNode {
@@ -149,7 +150,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
       cpu: ncpu * (o.overcommit?.cpu ?? 128),
       busyCpu: o.overcommit?.busy === 0 ? undefined : ncpu * (o.overcommit?.busy ?? 0.9),
       memoryMiB: committableMemoryMiB({ memoryMiB: memMiB, zramMiB, overcommit: o.overcommit?.memory }),
-      sandboxes: o.maxSandboxes ?? 4096,
+      sandboxes: o.maxSandboxes ?? defaultMaxSandboxes(await pidMax()),
       maxCpuPerSandbox: ncpu,
       maxMemoryMiBPerSandbox: memMiB,
       // Half the sandboxes' file system: one sandbox filling its quota leaves room for the rest.

@@ -12,6 +12,8 @@ export class SandboxLists {
     private readonly store: Store,
     private readonly cluster: Cluster,
     private readonly o: Pick<SandboxServiceOptions, 'listTimeoutMs'>,
+    /** Rows read from the store at a time when a page is filtered by live state. */
+    private readonly scanRows = 1000,
   ) {}
 
   /**
@@ -52,27 +54,26 @@ export class SandboxLists {
       after = Buffer.from(q.cursor, 'base64url').toString();
       if (!/^sb_[0-9a-z]+$/.test(after)) throw new WarrenError('invalid_argument', 'bad cursor');
     }
-    // Live state comes from the edge, so a state filter on running/paused is applied after reading.
+    // Live state comes from the edge, so a state filter on running/paused is applied after
+    // reading: the rows are read a chunk at a time until the page is full (or none are left).
     const derived = q.state === 'running' || q.state === 'paused';
-    const rows = await this.store.listSandboxes({
-      tenant: caller.tenant,
-      labels,
-      lease: q.lease,
-      state: derived ? undefined : q.state,
-      limit: derived ? 10_000 : limit + 1,
-      after,
-    });
-    // Which rows are live, and how (one call per node); then their usage for the page only (another).
-    const live = await this.liveStates(rows);
+    const chunk = derived ? Math.max(limit + 1, this.scanRows) : limit + 1;
     const page: SandboxRecord[] = [];
     let more = false;
-    for (const r of rows) {
-      if (q.state && shownState(r, live.get(r.id) ?? null) !== q.state) continue;
-      if (page.length === limit) {
-        more = true;
-        break;
+    for (;;) {
+      const rows = await this.store.listSandboxes({ tenant: caller.tenant, labels, lease: q.lease, state: derived ? undefined : q.state, limit: chunk, after });
+      // Which rows are live, and how (one call per node); then their usage for the page only (another).
+      const live = await this.liveStates(rows);
+      for (const r of rows) {
+        if (q.state && shownState(r, live.get(r.id) ?? null) !== q.state) continue;
+        if (page.length === limit) {
+          more = true;
+          break;
+        }
+        page.push(r);
       }
-      page.push(r);
+      if (more || rows.length < chunk) break;
+      after = rows[rows.length - 1]!.id;
     }
     const used = await this.liveStates(page, true);
     const out = page.map((r) => sandboxView(r, used.get(r.id) ?? null));
