@@ -53,6 +53,10 @@ test('flags, their "no" forms and the environment land where the node reads them
   assert.deepEqual(o.pullRegistries, ['r.example', 'q.example:5000']);
   assert.equal(o.adminKey, 'wk_x');
   assert.equal(o.edgeTransport, 'http');
+  // Samepage merging is a timing channel between tenants: on only when asked for.
+  assert.equal(o.microvm === false ? false : o.microvm?.ksm, undefined);
+  const ksm = await nodeOptions(parse(['--ksm']), {});
+  assert.equal(ksm.microvm === false ? false : ksm.microvm?.ksm, true);
   const off = await nodeOptions(
     parse(['--no-network', '--dns-rate', '5', '--no-zram-swap', '--zram-swap-mib', '64', '--no-disk-quotas', '--sandbox-disk-gib', '9']),
     {},

@@ -342,11 +342,11 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => void (v === true && (o.microvm = false)),
   },
   {
-    flag: 'no-ksm',
+    flag: 'ksm',
     type: 'boolean',
     default: false,
-    usage: ['[--no-ksm]', "leave the kernel's samepage merging as it is (else on while the node runs: microVMs' like pages kept once)"],
-    set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, ksm: false })),
+    usage: ['[--ksm]', "samepage merging on while the node runs: microVMs' like pages kept once (a timing channel between tenants: for nodes of one tenant)"],
+    set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, ksm: true })),
   },
   {
     flag: 'no-vm',

@@ -47,7 +47,7 @@ export async function openMicrovm(o: EdgeNodeOptions, h: GuestHost): Promise<Mic
     templateDir: o.microvm?.snapshots === false ? null : join(o.dataDir, 'microvm-templates'),
     spares: o.microvm ? o.microvm.spares : undefined,
     pageoutPath: join(nativeDir, 'warren-pageout'),
-    ksm: o.microvm && o.microvm.ksm === false ? null : KSM_DEFAULT,
+    ksm: o.microvm && o.microvm.ksm === true ? KSM_DEFAULT : null,
     ...guestShared(h),
   });
 }

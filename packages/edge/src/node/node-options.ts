@@ -20,9 +20,10 @@ export interface EdgeNodeOptions {
    * The microVM backend (QEMU `microvm`): on when QEMU and the guest kernel
    * (scripts/guest-kernel.sh, under `guestCacheDir`) are there, unless false. `snapshots:
    * false` boots every microVM's guest rather than cloning a template (a benchmark's cold boot);
-   * `spares`: QEMUs kept started for the next clones (default 1; 0: none). `ksm: false` leaves
-   * the kernel's samepage merging as it is (else on while the node runs: what guests hold alike,
-   * their page caches of the same image files above all, is kept once; see MicrovmBackendOptions.ksm).
+   * `spares`: QEMUs kept started for the next clones (default 1; 0: none). `ksm: true` turns
+   * the kernel's samepage merging on while the node runs (what guests hold alike, their page caches
+   * of the same image files above all, is kept once; see MicrovmBackendOptions.ksm); absent or
+   * false: KSM is left as it is, since merging across tenants is a timing channel between them.
    */
   microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean; spares?: number; ksm?: boolean };
   /**

@@ -1,4 +1,4 @@
-import { WarrenError, memoryRequestOf, type CreatePoolRequest, type Pool } from '@warren/api';
+import { WarrenError, type CreatePoolRequest, type Pool } from '@warren/api';
 import type { EdgeLoad, EdgePoolSpec } from '@warren/edge';
 import type { Cluster } from '../cluster/cluster.js';
 import { within } from '../cluster/within.js';

@@ -7,7 +7,6 @@ import type { FsOps, IdMap, LayerInfo, LayerStore } from '@warren/images';
 import {
   forkBaseOf,
   sandboxHostname,
-  sandboxResolvConf,
   type Backend,
   type BackendCapabilities,
   type BackendCreateSpec,
@@ -15,7 +14,8 @@ import {
   type SandboxStats,
   type TapLink,
 } from '../backend.js';
-import { AgentMux, type MuxLink } from './agent-mux.js';
+import { AgentMux } from './agent-mux.js';
+import { BATCH_FILE, LINK_FILE, endMarked, muxLink, type Vm } from './vm-entry.js';
 import type { GuestKit } from './guest-kit.js';
 import { MicrovmForkBases, unboundTap } from './fork-bases.js';
 import { MicrovmSpares } from './spares.js';
@@ -39,7 +39,7 @@ import {
 import { processCpuSeconds, processExited, processStartTime } from '../../host/proc.js';
 import { Qmp } from './qmp.js';
 import { inputStrokes } from './input-events.js';
-import { sendStrokes, type GuestInput } from './input-flow.js';
+import { sendStrokes } from './input-flow.js';
 import { VM_SCREEN } from './qemu-args.js';
 import { VmScreens } from './vm-screens.js';
 import { IdlePager, type IdlePolicy } from './idle-pageout.js';
@@ -97,35 +97,6 @@ export interface MicrovmBackendOptions {
    * any merging across tenants): null leaves KSM as it is.
    */
   ksm?: KsmOptions | null;
-}
-
-/** What a guest's HELLO says of its link (none without one). */
-function muxLink(link: TapLink | null): MuxLink | null {
-  return link && { address: link.address, prefix: link.prefix, gateway: link.gateway, resolvConf: sandboxResolvConf(link.gateway) };
-}
-
-/** A microVM's link, in its directory (for an adopt). */
-const LINK_FILE = 'link.json';
-/** Present in a batch microVM's directory: each QEMU it gets (a restore's, an adopt's) is made batch too. */
-const BATCH_FILE = 'cpu-class-batch';
-
-/** A microVM of this node: its QEMU (pid 0 while saved) and start time, the way to its init. */
-interface Vm {
-  pid: number;
-  start: number | null;
-  mux: AgentMux;
-  /** Saved to disk (it has no QEMU until resumed). */
-  saved: boolean;
-  /** While its state is being saved: its QEMU ends on purpose then. */
-  saving: Promise<void> | null;
-  /** While it is being frozen as a fork base: a save waits for it. */
-  freezing?: Promise<void> | null;
-  /** Its guest's memory (what its sandbox requested). */
-  memoryMiB: number;
-  /** Its network link, if it has one. */
-  link: TapLink | null;
-  /** What its display's input learnt of its guest (a full VM's: whether it acknowledges input). */
-  input?: GuestInput;
 }
 
 /**
@@ -602,17 +573,4 @@ export class MicrovmBackend implements Backend {
     this.vms.clear();
     await this.spares?.close();
   }
-}
-
-/**
- * The bytes of a guest's layer tar, passed on; at the end, fails unless they ended with the tar's
- * end marker (two zero blocks), which the guest writes only when it wrote all of its layer.
- */
-export async function* endMarked(source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  let tail = Buffer.alloc(0);
-  for await (const chunk of source) {
-    tail = Buffer.concat([tail, chunk]).subarray(-1024);
-    yield chunk;
-  }
-  if (tail.length < 1024 || tail.some((b) => b !== 0)) throw new WarrenError('unavailable', "the microVM's writable layer could not be read whole");
 }

@@ -10,7 +10,7 @@ import { AgentMux, MUX, MUX_HEADER, MUX_LINK, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WIN
 import { GUEST_MAC, TCG_CODE_MIB, microvmArgs } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
 import { stopMicrovm } from './vm-process.js';
-import { endMarked } from './microvm-backend.js';
+import { endMarked } from './vm-entry.js';
 
 /** Reads a newc archive back: name, mode and data of each entry. */
 function readCpio(buf: Buffer): Array<{ name: string; mode: number; data: string }> {
