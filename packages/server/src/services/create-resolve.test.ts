@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WarrenError } from '@warren/api';
+import { type WarrenError } from '@warren/api';
 import { cpuClassFor } from './create-resolve.js';
 
 test("a sandbox's CPU class: the request's, latency by default; a key marked batch gets batch and may not ask for latency", () => {
