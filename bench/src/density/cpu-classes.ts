@@ -2,7 +2,7 @@
 // sandbox on an idle node; then with 2× the cores of batch sandboxes spinning (busy loops); then
 // with the same spinners as latency sandboxes. Target: with batch spinners, p99 at most 2× the
 // idle node's. Prints numbers; asserts nothing.
-// Usage: node bench/dist/density/cpu-classes.js [--execs 300] [--spinners N]
+// Usage: node bench/dist/density/cpu-classes.js [--execs 500] [--gap-ms 10] [--spinners N]
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,18 +17,19 @@ import { startWarrenUp } from '../warren-up.js';
 interface Phase {
   name: string;
   ms: number[];
-  /** The spinners' CPU use meanwhile (cores, all together; null: none ran). */
+  /** The spinners' CPU use while it measured (cores, all together; null: none ran). */
   spinnerCores: number | null;
 }
 
-/** Execs of a no-op in a warm session, one after another; their round trips (ms). */
-async function measure(sh: Shell, execs: number): Promise<number[]> {
+/** Execs of a no-op in a warm session, `gapMs` apart (as an agent's commands come: the CPU is the spinners' between them); their round trips (ms). */
+async function measure(sh: Shell, execs: number, gapMs: number): Promise<number[]> {
   for (let i = 0; i < 10; i++) await sh.exec('true');
   const ms: number[] = [];
   for (let i = 0; i < execs; i++) {
     const t = performance.now();
     await sh.exec('true');
     ms.push(performance.now() - t);
+    await new Promise((r) => setTimeout(r, gapMs));
   }
   return ms;
 }
@@ -46,15 +47,22 @@ async function spinners(c: Warren, n: number, cpuClass: CpuClass): Promise<Sandb
   return boxes;
 }
 
-const cores = async (boxes: Sandbox[]): Promise<number> =>
-  (await Promise.all(boxes.map(async (b) => (await b.refresh()).usage.cpuRecent))).reduce((a, b) => a + b, 0);
+/** CPU seconds the sandboxes have used so far, all together. */
+const cpuSeconds = async (boxes: Sandbox[]): Promise<number> =>
+  (await Promise.all(boxes.map(async (b) => (await b.refresh()).usage.cpuSeconds))).reduce((a, b) => a + b, 0);
 
 /** Runs the section: prints a table of p50/p99 per phase, and the batch-to-idle p99 ratio against the target. */
 export async function run(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { execs: { type: 'string', default: '300' }, spinners: { type: 'string' } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { execs: { type: 'string', default: '500' }, 'gap-ms': { type: 'string', default: '10' }, spinners: { type: 'string' } },
+  });
   const execs = Number(values.execs);
+  const gapMs = Number(values['gap-ms']);
   const n = values.spinners ? Number(values.spinners) : 2 * cpus().length;
-  console.log(`## CPU classes: warm-session exec in one latency sandbox; ${n} spinners (2× ${cpus().length} cores), ${execs} execs per phase`);
+  console.log(
+    `## CPU classes: warm-session exec in one latency sandbox; ${n} spinners (2× ${cpus().length} cores), ${execs} execs per phase, ${gapMs} ms apart`,
+  );
   const dir = await mkdtemp(join(tmpdir(), 'warren-bench-cpu-classes-'));
   const node = await startWarrenUp(dir, ['--images', 'busybox:latest', '--no-network', '--no-microvm', '--no-vm', '--memory-floor-mib', '0']);
   const c = node.client;
@@ -62,11 +70,13 @@ export async function run(argv: string[]): Promise<void> {
   try {
     const probe = await c.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 1 }, labels: { bench: 'cpu-classes' } });
     const sh = await probe.shell();
-    phases.push({ name: 'idle node', ms: await measure(sh, execs), spinnerCores: null });
+    phases.push({ name: 'idle node', ms: await measure(sh, execs, gapMs), spinnerCores: null });
     for (const cpuClass of ['batch', 'latency'] as const) {
       const boxes = await spinners(c, n, cpuClass);
-      const ms = await measure(sh, execs);
-      phases.push({ name: `${n} ${cpuClass} spinners`, ms, spinnerCores: await cores(boxes) });
+      const [cpu0, t0] = [await cpuSeconds(boxes), performance.now()];
+      const ms = await measure(sh, execs, gapMs);
+      const spinnerCores = ((await cpuSeconds(boxes)) - cpu0) / ((performance.now() - t0) / 1000);
+      phases.push({ name: `${n} ${cpuClass} spinners`, ms, spinnerCores });
       await Promise.all(boxes.map((b) => b.delete()));
     }
     await probe.delete();
