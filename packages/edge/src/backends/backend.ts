@@ -8,7 +8,7 @@ export interface BackendCreateSpec {
   /** Layer digests, bottom first. */
   layers: string[];
   /** cpuClass absent: latency. */
-  resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>> & { diskMiB?: number | null; cpuClass?: CpuClass };
+  resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>> & { memoryRequestMiB?: number; diskMiB?: number | null; cpuClass?: CpuClass };
   signal?: AbortSignal;
   /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
   netns?: string;
@@ -154,7 +154,8 @@ export interface Backend {
   totals(): Promise<SandboxStats>;
   /**
    * Memory its running sandboxes hold beyond what they requested, as of the last `totals`
-   * (MiB): a VMM's own on top of its guest's. Admission counts it; absent: none.
+   * (MiB): what a VMM really holds (its guest's pages, its own) past the sandbox's request.
+   * Admission counts it; absent: none.
    */
   heldBeyondRequestsMiB?(): number;
   /** Whether a sandbox's processes are gone (its init exited or was killed). */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { WarrenError, type InputEvent } from '@warren/api';
+import { WarrenError, memoryRequestOf, type InputEvent } from '@warren/api';
 import type { FsOps, IdMap, LayerInfo, LayerStore } from '@warren/images';
 import {
   forkBaseOf,
@@ -126,6 +126,8 @@ export class MicrovmBackend implements Backend {
   private readonly forkBases: MicrovmForkBases;
   /** See heldBeyondRequestsMiB. */
   private beyond = 0;
+  /** Each running microVM's memory request (MiB; absent after an adopt: the default share of its guest's memory). */
+  private readonly requests = new Map<string, number>();
   private readonly pager: IdlePager | null;
   private ksm: Promise<{ close(): Promise<void> } | null> | null = null;
   private readonly screens = new VmScreens({ dump: (id, file) => this.qmp(id, 'screendump', { filename: file }) });
@@ -165,6 +167,7 @@ export class MicrovmBackend implements Backend {
       layers.push({ meta: this.o.store.layerPath(digest), data: this.o.store.dataPath(digest) });
     }
     const batch = spec.resources.cpuClass === 'batch';
+    this.requests.set(spec.id, memoryRequestOf(spec.resources));
     if (batch && !this.o.batchProcess) throw new WarrenError('invalid_argument', `this node cannot run ${this.name} sandboxes of the batch CPU class`);
     if (base) return this.fork(spec, base, link, batch);
     const kit = await this.o.kit();
@@ -310,6 +313,7 @@ export class MicrovmBackend implements Backend {
     const dir = this.vmDir(id);
     const vm = this.vms.get(id);
     this.vms.delete(id);
+    this.requests.delete(id);
     vm?.mux.close();
     const pid = await runningQemu(dir);
     if (pid !== null) await stopMicrovm(pid);
@@ -468,13 +472,16 @@ export class MicrovmBackend implements Backend {
   async totals(): Promise<SandboxStats> {
     const sum = { cpuSeconds: 0, memoryBytes: 0, swapBytes: 0 };
     let beyond = 0;
+    const swapCost = await hostSwapCost();
     for (const [id, vm] of this.vms) {
-      const s = await this.stats(id).catch(() => null);
-      if (!s) continue;
-      sum.cpuSeconds += s.cpuSeconds;
-      sum.memoryBytes += s.memoryBytes;
-      sum.swapBytes += s.swapBytes;
-      beyond += Math.max(0, Math.ceil(s.memoryBytes / 2 ** 20) - vm.memoryMiB);
+      if (vm.saved) continue;
+      const m = await qemuMemory(vm.pid, swapCost).catch(() => null);
+      if (!m) continue;
+      sum.cpuSeconds += (await processCpuSeconds(vm.pid).catch(() => null)) ?? 0;
+      sum.memoryBytes += m.pssBytes;
+      sum.swapBytes += m.swapBytes;
+      // What it really holds (its swapped pages at what they cost in zram) past what it requested.
+      beyond += Math.max(0, Math.ceil(m.heldBytes / 2 ** 20) - (this.requests.get(id) ?? memoryRequestOf({ memoryMiB: vm.memoryMiB })));
     }
     this.beyond = beyond;
     return sum;
@@ -571,6 +578,7 @@ export class MicrovmBackend implements Backend {
     this.ksm = null;
     for (const vm of this.vms.values()) vm.mux.close();
     this.vms.clear();
+    this.requests.clear();
     await this.spares?.close();
   }
 }
