@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { NetworkPolicy } from './network.js';
-import { CpuClass, Resources } from './sandbox.js';
+import { Resources, ResourcesView } from './sandbox.js';
 
 const name = z.string().min(1).max(256);
 
@@ -22,14 +22,7 @@ export const Pool = z.object({
   id: z.string(),
   image: z.string(),
   layers: z.array(z.string()),
-  resources: z.object({
-    cpu: z.number(),
-    memoryMiB: z.number(),
-    memoryRequestMiB: z.number(),
-    pids: z.number(),
-    diskMiB: z.number().nullable(),
-    cpuClass: CpuClass,
-  }),
+  resources: ResourcesView,
   network: z.object({ egress: z.enum(['deny', 'allow']), allow: z.array(z.string()), deny: z.array(z.string()) }),
   size: z.number(),
   /** Sandboxes ready to be claimed now. */

@@ -159,6 +159,17 @@ export const ApiErrorObject = z.object({
   details: z.record(z.string(), z.unknown()).optional(),
 });
 
+/** A sandbox's (or a pool's) resources as the API answers them: every field filled in. */
+export const ResourcesView = z.object({
+  cpu: z.number(),
+  memoryMiB: z.number(),
+  /** What the node commits for it (admission counts requests; memoryMiB is the hard limit). */
+  memoryRequestMiB: z.number(),
+  pids: z.number(),
+  diskMiB: z.number().nullable(),
+  cpuClass: CpuClass,
+});
+
 export const Sandbox = z.object({
   id: z.string(),
   state: SandboxState,
@@ -167,15 +178,7 @@ export const Sandbox = z.object({
   layers: z.array(z.string()),
   node: z.string(),
   labels: z.record(z.string(), z.string()),
-  resources: z.object({
-    cpu: z.number(),
-    memoryMiB: z.number(),
-    /** What the node commits for it (admission counts requests; memoryMiB is the hard limit). */
-    memoryRequestMiB: z.number(),
-    pids: z.number(),
-    diskMiB: z.number().nullable(),
-    cpuClass: CpuClass,
-  }),
+  resources: ResourcesView,
   user: z.string().nullable(),
   workdir: z.string().nullable(),
   createdAt: z.string(),
