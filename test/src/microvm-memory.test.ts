@@ -95,7 +95,8 @@ test(
       await sh(hog, `for i in $(seq 1 ${MEMORY_MIB}); do head -c 1048576 /dev/urandom > /dev/shm/f$i || break; done; true`);
       const held = await backend.memory('sb_hog');
       const stats = await backend.stats('sb_hog');
-      assert.equal(stats.memoryBytes, held.pssBytes);
+      // The sandbox's stats read the same proportional set (two reads of a live QEMU, a few pages apart).
+      assert.ok(Math.abs(stats.memoryBytes - held.pssBytes) < 4 * MiB, `stats ${stats.memoryBytes}, memory ${held.pssBytes}`);
       assert.ok(held.heldBytes >= (MEMORY_MIB - 64) * MiB, `a full guest counts as full: ${held.heldBytes / MiB} MiB`);
       // Its RAM, TCG's code (capped), QEMU's heap and its share of the template's pages.
       assert.ok(

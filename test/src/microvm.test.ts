@@ -1,88 +1,20 @@
 // The microVM backend's parts on real QEMU (TCG here): Debian's cloud kernel, Warren's initramfs
 // (warren-vmstage, then warren-init as PID 1), busybox's EROFS layer as read-only virtio disks
 // under an overlay on an ext4 writable disk, the init's protocol over the virtio-serial mux.
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createHttpServer } from 'node:http';
 import { randomInt } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import {
-  REPLY,
-  sweepDataDir,
-  decodeFields,
-  chooseAccel,
-  guestKit,
-  guestRuns,
-  processCpuSeconds,
-  Qmp,
-  sandboxToken,
-  startCommand,
-  startMicrovm,
-  stopMicrovm,
-  vmFiles,
-  type AgentConnect,
-  type RunningMicrovm,
-  type VmLayer,
-} from '@warren/edge';
-import type { CreateOptions, Sandbox } from '@warren/sdk';
-import { IMAGE_CACHE, forceCleanup, http, policyOf, startTestWarren, until, type TestWarren } from './harness.js';
-
-const NATIVE = new URL('../../native/build', import.meta.url).pathname;
-const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
-
-/** The platform dirs the tests made: removed when the file's tests end. */
-const platforms: string[] = [];
-after(async () => {
-  for (const d of platforms) await rm(d, { recursive: true, force: true });
-});
-
-/** A platform dir of warren-init alone (what the guest finds at /.warren). */
-async function platformOf(native: string): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-platform-'));
-  platforms.push(dir);
-  await copyFile(join(native, 'warren-init'), join(dir, 'warren-init'));
-  return dir;
-}
-
-/** busybox's layer in the image cache: its EROFS file and its split-off data. */
-function busyboxLayer(): VmLayer {
-  const meta = readdirSync(IMAGE_CACHE).find((f) => /^busybox\.v\d+\.erofs$/.test(f));
-  assert.ok(meta, `no busybox layer in ${IMAGE_CACHE} (bash scripts/setup.sh makes it)`);
-  const data = join(IMAGE_CACHE, meta.replace(/\.erofs$/, '.data'));
-  return { meta: join(IMAGE_CACHE, meta), data: existsSync(data) ? data : null };
-}
-
-/** Runs a shell command through the init: stdout, stderr and the exit code. */
-async function sh(agent: AgentConnect, script: string): Promise<{ out: string; err: string; code: number }> {
-  const { call } = await startCommand(agent, { argv: ['/bin/sh', '-c', script], env: [], stdin: false });
-  let out = '';
-  let err = '';
-  try {
-    for (;;) {
-      const f = await call.next();
-      if (!f) throw new Error('the call ended before its exit');
-      if (f.type === REPLY.stdout) out += f.payload.toString();
-      else if (f.type === REPLY.stderr) err += f.payload.toString();
-      else if (f.type === REPLY.done) return { out, err, code: Number(decodeFields(f.payload).get('c')?.[0] ?? NaN) };
-    }
-  } finally {
-    call.close();
-  }
-}
-
-/** Whether a process runs (one that exited and waits to be reaped by the host's init does not). */
-const alive = (pid: number): boolean => {
-  try {
-    return !/\) [ZX] /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-};
+import { sweepDataDir, guestKit, sandboxToken, startMicrovm, stopMicrovm, vmFiles, type RunningMicrovm } from '@warren/edge';
+import type { Sandbox } from '@warren/sdk';
+import { http, startTestWarren, until } from './harness.js';
+import { NATIVE, GUEST_CACHE, platformOf, busyboxLayer, sh, alive, withMicrovm, batchQemu } from './microvm-harness.js';
 
 test('a microVM boots busybox from its EROFS layer and its init answers over the virtio-serial mux', { timeout: 120_000 }, async () => {
   const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
@@ -142,29 +74,6 @@ test('a guest that cannot start: a clear error with its console, QEMU gone, noth
     await rm(dir, { recursive: true, force: true });
   }
 });
-
-/**
- * A node with busybox and one microVM sandbox of 256 MiB (`extra` added to its create) for `fn`,
- * with its directory and QEMU's pid; the sandbox and the node are removed after, also on failure.
- */
-async function withMicrovm(
-  extra: Partial<CreateOptions>,
-  fn: (c: { t: TestWarren; sb: Sandbox; dir: string; pid: number }) => Promise<void>,
-  node: { microvm?: NonNullable<Parameters<typeof startTestWarren>[0]>['microvm'] } = {},
-): Promise<void> {
-  const t = await startTestWarren({ images: ['busybox:latest'], microvm: node.microvm });
-  try {
-    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 }, ...extra });
-    try {
-      const dir = join(t.dataDir, 'microvm', sb.id);
-      await fn({ t, sb, dir, pid: Number(await readFile(vmFiles(dir).pid, 'utf8')) });
-    } finally {
-      await sb.delete().catch(() => undefined);
-    }
-  } finally {
-    await t.close();
-  }
-}
 
 test('"backend": "microvm" through the API: exec, files, env and workdir, deleted with nothing left', { timeout: 180_000 }, async () => {
   await withMicrovm({ env: { FROM: 'api' }, workdir: '/work' }, async ({ t, sb, dir, pid }) => {
@@ -379,13 +288,6 @@ test('many microVMs at once: one template for all, each its own clone, hostname 
   }
 });
 
-/** Whether every thread of QEMU `pid` is SCHED_IDLE and the process in the node's batch cgroup (a batch microVM's). */
-async function batchQemu(pid: number): Promise<boolean> {
-  const threads = await readdir(`/proc/${pid}/task`);
-  const policies = await Promise.all(threads.map((tid) => policyOf(Number(tid))));
-  return threads.length > 1 && policies.every((p) => p === 5) && /^\d+:cpu[^:]*:.*\/warren-vm-batch$/m.test(await readFile(`/proc/${pid}/cgroup`, 'utf8'));
-}
-
 test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell session, background loop and files go on', { timeout: 240_000 }, async () => {
   // A batch one: its QEMU, and the new one of its resume, batch.
   await withMicrovm({ resources: { memoryMiB: 256, cpuClass: 'batch' } }, async ({ t, sb, dir, pid }) => {
@@ -471,261 +373,5 @@ test(
       // Its end recorded, the node removes what is left of it (its disk and files).
       await until(async () => !existsSync(dir), 10_000);
     });
-  },
-);
-
-/** The QEMU of a microVM sandbox (by its pidfile) and its command line. */
-async function qemuOf(dataDir: string, id: string): Promise<{ pid: number; argv: string[] }> {
-  const pid = Number(await readFile(vmFiles(join(dataDir, 'microvm', id)).pid, 'utf8'));
-  return { pid, argv: (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0') };
-}
-
-/** What QEMU says of its guest through QMP (`running`, `paused`, `inmigrate`, …). */
-async function qmpStatus(socket: string): Promise<string> {
-  const q = await Qmp.open(socket);
-  try {
-    return ((await q.execute('query-status')) as { status: string }).status;
-  } finally {
-    q.close();
-  }
-}
-
-/** What a guest says of itself: hostname, the clock (s) and 16 random bytes. */
-async function identity(sb: Sandbox): Promise<{ hostname: string; clock: number; random: string }> {
-  const r = await sb.exec('hostname; date +%s; head -c 16 /dev/urandom | od -An -tx1 | tr -d " \\n"');
-  const [hostname, clock, random] = r.stdout.split('\n');
-  return { hostname: hostname!, clock: Number(clock), random: random! };
-}
-
-test('creates clone the template of their image and size: no boot, each its own hostname, clock and randomness and disk', { timeout: 240_000 }, async () => {
-  const t = await startTestWarren({ images: ['busybox:latest'] });
-  const made: Sandbox[] = [];
-  try {
-    const create = async (): Promise<{ sb: Sandbox; ms: number }> => {
-      const t0 = performance.now();
-      const sb = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
-      made.push(sb);
-      return { sb, ms: performance.now() - t0 };
-    };
-    const first = await create();
-    const second = await create();
-    const templates = join(t.dataDir, 'microvm-templates');
-    const [name, ...more] = readdirSync(templates);
-    assert.deepEqual(more, [], 'one template for one image and size');
-    // Each QEMU maps the template's RAM copy-on-write: nothing of it is copied per sandbox.
-    for (const { sb } of [first, second])
-      assert.ok((await qemuOf(t.dataDir, sb.id)).argv.some((a) => a.endsWith(`mem-path=${join(templates, name!, 'ram')},share=off`)));
-    // The template's guest was saved long before: each clone is told who and when it is.
-    const [a, b] = [await identity(first.sb), await identity(second.sb)];
-    assert.equal(a.hostname, first.sb.id.replace(/_/g, '-'));
-    assert.equal(b.hostname, second.sb.id.replace(/_/g, '-'));
-    for (const x of [a, b]) assert.ok(Math.abs(x.clock - Date.now() / 1000) < 5, `guest clock ${x.clock}`);
-    assert.match(a.random, /^[0-9a-f]{32}$/);
-    assert.notEqual(a.random, b.random, 'clones of one snapshot must not share their random state');
-    // Each has its own writable disk.
-    await first.sb.exec('echo mine > /root/mine');
-    assert.equal((await second.sb.exec('cat /root/mine')).exitCode, 1);
-    assert.equal((await first.sb.exec('cat /root/mine')).stdout, 'mine\n');
-    console.log(`microVM create with a new template ${first.ms.toFixed(0)} ms, from the template ${second.ms.toFixed(0)} ms (TCG)`);
-  } finally {
-    for (const sb of made) await sb.delete().catch(() => undefined);
-    await t.close();
-  }
-});
-
-test(
-  'a template whose state is corrupt or another’s: the create fails clearly, nothing is left, the next create makes it again',
-  { timeout: 300_000 },
-  async () => {
-    const t = await startTestWarren({ images: ['busybox:latest'] });
-    try {
-      const templates = join(t.dataDir, 'microvm-templates');
-      const create = (memoryMiB: number): Promise<Sandbox> =>
-        t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB } });
-      await (await create(256)).delete();
-      const [big] = readdirSync(templates);
-      await (await create(128)).delete();
-      const small = readdirSync(templates).find((n) => n !== big)!;
-      for (const bad of [await readFile(join(templates, small, 'state')), Buffer.from('QEVM not a saved state')]) {
-        await writeFile(join(templates, big!, 'state'), bad);
-        await assert.rejects(create(256), (e: Error & { code?: string }) => {
-          assert.equal(e.code, 'unavailable', e.message);
-          return true;
-        });
-        assert.ok(!existsSync(join(templates, big!)), 'the bad template is dropped');
-        assert.deepEqual(
-          readdirSync(join(t.dataDir, 'microvm')).filter((n) => !n.startsWith('.spare-')),
-          [],
-          'no sandbox dir left',
-        );
-        assert.ok(!(await t.client.sandboxes.list()).sandboxes.some((s) => s.info.state === 'creating' || s.info.state === 'running'));
-        const again = await create(256);
-        assert.equal((await again.exec('echo ok')).stdout, 'ok\n');
-        await again.delete();
-        assert.ok(existsSync(join(templates, big!, 'ready')), 'made again');
-      }
-    } finally {
-      await t.close();
-    }
-  },
-);
-
-test('a guest whose init never answers: the create fails with unavailable after its boot timeout, QEMU gone', { timeout: 120_000 }, async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
-  const platform = await mkdtemp(join(tmpdir(), 'warren-platform-'));
-  try {
-    await writeFile(join(platform, 'warren-init'), '#!/bin/sh\necho init is stuck\nexec sleep 100000\n', { mode: 0o755 });
-    const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform);
-    const t0 = performance.now();
-    await assert.rejects(
-      startMicrovm(dir, kit, { cpus: 1, memoryMiB: 128, layers: [busyboxLayer()], diskMiB: 16, accel: 'tcg', bootTimeoutMs: 5_000 }),
-      (e: Error & { code?: string }) => {
-        assert.equal(e.code, 'unavailable');
-        assert.match(e.message, /did not answer/);
-        return true;
-      },
-    );
-    assert.ok(performance.now() - t0 >= 5_000);
-    const pid = Number(await readFile(vmFiles(dir).pid, 'utf8'));
-    assert.equal(alive(pid), false);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-    await rm(platform, { recursive: true, force: true });
-  }
-});
-
-test('an edge restarted: its microVMs run on and are adopted (shell sessions too), its template is used again', { timeout: 240_000 }, async () => {
-  const first = await startTestWarren({ images: ['busybox:latest'] });
-  let second: TestWarren | null = null;
-  try {
-    const sb = await first.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
-    const sh = await sb.shell();
-    await sh.exec('cd /tmp; export KEPT=yes');
-    const { pid } = await qemuOf(first.dataDir, sb.id);
-    const templates = join(first.dataDir, 'microvm-templates');
-    const ready = (await stat(join(templates, readdirSync(templates)[0]!, 'ready'))).mtimeMs;
-    await first.close({ keep: true });
-    assert.ok(alive(pid), 'the microVM runs on while its edge is down');
-    // With nobody at the port the guest's mux waits for the host to come back, not spins.
-    const cpu0 = (await processCpuSeconds(pid))!;
-    await new Promise((r) => setTimeout(r, 3000));
-    const idle = (await processCpuSeconds(pid))! - cpu0;
-    assert.ok(idle < 0.6, `the microVM used ${idle.toFixed(2)} s of CPU in 3 s with its edge down`);
-    second = await startTestWarren({ images: ['busybox:latest'], dataDir: first.dataDir });
-    const k = await second.client.sandboxes.get(sb.id);
-    assert.equal(k.info.state, 'running');
-    assert.equal((await k.exec('echo $KEPT $(pwd)', { session: sh.id })).stdout, 'yes /tmp\n');
-    const other = await second.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
-    assert.equal((await stat(join(templates, readdirSync(templates)[0]!, 'ready'))).mtimeMs, ready, 'the template was not made again');
-    assert.equal((await other.exec('hostname')).stdout, `${other.id.replace(/_/g, '-')}\n`);
-    await other.delete();
-    await k.delete();
-    assert.equal(alive(pid), false);
-  } finally {
-    await second?.close();
-    await first.close();
-  }
-});
-
-test(
-  'a spare QEMU waits for the next clone: that create takes it (its directory a link to the spare’s); delete and stop leave none',
-  { timeout: 240_000 },
-  async () => {
-    const t = await startTestWarren({ images: ['busybox:latest'] });
-    const vms = join(t.dataDir, 'microvm');
-    const spares = (): string[] => readdirSync(vms).filter((n) => n.startsWith('.spare-'));
-    let sparePids: number[] = [];
-    try {
-      const create = (): Promise<Sandbox> => t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
-      const first = await create();
-      // The create asked for a spare of its template: a QEMU that runs the template's state
-      // ahead, with one command run (its file `spare-ready` says so).
-      await until(async () => spares().length === 1 && existsSync(join(vms, spares()[0]!, 'spare-ready')), 30_000);
-      const spare = spares()[0]!;
-      const sparePid = Number(await readFile(join(vms, spare, 'qemu.pid'), 'utf8'));
-      assert.ok(alive(sparePid));
-      assert.equal(await qmpStatus(join(vms, spare, 'qmp.sock')), 'running', 'the spare’s guest runs before any create takes it');
-      // It waits a while: the sandbox's clock is still its own (the HELLO sets it).
-      await new Promise((r) => setTimeout(r, 2000));
-      const second = await create();
-      const clock = Number((await second.exec('date +%s')).stdout);
-      assert.ok(Math.abs(clock - Date.now() / 1000) < 3, `guest clock ${clock}`);
-      assert.equal(readlinkSync(join(vms, second.id)), spare, 'the sandbox is the spare');
-      assert.equal((await qemuOf(t.dataDir, second.id)).pid, sparePid);
-      assert.equal((await second.exec('hostname')).stdout, `${second.id.replace(/_/g, '-')}\n`);
-      await second.delete();
-      assert.equal(alive(sparePid), false);
-      assert.ok(!existsSync(join(vms, spare)), 'the spare’s directory went with its sandbox');
-      await first.delete();
-      await until(async () => spares().length === 1 && existsSync(join(vms, spares()[0]!, 'spare-ready')), 30_000);
-      sparePids = spares().map((n) => Number(readFileSync(join(vms, n, 'qemu.pid'), 'utf8')));
-    } finally {
-      await t.close({ keep: true, removeData: false });
-    }
-    try {
-      // A stopped node leaves no spare running (its sandboxes, none here, would run on).
-      for (const p of sparePids) assert.equal(alive(p), false);
-      assert.deepEqual(spares(), []);
-    } finally {
-      await forceCleanup(t.dataDir);
-    }
-  },
-);
-
-test('admission counts what a microVM’s QEMU really holds beyond its request', { timeout: 180_000 }, async () => {
-  // No spare: one running ahead shares the template's pages with the clone, and its share of them
-  // is not the clone's (the clone's proportional set is then below its guest's memory).
-  await withMicrovm(
-    // The default request, a quarter of its guest (32 MiB): what the VMM holds past it is counted on top.
-    { resources: { memoryMiB: 128 } },
-    async ({ t, sb }) => {
-      type NodeView = { allocated: { memoryMiB: number }; committed: { memoryMiB: number }; used: { memoryMiB: number; swapMiB: number } };
-      const node = async (): Promise<NodeView> => ((await http(t, 'GET', '/v1/nodes')).json as { nodes: NodeView[] }).nodes[0]!;
-      assert.equal((await node()).allocated.memoryMiB, 32);
-      // The guest fills most of its memory (its page cache): the VMM then holds that, its own, and TCG's code cache.
-      // Random bytes: zeros would be merged into the host's zero page (KSM) and held by no one.
-      assert.equal((await sb.exec('head -c 90m /dev/urandom > /root/fill && sync && echo ok')).stdout, 'ok\n');
-      // Counted by its guest's size it would be 32 MiB plus nothing (it holds less than 128).
-      await until(async () => (await node()).committed.memoryMiB > 90, 20_000).catch(async (e: unknown) => {
-        throw new Error(`${String(e)}: ${JSON.stringify(await node())}`);
-      });
-      const n = await node();
-      assert.ok(n.committed.memoryMiB <= n.used.memoryMiB + n.used.swapMiB + 1, `committed ${n.committed.memoryMiB} MiB, used ${JSON.stringify(n.used)}`);
-    },
-    { microvm: { spares: 0 } },
-  );
-});
-
-test(
-  'the accelerator probe: a guest that runs says so on its console; a kernel that is none does not; the answer is kept per host boot',
-  { timeout: 120_000 },
-  async () => {
-    const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), await platformOf(NATIVE));
-    assert.equal(await guestRuns(kit, 'tcg', 60_000), true);
-    const dir = await mkdtemp(join(tmpdir(), 'warren-accel-'));
-    try {
-      const bogus = join(dir, 'vmlinuz');
-      await writeFile(bogus, 'not a kernel');
-      assert.equal(await guestRuns({ ...kit, kernel: bogus }, 'tcg', 60_000), false);
-      // No /dev/kvm: TCG, nothing probed.
-      let probed = 0;
-      const counting = async (): Promise<typeof kit> => {
-        probed++;
-        return { ...kit, kernel: bogus };
-      };
-      assert.equal(await chooseAccel(dir, counting, { kvmDevice: join(dir, 'no-kvm') }), 'tcg');
-      assert.equal(probed, 0);
-      // A device that is there is probed once per boot of the host (here the probe's guest cannot run: TCG).
-      assert.equal(await chooseAccel(dir, counting, { kvmDevice: bogus, timeoutMs: 5000 }), 'tcg');
-      assert.equal(await chooseAccel(dir, counting, { kvmDevice: bogus, timeoutMs: 5000 }), 'tcg');
-      assert.equal(probed, 1);
-      const boot = (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
-      assert.equal(await readFile(join(dir, `accel-${boot}`), 'utf8'), 'tcg');
-      await writeFile(join(dir, `accel-${boot}`), 'kvm');
-      assert.equal(await chooseAccel(dir, counting, { kvmDevice: bogus }), 'kvm');
-      assert.equal(probed, 1);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
   },
 );
