@@ -10,11 +10,10 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_ID_MAP, LayerStore } from '@warren/images';
-import { MicrovmBackend, OWNER_PID_FILE, REPLY, decodeFields, guestKit, startCommand, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
+import { MicrovmBackend, OWNER_PID_FILE, guestKit, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
 import { IMAGE_CACHE, until } from './harness.js';
+import { GUEST_CACHE, NATIVE, sh as shAgent } from './microvm-harness.js';
 
-const NATIVE = new URL('../../native/build', import.meta.url).pathname;
-const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
 const MEMORY_MIB = 256;
 
 /** busybox's EROFS layer in the image cache (`digest` names it) beside the layers of a real store (what baseLayer makes). */
@@ -34,21 +33,8 @@ function busyboxStore(layers: LayerStore): { digest: string; store: ConstructorP
   };
 }
 
-/** Runs a shell command in a sandbox through its init: stdout and the exit code. */
-async function sh(sb: BackendSandbox, script: string): Promise<{ out: string; code: number }> {
-  const { call } = await startCommand(sb.connect, { argv: ['/bin/sh', '-c', script], env: [], stdin: false });
-  let out = '';
-  try {
-    for (;;) {
-      const f = await call.next();
-      if (!f) throw new Error('the call ended before its exit');
-      if (f.type === REPLY.stdout) out += f.payload.toString();
-      else if (f.type === REPLY.done) return { out, code: Number(decodeFields(f.payload).get('c')?.[0] ?? NaN) };
-    }
-  } finally {
-    call.close();
-  }
-}
+/** Runs a shell command in a sandbox through its init (microvm-harness's sh). */
+const sh = (sb: BackendSandbox, script: string): ReturnType<typeof shAgent> => shAgent(sb.connect, script);
 
 const counter = async (sb: BackendSandbox): Promise<number> => Number((await sh(sb, 'cat /tmp/c')).out);
 

@@ -9,29 +9,15 @@ import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_ID_MAP } from '@warren/images';
-import { MicrovmBackend, OWNER_PID_FILE, REPLY, decodeFields, guestKit, startCommand, type BackendSandbox } from '@warren/edge';
+import { MicrovmBackend, OWNER_PID_FILE, guestKit, type BackendSandbox } from '@warren/edge';
 import { IMAGE_CACHE, until } from './harness.js';
+import { GUEST_CACHE, NATIVE, sh as shAgent } from './microvm-harness.js';
 
-const NATIVE = new URL('../../native/build', import.meta.url).pathname;
-const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
 const MEMORY_MIB = 192;
 const MiB = 2 ** 20;
 
-/** Runs a shell command in a sandbox through its init: stdout and the exit code. */
-async function sh(sb: BackendSandbox, script: string): Promise<{ out: string; code: number }> {
-  const { call } = await startCommand(sb.connect, { argv: ['/bin/sh', '-c', script], env: [], stdin: false });
-  let out = '';
-  try {
-    for (;;) {
-      const f = await call.next();
-      if (!f) throw new Error('the call ended before its exit');
-      if (f.type === REPLY.stdout) out += f.payload.toString();
-      else if (f.type === REPLY.done) return { out, code: Number(decodeFields(f.payload).get('c')?.[0] ?? NaN) };
-    }
-  } finally {
-    call.close();
-  }
-}
+/** Runs a shell command in a sandbox through its init (microvm-harness's sh). */
+const sh = (sb: BackendSandbox, script: string): ReturnType<typeof shAgent> => shAgent(sb.connect, script);
 
 test(
   'microVM memory from the host: an idle clone paged out and intact; a guest that fills its memory counted so, and bounded',
