@@ -8,14 +8,11 @@
 // clone of its image's template, as a node makes one). Needs root (the children's taps), QEMU and
 // the guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
 // Usage: npm run bench:microvm-fork [-- --forks 8 --runs 3 --memory-mib 256]
-import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_ID_MAP } from '@warren/images';
-import { MicrovmBackend, OWNER_PID_FILE, chooseAccel, guestKit, startCommand, REPLY, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
+import type { BackendCreateSpec, BackendSandbox } from '@warren/edge';
+import { openBenchMicrovm, sh } from './microvm-bench-backend.js';
 import { machineLine } from './side-by-side.js';
 import { pct } from './stats.js';
 
@@ -29,23 +26,6 @@ const { values } = parseArgs({
 const FORKS = Number(values.forks);
 const RUNS = Number(values.runs);
 const MEMORY_MIB = Number(values['memory-mib']);
-const NATIVE = new URL('../../native/build', import.meta.url).pathname;
-const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
-const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
-const DIGEST = 'sha256:' + 'b'.repeat(64);
-
-/** Runs a shell command in a sandbox to its end: its stdout. */
-async function sh(sb: BackendSandbox, script: string): Promise<string> {
-  const { call } = await startCommand(sb.connect, { argv: ['/bin/sh', '-c', script], env: [], stdin: false });
-  let out = '';
-  try {
-    for (let f = await call.next(); f && f.type !== REPLY.done; f = await call.next()) if (f.type === REPLY.stdout) out += f.payload.toString();
-    return out;
-  } finally {
-    call.close();
-  }
-}
-
 interface Memory {
   /** Its proportional set (MiB), and of it its anonymous pages and its share of file pages. */
   pss: number;
@@ -83,31 +63,12 @@ const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length
 
 async function main(): Promise<void> {
   console.log(machineLine());
-  const meta = (await readdir(IMAGE_CACHE)).find((f) => /^busybox\.v\d+\.erofs$/.test(f));
-  if (!meta) throw new Error(`no busybox layer in ${IMAGE_CACHE}: bash scripts/setup.sh makes it`);
-  const data = join(IMAGE_CACHE, meta.replace(/\.erofs$/, '.data'));
-  const dir = await mkdtemp(join(tmpdir(), 'warren-bench-fork-'));
-  // Ours while this process lives: another run's sweep of leftovers leaves it alone.
-  await writeFile(join(dir, OWNER_PID_FILE), String(process.pid));
-  const platform = join(dir, 'platform');
-  await mkdir(platform);
-  await copyFile(join(NATIVE, 'warren-init'), join(platform, 'warren-init'));
-  const kit = (): ReturnType<typeof guestKit> => guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform);
-  const accel = await chooseAccel(GUEST_CACHE, kit).catch(() => 'tcg' as const);
-  const backend = new MicrovmBackend({
-    dir: join(dir, 'microvm'),
-    store: {
-      ensureMeta: async (d) => d === DIGEST,
-      layerPath: () => join(IMAGE_CACHE, meta),
-      dataPath: () => (existsSync(data) ? data : null),
-      addLayerTar: () => Promise.reject(new Error('no commits here')),
-    },
-    fsOps: { mknod: () => Promise.reject(new Error('unused')), setxattr: () => Promise.reject(new Error('unused')) },
-    idMap: DEFAULT_ID_MAP,
-    kit,
+  const {
+    backend,
+    digest: DIGEST,
     accel,
-    defaultDiskMiB: 1024,
-    templateDir: join(dir, 'templates'),
+    close,
+  } = await openBenchMicrovm('busybox', 'warren-bench-fork-', {
     // No spare QEMUs in the background: what is measured is the forks alone.
     spares: 0,
     // Taps QEMU opens, left unaddressed on the host: each guest takes its own address all the same.
@@ -192,9 +153,7 @@ async function main(): Promise<void> {
     );
   } finally {
     for (const id of live) await backend.destroy(id).catch(() => undefined);
-    await backend.releaseLayers((await backend.bases()).map((b) => `fork:${b}`));
-    await backend.close();
-    await rm(dir, { recursive: true, force: true });
+    await close();
   }
 }
 

@@ -6,44 +6,12 @@
 // and as many idle microVMs at once as fit (toward --many, default 300). Needs root, QEMU and the
 // guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
 // Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many]
-import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { DEFAULT_ID_MAP } from '@warren/images';
-import {
-  IdlePager,
-  MicrovmBackend,
-  OWNER_PID_FILE,
-  REPLY,
-  chooseAccel,
-  enableKsm,
-  guestKit,
-  hostSwapCost,
-  qemuMemory,
-  startCommand,
-  type BackendSandbox,
-  type VmMemory,
-} from '@warren/edge';
+import { IdlePager, enableKsm, hostSwapCost, qemuMemory, type BackendSandbox, type VmMemory } from '@warren/edge';
+import { nativeBinary, openBenchMicrovm, partsLine, qemuParts, sh } from '../microvm-bench-backend.js';
 
-const NATIVE = new URL('../../../native/build', import.meta.url).pathname;
-const GUEST_CACHE = process.env.WARREN_GUEST_CACHE ?? '/var/cache/warren/guest';
-const IMAGE_CACHE = process.env.WARREN_IMAGE_CACHE ?? '/var/cache/warren/images';
-const DIGEST = 'sha256:' + 'c'.repeat(64);
 const MiB = 2 ** 20;
-
-/** Runs a shell command in a sandbox to its end: its stdout. */
-async function sh(sb: BackendSandbox, script: string): Promise<string> {
-  const { call } = await startCommand(sb.connect, { argv: ['/bin/sh', '-c', script], env: [], stdin: false });
-  let out = '';
-  try {
-    for (let f = await call.next(); f && f.type !== REPLY.done; f = await call.next()) if (f.type === REPLY.stdout) out += f.payload.toString();
-    return out;
-  } finally {
-    call.close();
-  }
-}
 
 const mib = (b: number): string => `${(b / MiB).toFixed(1)} MiB`;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -88,30 +56,12 @@ export async function run(argv: string[]): Promise<void> {
   const skip = new Set(values.skip.split(',').filter(Boolean));
   const idleMs = Number(values['idle-seconds']) * 1000;
   const memoryMiB = Number(values['memory-mib']);
-  const meta = (await readdir(IMAGE_CACHE)).find((f) => /^debian-python\.v\d+\.erofs$/.test(f));
-  if (!meta) throw new Error(`no debian-python layer in ${IMAGE_CACHE}: bash scripts/setup.sh makes it`);
-  const data = join(IMAGE_CACHE, meta.replace(/\.erofs$/, '.data'));
-  const dir = await mkdtemp(join(tmpdir(), 'warren-bench-vmmem-'));
-  await writeFile(join(dir, OWNER_PID_FILE), String(process.pid));
-  const platform = join(dir, 'platform');
-  await mkdir(platform);
-  await copyFile(join(NATIVE, 'warren-init'), join(platform, 'warren-init'));
-  const kit = (): ReturnType<typeof guestKit> => guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform);
-  const accel = await chooseAccel(GUEST_CACHE, kit).catch(() => 'tcg' as const);
-  const backend = new MicrovmBackend({
-    dir: join(dir, 'microvm'),
-    store: {
-      ensureMeta: async (d) => d === DIGEST,
-      layerPath: () => join(IMAGE_CACHE, meta),
-      dataPath: () => (existsSync(data) ? data : null),
-      addLayerTar: () => Promise.reject(new Error('no commits here')),
-    },
-    fsOps: { mknod: () => Promise.reject(new Error('unused')), setxattr: () => Promise.reject(new Error('unused')) },
-    idMap: DEFAULT_ID_MAP,
-    kit,
+  const {
+    backend,
+    digest: DIGEST,
     accel,
-    defaultDiskMiB: 1024,
-    templateDir: join(dir, 'templates'),
+    close,
+  } = await openBenchMicrovm('debian-python', 'warren-bench-vmmem-', {
     spares: 1,
     // Paged out by this benchmark's own pager, for the sandboxes it names.
     pageoutPath: null,
@@ -119,7 +69,7 @@ export async function run(argv: string[]): Promise<void> {
   });
   const paged = new Set<string>();
   const pager = new IdlePager({
-    pageoutPath: join(NATIVE, 'warren-pageout'),
+    pageoutPath: nativeBinary('warren-pageout'),
     intervalMs: 2000,
     policy: { idleMs: Math.min(30_000, idleMs / 2), busyCpuFraction: 0.1, regrowBytes: 4 * MiB },
     running: () => live.filter((s) => paged.has(s.id)).map((s) => ({ id: s.id, pid: s.initPid! })),
@@ -244,6 +194,7 @@ export async function run(argv: string[]): Promise<void> {
       console.log(
         `  fork child after ${idleMs / 1000} s idle, paged out: ${line(k2.each[2]!)}; the 3 children hold ${mib(k2.sum.heldBytes)} (${mib(mean)} each)`,
       );
+      console.log(`    its own pages (resident + swapped, uncompressed): ${partsLine(await qemuParts(third.initPid!))}`);
       await drop([source, ...kids, third]);
       await backend.releaseLayers([`fork:${base}`]);
     }
@@ -294,9 +245,7 @@ export async function run(argv: string[]): Promise<void> {
   } finally {
     await pager.stop();
     await drop([...live]);
-    await backend.releaseLayers((await backend.bases()).map((b) => `fork:${b}`));
-    await backend.close();
-    await rm(dir, { recursive: true, force: true });
+    await close();
   }
 }
 
