@@ -106,6 +106,10 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.match(after('-append')[0]!, /warren\.layers=dm(\s|$)/);
   assert.match(after('-append')[0]!, / tsc_early_khz=2096013 /);
   assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc_early_khz/);
+  // Under TCG the TSC is not left to a watchdog of lost ticks (a busy host would turn it off for good).
+  assert.match(after('-append')[0]!, / tsc=reliable /);
+  assert.match(microvmArgs({ ...spec, tscKhz: null }).join(' '), / panic=-1 tsc=reliable warren\.layers=/);
+  assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc=reliable/);
   // TCG's translated code is capped: a guest cannot grow its QEMU by a GiB of it.
   assert.deepEqual(after('-accel'), [`tcg,tb-size=${TCG_CODE_MIB}`]);
   const kvm = microvmArgs({ ...spec, accel: 'kvm' });

@@ -103,7 +103,7 @@ export function microvmArgs(s: MicrovmSpec): string[] {
     '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
     '-kernel', s.kernel,
     '-initrd', s.initrd,
-    '-append', `console=ttyS0 quiet panic=-1${s.accel === 'tcg' && s.tscKhz ? ` tsc_early_khz=${Math.round(s.tscKhz)}` : ''} warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}`,
+    '-append', `console=ttyS0 quiet panic=-1${s.accel === 'tcg' ? tcgClockArgs(s.tscKhz) : ''} warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}`,
     '-chardev', `socket,id=console,path=${s.consoleSocket},server=on,wait=off`,
     '-serial', 'chardev:console',
     ...disks,
@@ -116,6 +116,19 @@ export function microvmArgs(s: MicrovmSpec): string[] {
     '-pidfile', s.pidFile,
     '-daemonize',
   ];
+}
+
+/**
+ * The guest kernel's clock arguments under TCG (pure). `tsc_early_khz`: the TSC's rate (see
+ * MicrovmSpec.tscKhz). `tsc=reliable`: the TSC is not checked against a watchdog. The microvm
+ * machine has no HPET or PM timer, so the only watchdog is the guest's own tick count, and a TCG
+ * guest loses ticks whenever the host is busy: the kernel then marks the TSC unstable and falls
+ * back to the jiffies clock for good, which cannot go tickless, so an idle guest takes a timer
+ * interrupt every 4 ms (its QEMU used 4.5 % of a CPU idle instead of 0.7 %). Under TCG the
+ * guest's TSC is the host's constant TSC, scaled: reliable as the host's own.
+ */
+export function tcgClockArgs(tscKhz: number | null | undefined): string {
+  return `${tscKhz ? ` tsc_early_khz=${Math.round(tscKhz)}` : ''} tsc=reliable`;
 }
 
 /**

@@ -17,10 +17,16 @@ export interface TemplateKey {
   idShift?: { base: number; size: number } | null;
 }
 
+/**
+ * What the guests of a template were booted with beyond its key: raised whenever the guest
+ * kernel's arguments change (2: `tsc=reliable` under TCG), so no clone resumes a guest booted the old way.
+ */
+const BOOT_REVISION = 2;
+
 /** A template's name (pure): a hash of its key. */
 export function templateName(k: TemplateKey): string {
   return createHash('sha256')
-    .update(JSON.stringify([k.kernel, k.initrd, k.layers, k.cpus, k.memoryMiB, k.diskMiB, k.accel, k.idShift ?? null]))
+    .update(JSON.stringify([BOOT_REVISION, k.kernel, k.initrd, k.layers, k.cpus, k.memoryMiB, k.diskMiB, k.accel, k.idShift ?? null]))
     .digest('hex')
     .slice(0, 24);
 }
