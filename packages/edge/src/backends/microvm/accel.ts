@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { GuestKit } from './guest-kit.js';
-import { tcgClockArgs } from './qemu-args.js';
+import { tcgClockArgs, withoutPit } from './qemu-args.js';
 import { hostTscKhz } from './vm-process.js';
 
 /** What the guest's stage prints when it is booted with no layers (its first words on the console). */
@@ -20,7 +20,7 @@ export async function guestRuns(kit: GuestKit, accel: 'kvm' | 'tcg', timeoutMs: 
   const tsc = accel === 'tcg' ? await hostTscKhz() : null;
   // prettier-ignore
   const p = spawn('qemu-system-x86_64', [
-    '-M', 'microvm,x-option-roms=off', '-accel', accel, '-cpu', accel === 'kvm' ? 'host' : 'max', '-m', '128M',
+    '-M', `microvm,x-option-roms=off${withoutPit(accel, tsc) ? ',pit=off' : ''}`, '-accel', accel, '-cpu', accel === 'kvm' ? 'host' : 'max', '-m', '128M',
     '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
     '-kernel', kit.kernel, '-initrd', kit.initrd, '-append', `console=ttyS0 quiet panic=-1${accel === 'tcg' ? tcgClockArgs(tsc) : ''} warren.layers=`,
     '-serial', 'stdio',

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentMux, MUX, MUX_HEADER, MUX_LINK, MUX_MAX_PAYLOAD, MUX_SEED, MUX_WINDOW, MuxDecoder, muxFrame, muxHello } from './agent-mux.js';
-import { GUEST_MAC, TCG_CODE_MIB, microvmArgs } from './qemu-args.js';
+import { GUEST_MAC, TCG_CODE_MIB, microvmArgs, withoutPit } from './qemu-args.js';
 import { initramfsEntries } from './guest-kit.js';
 import { stopMicrovm } from './vm-process.js';
 import { endMarked } from './vm-entry.js';
@@ -110,6 +110,13 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.match(after('-append')[0]!, / tsc=reliable /);
   assert.match(microvmArgs({ ...spec, tscKhz: null }).join(' '), / panic=-1 tsc=reliable warren\.layers=/);
   assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc=reliable/);
+  // Told the TSC's rate, a TCG guest needs no PIT (whose timer woke QEMU every 27 ms); without the rate it calibrates against one.
+  assert.equal(withoutPit('tcg', 2096013.4), true);
+  assert.equal(withoutPit('tcg', null), false);
+  assert.equal(withoutPit('kvm', 2096013.4), false);
+  assert.match(microvmArgs({ ...spec, noPit: true }).join(' '), / microvm,x-option-roms=off,rtc=on,pit=off /);
+  // A spec saved before (no noPit): the machine keeps its PIT, as the state it saved needs.
+  assert.doesNotMatch(after('-M')[0]!, /pit=off/);
   // TCG's translated code is capped: a guest cannot grow its QEMU by a GiB of it.
   assert.deepEqual(after('-accel'), [`tcg,tb-size=${TCG_CODE_MIB}`]);
   const kvm = microvmArgs({ ...spec, accel: 'kvm' });

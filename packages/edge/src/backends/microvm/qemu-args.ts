@@ -36,6 +36,11 @@ export interface MicrovmSpec {
    */
   tscKhz?: number | null;
   /**
+   * The machine has no PIT (`withoutPit`: under TCG with the TSC's rate told, the guest never
+   * uses one). Absent in a spec saved before: a PIT then, whose saved state needs one.
+   */
+  noPit?: boolean;
+  /**
    * Its RAM as a file rather than anonymous memory: `shared` (a template) writes the file,
    * otherwise it is mapped copy-on-write (a clone of that template: the pages it does not
    * write stay the template's, one copy in the page cache for all its clones).
@@ -94,7 +99,7 @@ export function microvmArgs(s: MicrovmSpec): string[] {
   const ram = ramArgs(s, RAM_ID);
   // prettier-ignore
   return [
-    '-M', `microvm,x-option-roms=off,rtc=on${s.ram ? `,memory-backend=${RAM_ID}` : ''}`,
+    '-M', `microvm,x-option-roms=off,rtc=on${s.noPit ? ',pit=off' : ''}${s.ram ? `,memory-backend=${RAM_ID}` : ''}`,
     '-accel', s.accel === 'tcg' ? `tcg,tb-size=${TCG_CODE_MIB}` : s.accel,
     '-cpu', s.accel === 'kvm' ? 'host' : 'max',
     '-smp', String(Math.max(1, Math.ceil(s.cpus))),
@@ -117,6 +122,14 @@ export function microvmArgs(s: MicrovmSpec): string[] {
     '-daemonize',
   ];
 }
+
+/**
+ * Whether a new microVM's machine goes without a PIT (pure): under TCG, told the TSC's rate, the
+ * guest never uses one, and QEMU's emulated PIT woke its main loop every 27 ms all the same (an
+ * idle QEMU 0.53 % of a CPU with it, 0.33 % without). Without the rate the guest calibrates its
+ * TSC against the PIT; on KVM the PIT is the kernel's and costs nothing.
+ */
+export const withoutPit = (accel: 'kvm' | 'tcg', tscKhz: number | null | undefined): boolean => accel === 'tcg' && !!tscKhz;
 
 /**
  * The guest kernel's clock arguments under TCG (pure). `tsc_early_khz`: the TSC's rate (see

@@ -19,9 +19,10 @@ export interface TemplateKey {
 
 /**
  * What the guests of a template were booted with beyond its key: raised whenever the guest
- * kernel's arguments change (2: `tsc=reliable` under TCG), so no clone resumes a guest booted the old way.
+ * kernel's arguments or its machine change (2: `tsc=reliable` under TCG; 3: no PIT under TCG),
+ * so no clone resumes a guest booted the old way.
  */
-const BOOT_REVISION = 2;
+const BOOT_REVISION = 3;
 
 /** A template's name (pure): a hash of its key. */
 export function templateName(k: TemplateKey): string {

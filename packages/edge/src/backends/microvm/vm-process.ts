@@ -11,7 +11,7 @@ import { SHELL } from '../../init/platform.js';
 import { randomBytes } from 'node:crypto';
 import { AgentMux, MUX_SEED, muxHello, type MuxLink } from './agent-mux.js';
 import type { GuestKit } from './guest-kit.js';
-import { qemuArgs, type MicrovmSpec, type VmLayer } from './qemu-args.js';
+import { qemuArgs, withoutPit, type MicrovmSpec, type VmLayer } from './qemu-args.js';
 import { Qmp } from './qmp.js';
 import { pidfileProcess, processExited } from '../../host/proc.js';
 
@@ -96,6 +96,7 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
   const f = vmFiles(dir);
   await run('truncate', ['-s', `${s.diskMiB}M`, f.rw]);
   await run('mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=1,lazy_journal_init=1,nodiscard', f.rw]);
+  const tscKhz = s.tscKhz === undefined ? await hostTscKhz() : s.tscKhz;
   const spec: MicrovmSpec = {
     kind: s.kind ?? 'microvm',
     kernel: kit.kernel,
@@ -109,7 +110,8 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     consoleSocket: f.console,
     pidFile: f.pid,
     accel: s.accel,
-    tscKhz: s.tscKhz === undefined ? await hostTscKhz() : s.tscKhz,
+    tscKhz,
+    noPit: s.kind !== 'vm' && withoutPit(s.accel, tscKhz),
     ram: s.ramFile ? { file: s.ramFile, shared: true } : null,
     idShift: s.idShift ?? null,
     tap: s.tap?.name ?? null,
