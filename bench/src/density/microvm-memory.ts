@@ -5,10 +5,10 @@
 // image files (~255 MB), with the kernel's samepage merging off and then on; a fork child idle;
 // and as many idle microVMs at once as fit (toward --many, default 300). Needs root, QEMU and the
 // guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
-// Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many]
+// Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm]
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { IdlePager, enableKsm, hostSwapCost, qemuMemory, type BackendSandbox, type VmMemory } from '@warren/edge';
+import { IdlePager, enableKsm, hostSwapCost, processCpuSeconds, qemuMemory, type BackendSandbox, type VmMemory } from '@warren/edge';
 import { nativeBinary, openBenchMicrovm, partsLine, qemuParts, sh } from '../microvm-bench-backend.js';
 
 const MiB = 2 ** 20;
@@ -51,6 +51,7 @@ export async function run(argv: string[]): Promise<void> {
       'memory-mib': { type: 'string', default: '256' },
       'max-minutes': { type: 'string', default: '20' },
       skip: { type: 'string', default: '' },
+      ksm: { type: 'boolean', default: false },
     },
   });
   const skip = new Set(values.skip.split(',').filter(Boolean));
@@ -200,10 +201,10 @@ export async function run(argv: string[]): Promise<void> {
     }
 
     if (!skip.has('many')) {
-      // 4. As many idle microVMs at once as fit, toward --many, KSM on and the idle pager on.
+      // 4. As many idle microVMs at once as fit, toward --many, with the idle pager (and KSM with --ksm: a node's is off unless told).
       const many = Number(values.many);
       const until = Date.now() + Number(values['max-minutes']) * 60_000;
-      const ksm = await enableKsm();
+      const ksm = values.ksm ? await enableKsm() : null;
       const before = await memAvailable();
       const t0 = performance.now();
       const made: BackendSandbox[] = [];
@@ -234,8 +235,13 @@ export async function run(argv: string[]): Promise<void> {
         }
         await sleep(idleMs);
         const m = await memories(made);
+        const cpu = async (): Promise<number> =>
+          (await Promise.all(made.map((sb) => processCpuSeconds(sb.initPid!)))).reduce<number>((a, b) => a + (b ?? 0), 0);
+        const [c0, w0] = [await cpu(), performance.now()];
+        await sleep(10_000);
+        const idleCores = ((await cpu()) - c0) / ((performance.now() - w0) / 1000);
         console.log(
-          `  ${made.length} idle microVMs of 128 MiB at once (${why}; made in ${((performance.now() - t0) / 1000 - idleMs / 1000).toFixed(0)} s), after ${idleMs / 1000} s idle: they hold ${mib(m.sum.heldBytes)} (${mib(m.sum.heldBytes / Math.max(1, made.length))} each: PSS ${mib(m.sum.pssBytes / Math.max(1, made.length))}, zram ${mib(m.sum.swapHeldBytes / Math.max(1, made.length))}); MemAvailable fell ${mib(before - (await memAvailable()))}`,
+          `  ${made.length} idle microVMs of 128 MiB at once (${why}; made in ${((performance.now() - t0) / 1000 - idleMs / 1000).toFixed(0)} s), after ${idleMs / 1000} s idle: they hold ${mib(m.sum.heldBytes)} (${mib(m.sum.heldBytes / Math.max(1, made.length))} each: PSS ${mib(m.sum.pssBytes / Math.max(1, made.length))}, zram ${mib(m.sum.swapHeldBytes / Math.max(1, made.length))}); MemAvailable fell ${mib(before - (await memAvailable()))}; KSM ${ksm ? 'on' : 'off'}; their QEMUs use ${idleCores.toFixed(2)} cores idle`,
         );
       } finally {
         await drop(made);
