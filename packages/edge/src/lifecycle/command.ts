@@ -23,6 +23,18 @@ const STDIN_FRAME_BYTES = 1024 * 1024;
 /** What a command's frames come through: its init call (a session's command: its turn, see SessionLine). */
 export type CommandCall = Pick<InitCall, 'next' | 'send' | 'close' | 'drain' | 'closed'>;
 
+/**
+ * What a finished command holds instead of its call: the call (its socket, its frame decoder) goes
+ * with its end, not with the command, which is kept for minutes after (its output re-read).
+ */
+const ENDED_CALL: CommandCall = {
+  next: () => Promise.resolve(null),
+  send: () => false,
+  close: () => undefined,
+  drain: () => Promise.resolve('closed'),
+  closed: true,
+};
+
 const SIGNAL_NAMES = new Map<number, string>(Object.entries(constants.signals).map(([name, n]) => [n, name]));
 /** The signals a kill through the API ends a command with. */
 const TERMINATING = new Set(['SIGTERM', 'SIGKILL', 'SIGINT', 'SIGHUP', 'SIGQUIT']);
@@ -72,7 +84,7 @@ export class Command {
     readonly pid: number,
     /** What it runs, as listed (see CommandInfo), and whether it is on a terminal. */
     readonly what: Pick<CommandInfo, 'cmd' | 'cwd' | 'env' | 'tag' | 'pty'>,
-    private readonly call: CommandCall,
+    private call: CommandCall,
     private readonly maxOutputBytes: number,
     private readonly onActivity: () => void,
     o: CommandOptions = {},
@@ -129,6 +141,7 @@ export class Command {
       this.out.end({ type: 'error', error: { code: err.code, message: err.message } });
     } finally {
       this.call.close();
+      this.call = ENDED_CALL;
     }
   }
 

@@ -47,3 +47,15 @@ test('ByteQueue: a megabyte pushed a byte at a time is taken in one piece, in mi
   assert.ok(all.every((b) => b === 9));
   assert.ok(ms < 1000, `took ${ms.toFixed(0)} ms`);
 });
+
+test('ByteQueue: a few small bytes taken keep no 64 KiB block alive (an init call gets a frame or two; a finished command keeps its output for minutes)', () => {
+  const q = new ByteQueue();
+  q.push(Buffer.from('\x05\x00\x00\x00xabcd'));
+  const frame = q.take(9);
+  assert.equal(frame.subarray(5).toString(), 'abcd');
+  assert.ok(frame.buffer.byteLength <= 8 * 1024, `the 9 bytes taken keep a block of ${frame.buffer.byteLength} bytes`);
+  // Many small chunks still share slabs (no Buffer of its own each), up to 64 KiB each.
+  for (let i = 0; i < 100_000; i++) q.push(Buffer.from('x'));
+  const all = q.take(100_000);
+  assert.equal(all.length, 100_000);
+});

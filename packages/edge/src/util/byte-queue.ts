@@ -1,5 +1,13 @@
 /** Chunks this small are copied together (see ByteQueue); bigger ones are kept as they came. */
 const SMALL_CHUNK = 1024;
+/**
+ * A queue's first slab is small, each next one twice the last, up to SLAB_BYTES: most queues (an
+ * init call's: a `started` and a `done` frame) never hold more than a few bytes, and a frame taken
+ * from a slab is a view that keeps all of it alive as long as the frame is (a finished command's
+ * retained output, kept for minutes): 2 KiB comes from Node's shared pool, 64 KiB is a block of
+ * its own per call.
+ */
+const FIRST_SLAB_BYTES = 2 * 1024;
 const SLAB_BYTES = 64 * 1024;
 
 /**
@@ -19,6 +27,8 @@ export class ByteQueue {
   /** The slab's bytes not yet in `parts`: [slabStart, slabUsed), logically the last part. */
   private slabStart = 0;
   private slabUsed = 0;
+  /** The size of the next slab. */
+  private nextSlabBytes = FIRST_SLAB_BYTES;
 
   /** Bytes held. */
   get length(): number {
@@ -34,9 +44,10 @@ export class ByteQueue {
       this.parts.push(chunk);
       return;
     }
-    if (!this.slab || this.slabUsed + n > SLAB_BYTES) {
+    if (!this.slab || this.slabUsed + n > this.slab.length) {
       this.seal();
-      this.slab = Buffer.allocUnsafe(SLAB_BYTES);
+      this.slab = Buffer.allocUnsafe(this.nextSlabBytes);
+      this.nextSlabBytes = Math.min(SLAB_BYTES, this.nextSlabBytes * 2);
       this.slabStart = this.slabUsed = 0;
     }
     if (n <= 16) for (let i = 0; i < n; i++) this.slab[this.slabUsed + i] = chunk[i]!;
