@@ -17,14 +17,16 @@ test('parseRollup: the proportional set, its anonymous and file parts and the sw
   assert.deepEqual(parseRollup(''), { pss: 0, anon: 0, file: 0, swapPss: 0 });
 });
 
-test('swapCostPerByte: zram costs what it uses over what it holds, over all its devices; a disk swap costs no RAM', () => {
-  const swaps = 'Filename Type Size Used Priority\n/dev/zram1 partition 100 10 100\n/dev/zram2 partition 100 10 100\n';
-  // orig_data_size compr_data_size mem_used_total ...
-  const cost = swapCostPerByte(swaps, { zram1: '1000 200 300 0 0', zram2: '3000 500 700 0 0' });
-  assert.equal(cost, 1000 / 4000);
+test('swapCostPerByte: zram costs what it uses over the swap in use on it, over all its devices; zero pages nothing; a disk swap costs no RAM', () => {
+  // Used: 1 and 3 KiB (/proc/swaps); mm_stat: orig_data_size compr_data_size mem_used_total ...
+  const swaps = 'Filename Type Size Used Priority\n/dev/zram1 partition 100 1 100\n/dev/zram2 partition 100 3 100\n';
+  assert.equal(swapCostPerByte(swaps, { zram1: '1024 200 300 0 0', zram2: '3072 500 700 0 0' }), 1000 / 4096);
+  // Half the swapped pages zero (in use, not stored): they cost nothing, the average halves.
+  const halfZero = 'Filename Type Size Used Priority\n/dev/zram1 partition 100 8 100\n';
+  assert.equal(swapCostPerByte(halfZero, { zram1: '4096 1000 1024 0 0' }), 1024 / 8192);
   assert.equal(swapCostPerByte('Filename\n/swapfile file 100 0 -2\n', {}), 0);
   // Nothing in zram yet: a guess, never free.
-  assert.ok(swapCostPerByte(swaps, { zram1: '0 0 0', zram2: '0 0 0' }) > 0);
+  assert.ok(swapCostPerByte(swaps.replace(/ 1 100/, ' 0 100').replace(/ 3 100/, ' 0 100'), { zram1: '0 0 0', zram2: '0 0 0' }) > 0);
   // Never counted above the uncompressed size (zram's own overhead on a few pages).
   assert.equal(swapCostPerByte(swaps, { zram1: '4096 4000 65536', zram2: '0 0 0' }), 1);
 });

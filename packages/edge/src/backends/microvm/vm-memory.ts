@@ -25,23 +25,26 @@ export function parseRollup(text: string): { pss: number; anon: number; file: nu
 }
 
 /**
- * What a byte in the node's swap costs its RAM (pure): on zram, the memory zram uses over what
- * it holds uncompressed (its `mm_stat`: orig_data_size, compr_data_size, mem_used_total, ...);
- * 0 for a swap on disk. `swaps` is /proc/swaps; `mmStat` the mm_stat of each zram device named there.
+ * What a byte in the node's swap costs its RAM (pure): on zram, the memory zram uses (its
+ * `mm_stat`: orig_data_size, compr_data_size, mem_used_total, ...) over the swap in use on it
+ * (/proc/swaps' Used, KiB): zero pages take a swap slot and no memory (the kernel keeps them as
+ * a bit, zram as a flag), so they count at their cost, nothing, and what a guest gave back zeroed
+ * is not charged as data; 0 for a swap on disk. `swaps` is /proc/swaps; `mmStat` the mm_stat of
+ * each zram device named there.
  */
 export function swapCostPerByte(swaps: string, mmStat: Record<string, string>): number {
-  let orig = 0;
+  let inUse = 0;
   let used = 0;
   for (const line of swaps.split('\n').slice(1)) {
-    const dev = /^\/dev\/(zram\d+)\s/.exec(line)?.[1];
+    const cols = line.trim().split(/\s+/);
+    const dev = /^\/dev\/(zram\d+)$/.exec(cols[0] ?? '')?.[1];
     const st = dev ? mmStat[dev] : undefined;
     if (!st) continue;
-    const f = st.trim().split(/\s+/).map(Number);
-    orig += f[0] ?? 0;
-    used += f[2] ?? 0;
+    inUse += Number(cols[3] ?? 0) * 1024;
+    used += Number(st.trim().split(/\s+/)[2] ?? 0);
   }
   // Nothing swapped yet: a page that goes there costs about a third (what zram's lz4 makes of QEMU's pages here).
-  return orig > 0 ? Math.min(1, used / orig) : swaps.includes('/dev/zram') ? 1 / 3 : 0;
+  return inUse > 0 ? Math.min(1, used / inUse) : swaps.includes('/dev/zram') ? 1 / 3 : 0;
 }
 
 /** The swap's cost per byte now (see swapCostPerByte), read from /proc and sysfs. */
