@@ -28,8 +28,11 @@
  * EXPORT opens a stream, as OPEN does, whose bytes are the writable layer as a layer tar
  * (export.c, its file system frozen meanwhile) and which ends with it; a tar without its end
  * marker is one that failed.
+ * RECLAIM (the host's, for an idle guest) writes the guest's dirty pages back and drops its page
+ * and slab caches (freed pages are zeroed: init_on_free=1), then answers CLOSE on its id: what
+ * the guest freed is zero when the host pages its memory out, and swaps for nothing.
  */
-enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HELLO = 6, VM_EXPORT = 7 };
+enum { VM_OPEN = 1, VM_DATA = 2, VM_EOF = 3, VM_CLOSE = 4, VM_CREDIT = 5, VM_HELLO = 6, VM_EXPORT = 7, VM_RECLAIM = 8 };
 #define VM_SEED 32
 #define VM_LINK 9
 #define VM_HEADER 9

@@ -1,7 +1,8 @@
 // What a microVM holds of the host's memory, on real QEMU (TCG here), from the host's view: an
-// idle clone's QEMU is paged out by the backend's idle pager (its guest's pages in the template's
-// file mapping too) and its guest finds its memory intact; a guest that fills its memory is
-// counted as holding it whatever it says, and holds no more than its RAM and QEMU's bounded share.
+// idle clone's guest is asked to drop its caches and its QEMU is paged out by the backend's idle
+// pager (its guest's pages in the template's file mapping too), and its guest finds its memory
+// and files intact; a guest that fills its memory is counted as holding it whatever it says, and
+// holds no more than its RAM and QEMU's bounded share.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
@@ -64,6 +65,13 @@ test(
       // 48 MiB the guest wrote and keeps (tmpfs): its pages in the template's file mapping.
       const idle = await create('sb_idle');
       assert.equal((await sh(idle, 'head -c 50331648 /dev/urandom > /dev/shm/keep && md5sum /dev/shm/keep > /tmp/sum')).code, 0);
+      // And 16 MiB of a file on its disk, in its page cache: given back when the pager asks (reclaimed, zero).
+      assert.equal(
+        (await sh(idle, 'head -c 16777216 /dev/urandom > /var/tmp/file && md5sum /var/tmp/file > /var/tmp/sum && cat /var/tmp/file > /dev/null')).code,
+        0,
+      );
+      const cachedKiB = async (): Promise<number> => Number(/^Cached:\s+(\d+) kB/m.exec((await sh(idle, 'cat /proc/meminfo')).out)?.[1]);
+      const cachedBefore = await cachedKiB();
       const busy = await backend.memory('sb_idle');
       assert.ok(busy.pssBytes >= 48 * MiB, `the guest's 48 MiB are counted: ${busy.pssBytes}`);
       assert.equal(busy.heldBytes, busy.pssBytes + busy.swapHeldBytes);
@@ -72,8 +80,12 @@ test(
       const paged = await backend.memory('sb_idle');
       assert.ok(paged.pssBytes < busy.pssBytes - 40 * MiB, `its RAM given back: ${busy.pssBytes} → ${paged.pssBytes}`);
       assert.ok(paged.swapHeldBytes > 0 && paged.heldBytes === paged.pssBytes + paged.swapHeldBytes, 'what zram keeps of it still counts');
+      // Asked first, the guest dropped its file's pages (its tmpfs stays: nothing to drop there).
+      const cachedAfter = await cachedKiB();
+      assert.ok(cachedAfter < cachedBefore - 12 * 1024, `the guest gave its page cache back: ${cachedBefore} → ${cachedAfter} KiB cached`);
       // What it touches comes back, as it was.
       assert.equal((await sh(idle, 'md5sum /dev/shm/keep | cmp - /tmp/sum && echo same')).out.trim(), 'same');
+      assert.equal((await sh(idle, 'md5sum /var/tmp/file | cmp - /var/tmp/sum && echo same')).out.trim(), 'same');
 
       // A guest that takes all the memory it can (and would tell the host otherwise, had it asked):
       // counted from the host's view, and bounded by its RAM and QEMU's own share.

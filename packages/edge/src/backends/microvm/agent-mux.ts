@@ -11,7 +11,7 @@ import { ByteQueue } from '../../util/byte-queue.js';
  * Each side sends DATA on a stream only within the credit the other granted: WINDOW at the open,
  * then CREDIT frames as the reader consumes, so one stream nobody reads holds back itself only.
  */
-export const MUX = { OPEN: 1, DATA: 2, EOF: 3, CLOSE: 4, CREDIT: 5, HELLO: 6, EXPORT: 7 } as const;
+export const MUX = { OPEN: 1, DATA: 2, EOF: 3, CLOSE: 4, CREDIT: 5, HELLO: 6, EXPORT: 7, RECLAIM: 8 } as const;
 export const MUX_HEADER = 9;
 export const MUX_WINDOW = 256 * 1024;
 export const MUX_MAX_PAYLOAD = 64 * 1024;
@@ -242,6 +242,30 @@ export class AgentMux {
    */
   exportLayer(): Promise<Duplex> {
     return this.stream(MUX.EXPORT);
+  }
+
+  /**
+   * Asks the guest to give its caches back (RECLAIM, native/vm/vm.h: dirty pages written, page
+   * and slab caches dropped, the freed pages zero) before the host pages it out; true once it
+   * answered, false when it did not within `timeoutMs` (a guest is trusted with nothing: the
+   * page-out goes ahead either way).
+   */
+  async reclaim(timeoutMs: number): Promise<boolean> {
+    const s = await this.stream(MUX.RECLAIM);
+    s.on('error', () => undefined);
+    s.resume();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs);
+        // Its CLOSE ends the stream's input; a guest gone destroys it without.
+        s.once('end', () => resolve(true));
+        s.once('close', () => resolve(false));
+      });
+    } finally {
+      clearTimeout(timer);
+      s.destroy();
+    }
   }
 
   private async stream(open: number): Promise<Duplex> {

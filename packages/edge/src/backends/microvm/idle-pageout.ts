@@ -62,13 +62,19 @@ export interface IdlePagerOptions {
   policy?: IdlePolicy;
   /** The QEMUs to look at now, by sandbox id. */
   running: () => Array<{ id: string; pid: number }>;
+  /**
+   * Asks a guest to give its caches back before its page-out (AgentMux.reclaim: what it frees is
+   * zero and swaps for nothing); whether it answered. Absent: QEMUs are paged out as they are.
+   */
+  reclaim?: (id: string) => Promise<boolean>;
   /** The clock (ms). */
   now?: () => number;
 }
 
 /**
  * Gives an idle microVM's memory back to the host from outside its guest, which is trusted with
- * nothing: once its QEMU has been idle a while (IDLE_POLICY), its anonymous memory (the guest's
+ * nothing: once its QEMU has been idle a while (IDLE_POLICY), the guest is asked to drop its
+ * caches (its freed pages zero: they swap for nothing), then its anonymous memory (the guest's
  * pages written since its clone, TCG's translated code, QEMU's heap) is paged out to the node's
  * swap (zram: its compressed size stays, and a sandbox's accounting counts it, see VmMemory).
  * What the guest touches again comes back on its own; a guest that keeps busy keeps its memory,
@@ -78,8 +84,9 @@ export class IdlePager {
   private readonly states = new Map<string, IdleState>();
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
-  /** Page-outs done so far (for tests and logs). */
+  /** Page-outs done so far, and of them those whose guest gave its caches back first (for tests and logs). */
   pageOuts = 0;
+  reclaims = 0;
 
   constructor(private readonly o: IdlePagerOptions) {}
 
@@ -114,6 +121,7 @@ export class IdlePager {
       if (cpuSeconds === null || !mem) continue;
       const step = idleStep(this.states.get(id), { atMs: (this.o.now ?? Date.now)(), cpuSeconds, anonBytes: mem.anonBytes }, policy);
       if (step.pageOut) {
+        if (await this.o.reclaim?.(id).catch(() => false)) this.reclaims++;
         await run(this.o.pageoutPath, ['--private-files', String(pid)]).catch(() => undefined);
         this.pageOuts++;
         step.state.pagedAnonBytes = (await qemuMemory(pid, 0))?.anonBytes ?? 0;

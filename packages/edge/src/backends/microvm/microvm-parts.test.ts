@@ -108,7 +108,9 @@ test('microvmArgs: each layer a read-only disk by serial, the kinds on the comma
   assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc_early_khz/);
   // Under TCG the TSC is not left to a watchdog of lost ticks (a busy host would turn it off for good).
   assert.match(after('-append')[0]!, / tsc=reliable /);
-  assert.match(microvmArgs({ ...spec, tscKhz: null }).join(' '), / panic=-1 tsc=reliable warren\.layers=/);
+  assert.match(microvmArgs({ ...spec, tscKhz: null }).join(' '), / panic=-1 init_on_free=1 tsc=reliable warren\.layers=/);
+  // A guest zeroes what it frees: what it gives back when asked (AgentMux.reclaim) swaps for nothing.
+  assert.match(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), / init_on_free=1 /);
   assert.doesNotMatch(microvmArgs({ ...spec, accel: 'kvm' }).join(' '), /tsc=reliable/);
   // Told the TSC's rate, a TCG guest needs no PIT (whose timer woke QEMU every 27 ms); without the rate it calibrates against one.
   assert.equal(withoutPit('tcg', 2096013.4), true);

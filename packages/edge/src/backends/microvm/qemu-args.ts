@@ -108,7 +108,7 @@ export function microvmArgs(s: MicrovmSpec): string[] {
     '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
     '-kernel', s.kernel,
     '-initrd', s.initrd,
-    '-append', `console=ttyS0 quiet panic=-1${s.accel === 'tcg' ? tcgClockArgs(s.tscKhz) : ''} warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}`,
+    '-append', `console=ttyS0 quiet panic=-1 init_on_free=1${s.accel === 'tcg' ? tcgClockArgs(s.tscKhz) : ''} warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}`,
     '-chardev', `socket,id=console,path=${s.consoleSocket},server=on,wait=off`,
     '-serial', 'chardev:console',
     ...disks,

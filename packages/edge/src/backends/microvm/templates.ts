@@ -19,10 +19,10 @@ export interface TemplateKey {
 
 /**
  * What the guests of a template were booted with beyond its key: raised whenever the guest
- * kernel's arguments or its machine change (2: `tsc=reliable` under TCG; 3: no PIT under TCG),
+ * kernel's arguments or its machine change (2: `tsc=reliable` under TCG; 3: no PIT under TCG; 4: init_on_free),
  * so no clone resumes a guest booted the old way.
  */
-const BOOT_REVISION = 3;
+const BOOT_REVISION = 4;
 
 /** A template's name (pure): a hash of its key. */
 export function templateName(k: TemplateKey): string {
