@@ -74,6 +74,8 @@ export async function run(argv: string[]): Promise<void> {
     intervalMs: 2000,
     policy: { idleMs: Math.min(30_000, idleMs / 2), busyCpuFraction: 0.1, regrowBytes: 4 * MiB },
     running: () => live.filter((s) => paged.has(s.id)).map((s) => ({ id: s.id, pid: s.initPid! })),
+    // As a node's pager: the guest drops its caches (zeroed) first.
+    reclaim: (id) => backend.reclaim(id),
   });
   const live: BackendSandbox[] = [];
   let n = 0;

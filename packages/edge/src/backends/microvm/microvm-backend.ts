@@ -151,10 +151,16 @@ export class MicrovmBackend implements Backend {
     const running = (): Array<{ id: string; pid: number }> =>
       [...this.vms].filter(([, v]) => !v.saved && !v.saving && v.pid > 0).map(([id, v]) => ({ id, pid: v.pid }));
     // A microVM's guest zeroes what it frees (init_on_free=1): asked to drop its caches first, it swaps less.
-    const reclaim = async (id: string): Promise<boolean> => (await this.vms.get(id)?.mux.reclaim(RECLAIM_TIMEOUT_MS)) ?? false;
-    this.pager = o.pageoutPath
-      ? new IdlePager({ pageoutPath: o.pageoutPath, policy: o.idlePolicy, running, reclaim: this.name === 'microvm' ? reclaim : undefined })
-      : null;
+    const reclaim = this.name === 'microvm' ? (id: string): Promise<boolean> => this.reclaim(id) : undefined;
+    this.pager = o.pageoutPath ? new IdlePager({ pageoutPath: o.pageoutPath, policy: o.idlePolicy, running, reclaim }) : null;
+  }
+
+  /**
+   * Asks the guest of running sandbox `id` to give its caches back (AgentMux.reclaim), as the
+   * idle pager does before a page-out; whether it answered within RECLAIM_TIMEOUT_MS.
+   */
+  async reclaim(id: string): Promise<boolean> {
+    return (await this.vms.get(id)?.mux.reclaim(RECLAIM_TIMEOUT_MS)) ?? false;
   }
 
   private vmDir(id: string): string {
