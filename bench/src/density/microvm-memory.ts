@@ -30,6 +30,14 @@ async function memories(sbs: BackendSandbox[]): Promise<{ each: VmMemory[]; sum:
   return { each, sum };
 }
 
+/** The memory the host's zram devices use now (bytes: mm_stat's mem_used_total, summed). */
+async function zramUsed(): Promise<number> {
+  let used = 0;
+  for (const m of (await readFile('/proc/swaps', 'utf8')).matchAll(/^\/dev\/(zram\d+)\s/gm))
+    used += Number((await readFile(`/sys/block/${m[1]}/mm_stat`, 'utf8').catch(() => '')).trim().split(/\s+/)[2] ?? 0);
+  return used;
+}
+
 /** MemAvailable now (bytes). */
 async function memAvailable(): Promise<number> {
   return Number(/^MemAvailable:\s+(\d+) kB/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) * 1024;
@@ -69,13 +77,25 @@ export async function run(argv: string[]): Promise<void> {
     ksm: null,
   });
   const paged = new Set<string>();
+  // zram's memory when the pager first paged out in this section: what it grew since is what the
+  // section's page-outs really cost (exact when nothing else swaps meanwhile; the per-QEMU figures
+  // charge its swap at the node's average).
+  let zramAtFirstPageOut: number | null = null;
+  const zramGrowth = async (): Promise<string> => {
+    const grew = zramAtFirstPageOut === null ? 0 : (await zramUsed()) - zramAtFirstPageOut;
+    zramAtFirstPageOut = null;
+    return mib(grew);
+  };
   const pager = new IdlePager({
     pageoutPath: nativeBinary('warren-pageout'),
     intervalMs: 2000,
     policy: { idleMs: Math.min(30_000, idleMs / 2), busyCpuFraction: 0.1, regrowBytes: 4 * MiB },
     running: () => live.filter((s) => paged.has(s.id)).map((s) => ({ id: s.id, pid: s.initPid! })),
     // As a node's pager: the guest drops its caches (zeroed) first.
-    reclaim: (id) => backend.reclaim(id),
+    reclaim: async (id) => {
+      zramAtFirstPageOut ??= await zramUsed();
+      return backend.dropGuestCaches(id);
+    },
   });
   const live: BackendSandbox[] = [];
   let n = 0;
@@ -112,6 +132,7 @@ export async function run(argv: string[]): Promise<void> {
       const at60 = await memories([alone, pagedOne]);
       console.log(`  idle microVM after ${idleMs / 1000} s, left alone: ${line(at60.each[0]!)}`);
       console.log(`  idle microVM after ${idleMs / 1000} s, paged out by the idle pager (${pager.pageOuts} page-outs): ${line(at60.each[1]!)}`);
+      console.log(`    zram grew by ${await zramGrowth()} while it was paged out (its swap's real cost on a node where nothing else swaps)`);
       const cpu0 = Number(
         (await readFile(`/proc/${alone.initPid}/stat`, 'utf8'))
           .split(') ')[1]!
@@ -198,6 +219,7 @@ export async function run(argv: string[]): Promise<void> {
         `  fork child after ${idleMs / 1000} s idle, paged out: ${line(k2.each[2]!)}; the 3 children hold ${mib(k2.sum.heldBytes)} (${mib(mean)} each)`,
       );
       console.log(`    its own pages (resident + swapped, uncompressed): ${partsLine(await qemuParts(third.initPid!))}`);
+      console.log(`    zram grew by ${await zramGrowth()} while the 3 were paged out (their swap's real cost on a node where nothing else swaps)`);
       await drop([source, ...kids, third]);
       await backend.releaseLayers([`fork:${base}`]);
     }

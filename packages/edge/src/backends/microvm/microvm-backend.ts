@@ -151,7 +151,7 @@ export class MicrovmBackend implements Backend {
     const running = (): Array<{ id: string; pid: number }> =>
       [...this.vms].filter(([, v]) => !v.saved && !v.saving && v.pid > 0).map(([id, v]) => ({ id, pid: v.pid }));
     // A microVM's guest zeroes what it frees (init_on_free=1): asked to drop its caches first, it swaps less.
-    const reclaim = this.name === 'microvm' ? (id: string): Promise<boolean> => this.reclaim(id) : undefined;
+    const reclaim = this.name === 'microvm' ? (id: string): Promise<boolean> => this.dropGuestCaches(id) : undefined;
     this.pager = o.pageoutPath ? new IdlePager({ pageoutPath: o.pageoutPath, policy: o.idlePolicy, running, reclaim }) : null;
   }
 
@@ -159,7 +159,7 @@ export class MicrovmBackend implements Backend {
    * Asks the guest of running sandbox `id` to give its caches back (AgentMux.reclaim), as the
    * idle pager does before a page-out; whether it answered within RECLAIM_TIMEOUT_MS.
    */
-  async reclaim(id: string): Promise<boolean> {
+  async dropGuestCaches(id: string): Promise<boolean> {
     return (await this.vms.get(id)?.mux.reclaim(RECLAIM_TIMEOUT_MS)) ?? false;
   }
 
