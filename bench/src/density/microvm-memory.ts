@@ -30,11 +30,14 @@ async function memories(sbs: BackendSandbox[]): Promise<{ each: VmMemory[]; sum:
   return { each, sum };
 }
 
-/** The memory the host's zram devices use now (bytes: mm_stat's mem_used_total, summed). */
+/**
+ * What the host's zram devices hold compressed now (bytes: mm_stat's compr_data_size, summed; its
+ * mem_used_total would not grow while zram reuses room that pages swapped in or freed left).
+ */
 async function zramUsed(): Promise<number> {
   let used = 0;
   for (const m of (await readFile('/proc/swaps', 'utf8')).matchAll(/^\/dev\/(zram\d+)\s/gm))
-    used += Number((await readFile(`/sys/block/${m[1]}/mm_stat`, 'utf8').catch(() => '')).trim().split(/\s+/)[2] ?? 0);
+    used += Number((await readFile(`/sys/block/${m[1]}/mm_stat`, 'utf8').catch(() => '')).trim().split(/\s+/)[1] ?? 0);
   return used;
 }
 
@@ -132,7 +135,7 @@ export async function run(argv: string[]): Promise<void> {
       const at60 = await memories([alone, pagedOne]);
       console.log(`  idle microVM after ${idleMs / 1000} s, left alone: ${line(at60.each[0]!)}`);
       console.log(`  idle microVM after ${idleMs / 1000} s, paged out by the idle pager (${pager.pageOuts} page-outs): ${line(at60.each[1]!)}`);
-      console.log(`    zram grew by ${await zramGrowth()} while it was paged out (its swap's real cost on a node where nothing else swaps)`);
+      console.log(`    zram's compressed data grew by ${await zramGrowth()} while it was paged out (its swap's real size on a node where nothing else swaps)`);
       const cpu0 = Number(
         (await readFile(`/proc/${alone.initPid}/stat`, 'utf8'))
           .split(') ')[1]!
@@ -219,7 +222,9 @@ export async function run(argv: string[]): Promise<void> {
         `  fork child after ${idleMs / 1000} s idle, paged out: ${line(k2.each[2]!)}; the 3 children hold ${mib(k2.sum.heldBytes)} (${mib(mean)} each)`,
       );
       console.log(`    its own pages (resident + swapped, uncompressed): ${partsLine(await qemuParts(third.initPid!))}`);
-      console.log(`    zram grew by ${await zramGrowth()} while the 3 were paged out (their swap's real cost on a node where nothing else swaps)`);
+      console.log(
+        `    zram's compressed data grew by ${await zramGrowth()} while the 3 were paged out (their swap's real size on a node where nothing else swaps)`,
+      );
       await drop([source, ...kids, third]);
       await backend.releaseLayers([`fork:${base}`]);
     }

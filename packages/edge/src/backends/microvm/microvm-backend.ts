@@ -47,7 +47,7 @@ import { enableKsm, type KsmOptions } from '../../host/ksm.js';
 import { hostSwapCost, qemuMemory, type VmMemory } from './vm-memory.js';
 
 /** How long an idle guest has to drop its caches before its page-out goes ahead all the same. */
-const RECLAIM_TIMEOUT_MS = 2_000;
+const RECLAIM_TIMEOUT_MS = 5_000;
 
 export interface MicrovmBackendOptions {
   /**
