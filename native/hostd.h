@@ -50,4 +50,9 @@ void do_netns(const char *tag);
 void do_netns_close(const char *tag, char **f);
 void do_sysfs(const char *tag, char **f);
 
+/* hostd-watch.c: processes watched until they end ("* exit PID STARTTIME" events). */
+int watch_fd(void);
+void do_watch(const char *tag, char **f);
+void watch_ready(void);
+
 #endif

@@ -33,6 +33,8 @@
  *                                         "-", a Unix socket listening at SOCK as fd 3; the reply
  *                                         comes when it exits: "TAG ok STATUS" (exit code, or
  *                                         128+signal)
+ *   TAG watch PID STARTTIME               report when that process ends (hostd-watch.c): an
+ *                                         event line "* exit PID STARTTIME", unasked
  * Replies: "TAG ok[ TAB STATUS]" or "TAG err TAB ERRNO TAB MESSAGE". Exits 0 on EOF of stdin,
  * after its running children have exited.
  *
@@ -227,6 +229,8 @@ static void handle(char *line)
 		do_run(tag, a, na);
 	else if (!strcmp(cmd, "kill") && na == 1)
 		do_kill(tag, a);
+	else if (!strcmp(cmd, "watch") && na == 2)
+		do_watch(tag, a);
 	else
 		reply_err(tag, EINVAL, "unknown command");
 }
@@ -241,20 +245,27 @@ int main(void)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0)
+	int wfd = watch_fd();
+	if (sfd < 0 || wfd < 0)
 		return 1;
 	static char buf[MAX_LINE + 1];
 	size_t used = 0;
 	int eof = 0, skipping = 0;
 	while (!eof || nchildren > 0 || spawn_busy() > 0) {
-		struct pollfd p[2 + SPAWN_MAX_PENDING] = { { .fd = sfd, .events = POLLIN }, { .fd = eof ? -1 : 0, .events = POLLIN } };
-		int ns = spawn_pollfds(p + 2, SPAWN_MAX_PENDING);
-		if (poll(p, (nfds_t)(2 + ns), -1) < 0) {
+		struct pollfd p[3 + SPAWN_MAX_PENDING] = {
+			{ .fd = sfd, .events = POLLIN },
+			{ .fd = eof ? -1 : 0, .events = POLLIN },
+			{ .fd = wfd, .events = POLLIN },
+		};
+		int ns = spawn_pollfds(p + 3, SPAWN_MAX_PENDING);
+		if (poll(p, (nfds_t)(3 + ns), -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return 1;
 		}
-		spawn_ready(p + 2, ns);
+		spawn_ready(p + 3, ns);
+		if (p[2].revents)
+			watch_ready();
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof si) > 0) {
