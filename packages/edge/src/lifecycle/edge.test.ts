@@ -340,6 +340,28 @@ test('a backend that tells of ends is never asked whether its sandboxes exited; 
   assert.deepEqual(new Set(b.asked), new Set(['sb_unwatched']));
 });
 
+test('a close waits for the creates under way and removes them with the rest; a create after it is refused', async () => {
+  const b = new FakeBackend();
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const create = b.create.bind(b);
+  b.create = async (s: BackendCreateSpec): Promise<BackendSandbox> => {
+    await gate;
+    return create(s);
+  };
+  const e = edge(b);
+  const made = e.create(spec('sb_late'));
+  const closed = e.close({ keep: false });
+  await assert.rejects(e.create(spec('sb_after')), (err: WarrenError) => err.code === 'unavailable');
+  release();
+  await made;
+  await closed;
+  assert.deepEqual(
+    b.calls.filter((c) => c.endsWith('sb_late')),
+    ['create sb_late', 'started sb_late', 'destroy sb_late'],
+  );
+});
+
 test('session ids carry the init session number and nothing else passes', () => {
   assert.equal(parseSessionId('ss_12_0123456789ab'), '12');
   for (const bad of ['ss_12', 'ss_x_0123456789ab', 'ss_1_0123456789abc', '../ss_1_0123456789ab']) {

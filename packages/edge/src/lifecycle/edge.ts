@@ -31,6 +31,7 @@ import { MemoryPressure } from './pressure.js';
 import { memAvailableMiB } from '../host/proc.js';
 import { Semaphore } from '../util/semaphore.js';
 import { mapLimit } from '../util/map-limit.js';
+import { InFlight } from '../util/in-flight.js';
 import { EdgeLeases } from './leases.js';
 import { FrozenStates } from './frozen-states.js';
 
@@ -58,6 +59,7 @@ export class Edge {
   readonly boot = randomBytes(8).toString('hex');
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
+  private readonly creating = new InFlight(() => new WarrenError('unavailable', 'the node is stopping', { node: this.o.nodeId }));
   private timer: NodeJS.Timeout | null = null;
   readonly maxFileBytes: number;
 
@@ -190,14 +192,7 @@ export class Edge {
 
   /** How many sandboxes each backend runs, and how many of them are paused (a walk over all: for reports). */
   byBackend(): Record<string, { sandboxes: number; paused: number }> {
-    const out: Record<string, { sandboxes: number; paused: number }> = {};
-    for (const b of this.backendSet.all) out[b.name] = { sandboxes: 0, paused: 0 };
-    for (const l of this.live.values()) {
-      const c = (out[l.backend.name] ??= { sandboxes: 0, paused: 0 });
-      c.sandboxes++;
-      if (l.spec.paused) c.paused++;
-    }
-    return out;
+    return this.backendSet.count(this.live.values());
   }
 
   /** What the node's sandboxes requested in all (paused ones included), for reports. */
@@ -220,7 +215,12 @@ export class Edge {
    * Starts a sandbox and applies its workdir and files before returning. Admitted by its memory
    * request before the first await; then the memory it requests is made available (pressure).
    */
-  async create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
+  create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
+    // A close waits for the creates under way (then removes them with the rest): none is left behind.
+    return this.creating.run(() => this.createNow(spec, files));
+  }
+
+  private async createNow(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }>): Promise<void> {
     const backend = this.backendSet.pick(spec);
     this.admit(spec.resources);
     this.reserve(spec.resources, 1);
@@ -587,6 +587,7 @@ export class Edge {
   /** Stops the sweep; with `keep`, leaves sandboxes running for the next start to adopt. */
   async close(opts: { keep: boolean }): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    await this.creating.close();
     this.leases.close();
     await Promise.all([this.fn.close(), this.pools.close()]);
     if (!opts.keep) {
