@@ -118,6 +118,10 @@ void watch_ready(void)
 	while ((n = epoll_wait(epfd, ev, 256, 0)) > 0) {
 		for (int i = 0; i < n; i++) {
 			int pfd = ev[i].data.fd;
+			/* An init that is this helper's child is reaped now (no walk of all children);
+			 * one that is not (adopted after a restart) answers ECHILD. */
+			siginfo_t si;
+			waitid(P_PIDFD, (id_t)pfd, &si, WEXITED | WNOHANG);
 			report(watches[pfd].pid, watches[pfd].start);
 			epoll_ctl(epfd, EPOLL_CTL_DEL, pfd, NULL);
 			close(pfd);
