@@ -96,7 +96,9 @@ interface Box {
 export async function runIdle(o: IdleRunOptions): Promise<void> {
   console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
   const dir = await mkdtemp(join(tmpdir(), 'warren-bench-idle-'));
-  const nodeArgs = o.profileDir ? ['--cpu-prof', '--cpu-prof-interval=5000', `--cpu-prof-dir=${o.profileDir}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${o.profileDir}`] : [];
+  const nodeArgs = o.profileDir
+    ? ['--cpu-prof', '--cpu-prof-interval=5000', `--cpu-prof-dir=${o.profileDir}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${o.profileDir}`]
+    : [];
   const node = await startWarrenUp(dir, ['--zram-swap-mib', String(o.zramMiB), '--memory-floor-mib', '0', ...o.flags], { removeDataDir: true, nodeArgs });
   console.log(`data dir ${dir}, warren up pid ${node.pid}`);
   const c = node.client;
