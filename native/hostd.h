@@ -55,5 +55,7 @@ void do_sysfs(const char *tag, char **f);
 int watch_fd(void);
 void do_watch(const char *tag, char **f);
 void watch_ready(void);
+/* warren-hostd.c reaped the child pid: its watch, if any, is told of. */
+void watch_reaped(pid_t pid);
 
 #endif

@@ -178,19 +178,33 @@ static void reap_runs(void)
 	}
 }
 
-/* Every child that ended (spawners' first stages, inits nobody watched): the walk, once in a while. */
+/* A child was reaped: a `run` program's request is answered, a watched init's end told of. */
+static void reaped(pid_t pid, int status)
+{
+	for (int i = 0; i < nchildren; i++) {
+		if (children[i].pid == pid) {
+			ran(i, status);
+			return;
+		}
+	}
+	watch_reaped(pid);
+}
+
+/* The child a SIGCHLD named, if it ended (SIGCHLDs that come together name one of them only). */
+static void reap_pid(pid_t pid)
+{
+	int status;
+	if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid)
+		reaped(pid, status);
+}
+
+/* Every child that ended (spawners' first stages, inits whose SIGCHLD was merged into another's): the walk, once in a while. */
 static void reap_all(void)
 {
 	int status;
 	pid_t pid;
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		for (int i = 0; i < nchildren; i++) {
-			if (children[i].pid == pid) {
-				ran(i, status);
-				break;
-			}
-		}
-	}
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		reaped(pid, status);
 }
 
 static long long now_ms(void)
@@ -311,8 +325,8 @@ int main(void)
 			watch_ready();
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof si) > 0) {
-			}
+			while (read(sfd, &si, sizeof si) > 0)
+				reap_pid((pid_t)si.ssi_pid);
 			reap_runs();
 			walk_due = 1;
 		}
