@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "spawn.h"
@@ -49,5 +50,12 @@ void do_umount(const char *tag, char **f);
 void do_netns(const char *tag);
 void do_netns_close(const char *tag, char **f);
 void do_sysfs(const char *tag, char **f);
+
+/* hostd-watch.c: processes watched until they end ("* exit PID STARTTIME" events). */
+int watch_fd(void);
+void do_watch(const char *tag, char **f);
+void watch_ready(void);
+/* warren-hostd.c reaped the child pid: its watch, if any, is told of. */
+void watch_reaped(pid_t pid);
 
 #endif

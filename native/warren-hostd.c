@@ -33,6 +33,8 @@
  *                                         "-", a Unix socket listening at SOCK as fd 3; the reply
  *                                         comes when it exits: "TAG ok STATUS" (exit code, or
  *                                         128+signal)
+ *   TAG watch PID STARTTIME               report when that process ends (hostd-watch.c): an
+ *                                         event line "* exit PID STARTTIME", unasked
  * Replies: "TAG ok[ TAB STATUS]" or "TAG err TAB ERRNO TAB MESSAGE". Exits 0 on EOF of stdin,
  * after its running children have exited.
  *
@@ -152,20 +154,77 @@ static void do_kill(const char *tag, char **f)
 	reply_ok(tag);
 }
 
-static void reap(void)
+/* A `run` program (children[i]) ended with `status`: its request is answered. */
+static void ran(int i, int status)
+{
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	printf("%s\tok\t%d\n", children[i].tag, code);
+	children[i] = children[--nchildren];
+}
+
+/*
+ * The `run` programs that ended, each asked for by its pid. A wait for any child walks all of
+ * this helper's children under the kernel's task list lock, and every sandbox's init is one
+ * (this is their subreaper): at 10,000 sandboxes every SIGCHLD cost two walks of 10,000.
+ */
+static void reap_runs(void)
+{
+	int status;
+	for (int i = 0; i < nchildren;) {
+		if (waitpid(children[i].pid, &status, WNOHANG) == children[i].pid)
+			ran(i, status);
+		else
+			i++;
+	}
+}
+
+/* A child was reaped: a `run` program's request is answered, a watched init's end told of. */
+static void reaped(pid_t pid, int status)
+{
+	for (int i = 0; i < nchildren; i++) {
+		if (children[i].pid == pid) {
+			ran(i, status);
+			return;
+		}
+	}
+	watch_reaped(pid);
+}
+
+/* The child a SIGCHLD named, if it ended (SIGCHLDs that come together name one of them only). */
+static void reap_pid(pid_t pid)
+{
+	int status;
+	if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid)
+		reaped(pid, status);
+}
+
+/* Every child that ended (spawners' first stages, inits whose SIGCHLD was merged into another's): the walk, once in a while. */
+static void reap_all(void)
 {
 	int status;
 	pid_t pid;
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		for (int i = 0; i < nchildren; i++) {
-			if (children[i].pid != pid)
-				continue;
-			int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-			printf("%s\tok\t%d\n", children[i].tag, code);
-			children[i] = children[--nchildren];
-			break;
-		}
-	}
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		reaped(pid, status);
+}
+
+static long long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* How long poll may wait: until the walk that is due (a SIGCHLD came since the last), else for ever. */
+#define REAP_ALL_MS 1000
+static long long last_walk_ms;
+static int walk_due;
+
+static int poll_timeout(void)
+{
+	if (!walk_due)
+		return -1;
+	long long left = last_walk_ms + REAP_ALL_MS - now_ms();
+	return left < 0 ? 0 : (int)left;
 }
 
 static void handle(char *line)
@@ -227,6 +286,8 @@ static void handle(char *line)
 		do_run(tag, a, na);
 	else if (!strcmp(cmd, "kill") && na == 1)
 		do_kill(tag, a);
+	else if (!strcmp(cmd, "watch") && na == 2)
+		do_watch(tag, a);
 	else
 		reply_err(tag, EINVAL, "unknown command");
 }
@@ -241,25 +302,38 @@ int main(void)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0)
+	int wfd = watch_fd();
+	if (sfd < 0 || wfd < 0)
 		return 1;
 	static char buf[MAX_LINE + 1];
 	size_t used = 0;
 	int eof = 0, skipping = 0;
 	while (!eof || nchildren > 0 || spawn_busy() > 0) {
-		struct pollfd p[2 + SPAWN_MAX_PENDING] = { { .fd = sfd, .events = POLLIN }, { .fd = eof ? -1 : 0, .events = POLLIN } };
-		int ns = spawn_pollfds(p + 2, SPAWN_MAX_PENDING);
-		if (poll(p, (nfds_t)(2 + ns), -1) < 0) {
+		struct pollfd p[3 + SPAWN_MAX_PENDING] = {
+			{ .fd = sfd, .events = POLLIN },
+			{ .fd = eof ? -1 : 0, .events = POLLIN },
+			{ .fd = wfd, .events = POLLIN },
+		};
+		int ns = spawn_pollfds(p + 3, SPAWN_MAX_PENDING);
+		if (poll(p, (nfds_t)(3 + ns), poll_timeout()) < 0) {
 			if (errno == EINTR)
 				continue;
 			return 1;
 		}
-		spawn_ready(p + 2, ns);
+		spawn_ready(p + 3, ns);
+		if (p[2].revents)
+			watch_ready();
 		if (p[0].revents) {
 			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof si) > 0) {
-			}
-			reap();
+			while (read(sfd, &si, sizeof si) > 0)
+				reap_pid((pid_t)si.ssi_pid);
+			reap_runs();
+			walk_due = 1;
+		}
+		if (walk_due && now_ms() - last_walk_ms >= REAP_ALL_MS) {
+			reap_all();
+			last_walk_ms = now_ms();
+			walk_due = 0;
 		}
 		if (p[1].revents) {
 			ssize_t r = read(0, buf + used, MAX_LINE - used);

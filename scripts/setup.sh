@@ -29,6 +29,16 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# Host tuning, as Kubernetes nodes are tuned: kernel.pid_max at least 4,194,304 (systemd's
+# default on 64-bit hosts). The kernel's 32,768 bounds a node to 10,922 sandboxes (three tasks
+# each: its init, a shell, a process) and at 10,000 leaves the host's own programs under 2,000
+# task ids: a build or a test then fails to fork. Kept across reboots in /etc/sysctl.d.
+if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/kernel/pid_max)" -lt 4194304 ]; then
+  echo "setup: raising kernel.pid_max to 4194304 (/etc/sysctl.d/90-warren.conf)" >&2
+  echo 'kernel.pid_max = 4194304' > /etc/sysctl.d/90-warren.conf
+  sysctl -qw kernel.pid_max=4194304
+fi
+
 # npm ci only when the lockfile changed since the last install.
 stamp=node_modules/.warren-lock.sha256
 want=$(sha256sum package-lock.json | cut -d' ' -f1)

@@ -36,6 +36,11 @@ export interface IdleRunOptions {
   every: number;
   /** More `warren up` flags. */
   flags: string[];
+  /**
+   * Profile `warren up` into this directory: a CPU profile written when it stops (--cpu-prof),
+   * and a heap snapshot whenever it gets SIGUSR2.
+   */
+  profileDir?: string;
 }
 
 const ms = (xs: number[]): string => `p50 ${pct(xs, 50).toFixed(1)} ms, p99 ${pct(xs, 99).toFixed(1)} ms`;
@@ -91,7 +96,11 @@ interface Box {
 export async function runIdle(o: IdleRunOptions): Promise<void> {
   console.log(`machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
   const dir = await mkdtemp(join(tmpdir(), 'warren-bench-idle-'));
-  const node = await startWarrenUp(dir, ['--zram-swap-mib', String(o.zramMiB), '--memory-floor-mib', '0', ...o.flags]);
+  const nodeArgs = o.profileDir
+    ? ['--cpu-prof', '--cpu-prof-interval=5000', `--cpu-prof-dir=${o.profileDir}`, '--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${o.profileDir}`]
+    : [];
+  const node = await startWarrenUp(dir, ['--zram-swap-mib', String(o.zramMiB), '--memory-floor-mib', '0', ...o.flags], { removeDataDir: true, nodeArgs });
+  console.log(`data dir ${dir}, warren up pid ${node.pid}`);
   const c = node.client;
   const hostd = hostdPid(node.pid);
   const python = o.image.startsWith('debian-python');

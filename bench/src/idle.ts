@@ -19,6 +19,7 @@ const { values } = parseArgs({
     every: { type: 'string', default: '500' },
     'no-pool': { type: 'boolean', default: false },
     flag: { type: 'string', multiple: true, default: [] },
+    profile: { type: 'string' },
   },
 });
 
@@ -35,4 +36,5 @@ await runIdle({
   pool: !values['no-pool'],
   // `--flag='--max-sandboxes 12000'`: more `warren up` flags.
   flags: values.flag.flatMap((f) => f.split(/\s+/).filter(Boolean)),
+  profileDir: values.profile,
 });

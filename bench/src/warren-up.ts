@@ -17,19 +17,27 @@ export interface BenchNode {
 /**
  * Starts `warren up` on a free port with `dataDir` and extra flags (`--images` default:
  * busybox and debian-python); resolves once it serves. Its stderr goes to ours when `logs`;
- * `cli`: another checkout's built CLI (default: this one's); `env`: more of its environment.
+ * `cli`: another checkout's built CLI (default: this one's); `env`: more of its environment;
+ * `nodeArgs`: Node's own flags for it (a profiler's).
+ * A benchmark killed any way (SIGKILL too) stops its node: a guard process waits on a pipe from
+ * this one, and at its end SIGTERMs `warren up` (which removes its sandboxes) and then, with
+ * `removeDataDir`, removes the data dir.
  */
 export async function startWarrenUp(
   dataDir: string,
   args: string[] = [],
-  opts: { logs?: boolean; cli?: string; env?: Record<string, string> } = {},
+  opts: { logs?: boolean; cli?: string; env?: Record<string, string>; nodeArgs?: string[]; removeDataDir?: boolean } = {},
 ): Promise<BenchNode> {
   const key = 'bench-key';
   const images = args.includes('--images') ? [] : ['--images', 'busybox:latest,debian-python:latest'];
-  const child = spawn(process.execPath, [opts.cli ?? CLI, 'up', '--port', '0', '--data-dir', dataDir, ...images, ...args], {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.cli ?? CLI, 'up', '--port', '0', '--data-dir', dataDir, ...images, ...args], {
     env: { ...process.env, ...opts.env, WARREN_API_KEY: key },
     stdio: ['ignore', 'pipe', opts.logs ? 'inherit' : 'ignore'],
   });
+  const guard = guardNode(child.pid ?? 0, opts.removeDataDir ? dataDir : null);
+  process.once('SIGINT', () => guard.release());
+  process.once('SIGTERM', () => guard.release());
+  process.once('SIGHUP', () => guard.release());
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d: Buffer) => {
@@ -46,8 +54,32 @@ export async function startWarrenUp(
     pid: child.pid ?? 0,
     stop: () =>
       new Promise((resolve) => {
+        guard.cancel();
         child.on('exit', () => resolve());
         child.kill('SIGTERM');
       }),
+  };
+}
+
+/**
+ * A detached shell that reads its stdin (a pipe from this process) and, at its end (this
+ * process gone, however it was ended, or `release`), SIGTERMs `pid` and waits for it, then
+ * removes `dir` if given. `cancel`: the caller stops the node itself.
+ */
+function guardNode(pid: number, dir: string | null): { release(): void; cancel(): void } {
+  const script = 'read _ || :; kill -TERM "$1" 2>/dev/null; while kill -0 "$1" 2>/dev/null; do sleep 1; done; [ -z "$2" ] || rm -rf "$2"';
+  const g = spawn('sh', ['-c', script, 'warren-bench-guard', String(pid), dir ?? ''], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  g.on('error', () => undefined);
+  g.stdin.on('error', () => undefined);
+  g.unref();
+  return {
+    release: () => {
+      g.stdin.end();
+      // The guard stops the node; this process must outlive nothing of it.
+      setTimeout(() => process.exit(130), 100).unref();
+    },
+    cancel: () => {
+      g.kill('SIGKILL');
+    },
   };
 }

@@ -21,7 +21,8 @@ export async function assertConfined(sb: Sandbox): Promise<void> {
   assert.notEqual((await sb.exec('mount -t tmpfs none /mnt')).exitCode, 0);
   // Kernel files that leak host state are empty; kernel tunables cannot be written.
   assert.equal((await sb.exec('cat /proc/timer_list /proc/keys | wc -c')).stdout.trim(), '0');
-  assert.equal((await sb.exec('ls /sys/firmware | wc -l')).stdout.trim(), '0');
+  assert.equal((await sb.exec('ls /sys/firmware /proc/acpi /sys/kernel/debug /sys/fs/cgroup | grep -v : | grep -c .')).stdout.trim(), '0');
+  assert.notEqual((await sb.exec('touch /sys/fs/cgroup/x')).exitCode, 0);
   assert.match((await sb.exec('grep " /proc/sys " /proc/mounts')).stdout, / ro,/);
   assert.match((await sb.exec('grep " /sys " /proc/mounts')).stdout, / ro,/);
   // The usual devices work; no new ones can be made.

@@ -269,6 +269,10 @@ describe('sandbox network policy', () => {
   test('egress deny with an allow list: those names over HTTP and HTTPS, nothing else; usage counts both', async () => {
     const sb = await box(t, { egress: 'deny', allow: ['pypi.example', '*.pyfiles.example'] });
     try {
+      // The sysctls its namespace got (written through a procfs of warren-hostd's own): low ports
+      // for every uid, no IPv6 on its link (the kernel's defaults are 1024 and 0).
+      const sysctls = await sb.exec('cat /proc/sys/net/ipv4/ip_unprivileged_port_start /proc/sys/net/ipv6/conf/eth0/disable_ipv6');
+      assert.equal(sysctls.stdout.replace(/\s+/g, ' ').trim(), '0 1', sysctls.stderr);
       assert.equal(await probe(sb, 'http', 'pypi.example', '80', 'pypi.example'), 'HTTP/1.1 200 OK | http pypi.example close');
       assert.equal(
         await probe(sb, 'tls', 'files.pyfiles.example', '443', 'files.pyfiles.example'),

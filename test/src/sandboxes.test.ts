@@ -291,6 +291,10 @@ describe('sandbox lifecycle through the API', () => {
     const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
     try {
       await assertConfined(sb);
+      // The masked directories are one empty read-only tmpfs (each superblock costs every memory
+      // cgroup on the host bookkeeping: see native/spawn-child.c spawn_mask).
+      const devices = await sb.exec('stat -c %d /proc/acpi /sys/firmware /sys/kernel/debug /sys/fs/cgroup | sort -u | wc -l');
+      assert.equal(devices.stdout.trim(), '1', devices.stderr);
     } finally {
       await sb.delete();
     }

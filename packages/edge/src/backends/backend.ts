@@ -161,6 +161,12 @@ export interface Backend {
   /** Whether a sandbox's processes are gone (its init exited or was killed). */
   exited(sb: BackendSandbox): Promise<boolean>;
   /**
+   * Calls `onExit` once when a sandbox's init ends (at once if it has); resolves whether it will
+   * (false: it cannot watch this one, and the edge asks `exited` now and then instead). Absent:
+   * the edge asks `exited`.
+   */
+  watchExit?(sb: BackendSandbox, onExit: () => void): Promise<boolean>;
+  /**
    * How many of a sandbox's processes the kernel killed at its own memory limit so far (null or
    * absent: not known here, e.g. inside a VM's guest): what tells an OOM from an exit.
    */

@@ -41,6 +41,16 @@ export interface Spawner {
   run(file: string, args: string[], opts: { logFile: string; listenSocket?: string; signal?: AbortSignal }): Promise<number>;
 }
 
+/** Hearing that a process ended without looking at it again and again (a pidfd in warren-hostd). */
+export interface ExitWatcher {
+  /**
+   * Calls `onExit` once when the process `pid` that started at `startTime` (clock ticks after
+   * boot, /proc/PID/stat) ends, at once if it has or the pid is another's by now. Rejects when
+   * it cannot be watched (out of file descriptors): the caller then looks for itself.
+   */
+  watchExit(pid: number, startTime: number, onExit: () => void): Promise<void>;
+}
+
 /** Starting sandbox inits without a container runtime process (native/spawn.c). */
 export interface SandboxSpawner {
   /** Sends a `spawn` request (fields from spawnFields); resolves the init's host pid once it has exec'd. */
@@ -57,8 +67,10 @@ function checkField(v: string): string {
  * mount binary parsing a mount table that grows with every sandbox) and starts runc (Node forks
  * its whole process for every spawn: milliseconds of blocked event loop each).
  */
-export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
+export class HostHelper implements Mounts, Spawner, SandboxSpawner, ExitWatcher, FsOps {
   private child!: ChildProcessWithoutNullStreams;
+  /** Watched processes ("PID STARTTIME") and who to tell; asked again of a new helper after a restart. */
+  private readonly watches = new Map<string, Array<() => void>>();
   private pending = new Map<string, Pending>();
   private nextTag = 1;
   private dead: Error | null = null;
@@ -91,6 +103,7 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
     child.stderr.resume();
     createInterface({ input: child.stdout }).on('line', (line) => {
       const [tag = '', status, a, b] = line.split('\t');
+      if (tag === '*' && status === 'exit') return this.exitSeen(`${a} ${b}`);
       const p = pending.get(tag);
       if (!p) return;
       pending.delete(tag);
@@ -188,6 +201,25 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
     return Number(await this.send('starting the sandbox', ['spawn', ...fields]));
   }
 
+  async watchExit(pid: number, startTime: number, onExit: () => void): Promise<void> {
+    const key = `${pid} ${startTime}`;
+    const told = this.watches.get(key);
+    if (told) return void told.push(onExit);
+    this.watches.set(key, [onExit]);
+    try {
+      await this.send('watching a process', ['watch', String(pid), String(startTime)]);
+    } catch (e) {
+      this.watches.delete(key);
+      throw e;
+    }
+  }
+
+  private exitSeen(key: string): void {
+    const told = this.watches.get(key);
+    this.watches.delete(key);
+    for (const f of told ?? []) f();
+  }
+
   async close(): Promise<void> {
     this.closing = true;
     if (this.dead) return;
@@ -211,6 +243,12 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, FsOps {
     const restart = (): void => {
       if (this.closing) return;
       this.start();
+      // The watches went with the old helper: the new one is asked for them again (one that
+      // ended meanwhile is reported at once). One it cannot take is no longer watched.
+      for (const key of this.watches.keys()) {
+        const [pid = '', start = ''] = key.split(' ');
+        this.send('watching a process', ['watch', pid, start]).catch(() => this.watches.delete(key));
+      }
       this.onRestart?.(e);
     };
     if (Date.now() - this.startedAt < 1000) setTimeout(restart, 1000).unref();

@@ -63,6 +63,11 @@ class FakeBackend implements Backend {
   async close(): Promise<void> {}
 }
 
+/** Resolves once `pred` holds (looked at every 5 ms); fails after `ms`. */
+async function until(pred: () => boolean, ms = 2000): Promise<void> {
+  for (const end = Date.now() + ms; !pred(); await new Promise((r) => setTimeout(r, 5))) if (Date.now() > end) assert.fail('timed out waiting');
+}
+
 const spec = (id: string, over: Partial<EdgeSandboxSpec> = {}): EdgeSandboxSpec => ({
   id,
   layers: [],
@@ -301,6 +306,60 @@ test('the sweep reports TTL and idle expiry and dead sandboxes', async () => {
   assert.ok(events.includes('expired sb_ttl ttl'), events.join(','));
   assert.ok(events.includes('expired sb_idle idle'), events.join(','));
   assert.ok(events.includes('died sb_idle'), events.join(','));
+});
+
+test('a backend that tells of ends is never asked whether its sandboxes exited; a paused sandbox is not looked at either', async () => {
+  // The strict fake: every `exited` call is recorded; only the unwatched running one may be asked.
+  class WatchingBackend extends FakeBackend {
+    asked: string[] = [];
+    onExit = new Map<string, () => void>();
+    override async exited(sb: BackendSandbox): Promise<boolean> {
+      this.asked.push(sb.id);
+      return this.dead.has(sb.id);
+    }
+    async watchExit(sb: BackendSandbox, onExit: () => void): Promise<boolean> {
+      if (sb.id === 'sb_unwatched' || sb.id === 'sb_paused') return false;
+      this.onExit.set(sb.id, onExit);
+      return true;
+    }
+  }
+  const b = new WatchingBackend();
+  const events: string[] = [];
+  const e = edge(b, events, { capacity: { cpu: 4, memoryMiB: 2048, sandboxes: 4, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 }, sweepMs: 5 });
+  for (const id of ['sb_watched', 'sb_unwatched', 'sb_paused']) await e.create(spec(id));
+  await e.pause('sb_paused');
+  e.start();
+  try {
+    b.onExit.get('sb_watched')?.();
+    await until(() => events.includes('died sb_watched'));
+    b.dead.add('sb_unwatched');
+    await until(() => events.includes('died sb_unwatched'));
+  } finally {
+    await e.close({ keep: true });
+  }
+  assert.deepEqual(new Set(b.asked), new Set(['sb_unwatched']));
+});
+
+test('a close waits for the creates under way and removes them with the rest; a create after it is refused', async () => {
+  const b = new FakeBackend();
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const create = b.create.bind(b);
+  b.create = async (s: BackendCreateSpec): Promise<BackendSandbox> => {
+    await gate;
+    return create(s);
+  };
+  const e = edge(b);
+  const made = e.create(spec('sb_late'));
+  const closed = e.close({ keep: false });
+  await assert.rejects(e.create(spec('sb_after')), (err: WarrenError) => err.code === 'unavailable');
+  release();
+  await made;
+  await closed;
+  assert.deepEqual(
+    b.calls.filter((c) => c.endsWith('sb_late')),
+    ['create sb_late', 'started sb_late', 'destroy sb_late'],
+  );
 });
 
 test('session ids carry the init session number and nothing else passes', () => {

@@ -11,6 +11,7 @@ import type { PoolMembers } from './pool-members.js';
 import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { endCause, markActivity, newCommandId, newLive, pausedRelief, sampledStats, type Live } from './live.js';
+import { checkAlive, watchEnd } from './liveness.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
@@ -30,6 +31,7 @@ import { MemoryPressure } from './pressure.js';
 import { memAvailableMiB } from '../host/proc.js';
 import { Semaphore } from '../util/semaphore.js';
 import { mapLimit } from '../util/map-limit.js';
+import { InFlight } from '../util/in-flight.js';
 import { EdgeLeases } from './leases.js';
 import { FrozenStates } from './frozen-states.js';
 
@@ -57,6 +59,7 @@ export class Edge {
   readonly boot = randomBytes(8).toString('hex');
   private allocated = { cpu: 0, memoryMiB: 0 };
   private reserved = 0;
+  private readonly creating = new InFlight(() => new WarrenError('unavailable', 'the node is stopping', { node: this.o.nodeId }));
   private timer: NodeJS.Timeout | null = null;
   readonly maxFileBytes: number;
 
@@ -189,14 +192,7 @@ export class Edge {
 
   /** How many sandboxes each backend runs, and how many of them are paused (a walk over all: for reports). */
   byBackend(): Record<string, { sandboxes: number; paused: number }> {
-    const out: Record<string, { sandboxes: number; paused: number }> = {};
-    for (const b of this.backendSet.all) out[b.name] = { sandboxes: 0, paused: 0 };
-    for (const l of this.live.values()) {
-      const c = (out[l.backend.name] ??= { sandboxes: 0, paused: 0 });
-      c.sandboxes++;
-      if (l.spec.paused) c.paused++;
-    }
-    return out;
+    return this.backendSet.count(this.live.values());
   }
 
   /** What the node's sandboxes requested in all (paused ones included), for reports. */
@@ -219,7 +215,12 @@ export class Edge {
    * Starts a sandbox and applies its workdir and files before returning. Admitted by its memory
    * request before the first await; then the memory it requests is made available (pressure).
    */
-  async create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
+  create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
+    // A close waits for the creates under way (then removes them with the rest): none is left behind.
+    return this.creating.run(() => this.createNow(spec, files));
+  }
+
+  private async createNow(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }>): Promise<void> {
     const backend = this.backendSet.pick(spec);
     this.admit(spec.resources);
     this.reserve(spec.resources, 1);
@@ -243,7 +244,9 @@ export class Edge {
       // One request to the init: resolv.conf (the node's resolver), user, workdir, files.
       await configureSandbox(sb.connect, spec, files, this.maxFileBytes, ns ? sandboxResolvConf(ns.gateway) : undefined);
       await backend.started(spec.id);
-      this.live.set(spec.id, newLive(spec, sb, backend, this.now()));
+      const l = newLive(spec, sb, backend, this.now());
+      this.live.set(spec.id, l);
+      await watchEnd(this.live, spec.id, l, this.ended);
       this.holdLease(spec);
     } catch (e) {
       this.live.delete(spec.id);
@@ -295,6 +298,7 @@ export class Edge {
     spec.paused = false;
     const l = newLive(spec, sb, backend, this.now());
     this.live.set(spec.id, l);
+    await watchEnd(this.live, spec.id, l, this.ended);
     // The OOM kills before it was taken back are no command's.
     l.oomKillsSeen = (await backend.oomKills?.(spec.id).catch(() => null)) ?? 0;
     l.limitsSeen = (await backend.limitCounts?.(spec.id).catch(() => null)) ?? null;
@@ -536,7 +540,7 @@ export class Edge {
   private sweeps = 0;
 
   private sweep(): void {
-    if (++this.sweeps % 2 === 0) void this.checkAlive();
+    if (++this.sweeps % 2 === 0) void checkAlive(this.live, this.ended);
     if (this.o.capacity.busyCpu !== undefined) this.sampleCpu().catch(() => undefined);
     void this.sweepNow();
     void this.pressure.run().catch((e: unknown) => this.o.logger?.warn('memory pressure relief failed', { error: String(e) }));
@@ -558,17 +562,13 @@ export class Edge {
     await Promise.all(pauses);
   }
 
-  /** Notices sandboxes whose init is gone, so they are reported failed instead of looking alive. */
-  private async checkAlive(): Promise<void> {
-    for (const [id, l] of [...this.live]) {
-      if (await l.backend.exited(l.sb).catch(() => false)) {
-        this.o.logger?.warn('sandbox init exited', { id });
-        if (this.fn.owns(id)) this.fn.died(id);
-        else if (this.pools.owns(id)) this.pools.died(id);
-        else this.events.emit({ type: 'died', id, ...(await endCause(l)) });
-      }
-    }
-  }
+  /** A sandbox's init ended without the edge ending it: its owner hears it died. */
+  private readonly ended = async (id: string, l: Live): Promise<void> => {
+    this.o.logger?.warn('sandbox init exited', { id });
+    if (this.fn.owns(id)) this.fn.died(id);
+    else if (this.pools.owns(id)) this.pools.died(id);
+    else this.events.emit({ type: 'died', id, ...(await endCause(l)) });
+  };
 
   /** Removes sandboxes the backend still has on disk that nobody owns any more. */
   async removeLeftovers(): Promise<string[]> {
@@ -587,6 +587,7 @@ export class Edge {
   /** Stops the sweep; with `keep`, leaves sandboxes running for the next start to adopt. */
   async close(opts: { keep: boolean }): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    await this.creating.close();
     this.leases.close();
     await Promise.all([this.fn.close(), this.pools.close()]);
     if (!opts.keep) {

@@ -38,6 +38,8 @@ export interface Live {
   oomKillsSeen: number;
   /** Its limit counters as a failed command's end last read them (null: none yet; see watchLimits). */
   limitsSeen: LimitCounts | null;
+  /** Its backend tells when its init ends (Backend.watchExit): the sweep does not look at it. */
+  watched: boolean;
 }
 
 /**
@@ -90,6 +92,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Back
     touched: false,
     oomKillsSeen: 0,
     limitsSeen: null,
+    watched: false,
   };
 }
 

@@ -107,6 +107,7 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
     store: layers,
     mounts,
     spawner: mounts,
+    exits: mounts,
     cgroups,
     runtime: o.runtime,
     pageoutPath: join(nativeDir, 'warren-pageout'),

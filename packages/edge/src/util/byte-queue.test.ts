@@ -36,6 +36,20 @@ test('ByteQueue: bytes taken earlier are not changed by what is pushed after (sm
   assert.equal(q.take(4).toString(), 'cdef');
 });
 
+test('ByteQueue: an emptied queue keeps no slab (an idle connection holds nothing); a busy one gets larger slabs', () => {
+  const q = new ByteQueue();
+  q.push(Buffer.from('hello'));
+  assert.ok(q.slabBytes > 0 && q.slabBytes <= 4096, `first slab ${q.slabBytes}`);
+  const hello = q.take(5);
+  assert.equal(q.slabBytes, 0);
+  for (let i = 0; i < 200; i++) q.push(Buffer.alloc(1000, i));
+  assert.equal(q.slabBytes, 64 * 1024);
+  q.skip(q.length - 1);
+  assert.equal(q.take(1)[0], 199);
+  assert.equal(q.slabBytes, 0);
+  assert.equal(hello.toString(), 'hello');
+});
+
 test('ByteQueue: a megabyte pushed a byte at a time is taken in one piece, in milliseconds', () => {
   const q = new ByteQueue();
   const one = Buffer.alloc(1, 9);

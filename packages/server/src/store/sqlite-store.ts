@@ -136,7 +136,11 @@ export class SqliteStore implements Store {
          FROM sandboxes WHERE state IN ('creating', 'running', 'paused') GROUP BY tenant ORDER BY tenant`,
       ),
       staleCreating: db.prepare<[number, number], Row>("SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < ? ORDER BY created_at LIMIT ?"),
-      usage: db.prepare<[string], Row>("SELECT doc FROM sandboxes WHERE tenant = ? AND state IN ('creating', 'running', 'paused')"),
+      // Summed in SQLite: parsing every live record in JavaScript took 40 ms a create at 10,000 (15 now).
+      usage: db.prepare<[string], { n: number; cpu: number | null; mem: number | null }>(
+        `SELECT count(*) AS n, sum(json_extract(doc, '$.resources.cpu')) AS cpu, sum(json_extract(doc, '$.resources.memoryMiB')) AS mem
+         FROM sandboxes WHERE tenant = ? AND state IN ('creating', 'running', 'paused')`,
+      ),
       del: db.prepare('DELETE FROM sandboxes WHERE id = ?'),
       execRequest: db.prepare<[string, string], { command_id: string }>('SELECT command_id FROM exec_requests WHERE sandbox_id = ? AND request_id = ?'),
       putExecRequest: db.prepare('INSERT OR IGNORE INTO exec_requests (sandbox_id, request_id, command_id) VALUES (?, ?, ?)'),
@@ -315,14 +319,8 @@ export class SqliteStore implements Store {
   }
 
   private usageOf(tenant: string): TenantUsage {
-    const u = { sandboxes: 0, cpu: 0, memoryMiB: 0 };
-    for (const r of this.stmts.usage.all(tenant)) {
-      const rec = JSON.parse(r.doc) as SandboxRecord;
-      u.sandboxes++;
-      u.cpu += rec.resources.cpu;
-      u.memoryMiB += rec.resources.memoryMiB;
-    }
-    return u;
+    const r = this.stmts.usage.get(tenant);
+    return { sandboxes: r?.n ?? 0, cpu: r?.cpu ?? 0, memoryMiB: r?.mem ?? 0 };
   }
 
   async deleteSandbox(id: string): Promise<void> {

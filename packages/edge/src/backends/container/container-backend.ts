@@ -7,7 +7,7 @@ import type { IdMap, LayerInfo, LayerStore } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox, LimitCounts, SandboxStats } from '../backend.js';
 import { SubvolumeQuotas } from '../../host/qgroup.js';
 import { forkBaseOf, sandboxHostname } from '../backend.js';
-import type { Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
+import type { ExitWatcher, Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
 import { findNamespaceInit, processExited, processStartTime, userNamespaceBase } from '../../host/proc.js';
 import { hello } from '../../init/channel.js';
@@ -43,6 +43,8 @@ export interface ContainerBackendOptions {
   store: LayerStore;
   mounts: Mounts;
   spawner: Spawner & SandboxSpawner;
+  /** Tells when an init ends (warren-hostd); absent: the edge looks at each now and then. */
+  exits?: ExitWatcher;
   cgroups: CgroupV1;
   runtime?: ContainerRuntime;
   /** native/build/warren-pageout: pages a paused sandbox's private memory out. */
@@ -412,6 +414,16 @@ export class ContainerBackend implements Backend {
 
   async exited(sb: BackendSandbox): Promise<boolean> {
     return sb.initPid === null ? false : processExited(sb.initPid, sb.initStartTime);
+  }
+
+  /** warren-hostd watches the init (its parent, or not: an adopted init is the host's child). */
+  async watchExit(sb: BackendSandbox, onExit: () => void): Promise<boolean> {
+    const { exits } = this.o;
+    if (!exits || sb.initPid === null || sb.initStartTime === null) return false;
+    return exits.watchExit(sb.initPid, sb.initStartTime, onExit).then(
+      () => true,
+      () => false,
+    );
   }
 
   /**
