@@ -338,6 +338,9 @@ test('a backend that tells of ends is never asked whether its sandboxes exited; 
     await e.close({ keep: true });
   }
   assert.deepEqual(new Set(b.asked), new Set(['sb_unwatched']));
+  // Told once, its end is told again at every check while the sandbox is still here: a control
+  // plane that could not record it (its database away) hears it again, as it did of the old poll.
+  assert.ok(events.filter((x) => x === 'died sb_watched').length >= 2, events.join(','));
 });
 
 test('a close waits for the creates under way and removes them with the rest; a create after it is refused', async () => {

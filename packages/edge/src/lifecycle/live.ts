@@ -40,6 +40,12 @@ export interface Live {
   limitsSeen: LimitCounts | null;
   /** Its backend tells when its init ends (Backend.watchExit): the sweep does not look at it. */
   watched: boolean;
+  /**
+   * Its init was seen to end (the backend told): its owner is told again at every liveness check
+   * while it is still here, as a report that could not be recorded (a control plane without its
+   * database) must not be lost.
+   */
+  endSeen: boolean;
 }
 
 /**
@@ -93,6 +99,7 @@ export function newLive(spec: EdgeSandboxSpec, sb: BackendSandbox, backend: Back
     oomKillsSeen: 0,
     limitsSeen: null,
     watched: false,
+    endSeen: false,
   };
 }
 

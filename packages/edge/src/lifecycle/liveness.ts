@@ -11,7 +11,9 @@ export type OnEnded = (id: string, l: Live) => Promise<void>;
 export async function watchEnd(live: ReadonlyMap<string, Live>, id: string, l: Live, ended: OnEnded): Promise<void> {
   const onExit = (): void => {
     // A sandbox the edge removed (or replaced under the same id) meanwhile is none of this.
-    if (live.get(id) === l) void ended(id, l);
+    if (live.get(id) !== l) return;
+    l.endSeen = true;
+    void ended(id, l);
   };
   l.watched = (await l.backend.watchExit?.(l.sb, onExit).catch(() => false)) ?? false;
 }
@@ -19,10 +21,12 @@ export async function watchEnd(live: ReadonlyMap<string, Live>, id: string, l: L
 /**
  * Notices sandboxes whose init is gone among those whose backend does not say so itself, so
  * they are reported failed instead of looking alive. A paused one is not looked at: it runs
- * nothing, and its resume finds out.
+ * nothing, and its resume finds out. One whose end the backend told and that is still here is
+ * reported again (its owner removes it once it recorded the end: until then, every check).
  */
 export async function checkAlive(live: ReadonlyMap<string, Live>, ended: OnEnded): Promise<void> {
   for (const [id, l] of [...live]) {
+    if (l.endSeen) await ended(id, l);
     if (l.watched || l.spec.paused) continue;
     if (await l.backend.exited(l.sb).catch(() => false)) await ended(id, l);
   }
