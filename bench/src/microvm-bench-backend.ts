@@ -67,6 +67,8 @@ export async function openBenchMicrovm(
     digest,
     accel,
     close: async () => {
+      // Its sandboxes too: a backend's own close leaves them running for a next start to adopt.
+      for (const id of await backend.list().catch(() => [])) await backend.destroy(id).catch(() => undefined);
       await backend.releaseLayers((await backend.bases()).map((b) => `fork:${b}`)).catch(() => undefined);
       await backend.close();
       await rm(dir, { recursive: true, force: true });
