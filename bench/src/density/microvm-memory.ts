@@ -41,6 +41,14 @@ async function zramUsed(): Promise<number> {
   return used;
 }
 
+/** What the QEMUs of `sbs` use of the CPU over the next `ms` (cores, all together). */
+async function cpuCores(sbs: BackendSandbox[], ms: number): Promise<number> {
+  const seconds = async (): Promise<number> => (await Promise.all(sbs.map((sb) => processCpuSeconds(sb.initPid!)))).reduce<number>((a, b) => a + (b ?? 0), 0);
+  const [c0, t0] = [await seconds(), performance.now()];
+  await sleep(ms);
+  return ((await seconds()) - c0) / ((performance.now() - t0) / 1000);
+}
+
 /** MemAvailable now (bytes). */
 async function memAvailable(): Promise<number> {
   return Number(/^MemAvailable:\s+(\d+) kB/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) * 1024;
@@ -136,22 +144,7 @@ export async function run(argv: string[]): Promise<void> {
       console.log(`  idle microVM after ${idleMs / 1000} s, left alone: ${line(at60.each[0]!)}`);
       console.log(`  idle microVM after ${idleMs / 1000} s, paged out by the idle pager (${pager.pageOuts} page-outs): ${line(at60.each[1]!)}`);
       console.log(`    zram's compressed data grew by ${await zramGrowth()} while it was paged out (its swap's real size on a node where nothing else swaps)`);
-      const cpu0 = Number(
-        (await readFile(`/proc/${alone.initPid}/stat`, 'utf8'))
-          .split(') ')[1]!
-          .split(' ')
-          .slice(11, 13)
-          .reduce((a, b) => a + Number(b), 0),
-      );
-      await sleep(10_000);
-      const cpu1 = Number(
-        (await readFile(`/proc/${alone.initPid}/stat`, 'utf8'))
-          .split(') ')[1]!
-          .split(' ')
-          .slice(11, 13)
-          .reduce((a, b) => a + Number(b), 0),
-      );
-      console.log(`  an idle microVM's QEMU uses ${(cpu1 - cpu0) / 10}% of a CPU (10 s)`);
+      console.log(`  an idle microVM's QEMU uses ${(100 * (await cpuCores([alone], 10_000))).toFixed(1)}% of a CPU (10 s)`);
       await drop([alone, pagedOne]);
     }
 
@@ -264,11 +257,7 @@ export async function run(argv: string[]): Promise<void> {
         }
         await sleep(idleMs);
         const m = await memories(made);
-        const cpu = async (): Promise<number> =>
-          (await Promise.all(made.map((sb) => processCpuSeconds(sb.initPid!)))).reduce<number>((a, b) => a + (b ?? 0), 0);
-        const [c0, w0] = [await cpu(), performance.now()];
-        await sleep(10_000);
-        const idleCores = ((await cpu()) - c0) / ((performance.now() - w0) / 1000);
+        const idleCores = await cpuCores(made, 10_000);
         console.log(
           `  ${made.length} idle microVMs of 128 MiB at once (${why}; made in ${((performance.now() - t0) / 1000 - idleMs / 1000).toFixed(0)} s), after ${idleMs / 1000} s idle: they hold ${mib(m.sum.heldBytes)} (${mib(m.sum.heldBytes / Math.max(1, made.length))} each: PSS ${mib(m.sum.pssBytes / Math.max(1, made.length))}, zram ${mib(m.sum.swapHeldBytes / Math.max(1, made.length))}); MemAvailable fell ${mib(before - (await memAvailable()))}; KSM ${ksm ? 'on' : 'off'}; their QEMUs use ${idleCores.toFixed(2)} cores idle`,
         );
