@@ -226,7 +226,6 @@ describe('oversubscription', () => {
   });
 
   test('under memory pressure the longest-idle sandboxes are paused, and the busy one is not killed', async () => {
-    // The hog takes 1 GiB: available memory falls ~700 MiB under this floor, whatever else frees meanwhile.
     const floor = Math.floor((await memAvailableMiB()) - 300);
     const t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'], memoryFloorMiB: floor });
     try {
@@ -235,16 +234,29 @@ describe('oversubscription', () => {
       const newer = await t.client.sandboxes.create({ image: 'busybox:latest' });
       // It asks for less than the 300 MiB above the floor: a create needs its request really available.
       const hog = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 2048, memoryRequestMiB: 64 } });
-      // 1 GiB, touched page by page, held for 3 s: available memory falls under the floor.
-      const r = await hog.exec(
-        ['python3', '-c', 'import time\nx = bytearray(1 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1\ntime.sleep(3)\nprint("ok")'],
-        { timeoutMs: 60_000 },
+      // It grows by 32 MiB every 50 ms (each page written again every pass, so it stays resident)
+      // up to 1,888 MiB, until the test has seen the idle two paused: available memory falls under
+      // the floor however much the rest of the machine frees meanwhile (the sandboxes of the tests
+      // before, torn down, free hundreds of MiB here over seconds), and the relief is not raced
+      // against a fixed hold.
+      const held = hog.exec(
+        [
+          'python3',
+          '-c',
+          'import os, time\nheld, ones = [], b"\\1" * 8192\nwhile not os.path.exists("/tmp/release"):\n    if len(held) < 59: held.append(bytearray(32 << 20))\n    for x in held: x[::4096] = ones\n    time.sleep(0.05)\nprint("ok")',
+        ],
+        { timeoutMs: 90_000 },
       );
+      held.catch(() => undefined); // awaited below; a failure before then is the one reported
+      try {
+        await until(async () => (await state(t, older.id)).state === 'paused' && (await state(t, newer.id)).state === 'paused', 30_000);
+        assert.equal((await state(t, hog.id)).state, 'running');
+      } finally {
+        await hog.files.write('/tmp/release', '').catch(() => undefined);
+      }
+      const r = await held;
       assert.equal(r.stdout, 'ok\n');
       assert.equal(r.exitCode, 0);
-      assert.equal((await state(t, older.id)).state, 'paused');
-      assert.equal((await state(t, newer.id)).state, 'paused');
-      assert.equal((await state(t, hog.id)).state, 'running');
       // Paused for pressure, they come back on the next call.
       assert.equal((await older.exec('echo back')).stdout, 'back\n');
     } finally {
