@@ -15,6 +15,12 @@ import { argvToScript, envList } from './shell.js';
 const DEFAULT_EXEC_TIMEOUT_MS = DEFAULTS.exec.timeoutMs;
 const DEFAULT_MAX_OUTPUT = DEFAULTS.exec.maxOutputBytes;
 const RETAINED_PER_SANDBOX = 64 * 1024 * 1024;
+/**
+ * The most finished commands a sandbox keeps, whatever their age: each holds ~2 KB of its own
+ * even with no output, and a caller running thousands of short commands a minute would otherwise
+ * grow the node's memory for the whole retention.
+ */
+export const FINISHED_KEPT_PER_SANDBOX = 1024;
 
 /** What a new command holds its output and its waiting stdin in (see OutputBudgets). */
 export interface CommandBudgets {
@@ -67,19 +73,31 @@ export class OutputBudgets {
   }
 }
 
-/** Drops a sandbox's finished commands past retention, and the oldest ones past its output budget. */
+/**
+ * Drops a sandbox's finished commands past retention, and the oldest ones past its output budget
+ * or past FINISHED_KEPT_PER_SANDBOX of them.
+ */
 export function pruneCommands(l: Live, now: number, keepMs: number): void {
   l.prunedAt = now;
   let total = 0;
-  for (const c of l.commands.values()) total += c.retainedBytes;
+  let finished = 0;
+  for (const c of l.commands.values()) {
+    total += c.retainedBytes;
+    if (c.done) finished++;
+  }
+  // Oldest first: a Map keeps the order commands were started in.
   for (const [cid, c] of l.commands) {
     if (!c.done) continue;
-    if (now - (c.finishedAt ?? now) > keepMs || total > RETAINED_PER_SANDBOX) {
+    if (now - (c.finishedAt ?? now) > keepMs || total > RETAINED_PER_SANDBOX || finished > FINISHED_KEPT_PER_SANDBOX) {
       total -= c.retainedBytes;
+      finished--;
       forgetCommand(l, cid);
     }
   }
 }
+
+/** Whether a sandbox's commands are due a prune before another starts: once a second, or at once past the count kept (by a quarter). */
+export const pruneDue = (l: Live, now: number): boolean => now - l.prunedAt >= 1000 || l.commands.size > FINISHED_KEPT_PER_SANDBOX * 1.25;
 
 /**
  * Starts a command in the sandbox (in a session, or on its own) and keeps it under `cmdId`. A

@@ -15,7 +15,7 @@ import { checkAlive, watchEnd } from './liveness.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
-import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands } from './commands.js';
+import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands, pruneDue } from './commands.js';
 import { SandboxFiles } from './files.js';
 import { configureSandbox } from './setup.js';
 import { EdgeEvents } from './events.js';
@@ -492,7 +492,7 @@ export class Edge {
 
   private async launch(l: Live, req: ExecRequest, cmdId: string): Promise<Command> {
     const now = Date.now();
-    if (now - l.prunedAt >= 1000) pruneCommands(l, now, this.o.commandRetentionMs ?? 10 * 60_000);
+    if (pruneDue(l, now)) pruneCommands(l, now, this.o.commandRetentionMs ?? 10 * 60_000);
     return launchCommand(
       l,
       req,
