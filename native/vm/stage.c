@@ -10,7 +10,10 @@
  * socket as fd 3, as a container's init gets. A child it forks first carries the init's
  * connections over the virtio-serial port named warren.agent (mux.c); that socket's name is in
  * a network namespace only the child runs in (see VM_AGENT_NAME). Kernel command line:
- * warren.layers=KINDS (see layer_kinds). Any failure is written to the console and powers off.
+ * warren.layers=KINDS (see layer_kinds). With warren.dax the layers are not disks but persistent
+ * memory mapped from the host's files (/dev/pmemN, see next_pmem), mounted with DAX: read in
+ * place, never copied into the guest's page cache. Any failure is written to the console and
+ * powers off.
  *
  * With warren.systemd on the command line (a full VM), the image's own /sbin/init (systemd)
  * becomes PID 1 instead and boots the image as a machine: warren-init then runs beside it, a
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <sched.h>
 #include <stdint.h>
 #include <linux/mount.h>
@@ -85,6 +89,34 @@ static void load_modules(void)
 static int find_disk(const char *serial, char *out, size_t n)
 {
 	return vm_sysfs_find("/sys/block", "serial", serial, out, n);
+}
+
+/*
+ * The next of the layers mapped into the guest (warren.dax: see the host's dax-layout.ts):
+ * legacy persistent memory the kernel serves as /dev/pmem0, /dev/pmem1, ... in address order,
+ * each layer's image then its data, bottom layer first. Waits up to 10 s for /dev/pmemN, and checks
+ * that its address is past the one before it (the host laid them out so).
+ */
+static void next_pmem(int *k, unsigned long long *last, char *out, size_t n)
+{
+	char path[128], text[64] = { 0 };
+	snprintf(path, sizeof path, "/sys/block/pmem%d/device/resource", *k);
+	int fd = -1;
+	for (int tries = 0; tries < 1000 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0; tries++) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (fd < 0)
+		die("no persistent memory pmem%d", *k);
+	ssize_t r = read(fd, text, sizeof text - 1);
+	close(fd);
+	unsigned long long at = r > 0 ? strtoull(text, NULL, 0) : 0;
+	if (at <= *last) {
+		errno = EINVAL;
+		die("pmem%d is at %#llx, not past %#llx", *k, at, *last);
+	}
+	*last = at;
+	snprintf(out, n, "/dev/pmem%d", (*k)++);
 }
 
 /*
@@ -206,22 +238,30 @@ int main(void)
 	unsigned long shift_size, shift = id_shift(cmdline, &shift_size);
 	int userns = shift ? shift_userns(shift, shift_size) : -1;
 	char lower[MAX_LAYERS * 16] = { 0 };
+	/* The layers mapped into the guest, read in place (DAX): none of them in its page cache. */
+	int dax = strstr(cmdline, "warren.dax") != NULL, pmem = 0;
+	unsigned long long pmem_at = 0;
 	mkdir("/layers", 0755);
 	for (int i = 0; i < layers; i++) {
 		char serial[32], dev[300], data[300], dir[32], opts[320] = "";
 		snprintf(serial, sizeof serial, "warren-l%d", i);
-		if (find_disk(serial, dev, sizeof dev) < 0) {
+		if (dax)
+			next_pmem(&pmem, &pmem_at, dev, sizeof dev);
+		else if (find_disk(serial, dev, sizeof dev) < 0) {
 			errno = ENODEV;
 			die("no disk %s", serial);
 		}
 		if (kinds[i] == 'd') {
 			snprintf(serial, sizeof serial, "warren-d%d", i);
-			if (find_disk(serial, data, sizeof data) < 0) {
+			if (dax)
+				next_pmem(&pmem, &pmem_at, data, sizeof data);
+			else if (find_disk(serial, data, sizeof data) < 0) {
 				errno = ENODEV;
 				die("no disk %s", serial);
 			}
-			snprintf(opts, sizeof opts, "device=%s", data);
-		}
+			snprintf(opts, sizeof opts, "%sdevice=%s", dax ? "dax=always," : "", data);
+		} else if (dax)
+			snprintf(opts, sizeof opts, "dax=always");
 		snprintf(dir, sizeof dir, "/layers/%d", i);
 		must_mount(dev, dir, "erofs", MS_RDONLY | MS_NODEV, opts[0] ? opts : NULL);
 		if (userns >= 0)

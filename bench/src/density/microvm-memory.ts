@@ -5,7 +5,9 @@
 // image files (~255 MB), with the kernel's samepage merging off and then on; a fork child idle;
 // and as many idle microVMs at once as fit (toward --many, default 300). Needs root, QEMU and the
 // guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
-// Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm]
+// Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm] [--dax]
+// --ksm: the readers measured again with KSM merging, and the many with it on; --dax: the image's
+// layers mapped into the guests (a node's --microvm-dax) rather than read through virtio disks.
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { IdlePager, enableKsm, hostSwapCost, processCpuSeconds, qemuMemory, type BackendSandbox, type VmMemory } from '@warren/edge';
@@ -71,6 +73,7 @@ export async function run(argv: string[]): Promise<void> {
       'max-minutes': { type: 'string', default: '20' },
       skip: { type: 'string', default: '' },
       ksm: { type: 'boolean', default: false },
+      dax: { type: 'boolean', default: false },
     },
   });
   const skip = new Set(values.skip.split(',').filter(Boolean));
@@ -86,6 +89,7 @@ export async function run(argv: string[]): Promise<void> {
     // Paged out by this benchmark's own pager, for the sandboxes it names.
     pageoutPath: null,
     ksm: null,
+    daxLayers: values.dax,
   });
   const paged = new Set<string>();
   // zram's memory when the pager first paged out in this section: what it grew since is what the
@@ -122,7 +126,9 @@ export async function run(argv: string[]): Promise<void> {
       paged.delete(s.id);
     }
   };
-  console.log(`microVM memory: accelerator ${accel}; debian-python guests of ${memoryMiB} MiB, 1 vCPU, clones of the image's template`);
+  console.log(
+    `microVM memory: accelerator ${accel}; debian-python guests of ${memoryMiB} MiB, 1 vCPU, clones of the image's template; layers ${values.dax ? 'mapped (DAX)' : 'on virtio disks'}`,
+  );
   const ksmOff = (await readFile('/sys/kernel/mm/ksm/run', 'utf8').catch(() => '0')).trim() === '0';
   if (!ksmOff) console.log('  (KSM was on already on this host: the figures without it are not)');
   pager.start();
@@ -162,8 +168,8 @@ export async function run(argv: string[]): Promise<void> {
       console.log(
         `    KSM off: the ten hold ${mib(off.sum.heldBytes)} (PSS ${mib(off.sum.pssBytes)}); MemAvailable fell ${mib(before - (await memAvailable()))}`,
       );
-      const ksm = await enableKsm({ pagesToScan: 5000, sleepMs: 20 });
-      if (!ksm) console.log('    (no KSM on this host)');
+      const ksm = values.ksm ? await enableKsm({ pagesToScan: 5000, sleepMs: 20 }) : null;
+      if (!ksm) console.log(values.ksm ? '    (no KSM on this host)' : '    (KSM not tried: --ksm)');
       else {
         try {
           const k0 = performance.now();

@@ -349,6 +349,16 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, ksm: true })),
   },
   {
+    flag: 'microvm-dax',
+    type: 'boolean',
+    default: false,
+    usage: [
+      '[--microvm-dax]',
+      "microVMs' image layers mapped into their guests (one host page cache for all; a fork's children then each load their source's memory)",
+    ],
+    set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, dax: true })),
+  },
+  {
     flag: 'no-vm',
     type: 'boolean',
     default: false,

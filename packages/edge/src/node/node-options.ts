@@ -24,8 +24,9 @@ export interface EdgeNodeOptions {
    * the kernel's samepage merging on while the node runs (what guests hold alike, their page caches
    * of the same image files above all, is kept once; see MicrovmBackendOptions.ksm); absent or
    * false: KSM is left as it is, since merging across tenants is a timing channel between them.
+   * `dax: true` maps each microVM's image layers into its guest (MicrovmBackendOptions.daxLayers).
    */
-  microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean; spares?: number; ksm?: boolean };
+  microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean; spares?: number; ksm?: boolean; dax?: boolean };
   /**
    * The full-VM backend (QEMU `q35` with a display; `"backend": "vm"`): on when QEMU and the
    * full VMs' guest kernel are there and the microVM backend is not turned off, unless false.

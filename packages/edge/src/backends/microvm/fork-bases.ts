@@ -109,12 +109,15 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
       qmpSocket: b.qmp,
       consoleSocket: b.console,
       pidFile: b.pid,
-      ram: { file: b.ram, shared: true },
+      // With its layers mapped (DAX) the migration must leave shared memory out, and QEMU then
+      // takes no pages into shared memory: the base's RAM is private, saved in its state, and
+      // each fork loads it into memory of its own (no RAM file shared by the forks).
+      ram: spec.dax ? null : { file: b.ram, shared: true },
       tap: spec.tap ? unboundTap().name : null,
     };
     await writeFile(b.spec, JSON.stringify(own));
     // The guest's memory comes in on tmpfs if it has room, and is copied to the base's file after.
-    const room = await scratchRoom(spec.memoryMiB);
+    const room = spec.dax ? null : await scratchRoom(spec.memoryMiB);
     const scratch = room?.dir ?? null;
     const pid = await spawnQemu(base, scratch ? { ...own, ram: { file: scratch, shared: true } } : own, true).catch((e: unknown) => {
       room?.release();
@@ -123,13 +126,14 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
     try {
       const dst = await Qmp.open(b.qmp);
       try {
-        await dst.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: false }] });
+        const ignoreShared = !!spec.dax;
+        await dst.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: ignoreShared }] });
         if (src) {
           await dst.execute('migrate-incoming', { uri: `unix:${join(base, INCOMING)}` });
           // QEMU 7.2 caps a migration at 32 MiB/s unless told otherwise; this one stays on the node.
           await src.execute('migrate-set-parameters', { 'max-bandwidth': 2 ** 40 });
           // All of its RAM (a clone's QEMU has the capability on from its template's state).
-          await src.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: false }] });
+          await src.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: ignoreShared }] });
           await src.execute('migrate', { uri: `unix:${join(base, INCOMING)}` });
           await poll(src, 'query-migrate', (st) => done(st, 'freezing the microVM'), until);
         } else await dst.execute('migrate-incoming', { uri: `exec:cat ${shellSafe(s.state)}` });

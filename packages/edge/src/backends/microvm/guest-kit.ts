@@ -7,7 +7,8 @@ import { cpioNewc, type CpioEntry } from './cpio.js';
 
 /**
  * The guest kernel's modules a microVM loads before anything else (paths under the kernel's
- * `kernel/` tree, dependencies first): virtio over MMIO, its disks, serial ports and NIC, EROFS (and
+ * `kernel/` tree, dependencies first): virtio over MMIO, its disks, serial ports and NIC, legacy
+ * persistent memory (its layers when they are mapped into it: dax-layout.ts), EROFS (and
  * libcrc32c, which it needs) and overlay. Debian's cloud kernel builds them all as modules.
  */
 export const GUEST_MODULES = [
@@ -19,6 +20,10 @@ export const GUEST_MODULES = [
   'net/core/failover.ko',
   'drivers/net/net_failover.ko',
   'drivers/net/virtio_net.ko',
+  'drivers/nvdimm/libnvdimm.ko',
+  'drivers/nvdimm/nd_btt.ko',
+  'drivers/nvdimm/nd_pmem.ko',
+  'drivers/nvdimm/nd_e820.ko',
   'lib/libcrc32c.ko',
   'fs/erofs/erofs.ko',
   'fs/overlayfs/overlay.ko',

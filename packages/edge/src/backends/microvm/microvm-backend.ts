@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { WarrenError, memoryRequestOf, type InputEvent } from '@warren/api';
-import type { FsOps, IdMap, LayerInfo, LayerStore } from '@warren/images';
+import type { LayerInfo } from '@warren/images';
 import {
   forkBaseOf,
   sandboxHostname,
@@ -42,65 +42,15 @@ import { inputStrokes } from './input-events.js';
 import { sendStrokes } from './input-flow.js';
 import { VM_SCREEN } from './qemu-args.js';
 import { VmScreens } from './vm-screens.js';
-import { IdlePager, type IdlePolicy } from './idle-pageout.js';
-import { enableKsm, type KsmOptions } from '../../host/ksm.js';
+import { IdlePager } from './idle-pageout.js';
+import { enableKsm } from '../../host/ksm.js';
+import type { MicrovmBackendOptions } from './microvm-options.js';
+
+export type { MicrovmBackendOptions } from './microvm-options.js';
 import { hostSwapCost, qemuMemory, type VmMemory } from './vm-memory.js';
 
 /** How long an idle guest has to drop its caches before its page-out goes ahead all the same. */
 const RECLAIM_TIMEOUT_MS = 5_000;
-
-export interface MicrovmBackendOptions {
-  /**
-   * Its machines: `microvm` (the default) or full VMs (`vm`: q35 with a display, the image's own
-   * systemd as PID 1; see vmArgs). The backend's name is this.
-   */
-  kind?: 'microvm' | 'vm';
-  /** Each microVM's files go in a directory of its own below this one. */
-  dir: string;
-  /** Where a sandbox's layers come from (their EROFS files are the guest's read-only disks), and where its commits go. */
-  store: Pick<LayerStore, 'ensureMeta' | 'layerPath' | 'dataPath' | 'addLayerTar'>;
-  /** What a commit's unpacking needs of the host (device nodes, xattrs). */
-  fsOps: FsOps;
-  /** The ids layers are stored with (a guest's files are owned by ids from 0; a commit shifts them so). */
-  idMap: IdMap;
-  /** The kernel and initramfs (built on first use). */
-  kit: () => Promise<GuestKit>;
-  accel: 'kvm' | 'tcg';
-  /** The writable disk of a sandbox that asks for no size (MiB). */
-  defaultDiskMiB: number;
-  /** How long a guest has to answer after QEMU starts (ms). */
-  bootTimeoutMs?: number;
-  /**
-   * Where templates go (freshly booted microVMs saved, one per image and size, that creates
-   * clone); null: every create boots its guest (cold).
-   */
-  templateDir: string | null;
-  /** QEMUs kept started for the next clones (see MicrovmSpares; default 1). */
-  spares?: number;
-  /** The ids the node's layers are stored with start here (see MicrovmSpec.idShift). */
-  idShift?: { base: number; size: number } | null;
-  /**
-   * Makes a tap a microVM's QEMU opened the host end of its sandbox's link (SandboxNetwork.bindTap);
-   * absent: the node has no sandbox network, and microVMs have loopback only.
-   */
-  bindTap?: (tap: string, link: TapLink) => Promise<void>;
-  /**
-   * Makes a batch sandbox's QEMU batch (host/cpu-class.ts: its threads SCHED_IDLE, its process in
-   * the node's batch cgroup); absent: a create that asks for the batch class is refused.
-   */
-  batchProcess?: (pid: number) => Promise<void>;
-  /** native/build/warren-pageout: an idle microVM's QEMU is paged out with it (IdlePager); absent: never. */
-  pageoutPath?: string | null;
-  /** When an idle one is (default IDLE_POLICY). */
-  idlePolicy?: IdlePolicy;
-  /**
-   * The kernel's samepage merging, turned on while the backend runs (host/ksm.ts): what guests
-   * hold alike (their page caches of the same image files above all) is kept once. A guest may
-   * time its own writes to learn whether another holds a page it guesses (a side channel of
-   * any merging across tenants): null leaves KSM as it is.
-   */
-  ksm?: KsmOptions | null;
-}
 
 /**
  * Sandboxes as QEMU microVMs (`"backend": "microvm"`): the guest's kernel is the boundary. Each
@@ -195,6 +145,7 @@ export class MicrovmBackend implements Backend {
       hello: helloFor(sandboxHostname(spec.id), muxLink(link)),
       idShift: this.o.idShift ?? null,
       tap: this.vmTap(link),
+      dax: this.name === 'microvm' && !!this.o.daxLayers,
     };
     return this.launch(spec.id, link, boot.memoryMiB, batch, (dir) =>
       this.templates ? this.clone(this.templates, dir, kit, boot) : startMicrovm(dir, kit, boot),
@@ -266,6 +217,7 @@ export class MicrovmBackend implements Backend {
       memoryMiB: boot.memoryMiB,
       diskMiB: boot.diskMiB,
       accel: boot.accel,
+      dax: boot.dax,
     });
     return templates.with(
       name,

@@ -1,3 +1,5 @@
+import { daxLayout, type DaxRegion } from './dax-layout.js';
+
 /** One image layer as the guest gets it: its EROFS file, and its file data when split off. */
 export interface VmLayer {
   meta: string;
@@ -56,6 +58,11 @@ export interface MicrovmSpec {
    * has no peer (a template's: its clones each get their own).
    */
   tap?: string | null;
+  /**
+   * The layers' files mapped into the guest (see dax-layout.ts), bottom first, a layer's data
+   * blob after its image; absent or null: they are virtio disks. Only on the microvm machine.
+   */
+  dax?: DaxRegion[] | null;
 }
 
 /** Every guest's NIC's MAC address: each microVM's link is an Ethernet of its own (a tap), so one address serves all. */
@@ -82,6 +89,7 @@ export const TCG_CODE_MIB = 64;
 
 /** QEMU's arguments for the machine `s` names (pure). */
 export function qemuArgs(s: MicrovmSpec): string[] {
+  if (s.kind === 'vm' && s.dax) throw new Error("a full VM's layers are its disks: no DAX");
   return s.kind === 'vm' ? vmArgs(s) : microvmArgs(s);
 }
 
@@ -94,21 +102,26 @@ export function qemuArgs(s: MicrovmSpec): string[] {
  */
 export function microvmArgs(s: MicrovmSpec): string[] {
   const kinds = s.layers.map((l) => (l.data ? 'd' : 'm')).join('');
-  const disks = s.layers.flatMap((l, i) => [...drive(`l${i}`, l.meta, true), ...(l.data ? drive(`d${i}`, l.data, true) : [])]);
   const nic = nicArgs(s.tap, 'mmio');
-  const ram = ramArgs(s, RAM_ID);
+  // With DAX the guest's memory is NUMA nodes, its own RAM (RAM_ID, as without) the first.
+  const dax = s.dax ? daxLayout(s.memoryMiB, ramBackend(s, RAM_ID), RAM_ID, s.dax) : null;
+  const disks = dax ? [] : s.layers.flatMap((l, i) => [...drive(`l${i}`, l.meta, true), ...(l.data ? drive(`d${i}`, l.data, true) : [])]);
+  const ram = dax ? dax.args : ramArgs(s, RAM_ID);
+  // The guest kernel takes persistent memory into its resources only once its PCI set-up has run.
+  const machine = `microvm,x-option-roms=off,rtc=on${s.noPit ? ',pit=off' : ''}${dax ? ',pcie=on' : s.ram ? `,memory-backend=${RAM_ID}` : ''}`;
+  const daxCmdline = dax ? ` warren.dax ${dax.memmap.join(' ')}` : '';
   // prettier-ignore
   return [
-    '-M', `microvm,x-option-roms=off,rtc=on${s.noPit ? ',pit=off' : ''}${s.ram ? `,memory-backend=${RAM_ID}` : ''}`,
+    '-M', machine,
     '-accel', s.accel === 'tcg' ? `tcg,tb-size=${TCG_CODE_MIB}` : s.accel,
     '-cpu', s.accel === 'kvm' ? 'host' : 'max',
     '-smp', String(Math.max(1, Math.ceil(s.cpus))),
-    '-m', `${s.memoryMiB}M`,
+    '-m', `${dax ? dax.totalMiB : s.memoryMiB}M`,
     ...ram,
     '-nodefaults', '-no-user-config', '-no-reboot', '-display', 'none',
     '-kernel', s.kernel,
     '-initrd', s.initrd,
-    '-append', `console=ttyS0 quiet panic=-1 init_on_free=1${s.accel === 'tcg' ? tcgClockArgs(s.tscKhz) : ''} warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}`,
+    '-append', `console=ttyS0 quiet panic=-1 init_on_free=1${s.accel === 'tcg' ? tcgClockArgs(s.tscKhz) : ''} warren.layers=${kinds}${s.idShift ? ` warren.idshift=${s.idShift.base}:${s.idShift.size}` : ''}${daxCmdline}`,
     '-chardev', `socket,id=console,path=${s.consoleSocket},server=on,wait=off`,
     '-serial', 'chardev:console',
     ...disks,
@@ -195,9 +208,14 @@ function nicArgs(tap: string | null | undefined, bus: 'mmio' | 'pci'): string[] 
 
 /** Its RAM as the file `s.ram` names (see MicrovmSpec.ram), by the machine's own id for it; none: anonymous. */
 function ramArgs(s: MicrovmSpec, id: string): string[] {
-  if (!s.ram) return [];
+  return s.ram ? ['-object', ramBackend(s, id)] : [];
+}
+
+/** The `-object` of its RAM: the file `s.ram` names, else anonymous memory. */
+function ramBackend(s: MicrovmSpec, id: string): string {
+  if (!s.ram) return `memory-backend-ram,id=${id},size=${s.memoryMiB}M`;
   if (/[,\s]/.test(s.ram.file)) throw new Error(`a microVM's RAM file may not hold commas or spaces: ${s.ram.file}`);
-  return ['-object', `memory-backend-file,id=${id},size=${s.memoryMiB}M,mem-path=${s.ram.file},share=${s.ram.shared ? 'on' : 'off'}`];
+  return `memory-backend-file,id=${id},size=${s.memoryMiB}M,mem-path=${s.ram.file},share=${s.ram.shared ? 'on' : 'off'}`;
 }
 
 /** A virtio disk (on `bus`'s transport) with `serial` = `warren-ID` (how the guest finds it). */

@@ -15,6 +15,8 @@ export interface TemplateKey {
   accel: string;
   /** How the layers' ids are shifted (see MicrovmSpec.idShift). */
   idShift?: { base: number; size: number } | null;
+  /** Its layers mapped into the guest (see MicrovmStart.dax). */
+  dax?: boolean;
 }
 
 /**
@@ -27,7 +29,9 @@ const BOOT_REVISION = 4;
 /** A template's name (pure): a hash of its key. */
 export function templateName(k: TemplateKey): string {
   return createHash('sha256')
-    .update(JSON.stringify([BOOT_REVISION, k.kernel, k.initrd, k.layers, k.cpus, k.memoryMiB, k.diskMiB, k.accel, k.idShift ?? null]))
+    .update(
+      JSON.stringify([BOOT_REVISION, k.kernel, k.initrd, k.layers, k.cpus, k.memoryMiB, k.diskMiB, k.accel, k.idShift ?? null, ...(k.dax ? ['dax'] : [])]),
+    )
     .digest('hex')
     .slice(0, 24);
 }

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { readFile, readlink, rename, rm, writeFile } from 'node:fs/promises';
+import { readFile, readlink, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { connect } from 'node:net';
 import { promisify } from 'node:util';
@@ -10,6 +10,7 @@ import { startCommand } from '../../init/channel.js';
 import { SHELL } from '../../init/platform.js';
 import { randomBytes } from 'node:crypto';
 import { AgentMux, MUX_SEED, muxHello, type MuxLink } from './agent-mux.js';
+import { daxFits, type DaxRegion } from './dax-layout.js';
 import type { GuestKit } from './guest-kit.js';
 import { qemuArgs, withoutPit, type MicrovmSpec, type VmLayer } from './qemu-args.js';
 import { Qmp } from './qmp.js';
@@ -40,6 +41,8 @@ export interface MicrovmStart {
   idShift?: { base: number; size: number } | null;
   /** Its network link (none: its NIC has no peer). */
   tap?: VmTap | null;
+  /** Its layers mapped into the guest (see dax-layout.ts) where they fit; a microVM's only. */
+  dax?: boolean;
 }
 
 /**
@@ -115,6 +118,7 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     ram: s.ramFile ? { file: s.ramFile, shared: true } : null,
     idShift: s.idShift ?? null,
     tap: s.tap?.name ?? null,
+    dax: s.dax && (s.kind ?? 'microvm') === 'microvm' ? await daxRegions(s.layers, s.memoryMiB) : null,
   };
   // What a restore starts the same machine with (its devices must match the saved state's).
   await writeFile(f.spec, JSON.stringify(spec));
@@ -133,6 +137,13 @@ export async function startMicrovm(dir: string, kit: GuestKit, s: MicrovmStart):
     }
   }
   return vm;
+}
+
+/** The layers' files as DAX regions (bottom first, a layer's data after it), or null when they do not fit a guest of `memoryMiB` (daxFits). */
+async function daxRegions(layers: VmLayer[], memoryMiB: number): Promise<DaxRegion[] | null> {
+  const files = layers.flatMap((l) => (l.data ? [l.meta, l.data] : [l.meta]));
+  const regions = await Promise.all(files.map(async (file) => ({ file, bytes: (await stat(file)).size })));
+  return daxFits(memoryMiB, regions) === null ? regions : null;
 }
 
 /**
@@ -221,7 +232,12 @@ export async function startSpare(dir: string, template: string, tap: string | nu
   };
   await run('cp', ['--sparse=always', t.rw, f.rw]);
   await writeFile(f.spec, JSON.stringify(own));
-  return spawnQemu(dir, { ...own, ram: { file: t.ram, shared: false } }, true);
+  // A fork base of a microVM with its layers mapped has no RAM file: its state holds its RAM.
+  const ramFile = await stat(t.ram).then(
+    () => true,
+    () => false,
+  );
+  return spawnQemu(dir, ramFile ? { ...own, ram: { file: t.ram, shared: false } } : own, true);
 }
 
 /**
@@ -375,6 +391,7 @@ export function shellSafe(path: string): string {
 export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal, ramInFile = false, beforeQuit?: () => Promise<void>): Promise<boolean> {
   const f = vmFiles(dir);
   const partial = `${f.state}.partial`;
+  const dax = await daxed(dir);
   const qmp = await Qmp.open(f.qmp);
   try {
     await stopForMigration(qmp);
@@ -382,8 +399,10 @@ export async function saveMicrovm(dir: string, pid: number, signal?: AbortSignal
     await qmp.execute('migrate-set-parameters', { 'max-bandwidth': 2 ** 40 });
     // A template's RAM is its file (shared): the state holds its devices alone. A clone's QEMU
     // has the capability on from loading its template's state; its own saves hold all its RAM
-    // and must say so (a load checks the capability matches).
-    await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: ramInFile }] });
+    // and must say so (a load checks the capability matches). A microVM with its layers mapped
+    // (DAX) saves with it on, always: its layers and reserved ranges are shared memory, left out
+    // (its RAM, when not a template's file, is private: in the state all the same).
+    await qmp.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: ramInFile || dax }] });
     await qmp.execute('migrate', { uri: `exec:cat > ${shellSafe(partial)}` });
     for (;;) {
       if (signal?.aborted) {
@@ -451,9 +470,14 @@ export async function restoreMicrovm(dir: string, mux: AgentMux, tap: VmTap | nu
   const spec = JSON.parse(await readFile(f.spec, 'utf8')) as MicrovmSpec;
   const pid = await spawnQemu(dir, spec, true);
   const current = spec.tap;
-  const vm = await bring(dir, pid, { state: f.state, ignoreShared: false }, timeoutMs, mux, current && tap ? () => tap.bind(current) : null);
+  const vm = await bring(dir, pid, { state: f.state, ignoreShared: !!spec.dax }, timeoutMs, mux, current && tap ? () => tap.bind(current) : null);
   await rm(f.state, { force: true });
   return vm;
+}
+
+/** Whether the microVM in `dir` has its layers mapped (its vm.json's `dax`): its saves and loads leave shared memory out. */
+export async function daxed(dir: string): Promise<boolean> {
+  return !!(JSON.parse(await readFile(vmFiles(dir).spec, 'utf8')) as MicrovmSpec).dax;
 }
 
 let tscKhz: Promise<number | null> | null = null;
