@@ -6,8 +6,9 @@
 // and as many idle microVMs at once as fit (toward --many, default 300). Needs root, QEMU and the
 // guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
 // Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm] [--dax]
-// --ksm: the readers measured again with KSM merging, and the many with it on; --dax: the image's
-// layers mapped into the guests (a node's --microvm-dax) rather than read through virtio disks.
+// --ksm: the readers measured again with KSM merging, and the many with it on. The readers are
+// measured with the image's layers on virtio disks and again mapped into the guests (a node's
+// --microvm-dax); --dax: the whole section with them mapped.
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { IdlePager, enableKsm, hostSwapCost, processCpuSeconds, qemuMemory, type BackendSandbox, type VmMemory } from '@warren/edge';
@@ -60,6 +61,18 @@ async function memAvailable(): Promise<number> {
 async function ksmPages(): Promise<{ shared: number; sharing: number; zero: number }> {
   const r = async (f: string): Promise<number> => Number((await readFile(`/sys/kernel/mm/ksm/${f}`, 'utf8').catch(() => '0')).trim());
   return { shared: await r('pages_shared'), sharing: await r('pages_sharing'), zero: await r('ksm_zero_pages') };
+}
+
+/** Has each reader read all of its image's files (at once), prints what one read and how long it took, and answers what they hold. */
+async function readAll(readers: BackendSandbox[], how: string): Promise<{ each: VmMemory[]; sum: VmMemory }> {
+  const t0 = performance.now();
+  const bytes = await Promise.all(
+    readers.map((r) => sh(r, 'find /usr /lib /bin /sbin /etc -xdev -type f -print0 2>/dev/null | xargs -0 cat 2>/dev/null | wc -c')),
+  );
+  console.log(
+    `  ten readers, layers ${how}: each read ${mib(Number(bytes[0]!.trim()))} of the image's files (all in ${((performance.now() - t0) / 1000).toFixed(0)} s)`,
+  );
+  return memories(readers);
 }
 
 /** Prints this section. */
@@ -159,12 +172,7 @@ export async function run(argv: string[]): Promise<void> {
       const readers = [];
       for (let i = 0; i < 10; i++) readers.push(await create([DIGEST], 512));
       const before = await memAvailable();
-      const t0 = performance.now();
-      const bytes = await Promise.all(
-        readers.map((r) => sh(r, 'find /usr /lib /bin /sbin /etc -xdev -type f -print0 2>/dev/null | xargs -0 cat 2>/dev/null | wc -c')),
-      );
-      console.log(`  ten readers: each read ${mib(Number(bytes[0]!.trim()))} of the image's files (all in ${((performance.now() - t0) / 1000).toFixed(0)} s)`);
-      const off = await memories(readers);
+      const off = await readAll(readers, values.dax ? 'mapped (DAX)' : 'on virtio disks');
       console.log(
         `    KSM off: the ten hold ${mib(off.sum.heldBytes)} (PSS ${mib(off.sum.pssBytes)}); MemAvailable fell ${mib(before - (await memAvailable()))}`,
       );
@@ -197,6 +205,22 @@ export async function run(argv: string[]): Promise<void> {
         }
       }
       if (live.includes(readers[0]!)) await drop(readers);
+      // The same ten with the layers mapped into the guests (a node's --microvm-dax), on a backend of their own.
+      if (!values.dax) {
+        const dax = await openBenchMicrovm('debian-python', 'warren-bench-vmdax-', { spares: 1, pageoutPath: null, ksm: null, daxLayers: true });
+        try {
+          const made: BackendSandbox[] = [];
+          for (let i = 0; i < 11; i++)
+            made.push(await dax.backend.create({ id: `sb_vmdax${i}`, layers: [dax.digest], resources: { cpu: 1, memoryMiB: 512, pids: 1000 } }));
+          // The first clone is dropped, as above (the template's own pages are warm then).
+          await dax.backend.destroy(made.shift()!.id);
+          const before = await memAvailable();
+          const on = await readAll(made, 'mapped (DAX)');
+          console.log(`    the ten hold ${mib(on.sum.heldBytes)} (PSS ${mib(on.sum.pssBytes)}); MemAvailable fell ${mib(before - (await memAvailable()))}`);
+        } finally {
+          await dax.close();
+        }
+      }
     }
 
     if (!skip.has('fork')) {
