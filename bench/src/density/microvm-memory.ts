@@ -2,7 +2,7 @@
 // itself (debian-python, each a clone of its image's template). Prints, from the host's view
 // (/proc/PID/smaps_rollup; swap counted at zram's compressed size): one idle microVM at 0 s and
 // after a minute, left alone and paged out by the idle pager; ten microVMs reading the same
-// image files (~255 MB), with the kernel's samepage merging off and then on; a fork child idle;
+// image files (~255 MB), on virtio disks and mapped (DAX), and with KSM (--ksm); a fork child idle;
 // and as many idle microVMs at once as fit (toward --many, default 300). Needs root, QEMU and the
 // guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
 // Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm] [--dax]
