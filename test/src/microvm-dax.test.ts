@@ -72,7 +72,8 @@ test(
       assert.equal((await a.refresh()).state, 'paused');
       assert.equal((await a.exec(['python3', '-c', 'import decimal; print(decimal.Decimal(1) / 4)'])).stdout, '0.25\n');
 
-      // Forked: each child reads its layers mapped and has its source's files.
+      // Forked: each child reads its layers mapped, has its source's files, and its memory is its
+      // base's RAM file mapped copy-on-write (one copy for all the children, as on disks).
       assert.equal((await b.exec('echo forked > /tmp/mark')).exitCode, 0);
       const { sandboxes: children, errors } = await b.fork({ count: 2 });
       assert.deepEqual(errors, []);
@@ -80,6 +81,7 @@ test(
         assert.equal((await c.exec('cat /tmp/mark')).stdout, 'forked\n');
         assert.equal((await c.exec(['python3', '-c', 'import csv; print("ok")'])).stdout, 'ok\n');
         assert.ok((await mappedLayers(t.dataDir, c.id)).size >= 1);
+        assert.match((await qemuOf(t.dataDir, c.id)).argv.join(' '), /memory-backend-file,id=microvm\.ram,size=256M,mem-path=\S+\/ram,share=off/);
       }
     } finally {
       await t.close();

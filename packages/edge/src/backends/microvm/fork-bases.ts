@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { WarrenError } from '@warren/api';
 import { FORK_BASE_ID } from '../backend.js';
-import type { MicrovmSpec } from './qemu-args.js';
+import { RAM_ID, type MicrovmSpec } from './qemu-args.js';
+import { splitRamBlock } from './state-split.js';
 import { Qmp } from './qmp.js';
 import { runningQemu, saveMicrovm, shellSafe, spawnQemu, stopForMigration, stopMicrovm, vmFiles, type VmTap } from './vm-process.js';
 
@@ -109,15 +110,13 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
       qmpSocket: b.qmp,
       consoleSocket: b.console,
       pidFile: b.pid,
-      // With its layers mapped (DAX) the migration must leave shared memory out, and QEMU then
-      // takes no pages into shared memory: the base's RAM is private, saved in its state, and
-      // each fork loads it into memory of its own (no RAM file shared by the forks).
-      ram: spec.dax ? null : { file: b.ram, shared: true },
+      ram: { file: b.ram, shared: true },
       tap: spec.tap ? unboundTap().name : null,
     };
     await writeFile(b.spec, JSON.stringify(own));
+    if (spec.dax) return void (await freezeDax(src, s, b, until));
     // The guest's memory comes in on tmpfs if it has room, and is copied to the base's file after.
-    const room = spec.dax ? null : await scratchRoom(spec.memoryMiB);
+    const room = await scratchRoom(spec.memoryMiB);
     const scratch = room?.dir ?? null;
     const pid = await spawnQemu(base, scratch ? { ...own, ram: { file: scratch, shared: true } } : own, true).catch((e: unknown) => {
       room?.release();
@@ -126,14 +125,13 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
     try {
       const dst = await Qmp.open(b.qmp);
       try {
-        const ignoreShared = !!spec.dax;
-        await dst.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: ignoreShared }] });
+        await dst.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: false }] });
         if (src) {
           await dst.execute('migrate-incoming', { uri: `unix:${join(base, INCOMING)}` });
           // QEMU 7.2 caps a migration at 32 MiB/s unless told otherwise; this one stays on the node.
           await src.execute('migrate-set-parameters', { 'max-bandwidth': 2 ** 40 });
           // All of its RAM (a clone's QEMU has the capability on from its template's state).
-          await src.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: ignoreShared }] });
+          await src.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: false }] });
           await src.execute('migrate', { uri: `unix:${join(base, INCOMING)}` });
           await poll(src, 'query-migrate', (st) => done(st, 'freezing the microVM'), until);
         } else await dst.execute('migrate-incoming', { uri: `exec:cat ${shellSafe(s.state)}` });
@@ -156,6 +154,34 @@ export async function freezeMicrovm(source: string, base: string, saved: boolean
     }
   } finally {
     src?.close();
+  }
+}
+
+/**
+ * freezeMicrovm for a source whose layers are mapped into it (DAX): QEMU 7.2 leaves the layers
+ * out of a migration only with `x-ignore-shared`, and then takes no pages into a shared RAM file,
+ * so no QEMU of the base's own can take its memory in. The source's whole state (all of its RAM:
+ * its own memory is private) goes to a file instead (a paused source's is its saved state), which
+ * is split: its RAM's pages into the base's RAM file, the rest the base's state (state-split.ts).
+ * Its forks then start as any base's.
+ */
+async function freezeDax(src: Qmp | null, s: ReturnType<typeof vmFiles>, b: ReturnType<typeof vmFiles>, until: number): Promise<void> {
+  const full = src ? `${b.state}.full` : s.state;
+  try {
+    if (src) {
+      await src.execute('migrate-set-parameters', { 'max-bandwidth': 2 ** 40 });
+      await src.execute('migrate-set-capabilities', { capabilities: [{ capability: 'x-ignore-shared', state: true }] });
+      await src.execute('migrate', { uri: `exec:cat > ${shellSafe(full)}` });
+      await poll(src, 'query-migrate', (st) => done(st, 'freezing the microVM'), until);
+    }
+    await splitRamBlock(full, RAM_ID, `${b.state}.partial`, b.ram);
+    await rename(`${b.state}.partial`, b.state);
+  } catch (e) {
+    await src?.execute('migrate_cancel').catch(() => undefined);
+    await rm(`${b.state}.partial`, { force: true });
+    throw e;
+  } finally {
+    if (src) await rm(full, { force: true });
   }
 }
 

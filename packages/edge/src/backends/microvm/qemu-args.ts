@@ -69,7 +69,7 @@ export interface MicrovmSpec {
 export const GUEST_MAC = '02:77:72:6e:00:01';
 
 /** The RAM's id: the microvm machine's own name for it, so a state saved with one kind of RAM loads into another. */
-const RAM_ID = 'microvm.ram';
+export const RAM_ID = 'microvm.ram';
 /** The same for the q35 machine. */
 const PC_RAM_ID = 'pc.ram';
 

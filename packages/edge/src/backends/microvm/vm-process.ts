@@ -232,12 +232,7 @@ export async function startSpare(dir: string, template: string, tap: string | nu
   };
   await run('cp', ['--sparse=always', t.rw, f.rw]);
   await writeFile(f.spec, JSON.stringify(own));
-  // A fork base of a microVM with its layers mapped has no RAM file: its state holds its RAM.
-  const ramFile = await stat(t.ram).then(
-    () => true,
-    () => false,
-  );
-  return spawnQemu(dir, ramFile ? { ...own, ram: { file: t.ram, shared: false } } : own, true);
+  return spawnQemu(dir, { ...own, ram: { file: t.ram, shared: false } }, true);
 }
 
 /**
