@@ -1,5 +1,5 @@
-// microVMs whose image layers are mapped into their guests (DAX; a node started with
-// `microvm: { dax: true }`), on real QEMU (TCG here): the guest reads its image's files without
+// microVMs whose image layers are mapped into their guests (DAX: a node's default; `warren up
+// --no-microvm-dax` gives virtio disks), on real QEMU (TCG here): the guest reads its image's files without
 // keeping them in its page cache, every guest maps the same host file, a guest's root cannot
 // change a layer for the others, and pause, resume and fork work as on virtio disks.
 import { test } from 'node:test';
@@ -36,7 +36,7 @@ test(
   'DAX layers: files read in place, one host mapping for every guest, a guest cannot write a layer, pause, resume and fork',
   { timeout: 600_000 },
   async () => {
-    const t = await startTestWarren({ images: ['debian-python:latest'], microvm: { dax: true } });
+    const t = await startTestWarren({ images: ['debian-python:latest'] });
     try {
       const spec = { image: 'debian-python:latest', backend: 'microvm' as const, resources: { memoryMiB: 256 } };
       const [a, b] = [await t.client.sandboxes.create(spec), await t.client.sandboxes.create(spec)];

@@ -8,7 +8,7 @@
 // Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm] [--dax]
 // --ksm: the readers measured again with KSM merging, and the many with it on. The readers are
 // measured with the image's layers on virtio disks and again mapped into the guests (a node's
-// --microvm-dax); --dax: the whole section with them mapped.
+// default; --no-microvm-dax for disks); --dax: the whole section with them mapped.
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { IdlePager, enableKsm, hostSwapCost, processCpuSeconds, qemuMemory, type BackendSandbox, type VmMemory } from '@warren/edge';
@@ -205,7 +205,7 @@ export async function run(argv: string[]): Promise<void> {
         }
       }
       if (live.includes(readers[0]!)) await drop(readers);
-      // The same ten with the layers mapped into the guests (a node's --microvm-dax), on a backend of their own.
+      // The same ten with the layers mapped into the guests (a node's default), on a backend of their own.
       if (!values.dax) {
         const dax = await openBenchMicrovm('debian-python', 'warren-bench-vmdax-', { spares: 1, pageoutPath: null, ksm: null, daxLayers: true });
         try {

@@ -57,6 +57,10 @@ test('flags, their "no" forms and the environment land where the node reads them
   assert.equal(o.microvm === false ? false : o.microvm?.ksm, undefined);
   const ksm = await nodeOptions(parse(['--ksm']), {});
   assert.equal(ksm.microvm === false ? false : ksm.microvm?.ksm, true);
+  // microVMs' layers are mapped into their guests unless told not to.
+  assert.equal(o.microvm === false ? false : o.microvm?.dax, undefined);
+  const disks = await nodeOptions(parse(['--no-microvm-dax']), {});
+  assert.equal(disks.microvm === false ? false : disks.microvm?.dax, false);
   const off = await nodeOptions(
     parse(['--no-network', '--dns-rate', '5', '--no-zram-swap', '--zram-swap-mib', '64', '--no-disk-quotas', '--sandbox-disk-gib', '9']),
     {},

@@ -349,14 +349,11 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, ksm: true })),
   },
   {
-    flag: 'microvm-dax',
+    flag: 'no-microvm-dax',
     type: 'boolean',
     default: false,
-    usage: [
-      '[--microvm-dax]',
-      "microVMs' image layers mapped into their guests (one host page cache for all; a fork's children then each load their source's memory)",
-    ],
-    set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, dax: true })),
+    usage: ['[--no-microvm-dax]', "microVMs' image layers as virtio disks, each guest caching what it reads, not mapped into the guests (DAX)"],
+    set: (o, v) => void (v === true && o.microvm !== false && (o.microvm = { ...o.microvm, dax: false })),
   },
   {
     flag: 'no-vm',

@@ -48,7 +48,7 @@ export async function openMicrovm(o: EdgeNodeOptions, h: GuestHost): Promise<Mic
     spares: o.microvm ? o.microvm.spares : undefined,
     pageoutPath: join(nativeDir, 'warren-pageout'),
     ksm: o.microvm && o.microvm.ksm === true ? KSM_DEFAULT : null,
-    daxLayers: !!o.microvm && o.microvm.dax === true,
+    daxLayers: o.microvm?.dax !== false,
     ...guestShared(h),
   });
 }

@@ -24,7 +24,8 @@ export interface EdgeNodeOptions {
    * the kernel's samepage merging on while the node runs (what guests hold alike, their page caches
    * of the same image files above all, is kept once; see MicrovmBackendOptions.ksm); absent or
    * false: KSM is left as it is, since merging across tenants is a timing channel between them.
-   * `dax: true` maps each microVM's image layers into its guest (MicrovmBackendOptions.daxLayers).
+   * Each microVM's image layers are mapped into its guest (MicrovmBackendOptions.daxLayers)
+   * unless `dax: false` (virtio disks).
    */
   microvm?: false | { accel?: 'kvm' | 'tcg'; guestCacheDir?: string; snapshots?: boolean; spares?: number; ksm?: boolean; dax?: boolean };
   /**

@@ -54,7 +54,7 @@ const RECLAIM_TIMEOUT_MS = 5_000;
 
 /**
  * Sandboxes as QEMU microVMs (`"backend": "microvm"`): the guest's kernel is the boundary. Each
- * boots Warren's initramfs, whose stage mounts the image's layers (read-only virtio disks) under
+ * boots Warren's initramfs, whose stage mounts the image's layers (mapped into the guest: DAX, or read-only virtio disks) under
  * an overlay on a writable disk of `diskMiB` and hands over to the same warren-init as in
  * containers, reached over one virtio-serial port (AgentMux). A create clones the template of
  * its image and size (made by the first such create): no boot, its own clock, randomness and
