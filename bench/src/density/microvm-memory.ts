@@ -5,10 +5,10 @@
 // image files (~255 MB), on virtio disks and mapped (DAX), and with KSM (--ksm); a fork child idle;
 // and as many idle microVMs at once as fit (toward --many, default 300). Needs root, QEMU and the
 // guest kernel (bash scripts/setup.sh). Prints numbers; asserts nothing.
-// Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm] [--dax]
+// Usage: node bench/dist/density/microvm-memory.js [--many 300] [--idle-seconds 60] [--skip readers,fork,many] [--ksm] [--disks]
 // --ksm: the readers measured again with KSM merging, and the many with it on. The readers are
 // measured with the image's layers on virtio disks and again mapped into the guests (a node's
-// default; --no-microvm-dax for disks); --dax: the whole section with them mapped.
+// default; --no-microvm-dax for disks); --disks: the whole section with them on disks.
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { IdlePager, enableKsm, hostSwapCost, processCpuSeconds, qemuMemory, type BackendSandbox, type VmMemory } from '@warren/edge';
@@ -86,7 +86,7 @@ export async function run(argv: string[]): Promise<void> {
       'max-minutes': { type: 'string', default: '20' },
       skip: { type: 'string', default: '' },
       ksm: { type: 'boolean', default: false },
-      dax: { type: 'boolean', default: false },
+      disks: { type: 'boolean', default: false },
     },
   });
   const skip = new Set(values.skip.split(',').filter(Boolean));
@@ -102,7 +102,7 @@ export async function run(argv: string[]): Promise<void> {
     // Paged out by this benchmark's own pager, for the sandboxes it names.
     pageoutPath: null,
     ksm: null,
-    daxLayers: values.dax,
+    daxLayers: !values.disks,
   });
   const paged = new Set<string>();
   // zram's memory when the pager first paged out in this section: what it grew since is what the
@@ -140,7 +140,7 @@ export async function run(argv: string[]): Promise<void> {
     }
   };
   console.log(
-    `microVM memory: accelerator ${accel}; debian-python guests of ${memoryMiB} MiB, 1 vCPU, clones of the image's template; layers ${values.dax ? 'mapped (DAX)' : 'on virtio disks'}`,
+    `microVM memory: accelerator ${accel}; debian-python guests of ${memoryMiB} MiB, 1 vCPU, clones of the image's template; layers ${values.disks ? 'on virtio disks' : 'mapped (DAX)'}`,
   );
   const ksmOff = (await readFile('/sys/kernel/mm/ksm/run', 'utf8').catch(() => '0')).trim() === '0';
   if (!ksmOff) console.log('  (KSM was on already on this host: the figures without it are not)');
@@ -172,7 +172,7 @@ export async function run(argv: string[]): Promise<void> {
       const readers = [];
       for (let i = 0; i < 10; i++) readers.push(await create([DIGEST], 512));
       const before = await memAvailable();
-      const off = await readAll(readers, values.dax ? 'mapped (DAX)' : 'on virtio disks');
+      const off = await readAll(readers, values.disks ? 'on virtio disks' : 'mapped (DAX)');
       console.log(
         `    KSM off: the ten hold ${mib(off.sum.heldBytes)} (PSS ${mib(off.sum.pssBytes)}); MemAvailable fell ${mib(before - (await memAvailable()))}`,
       );
@@ -205,20 +205,20 @@ export async function run(argv: string[]): Promise<void> {
         }
       }
       if (live.includes(readers[0]!)) await drop(readers);
-      // The same ten with the layers mapped into the guests (a node's default), on a backend of their own.
-      if (!values.dax) {
-        const dax = await openBenchMicrovm('debian-python', 'warren-bench-vmdax-', { spares: 1, pageoutPath: null, ksm: null, daxLayers: true });
+      // The same ten with the layers the other way (mapped into the guests, a node's default, or on disks), on a backend of their own.
+      {
+        const other = await openBenchMicrovm('debian-python', 'warren-bench-vmother-', { spares: 1, pageoutPath: null, ksm: null, daxLayers: values.disks });
         try {
           const made: BackendSandbox[] = [];
           for (let i = 0; i < 11; i++)
-            made.push(await dax.backend.create({ id: `sb_vmdax${i}`, layers: [dax.digest], resources: { cpu: 1, memoryMiB: 512, pids: 1000 } }));
+            made.push(await other.backend.create({ id: `sb_vmother${i}`, layers: [other.digest], resources: { cpu: 1, memoryMiB: 512, pids: 1000 } }));
           // The first clone is dropped, as above (the template's own pages are warm then).
-          await dax.backend.destroy(made.shift()!.id);
+          await other.backend.destroy(made.shift()!.id);
           const before = await memAvailable();
-          const on = await readAll(made, 'mapped (DAX)');
+          const on = await readAll(made, values.disks ? 'mapped (DAX)' : 'on virtio disks');
           console.log(`    the ten hold ${mib(on.sum.heldBytes)} (PSS ${mib(on.sum.pssBytes)}); MemAvailable fell ${mib(before - (await memAvailable()))}`);
         } finally {
-          await dax.close();
+          await other.close();
         }
       }
     }
