@@ -315,6 +315,34 @@ export class ContainerBackend implements Backend {
     await this.cleanup(id, { started: true, mounted: existsSync(join(this.dir(id), 'config.json')) });
   }
 
+  /**
+   * Kills whatever is still in a sandbox's cgroup once its init is gone: what its namespace's end
+   * has not taken within 200 ms (a process frozen again meanwhile, one that escaped it), as runc
+   * does, frozen while its pids are read and signalled (none can exit and free its pid for
+   * another process meanwhile), then thawed, until the cgroup is empty or 10 s have passed: it
+   * cannot be removed while anything is in it (a delete whose removal failed left a sandbox's
+   * cgroups on its host).
+   */
+  private async killLeft(id: string): Promise<void> {
+    const path = this.cgroupPath(id);
+    const left = (): Promise<number[]> => this.o.cgroups.procs('pids', path);
+    const graceEnd = Date.now() + 200;
+    while ((await left()).length && Date.now() < graceEnd) await new Promise((r) => setTimeout(r, 2));
+    const deadline = Date.now() + 10_000;
+    while ((await left()).length && Date.now() < deadline) {
+      await this.o.cgroups.setFrozen(path, true, 1000).catch(() => undefined);
+      for (const pid of await left()) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* gone already */
+        }
+      }
+      await this.o.cgroups.setFrozen(path, false).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
   private async cleanup(id: string, what: { started: boolean; mounted: boolean }): Promise<void> {
     const dir = this.dir(id);
     if (what.started) {
@@ -332,6 +360,7 @@ export class ContainerBackend implements Backend {
         const deadline = Date.now() + 5000;
         while (!(await processExited(pid, startTime)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
       }
+      await this.killLeft(id);
       if (existsSync(join(dir, 'config.json'))) {
         // A runc bundle. Its errors do not matter (the container may be gone already); its log
         // would outlive the dir.
