@@ -42,28 +42,24 @@ class Stream {
 
 const page = (fill: number): Buffer => Buffer.alloc(PAGE, fill);
 
+/** A stream's header, `config`, and the ram section's start with its block list (name, bytes, guest address), before any page. */
+function ramStart(config: Buffer, blocks: Array<[string, number, bigint]>): Stream {
+  const st = new Stream().be32(0x5145564d).be32(3).raw(config).raw([0x01]).be32(2).name('ram').be32(0).be32(4);
+  st.be64(BigInt(blocks.reduce((n, [, bytes]) => n + bytes, 0)) | 0x04n);
+  for (const [name, bytes, gpa] of blocks) st.name(name).be64(BigInt(bytes)).be64(gpa);
+  return st;
+}
+
 test('splitRamBlock: the block’s pages go to its file at their offsets, the rest of the state is kept as it was', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'warren-split-'));
   try {
     const devices = Buffer.from([0x04, 0, 0, 0, 9, 5, ...Buffer.from('timer'), 0, 0, 0, 0, 0, 0, 0, 1, 0xaa, 0xbb, 0x7e, 0, 0, 0, 9, 0x00]);
     const config = Buffer.from([0x07, 0, 0, 0, 7, ...Buffer.from('microvm')]);
-    const input = new Stream()
-      .be32(0x5145564d)
-      .be32(3)
-      .raw(config)
-      // ram's start: the block list (each with its guest address), a page of each block, the end of the part.
-      .raw([0x01])
-      .be32(2)
-      .name('ram')
-      .be32(0)
-      .be32(4)
-      .be64(BigInt(4 * PAGE + PAGE) | 0x04n)
-      .name('microvm.ram')
-      .be64(BigInt(4 * PAGE))
-      .be64(0n)
-      .name('bios')
-      .be64(BigInt(PAGE))
-      .be64(0xfff00000n)
+    // ram's start: the block list (each with its guest address), a page of each block, the end of the part.
+    const input = ramStart(config, [
+      ['microvm.ram', 4 * PAGE, 0n],
+      ['bios', PAGE, 0xfff00000n],
+    ])
       .record(0x08, 0, 'microvm.ram', page(1))
       .record(0x08 | 0x20, PAGE, null, page(2))
       .record(0x02 | 0x20, 2 * PAGE, null, Buffer.from([0]))
@@ -89,22 +85,10 @@ test('splitRamBlock: the block’s pages go to its file at their offsets, the re
     assert.equal(ram.length, 4 * PAGE);
     // Page 0 was written twice: last by the filled record.
     assert.deepEqual([ram[0], ram[PAGE], ram[2 * PAGE], ram[3 * PAGE]], [7, 2, 0, 4]);
-    const expected = new Stream()
-      .be32(0x5145564d)
-      .be32(3)
-      .raw(config)
-      .raw([0x01])
-      .be32(2)
-      .name('ram')
-      .be32(0)
-      .be32(4)
-      .be64(BigInt(4 * PAGE + PAGE) | 0x04n)
-      .name('microvm.ram')
-      .be64(BigInt(4 * PAGE))
-      .be64(0n)
-      .name('bios')
-      .be64(BigInt(PAGE))
-      .be64(0xfff00000n)
+    const expected = ramStart(config, [
+      ['microvm.ram', 4 * PAGE, 0n],
+      ['bios', PAGE, 0xfff00000n],
+    ])
       .record(0x08, 0, 'bios', page(9))
       .be64(0x10n)
       .footer(2)
@@ -127,19 +111,7 @@ test('splitRamBlock: the block’s pages go to its file at their offsets, the re
 test('splitRamBlock: what it does not know fails the split (no half-understood state)', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'warren-split-'));
   try {
-    const start = (): Stream =>
-      new Stream()
-        .be32(0x5145564d)
-        .be32(3)
-        .raw([0x01])
-        .be32(2)
-        .name('ram')
-        .be32(0)
-        .be32(4)
-        .be64(BigInt(PAGE) | 0x04n)
-        .name('microvm.ram')
-        .be64(BigInt(PAGE))
-        .be64(0n);
+    const start = (): Stream => ramStart(Buffer.alloc(0), [['microvm.ram', PAGE, 0n]]);
     const cases: Array<[string, Buffer, RegExp]> = [
       ['xbzrle', start().record(0x40, 0, 'microvm.ram', Buffer.alloc(8)).bytes, /does not know/],
       ['truncated', start().record(0x08, 0, 'microvm.ram', Buffer.alloc(100)).bytes, /ends early/],

@@ -471,7 +471,7 @@ export async function restoreMicrovm(dir: string, mux: AgentMux, tap: VmTap | nu
 }
 
 /** Whether the microVM in `dir` has its layers mapped (its vm.json's `dax`): its saves and loads leave shared memory out. */
-export async function daxed(dir: string): Promise<boolean> {
+async function daxed(dir: string): Promise<boolean> {
   return !!(JSON.parse(await readFile(vmFiles(dir).spec, 'utf8')) as MicrovmSpec).dax;
 }
 
