@@ -52,15 +52,20 @@ test('the sandbox config becomes the fields runc would have honoured', () => {
 
 test('limits become cgroup writes under the sandbox cgroup of each controller, deny-all devices first', () => {
   const w = cgroupWrites((config as { linux: Config['linux'] }).linux.resources, (c) => `/cg/${c}/x`);
-  assert.deepEqual(w.slice(0, 5), [
+  // The default period (100 ms) is a new cgroup's already: not written.
+  assert.deepEqual(w.slice(0, 4), [
     ['/cg/memory/x/memory.limit_in_bytes', String(64 * 1024 * 1024)],
     ['/cg/cpu/x/cpu.shares', '1024'],
-    ['/cg/cpu/x/cpu.cfs_period_us', '100000'],
     ['/cg/cpu/x/cpu.cfs_quota_us', '50000'],
     ['/cg/pids/x/pids.max', '100'],
   ]);
-  assert.deepEqual(w[5], ['/cg/devices/x/devices.deny', 'a']);
-  assert.ok(w.slice(6).every(([file]) => file === '/cg/devices/x/devices.allow'));
+  assert.deepEqual(w[4], ['/cg/devices/x/devices.deny', 'a']);
+  assert.ok(w.slice(5).every(([file]) => file === '/cg/devices/x/devices.allow'));
+  const period = cgroupWrites({ cpu: { period: 50_000, quota: 25_000 } }, (c) => `/cg/${c}/x`);
+  assert.deepEqual(period, [
+    ['/cg/cpu/x/cpu.cfs_period_us', '50000'],
+    ['/cg/cpu/x/cpu.cfs_quota_us', '25000'],
+  ]);
   assert.ok(values(fields(), 'cg').includes('/sys/fs/cgroup/memory/own/warren/sb_1'));
   // Memory + swap capped at the memory limit, written after it (the kernel refuses it below).
   const capped = cgroupWrites({ memory: { limit: 1 << 26, swap: 1 << 26 } }, (c) => `/cg/${c}/x`);

@@ -183,6 +183,9 @@ export function capabilityMask(names: string[]): bigint {
   return mask;
 }
 
+/** The kernel's CFS period of a new cgroup (cpu.cfs_period_us). */
+const DEFAULT_CFS_PERIOD_US = 100_000;
+
 /** The cgroup files to write, in order, for a config's resources. */
 export function cgroupWrites(resources: OciSubset['linux']['resources'] = {}, dirOf: (controller: string) => string): Array<[string, string]> {
   const w: Array<[string, string]> = [];
@@ -190,7 +193,10 @@ export function cgroupWrites(resources: OciSubset['linux']['resources'] = {}, di
   // After the memory limit: the kernel refuses a memory+swap limit below it.
   if (resources.memory?.swap !== undefined) w.push([join(dirOf('memory'), 'memory.memsw.limit_in_bytes'), String(resources.memory.swap)]);
   if (resources.cpu?.shares !== undefined) w.push([join(dirOf('cpu'), 'cpu.shares'), String(resources.cpu.shares)]);
-  if (resources.cpu?.period !== undefined) w.push([join(dirOf('cpu'), 'cpu.cfs_period_us'), String(resources.cpu.period)]);
+  // A new cgroup has the default period already, and each write of it walks every task group
+  // of the host (tg_set_cfs_bandwidth): 2.7 % of the machine at 4,500 sandboxes, one per create.
+  if (resources.cpu?.period !== undefined && resources.cpu.period !== DEFAULT_CFS_PERIOD_US)
+    w.push([join(dirOf('cpu'), 'cpu.cfs_period_us'), String(resources.cpu.period)]);
   if (resources.cpu?.quota !== undefined) w.push([join(dirOf('cpu'), 'cpu.cfs_quota_us'), String(resources.cpu.quota)]);
   if (resources.pids?.limit !== undefined) w.push([join(dirOf('pids'), 'pids.max'), String(resources.pids.limit)]);
   const devices = resources.devices ?? [];
