@@ -62,8 +62,8 @@ const TESTS = values.tests ? values.tests.split(',') : DEFAULT_TESTS;
 const TIMEOUT_MS = Number(values['timeout-min']) * 60_000;
 /**
  * regrtest: junit output, parallel workers, a per-file timeout so one hang cannot stop the run.
- * The VSOCK cases are left out on every side: a sandbox refuses AF_VSOCK (seccomp; README
- * Security), and on a VM whose host talks vsock (a Firecracker guest, like the machine these
+ * The VSOCK cases are left out on every side: a sandbox refuses AF_VSOCK (seccomp; the security
+ * design in docs/architecture.md), and on a VM whose host talks vsock (a Firecracker guest, like the machine these
  * numbers come from) the host side's accept waits for a peer that never comes, until the file's
  * timeout takes the rest of test_socket with it.
  */
