@@ -34,12 +34,13 @@
 #define SEP '\x1f'
 
 struct mnt {
+	/* type "": a directory made in the mount above it and bound onto itself (dir=); data its mode. */
 	char *dest, *type, *source, *data;
 	unsigned long flags;
 };
 
 struct spec {
-	char *root, *sock, *log, *hostname, *cwd, *overlay, *overlaydir, *netns;
+	char *root, *sock, *log, *hostname, *cwd, *overlay, *overlaydir, *netns, *maskdir;
 	char *uidmap, *gidmap, *layermap;
 	int layerns;
 	int clone_flags, cgroupns;

@@ -29,7 +29,7 @@ int spawn_split(char *s, char **parts, int max)
 	return n;
 }
 
-/* The first n bytes of s as a number of `base` (10 or 16): digits only, at least one, at most max. */
+/* The first n bytes of s as a number of `base` (8, 10 or 16): digits only, at least one, at most max. */
 static int parse_num(const char *s, size_t n, int base, unsigned long long max, unsigned long long *out)
 {
 	unsigned long long v = 0;
@@ -44,6 +44,8 @@ static int parse_num(const char *s, size_t n, int base, unsigned long long max, 
 		else if (base == 16 && c >= 'A' && c <= 'F')
 			d = c - 'A' + 10;
 		else
+			return -1;
+		if (d >= base)
 			return -1;
 		if (v > (max - (unsigned long long)d) / (unsigned long long)base)
 			return -1;
@@ -176,6 +178,30 @@ static int parse_mount(struct spec *sp, char *v)
 	return 0;
 }
 
+/* The flags a dir= bind may have. */
+#define DIR_FLAGS (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+/*
+ * DEST^MODE^FLAGS: DEST absolute, MODE octal (permission bits and sticky), FLAGS a decimal mask
+ * of DIR_FLAGS. Kept among the mounts, in order: it is made on the mount before it.
+ */
+static int parse_dir(struct spec *sp, char *v)
+{
+	char *p[3];
+	unsigned long long flags, mode;
+	if (sp->nmounts >= MAX_ITEMS || spawn_split(v, p, 3) != 3 || absolute(p[0]) < 0 || !strcmp(p[0], "/") ||
+	    parse_num(p[1], strlen(p[1]), 8, 01777, &mode) < 0 || parse_num(p[2], strlen(p[2]), 10, ULONG_MAX, &flags) < 0 ||
+	    (flags & ~(unsigned long long)DIR_FLAGS))
+		return -1;
+	struct mnt *m = &sp->mounts[sp->nmounts++];
+	m->dest = p[0];
+	m->type = "";
+	m->source = NULL;
+	m->flags = (unsigned long)flags;
+	m->data = p[1];
+	return 0;
+}
+
 /* RES:SOFT:HARD: a resource the kernel has, soft within hard. */
 static int parse_rlimit(struct spec *sp, const char *v)
 {
@@ -255,6 +281,10 @@ int spawn_parse(struct spec *sp, char **f, int n, const char **bad)
 			r = dev_ok(v) < 0 ? -1 : push(sp->devs, &sp->ndevs, v);
 		else if (!strcmp(k, "link"))
 			r = link_ok(v) < 0 ? -1 : push(sp->links, &sp->nlinks, v);
+		else if (!strcmp(k, "dir"))
+			r = parse_dir(sp, v);
+		else if (!strcmp(k, "maskdir"))
+			r = absolute(sp->maskdir = v);
 		else if (!strcmp(k, "mask"))
 			r = absolute(v) < 0 ? -1 : push(sp->masks, &sp->nmasks, v);
 		else if (!strcmp(k, "ro"))

@@ -30,10 +30,16 @@
  *                      inside root, in order; DEST resolves inside root (symlinks cannot leave
  *                      it) and is created when missing. A bind with more flags than MS_BIND|MS_REC
  *                      is remounted with them, keeping the flags the kernel locks.
+ *   dir=DEST^MODE^FLAGS   (among the mounts, in order) a directory made at DEST on the mount
+ *                      above it, of MODE (octal, within 1777), bound onto itself with FLAGS (of
+ *                      MS_RDONLY|MS_NOSUID|MS_NODEV|MS_NOEXEC): /dev/shm in the /dev tmpfs,
+ *                      without a superblock of its own
  *   dev=NAME           bind the host's /dev/NAME at /dev/NAME inside (repeat)
  *   link=TARGET^PATH   a symlink inside root (repeat)
- *   mask=PATH          after pivot_root: hidden (a directory under a read-only tmpfs, a file
- *                      under /dev/null); missing paths are skipped (repeat)
+ *   mask=PATH          hidden: a directory under maskdir bound read-only (resolved in root before
+ *                      pivot_root) or, without maskdir, a read-only tmpfs; a file under
+ *                      /dev/null after pivot_root; missing paths are skipped (repeat)
+ *   maskdir=PATH       an empty directory of the host's that no sandbox id owns
  *   ro=PATH            after pivot_root: remounted read-only (repeat)
  *   rlimit=RES:SOFT:HARD
  *   caps=HEX           the capability set kept (bounding, permitted, effective; bits up to

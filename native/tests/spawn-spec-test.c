@@ -35,7 +35,6 @@ static const char *const EDGE[] = {
 	"cg=/sys/fs/cgroup/freezer/own/warren/sb_1",
 	"cg=/sys/fs/cgroup/devices/own/warren/sb_1",
 	"cgw=/sys/fs/cgroup/memory/own/warren/sb_1/memory.limit_in_bytes=67108864",
-	"cgw=/sys/fs/cgroup/cpu/own/warren/sb_1/cpu.cfs_period_us=100000",
 	"cgw=/sys/fs/cgroup/cpu/own/warren/sb_1/cpu.cfs_quota_us=50000",
 	"cgw=/sys/fs/cgroup/pids/own/warren/sb_1/pids.max=100",
 	"cgw=/sys/fs/cgroup/devices/own/warren/sb_1/devices.deny=a",
@@ -50,7 +49,7 @@ static const char *const EDGE[] = {
 	"mount=/proc\x1f" "proc\x1f" "proc\x1f" "14\x1f" "",
 	"mount=/dev\x1f" "tmpfs\x1f" "tmpfs\x1f" "16777218\x1f" "mode=755,size=65536k",
 	"mount=/dev/pts\x1f" "devpts\x1f" "devpts\x1f" "10\x1f" "newinstance,ptmxmode=0666,mode=0620",
-	"mount=/dev/shm\x1f" "tmpfs\x1f" "shm\x1f" "14\x1f" "mode=1777,size=65536k",
+	"dir=/dev/shm\x1f" "1777\x1f" "14",
 	"mount=/dev/mqueue\x1f" "mqueue\x1f" "mqueue\x1f" "14\x1f" "",
 	"mount=/sys\x1f" "sysfs\x1f" "sysfs\x1f" "15\x1f" "",
 	"mount=/.warren\x1f" "none\x1f" "/p\x1f" "4103\x1f" "",
@@ -65,6 +64,7 @@ static const char *const EDGE[] = {
 	"link=/proc/self/fd/1\x1f" "/dev/stdout",
 	"link=/proc/self/fd/2\x1f" "/dev/stderr",
 	"link=pts/ptmx\x1f" "/dev/ptmx",
+	"maskdir=/d/mnt/empty",
 	"mask=/proc/acpi",
 	"mask=/proc/asound",
 	"mask=/proc/kcore",
@@ -134,8 +134,12 @@ static void test_edge_spec(void)
 	CHECK(sp.have_caps && sp.caps == 0xa80425fbULL && sp.nnp == 1);
 	CHECK(sp.nrl == 1 && sp.rl[0].res == RLIMIT_NOFILE && sp.rl[0].soft == 4096 && sp.rl[0].hard == 4096);
 	CHECK(sp.nmounts == 7 && !strcmp(sp.mounts[6].dest, "/.warren") && sp.mounts[6].flags == 4103 && !strcmp(sp.mounts[6].data, ""));
+	/* dir=: kept in order among the mounts, no type or source, its mode as data. */
+	CHECK(!strcmp(sp.mounts[3].dest, "/dev/shm") && !strcmp(sp.mounts[3].type, "") && sp.mounts[3].source == NULL &&
+	      !strcmp(sp.mounts[3].data, "1777") && sp.mounts[3].flags == 14);
+	CHECK(sp.maskdir && !strcmp(sp.maskdir, "/d/mnt/empty"));
 	CHECK(sp.nenv == 2 && !strcmp(sp.env[1], "WARREN_LISTEN_FD=3") && sp.env[2] == NULL);
-	CHECK(sp.ndevs == 6 && sp.nlinks == 5 && sp.ncg == 6 && sp.ncgw == 13);
+	CHECK(sp.ndevs == 6 && sp.nlinks == 5 && sp.ncg == 6 && sp.ncgw == 12);
 	CHECK((sp.clone_flags & CLONE_NEWNET) && sp.cgroupns && !strcmp(sp.layermap, "200000:100000:65536"));
 }
 
@@ -244,6 +248,17 @@ static void test_bad_fields(void)
 	refused("cgw=/no/value", "cgw");
 	refused("cgw=relative=1", "cgw");
 	refused("mask=relative", "mask");
+	refused("maskdir=relative", "maskdir");
+	/* dir=DEST^MODE^FLAGS: absolute, not the root, an octal mode within 1777, only ro, nosuid, nodev and noexec. */
+	refused("dir=relative\x1f" "1777\x1f" "14", "dir");
+	refused("dir=/\x1f" "1777\x1f" "14", "dir");
+	refused("dir=/x\x1f" "0779\x1f" "14", "dir");
+	refused("dir=/x\x1f" "4777\x1f" "14", "dir");
+	refused("dir=/x\x1f" "\x1f" "14", "dir");
+	refused("dir=/x\x1f" "1777\x1f" "4110", "dir");
+	refused("dir=/x\x1f" "1777\x1f" "-1", "dir");
+	refused("dir=/x\x1f" "1777", "dir");
+	refused("dir=/x\x1f" "1777\x1f" "14\x1f", "dir");
 	refused("ro=relative", "ro");
 	refused("netns=relative", "netns");
 	refused("ns=user,mnt,pid,bogus", "ns");

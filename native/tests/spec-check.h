@@ -150,9 +150,20 @@ static const char *spec_check(const struct spec *sp, const char *line, const cha
 		if (!s || s == sp->links[i] || s[1] != '/')
 			return "link is TARGET^PATH, PATH absolute";
 	}
+	if (sp->maskdir && (!SPEC_IN(sp->maskdir) || sp->maskdir[0] != '/'))
+		return "maskdir is absolute";
 	for (int i = 0; i < sp->nmounts; i++) {
 		const struct mnt *m = &sp->mounts[i];
-		unsigned long long flags;
+		unsigned long long flags, mode;
+		if (m->type && !m->type[0]) {
+			/* dir=DEST^MODE^FLAGS */
+			if (!SPEC_IN(m->dest) || !SPEC_IN(m->data) || m->source || m->dest[0] != '/' || !m->dest[1] ||
+			    spec_digits(SPEC_ORIG(m->data), strlen(m->data), 8, 01777, &mode) < 0)
+				return "dir is DEST^MODE^FLAGS, DEST absolute and not /, MODE octal within 1777";
+			if (m->flags & ~(unsigned long)(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC))
+				return "dir FLAGS are ro, nosuid, nodev and noexec only";
+			continue;
+		}
 		if (!SPEC_IN(m->dest) || !SPEC_IN(m->data) || m->dest[0] != '/' || !m->type[0] || m->data < m->source)
 			return "mount is DEST^TYPE^SOURCE^FLAGS^DATA, DEST absolute";
 		const char *ft = m->source + strlen(m->source) + 1;

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { assertConfined } from './confinement.js';
 import { errorCode, hostLeftovers, http, initOf, startTestWarren, testClock, until, type TestWarren } from './harness.js';
@@ -280,7 +280,6 @@ describe('sandbox lifecycle through the API', () => {
       assert.doesNotMatch((await sb.exec('ls -a /.warren')).stdout, /sock/);
       // Files written inside land as the sandbox's range in its own upper layer.
       await sb.exec('echo x > /root/owned');
-      const { stat } = await import('node:fs/promises');
       const st = await stat(`${t.dataDir}/sandboxes/${sb.id}/upper/root/owned`);
       assert.equal(st.uid, hostStart);
     } finally {
@@ -289,15 +288,41 @@ describe('sandbox lifecycle through the API', () => {
   });
 
   test('confinement: capabilities, no_new_privs, masked and read-only kernel files, devices, rlimits', async () => {
-    const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
+    const [sb, other] = await Promise.all([t.client.sandboxes.create({ image: 'busybox:latest' }), t.client.sandboxes.create({ image: 'busybox:latest' })]);
     try {
       await assertConfined(sb);
-      // The masked directories are one empty read-only tmpfs (each superblock costs every memory
-      // cgroup on the host bookkeeping: see native/spawn-child.c spawn_mask).
-      const devices = await sb.exec('stat -c %d /proc/acpi /sys/firmware /sys/kernel/debug /sys/fs/cgroup | sort -u | wc -l');
-      assert.equal(devices.stdout.trim(), '1', devices.stderr);
+      // Each superblock costs every memory cgroup on the host bookkeeping (native/spawn-child.c,
+      // spawn_mask), so a sandbox makes only those it needs: its root, proc, sysfs, the /dev
+      // tmpfs, devpts and mqueue. The masked directories are the node's one empty directory,
+      // read-only, that the host's root owns, the same in every sandbox...
+      const masks = '/proc/acpi /sys/firmware /sys/kernel/debug /sys/fs/cgroup';
+      const devOf = async (x: typeof sb): Promise<string> => (await x.exec(`stat -c '%d %u %a' ${masks} | sort -u`)).stdout.trim();
+      const host = await stat(`${t.dataDir}/mnt/empty`);
+      assert.equal(await devOf(sb), `${host.dev} 65534 555`);
+      assert.equal(await devOf(other), `${host.dev} 65534 555`);
+      const write = await sb.exec(
+        'touch /sys/firmware/x /proc/acpi/x; mkdir /sys/fs/cgroup/x; ls -A /sys/firmware /proc/acpi /sys/fs/cgroup | grep -v : | grep -c .',
+      );
+      assert.equal(write.stdout.trim(), '0', write.stderr);
+      assert.match(write.stderr, /Read-only file system|Permission denied/);
+      // ...and /dev/shm is a directory of the /dev tmpfs, bound with its own flags.
+      const shm = await sb.exec("stat -c '%d %a' /dev /dev/shm | cut -d' ' -f1 | sort -u | wc -l; stat -c %a /dev/shm; grep ' /dev/shm ' /proc/self/mountinfo");
+      const [devices, mode, line] = shm.stdout.trim().split('\n');
+      assert.equal(devices, '1', shm.stdout);
+      assert.equal(mode, '1777');
+      for (const flag of ['nosuid', 'nodev', 'noexec']) assert.match(line ?? '', new RegExp(`[ ,]${flag}[ ,]`), line);
+      const inShm = await sb.exec('echo data > /dev/shm/f && cat /dev/shm/f && cp /bin/busybox /dev/shm/bb && /dev/shm/bb true; echo rc=$?');
+      assert.match(inShm.stdout, /^data\nrc=126$/m, JSON.stringify(inShm));
+      const own = new Set((await readFile('/proc/self/mountinfo', 'utf8')).split('\n').map((l) => l.split(' ')[2]));
+      const mine = new Set(
+        (await sb.exec('cat /proc/self/mountinfo')).stdout
+          .split('\n')
+          .flatMap((l) => (l ? [l.split(' ')[2]] : []))
+          .filter((d) => !own.has(d)),
+      );
+      assert.equal(mine.size, 6, [...mine].join(' '));
     } finally {
-      await sb.delete();
+      await Promise.all([sb.delete(), other.delete()]);
     }
   });
 

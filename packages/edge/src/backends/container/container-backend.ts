@@ -1,5 +1,5 @@
 import { cpus } from 'node:os';
-import { chown, mkdir, readdir, readFile, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, readFile, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
@@ -97,6 +97,8 @@ export class ContainerBackend implements Backend {
     this.cpuIdle = existsSync(join(this.o.cgroups.mountRoot, 'cpu', 'cpu.idle'));
     await Promise.all([mkdir(join(this.o.dataDir, 'sandboxes'), { recursive: true }), mkdir(this.rootMount, { recursive: true })]);
     await mkdir(this.runDir, { recursive: true, mode: 0o711 });
+    await mkdir(this.maskDir, { recursive: true });
+    await chmod(this.maskDir, 0o555);
     const mounts = await readFile('/proc/self/mountinfo', 'utf8');
     if (!mounts.split('\n').some((l) => l.split(' ')[4] === this.runDir)) await this.o.mounts.tmpfs(this.runDir, 'mode=0711,size=64m');
     await Promise.all([this.layers.recover(), this.forkBases.open()]);
@@ -145,6 +147,14 @@ export class ContainerBackend implements Backend {
    */
   private get rootMount(): string {
     return join(this.o.dataDir, 'mnt', 'root');
+  }
+
+  /**
+   * The empty directory bound read-only over every sandbox's masked directories (/proc/acpi,
+   * /sys/firmware...): the host's root owns it, so no sandbox can write to it.
+   */
+  private get maskDir(): string {
+    return join(this.o.dataDir, 'mnt', 'empty');
   }
 
   private cgroupPath(id: string): string {
@@ -275,6 +285,7 @@ export class ContainerBackend implements Backend {
       overlay,
       layerMap,
       withoutCpuQuota: true,
+      maskDir: this.maskDir,
     });
     const pid = await this.o.spawner.spawnSandbox(fields);
     const startTime = await processStartTime(pid);

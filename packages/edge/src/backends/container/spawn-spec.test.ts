@@ -50,6 +50,22 @@ test('the sandbox config becomes the fields runc would have honoured', () => {
   assert.ok(values(f, 'ro').includes('/proc/sys'));
 });
 
+test('superblocks a sandbox does without: /dev/shm is a directory of the /dev tmpfs, masked directories share the host empty one', () => {
+  const f = fields();
+  const mounts = values(f, 'mount').map((m) => m.split('\x1f').slice(0, 2).join(' '));
+  assert.ok(mounts.includes('/dev tmpfs'));
+  assert.ok(!mounts.some((m) => m.startsWith('/dev/shm')));
+  // nosuid | nodev | noexec, mode 1777, after /dev (in the mounts' order).
+  assert.deepEqual(values(f, 'dir'), [['/dev/shm', '1777', String(2 | 4 | 8)].join('\x1f')]);
+  assert.ok(f.indexOf(`dir=${values(f, 'dir')[0]}`) > f.findIndex((x) => x.startsWith('mount=/dev\x1f')));
+  assert.deepEqual(values(f, 'maskdir'), []);
+  assert.deepEqual(values(spawnFields(config as unknown as Config, { ...paths, maskDir: '/d/mnt/empty' }), 'maskdir'), ['/d/mnt/empty']);
+  // A tmpfs not inside another stays a mount of its own.
+  const alone = { ...config, mounts: [{ destination: '/scratch', type: 'tmpfs', source: 'tmpfs', options: ['mode=700'] }] } as unknown as Config;
+  assert.deepEqual(values(spawnFields(alone, paths), 'dir'), []);
+  assert.equal(values(spawnFields(alone, paths), 'mount').length, 1);
+});
+
 test('limits become cgroup writes under the sandbox cgroup of each controller, deny-all devices first', () => {
   const w = cgroupWrites((config as { linux: Config['linux'] }).linux.resources, (c) => `/cg/${c}/x`);
   // The default period (100 ms) is a new cgroup's already: not written.

@@ -228,6 +228,24 @@ export interface SpawnPaths {
   layerMap?: { from: number; to: number; size: number };
   /** Leave the CPU quota unwritten (the caller writes it once the platform's set-up is done). */
   withoutCpuQuota?: boolean;
+  /**
+   * An empty directory of the host's, owned by its root (no id of any sandbox's): masked
+   * directories get it bound read-only instead of a tmpfs of their own (one superblock fewer a
+   * sandbox: see spawn_mask in native/spawn-child.c).
+   */
+  maskDir?: string;
+}
+
+/**
+ * A tmpfs mounted inside another tmpfs of the config (`/dev/shm` in `/dev`): made a directory of
+ * the outer one, bound onto itself with its own flags (`dir=`), not a superblock of its own; its
+ * room is the outer tmpfs's. Null for any other mount.
+ */
+function nestedTmpfs(m: OciSubset['mounts'][number], before: OciSubset['mounts']): { mode: string; flags: number } | null {
+  if (m.type !== 'tmpfs' || !before.some((o) => o.type === 'tmpfs' && m.destination.startsWith(o.destination.replace(/\/?$/, '/')))) return null;
+  const { flags, data } = mountFlags(m.options);
+  const mode = /(?:^|,)mode=([0-7]{1,4})(?:,|$)/.exec(data)?.[1] ?? '1777';
+  return { mode, flags: flags & (MS.RDONLY | MS.NOSUID | MS.NODEV | MS.NOEXEC) };
 }
 
 /** The fields of a warren-hostd `spawn` request for an OCI config. */
@@ -279,7 +297,13 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
   for (const c of SANDBOX_CONTROLLERS) f.push(`cg=${dirOf(c)}`);
   for (const [file, value] of cgroupWrites(linux.resources, dirOf))
     if (!(paths.withoutCpuQuota && file.endsWith('/cpu.cfs_quota_us'))) f.push(`cgw=${file}=${value}`);
-  for (const m of config.mounts) {
+  for (const [i, m] of config.mounts.entries()) {
+    const nested = nestedTmpfs(m, config.mounts.slice(0, i));
+    if (nested) {
+      if (m.destination.includes(US)) unsupported(`mount ${m.destination}`);
+      f.push(`dir=${[m.destination, nested.mode, String(nested.flags)].join(US)}`);
+      continue;
+    }
     const { flags: optionFlags, data } = mountFlags(m.options);
     const flags = m.type === 'bind' ? optionFlags | MS.BIND : optionFlags;
     const type = m.type === 'bind' ? 'none' : m.type;
@@ -288,6 +312,7 @@ export function spawnFields(config: OciSubset, paths: SpawnPaths): string[] {
   }
   for (const d of DEFAULT_DEVICES) f.push(`dev=${d}`);
   for (const [target, path] of LINKS) f.push(`link=${target}${US}${path}`);
+  if (paths.maskDir) f.push(`maskdir=${paths.maskDir}`);
   for (const m of linux.maskedPaths ?? []) f.push(`mask=${m}`);
   for (const r of linux.readonlyPaths ?? []) f.push(`ro=${r}`);
   for (const r of p.rlimits ?? []) {
