@@ -9,18 +9,6 @@ export class BackendSet {
     if (all.length === 0) throw new Error('an edge needs at least one backend');
   }
 
-  /** How many of these sandboxes each backend runs, and how many of them are paused. */
-  count(live: Iterable<Live>): Record<string, { sandboxes: number; paused: number }> {
-    const out: Record<string, { sandboxes: number; paused: number }> = {};
-    for (const b of this.all) out[b.name] = { sandboxes: 0, paused: 0 };
-    for (const l of live) {
-      const c = (out[l.backend.name] ??= { sandboxes: 0, paused: 0 });
-      c.sandboxes++;
-      if (l.spec.paused) c.paused++;
-    }
-    return out;
-  }
-
   /** The backend a spec names (the first when it names none); invalid_argument for one this node lacks. */
   pick(spec: EdgeSandboxSpec): Backend {
     const b = spec.backend === undefined ? this.all[0] : this.all.find((x) => x.name === spec.backend);

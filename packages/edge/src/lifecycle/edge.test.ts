@@ -217,6 +217,44 @@ test('a paused sandbox counts what stays resident and no CPU: the node admits mo
   await assert.rejects(e.create(spec('sb_4')), (err: WarrenError) => err.code === 'resource_exhausted');
 });
 
+test('a paused sandbox deleted, or whose resume fails, is counted as it is: nothing of it stays in the relief', async () => {
+  const b = new FakeBackend();
+  let finish: (bytes: number) => void = () => undefined;
+  b.reclaim = (id: string, signal?: AbortSignal) =>
+    new Promise<number>((resolve) => {
+      b.calls.push(`reclaim ${id}`);
+      finish = resolve;
+      signal?.addEventListener('abort', () => setImmediate(() => resolve(0)));
+    });
+  const e = edge(b, [], { capacity: { cpu: 8, memoryMiB: 4096, sandboxes: 8, maxCpuPerSandbox: 2, maxMemoryMiBPerSandbox: 1024 } });
+  const idle = { cpu: 0, memoryMiB: 0, sandboxes: 0, paused: 0 };
+  // Deleted while its page-out runs, then once it is done.
+  await e.create(spec('sb_1'));
+  await e.pause('sb_1');
+  await e.destroy('sb_1');
+  assert.deepEqual(e.usage(), idle);
+  await e.create(spec('sb_2'));
+  await e.pause('sb_2');
+  finish(2 ** 20);
+  await until(() => e.usage().paused === 1);
+  assert.deepEqual(e.usage(), { cpu: 0, memoryMiB: 1, sandboxes: 1, paused: 1 });
+  await e.destroy('sb_2');
+  assert.deepEqual(e.usage(), idle);
+  // A resume that fails leaves it paused and counted; one that works takes it all back.
+  await e.create(spec('sb_3'));
+  await e.pause('sb_3');
+  finish(0);
+  await until(() => e.usage().paused === 1);
+  b.resume = () => Promise.reject(new Error('thaw failed'));
+  await assert.rejects(e.resume('sb_3'), /thaw failed/);
+  assert.deepEqual(e.usage(), { cpu: 0, memoryMiB: 0, sandboxes: 1, paused: 1 });
+  b.resume = async () => undefined;
+  await e.resume('sb_3');
+  assert.deepEqual(e.usage(), { cpu: 1, memoryMiB: 512, sandboxes: 1, paused: 0 });
+  await e.destroy('sb_3');
+  assert.deepEqual(e.usage(), idle);
+});
+
 test('time paused does not count against the TTL unless asked; the owner hears of every change', async () => {
   const b = new FakeBackend();
   const changes: string[] = [];

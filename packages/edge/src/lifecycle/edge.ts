@@ -10,7 +10,8 @@ import type { FnWorkers } from '../fn/fn-workers.js';
 import type { PoolMembers } from './pool-members.js';
 import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
-import { endCause, markActivity, newCommandId, newLive, pausedRelief, sampledStats, type Live } from './live.js';
+import { endCause, markActivity, newCommandId, newLive, sampledStats, type Live } from './live.js';
+import { Commitments } from './commitments.js';
 import { checkAlive, watchEnd } from './liveness.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
@@ -46,8 +47,8 @@ export class Edge {
   private readonly live = new Map<string, Live>();
   /** The layers the live sandboxes stand on, counted. */
   private readonly layerRefs = new LayerRefs();
-  /** The sandboxes paused (or being paused) since they were last seen running: what usage() walks, not every sandbox. */
-  private readonly pausedIds = new Set<string>();
+  /** What the sandboxes commit (requests, paused ones' relief, counts), kept as they change. */
+  private readonly commitments = new Commitments();
   private readonly output: OutputBudgets;
   private readonly freezes = new Freezes();
   /** Commits and fork bases: what a sandbox's state becomes, frozen for a moment. */
@@ -57,8 +58,6 @@ export class Edge {
   readonly events = new EdgeEvents();
   /** Made anew each time an edge starts: what tells its owner the edge restarted (and its events numbered anew). */
   readonly boot = randomBytes(8).toString('hex');
-  private allocated = { cpu: 0, memoryMiB: 0 };
-  private reserved = 0;
   private readonly creating = new InFlight(() => new WarrenError('unavailable', 'the node is stopping', { node: this.o.nodeId }));
   private timer: NodeJS.Timeout | null = null;
   readonly maxFileBytes: number;
@@ -87,7 +86,13 @@ export class Edge {
     });
     this.cpuLoad = new CpuLoad(o.now);
     this.networks = new SandboxNetworks(o.network, (id) => this.get(id));
-    this.pauses = { now: () => this.now(), events: this.events, logger: o.logger, pageouts: new Semaphore(2) };
+    this.pauses = {
+      now: () => this.now(),
+      events: this.events,
+      logger: o.logger,
+      pageouts: new Semaphore(2),
+      changed: (id) => this.commitments.update(id, this.live.get(id)),
+    };
     this.backendSet = new BackendSet(o.backends);
     this.frozen = new FrozenStates({
       backends: this.backendSet.all,
@@ -162,12 +167,11 @@ export class Edge {
   /**
    * What admission counts: CPUs and memory requested by running sandboxes (and the memory a
    * VMM holds beyond its guest's size, as last sampled); a paused one counts the memory still
-   * resident after its reclaim, up to its request, and no CPU (pausedRelief).
+   * resident after its reclaim, up to its request, and no CPU (PausedLedger).
    */
   usage(): { cpu: number; memoryMiB: number; sandboxes: number; paused: number } {
-    const p = pausedRelief(this.pausedIds, this.live);
-    const memoryMiB = this.allocated.memoryMiB + this.backendSet.heldBeyondRequestsMiB() - p.memoryMiB;
-    return { cpu: this.allocated.cpu - p.cpu, memoryMiB, sandboxes: this.live.size + this.reserved, paused: p.paused };
+    const c = this.commitments.committed();
+    return { ...c, memoryMiB: c.memoryMiB + this.backendSet.heldBeyondRequestsMiB() };
   }
 
   /** The cores the node's sandboxes use together, sampled by the sweep (and by `used`). */
@@ -192,12 +196,12 @@ export class Edge {
 
   /** How many sandboxes each backend runs, and how many of them are paused (a walk over all: for reports). */
   byBackend(): Record<string, { sandboxes: number; paused: number }> {
-    return this.backendSet.count(this.live.values());
+    return this.commitments.byBackend(this.backendSet.all.map((b) => b.name));
   }
 
   /** What the node's sandboxes requested in all (paused ones included), for reports. */
   requested(): { cpu: number; memoryMiB: number } {
-    return { ...this.allocated };
+    return this.commitments.requested();
   }
 
   /** Checks that the node can take a sandbox of this size; throws resource_exhausted if not (see checkAdmission). */
@@ -223,7 +227,7 @@ export class Edge {
   private async createNow(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }>): Promise<void> {
     const backend = this.backendSet.pick(spec);
     this.admit(spec.resources);
-    this.reserve(spec.resources, 1);
+    this.commitments.reserve(spec.resources);
     let sb: BackendSandbox | null = null;
     let room: { release(): void } | null = null;
     // A backend without the node's sandbox network gives its sandboxes loopback only: rules
@@ -246,18 +250,20 @@ export class Edge {
       await backend.started(spec.id);
       const l = newLive(spec, sb, backend, this.now());
       this.live.set(spec.id, l);
+      this.commitments.update(spec.id, l);
       await watchEnd(this.live, spec.id, l, this.ended);
       this.holdLease(spec);
     } catch (e) {
       this.live.delete(spec.id);
+      this.commitments.update(spec.id, undefined);
       if (sb) await backend.destroy(spec.id).catch(() => undefined);
       const idle = this.layerRefs.release(spec.layers);
       if (idle.length) await backend.releaseLayers(idle).catch(() => undefined);
       await net?.detach(spec.id).catch(() => undefined);
-      this.reserve(spec.resources, -1);
+      this.commitments.release(spec.resources);
       throw e;
     } finally {
-      this.reserved--;
+      this.commitments.made();
       room?.release();
     }
   }
@@ -272,6 +278,7 @@ export class Edge {
     if (l.spec.paused || l.pausing) await this.resume(spec.id);
     await configureSandbox(l.sb.connect, spec, files, this.maxFileBytes);
     l.spec = Object.assign({}, spec, { layers: l.spec.layers, resources: l.spec.resources, network: l.spec.network, paused: false });
+    this.commitments.update(spec.id, l);
     this.holdLease(l.spec);
   }
 
@@ -280,12 +287,6 @@ export class Edge {
     if (!spec.lease) return;
     if (!this.leases.learn(spec.lease)) throw new WarrenError('resource_exhausted', 'this node keeps as many leases as it may', { lease: spec.lease.id });
     if (this.leases.lapsed(spec.lease.id)) this.leases.freezeLate(spec.lease.id, spec.id);
-  }
-
-  private reserve(r: EdgeSandboxSpec['resources'], sign: 1 | -1): void {
-    this.allocated.cpu += sign * r.cpu;
-    this.allocated.memoryMiB += sign * memoryRequestOf(r);
-    if (sign === 1) this.reserved++;
   }
 
   /** Takes back a sandbox after a restart; false when its processes are gone. */
@@ -298,14 +299,14 @@ export class Edge {
     spec.paused = false;
     const l = newLive(spec, sb, backend, this.now());
     this.live.set(spec.id, l);
+    this.commitments.update(spec.id, l);
     await watchEnd(this.live, spec.id, l, this.ended);
     // The OOM kills before it was taken back are no command's.
     l.oomKillsSeen = (await backend.oomKills?.(spec.id).catch(() => null)) ?? 0;
     l.limitsSeen = (await backend.limitCounts?.(spec.id).catch(() => null)) ?? null;
     this.layerRefs.hold(spec.layers);
     this.holdLease(spec);
-    this.allocated.cpu += spec.resources.cpu;
-    this.allocated.memoryMiB += memoryRequestOf(spec.resources);
+    this.commitments.hold(spec.resources);
     return true;
   }
 
@@ -368,11 +369,11 @@ export class Edge {
     const l = this.live.get(id);
     if (l) {
       this.live.delete(id);
+      this.commitments.update(id, undefined);
       endSessionLines(l);
       this.layerRefs.release(l.spec.layers);
       for (const c of l.commands.values()) c.release();
-      this.allocated.cpu -= l.spec.resources.cpu;
-      this.allocated.memoryMiB -= memoryRequestOf(l.spec.resources);
+      this.commitments.release(l.spec.resources);
       await stopReclaim(l);
     }
     try {
@@ -393,7 +394,6 @@ export class Edge {
   /** Freezes a sandbox; its memory is paged out in the background unless `reclaim` is false (`gated`: two page-outs at a time; `reason`: the node's memory). */
   async pause(id: string, o: { reclaim?: boolean; gated?: boolean; reason?: 'memory' } = {}): Promise<void> {
     const l = this.able(id, 'pause', 'be paused');
-    this.pausedIds.add(id);
     await pauseLive(l, id, this.pauses, o);
   }
 

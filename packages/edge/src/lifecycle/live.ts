@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { WarrenError, memoryRequestOf } from '@warren/api';
+import { WarrenError } from '@warren/api';
 import type { Backend, BackendSandbox, LimitCounts, SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
@@ -46,29 +46,6 @@ export interface Live {
    * database) must not be lost.
    */
   endSeen: boolean;
-}
-
-/**
- * What the paused sandboxes among `ids` take off a node's committed CPU and memory: a paused
- * one counts no CPU and only the memory still resident after its page-out (never more than its
- * request); until its page-out is done it counts as a running one. Ids no longer paused (or
- * gone) are dropped from `ids`.
- */
-export function pausedRelief(ids: Set<string>, live: ReadonlyMap<string, Live>): { cpu: number; memoryMiB: number; paused: number } {
-  const out = { cpu: 0, memoryMiB: 0, paused: 0 };
-  for (const id of ids) {
-    const l = live.get(id);
-    if (!l || (!l.spec.paused && !l.pausing)) {
-      ids.delete(id);
-      continue;
-    }
-    if (!l.spec.paused || l.pausing || l.reclaim) continue;
-    const request = memoryRequestOf(l.spec.resources);
-    out.paused++;
-    out.cpu += l.spec.resources.cpu;
-    out.memoryMiB += request - Math.min(request, Math.ceil(l.residentWhilePaused / 2 ** 20));
-  }
-  return out;
 }
 
 /** Records activity on a sandbox now (for idle timeouts, and for the control plane to write back). */

@@ -11,6 +11,8 @@ export interface PauseContext {
   logger?: { warn(msg: string, meta?: unknown): void };
   /** Bounds the page-outs of mass pauses (a lease's lapse) under way at once: each is a process that walks a sandbox's memory. */
   pageouts?: Semaphore;
+  /** Told after a sandbox's pause, page-out or resume changed what admission counts of it (PausedLedger). */
+  changed?(id: string): void;
 }
 
 /**
@@ -28,10 +30,11 @@ export async function pauseLive(l: Live, id: string, c: PauseContext, o: { recla
     l.pausedAtMs = c.now();
     // Not paged out (it is about to go): admission counts all it asked for as still held.
     if (o.reclaim === false) l.residentWhilePaused = memoryRequestOf(l.spec.resources) * 2 ** 20;
-    else startReclaim(l.backend, id, l, c.logger, o.gated ? c.pageouts : undefined);
+    else startReclaim(l.backend, id, l, { logger: c.logger, gate: o.gated ? c.pageouts : undefined, settled: () => c.changed?.(id) });
     c.events.emit({ type: 'state', id, paused: true, expiresAtMs: l.spec.expiresAtMs, ...(o.reason ? { reason: o.reason } : {}) });
   })().finally(() => {
     l.pausing = null;
+    c.changed?.(id);
   });
   await l.pausing;
 }
@@ -49,12 +52,14 @@ export async function resumeLive(l: Live, id: string, c: PauseContext): Promise<
       () => {
         l.spec.paused = false;
         l.resuming = null;
+        c.changed?.(id);
         if (l.pausedAtMs !== null && l.spec.expiresAtMs !== null && !l.spec.ttlCountsPaused) l.spec.expiresAtMs += c.now() - l.pausedAtMs;
         l.pausedAtMs = null;
         c.events.emit({ type: 'state', id, paused: false, expiresAtMs: l.spec.expiresAtMs });
       },
       (e: unknown) => {
         l.resuming = null;
+        c.changed?.(id);
         throw e;
       },
     );

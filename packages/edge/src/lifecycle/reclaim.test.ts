@@ -19,7 +19,7 @@ test('page-outs wait their turn (two at a time); one stopped while it waits is d
   } as unknown as Backend;
   const gate = new Semaphore(2);
   const lives = ['a', 'b', 'c'].map(() => ({ reclaim: null, residentWhilePaused: 0 }) as unknown as Live);
-  ['a', 'b', 'c'].forEach((id, i) => startReclaim(backend, id, lives[i]!, undefined, gate));
+  ['a', 'b', 'c'].forEach((id, i) => startReclaim(backend, id, lives[i]!, { gate }));
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(running, ['a', 'b']);
   // c waits behind a and b: stopped (a resume), it is done without waiting for them.

@@ -10,9 +10,16 @@ import type { Semaphore } from '../util/semaphore.js';
 /**
  * Starts reclaiming a frozen sandbox's memory; what stays resident is kept on `l` for admission.
  * `gate` bounds the page-outs at once (a thousand sandboxes paused together, by a lease's lapse,
- * must not start a thousand page-out processes at once).
+ * must not start a thousand page-out processes at once); `settled` is told once the page-out is
+ * over (done, failed or stopped) and `l.reclaim` is cleared.
  */
-export function startReclaim(backend: Backend, id: string, l: Live, logger?: { warn(msg: string, meta?: unknown): void }, gate?: Semaphore): void {
+export function startReclaim(
+  backend: Backend,
+  id: string,
+  l: Live,
+  o: { logger?: { warn(msg: string, meta?: unknown): void }; gate?: Semaphore; settled?: () => void } = {},
+): void {
+  const { logger, gate } = o;
   const ac = new AbortController();
   let started = false;
   const reclaim = (): Promise<number> => {
@@ -33,7 +40,9 @@ export function startReclaim(backend: Backend, id: string, l: Live, logger?: { w
     void settled.then(resolve);
     ac.signal.addEventListener('abort', () => !started && resolve(), { once: true });
   }).finally(() => {
-    if (l.reclaim?.done === done) l.reclaim = null;
+    if (l.reclaim?.done !== done) return;
+    l.reclaim = null;
+    o.settled?.();
   });
   l.reclaim = { abort: () => ac.abort(), done };
 }
