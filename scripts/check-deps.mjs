@@ -13,6 +13,8 @@ export const ALLOWED = {
   test: ['api', 'sdk', 'server', 'images', 'edge'],
   bench: ['api', 'sdk', 'server', 'images', 'edge'],
   'examples/rollout': ['sdk'],
+  // The dashboard runs in a browser: the contract's types only (import type), none of its code.
+  dashboard: ['api'],
 };
 
 /**
@@ -82,7 +84,7 @@ function files(dir, out = []) {
   for (const n of readdirSync(dir)) {
     const p = join(dir, n);
     if (statSync(p).isDirectory()) files(p, out);
-    else if (n.endsWith('.ts')) out.push(p);
+    else if (n.endsWith('.ts') || n.endsWith('.tsx')) out.push(p);
   }
   return out;
 }
@@ -106,6 +108,10 @@ for (const [pkg, allowed] of Object.entries(ALLOWED)) {
     }
   }
 }
+// The dashboard takes types from the contract, never its code (zod and all would go to the browser).
+for (const f of files(join('packages', 'dashboard', 'src')))
+  for (const m of readFileSync(f, 'utf8').matchAll(/^import\s+(?!type\s)[^;]*from\s+'@warren\/[^']+'/gm))
+    problems.push(`${f}: the dashboard imports the contract's types only (import type): ${m[0]}`);
 // The server opens its node through the edge package and never builds one from the node's parts.
 for (const f of files(join('packages', 'server', 'src'))) {
   if (f.endsWith('.test.ts')) continue;

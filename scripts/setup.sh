@@ -7,10 +7,10 @@ cd "$(dirname "$0")/.."
 # `--test`: also what only the tests use (a real OCI registry to pull from, htpasswd for one that
 # wants credentials; Python, setuptools, pip and mypy for the Python client's tests; clang and its
 # libFuzzer runtime for warren-init's fuzzers; PostgreSQL, of which the tests start private
-# servers of their own); `--bench`: also the
+# servers of their own; Chromium, which the dashboard's browser tests drive); `--bench`: also the
 # layers benchmark's blob stores (that registry, and nginx as a static file server).
 pkgs=(runc erofs-utils busybox-static bash-static btrfs-progs debootstrap gcc make libc6-dev pkg-config libfuse3-dev libcurl4-openssl-dev libssl-dev fuse3 iproute2 nftables util-linux tar qemu-system-x86 lz4 zstd xz-utils)
-[ "${1:-}" = --test ] && pkgs+=(docker-registry apache2-utils openssl python3 python3-setuptools python3-pip mypy clang libclang-rt-14-dev postgresql)
+[ "${1:-}" = --test ] && pkgs+=(docker-registry apache2-utils openssl python3 python3-setuptools python3-pip mypy clang libclang-rt-14-dev postgresql chromium)
 [ "${1:-}" = --bench ] && pkgs+=(docker-registry nginx-light)
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -48,6 +48,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 npx tsc -b
+npm run -s build -w @warren/dashboard >/dev/null
 make -s -C native
 
 # The microVM backend's guest kernel (Debian's cloud kernel, unpacked into the cache).

@@ -201,7 +201,7 @@ export const ROUTES = {
     method: 'GET',
     path: '/v1/sandboxes/{id}/pty',
     summary:
-      'A login shell on a new terminal, over a WebSocket (Upgrade: websocket): binary messages are terminal bytes both ways; a text message {"type":"resize","cols","rows"} resizes it; at its end a text message {"type":"exit","exitCode","signal"} and a close',
+      'A login shell on a new terminal, over a WebSocket (Upgrade: websocket): binary messages are terminal bytes both ways; a text message {"type":"resize","cols","rows"} resizes it; at its end a text message {"type":"exit","exitCode","signal"} and a close. A browser (which cannot set Authorization on a WebSocket) offers its key as the subprotocol warren.bearer.<base64url(key)> beside warren, and the server answers with warren',
     query: x.PtyQuery,
     status: 101,
   }),

@@ -20,6 +20,7 @@ import { auditCall } from './audit-call.js';
 import { isRunCodePath, serveRunCode } from '../compat/sandboxfusion/serve.js';
 import { E2B_PREFIX, serveE2b } from '../compat/e2b/index.js';
 import { exposition } from './prometheus.js';
+import { Dashboard } from './dashboard.js';
 
 export type AppDeps = RouteDeps;
 
@@ -109,6 +110,7 @@ export function createApp(d: AppDeps): Server {
   });
 
   const ports = new PortProxy(d);
+  const dashboard = Dashboard.load();
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     metrics.requests++;
@@ -130,10 +132,12 @@ export function createApp(d: AppDeps): Server {
       );
       return;
     }
+    if (dashboard?.serve(req, res, url.pathname)) return;
     if (url.pathname === '/') {
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
       res.end(
-        '<!doctype html><title>Warren</title><h1>Warren</h1><p>API at <code>/v1</code>; contract at <a href="/v1/openapi.json">/v1/openapi.json</a>.</p>',
+        '<!doctype html><title>Warren</title><h1>Warren</h1><p>API at <code>/v1</code>; contract at <a href="/v1/openapi.json">/v1/openapi.json</a>. ' +
+          'The dashboard is served here once built (<code>npm run build -w @warren/dashboard</code>).</p>',
       );
       return;
     }

@@ -6,6 +6,7 @@ import type { Caller } from '../services/sandboxes.js';
 import type { RouteDeps } from './route-types.js';
 import { auditCall } from './audit-call.js';
 import { query } from './io.js';
+import { wsCredentials } from './ws-auth.js';
 
 const PTY_PATH = /^\/v1\/sandboxes\/([^/]+)\/pty$/;
 
@@ -46,7 +47,9 @@ export function matchPtyPath(url: URL): string | null {
 /**
  * `GET /v1/sandboxes/{id}/pty?cols=&rows=` upgraded to a WebSocket: a login shell on a new
  * terminal in the sandbox (a command with `pty`, so it is listed, signalled and re-read like
- * any). Binary messages are keystrokes; text messages are JSON: `{"type":"resize","cols","rows"}`.
+ * any). A browser, which cannot set Authorization on a WebSocket, offers its key as the
+ * subprotocol `warren.bearer.<base64url(key)>` beside `warren` (ws-auth.ts). Binary messages are
+ * keystrokes; text messages are JSON: `{"type":"resize","cols","rows"}`.
  * The terminal's output comes as binary messages; at its end a text message
  * `{"type":"exit","exitCode","signal"}` and a close. A client that goes away hangs the terminal
  * up (SIGHUP), as closing a terminal window does. Each session opened (or refused) is an audit
@@ -62,8 +65,11 @@ export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duple
     throw new WarrenError('invalid_argument', 'a terminal is a WebSocket (version 13): send Upgrade: websocket with a Sec-WebSocket-Key');
   let caller: Caller | null = null;
   let stream: CommandStream;
+  let protocol: string | null = null;
   try {
-    caller = await d.auth.authenticate(req.headers.authorization);
+    const credentials = wsCredentials(req.headers);
+    protocol = credentials.protocol;
+    caller = await d.auth.authenticate(credentials.authorization);
     const size = query(url, PtyQuery);
     const exec: ExecRequest = { cmd: ['/bin/sh', '-c', LOGIN_SHELL], pty: { cols: size.cols ?? 80, rows: size.rows ?? 24 }, timeoutMs: PTY_MAX_MS, tag: 'pty' };
     stream = await d.commands.exec(caller, id, exec, false);
@@ -79,6 +85,7 @@ export async function servePty(d: RouteDeps, req: IncomingMessage, socket: Duple
       'Upgrade: websocket',
       'Connection: Upgrade',
       `Sec-WebSocket-Accept: ${wsAccept(key)}`,
+      ...(protocol ? [`Sec-WebSocket-Protocol: ${protocol}`] : []),
       `X-Command-Id: ${stream.commandId}`,
       '',
       '',

@@ -1,0 +1,105 @@
+// The dashboard's calls: the public API with the key the person logged in with, kept for this
+// tab only (sessionStorage). No private endpoint: what it shows is what the key may see.
+import type { ExecResult, ListNodesResponse, ListSandboxesResponse, Sandbox } from '@warren/api';
+
+export type { ExecResult, Sandbox };
+/** A node as GET /v1/nodes answers it. */
+export type Node = ListNodesResponse['nodes'][number];
+
+const KEY = 'warren.key';
+
+/** An API error as the server answered it (code and message), or the server out of reach. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function getKey(): string | null {
+  return sessionStorage.getItem(KEY);
+}
+
+export function setKey(key: string | null): void {
+  if (key === null) sessionStorage.removeItem(KEY);
+  else sessionStorage.setItem(KEY, key);
+}
+
+/** Told when a call answers unauthenticated: the key was revoked or is wrong (the app logs out). */
+let onUnauthenticated: (message: string) => void = () => undefined;
+export function whenUnauthenticated(f: (message: string) => void): void {
+  onUnauthenticated = f;
+}
+
+/** One call: JSON in and out; errors as ApiError with the server's code. */
+export async function call<T>(method: string, path: string, body?: unknown, key: string | null = getKey()): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers: {
+        authorization: `Bearer ${key ?? ''}`,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, 'unavailable', 'the server cannot be reached (it may be restarting): try again in a moment');
+  }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON: the status says what went wrong
+  }
+  if (!res.ok) {
+    const e = (json as { error?: { code?: string; message?: string } } | null)?.error;
+    const err = new ApiError(res.status, e?.code ?? 'unavailable', e?.message ?? `the server answered ${res.status}`);
+    if (err.code === 'unauthenticated' && key === getKey()) onUnauthenticated(err.message);
+    throw err;
+  }
+  return json as T;
+}
+
+/** Whether a key is one the server knows: a list of one sandbox (any tenant's key may). */
+export async function checkKey(key: string): Promise<void> {
+  await call<ListSandboxesResponse>('GET', '/v1/sandboxes?limit=1', undefined, key);
+}
+
+/** Every sandbox the key sees, page by page (1,000 a page), up to `max`; filters the server takes. */
+export async function listSandboxes(q: { state?: string; label?: string }, max = 20_000): Promise<Sandbox[]> {
+  const out: Sandbox[] = [];
+  let cursor: string | null = null;
+  do {
+    const p = new URLSearchParams({ limit: '1000' });
+    if (q.state) p.set('state', q.state);
+    if (q.label) p.set('label', q.label);
+    if (cursor) p.set('cursor', cursor);
+    const page: ListSandboxesResponse = await call<ListSandboxesResponse>('GET', `/v1/sandboxes?${p.toString()}`);
+    out.push(...page.sandboxes);
+    cursor = page.nextCursor;
+  } while (cursor && out.length < max);
+  return out;
+}
+
+export const sandboxPath = (id: string): string => `/v1/sandboxes/${encodeURIComponent(id)}`;
+
+/** Runs `f` over `items`, `limit` at a time; the errors, by item. */
+export async function eachLimit<T>(items: T[], limit: number, f: (x: T) => Promise<unknown>): Promise<Array<{ item: T; error: string }>> {
+  const errors: Array<{ item: T; error: string }> = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      await f(item).catch((e: unknown) => errors.push({ item, error: e instanceof Error ? e.message : String(e) }));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return errors;
+}

@@ -1,0 +1,58 @@
+import { useEffect, useState } from 'preact/hooks';
+import { getKey, setKey, whenUnauthenticated } from './api.js';
+import { Login } from './login.js';
+import { Nodes } from './nodes.js';
+import { SandboxPage } from './sandbox-page.js';
+import { Sandboxes } from './sandboxes.js';
+import { useRoute } from './route.js';
+
+/** The dashboard: a login gate, then the views the hash names. */
+export function App() {
+  const [key, setKeyState] = useState(getKey());
+  const [why, setWhy] = useState<string | null>(null);
+  const route = useRoute();
+  useEffect(() => {
+    whenUnauthenticated((message) => {
+      setKey(null);
+      setWhy(`You were logged out: ${message}`);
+      setKeyState(null);
+    });
+  }, []);
+  if (!key)
+    return (
+      <Login
+        why={why}
+        onLogin={(k) => {
+          setKey(k);
+          setWhy(null);
+          setKeyState(k);
+        }}
+      />
+    );
+  const [view, id] = route;
+  return (
+    <div class="app">
+      <header>
+        <strong>Warren</strong>
+        <nav>
+          <a href="#/sandboxes" class={view !== 'nodes' ? 'on' : ''}>
+            Sandboxes
+          </a>
+          <a href="#/nodes" class={view === 'nodes' ? 'on' : ''}>
+            Nodes
+          </a>
+        </nav>
+        <button
+          class="quiet"
+          onClick={() => {
+            setKey(null);
+            setKeyState(null);
+          }}
+        >
+          Log out
+        </button>
+      </header>
+      <main>{view === 'nodes' ? <Nodes /> : view === 'sandboxes' && id ? <SandboxPage id={id} key={id} /> : <Sandboxes />}</main>
+    </div>
+  );
+}

@@ -1,0 +1,183 @@
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, call, sandboxPath, type ExecResult, type Sandbox } from './api.js';
+import { ago, labelsText, mib, until } from './format.js';
+import { go } from './route.js';
+import type { Terminal as TerminalView } from './terminal.js';
+
+/** The terminal, loaded when first opened (xterm is most of the dashboard's code). */
+function LazyTerminal(p: { id: string; onClose: () => void }) {
+  const [T, setT] = useState<typeof TerminalView | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    import('./terminal.js').then(
+      (m) => setT(() => m.Terminal),
+      (e: unknown) => setError(`the terminal could not be loaded: ${String(e)}`),
+    );
+  }, []);
+  if (error) return <p class="error">{error}</p>;
+  return T ? <T {...p} /> : <p class="sub">Loading the terminal…</p>;
+}
+
+interface CommandInfo {
+  commandId: string;
+  pid: number;
+  cmd: string | string[];
+  tag: string | null;
+  pty: boolean;
+  startedAt: string;
+}
+
+/** One sandbox: its spec and usage, its commands, a command box, a terminal; pause, resume, delete. */
+export function SandboxPage(p: { id: string }) {
+  const [sb, setSb] = useState<Sandbox | null>(null);
+  const [gone, setGone] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [commands, setCommands] = useState<CommandInfo[]>([]);
+  const [cmd, setCmd] = useState('');
+  const [result, setResult] = useState<ExecResult | null>(null);
+  const [running, setRunning] = useState(false);
+  const [terminal, setTerminal] = useState(false);
+  const load = async (): Promise<void> => {
+    try {
+      const s = await call<Sandbox>('GET', sandboxPath(p.id));
+      setSb(s);
+      setError(null);
+      if (s.state === 'running' || s.state === 'paused')
+        setCommands((await call<{ commands: CommandInfo[] }>('GET', `${sandboxPath(p.id)}/commands`).catch(() => ({ commands: [] }))).commands);
+    } catch (e) {
+      if (e instanceof ApiError && e.code === 'not_found') setGone('This sandbox is gone: it was deleted, or it is not one this key may see.');
+      else setError((e as Error).message);
+    }
+  };
+  useEffect(() => {
+    void load();
+    const t = setInterval(() => void load(), 3000);
+    return () => clearInterval(t);
+  }, [p.id]);
+  const act = async (verb: 'pause' | 'resume' | 'delete'): Promise<void> => {
+    try {
+      if (verb === 'delete') {
+        await call('DELETE', sandboxPath(p.id));
+        go('sandboxes');
+        return;
+      }
+      await call('POST', `${sandboxPath(p.id)}/${verb}`);
+      await load();
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  };
+  const run = async (e: Event): Promise<void> => {
+    e.preventDefault();
+    setRunning(true);
+    try {
+      setResult(await call<ExecResult>('POST', `${sandboxPath(p.id)}/exec`, { cmd, timeoutMs: 60_000 }));
+      setError(null);
+    } catch (err) {
+      setError((err as Error).message);
+    } finally {
+      setRunning(false);
+      void load();
+    }
+  };
+  if (gone)
+    return (
+      <section>
+        <p class="error" role="alert">
+          {gone}
+        </p>
+        <a href="#/sandboxes">Back to the sandboxes</a>
+      </section>
+    );
+  if (!sb) return <section>{error ? <p class="error">{error}</p> : <p>Loading…</p>}</section>;
+  const live = sb.state === 'running' || sb.state === 'paused';
+  return (
+    <section class="sandbox">
+      <h2>
+        {sb.id} <span class={`state ${sb.state}`}>{sb.state}</span>
+      </h2>
+      <div class="buttons">
+        {sb.state === 'running' && <button onClick={() => void act('pause')}>Pause</button>}
+        {sb.state === 'paused' && <button onClick={() => void act('resume')}>Resume</button>}
+        {live && (
+          <button class="danger" onClick={() => confirm(`Delete ${sb.id}?`) && void act('delete')}>
+            Delete
+          </button>
+        )}
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <dl class="spec">
+        <dt>Image</dt>
+        <dd>{sb.image}</dd>
+        <dt>Backend / node</dt>
+        <dd>
+          {sb.backend} on {sb.node}
+        </dd>
+        <dt>Resources</dt>
+        <dd>
+          {sb.resources.cpu} CPU ({sb.resources.cpuClass}), {sb.resources.memoryMiB} MiB (requests {sb.resources.memoryRequestMiB}), {sb.resources.pids} pids
+          {sb.resources.diskMiB !== null && `, ${sb.resources.diskMiB} MiB disk`}
+        </dd>
+        <dt>Labels</dt>
+        <dd>{labelsText(sb.labels) || '—'}</dd>
+        <dt>Lease</dt>
+        <dd>{sb.lease ?? '—'}</dd>
+        <dt>Created</dt>
+        <dd>{ago(sb.createdAt)}</dd>
+        <dt>{sb.end ? 'Ended' : 'Expires'}</dt>
+        <dd class="end">
+          {sb.end ? `${sb.end.reason} by the ${sb.end.by}${sb.end.detail ? `: ${sb.end.detail}` : ''} (${ago(sb.end.at)})` : until(sb.expiresAt)}
+        </dd>
+        <dt>Usage</dt>
+        <dd>
+          {sb.usage.cpuRecent.toFixed(2)} cores now, {sb.usage.cpuSeconds.toFixed(1)} s in all; {mib(sb.usage.memoryBytes)}
+          {sb.usage.swapBytes > 0 && ` (${mib(sb.usage.swapBytes)} in swap)`}; idle {sb.usage.idleSeconds} s
+        </dd>
+      </dl>
+      {live && (
+        <>
+          <h3>Run a command</h3>
+          <form class="run" onSubmit={(e) => void run(e)}>
+            <input name="cmd" placeholder="ls -la /" value={cmd} onInput={(e) => setCmd(e.currentTarget.value)} />
+            <button type="submit" disabled={running || !cmd}>
+              Run
+            </button>
+          </form>
+          {result && (
+            <div class="result">
+              <div class="sub">
+                exit {result.exitCode ?? result.signal} in {Math.round(result.durationMs)} ms{result.killedBy ? `, killed by ${result.killedBy}` : ''}
+              </div>
+              <pre class="stdout">{result.stdout}</pre>
+              {result.stderr && <pre class="stderr">{result.stderr}</pre>}
+            </div>
+          )}
+          <h3>Terminal</h3>
+          {sb.state === 'paused' ? (
+            <p class="status">
+              The sandbox is paused: resume it to open a terminal. <button onClick={() => void act('resume')}>Resume</button>
+            </p>
+          ) : terminal ? (
+            <LazyTerminal id={sb.id} onClose={() => void load()} />
+          ) : (
+            <button onClick={() => setTerminal(true)}>Open a terminal</button>
+          )}
+          <h3>Commands running</h3>
+          <ul class="commands">
+            {commands.map((c) => (
+              <li key={c.commandId}>
+                <code>{Array.isArray(c.cmd) ? c.cmd.join(' ') : c.cmd}</code> pid {c.pid}
+                {c.pty && ' (terminal)'} · {ago(c.startedAt)}
+              </li>
+            ))}
+            {commands.length === 0 && <li class="sub">none</li>}
+          </ul>
+        </>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,172 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { Warren } from '@warren/sdk';
+import { startTestWarren, until, type TestWarren } from './harness.js';
+
+/** Debian's Chromium (scripts/setup.sh --test installs it). */
+const CHROMIUM = '/usr/bin/chromium';
+/** Screenshots the tests take, kept for people to look at (test/output/dashboard). */
+const SHOTS = join(dirname(fileURLToPath(import.meta.url)), '..', 'output', 'dashboard');
+const DASHBOARD_BUILT = existsSync(fileURLToPath(new URL('../../packages/dashboard/dist/index.html', import.meta.url)));
+
+describe(
+  'the dashboard, in a real browser against a real server',
+  { skip: !existsSync(CHROMIUM) ? 'no Chromium' : !DASHBOARD_BUILT ? 'the dashboard is not built' : false },
+  () => {
+    let t: TestWarren;
+    let browser: Browser;
+    const contexts: BrowserContext[] = [];
+
+    before(async () => {
+      await mkdir(SHOTS, { recursive: true });
+      t = await startTestWarren();
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      });
+    });
+    after(async () => {
+      for (const c of contexts) await c.close().catch(() => undefined);
+      await browser?.close();
+      await t?.close();
+    });
+
+    /** A fresh browser tab (its own session storage), failing the test on any error the page throws. */
+    async function tab(): Promise<{ page: Page; errors: string[] }> {
+      const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+      contexts.push(context);
+      const page = await context.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(String(e)));
+      page.on('dialog', (d) => void d.accept());
+      await page.goto(t.url + '/');
+      return { page, errors };
+    }
+
+    async function logIn(page: Page, key: string): Promise<void> {
+      await page.fill('input[name=key]', key);
+      await page.click('button[type=submit]');
+    }
+
+    test('the page is served with its guards; a wrong key gets a clear message; the admin sees the node', async () => {
+      const res = await fetch(t.url + '/');
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+      assert.match(res.headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
+      const asset = /src="(\/assets\/[^"]+\.js)"/.exec(await res.text())?.[1];
+      assert.ok(asset, 'the page names its script');
+      assert.match((await fetch(t.url + asset)).headers.get('cache-control') ?? '', /immutable/);
+      assert.equal((await fetch(t.url + '/assets/../../package.json')).status, 404);
+
+      const { page, errors } = await tab();
+      await logIn(page, 'wk_not_a_key');
+      await page.waitForSelector('.login .error');
+      assert.match((await page.textContent('.login .error')) ?? '', /not valid/);
+      await logIn(page, t.key);
+      await page.waitForSelector('.sandboxes');
+      await page.click('a[href="#/nodes"]');
+      await page.waitForSelector('table.nodes tbody tr');
+      const node = await page.textContent('table.nodes tbody tr');
+      assert.match(node ?? '', /ready/);
+      assert.match(node ?? '', /container/);
+      await page.screenshot({ path: join(SHOTS, 'nodes.png') });
+      assert.deepEqual(errors, []);
+    });
+
+    test(
+      'a list of 200 sandboxes filtered by label; one opened: a command, a terminal, pause and resume; a bulk delete by label and its end reason',
+      { timeout: 180_000 },
+      async () => {
+        const made = await Promise.all([
+          t.client.sandboxes.createMany(100, { image: 'busybox:latest', labels: { ui: 'a' } }),
+          t.client.sandboxes.createMany(100, { image: 'busybox:latest', labels: { ui: 'b' } }),
+        ]);
+        const all = made.flatMap((m) => m.sandboxes);
+        const ids = all.map((s) => s.id);
+        assert.equal(ids.length, 200, JSON.stringify(made.map((m) => m.errors)));
+        const { page, errors } = await tab();
+        try {
+          await logIn(page, t.key);
+          await page.waitForSelector('.sandboxes .row[data-id]');
+          await page.fill('input[name=label]', 'ui=a');
+          await page.click('.filters button[type=submit]');
+          await until(async () => /^Sandboxes 100$/.test((await page.textContent('.sandboxes h2'))?.trim() ?? ''));
+          // Only the rows in view are drawn.
+          assert.ok((await page.locator('.row[data-id]').count()) < 100);
+          await page.screenshot({ path: join(SHOTS, 'list.png') });
+
+          const one = made[0].sandboxes[0]!.id;
+          await page.goto(`${t.url}/#/sandboxes/${one}`);
+          await page.waitForSelector('form.run');
+          await page.fill('input[name=cmd]', 'echo $((6*7)) from $(hostname)');
+          await page.click('form.run button');
+          await page.waitForSelector('pre.stdout');
+          const hostname = (await made[0].sandboxes[0]!.exec('hostname')).stdout.trim();
+          assert.equal((await page.textContent('pre.stdout'))?.trim(), `42 from ${hostname}`);
+
+          await page.click('text=Open a terminal');
+          await page.waitForSelector('[data-terminal-state=open]');
+          await page.locator('.term-host').click();
+          await page.keyboard.type('echo typed-$((40+2))\n');
+          await until(async () => ((await page.textContent('.term-host .xterm-rows')) ?? '').includes('typed-42'), 20_000);
+          await page.screenshot({ path: join(SHOTS, 'terminal.png') });
+
+          await page.click('.buttons >> text=Pause');
+          await page.waitForSelector('text=resume it to open a terminal');
+          assert.equal((await t.client.sandboxes.get(one)).info.state, 'paused');
+          await page.click('.buttons >> text=Resume');
+          await page.waitForSelector('text=Open a terminal');
+          assert.equal((await t.client.sandboxes.get(one)).info.state, 'running');
+
+          await page.goto(`${t.url}/#/sandboxes`);
+          await page.fill('input[name=label]', 'ui=b');
+          await page.click('.filters button[type=submit]');
+          await until(async () => /^Sandboxes 100$/.test((await page.textContent('.sandboxes h2'))?.trim() ?? ''));
+          await page.click('button[name=delete-by-label]');
+          await page.waitForSelector('text=delete: 100 sandboxes labelled ui=b');
+          assert.equal((await t.client.sandboxes.list({ labels: { ui: 'b' }, state: 'running' })).sandboxes.length, 0);
+          await page.selectOption('select[name=state]', 'stopped');
+          await page.click('.filters button[type=submit]');
+          await page.waitForSelector('.row[data-id] .end');
+          assert.match((await page.locator('.row[data-id] .end').first().textContent()) ?? '', /deleted \(operator\)/);
+          assert.deepEqual(errors, []);
+        } finally {
+          await Promise.all(all.map((s) => s.delete().catch(() => undefined)));
+        }
+      },
+    );
+
+    test("a sandbox deleted under its open page says so; a tenant's key sees its own sandboxes only, and no nodes", { timeout: 60_000 }, async () => {
+      const key = await t.client.createKey({ tenant: 'ui-tenant', role: 'user' });
+      const tenant = new Warren({ url: t.url, apiKey: key });
+      const mine = await tenant.sandboxes.create({ image: 'busybox:latest', labels: { who: 'tenant' } });
+      const admins = await t.client.sandboxes.create({ image: 'busybox:latest', labels: { who: 'admin' } });
+      const { page, errors } = await tab();
+      try {
+        await logIn(page, key);
+        await page.waitForSelector('.row[data-id]');
+        const rows = page.locator('.row[data-id]');
+        assert.equal(await rows.count(), 1);
+        assert.equal(await rows.first().getAttribute('data-id'), mine.id);
+        await page.click('a[href="#/nodes"]');
+        await page.waitForSelector('text=admin key only');
+        await page.goto(`${t.url}/#/sandboxes/${admins.id}`);
+        await page.waitForSelector('text=This sandbox is gone');
+        await page.goto(`${t.url}/#/sandboxes/${mine.id}`);
+        await page.waitForSelector('form.run');
+        await mine.delete();
+        await page.waitForSelector('text=ended', { timeout: 15_000 });
+        assert.match((await page.textContent('.spec .end')) ?? '', /deleted by the operator/);
+        assert.deepEqual(errors, []);
+      } finally {
+        await Promise.all([mine.delete().catch(() => undefined), admins.delete().catch(() => undefined)]);
+      }
+    });
+  },
+);
