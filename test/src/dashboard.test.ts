@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -117,6 +117,19 @@ describe(
           await until(async () => ((await page.textContent('.term-host .xterm-rows')) ?? '').includes('typed-42'), 20_000);
           await page.screenshot({ path: join(SHOTS, 'terminal.png') });
 
+          // Files: an upload lands in the sandbox; a download brings a file's bytes back.
+          const sb = made[0].sandboxes[0]!;
+          await page.setInputFiles('input[name=upload]', { name: 'up.txt', mimeType: 'text/plain', buffer: Buffer.from('from the browser\n') });
+          await page.waitForSelector('text=uploaded /up.txt');
+          assert.equal(await sb.files.readText('/up.txt'), 'from the browser\n');
+          const bytes = Buffer.from([...Array(256).keys()]);
+          await sb.files.write('/down.bin', bytes);
+          await page.click('button[name=refresh-files]');
+          await page.waitForSelector('tr[data-path="/down.bin"] a.download');
+          const [download] = await Promise.all([page.waitForEvent('download'), page.click('tr[data-path="/down.bin"] a.download')]);
+          assert.equal(download.suggestedFilename(), 'down.bin');
+          assert.deepEqual(await readFile(await download.path()), bytes);
+
           await page.click('.buttons >> text=Pause');
           await page.waitForSelector('text=resume it to open a terminal');
           assert.equal((await t.client.sandboxes.get(one)).info.state, 'paused');
@@ -156,6 +169,12 @@ describe(
         assert.equal(await rows.first().getAttribute('data-id'), mine.id);
         await page.click('a[href="#/nodes"]');
         await page.waitForSelector('text=admin key only');
+        // The catalogue: the default image listed; its delete refused for a tenant, as the server says.
+        await page.click('a[href="#/images"]');
+        await page.click('[data-table=Images] tr[data-name="busybox:latest"] button');
+        await page.waitForSelector('[data-table=Images] .error');
+        assert.match((await page.textContent('[data-table=Images] .error')) ?? '', /^busybox:latest: .*admin/);
+        assert.ok((await t.client.images()).some((i) => i.name === 'busybox:latest'));
         await page.goto(`${t.url}/#/sandboxes/${admins.id}`);
         await page.waitForSelector('text=This sandbox is gone');
         await page.goto(`${t.url}/#/sandboxes/${mine.id}`);

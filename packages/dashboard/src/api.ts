@@ -67,6 +67,27 @@ export async function call<T>(method: string, path: string, body?: unknown, key:
   return json as T;
 }
 
+/** A call whose body and answer are bytes (a file's): the answer's body, or ApiError. */
+export async function callBytes(method: string, path: string, body?: Blob): Promise<Blob> {
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers: { authorization: `Bearer ${getKey() ?? ''}`, ...(body ? { 'content-type': 'application/octet-stream' } : {}) },
+      body,
+    });
+  } catch {
+    throw new ApiError(0, 'unavailable', 'the server cannot be reached (it may be restarting): try again in a moment');
+  }
+  if (!res.ok) {
+    const e = ((await res.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null)?.error;
+    const err = new ApiError(res.status, e?.code ?? 'unavailable', e?.message ?? `the server answered ${res.status}`);
+    if (err.code === 'unauthenticated') onUnauthenticated(err.message);
+    throw err;
+  }
+  return res.blob();
+}
+
 /** Whether a key is one the server knows: a list of one sandbox (any tenant's key may). */
 export async function checkKey(key: string): Promise<void> {
   await call<ListSandboxesResponse>('GET', '/v1/sandboxes?limit=1', undefined, key);

@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { getKey, setKey, whenUnauthenticated } from './api.js';
+import { Catalogue } from './catalogue.js';
 import { Login } from './login.js';
 import { Nodes } from './nodes.js';
 import { SandboxPage } from './sandbox-page.js';
@@ -35,8 +36,11 @@ export function App() {
       <header>
         <strong>Warren</strong>
         <nav>
-          <a href="#/sandboxes" class={view !== 'nodes' ? 'on' : ''}>
+          <a href="#/sandboxes" class={view !== 'nodes' && view !== 'images' ? 'on' : ''}>
             Sandboxes
+          </a>
+          <a href="#/images" class={view === 'images' ? 'on' : ''}>
+            Images
           </a>
           <a href="#/nodes" class={view === 'nodes' ? 'on' : ''}>
             Nodes
@@ -52,7 +56,9 @@ export function App() {
           Log out
         </button>
       </header>
-      <main>{view === 'nodes' ? <Nodes /> : view === 'sandboxes' && id ? <SandboxPage id={id} key={id} /> : <Sandboxes />}</main>
+      <main>
+        {view === 'nodes' ? <Nodes /> : view === 'images' ? <Catalogue /> : view === 'sandboxes' && id ? <SandboxPage id={id} key={id} /> : <Sandboxes />}
+      </main>
     </div>
   );
 }

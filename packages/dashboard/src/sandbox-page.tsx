@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, call, sandboxPath, type ExecResult, type Sandbox } from './api.js';
+import { Files } from './files.js';
 import { ago, labelsText, mib, until } from './format.js';
 import { go } from './route.js';
 import type { Terminal as TerminalView } from './terminal.js';
@@ -166,6 +167,8 @@ export function SandboxPage(p: { id: string }) {
           ) : (
             <button onClick={() => setTerminal(true)}>Open a terminal</button>
           )}
+          <h3>Files</h3>
+          <Files id={sb.id} />
           <h3>Commands running</h3>
           <ul class="commands">
             {commands.map((c) => (
