@@ -104,11 +104,19 @@ describe(
           const one = made[0].sandboxes[0]!.id;
           await page.goto(`${t.url}/#/sandboxes/${one}`);
           await page.waitForSelector('form.run');
-          await page.fill('input[name=cmd]', 'echo $((6*7)) from $(hostname)');
+          // A command's output shows as it comes: its first line while it still runs.
+          await page.fill('input[name=cmd]', 'echo $((6*7)) from $(hostname); while [ ! -e /tmp/go ]; do sleep 0.05; done; echo second');
           await page.click('form.run button');
-          await page.waitForSelector('pre.stdout');
-          const hostname = (await made[0].sandboxes[0]!.exec('hostname')).stdout.trim();
-          assert.equal((await page.textContent('pre.stdout'))?.trim(), `42 from ${hostname}`);
+          await page.waitForSelector('pre.stdout:has-text("42 from")');
+          assert.match((await page.textContent('.result .sub')) ?? '', /running/);
+          const hostname = (await made[0].sandboxes[0]!.exec('hostname; touch /tmp/go')).stdout.trim();
+          await page.waitForSelector('.result .sub:has-text("exit 0")');
+          assert.equal((await page.textContent('pre.stdout'))?.trim(), `42 from ${hostname}\nsecond`);
+          // A running command killed from the page.
+          await page.fill('input[name=cmd]', 'sleep 600');
+          await page.click('form.run button');
+          await page.click('.result .sub button:has-text("Kill")');
+          await page.waitForSelector('.result .sub:has-text("signal SIGKILL")');
 
           await page.click('text=Open a terminal');
           await page.waitForSelector('[data-terminal-state=open]');

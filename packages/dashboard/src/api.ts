@@ -88,23 +88,75 @@ export async function callBytes(method: string, path: string, body?: Blob): Prom
   return res.blob();
 }
 
+/** The most of a command's output the page keeps (the rest is dropped from the front). */
+export const MAX_SHOWN_OUTPUT = 1024 * 1024;
+
+/**
+ * A call that answers NDJSON events (a command run or re-read): each event as it comes, until the
+ * stream ends or `signal` aborts it. Errors as ApiError.
+ */
+export async function streamEvents<E>(method: string, path: string, body: unknown, onEvent: (e: E) => void, signal?: AbortSignal): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      signal,
+      headers: {
+        authorization: `Bearer ${getKey() ?? ''}`,
+        accept: 'application/x-ndjson',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    if (signal?.aborted) return;
+    throw new ApiError(0, 'unavailable', `the server cannot be reached: ${String(e)}`);
+  }
+  if (!res.ok || !res.body) {
+    const e = ((await res.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null)?.error;
+    throw new ApiError(res.status, e?.code ?? 'unavailable', e?.message ?? `the server answered ${res.status}`);
+  }
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = '';
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += value;
+      let nl: number;
+      while ((nl = rest.indexOf('\n')) >= 0) {
+        const line = rest.slice(0, nl);
+        rest = rest.slice(nl + 1);
+        if (line.trim()) onEvent(JSON.parse(line) as E);
+      }
+    }
+  } catch (e) {
+    if (!signal?.aborted) throw e;
+  }
+}
+
 /** Whether a key is one the server knows: a list of one sandbox (any tenant's key may). */
 export async function checkKey(key: string): Promise<void> {
   await call<ListSandboxesResponse>('GET', '/v1/sandboxes?limit=1', undefined, key);
 }
 
-/** Every sandbox the key sees, page by page (1,000 a page), up to `max`; filters the server takes. */
-export async function listSandboxes(q: { state?: string; label?: string }, max = 20_000): Promise<Sandbox[]> {
+/**
+ * Every sandbox the key sees, page by page (100, then 1,000 a page), up to `max`; filters the server takes.
+ * `onPage` is told what has come so far after each page (the list shows the first page at once).
+ */
+export async function listSandboxes(q: { state?: string; label?: string }, max = 20_000, onPage?: (sofar: Sandbox[]) => void): Promise<Sandbox[]> {
   const out: Sandbox[] = [];
   let cursor: string | null = null;
   do {
-    const p = new URLSearchParams({ limit: '1000' });
+    // A small first page: the first rows show before the rest is read.
+    const p = new URLSearchParams({ limit: out.length === 0 ? '100' : '1000' });
     if (q.state) p.set('state', q.state);
     if (q.label) p.set('label', q.label);
     if (cursor) p.set('cursor', cursor);
     const page: ListSandboxesResponse = await call<ListSandboxesResponse>('GET', `/v1/sandboxes?${p.toString()}`);
     out.push(...page.sandboxes);
     cursor = page.nextCursor;
+    if (cursor) onPage?.([...out]);
   } while (cursor && out.length < max);
   return out;
 }

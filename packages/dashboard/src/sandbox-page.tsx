@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, call, sandboxPath, type ExecResult, type Sandbox } from './api.js';
+import { ApiError, call, sandboxPath, type Sandbox } from './api.js';
+import { CommandView } from './command-view.js';
 import { Files } from './files.js';
 import { ago, labelsText, mib, until } from './format.js';
 import { go } from './route.js';
@@ -35,8 +36,8 @@ export function SandboxPage(p: { id: string }) {
   const [error, setError] = useState<string | null>(null);
   const [commands, setCommands] = useState<CommandInfo[]>([]);
   const [cmd, setCmd] = useState('');
-  const [result, setResult] = useState<ExecResult | null>(null);
-  const [running, setRunning] = useState(false);
+  /** The command shown live: one run from the box (a new key each run), or a running one followed. */
+  const [shown, setShown] = useState<{ key: number; cmd?: string; follow?: string } | null>(null);
   const [terminal, setTerminal] = useState(false);
   const load = async (): Promise<void> => {
     try {
@@ -68,18 +69,9 @@ export function SandboxPage(p: { id: string }) {
       setError((e as Error).message);
     }
   };
-  const run = async (e: Event): Promise<void> => {
+  const run = (e: Event): void => {
     e.preventDefault();
-    setRunning(true);
-    try {
-      setResult(await call<ExecResult>('POST', `${sandboxPath(p.id)}/exec`, { cmd, timeoutMs: 60_000 }));
-      setError(null);
-    } catch (err) {
-      setError((err as Error).message);
-    } finally {
-      setRunning(false);
-      void load();
-    }
+    setShown({ key: Date.now(), cmd });
   };
   if (gone)
     return (
@@ -142,21 +134,13 @@ export function SandboxPage(p: { id: string }) {
       {live && (
         <>
           <h3>Run a command</h3>
-          <form class="run" onSubmit={(e) => void run(e)}>
+          <form class="run" onSubmit={run}>
             <input name="cmd" placeholder="ls -la /" value={cmd} onInput={(e) => setCmd(e.currentTarget.value)} />
-            <button type="submit" disabled={running || !cmd}>
+            <button type="submit" disabled={!cmd}>
               Run
             </button>
           </form>
-          {result && (
-            <div class="result">
-              <div class="sub">
-                exit {result.exitCode ?? result.signal} in {Math.round(result.durationMs)} ms{result.killedBy ? `, killed by ${result.killedBy}` : ''}
-              </div>
-              <pre class="stdout">{result.stdout}</pre>
-              {result.stderr && <pre class="stderr">{result.stderr}</pre>}
-            </div>
-          )}
+          {shown && <CommandView key={shown.key} id={sb.id} cmd={shown.cmd} follow={shown.follow} onEnd={() => void load()} />}
           <h3>Terminal</h3>
           {sb.state === 'paused' ? (
             <p class="status">
@@ -174,7 +158,12 @@ export function SandboxPage(p: { id: string }) {
             {commands.map((c) => (
               <li key={c.commandId}>
                 <code>{Array.isArray(c.cmd) ? c.cmd.join(' ') : c.cmd}</code> pid {c.pid}
-                {c.pty && ' (terminal)'} · {ago(c.startedAt)}
+                {c.pty && ' (terminal)'} · {ago(c.startedAt)}{' '}
+                {!c.pty && (
+                  <button name="follow" onClick={() => setShown({ key: Date.now(), follow: c.commandId })}>
+                    Output
+                  </button>
+                )}
               </li>
             ))}
             {commands.length === 0 && <li class="sub">none</li>}

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { call, eachLimit, listSandboxes, sandboxPath, type Sandbox } from './api.js';
 import { ago, labelsText, mib, until } from './format.js';
 import { go } from './route.js';
@@ -37,11 +37,17 @@ export function Sandboxes() {
   const [sort, setSort] = useState<SortKey>('age');
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [status, setStatus] = useState<{ error: boolean; text: string } | null>(null);
+  /** The latest load: an older one still paging (a filter changed meanwhile) shows nothing more. */
+  const generation = useRef(0);
   const load = async (f: Filters): Promise<void> => {
+    const g = ++generation.current;
+    const show = (rows: Sandbox[]): void => {
+      if (g === generation.current) setAll(rows);
+    };
     try {
-      setAll(await listSandboxes({ state: f.state || undefined, label: f.label || undefined }));
+      show(await listSandboxes({ state: f.state || undefined, label: f.label || undefined }, undefined, show));
     } catch (e) {
-      setStatus({ error: true, text: (e as Error).message });
+      if (g === generation.current) setStatus({ error: true, text: (e as Error).message });
     }
   };
   useEffect(() => void load(applied), [applied]);
