@@ -65,6 +65,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "createKey": ("POST", "/v1/keys"),
     "deleteKey": ("DELETE", "/v1/keys/{keyId}"),
     "info": ("GET", "/v1/info"),
+    "metricsHistory": ("GET", "/v1/metrics/history"),
     "createLease": ("POST", "/v1/leases"),
     "listLeases": ("GET", "/v1/leases"),
     "getLease": ("GET", "/v1/leases/{id}"),

@@ -12,6 +12,8 @@ import { startTestWarren, until, type TestWarren } from './harness.js';
 const CHROMIUM = '/usr/bin/chromium';
 /** Screenshots the tests take, kept for people to look at (test/output/dashboard). */
 const SHOTS = join(dirname(fileURLToPath(import.meta.url)), '..', 'output', 'dashboard');
+/** The image of a full VM with a desktop (test/src/vm.test.ts boots it too). */
+const DESKTOP = 'debian-desktop:latest';
 const DASHBOARD_BUILT = existsSync(fileURLToPath(new URL('../../packages/dashboard/dist/index.html', import.meta.url)));
 
 describe(
@@ -24,7 +26,7 @@ describe(
 
     before(async () => {
       await mkdir(SHOTS, { recursive: true });
-      t = await startTestWarren();
+      t = await startTestWarren({ images: ['busybox:latest', DESKTOP] });
       browser = await chromium.launch({
         executablePath: CHROMIUM,
         headless: true,
@@ -144,6 +146,15 @@ describe(
           await page.click('.buttons >> text=Resume');
           await page.waitForSelector('text=Open a terminal');
           assert.equal((await t.client.sandboxes.get(one)).info.state, 'running');
+          // Fork it once, and keep its files as a snapshot (the prompt's name left empty).
+          await page.click('.buttons >> text=Fork');
+          await page.waitForSelector('a.made');
+          const child = await t.client.sandboxes.get((await page.textContent('a.made'))!.trim());
+          all.push(child);
+          assert.equal(await child.files.readText('/up.txt'), 'from the browser\n');
+          await page.click('.buttons >> text=Snapshot');
+          await page.waitForSelector('text=/snapshot \\S+ made/');
+          assert.ok((await t.client.snapshots()).some((x) => x.snapshot?.source === one));
 
           await page.goto(`${t.url}/#/sandboxes`);
           await page.fill('input[name=label]', 'ui=b');
@@ -193,6 +204,52 @@ describe(
         assert.deepEqual(errors, []);
       } finally {
         await Promise.all([mine.delete().catch(() => undefined), admins.delete().catch(() => undefined)]);
+      }
+    });
+
+    test("the last hour's charts from the replica's samples; a tenant may not read them", { timeout: 60_000 }, async () => {
+      // The creates of the tests before are in the samples (one every 10 s).
+      let points: Array<{ createsPerSecond: number; running: number }> = [];
+      await until(async () => {
+        const r = (await (await fetch(`${t.url}/v1/metrics/history`, { headers: { authorization: `Bearer ${t.key}` } })).json()) as { points: typeof points };
+        points = r.points;
+        return points.length >= 2 && points.some((p) => p.createsPerSecond > 0);
+      }, 30_000);
+      const tenant = await t.client.createKey({ tenant: 'ui-charts', role: 'user' });
+      assert.equal((await fetch(`${t.url}/v1/metrics/history`, { headers: { authorization: `Bearer ${tenant}` } })).status, 403);
+      const { page, errors } = await tab();
+      await logIn(page, t.key);
+      await page.click('a[href="#/nodes"]');
+      await page.waitForSelector('figure[data-chart] canvas');
+      assert.equal(await page.locator('figure[data-chart]').count(), 4);
+      assert.match((await page.textContent('.history h3')) ?? '', /every 10 s/);
+      await page.screenshot({ path: join(SHOTS, 'charts.png') });
+      assert.deepEqual(errors, []);
+    });
+
+    test("a VM's screen shown; a click on it and keys typed into it reach the guest", { timeout: 600_000 }, async (ctx) => {
+      const info = (await (await fetch(`${t.url}/v1/info`, { headers: { authorization: `Bearer ${t.key}` } })).json()) as {
+        backends: Array<{ name: string; available: boolean }>;
+      };
+      if (!info.backends.some((b) => b.name === 'vm' && b.available)) return ctx.skip('no vm backend on this node');
+      const vm = await t.client.sandboxes.create({ image: DESKTOP, backend: 'vm', resources: { memoryMiB: 1024, cpu: 1 } });
+      const { page, errors } = await tab();
+      try {
+        await logIn(page, t.key);
+        await page.goto(`${t.url}/#/sandboxes/${vm.id}`);
+        const screen = page.locator('.screen img');
+        await screen.waitFor();
+        await until(async () => (await screen.evaluate((i) => (i as unknown as { naturalWidth: number }).naturalWidth)) === 1024, 30_000);
+        // A click into the terminal (the desktop gives it the focus under the pointer), then keys.
+        const box = (await screen.boundingBox())!;
+        await page.mouse.click(box.x + (300 / 1024) * box.width, box.y + (200 / 768) * box.height);
+        await page.keyboard.type('echo typed-$((6*7)) > /tmp/typed');
+        await page.keyboard.press('Enter');
+        await until(async () => (await vm.exec('cat /tmp/typed 2>/dev/null')).stdout === 'typed-42\n', 120_000);
+        await page.screenshot({ path: join(SHOTS, 'vm-screen.png') });
+        assert.deepEqual(errors, []);
+      } finally {
+        await vm.delete().catch(() => undefined);
       }
     });
   },

@@ -87,6 +87,8 @@ export {
   JoinNodeResponse,
   HeartbeatRequest,
   Quota,
+  HistoryPoint,
+  MetricsHistoryResponse,
 } from './ops.js';
 export { DEFAULT_PATH, sandboxEnv } from './env.js';
 export { DEFAULTS, defaultMemoryRequestMiB, memoryRequestOf } from './defaults.js';

@@ -212,3 +212,25 @@ export const Info = z.object({
   endpoints: z.array(z.string()).describe('endpoint names a create may ask for in network.endpoints (some node offers each)'),
 });
 export type Info = z.infer<typeof Info>;
+
+/**
+ * One point of a replica's recent history (GET /v1/metrics/history): rates over the interval
+ * before `at` (per second), levels at `at`, summed over the cluster's nodes as this replica sees
+ * them; creates and commands are this replica's own.
+ */
+export const HistoryPoint = z.object({
+  at: z.string(),
+  createsPerSecond: z.number(),
+  commandsPerSecond: z.number(),
+  /** Commands that could not be started (an API error), per second. */
+  commandErrorsPerSecond: z.number(),
+  fnCallsPerSecond: z.number(),
+  running: z.number(),
+  paused: z.number(),
+  /** Cores the sandboxes used (over ~10 s), and memory resident (MiB). */
+  cpuUsed: z.number(),
+  memoryUsedMiB: z.number(),
+});
+export type HistoryPoint = z.infer<typeof HistoryPoint>;
+export const MetricsHistoryResponse = z.object({ intervalSeconds: z.number(), points: z.array(HistoryPoint) });
+export type MetricsHistoryResponse = z.infer<typeof MetricsHistoryResponse>;

@@ -380,6 +380,14 @@ export const ROUTES = {
     status: 204,
   }),
   info: r({ method: 'GET', path: '/v1/info', summary: 'What this server offers', response: o.Info, status: 200 }),
+  metricsHistory: r({
+    method: 'GET',
+    path: '/v1/metrics/history',
+    summary:
+      "The last hour of this replica's samples (admin): creates, commands and FnCall calls per second, sandboxes running and paused, CPU and memory used",
+    response: o.MetricsHistoryResponse,
+    status: 200,
+  }),
   createLease: r({
     method: 'POST',
     path: '/v1/leases',

@@ -1,14 +1,25 @@
 import { useEffect, useState } from 'preact/hooks';
+import type { MetricsHistoryResponse } from '@warren/api';
+import type { Charts as ChartsView } from './charts.js';
 import { ApiError, call, type Node } from './api.js';
 import { ago } from './format.js';
 
 /** The nodes: state, backends, capacity, what is committed and really used, sandboxes by backend; drain and ready (admin). */
 export function Nodes() {
   const [nodes, setNodes] = useState<Node[] | null>(null);
+  const [history, setHistory] = useState<MetricsHistoryResponse | null>(null);
+  const [Charts, setCharts] = useState<typeof ChartsView | null>(null);
+  useEffect(() => {
+    import('./charts.js').then(
+      (m) => setCharts(() => m.Charts),
+      () => undefined,
+    );
+  }, []);
   const [error, setError] = useState<string | null>(null);
   const load = async (): Promise<void> => {
     try {
       setNodes((await call<{ nodes: Node[] }>('GET', '/v1/nodes')).nodes);
+      setHistory(await call<MetricsHistoryResponse>('GET', '/v1/metrics/history'));
       setError(null);
     } catch (e) {
       setError(e instanceof ApiError && e.code === 'permission_denied' ? 'Nodes are shown to an admin key only.' : (e as Error).message);
@@ -34,6 +45,12 @@ export function Nodes() {
         <p class="error" role="alert">
           {error}
         </p>
+      )}
+      {history && Charts && (
+        <section class="history">
+          <h3>The last hour (this replica's samples, every {history.intervalSeconds} s)</h3>
+          {history.points.length < 2 ? <p class="sub">Not enough samples yet.</p> : <Charts points={history.points} />}
+        </section>
       )}
       {nodes && (
         <table class="nodes">

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, call, sandboxPath, type Sandbox } from './api.js';
 import { CommandView } from './command-view.js';
 import { Files } from './files.js';
+import { Screen } from './screen.js';
 import { ago, labelsText, mib, until } from './format.js';
 import { go } from './route.js';
 import type { Terminal as TerminalView } from './terminal.js';
@@ -36,6 +37,7 @@ export function SandboxPage(p: { id: string }) {
   const [error, setError] = useState<string | null>(null);
   const [commands, setCommands] = useState<CommandInfo[]>([]);
   const [cmd, setCmd] = useState('');
+  const [made, setMade] = useState<{ text: string; link: string | null } | null>(null);
   /** The command shown live: one run from the box (a new key each run), or a running one followed. */
   const [shown, setShown] = useState<{ key: number; cmd?: string; follow?: string } | null>(null);
   const [terminal, setTerminal] = useState(false);
@@ -69,6 +71,23 @@ export function SandboxPage(p: { id: string }) {
       setError((e as Error).message);
     }
   };
+  /** Forks it once (its files as they are now) or keeps them as a named snapshot; says what was made. */
+  const make = async (what: 'fork' | 'snapshot'): Promise<void> => {
+    try {
+      if (what === 'fork') {
+        const r = await call<{ sandboxes: Sandbox[]; errors: Array<{ message: string }> }>('POST', `${sandboxPath(p.id)}/fork`, { count: 1 });
+        if (r.errors.length) throw new Error(r.errors[0]!.message);
+        setMade({ text: 'forked into', link: r.sandboxes[0]!.id });
+      } else {
+        const name = prompt('Name of the snapshot (empty: one is made up)') ?? '';
+        const r = await call<{ name: string }>('POST', `${sandboxPath(p.id)}/snapshots`, name.trim() ? { name: name.trim() } : {});
+        setMade({ text: `snapshot ${r.name} made`, link: null });
+      }
+      setError(null);
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  };
   const run = (e: Event): void => {
     e.preventDefault();
     setShown({ key: Date.now(), cmd });
@@ -92,12 +111,24 @@ export function SandboxPage(p: { id: string }) {
       <div class="buttons">
         {sb.state === 'running' && <button onClick={() => void act('pause')}>Pause</button>}
         {sb.state === 'paused' && <button onClick={() => void act('resume')}>Resume</button>}
+        {live && <button onClick={() => void make('fork')}>Fork</button>}
+        {live && <button onClick={() => void make('snapshot')}>Snapshot</button>}
         {live && (
           <button class="danger" onClick={() => confirm(`Delete ${sb.id}?`) && void act('delete')}>
             Delete
           </button>
         )}
       </div>
+      {made && (
+        <p class="status" role="status">
+          {made.text}{' '}
+          {made.link && (
+            <a class="made" href={`#/sandboxes/${encodeURIComponent(made.link)}`}>
+              {made.link}
+            </a>
+          )}
+        </p>
+      )}
       {error && (
         <p class="error" role="alert">
           {error}
@@ -141,6 +172,12 @@ export function SandboxPage(p: { id: string }) {
             </button>
           </form>
           {shown && <CommandView key={shown.key} id={sb.id} cmd={shown.cmd} follow={shown.follow} onEnd={() => void load()} />}
+          {sb.backend === 'vm' && (
+            <>
+              <h3>Screen</h3>
+              {sb.state === 'paused' ? <p class="status">The VM is paused: resume it to see its screen.</p> : <Screen id={sb.id} />}
+            </>
+          )}
           <h3>Terminal</h3>
           {sb.state === 'paused' ? (
             <p class="status">

@@ -20,6 +20,7 @@ import { EventLog } from './services/events.js';
 import { Webhooks } from './services/webhooks.js';
 import { compileWebhooks } from './services/webhook-options.js';
 import { CommandService } from './services/commands.js';
+import { MetricsHistory } from './services/history.js';
 import { FileService } from './services/files.js';
 import { NodeService } from './services/nodes.js';
 import { AuditLog } from './services/audit.js';
@@ -205,6 +206,23 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     onFnPools: (node, pools) => void fn.warmNode(node, pools),
     logger: o.logger,
   });
+  const history = new MetricsHistory({
+    logger: o.logger,
+    sample: async () => {
+      const { nodes: all } = await nodes.list();
+      const sum = (f: (n: (typeof all)[number]) => number): number => all.reduce((x, n) => x + f(n), 0);
+      return {
+        creates: service.placer.counts.created,
+        commands: commands.counts.started,
+        commandErrors: commands.counts.failed,
+        fnCalls: sum((n) => n.fn.calls),
+        running: sum((n) => n.sandboxes - n.paused),
+        paused: sum((n) => n.paused),
+        cpuUsed: sum((n) => n.used.cpu),
+        memoryUsedMiB: sum((n) => n.used.memoryMiB),
+      };
+    },
+  });
   const server: Server = createApp({
     version: VERSION,
     auth,
@@ -222,6 +240,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     events,
     webhooks,
     audit,
+    history,
     logger: o.logger,
     peerBlob: p.peerBlob,
   });
@@ -238,6 +257,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
       leases.start();
       events.start();
       webhooks.start();
+      history.start();
       flush = setInterval(() => void service.sync.flushActivity().catch(() => undefined), 5000);
       flush.unref();
       if (!p.local) {
@@ -265,6 +285,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     },
     async close() {
       if (flush) clearInterval(flush);
+      history.close();
       if (janitor) clearInterval(janitor);
       await new Promise<void>((resolve) => {
         if (!server.listening) return resolve();

@@ -15,6 +15,7 @@ import type { AuditLog } from '../services/audit.js';
 import type { CommandService } from '../services/commands.js';
 import type { FileService } from '../services/files.js';
 import type { NodeService } from '../services/nodes.js';
+import type { MetricsHistory } from '../services/history.js';
 import type { RouteContext } from './router.js';
 
 type Parsed<T> = T extends z.ZodType ? z.infer<T> : undefined;
@@ -59,6 +60,8 @@ export interface RouteDeps {
   /** The operator's webhooks (for /metrics). */
   webhooks?: Webhooks;
   audit: AuditLog;
+  /** This replica's recent samples (GET /v1/metrics/history); absent: none kept. */
+  history?: MetricsHistory;
   logger: { warn(msg: string, meta?: unknown): void };
   /** Sends a blob this process lacks from another replica's blobs; false when none has it. */
   peerBlob?: (name: string, req: IncomingMessage, res: ServerResponse) => Promise<boolean>;

@@ -14,6 +14,11 @@ export function opsRoutes(on: On, d: RouteDeps): void {
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can list the nodes');
     c.reply(await d.nodes.list());
   });
+  on(ROUTES.metricsHistory, async (c) => {
+    // Every tenant's activity together: the operator's to see, as the nodes are.
+    if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can read the metrics history');
+    c.reply({ intervalSeconds: (d.history?.intervalMs ?? 0) / 1000, points: d.history?.list() ?? [] });
+  });
   on(ROUTES.joinNode, async (c) => {
     if (!c.caller.node) throw new WarrenError('permission_denied', 'edges join with the join token, not an API key');
     c.reply(await d.nodes.join(await c.body()));

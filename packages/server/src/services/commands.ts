@@ -11,6 +11,8 @@ export interface CommandServiceOptions {
 
 /** Commands and shell sessions in the caller's live sandboxes, on their edge. */
 export class CommandService {
+  /** Commands started through this replica, and those that could not be (an API error): for the metrics' history. */
+  readonly counts = { started: 0, failed: 0 };
   /** Commands being started for a requestId (sandbox id, NUL, requestId): a concurrent retry waits for the same one. */
   private readonly starting = new Map<string, Promise<string>>();
 
@@ -30,6 +32,17 @@ export class CommandService {
   exec(caller: Caller, id: string, req: ExecRequest, wait: true): Promise<CommandResult>;
   exec(caller: Caller, id: string, req: ExecRequest, wait: false): Promise<CommandStream>;
   async exec(caller: Caller, id: string, req: ExecRequest, wait: boolean): Promise<CommandResult | CommandStream> {
+    try {
+      const r = await this.execNow(caller, id, req, wait);
+      this.counts.started++;
+      return r;
+    } catch (e) {
+      this.counts.failed++;
+      throw e;
+    }
+  }
+
+  private async execNow(caller: Caller, id: string, req: ExecRequest, wait: boolean): Promise<CommandResult | CommandStream> {
     const { sid, edge } = await this.sandboxes.reach(caller, id);
     const rid = req.requestId;
     // Without a requestId: one call to the edge, which starts the command and follows it.
