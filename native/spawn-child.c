@@ -99,6 +99,26 @@ static unsigned long locked_flags(const char *path)
 	return f;
 }
 
+/*
+ * A bind mount just made at `dest` (inside root) remounted with `flags` besides the ones the
+ * kernel locks. An fd taken before the bind names the covered directory: the path is looked up
+ * again to reach the new mount.
+ */
+static void rebind(int rootfd, const char *dest, unsigned long flags)
+{
+	int fd = open_in(rootfd, dest, O_PATH);
+	if (fd < 0)
+		spawn_fail("mount point", dest);
+	char target[64];
+	snprintf(target, sizeof target, "/proc/self/fd/%d", fd);
+	unsigned long f = MS_BIND | MS_REMOUNT | flags | locked_flags(target);
+	if (f & (MS_NOATIME | MS_STRICTATIME))
+		f &= ~MS_RELATIME;
+	if (mount(NULL, target, NULL, f, NULL) < 0)
+		spawn_fail("remount", dest);
+	close(fd);
+}
+
 static void do_mount(int rootfd, struct mnt *m)
 {
 	int is_bind = (m->flags & MS_BIND) != 0;
@@ -118,19 +138,8 @@ static void do_mount(int rootfd, struct mnt *m)
 	if (mount(m->source, target, m->type, first, *m->data ? m->data : NULL) < 0)
 		spawn_fail("mount", m->dest);
 	close(fd);
-	if (is_bind && (m->flags & ~(MS_BIND | MS_REC))) {
-		/* The fd names the covered directory; look the path up again to reach the new mount. */
-		fd = open_in(rootfd, m->dest, O_PATH);
-		if (fd < 0)
-			spawn_fail("mount point", m->dest);
-		snprintf(target, sizeof target, "/proc/self/fd/%d", fd);
-		unsigned long f = MS_BIND | MS_REMOUNT | (m->flags & ~(MS_BIND | MS_REC)) | locked_flags(target);
-		if (f & (MS_NOATIME | MS_STRICTATIME))
-			f &= ~MS_RELATIME;
-		if (mount(NULL, target, NULL, f, NULL) < 0)
-			spawn_fail("remount", m->dest);
-		close(fd);
-	}
+	if (is_bind && (m->flags & ~(MS_BIND | MS_REC)))
+		rebind(rootfd, m->dest, m->flags & ~(MS_BIND | MS_REC));
 }
 
 /*
@@ -155,14 +164,7 @@ static void bind_dir(int rootfd, struct mnt *m)
 	if (mount(target, target, NULL, MS_BIND, NULL) < 0)
 		spawn_fail("bind", m->dest);
 	close(fd);
-	fd = open_in(rootfd, m->dest, O_PATH);
-	if (fd < 0)
-		spawn_fail("mount point", m->dest);
-	snprintf(target, sizeof target, "/proc/self/fd/%d", fd);
-	unsigned long f = MS_BIND | MS_REMOUNT | m->flags | locked_flags(target);
-	if (mount(NULL, target, NULL, f, NULL) < 0)
-		spawn_fail("remount", m->dest);
-	close(fd);
+	rebind(rootfd, m->dest, m->flags);
 }
 
 /*
@@ -192,14 +194,7 @@ static void mask_dirs(int rootfd, struct spec *sp)
 		if (mount(sp->maskdir, target, NULL, MS_BIND, NULL) < 0)
 			spawn_fail("mask", sp->masks[i]);
 		close(fd);
-		fd = open_in(rootfd, sp->masks[i], O_PATH);
-		if (fd < 0)
-			spawn_fail("mask", sp->masks[i]);
-		snprintf(target, sizeof target, "/proc/self/fd/%d", fd);
-		unsigned long f = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | locked_flags(target);
-		if (mount(NULL, target, NULL, f, NULL) < 0)
-			spawn_fail("mask remount", sp->masks[i]);
-		close(fd);
+		rebind(rootfd, sp->masks[i], MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
 		sp->masks[i] = NULL;
 	}
 }

@@ -34,58 +34,49 @@ export function whenUnauthenticated(f: (message: string) => void): void {
   onUnauthenticated = f;
 }
 
-/** One call: JSON in and out; errors as ApiError with the server's code. */
-export async function call<T>(method: string, path: string, body?: unknown, key: string | null = getKey()): Promise<T> {
+/**
+ * One request with the key: its answer when it is a success, else ApiError with the server's
+ * code (an unauthenticated answer to the key in use logs the tab out). `body`: JSON, or bytes.
+ */
+async function request(
+  method: string,
+  path: string,
+  o: { body?: unknown; accept?: string; key?: string | null; signal?: AbortSignal } = {},
+): Promise<Response> {
+  const key = o.key === undefined ? getKey() : o.key;
+  const bytes = o.body instanceof Blob;
   let res: Response;
   try {
     res = await fetch(path, {
       method,
+      signal: o.signal,
       headers: {
         authorization: `Bearer ${key ?? ''}`,
-        accept: 'application/json',
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(o.accept ? { accept: o.accept } : {}),
+        ...(o.body === undefined ? {} : { 'content-type': bytes ? 'application/octet-stream' : 'application/json' }),
       },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: o.body === undefined ? undefined : bytes ? (o.body as Blob) : JSON.stringify(o.body),
     });
-  } catch {
+  } catch (e) {
+    if (o.signal?.aborted) throw e;
     throw new ApiError(0, 'unavailable', 'the server cannot be reached (it may be restarting): try again in a moment');
   }
-  if (res.status === 204) return undefined as T;
-  const text = await res.text();
-  let json: unknown = null;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // not JSON: the status says what went wrong
-  }
-  if (!res.ok) {
-    const e = (json as { error?: { code?: string; message?: string } } | null)?.error;
-    const err = new ApiError(res.status, e?.code ?? 'unavailable', e?.message ?? `the server answered ${res.status}`);
-    if (err.code === 'unauthenticated' && key === getKey()) onUnauthenticated(err.message);
-    throw err;
-  }
-  return json as T;
+  if (res.ok) return res;
+  const e = ((await res.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null)?.error;
+  const err = new ApiError(res.status, e?.code ?? 'unavailable', e?.message ?? `the server answered ${res.status}`);
+  if (err.code === 'unauthenticated' && key === getKey()) onUnauthenticated(err.message);
+  throw err;
+}
+
+/** One call: JSON in and out; errors as ApiError with the server's code. */
+export async function call<T>(method: string, path: string, body?: unknown, key: string | null = getKey()): Promise<T> {
+  const res = await request(method, path, { body, accept: 'application/json', key });
+  return (res.status === 204 ? undefined : await res.json()) as T;
 }
 
 /** A call whose body and answer are bytes (a file's): the answer's body, or ApiError. */
 export async function callBytes(method: string, path: string, body?: Blob): Promise<Blob> {
-  let res: Response;
-  try {
-    res = await fetch(path, {
-      method,
-      headers: { authorization: `Bearer ${getKey() ?? ''}`, ...(body ? { 'content-type': 'application/octet-stream' } : {}) },
-      body,
-    });
-  } catch {
-    throw new ApiError(0, 'unavailable', 'the server cannot be reached (it may be restarting): try again in a moment');
-  }
-  if (!res.ok) {
-    const e = ((await res.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null)?.error;
-    const err = new ApiError(res.status, e?.code ?? 'unavailable', e?.message ?? `the server answered ${res.status}`);
-    if (err.code === 'unauthenticated') onUnauthenticated(err.message);
-    throw err;
-  }
-  return res.blob();
+  return (await request(method, path, { body })).blob();
 }
 
 /** The most of a command's output the page keeps (the rest is dropped from the front). */
@@ -98,24 +89,12 @@ export const MAX_SHOWN_OUTPUT = 1024 * 1024;
 export async function streamEvents<E>(method: string, path: string, body: unknown, onEvent: (e: E) => void, signal?: AbortSignal): Promise<void> {
   let res: Response;
   try {
-    res = await fetch(path, {
-      method,
-      signal,
-      headers: {
-        authorization: `Bearer ${getKey() ?? ''}`,
-        accept: 'application/x-ndjson',
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    res = await request(method, path, { body, accept: 'application/x-ndjson', signal });
   } catch (e) {
     if (signal?.aborted) return;
-    throw new ApiError(0, 'unavailable', `the server cannot be reached: ${String(e)}`);
+    throw e;
   }
-  if (!res.ok || !res.body) {
-    const e = ((await res.json().catch(() => null)) as { error?: { code?: string; message?: string } } | null)?.error;
-    throw new ApiError(res.status, e?.code ?? 'unavailable', e?.message ?? `the server answered ${res.status}`);
-  }
+  if (!res.body) throw new ApiError(res.status, 'unavailable', 'the server answered no stream');
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let rest = '';
   try {
