@@ -10,8 +10,16 @@ export interface BackendCreateSpec {
   /** cpuClass absent: latency. */
   resources: Required<Pick<Resources, 'cpu' | 'memoryMiB' | 'pids'>> & { memoryRequestMiB?: number; diskMiB?: number | null; cpuClass?: CpuClass };
   signal?: AbortSignal;
-  /** The network namespace to join (a path); without one, the sandbox gets an empty one. */
-  netns?: string;
+  /**
+   * The network namespace to join (a path), or one still being made (the backend waits for it
+   * only where it needs it, after its own set-up); without one, the sandbox gets an empty one.
+   */
+  netns?: string | Promise<string | undefined>;
+  /**
+   * The caller's next call to the init (its set-up) proves the init serves: no hello first. A
+   * create that makes no other call (a pool's member, a FnCall worker) leaves it unset.
+   */
+  skipHello?: boolean;
   /** Its link on the node's sandbox network, for a backend whose VMM opens a tap (Backend.link). */
   tap?: TapLink;
   /** A FnCall worker (see ContainerSpec.fn): it serves only per-call isolated runs. */

@@ -53,8 +53,11 @@ export interface ExitWatcher {
 
 /** Starting sandbox inits without a container runtime process (native/spawn.c). */
 export interface SandboxSpawner {
-  /** Sends a `spawn` request (fields from spawnFields); resolves the init's host pid once it has exec'd. */
-  spawnSandbox(fields: string[]): Promise<number>;
+  /**
+   * Sends a `spawn` request (fields from spawnFields); resolves the init's host pid once it has
+   * exec'd, and its start time as the spawner read it (null: it did not, or the init is gone).
+   */
+  spawnSandbox(fields: string[]): Promise<{ pid: number; startTime: number | null }>;
 }
 
 function checkField(v: string): string {
@@ -197,8 +200,9 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, ExitWatcher,
     await this.send('sysfs mount', ['sysfs', netns, target]);
   }
 
-  async spawnSandbox(fields: string[]): Promise<number> {
-    return Number(await this.send('starting the sandbox', ['spawn', ...fields]));
+  async spawnSandbox(fields: string[]): Promise<{ pid: number; startTime: number | null }> {
+    const [pid = '', start = '0'] = (await this.send('starting the sandbox', ['spawn', ...fields])).split(' ');
+    return { pid: Number(pid), startTime: Number(start) || null };
   }
 
   async watchExit(pid: number, startTime: number, onExit: () => void): Promise<void> {

@@ -12,19 +12,20 @@ import { ownSandboxes } from './own-sandboxes.js';
 import { CpuLoad, checkAdmission, type EdgeCapacity } from './admission.js';
 import { endCause, markActivity, newCommandId, newLive, sampledStats, type Live } from './live.js';
 import { Commitments } from './commitments.js';
-import { checkAlive, watchEnd } from './liveness.js';
+import { checkAlive, removeUnowned, watchEnd } from './liveness.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands, pruneDue } from './commands.js';
 import { SandboxFiles } from './files.js';
-import { configureSandbox } from './setup.js';
+import { configureSandbox, setUpCalls } from './setup.js';
 import { EdgeEvents } from './events.js';
 import { BackendSet, capable } from './backend-set.js';
 import type { LayerInfo } from '@warren/images';
 import { stopReclaim } from './reclaim.js';
 import { compilePolicy, opensNetwork } from '../net/policy.js';
 import { dialSandboxPort } from '../net/port-dial.js';
+import type { NetAttachment } from '../net/sandbox-network.js';
 import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
 import { SandboxNetworks } from './networks.js';
 import { defaultMemoryFloorMiB, dueNow } from './housekeeping.js';
@@ -206,13 +207,7 @@ export class Edge {
 
   /** Checks that the node can take a sandbox of this size; throws resource_exhausted if not (see checkAdmission). */
   admit(r: EdgeSandboxSpec['resources']): void {
-    const u = this.usage();
-    checkAdmission(
-      this.o.nodeId,
-      this.o.capacity,
-      { cpu: u.cpu, memoryMiB: u.memoryMiB, sandboxes: u.sandboxes, paused: u.paused, cpuUsed: this.cpuLoad.cores },
-      r,
-    );
+    checkAdmission(this.o.nodeId, this.o.capacity, Object.assign(this.usage(), { cpuUsed: this.cpuLoad.cores }), r);
   }
 
   /**
@@ -230,6 +225,7 @@ export class Edge {
     this.commitments.reserve(spec.resources);
     let sb: BackendSandbox | null = null;
     let room: { release(): void } | null = null;
+    let attaching: Promise<NetAttachment> | null = null;
     // A backend without the node's sandbox network gives its sandboxes loopback only: rules
     // that open more are refused, never recorded and ignored.
     if (!backend.capabilities.network && opensNetwork(compilePolicy(spec.network)))
@@ -242,16 +238,23 @@ export class Edge {
       // A runtime joins a namespace of the node's; a VMM opens a tap for the sandbox's slot (its
       // guest writes its resolv.conf itself: the HELLO carries it).
       const tap = net && !spec.fn && backend.link === 'tap' ? await net.attachTap(spec.id, spec.network) : undefined;
-      const ns = net && !spec.fn && !tap ? await net.attach(spec.id, spec.network) : null;
-      sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: ns?.nsPath, tap, fn: spec.fn });
+      // Its namespace is made while the backend sets up the sandbox's disk and root (it waits for
+      // the namespace only to start the sandbox in it); the create fails with it.
+      attaching = net && !spec.fn && !tap ? net.attach(spec.id, spec.network) : null;
+      const nsPath = attaching?.then((a) => a.nsPath);
+      nsPath?.catch(() => undefined);
+      // The set-up call right after proves the init serves: no hello before it.
+      const skipHello = setUpCalls(spec, files, attaching !== null);
+      sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: nsPath, tap, fn: spec.fn, skipHello });
+      const ns = attaching ? await attaching : null;
       if (net && ns) await net.started(spec.id);
       // One request to the init: resolv.conf (the node's resolver), user, workdir, files.
       await configureSandbox(sb.connect, spec, files, this.maxFileBytes, ns ? sandboxResolvConf(ns.gateway) : undefined);
-      await backend.started(spec.id);
       const l = newLive(spec, sb, backend, this.now());
       this.live.set(spec.id, l);
       this.commitments.update(spec.id, l);
-      await watchEnd(this.live, spec.id, l, this.ended);
+      // Its CPU quota (held back through the set-up) and the watch on its init, together.
+      await Promise.all([backend.started(spec.id), watchEnd(this.live, spec.id, l, this.ended)]);
       this.holdLease(spec);
     } catch (e) {
       this.live.delete(spec.id);
@@ -259,6 +262,8 @@ export class Edge {
       if (sb) await backend.destroy(spec.id).catch(() => undefined);
       const idle = this.layerRefs.release(spec.layers);
       if (idle.length) await backend.releaseLayers(idle).catch(() => undefined);
+      // A namespace still being made when the backend failed is let go once it is there.
+      await attaching?.catch(() => undefined);
       await net?.detach(spec.id).catch(() => undefined);
       this.commitments.release(spec.resources);
       throw e;
@@ -572,14 +577,7 @@ export class Edge {
 
   /** Removes sandboxes the backend still has on disk that nobody owns any more. */
   async removeLeftovers(): Promise<string[]> {
-    const gone: string[] = [];
-    for (const b of this.backendSet.all) {
-      for (const id of await b.list()) {
-        if (this.live.has(id)) continue;
-        await b.destroy(id).catch(() => undefined);
-        gone.push(id);
-      }
-    }
+    const gone = await removeUnowned(this.backendSet.all, this.live);
     await this.frozen.leftovers();
     return gone;
   }

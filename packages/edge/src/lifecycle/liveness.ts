@@ -1,3 +1,4 @@
+import type { Backend } from '../backends/backend.js';
 import type { Live } from './live.js';
 
 /** What the edge does when a sandbox's init ended without its doing (tells its owner). */
@@ -30,4 +31,17 @@ export async function checkAlive(live: ReadonlyMap<string, Live>, ended: OnEnded
     if (l.watched || l.spec.paused) continue;
     if (await l.backend.exited(l.sb).catch(() => false)) await ended(id, l);
   }
+}
+
+/** Destroys what the backends still have (on disk, running) that is not live here; answers their ids. */
+export async function removeUnowned(backends: readonly Backend[], live: ReadonlyMap<string, Live>): Promise<string[]> {
+  const gone: string[] = [];
+  for (const b of backends) {
+    for (const id of await b.list()) {
+      if (live.has(id)) continue;
+      await b.destroy(id).catch(() => undefined);
+      gone.push(id);
+    }
+  }
+  return gone;
 }

@@ -34,6 +34,11 @@ const unknownUser = (user: string): WarrenError => new WarrenError('invalid_argu
  * files (at create, or when a pool's sandbox is claimed): one set-up request to its init, then
  * the files too big for it one by one.
  */
+/** Whether configureSandbox makes a call to the init (a resolv.conf, a user, a workdir or files to give it). */
+export function setUpCalls(spec: Pick<EdgeSandboxSpec, 'user' | 'workdir'>, files: readonly unknown[], resolvConf: boolean): boolean {
+  return resolvConf || !!spec.user || !!spec.workdir || files.length > 0;
+}
+
 export async function configureSandbox(
   agent: AgentConnect,
   spec: EdgeSandboxSpec,
@@ -45,7 +50,7 @@ export async function configureSandbox(
   const big = files.find((f) => f.content.length > maxFileBytes);
   if (big) throw new WarrenError('payload_too_large', `file is larger than ${maxFileBytes} bytes`, { path: big.path, maxBytes: maxFileBytes });
   // Nothing to set up (a bare create without the node's network, a pool's member): no call.
-  if (!resolvConf && !user && !spec.workdir && !files.length) return;
+  if (!setUpCalls(spec, files, resolvConf !== undefined)) return;
   const { batch, after } = splitSetupFiles(files);
   const out = await ch.setUp(agent, { resolvConf, user, workdir: spec.workdir ?? undefined, files: batch });
   if (out.kind === 'unsupported') return configureOneByOne(agent, spec, files, maxFileBytes, resolvConf);

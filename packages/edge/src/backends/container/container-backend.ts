@@ -209,12 +209,14 @@ export class ContainerBackend implements Backend {
       }
       // overlay wants the top layer first.
       const overlay = { lower: lower.reverse(), upper: join(dir, 'upper'), work: join(dir, 'work'), lowerBase: this.layers.dir };
+      // The network namespace was being made beside the work above.
+      const netns = await spec.netns;
       if (this.runtime === 'runc') {
         await this.o.mounts.overlay(overlay.lower, overlay.upper, overlay.work, rootfs);
         mounted = true;
-        if (spec.netns) {
+        if (netns) {
           await mkdir(join(rootfs, 'sys')).catch(() => undefined);
-          await this.o.mounts.sysfs(spec.netns, join(rootfs, 'sys'));
+          await this.o.mounts.sysfs(netns, join(rootfs, 'sys'));
         }
       }
       const config = buildOciConfig({
@@ -228,7 +230,7 @@ export class ContainerBackend implements Backend {
         pids: spec.resources.pids,
         hostname: sandboxHostname(spec.id),
         capSwap: this.memsw,
-        netnsPath: spec.netns,
+        netnsPath: netns,
         fn: spec.fn,
         fnLayers: spec.fn ? overlay.lower : undefined,
         unhardened: this.o.unhardened,
@@ -247,8 +249,9 @@ export class ContainerBackend implements Backend {
       // siblings too, as on v2 (no runtime's config names it: written here, for both).
       if (spec.resources.cpuClass === 'batch' && this.cpuIdle) await this.o.cgroups.setCpuIdle(this.cgroupPath(spec.id), true);
       const sb = this.sandbox(spec.id, init);
-      // The start returns once the init is exec'd; a hello proves it is up and serving.
-      await hello(sb.connect);
+      // The start returns once the init is exec'd; a hello proves it is up and serving (or the
+      // caller's set-up call right after does).
+      if (!spec.skipHello) await hello(sb.connect);
       if (cpuQuota !== null) this.pendingQuota.set(spec.id, cpuQuota);
       return sb;
     } catch (e) {
@@ -287,8 +290,9 @@ export class ContainerBackend implements Backend {
       withoutCpuQuota: true,
       maskDir: this.maskDir,
     });
-    const pid = await this.o.spawner.spawnSandbox(fields);
-    const startTime = await processStartTime(pid);
+    const spawned = await this.o.spawner.spawnSandbox(fields);
+    const pid = spawned.pid;
+    const startTime = spawned.startTime ?? (await processStartTime(pid));
     if (startTime === null) throw new WarrenError('internal', 'the sandbox init exited as it started');
     return { init: { pid, startTime }, cpuQuota: oci.linux.resources?.cpu?.quota ?? null };
   }
