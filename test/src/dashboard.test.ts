@@ -268,9 +268,12 @@ describe(
         // A Warren of its own (the shared one's tests go on unaffected), started again on its data dir and port.
         const first = await startTestWarren({ images: ['busybox:latest'] });
         let again: TestWarren | undefined;
+        let page: Page | undefined;
         try {
           const sb = await first.client.sandboxes.create({ image: 'busybox:latest' });
-          const { page, errors } = await tab(first.url);
+          const opened = await tab(first.url);
+          page = opened.page;
+          const errors = opened.errors;
           await logIn(page, first.key);
           await page.goto(`${first.url}/#/sandboxes/${sb.id}`);
           await page.waitForSelector('form.run');
@@ -280,10 +283,12 @@ describe(
           await page.screenshot({ path: join(SHOTS, 'unreachable.png') });
           again = await startTestWarren({ images: ['busybox:latest'], dataDir: first.dataDir, port: Number(new URL(first.url).port) });
           await page.waitForSelector('.sandbox .error', { state: 'detached', timeout: 10_000 });
-          assert.match((await page.textContent('.sandbox h2')) ?? '', /running/);
+          await page.waitForSelector('.sandbox h2 .state.running', { timeout: 10_000 });
           assert.equal(await page.locator('form.run').count(), 1);
           assert.deepEqual(errors, []);
         } finally {
+          // The page stops reading before its server goes for good.
+          await page?.context().close();
           if (again) await again.close();
           else await first.close().then(() => forceCleanup(first.dataDir).catch(() => undefined));
         }
