@@ -166,6 +166,7 @@ describe(
           await page.click('.recent li:has-text("echo $((6*7))") button[name=output]');
           await page.waitForSelector('.result .sub:has-text("exit 0")');
           assert.equal((await page.textContent('pre.stdout'))?.trim(), `42 from ${hostname}\nsecond`);
+          await page.screenshot({ path: join(SHOTS, 'sandbox.png'), fullPage: true });
           await t.client.deleteSnapshot(snap.name, { force: true });
 
           await page.goto(`${t.url}/#/sandboxes`);
@@ -246,6 +247,7 @@ describe(
           await page.click('a[href="#/images"]');
           await page.click(`${row} button.danger`);
           await page.waitForSelector('[data-table=Images] .error');
+          await page.screenshot({ path: join(SHOTS, 'catalogue.png') });
           assert.match((await page.textContent('[data-table=Images] .error')) ?? '', /^ui\/used:v1: 1 live sandbox was created from image "ui\/used:v1" \(sb_/);
           await page.click('[data-table=Images] button[name=force]');
           await page.waitForSelector(row, { state: 'detached' });
