@@ -237,6 +237,10 @@ class SandboxCalls(unittest.TestCase):
             self.assertIn(name, [i.name for i in self.w.images.list()])
             with self.w.sandboxes.create(image=name, labels={"job": self.job}) as sb2:
                 self.assertEqual(sb2.exec("cat /opt-made").stdout, "built\n")
+                # Who uses it is listed, and its delete refused while they live.
+                self.assertEqual([i.used_by for i in self.w.images.list() if i.name == name], [1])
+                with self.assertRaises(ConflictError):
+                    self.w.images.delete(name)
         finally:
             self.w.images.delete(name)
 

@@ -12,6 +12,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "listSandboxes": ("GET", "/v1/sandboxes"),
     "getSandbox": ("GET", "/v1/sandboxes/{id}"),
     "deleteSandbox": ("DELETE", "/v1/sandboxes/{id}"),
+    "sandboxEvents": ("GET", "/v1/sandboxes/{id}/events"),
     "setTimeout": ("POST", "/v1/sandboxes/{id}/timeout"),
     "pause": ("POST", "/v1/sandboxes/{id}/pause"),
     "resume": ("POST", "/v1/sandboxes/{id}/resume"),

@@ -436,8 +436,9 @@ class AsyncSnapshots:
         q = [(k, v) for k, v in (("sandbox", sandbox), ("name", name)) if v is not None]
         return [from_wire(Image, i) for i in (await self._t.call(w.route("listSnapshots", query=q, idempotent=True)))["snapshots"]]
 
-    async def delete(self, name: str) -> None:
-        await self._t.call(w.route("deleteSnapshot", name, idempotent=True))
+    async def delete(self, name: str, *, force: bool = False) -> None:
+        """Refused (ConflictError) while live sandboxes were created from it, unless ``force``."""
+        await self._t.call(w.route("deleteSnapshot", name, query=[("force", "1")] if force else [], idempotent=True))
 
 
 class AsyncImages:
@@ -457,8 +458,9 @@ class AsyncImages:
         req = w.route("pullImage", json=body, accept="application/x-ndjson")
         return w.image_result([x async for x in self._t.lines(req)], on_progress)
 
-    async def delete(self, name: str) -> None:
-        await self._t.call(w.route("deleteImage", name, idempotent=True))
+    async def delete(self, name: str, *, force: bool = False) -> None:
+        """Refused (ConflictError) while live sandboxes were created from it, unless ``force``."""
+        await self._t.call(w.route("deleteImage", name, query=[("force", "1")] if force else [], idempotent=True))
 
 
 class AsyncLayers:

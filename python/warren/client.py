@@ -476,8 +476,10 @@ class Snapshots:
         q = [(k, v) for k, v in (("sandbox", sandbox), ("name", name)) if v is not None]
         return [from_wire(Image, i) for i in (self._t.call(w.route("listSnapshots", query=q, idempotent=True)))["snapshots"]]
 
-    def delete(self, name: str) -> None:
-        self._t.call(w.route("deleteSnapshot", name, idempotent=True))
+    def delete(self, name: str, *, force: bool = False) -> None:
+        """Refused (ConflictError) while live sandboxes were created from it, unless ``force``."""
+        q = [("force", "1")] if force else []
+        self._t.call(w.route("deleteSnapshot", name, query=q, idempotent=True))
 
 
 class Images:
@@ -498,8 +500,10 @@ class Images:
         body = w.drop_none({"ref": ref, "name": name, "auth": dict(auth) if auth else None})
         return w.image_result(self._t.lines(w.route("pullImage", json=body, accept="application/x-ndjson")), on_progress)
 
-    def delete(self, name: str) -> None:
-        self._t.call(w.route("deleteImage", name, idempotent=True))
+    def delete(self, name: str, *, force: bool = False) -> None:
+        """Refused (ConflictError) while live sandboxes were created from it, unless ``force``: they keep its layers while they live."""
+        q = [("force", "1")] if force else []
+        self._t.call(w.route("deleteImage", name, query=q, idempotent=True))
 
 
 class Layers:

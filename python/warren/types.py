@@ -160,6 +160,8 @@ class Image:
     built_in: bool = False
     #: A snapshot's source, backend, user and workdir (None: an image that is not a snapshot).
     snapshot: Optional[Dict[str, Any]] = None
+    #: In a list: the live sandboxes created from it (this tenant's; an admin's key: every tenant's).
+    used_by: int = 0
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 

@@ -22,7 +22,7 @@ after(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-test('warren images import, layers push, create --layer, commit and images rm', async () => {
+test('warren images import, layers push, create --layer, commit, images rm (refused while used, --force)', async () => {
   const env = { ...process.env, WARREN_URL: t.url, WARREN_API_KEY: t.key };
   const w = async (...args: string[]): Promise<{ stdout: string; stderr: string }> => run(process.execPath, [CLI, ...args], { env });
   const layer = makeTar([
@@ -56,6 +56,11 @@ test('warren images import, layers push, create --layer, commit and images rm', 
   assert.match((await w('commit', id, 'cli/app:2')).stdout, /^cli\/app:2 {2}3 layers/);
   const child = (await w('create', 'cli/app:2')).stdout.trim();
   assert.equal((await w('exec', child, '--', 'cat /made /opt/tool')).stdout, 'built\ntool v7\n');
+  assert.match((await w('images')).stdout, /^cli\/app:2 +\d+ {2}used by +1 /m);
+  // A live sandbox made from an image holds its delete back, unless --force (it runs on).
+  await assert.rejects(w('images', 'rm', 'cli/app:1'), /conflict/);
+  await w('images', 'rm', '--force', 'cli/app:1');
+  assert.equal((await w('exec', id, '--', 'cat /motd')).stdout, 'imported\n');
   await w('rm', id, child);
   await w('images', 'rm', 'cli/app:2');
   assert.doesNotMatch((await w('images')).stdout, /cli\/app:2/);

@@ -5,8 +5,8 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { Warren } from '@warren/sdk';
-import { startTestWarren, until, type TestWarren } from './harness.js';
+import { Warren, type Sandbox } from '@warren/sdk';
+import { forceCleanup, startTestWarren, until, type TestWarren } from './harness.js';
 
 /** Debian's Chromium (scripts/setup.sh --test installs it). */
 const CHROMIUM = '/usr/bin/chromium';
@@ -39,15 +39,15 @@ describe(
       await t?.close();
     });
 
-    /** A fresh browser tab (its own session storage), failing the test on any error the page throws. */
-    async function tab(): Promise<{ page: Page; errors: string[] }> {
+    /** A fresh browser tab (its own session storage) on `url`, failing the test on any error the page throws. */
+    async function tab(url = t.url): Promise<{ page: Page; errors: string[] }> {
       const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
       contexts.push(context);
       const page = await context.newPage();
       const errors: string[] = [];
       page.on('pageerror', (e) => errors.push(String(e)));
       page.on('dialog', (d) => void d.accept());
-      await page.goto(t.url + '/');
+      await page.goto(url + '/');
       return { page, errors };
     }
 
@@ -154,7 +154,20 @@ describe(
           assert.equal(await child.files.readText('/up.txt'), 'from the browser\n');
           await page.click('.buttons >> text=Snapshot');
           await page.waitForSelector('text=/snapshot \\S+ made/');
-          assert.ok((await t.client.snapshots()).some((x) => x.snapshot?.source === one));
+          const snap = (await t.client.snapshots()).find((x) => x.snapshot?.source === one);
+          assert.ok(snap);
+          // Its events, newest first (read again every 3 s): the fork's child a link, the snapshot named.
+          await page.waitForSelector('.events tr[data-type=snapshotted]', { timeout: 10_000 });
+          assert.deepEqual(await page.locator('.events tr strong').allTextContents(), ['snapshotted', 'forked', 'resumed', 'paused', 'started', 'created']);
+          assert.equal((await page.textContent('.events tr[data-type=forked] a.child'))?.trim(), child.id);
+          assert.equal((await page.textContent('.events tr[data-type=snapshotted] .says'))?.trim(), snap.name);
+          // Its recent commands, how each ended; a finished one's output read again from its start.
+          assert.match((await page.textContent('.recent li:has-text("sleep 600")')) ?? '', /signal SIGKILL/);
+          await page.click('.recent li:has-text("echo $((6*7))") button[name=output]');
+          await page.waitForSelector('.result .sub:has-text("exit 0")');
+          assert.equal((await page.textContent('pre.stdout'))?.trim(), `42 from ${hostname}\nsecond`);
+          await page.screenshot({ path: join(SHOTS, 'sandbox.png'), fullPage: true });
+          await t.client.deleteSnapshot(snap.name, { force: true });
 
           await page.goto(`${t.url}/#/sandboxes`);
           await page.fill('input[name=label]', 'ui=b');
@@ -206,6 +219,83 @@ describe(
         await Promise.all([mine.delete().catch(() => undefined), admins.delete().catch(() => undefined)]);
       }
     });
+
+    test(
+      'the catalogue: who uses an image, linked to the list of them; its delete refused as the server says, then sent forced',
+      { timeout: 60_000 },
+      async () => {
+        const src = await t.client.sandboxes.create({ image: 'busybox:latest' });
+        const made: Sandbox[] = [src];
+        const name = 'ui/used:v1';
+        const { page, errors } = await tab();
+        try {
+          await src.commit(name);
+          made.push(await t.client.sandboxes.create({ image: name }));
+          await logIn(page, t.key);
+          await page.click('a[href="#/images"]');
+          const row = `[data-table=Images] tr[data-name="${name}"]`;
+          assert.equal((await page.textContent(`${row} a.used-by`))?.trim(), '1');
+          // The list it links to asks the server for that image's sandboxes.
+          const [asked] = await Promise.all([
+            page.waitForRequest((r) => r.url().includes(`image=${encodeURIComponent(name)}`)),
+            page.click(`${row} a.used-by`),
+          ]);
+          assert.match(asked.url(), /\/v1\/sandboxes\?/);
+          await page.waitForSelector(`.row[data-id="${made[1]!.id}"]`);
+          assert.equal(await page.locator('.row[data-id]').count(), 1);
+          assert.equal(await page.inputValue('input[name=image]'), name);
+          await page.click('a[href="#/images"]');
+          await page.click(`${row} button.danger`);
+          await page.waitForSelector('[data-table=Images] .error');
+          await page.screenshot({ path: join(SHOTS, 'catalogue.png') });
+          assert.match((await page.textContent('[data-table=Images] .error')) ?? '', /^ui\/used:v1: 1 live sandbox was created from image "ui\/used:v1" \(sb_/);
+          await page.click('[data-table=Images] button[name=force]');
+          await page.waitForSelector(row, { state: 'detached' });
+          assert.equal(
+            (await t.client.images()).some((i) => i.name === name),
+            false,
+          );
+          assert.deepEqual(errors, []);
+        } finally {
+          await Promise.all(made.map((s) => s.delete().catch(() => undefined)));
+          await t.client.deleteImage(name, { force: true }).catch(() => undefined);
+        }
+      },
+    );
+
+    test(
+      'a server restarted under an open page: it says the server cannot be reached, then shows the sandbox again by itself',
+      { timeout: 60_000 },
+      async () => {
+        // A Warren of its own (the shared one's tests go on unaffected), started again on its data dir and port.
+        const first = await startTestWarren({ images: ['busybox:latest'] });
+        let again: TestWarren | undefined;
+        let page: Page | undefined;
+        try {
+          const sb = await first.client.sandboxes.create({ image: 'busybox:latest' });
+          const opened = await tab(first.url);
+          page = opened.page;
+          const errors = opened.errors;
+          await logIn(page, first.key);
+          await page.goto(`${first.url}/#/sandboxes/${sb.id}`);
+          await page.waitForSelector('form.run');
+          await first.close({ keep: true });
+          await page.waitForSelector('.sandbox .error:has-text("cannot be reached")', { timeout: 10_000 });
+          assert.match((await page.textContent('.sandbox h2')) ?? '', new RegExp(sb.id));
+          await page.screenshot({ path: join(SHOTS, 'unreachable.png') });
+          again = await startTestWarren({ images: ['busybox:latest'], dataDir: first.dataDir, port: Number(new URL(first.url).port) });
+          await page.waitForSelector('.sandbox .error', { state: 'detached', timeout: 10_000 });
+          await page.waitForSelector('.sandbox h2 .state.running', { timeout: 10_000 });
+          assert.equal(await page.locator('form.run').count(), 1);
+          assert.deepEqual(errors, []);
+        } finally {
+          // The page stops reading before its server goes for good.
+          await page?.context().close();
+          if (again) await again.close();
+          else await first.close().then(() => forceCleanup(first.dataDir).catch(() => undefined));
+        }
+      },
+    );
 
     test("the last hour's charts from the replica's samples; a tenant may not read them", { timeout: 60_000 }, async () => {
       // The creates of the tests before are in the samples (one every 10 s).

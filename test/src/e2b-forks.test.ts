@@ -20,7 +20,7 @@ after(async () => {
 });
 
 test(
-  '2.51: fork ×3 sees the source’s files and each writes its own; a snapshot outlives its sandbox, a create from its id has its files, it is listed and deleted',
+  '2.51: fork ×3 sees the source’s files and each writes its own; a snapshot outlives its sandbox, a create from its id has its files, it is listed and deleted (not while one made from it is paused)',
   notOnMicrovm('the container backend’s forks'),
   async () => {
     const { Sandbox } = e2b;
@@ -52,6 +52,11 @@ test(
         listed.map((s) => s.snapshotId),
         ['e2b-snap'],
       );
+      // As E2B's: refused while a sandbox made from it is paused, not while it runs.
+      const held = await t.client.sandboxes.get(fromSnap.sandboxId);
+      await held.pause();
+      await assert.rejects(Sandbox.deleteSnapshot(snap.snapshotId, opts), /paused sandbox was created from snapshot/);
+      await held.resume();
       assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, opts), true);
       assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, opts), false);
       await assert.rejects(Sandbox.fork('sb_000000000000000000000000', { ...opts, count: 1 }), e2b.SandboxNotFoundError);

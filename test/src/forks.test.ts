@@ -237,7 +237,13 @@ describe('snapshots', notOnMicrovm('a microVM’s snapshot is its files through 
       const its = await runner.sandboxes.get(mine.id);
       await assert.rejects(its.snapshot('one-snap/r'), (e: { code?: string }) => e.code === 'permission_denied');
       assert.deepEqual(await runner.snapshots(), []);
-      await t.client.deleteSnapshot(name);
+      // Its delete is refused while sandboxes made from it live (they are named), unless forced.
+      await assert.rejects(
+        t.client.deleteSnapshot(name),
+        (e: { code?: string; message: string; details?: Record<string, unknown> }) =>
+          e.code === 'conflict' && e.message.includes(fromIt.id) && e.details?.sandboxes === 3,
+      );
+      await t.client.deleteSnapshot(name, { force: true });
       assert.deepEqual(await t.client.snapshots({ sandbox: src.id }), []);
       await assert.rejects(t.client.sandboxes.create({ snapshot: name }), (e: { code?: string }) => e.code === 'not_found');
     } finally {

@@ -140,6 +140,8 @@ export async function startTestWarren(
     store?: 'sqlite' | 'postgres';
     /** Lifecycle events POSTed to these (WarrenOptions.webhooks). */
     webhooks?: WarrenOptions['webhooks'];
+    /** The port to listen on (default: a free one): a Warren started again where a client knows it. */
+    port?: number;
   } = {},
 ): Promise<TestWarren> {
   const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
@@ -149,7 +151,7 @@ export async function startTestWarren(
   const key = opts.adminKey ?? 'test-admin-key';
   const database = opts.database ?? (await testDatabase(dataDir, opts.store));
   const warren = await startWarren({
-    port: 0,
+    port: opts.port ?? 0,
     host: '127.0.0.1',
     dataDir,
     imageCacheDir: IMAGE_CACHE,

@@ -109,7 +109,7 @@ for (const layer of LAYERS) {
       await assert.rejects(sh.exec('true'), code('not_found'));
     });
 
-    test('a terminal: a command with pty is listed with its pid, resized, and sees its size', async () => {
+    test('a terminal: a command with pty is listed with its pid, resized, and sees its size; once ended, listed with its exit', async () => {
       const stream = sb.execStream('stty size; read line; stty size', { pty: { cols: 80, rows: 24 }, keepStdinOpen: true });
       const first = await stream.next();
       assert.ok(!first.done && first.value.type === 'start');
@@ -128,6 +128,13 @@ for (const layer of LAYERS) {
         }
       }
       assert.match(out, /24 80[\s\S]*30 100/);
+      // Once it ended, it is listed only on asking for finished ones too, with its exit.
+      assert.equal(
+        (await sb.commands()).find((c) => c.commandId === id),
+        undefined,
+      );
+      const ended = (await sb.commands({ finished: true })).find((c) => c.commandId === id);
+      assert.ok(ended && ended.exitCode === 0 && ended.finishedAt !== null, JSON.stringify(ended));
       await assert.rejects(sb.resize('cmd_none', 10, 10), (e: unknown) => e instanceof WarrenError);
     });
 
@@ -182,13 +189,15 @@ for (const layer of LAYERS) {
       }
     });
 
-    test('lifetimes: a TTL set through the API ends the sandbox by the edge clock, and its end reaches the store through the event stream', async () => {
+    test('lifetimes: a TTL set through the API ends the sandbox by the edge clock, and its end reaches the store through the event stream (and its own events)', async () => {
       const short = await t.client.sandboxes.create({ image: 'busybox:latest', lifetime: { ttlSeconds: 600 } });
       const info = await short.setTimeout(2);
       assert.equal(Date.parse(info.expiresAt ?? ''), clock.now() + 2000);
       clock.advance(2500);
       await t.warren.sweep();
       await until(async () => (await short.refresh()).state === 'stopped');
+      // Its events, read from the store by sandbox after it ended.
+      await until(async () => (await short.events()).some((e) => e.type === 'ended' && e.end?.reason === 'ttl'));
       await until(async () => hostLeftovers(short.id).length === 0);
       // A call on a sandbox that has ended answers conflict over every layer; one never made, not_found.
       assert.equal(errorCode(await http(t, 'POST', `/v1/sandboxes/${short.id}/exec`, { cmd: ['true'] })), 'conflict');

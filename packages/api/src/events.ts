@@ -44,6 +44,19 @@ export const EventsQuery = z.strictObject({
 });
 export type EventsQuery = z.infer<typeof EventsQuery>;
 
+/** The most events `GET /v1/sandboxes/{id}/events` answers at once (the oldest first: read on with `since`). */
+export const MAX_SANDBOX_EVENTS = 1000;
+
+export const SandboxEventsQuery = z.strictObject({
+  /** Events after this seq (the last one of a previous answer). */
+  since: z.coerce.number().int().min(0).optional(),
+});
+export type SandboxEventsQuery = z.infer<typeof SandboxEventsQuery>;
+
+/** One sandbox's lifecycle events as kept, oldest first (a `forked` event is the source's; its children have their own). */
+export const SandboxEventsResponse = z.object({ events: z.array(LifecycleEvent) });
+export type SandboxEventsResponse = z.infer<typeof SandboxEventsResponse>;
+
 /** One event as a webhook delivers it: a lifecycle event and its tenant (the operator's hook sees every tenant's). */
 export const WebhookEvent = LifecycleEvent.extend({ tenant: z.string() });
 export type WebhookEvent = z.infer<typeof WebhookEvent>;

@@ -150,7 +150,7 @@ export const CreateSessionRequest = z.strictObject({
 });
 export const CreateSessionResponse = z.object({ sessionId: z.string() });
 
-/** A command the sandbox runs now, as `GET .../commands` lists it. */
+/** A command the sandbox runs now, or one it ran (`finished=1`), as `GET .../commands` lists it. */
 export const CommandInfo = z.object({
   commandId: z.string(),
   pid: z.number().int(),
@@ -160,9 +160,23 @@ export const CommandInfo = z.object({
   tag: z.string().nullable(),
   pty: z.boolean(),
   startedAt: z.string(),
+  /** When it ended (null: it runs). */
+  finishedAt: z.string().nullable(),
+  /** How it ended: its exit code, or the signal that ended it (both null while it runs, or when it could not be told). */
+  exitCode: z.number().int().nullable(),
+  signal: z.string().nullable(),
 });
 export type CommandInfo = z.infer<typeof CommandInfo>;
 export const CommandList = z.object({ commands: z.array(CommandInfo) });
+
+/** The most finished commands `GET .../commands?finished=1` lists (the newest ones the node keeps). */
+export const MAX_FINISHED_COMMANDS_LISTED = 100;
+
+export const ListCommandsQuery = z.strictObject({
+  /** Also the finished commands the node keeps (the newest MAX_FINISHED_COMMANDS_LISTED), each with how it ended. */
+  finished: QueryFlag.optional(),
+});
+export type ListCommandsQuery = z.infer<typeof ListCommandsQuery>;
 
 /** A terminal's size as `GET /v1/sandboxes/{id}/pty` takes it (default 80×24). */
 export const PtyQuery = z.strictObject({

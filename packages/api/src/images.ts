@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Env } from './sandbox.js';
+import { QueryFlag } from './files.js';
 
 export const Image = z.object({
   name: z.string(),
@@ -27,7 +28,21 @@ export const Image = z.object({
     .optional(),
 });
 export type Image = z.infer<typeof Image>;
-export const ListImagesResponse = z.object({ images: z.array(Image) });
+
+/** An image as the lists (GET /v1/images, GET /v1/snapshots) show it: with who uses it. */
+export const ListedImage = Image.extend({
+  /**
+   * How many live sandboxes (creating, running, paused) were created from it: the caller's
+   * tenant's (an admin's key: every tenant's). Its delete is refused while there are any, unless forced.
+   */
+  usedBy: z.number().int(),
+});
+export type ListedImage = z.infer<typeof ListedImage>;
+
+/** `force=1`: delete it though live sandboxes were created from it (they keep its layers while they live). */
+export const DeleteImageQuery = z.strictObject({ force: QueryFlag.optional() });
+export type DeleteImageQuery = z.infer<typeof DeleteImageQuery>;
+export const ListImagesResponse = z.object({ images: z.array(ListedImage) });
 
 /** An image or layer name: lowercase path segments, an optional `:tag`. */
 export const ImageName = z

@@ -43,12 +43,16 @@ export {
   TerminalSize,
   CommandInfo,
   CommandList,
+  ListCommandsQuery,
+  MAX_FINISHED_COMMANDS_LISTED,
   PtyQuery,
 } from './exec.js';
 export type { ExitEvent } from './exec.js';
 export { DeleteFileQuery, FileEntry, QueryFlag, FilePathQuery, ListFilesQuery, ListFilesResponse, MkdirRequest, MoveRequest, WriteFileQuery } from './files.js';
 export {
   Image,
+  DeleteImageQuery,
+  ListedImage,
   ListImagesResponse,
   ImageName,
   ImportImageQuery,
@@ -66,7 +70,16 @@ export {
 export { CreatePoolRequest, ListPoolsResponse, Pool } from './pools.js';
 export { CreateSnapshotRequest, ListSnapshotsQuery, ListSnapshotsResponse, MAX_SNAPSHOTS_PER_TENANT, Snapshot } from './snapshots.js';
 export { ForkRequest, ForkResponse, MAX_FORK_COUNT } from './forks.js';
-export { EventsQuery, LifecycleEvent, LifecycleEventType, WebhookBody, WebhookEvent } from './events.js';
+export {
+  EventsQuery,
+  LifecycleEvent,
+  LifecycleEventType,
+  MAX_SANDBOX_EVENTS,
+  SandboxEventsQuery,
+  SandboxEventsResponse,
+  WebhookBody,
+  WebhookEvent,
+} from './events.js';
 export { CreateLeaseRequest, Lease, LeaseOnExpiry, LeaseState, ListLeasesQuery, ListLeasesResponse, RenewLeaseRequest } from './leases.js';
 export { InputEvent, InputRequest, MAX_INPUT_KEYSTROKES } from './display.js';
 export { FnBatchRequest, FnBatchResponse, FnFile, FnLanguage, FnRunRequest, FnRunResult } from './fn.js';

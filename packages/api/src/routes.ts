@@ -49,13 +49,21 @@ export const ROUTES = {
   listSandboxes: r({
     method: 'GET',
     path: '/v1/sandboxes',
-    summary: 'List sandboxes (label=k=v repeatable, state, limit, cursor)',
+    summary: 'List sandboxes (label=k=v repeatable, state, lease, image, limit, cursor)',
     query: s.ListSandboxesQuery,
     response: s.ListSandboxesResponse,
     status: 200,
   }),
   getSandbox: r({ method: 'GET', path: '/v1/sandboxes/{id}', summary: 'Get a sandbox', response: s.Sandbox, status: 200 }),
   deleteSandbox: r({ method: 'DELETE', path: '/v1/sandboxes/{id}', summary: 'Delete a sandbox (idempotent)', status: 204 }),
+  sandboxEvents: r({
+    method: 'GET',
+    path: '/v1/sandboxes/{id}/events',
+    summary: `A sandbox's lifecycle events as kept (an hour at least), oldest first, at most ${ev.MAX_SANDBOX_EVENTS} (read on with since=the last seq); readable while its record is, after it ended too`,
+    query: ev.SandboxEventsQuery,
+    response: ev.SandboxEventsResponse,
+    status: 200,
+  }),
   setTimeout: r({
     method: 'POST',
     path: '/v1/sandboxes/{id}/timeout',
@@ -118,7 +126,9 @@ export const ROUTES = {
   deleteSnapshot: r({
     method: 'DELETE',
     path: '/v1/snapshots/{name}',
-    summary: 'Delete a snapshot; its layers are freed when nothing else uses them',
+    summary:
+      "Delete a snapshot; its layers are freed when nothing else uses them. Refused (conflict, details {image, sandboxes}) while live sandboxes of the caller's tenant (an admin's: any tenant's) were created from it, unless force=1: they keep its layers while they live",
+    query: i.DeleteImageQuery,
     status: 204,
   }),
   screen: r({
@@ -186,7 +196,8 @@ export const ROUTES = {
   listCommands: r({
     method: 'GET',
     path: '/v1/sandboxes/{id}/commands',
-    summary: 'The commands the sandbox runs now (not those of its shell sessions)',
+    summary: `The commands the sandbox runs now (not those of its shell sessions), oldest first; finished=1: the finished ones its node keeps too (the newest ${x.MAX_FINISHED_COMMANDS_LISTED}), each with its exit`,
+    query: x.ListCommandsQuery,
     response: x.CommandList,
     status: 200,
   }),
@@ -273,7 +284,13 @@ export const ROUTES = {
     rawResponse: 'application/x-tar',
     status: 200,
   }),
-  listImages: r({ method: 'GET', path: '/v1/images', summary: 'List images', response: i.ListImagesResponse, status: 200 }),
+  listImages: r({
+    method: 'GET',
+    path: '/v1/images',
+    summary: "List images, each with usedBy: the live sandboxes created from it (the caller's tenant's; an admin's key: every tenant's)",
+    response: i.ListImagesResponse,
+    status: 200,
+  }),
   importImage: r({
     method: 'POST',
     path: '/v1/images/import',
@@ -299,7 +316,14 @@ export const ROUTES = {
     response: i.Image,
     status: 200,
   }),
-  deleteImage: r({ method: 'DELETE', path: '/v1/images/{name}', summary: 'Delete an image name; layers nothing else uses are freed', status: 204 }),
+  deleteImage: r({
+    method: 'DELETE',
+    path: '/v1/images/{name}',
+    summary:
+      'Delete an image name (admin); layers nothing else uses are freed. Refused (conflict, details {image, sandboxes}) while live sandboxes were created from it, unless force=1: they keep its layers while they live',
+    query: i.DeleteImageQuery,
+    status: 204,
+  }),
   uploadLayer: r({
     method: 'POST',
     path: '/v1/layers',

@@ -210,6 +210,8 @@ export const ListSandboxesQuery = z.strictObject({
   state: SandboxState.optional(),
   /** Only the sandboxes of this lease. */
   lease: z.string().min(1).max(64).optional(),
+  /** Only the sandboxes created from this image (its name, as a create named it, or a snapshot's). */
+  image: z.string().min(1).max(200).optional(),
   limit: z.coerce.number().int().min(1).max(1000).optional(),
   cursor: z.string().max(256).optional(),
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Image, ImageName } from './images.js';
+import { Image, ImageName, ListedImage } from './images.js';
 
 /**
  * A snapshot: a sandbox's files as they are at the call (its writable layer frozen meanwhile;
@@ -25,7 +25,7 @@ export const ListSnapshotsQuery = z.strictObject({
 });
 export type ListSnapshotsQuery = z.infer<typeof ListSnapshotsQuery>;
 
-export const ListSnapshotsResponse = z.object({ snapshots: z.array(Snapshot) });
+export const ListSnapshotsResponse = z.object({ snapshots: z.array(ListedImage) });
 export type ListSnapshotsResponse = z.infer<typeof ListSnapshotsResponse>;
 
 /** The most snapshots one tenant keeps (an admin's are not limited). */

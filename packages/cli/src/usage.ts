@@ -20,7 +20,7 @@ ${upUsage(undefined, 'edge')}
   warren images [prepare]            list (or build the default images)
   warren images import FILE --name NAME   a docker save / OCI layout tarball, with a progress bar
   warren images pull REF [--name NAME]    from an OCI registry (host:port/repo:tag)
-  warren images rm NAME...
+  warren images rm [--force] NAME...   refused while live sandboxes use it, unless --force
   warren layers [push FILE --name NAME | rm NAME...]   standalone layers for --layer
   warren layers publish --to oci://HOST/REPO [--image NAME] [LAYER...]   copy layers to a registry blob store
   warren commit ID NAME [--exclude PATH]...            the sandbox's changes as a new image

@@ -1,8 +1,8 @@
 // The dashboard's calls: the public API with the key the person logged in with, kept for this
 // tab only (sessionStorage). No private endpoint: what it shows is what the key may see.
-import type { ExecResult, ListNodesResponse, ListSandboxesResponse, Sandbox } from '@warren/api';
+import type { CommandInfo, ExecResult, LifecycleEvent, ListNodesResponse, ListSandboxesResponse, ListedImage, Sandbox } from '@warren/api';
 
-export type { ExecResult, Sandbox };
+export type { CommandInfo, ExecResult, LifecycleEvent, ListedImage, Sandbox };
 /** A node as GET /v1/nodes answers it. */
 export type Node = ListNodesResponse['nodes'][number];
 
@@ -123,7 +123,11 @@ export async function checkKey(key: string): Promise<void> {
  * Every sandbox the key sees, page by page (100, then 1,000 a page), up to `max`; filters the server takes.
  * `onPage` is told what has come so far after each page (the list shows the first page at once).
  */
-export async function listSandboxes(q: { state?: string; label?: string }, max = 20_000, onPage?: (sofar: Sandbox[]) => void): Promise<Sandbox[]> {
+export async function listSandboxes(
+  q: { state?: string; label?: string; image?: string },
+  max = 20_000,
+  onPage?: (sofar: Sandbox[]) => void,
+): Promise<Sandbox[]> {
   const out: Sandbox[] = [];
   let cursor: string | null = null;
   do {
@@ -131,6 +135,7 @@ export async function listSandboxes(q: { state?: string; label?: string }, max =
     const p = new URLSearchParams({ limit: out.length === 0 ? '100' : '1000' });
     if (q.state) p.set('state', q.state);
     if (q.label) p.set('label', q.label);
+    if (q.image) p.set('image', q.image);
     if (cursor) p.set('cursor', cursor);
     const page: ListSandboxesResponse = await call<ListSandboxesResponse>('GET', `/v1/sandboxes?${p.toString()}`);
     out.push(...page.sandboxes);

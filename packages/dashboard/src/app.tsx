@@ -5,7 +5,7 @@ import { Login } from './login.js';
 import { Nodes } from './nodes.js';
 import { SandboxPage } from './sandbox-page.js';
 import { Sandboxes } from './sandboxes.js';
-import { useRoute } from './route.js';
+import { routeQuery, useRoute } from './route.js';
 
 /** The dashboard: a login gate, then the views the hash names. */
 export function App() {
@@ -31,6 +31,8 @@ export function App() {
       />
     );
   const [view, id] = route;
+  // A list narrowed by the link that opened it (the catalogue's "used by": ?image=NAME).
+  const image = routeQuery().get('image') ?? '';
   return (
     <div class="app">
       <header>
@@ -57,7 +59,15 @@ export function App() {
         </button>
       </header>
       <main>
-        {view === 'nodes' ? <Nodes /> : view === 'images' ? <Catalogue /> : view === 'sandboxes' && id ? <SandboxPage id={id} key={id} /> : <Sandboxes />}
+        {view === 'nodes' ? (
+          <Nodes />
+        ) : view === 'images' ? (
+          <Catalogue />
+        ) : view === 'sandboxes' && id ? (
+          <SandboxPage id={id} key={id} />
+        ) : (
+          <Sandboxes key={image} image={image} />
+        )}
       </main>
     </div>
   );

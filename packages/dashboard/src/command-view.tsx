@@ -13,14 +13,16 @@ interface Shown {
 const keep = (s: string): string => (s.length > MAX_SHOWN_OUTPUT ? s.slice(s.length - MAX_SHOWN_OUTPUT) : s);
 
 /**
- * A command's output, live: a new one run (`cmd`) or a running one followed (`follow`, from the
- * start of its output); a kill button while it runs.
+ * A command's output, live: a new one run (`cmd`) or one followed (`follow`, from the start of
+ * its output: a running one's as it comes, a finished one's with its exit); a kill button while it runs.
  */
 export function CommandView(p: { id: string; cmd?: string; follow?: string; onEnd: () => void }) {
   const [shown, setShown] = useState<Shown>({ commandId: p.follow ?? null, out: '', err: '', exit: null });
   const [error, setError] = useState<string | null>(null);
   const pre = useRef<HTMLPreElement>(null);
   useEffect(() => {
+    // A command followed from the lists below: its output where it is seen.
+    if (p.follow) pre.current?.scrollIntoView({ block: 'nearest' });
     const ac = new AbortController();
     const on = (e: ExecEvent): void =>
       setShown((s) => {

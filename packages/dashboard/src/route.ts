@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 
-/** The page the hash names (#/sandboxes/ID → ['sandboxes', 'ID']): every view is a link. */
+/** The page the hash names (#/sandboxes/ID → ['sandboxes', 'ID']; a `?query` after it aside): every view is a link. */
 export function useRoute(): string[] {
   const [hash, setHash] = useState(location.hash);
   useEffect(() => {
@@ -10,6 +10,7 @@ export function useRoute(): string[] {
   }, []);
   return hash
     .replace(/^#\/?/, '')
+    .replace(/\?.*$/, '')
     .split('/')
     .filter(Boolean)
     .map((s) => {
@@ -20,6 +21,9 @@ export function useRoute(): string[] {
       }
     });
 }
+
+/** The query of the hash (#/sandboxes?image=NAME → image=NAME). */
+export const routeQuery = (): URLSearchParams => new URLSearchParams(/\?(.*)$/.exec(location.hash)?.[1] ?? '');
 
 export const go = (...parts: string[]): void => {
   location.hash = '#/' + parts.map(encodeURIComponent).join('/');

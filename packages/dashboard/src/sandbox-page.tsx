@@ -1,7 +1,8 @@
-import { useEffect, useState } from 'preact/hooks';
-import { ApiError, call, sandboxPath, type Sandbox } from './api.js';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, call, sandboxPath, type CommandInfo, type LifecycleEvent, type Sandbox } from './api.js';
 import { CommandView } from './command-view.js';
 import { Files } from './files.js';
+import { Events, RecentCommands } from './history.js';
 import { Screen } from './screen.js';
 import { ago, labelsText, mib, until } from './format.js';
 import { go } from './route.js';
@@ -21,21 +22,15 @@ function LazyTerminal(p: { id: string; onClose: () => void }) {
   return T ? <T {...p} /> : <p class="sub">Loading the terminal…</p>;
 }
 
-interface CommandInfo {
-  commandId: string;
-  pid: number;
-  cmd: string | string[];
-  tag: string | null;
-  pty: boolean;
-  startedAt: string;
-}
-
-/** One sandbox: its spec and usage, its commands, a command box, a terminal; pause, resume, delete. */
+/** One sandbox: its spec and usage, its commands (running and recent), a command box, a terminal, its events; pause, resume, delete. */
 export function SandboxPage(p: { id: string }) {
   const [sb, setSb] = useState<Sandbox | null>(null);
   const [gone, setGone] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [commands, setCommands] = useState<CommandInfo[]>([]);
+  const [events, setEvents] = useState<LifecycleEvent[]>([]);
+  /** The last event's seq read: each load reads only those after it. */
+  const seen = useRef(0);
   const [cmd, setCmd] = useState('');
   const [made, setMade] = useState<{ text: string; link: string | null } | null>(null);
   /** The command shown live: one run from the box (a new key each run), or a running one followed. */
@@ -43,11 +38,19 @@ export function SandboxPage(p: { id: string }) {
   const [terminal, setTerminal] = useState(false);
   const load = async (): Promise<void> => {
     try {
-      const s = await call<Sandbox>('GET', sandboxPath(p.id));
+      const [s, more] = await Promise.all([
+        call<Sandbox>('GET', sandboxPath(p.id)),
+        call<{ events: LifecycleEvent[] }>('GET', `${sandboxPath(p.id)}/events?since=${seen.current}`).catch(() => null),
+      ]);
       setSb(s);
       setError(null);
+      if (more?.events.length) {
+        seen.current = Math.max(seen.current, more.events.at(-1)!.seq);
+        // Two loads at once read the same ones: each event is kept once.
+        setEvents((had) => [...had, ...more.events.filter((e) => e.seq > (had.at(-1)?.seq ?? 0))]);
+      }
       if (s.state === 'running' || s.state === 'paused')
-        setCommands((await call<{ commands: CommandInfo[] }>('GET', `${sandboxPath(p.id)}/commands`).catch(() => ({ commands: [] }))).commands);
+        setCommands((await call<{ commands: CommandInfo[] }>('GET', `${sandboxPath(p.id)}/commands?finished=1`).catch(() => ({ commands: [] }))).commands);
     } catch (e) {
       if (e instanceof ApiError && e.code === 'not_found') setGone('This sandbox is gone: it was deleted, or it is not one this key may see.');
       else setError((e as Error).message);
@@ -103,6 +106,7 @@ export function SandboxPage(p: { id: string }) {
     );
   if (!sb) return <section>{error ? <p class="error">{error}</p> : <p>Loading…</p>}</section>;
   const live = sb.state === 'running' || sb.state === 'paused';
+  const running = commands.filter((c) => c.finishedAt === null);
   return (
     <section class="sandbox">
       <h2>
@@ -192,7 +196,7 @@ export function SandboxPage(p: { id: string }) {
           <Files id={sb.id} />
           <h3>Commands running</h3>
           <ul class="commands">
-            {commands.map((c) => (
+            {running.map((c) => (
               <li key={c.commandId}>
                 <code>{Array.isArray(c.cmd) ? c.cmd.join(' ') : c.cmd}</code> pid {c.pid}
                 {c.pty && ' (terminal)'} · {ago(c.startedAt)}{' '}
@@ -203,10 +207,14 @@ export function SandboxPage(p: { id: string }) {
                 )}
               </li>
             ))}
-            {commands.length === 0 && <li class="sub">none</li>}
+            {running.length === 0 && <li class="sub">none</li>}
           </ul>
+          <h3>Recent commands</h3>
+          <RecentCommands commands={commands} onOutput={(id) => setShown({ key: Date.now(), follow: id })} />
         </>
       )}
+      <h3>Events</h3>
+      <Events events={events} />
     </section>
   );
 }

@@ -13,27 +13,32 @@ const SORTS: Record<SortKey, (a: Sandbox, b: Sandbox) => number> = {
   memory: (a, b) => b.usage.memoryBytes - a.usage.memoryBytes,
 };
 
-/** What the list is narrowed to: the server filters by label and state, the page by the rest. */
+/**
+ * What the list is narrowed to: the server filters by label and state, and by image when it came
+ * from a link (`exactImage`: the catalogue's "used by"); the page by the rest (an image typed: by part of its name).
+ */
 interface Filters {
   label: string;
   state: string;
   image: string;
+  exactImage: boolean;
   backend: string;
   node: string;
   lease: string;
 }
 
-const NONE: Filters = { label: '', state: '', image: '', backend: '', node: '', lease: '' };
+const NONE: Filters = { label: '', state: '', image: '', exactImage: false, backend: '', node: '', lease: '' };
 
 /**
  * Every sandbox the key sees (thousands: the rows drawn are the visible ones), filtered, sorted,
  * each with its expiry and, once ended, its end reason; pause, resume and delete of a selection
  * or of every sandbox with a label.
  */
-export function Sandboxes() {
+export function Sandboxes(p: { image?: string }) {
+  const start: Filters = p.image ? { ...NONE, image: p.image, exactImage: true } : NONE;
   const [all, setAll] = useState<Sandbox[] | null>(null);
-  const [filters, setFilters] = useState<Filters>(NONE);
-  const [applied, setApplied] = useState<Filters>(NONE);
+  const [filters, setFilters] = useState<Filters>(start);
+  const [applied, setApplied] = useState<Filters>(start);
   const [sort, setSort] = useState<SortKey>('age');
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [status, setStatus] = useState<{ error: boolean; text: string } | null>(null);
@@ -45,7 +50,7 @@ export function Sandboxes() {
       if (g === generation.current) setAll(rows);
     };
     try {
-      show(await listSandboxes({ state: f.state || undefined, label: f.label || undefined }, undefined, show));
+      show(await listSandboxes({ state: f.state || undefined, label: f.label || undefined, image: f.exactImage ? f.image : undefined }, undefined, show));
     } catch (e) {
       if (g === generation.current) setStatus({ error: true, text: (e as Error).message });
     }
@@ -80,8 +85,14 @@ export function Sandboxes() {
     }
     await load(applied);
   };
-  const field = (name: keyof Filters, placeholder: string) => (
-    <input name={name} placeholder={placeholder} value={filters[name]} onInput={(e) => setFilters({ ...filters, [name]: e.currentTarget.value })} />
+  const field = (name: Exclude<keyof Filters, 'exactImage'>, placeholder: string) => (
+    <input
+      name={name}
+      placeholder={placeholder}
+      value={filters[name]}
+      // An image typed is matched by part of its name (by the page), not the link's exact one.
+      onInput={(e) => setFilters({ ...filters, [name]: e.currentTarget.value, ...(name === 'image' ? { exactImage: false } : {}) })}
+    />
   );
   return (
     <section class="sandboxes">

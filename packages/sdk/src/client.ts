@@ -11,6 +11,7 @@ import {
   type ImageEvent,
   type Info,
   type Layer,
+  type ListedImage,
   type ListNodesResponse,
   type LifecycleEvent,
   type SandboxState,
@@ -37,6 +38,8 @@ export interface ListOptions {
   labels?: Record<string, string>;
   /** Only the sandboxes of this lease. */
   lease?: string;
+  /** Only the sandboxes created from this image (or snapshot). */
+  image?: string;
   state?: SandboxState;
   limit?: number;
   cursor?: string;
@@ -66,7 +69,8 @@ export class Warren {
     this.leases = new Leases(this.t);
   }
 
-  async images(): Promise<Image[]> {
+  /** The images this key sees, each with `usedBy`: the live sandboxes created from it (this tenant's; an admin's key: every tenant's). */
+  async images(): Promise<ListedImage[]> {
     return (await this.t.json(ROUTES.listImages)).images;
   }
 
@@ -94,17 +98,22 @@ export class Warren {
     return progressResult(res, opts.onProgress);
   }
 
-  async deleteImage(name: string): Promise<void> {
-    await this.t.empty(ROUTES.deleteImage, { name });
+  /**
+   * Deletes an image name (admin). Refused (conflict) while live sandboxes were created from it,
+   * unless `force`: they keep its layers while they live.
+   */
+  async deleteImage(name: string, opts: { force?: boolean } = {}): Promise<void> {
+    await this.t.empty(ROUTES.deleteImage, { name }, { query: { force: opts.force ? '1' : undefined } });
   }
 
   /** This tenant's snapshots (Sandbox.snapshot), newest first; `sandbox`: those of one sandbox. */
-  async snapshots(q: { sandbox?: string; name?: string } = {}): Promise<Image[]> {
+  async snapshots(q: { sandbox?: string; name?: string } = {}): Promise<ListedImage[]> {
     return (await this.t.json(ROUTES.listSnapshots, {}, { query: q })).snapshots;
   }
 
-  async deleteSnapshot(name: string): Promise<void> {
-    await this.t.empty(ROUTES.deleteSnapshot, { name });
+  /** Deletes a snapshot; refused (conflict) while live sandboxes were created from it, unless `force`. */
+  async deleteSnapshot(name: string, opts: { force?: boolean } = {}): Promise<void> {
+    await this.t.empty(ROUTES.deleteSnapshot, { name }, { query: { force: opts.force ? '1' : undefined } });
   }
 
   /** Uploads a layer tar (gzip allowed; OCI whiteouts honoured) usable in `layers` at create. */
@@ -206,7 +215,11 @@ export class Sandboxes {
 
   async list(opts: ListOptions = {}): Promise<{ sandboxes: Sandbox[]; nextCursor: string | null }> {
     const label = Object.entries(opts.labels ?? {}).map(([k, v]) => `${k}=${v}`);
-    const r = await this.t.json(ROUTES.listSandboxes, {}, { query: { label, state: opts.state, lease: opts.lease, limit: opts.limit, cursor: opts.cursor } });
+    const r = await this.t.json(
+      ROUTES.listSandboxes,
+      {},
+      { query: { label, state: opts.state, lease: opts.lease, image: opts.image, limit: opts.limit, cursor: opts.cursor } },
+    );
     return { sandboxes: r.sandboxes.map((s) => new Sandbox(this.t, s)), nextCursor: r.nextCursor };
   }
 

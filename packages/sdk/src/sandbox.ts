@@ -9,6 +9,7 @@ import type {
   Image,
   InputEvent,
   KillRequest,
+  LifecycleEvent,
   NetworkPolicy,
   Sandbox as SandboxInfo,
 } from '@warren/api';
@@ -154,9 +155,17 @@ export class Sandbox {
     await this.t.empty(ROUTES.resizeCommand, { id: this.id, commandId }, { json: { cols, rows } });
   }
 
-  /** The commands the sandbox runs now (not those of its shell sessions). */
-  async commands(): Promise<CommandInfo[]> {
-    return (await this.t.json(ROUTES.listCommands, this.at())).commands;
+  /**
+   * The commands the sandbox runs now (not those of its shell sessions), oldest first; with
+   * `finished`, the finished ones its node keeps too (the newest 100), each with its exit.
+   */
+  async commands(opts: { finished?: boolean } = {}): Promise<CommandInfo[]> {
+    return (await this.t.json(ROUTES.listCommands, this.at(), { query: { finished: opts.finished ? '1' : undefined } })).commands;
+  }
+
+  /** Its lifecycle events as kept, oldest first (at most 1,000: read on with `since`, the last seq). */
+  async events(opts: { since?: number } = {}): Promise<LifecycleEvent[]> {
+    return (await this.t.json(ROUTES.sandboxEvents, this.at(), { query: { since: opts.since } })).events;
   }
 
   /** A full VM's screen now, as PNG bytes (backend `vm`). */

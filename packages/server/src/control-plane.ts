@@ -15,6 +15,7 @@ import { PoolService } from './services/pools.js';
 import { FnService } from './services/fn.js';
 import { ForkService } from './services/forks.js';
 import { SnapshotService } from './services/snapshots.js';
+import { ImageUse } from './services/image-use.js';
 import { LeaseService } from './services/leases.js';
 import { EventLog } from './services/events.js';
 import { Webhooks } from './services/webhooks.js';
@@ -188,7 +189,8 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     failpoint: p.failpoint,
     checkDisk: async (what) => checkRoom(await dataDiskRoom(o.dataDir), o.dataDiskReserveBytes, what),
   });
-  const snapshots = new SnapshotService(service, images, p.catalogue);
+  const imageUse = new ImageUse(store);
+  const snapshots = new SnapshotService(service, images, p.catalogue, imageUse);
   const forks = new ForkService(store, cluster, service, images, { defaultTtlSeconds: o.defaultTtlSeconds ?? DEFAULTS.sandbox.ttlSeconds, now: o.clock });
   const webhooks = new Webhooks(store, hooks?.hooks ?? [], { secret: hooks?.secret ?? '', logger: o.logger });
   const admin = await adminKeyOf(o);
@@ -237,6 +239,7 @@ export async function buildControlPlane(p: ControlPlaneParts): Promise<ControlPl
     leases,
     forks,
     snapshots,
+    imageUse,
     events,
     webhooks,
     audit,

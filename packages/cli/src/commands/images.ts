@@ -6,7 +6,7 @@ import { registryAuth } from '../args.js';
 import { client, DEFAULT_IMAGE_CACHE } from '../client.js';
 import { fmtBytes, progressBar } from '../output.js';
 
-/** `warren images [prepare | import | pull | rm]`. */
+/** `warren images [prepare | import | pull | rm [--force]]`. */
 export async function run(rest: string[]): Promise<number> {
   if (rest[0] === 'prepare') {
     const { values } = parseArgs({ args: rest.slice(1), options: { 'image-cache': { type: 'string', default: DEFAULT_IMAGE_CACHE } } });
@@ -50,9 +50,12 @@ export async function run(rest: string[]): Promise<number> {
     return 0;
   }
   if (rest[0] === 'rm') {
-    for (const n of rest.slice(1)) await w.deleteImage(n);
+    // --force: delete it though live sandboxes were created from it (the server refuses otherwise).
+    const { values, positionals } = parseArgs({ args: rest.slice(1), allowPositionals: true, options: { force: { type: 'boolean', short: 'f' } } });
+    for (const n of positionals) await w.deleteImage(n, { force: values.force });
     return 0;
   }
-  for (const i of await w.images()) console.log(`${i.name.padEnd(28)} ${String(i.sizeBytes).padStart(12)}  ${i.layers.join(',')}`);
+  for (const i of await w.images())
+    console.log(`${i.name.padEnd(28)} ${String(i.sizeBytes).padStart(12)}  used by ${String(i.usedBy).padStart(4)}  ${i.layers.join(',')}`);
   return 0;
 }

@@ -184,8 +184,8 @@ export interface EdgeApi {
   signal(id: string, commandId: string, signal: string): Promise<void>;
   /** A command on a terminal (ExecRequest.pty) gets a new size; invalid_argument for one without. */
   resize(id: string, commandId: string, size: TerminalSize): Promise<void>;
-  /** The commands the sandbox runs now (not those of its sessions), oldest first. */
-  commands(id: string): Promise<CommandInfo[]>;
+  /** The commands the sandbox runs now (not those of its sessions), oldest first; `finished`: the newest finished ones it keeps too. */
+  commands(id: string, o?: { finished?: boolean }): Promise<CommandInfo[]>;
   /** Writes to a command's stdin; `eof` closes it after. */
   stdin(id: string, commandId: string, data: Buffer, eof: boolean): Promise<void>;
   createSession(id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string>;

@@ -158,7 +158,7 @@ export function localEdgeApi(edge: Edge, o: { fresh?: boolean; layers?: LayerSto
     hasCommand: async (id, commandId) => edge.hasCommand(id, commandId),
     signal: async (id, commandId, sig) => edge.command(id, commandId).signal(sig),
     resize: async (id, commandId, size) => edge.command(id, commandId).resize(size),
-    commands: async (id) => edge.commandList(id),
+    commands: async (id, o) => edge.commandList(id, o?.finished === true),
     stdin: async (id, commandId, data, eof) => {
       // Answers once the sandbox has taken the bytes (Command.writeStdin): a caller cannot outrun it.
       const cmd = edge.command(id, commandId);

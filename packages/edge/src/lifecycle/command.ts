@@ -314,7 +314,15 @@ export class Command {
 
   /** How GET .../commands lists it. */
   info(): CommandInfo {
-    return { commandId: this.id, pid: this.pid, ...this.what, startedAt: new Date(this.startedAt).toISOString() };
+    return {
+      commandId: this.id,
+      pid: this.pid,
+      ...this.what,
+      startedAt: new Date(this.startedAt).toISOString(),
+      finishedAt: this.finishedAt === null ? null : new Date(this.finishedAt).toISOString(),
+      exitCode: this.exitEvent?.exitCode ?? null,
+      signal: this.exitEvent?.signal ?? null,
+    };
   }
 
   /**

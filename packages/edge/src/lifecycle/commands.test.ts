@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Command } from './command.js';
-import { FINISHED_KEPT_PER_SANDBOX, pruneCommands, pruneDue } from './commands.js';
+import { MAX_FINISHED_COMMANDS_LISTED } from '@warren/api';
+import { FINISHED_KEPT_PER_SANDBOX, listedCommands, pruneCommands, pruneDue } from './commands.js';
 import type { Live } from './live.js';
 
 /** A sandbox's command table alone (what pruning reads and writes). */
@@ -52,4 +53,25 @@ test('finished commands past retention go, and the oldest past the output budget
   ]);
   pruneCommands(l, now, 10 * 60_000);
   assert.deepEqual([...l.commands.keys()], ['big2', 'recent']);
+});
+
+test("a sandbox's commands as listed: running ones; with finished, the newest finished by their end too; never a session's", () => {
+  const c = (id: string, pid: number, finishedAt: number | null) => ({ id, pid, finishedAt, done: finishedAt !== null });
+  const all = [
+    c('run', 10, null),
+    c('session', 0, null),
+    c('ended-late', 11, 900),
+    ...Array.from({ length: MAX_FINISHED_COMMANDS_LISTED }, (_, i) => c(`f${i}`, 20 + i, 100 + i)),
+    c('session-ended', 0, 950),
+  ];
+  assert.deepEqual(
+    listedCommands(all, false).map((x) => x.id),
+    ['run'],
+  );
+  const listed = listedCommands(all, true).map((x) => x.id);
+  // In the order they started; the one that finished first of all is left out.
+  assert.equal(listed.length, 1 + MAX_FINISHED_COMMANDS_LISTED);
+  assert.deepEqual(listed.slice(0, 3), ['run', 'ended-late', 'f1']);
+  assert.equal(listed.includes('f0'), false);
+  assert.equal(listed.includes('session-ended'), false);
 });

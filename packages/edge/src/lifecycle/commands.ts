@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest } from '@warren/api';
-import { DEFAULTS, WarrenError } from '@warren/api';
+import { DEFAULTS, MAX_FINISHED_COMMANDS_LISTED, WarrenError } from '@warren/api';
 import * as ch from '../init/channel.js';
 import { SHELL } from '../init/platform.js';
 import { Command, type CommandCall } from './command.js';
@@ -94,6 +94,18 @@ export function pruneCommands(l: Live, now: number, keepMs: number): void {
       forgetCommand(l, cid);
     }
   }
+}
+
+/**
+ * The commands GET .../commands lists, in the order they started: the running ones, and with
+ * `finished` the newest MAX_FINISHED_COMMANDS_LISTED finished (by their end); not a session's.
+ */
+export function listedCommands<C extends Pick<Command, 'done' | 'pid' | 'finishedAt'>>(all: Iterable<C>, finished: boolean): C[] {
+  const own = [...all].filter((c) => c.pid > 0);
+  if (!finished) return own.filter((c) => !c.done);
+  const ended = own.filter((c) => c.done).sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0));
+  const shown = new Set(ended.slice(0, MAX_FINISHED_COMMANDS_LISTED));
+  return own.filter((c) => !c.done || shown.has(c));
 }
 
 /** Whether a sandbox's commands are due a prune before another starts: once a second, or at once past the count kept (by a quarter). */

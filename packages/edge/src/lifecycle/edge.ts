@@ -16,7 +16,7 @@ import { checkAlive, removeUnowned, watchEnd } from './liveness.js';
 import { LayerRefs } from './layer-refs.js';
 import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
-import { OutputBudgets, closeSession, endSessionLines, launchCommand, openSession, pruneCommands, pruneDue } from './commands.js';
+import { OutputBudgets, closeSession, endSessionLines, launchCommand, listedCommands, openSession, pruneCommands, pruneDue } from './commands.js';
 import { SandboxFiles } from './files.js';
 import { configureSandbox, setUpCalls } from './setup.js';
 import { EdgeEvents } from './events.js';
@@ -519,9 +519,9 @@ export class Edge {
     }
   }
 
-  /** The commands `id` runs now, not those of its sessions, oldest first. */
-  commandList(id: string): CommandInfo[] {
-    return [...this.get(id).commands.values()].filter((c) => !c.done && c.pid > 0).map((c) => c.info());
+  /** The commands `id` runs now (`finished`: and the newest finished ones it keeps), not those of its sessions, oldest first. */
+  commandList(id: string, finished = false): CommandInfo[] {
+    return listedCommands(this.get(id).commands.values(), finished).map((c) => c.info());
   }
 
   command(id: string, commandId: string): Command {

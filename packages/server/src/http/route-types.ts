@@ -9,6 +9,7 @@ import type { FnService } from '../services/fn.js';
 import type { LeaseService } from '../services/leases.js';
 import type { ForkService } from '../services/forks.js';
 import type { SnapshotService } from '../services/snapshots.js';
+import type { ImageUse } from '../services/image-use.js';
 import type { EventLog } from '../services/events.js';
 import type { Webhooks } from '../services/webhooks.js';
 import type { AuditLog } from '../services/audit.js';
@@ -56,6 +57,8 @@ export interface RouteDeps {
   leases: LeaseService;
   forks: ForkService;
   snapshots: SnapshotService;
+  /** Who uses an image (its listing's usedBy, its delete's refusal). */
+  imageUse: ImageUse;
   events: EventLog;
   /** The operator's webhooks (for /metrics). */
   webhooks?: Webhooks;

@@ -33,7 +33,7 @@ export function commandRoutes(on: On, d: RouteDeps): void {
     throw new WarrenError('invalid_argument', 'a terminal is a WebSocket: send Upgrade: websocket (GET /v1/sandboxes/{id}/pty)');
   });
   on(ROUTES.listCommands, async (c) => {
-    c.reply({ commands: await d.commands.list(c.caller, c.params.id) });
+    c.reply({ commands: await d.commands.list(c.caller, c.params.id, c.query().finished ?? false) });
   });
   on(ROUTES.resizeCommand, async (c) => {
     await d.commands.resize(c.caller, c.params.id, c.params.commandId, await c.body());

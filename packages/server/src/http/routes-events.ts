@@ -3,8 +3,13 @@ import { eventView } from '../services/events.js';
 import { writeLine } from './ndjson.js';
 import type { On, RouteDeps } from './route-types.js';
 
-/** Lifecycle events: the caller's tenant's, as server-sent events, read again from any event's id. */
+/** Lifecycle events: the caller's tenant's, as server-sent events, read again from any event's id; one sandbox's, as a list. */
 export function eventRoutes(on: On, d: RouteDeps): void {
+  on(ROUTES.sandboxEvents, async (c) => {
+    // Its record decides who may read them (another tenant's sandbox: not_found), after it ended too.
+    const rec = await d.sandboxes.record(c.caller, c.params.id);
+    c.reply({ events: await d.events.ofSandbox(rec, c.query().since ?? 0) });
+  });
   on(ROUTES.events, async (c) => {
     const q = c.query();
     const lastId = c.req.headers['last-event-id'];

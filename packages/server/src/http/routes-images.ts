@@ -68,6 +68,7 @@ export function imageRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.deleteImage, async (c) => {
     adminOnly(c, 'images');
+    if (!c.query().force) await d.imageUse.refuseWhileUsed(c.caller, c.params.name, 'image');
     await d.images.deleteImage(c.params.name);
     c.reply();
   });

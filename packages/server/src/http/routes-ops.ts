@@ -4,11 +4,10 @@ import type { On, RouteDeps } from './route-types.js';
 
 /** Images, nodes, keys and server info. */
 export function opsRoutes(on: On, d: RouteDeps): void {
-  on(ROUTES.listImages, async (c) =>
-    c.reply({
-      images: (await d.catalogue.listImages()).filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin'),
-    }),
-  );
+  on(ROUTES.listImages, async (c) => {
+    const images = (await d.catalogue.listImages()).filter((i) => i.tenant === null || i.tenant === c.caller.tenant || c.caller.role === 'admin');
+    c.reply({ images: await d.imageUse.listed(c.caller, images) });
+  });
   on(ROUTES.listNodes, async (c) => {
     // Node addresses, capacity and every tenant's load are the operator's to see.
     if (c.caller.role !== 'admin') throw new WarrenError('permission_denied', 'only an admin key can list the nodes');

@@ -31,7 +31,7 @@ export function sandboxRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.listSnapshots, async (c) => c.reply({ snapshots: await d.snapshots.list(c.caller, c.query()) }));
   on(ROUTES.deleteSnapshot, async (c) => {
-    await d.snapshots.delete(c.caller, c.params.name);
+    await d.snapshots.delete(c.caller, c.params.name, { force: c.query().force ?? false });
     c.reply();
   });
   on(ROUTES.listSandboxes, async (c) => {

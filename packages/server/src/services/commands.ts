@@ -97,10 +97,10 @@ export class CommandService {
     return edge.resize(sid, commandId, size);
   }
 
-  /** The commands the sandbox runs now. */
-  async list(caller: Caller, id: string): Promise<CommandInfo[]> {
+  /** The commands the sandbox runs now (`finished`: and the newest finished ones its node keeps). */
+  async list(caller: Caller, id: string, finished = false): Promise<CommandInfo[]> {
     const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.commands(sid);
+    return edge.commands(sid, finished ? { finished } : undefined);
   }
 
   async stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {

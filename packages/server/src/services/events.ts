@@ -1,4 +1,4 @@
-import { END_BY, WarrenError, type LifecycleEvent, type LifecycleEventType } from '@warren/api';
+import { END_BY, MAX_SANDBOX_EVENTS, WarrenError, type LifecycleEvent, type LifecycleEventType } from '@warren/api';
 import type { EventRecord } from '../store/events.js';
 import type { SandboxEndRecord, SandboxRecord, Store } from '../store/store.js';
 import type { LeaseRecord } from '../store/leases.js';
@@ -120,6 +120,14 @@ export class EventLog {
 
   private add(e: Omit<EventRecord, 'seq' | 'at'>): void {
     this.writes.add(e).catch((err: unknown) => this.logger.warn('a lifecycle event could not be recorded', { type: e.type, error: String(err) }));
+  }
+
+  /**
+   * One sandbox's events after seq `since`, oldest first, at most MAX_SANDBOX_EVENTS: those
+   * written, settled or not (a listing: a stream, which must miss none, waits for them to settle).
+   */
+  async ofSandbox(rec: Pick<SandboxRecord, 'id' | 'tenant'>, since = 0): Promise<LifecycleEvent[]> {
+    return (await this.store.events.ofSandbox(rec.tenant, rec.id, since, MAX_SANDBOX_EVENTS)).map(eventView);
   }
 
   /**

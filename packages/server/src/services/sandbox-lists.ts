@@ -61,7 +61,15 @@ export class SandboxLists {
     const page: SandboxRecord[] = [];
     let more = false;
     for (;;) {
-      const rows = await this.store.listSandboxes({ tenant: caller.tenant, labels, lease: q.lease, state: derived ? undefined : q.state, limit: chunk, after });
+      const rows = await this.store.listSandboxes({
+        tenant: caller.tenant,
+        labels,
+        lease: q.lease,
+        image: q.image,
+        state: derived ? undefined : q.state,
+        limit: chunk,
+        after,
+      });
       // Which rows are live, and how (one call per node); then their usage for the page only (another).
       const live = await this.liveStates(rows);
       for (const r of rows) {

@@ -1,7 +1,8 @@
-import type { CreateSnapshotRequest, Image, ListSnapshotsQuery } from '@warren/api';
+import type { CreateSnapshotRequest, Image, ListSnapshotsQuery, ListedImage, SandboxState } from '@warren/api';
 import { MAX_SNAPSHOTS_PER_TENANT, WarrenError } from '@warren/api';
 import type { ImageCatalogue } from '@warren/images';
 import type { ImageService } from './images.js';
+import type { ImageUse } from './image-use.js';
 import type { Caller, SandboxService } from './sandboxes.js';
 
 /** A snapshot is an image: a runner key makes none (as it commits none), nor deletes one. */
@@ -25,6 +26,7 @@ export class SnapshotService {
     private readonly sandboxes: SandboxService,
     private readonly images: ImageService,
     private readonly catalogue: ImageCatalogue,
+    private readonly use: ImageUse,
   ) {}
 
   async create(caller: Caller, id: string, req: CreateSnapshotRequest): Promise<Image> {
@@ -60,18 +62,24 @@ export class SnapshotService {
     }
   }
 
-  /** The caller's snapshots (an admin's: every tenant's), newest first. */
-  async list(caller: Caller, q: ListSnapshotsQuery = {}): Promise<Image[]> {
-    return (await this.mine(caller))
+  /** The caller's snapshots (an admin's: every tenant's), newest first, each with who uses it. */
+  async list(caller: Caller, q: ListSnapshotsQuery = {}): Promise<ListedImage[]> {
+    const mine = (await this.mine(caller))
       .filter((i) => (q.sandbox === undefined || i.snapshot?.source === q.sandbox) && (q.name === undefined || i.name === q.name))
       .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+    return this.use.listed(caller, mine);
   }
 
-  async delete(caller: Caller, name: string): Promise<void> {
+  /**
+   * Deletes the caller's snapshot; refused (conflict) while sandboxes in the caller's view were
+   * created from it (live ones, or those in `refuseWhile`), unless `force`.
+   */
+  async delete(caller: Caller, name: string, o: { force?: boolean; refuseWhile?: SandboxState[] } = {}): Promise<void> {
     noRunner(caller, 'delete snapshots');
     const img = await this.catalogue.getImage(name);
     if (!img?.snapshot || (caller.role !== 'admin' && img.tenant !== caller.tenant))
       throw new WarrenError('not_found', `snapshot "${name}" does not exist`, { snapshot: name });
+    if (!o.force) await this.use.refuseWhileUsed(caller, name, 'snapshot', o.refuseWhile);
     await this.images.deleteImage(name);
   }
 

@@ -22,6 +22,11 @@ export interface EventStore {
    * least `settledMs` old (the store's clock), in order, at most `limit`.
    */
   after(tenant: string | null, seq: number, limit: number, settledMs?: number): Promise<EventRecord[]>;
+  /**
+   * One sandbox's events (of `tenant`) after `seq`, in order, at most `limit`, settled or not: a
+   * listing, not a stream. A `forked` event is its source's (its children have their own).
+   */
+  ofSandbox(tenant: string, sandbox: string, seq: number, limit: number): Promise<EventRecord[]>;
   /** The newest seq of all (0: none): where a stream with no `since` begins. */
   last(): Promise<number>;
   /** The oldest seq kept (0: none): a reader behind it lost what was pruned. */

@@ -5,6 +5,7 @@ import type { LayerNameRow } from '@warren/images';
 import { PG_LEASES_SCHEMA, PgLeases } from './pg-leases.js';
 import { PG_EVENTS_SCHEMA, PgEvents } from './pg-events.js';
 import { PG_WEBHOOKS_SCHEMA, PgWebhooks } from './pg-webhooks.js';
+import { PgSandboxImages } from './sandbox-images.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 /** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
@@ -120,11 +121,13 @@ export class PgStore implements Store {
   readonly leases: PgLeases;
   readonly events: PgEvents;
   readonly webhooks: PgWebhooks;
+  readonly sandboxImages: PgSandboxImages;
 
   private constructor(private readonly pool: pg.Pool) {
     this.leases = new PgLeases(pool);
     this.events = new PgEvents(pool);
     this.webhooks = new PgWebhooks(pool);
+    this.sandboxImages = new PgSandboxImages(pool);
     // Every statement is a round trip: counted where they all pass (the pool's and a transaction's client's query).
     const query = pool.query.bind(pool) as (...a: unknown[]) => Promise<unknown>;
     pool.query = ((...args: unknown[]) => {
@@ -277,6 +280,7 @@ export class PgStore implements Store {
     if (f.state) where.push(`s.state = $${args.push(f.state)}`);
     if (f.states) where.push(`s.state = ANY($${args.push(f.states)})`);
     if (f.lease) where.push(`s.lease = $${args.push(f.lease)}`);
+    if (f.image) where.push(`s.doc->>'image' = $${args.push(f.image)}`);
     if (f.after) where.push(`s.id > $${args.push(f.after)}`);
     if (f.before) where.push(`s.id < $${args.push(f.before)}`);
     for (const [k, v] of f.labels ?? [])

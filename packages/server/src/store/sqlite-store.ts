@@ -4,6 +4,7 @@ import type { LayerNameRow } from '@warren/images';
 import { SqliteLeases } from './sqlite-leases.js';
 import { SqliteEvents } from './sqlite-events.js';
 import { SqliteWebhooks } from './sqlite-webhooks.js';
+import { SqliteSandboxImages } from './sandbox-images.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
@@ -115,6 +116,7 @@ export class SqliteStore implements Store {
   readonly leases: SqliteLeases;
   readonly events: SqliteEvents;
   readonly webhooks: SqliteWebhooks;
+  readonly sandboxImages: SqliteSandboxImages;
 
   constructor(file: string) {
     this.db = new Database(file);
@@ -123,6 +125,7 @@ export class SqliteStore implements Store {
     this.leases = new SqliteLeases(this.db);
     this.events = new SqliteEvents(this.db);
     this.webhooks = new SqliteWebhooks(this.db);
+    this.sandboxImages = new SqliteSandboxImages(this.db);
     const db = this.db;
     this.stmts = {
       insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, lease, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
@@ -283,6 +286,10 @@ export class SqliteStore implements Store {
     if (f.lease) {
       where.push('s.lease = ?');
       args.push(f.lease);
+    }
+    if (f.image) {
+      where.push("json_extract(s.doc, '$.image') = ?");
+      args.push(f.image);
     }
     if (f.after) {
       where.push('s.id > ?');

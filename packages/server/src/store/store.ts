@@ -3,6 +3,7 @@ import type { CatalogueStore } from '@warren/images';
 import type { LeaseStore } from './leases.js';
 import type { EventStore } from './events.js';
 import type { WebhookStore } from './webhooks.js';
+import type { SandboxImageStore } from './sandbox-images.js';
 
 /** A sandbox as the control plane keeps it. */
 export interface SandboxRecord {
@@ -112,6 +113,8 @@ export interface ListFilter {
   state?: SandboxState;
   /** Only the sandboxes of this lease. */
   lease?: string;
+  /** Only the sandboxes created from this image. */
+  image?: string;
   /** Only records in one of these states. */
   states?: SandboxState[];
   limit: number;
@@ -144,6 +147,8 @@ export interface Store extends CatalogueStore {
   readonly events: EventStore;
   /** Webhooks' cursors in the events, and which replica sends to each. */
   readonly webhooks: WebhookStore;
+  /** Which live sandboxes were created from which image. */
+  readonly sandboxImages: SandboxImageStore;
   /**
    * Records a new sandbox. With `admit`, in the same transaction as a read of its tenant's
    * live usage (without it): `admit` throws to refuse, and nothing is recorded. Concurrent

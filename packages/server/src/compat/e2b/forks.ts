@@ -68,7 +68,9 @@ export async function serveE2bSnapshots(
   }
   const m = /^\/templates\/([^/]+)$/.exec(path);
   if (req.method === 'DELETE' && m) {
-    await d.snapshots.delete(await caller(), decodeURIComponent(m[1]!));
+    // E2B refuses to delete a template paused sandboxes were made from, never one running ones
+    // use: so does this path (though a paused Warren sandbox keeps its layers all the same).
+    await d.snapshots.delete(await caller(), decodeURIComponent(m[1]!), { refuseWhile: ['paused'] });
     sendEmpty(res);
     return true;
   }
