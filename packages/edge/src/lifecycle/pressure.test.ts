@@ -5,7 +5,7 @@ import type { Backend, BackendSandbox } from '../backends/backend.js';
 import type { Command } from './command.js';
 import { nextRelief } from './housekeeping.js';
 import { newLive, type Live } from './live.js';
-import { MemoryPressure } from './pressure.js';
+import { MemoryPressure, READING_FRESH_MS } from './pressure.js';
 
 // A backend that can page out and pause (the container backend's abilities), never called here.
 const able = { pageOut: () => Promise.resolve(0), capabilities: { pause: true } } as unknown as Backend;
@@ -121,4 +121,43 @@ test('a create makes room for its request, holds it until it starts, and is refu
   assert.match(e.message, /200 MiB are available, it keeps 100 MiB free and this sandbox requests 150 MiB; its idle sandboxes are paged out and paused \(1\)/);
   // Room for a smaller one.
   (await n.pressure.hold(100)).release();
+});
+
+test("a burst of creates reads the kernel's count once while a fresh reading has room; each is counted on it, started or not, so the burst never passes the floor", async () => {
+  let reads = 0;
+  let availableMiB = 1000;
+  let elapsed = 0;
+  const pressure = new MemoryPressure({
+    nodeId: 'n1',
+    floorMiB: 100,
+    live: new Map(),
+    availableMiB: () => (reads++, Promise.resolve(availableMiB)),
+    now: () => 0,
+    elapsedMs: () => elapsed,
+    pageOut: () => Promise.resolve(),
+    pauseReclaimed: () => Promise.resolve(),
+  });
+  // 1000 available: room for 900 above the floor, 4 creates of 200 on the first reading.
+  const held = [];
+  for (let i = 0; i < 4; i++) held.push(await pressure.hold(200));
+  assert.equal(reads, 1);
+  // Started (released) creates stay counted on that reading: their memory is in use now.
+  for (const h of held) h.release();
+  // A fifth does not fit on it (1000 - 800 - 200 < 100): the count is read again, and is what decides.
+  availableMiB = 250;
+  const e = await pressure.hold(200).then(
+    () => null,
+    (x: unknown) => x,
+  );
+  assert.ok(e instanceof WarrenError && e.code === 'resource_exhausted', String(e));
+  assert.equal(reads, 2);
+  // Room again (the sandboxes went): a new reading, then the burst goes on without reads.
+  availableMiB = 1000;
+  (await pressure.hold(100)).release();
+  (await pressure.hold(100)).release();
+  assert.equal(reads, 3);
+  // A reading READING_FRESH_MS old stands no more.
+  elapsed += READING_FRESH_MS;
+  (await pressure.hold(100)).release();
+  assert.equal(reads, 4);
 });

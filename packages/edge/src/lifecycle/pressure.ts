@@ -11,12 +11,21 @@ export interface MemoryPressureOptions {
   /** Memory available to the node's sandboxes now (MiB): MemAvailable, or less under their parent cgroup's limit. */
   availableMiB(): Promise<number>;
   now(): number;
+  /** Real time for how old a reading is (ms; default performance.now: a lifecycle clock a test holds still must not keep one fresh). */
+  elapsedMs?: () => number;
   /** Pages a running idle sandbox out where it runs. */
   pageOut(id: string): Promise<void>;
   /** Pauses a sandbox and waits for its page-out. */
   pauseReclaimed(id: string, why: { availableMiB: number; wantMiB: number }): Promise<void>;
   logger?: { warn(msg: string, meta?: unknown): void };
 }
+
+/**
+ * How long a reading of the memory available stands for the creates after it (ms): a burst's
+ * creates check against one reading, each counted on it, rather than each reading the kernel's
+ * count in turn; a reading without room for one is taken again at once.
+ */
+export const READING_FRESH_MS = 100;
 
 /**
  * The node under real memory pressure: when what is available falls under the floor (the sweep
@@ -29,8 +38,18 @@ export class MemoryPressure {
   private relief: Promise<void> = Promise.resolve();
   /** Requests of creates that passed the check and have not started yet: not in use, but promised. */
   private pendingMiB = 0;
+  /**
+   * The last reading a create's check took: what was available then (MiB), when (elapsedMs), and
+   * the requests counted against it since (those in flight then, and every one admitted after,
+   * started or not: counted as used until the next reading).
+   */
+  private reading: { atMs: number; availableMiB: number; countedMiB: number } | null = null;
 
-  constructor(private readonly o: MemoryPressureOptions) {}
+  private readonly elapsed: () => number;
+
+  constructor(private readonly o: MemoryPressureOptions) {
+    this.elapsed = o.elapsedMs ?? (() => performance.now());
+  }
 
   /** The sweep's relief: back to the floor if under it. */
   run(): Promise<void> {
@@ -44,17 +63,25 @@ export class MemoryPressure {
    */
   async hold(requestMiB: number): Promise<{ release(): void }> {
     if (this.o.floorMiB <= 0) return { release: () => undefined };
-    await this.serial(async () => {
-      const available = await this.relieve(requestMiB);
-      if (available < this.o.floorMiB + requestMiB)
-        throw memoryRefusal(this.o.nodeId, {
-          availableMiB: available,
-          floorMiB: this.o.floorMiB,
-          requestMiB,
-          paused: [...this.o.live.values()].filter((l) => l.spec.paused).length,
-        });
+    const r = this.reading;
+    if (r && this.elapsed() - r.atMs < READING_FRESH_MS && r.availableMiB - r.countedMiB - requestMiB >= this.o.floorMiB) {
+      // A burst of creates reads the kernel's count once: a fresh reading with room for this one
+      // and all counted against it since.
+      r.countedMiB += requestMiB;
       this.pendingMiB += requestMiB;
-    });
+    } else
+      await this.serial(async () => {
+        const available = await this.relieve(requestMiB);
+        if (available < this.o.floorMiB + requestMiB)
+          throw memoryRefusal(this.o.nodeId, {
+            availableMiB: available,
+            floorMiB: this.o.floorMiB,
+            requestMiB,
+            paused: [...this.o.live.values()].filter((l) => l.spec.paused).length,
+          });
+        this.pendingMiB += requestMiB;
+        this.reading = { atMs: this.elapsed(), availableMiB: available + this.pendingMiB - requestMiB, countedMiB: this.pendingMiB };
+      });
     let held = true;
     return {
       release: () => {
