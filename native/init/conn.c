@@ -46,6 +46,8 @@ void conn_flush(struct conn *c)
 		c->gone = 1;
 		return;
 	}
+	if (c->state == CS_REQ && c->reuse)
+		bfree(&c->out);
 	if (c->state == CS_FINAL) {
 		if (c->rd_eof) {
 			c->gone = 1;
@@ -96,8 +98,16 @@ void conn_final(struct conn *c, char t, const void *p, size_t n)
 		lst_free(c->ls);
 		c->ls = NULL;
 	}
-	if (c->state >= CS_FINAL)
+	if (c->state != CS_OP)
 		return;
+	/* A kept connection takes the next request once this operation's last frame is out. */
+	if (c->reuse && c->op != REQ_FN && c->op != REQ_NEW_SESSION) {
+		c->state = CS_REQ;
+		c->op = 0;
+		conn_send(c, t, p, n);
+		conn_send(c, REPLY_READY, NULL, 0);
+		return;
+	}
 	c->state = CS_FINAL;
 	conn_send(c, t, p, n);
 }

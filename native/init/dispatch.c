@@ -49,6 +49,21 @@ static void handle_request(struct conn *c, int type, const char *p, size_t n)
 	free(f);
 }
 
+/*
+ * A frame where a request is due: `Y` keeps the connection for more; on a kept one, what the
+ * edge still sent of the operation that ended (stdin, its end, a signal, a size) is dropped.
+ */
+static void conn_request(struct conn *c, int type, const char *p, size_t n)
+{
+	if (type == REQ_REUSE && n == 0) {
+		c->reuse = 1;
+		return;
+	}
+	if (c->reuse && (type == CLIENT_DATA || type == CLIENT_EOF || type == CLIENT_SIGNAL || type == CLIENT_RESIZE))
+		return;
+	handle_request(c, type, p, n);
+}
+
 static int parse_signal(const char *p, size_t n)
 {
 	field_t *f;
@@ -211,13 +226,14 @@ void conn_read(struct conn *c, short rev)
 		}
 		const char *fr = c->in.d + c->in.off + 4;
 		if (c->state == CS_REQ)
-			handle_request(c, (unsigned char)fr[0], fr + 1, N - 1);
+			conn_request(c, (unsigned char)fr[0], fr + 1, N - 1);
 		else
 			handle_client_frame(c, (unsigned char)fr[0], fr + 1, N - 1);
 		if (c->in.d)
 			bconsume(&c->in, 4 + (size_t)N);
 	}
-	if (c->state >= CS_FINAL)
+	/* A kept connection waiting for its next request holds no buffer (paused sandboxes keep theirs). */
+	if (c->state >= CS_FINAL || (c->state == CS_REQ && c->reuse && !bused(&c->in)))
 		bfree(&c->in);
 }
 

@@ -100,6 +100,8 @@ struct lst;
 struct conn {
 	struct conn *next;
 	int fd, state, gone, rd_eof;
+	/* Kept for more requests (`Y`): each operation's end is `y`, then the next request. */
+	int reuse;
 	char op;
 	buf_t in, out;
 	struct cmd *cmd;

@@ -3,7 +3,7 @@
 #ifndef WARREN_INIT_PROTOCOL_H
 #define WARREN_INIT_PROTOCOL_H
 
-#define PROTO_VERSION "1"
+#define PROTO_VERSION "2"
 #define MAX_FRAME 16777217u
 
 /* Requests: the first frame on a connection. */
@@ -22,6 +22,7 @@
 #define REQ_MOVE                 'V'
 #define REQ_ATTRS                'A'
 #define REQ_SETUP                'C'
+#define REQ_REUSE                'Y'
 #define REQ_FN                   'F'
 
 /* Frames the edge sends after its request. */
@@ -39,5 +40,6 @@
 #define REPLY_HELLO              'k'
 #define REPLY_SESSION            'n'
 #define REPLY_ENTRY              'e'
+#define REPLY_READY              'y'
 
 #endif

@@ -1,5 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
 import type { ExecEvent, Sandbox } from '@warren/sdk';
 import { Warren, WarrenError } from '@warren/sdk';
 import { MAX_QUEUED_SESSION_COMMANDS } from '@warren/api';
@@ -29,6 +31,69 @@ describe('commands', () => {
     await sb?.delete().catch(() => undefined);
     await t?.close();
   });
+
+  test(
+    "the sandbox's init keeps a connection asked to be kept (Y): call after call on it, each ended by y, what the edge still sent of an ended one dropped",
+    notOnMicrovm('the container init socket'),
+    async () => {
+      const frame = (type: string, payload: Buffer = Buffer.alloc(0)): Buffer => {
+        const h = Buffer.alloc(5);
+        h.writeUInt32LE(payload.length + 1);
+        h.write(type, 4, 'latin1');
+        return Buffer.concat([h, payload]);
+      };
+      const fields = (...kv: Array<[string, string]>): Buffer =>
+        Buffer.concat(
+          kv.map(([k, v]) => {
+            const h = Buffer.alloc(5);
+            h.write(k, 0, 'latin1');
+            h.writeUInt32LE(Buffer.byteLength(v), 1);
+            return Buffer.concat([h, Buffer.from(v)]);
+          }),
+        );
+      const conn = (): Promise<{ s: Socket; types: () => Promise<string[]> }> =>
+        new Promise((resolve, reject) => {
+          const s = connect(join(t.dataDir, 'run', `${sb.id}.sock`));
+          let held = Buffer.alloc(0);
+          const types: string[] = [];
+          let wake: (() => void) | null = null;
+          s.on('data', (d: Buffer) => {
+            held = Buffer.concat([held, d]);
+            while (held.length >= 5 && held.length >= 4 + held.readUInt32LE(0)) {
+              types.push(String.fromCharCode(held[4]!));
+              held = held.subarray(4 + held.readUInt32LE(0));
+            }
+            wake?.();
+          });
+          s.on('close', () => wake?.());
+          s.once('error', reject);
+          // The frame types so far, once a `y` or the end came.
+          const until = (): Promise<string[]> =>
+            new Promise((r) => {
+              const check = (): void => (types.at(-1) === 'y' || s.closed ? r(types.splice(0)) : void (wake = check));
+              check();
+            });
+          s.once('connect', () => resolve({ s, types: until }));
+        });
+      const kept = await conn();
+      try {
+        kept.s.write(Buffer.concat([frame('Y'), frame('H')]));
+        assert.deepEqual(await kept.types(), ['k', 'y']);
+        // A command that takes stdin ends before the edge sends it: the stdin and its end come after the `y`, and are dropped.
+        kept.s.write(frame('E', fields(['a', '/bin/true'], ['i', '1'])));
+        assert.deepEqual(await kept.types(), ['s', 'x', 'y']);
+        kept.s.write(Buffer.concat([frame('i', Buffer.from('late')), frame('j'), frame('S', fields(['p', '/']))]));
+        assert.deepEqual(await kept.types(), ['x', 'y']);
+      } finally {
+        kept.s.destroy();
+      }
+      // Without Y, a connection ends with its operation, as with an init of version 1.
+      const plain = await conn();
+      plain.s.write(frame('S', fields(['p', '/'])));
+      assert.deepEqual(await plain.types(), ['x']);
+      assert.ok(plain.s.closed || (await new Promise((r) => plain.s.once('close', () => r(true)))));
+    },
+  );
 
   test('buffered: shell strings and argv, cwd, env, user, stdin, exit codes', async () => {
     const r = await sb.exec('echo out; echo err >&2; pwd; id -un; echo $FROM_SANDBOX $EXTRA; exit 3', { env: { EXTRA: 'x' } });

@@ -1,8 +1,9 @@
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WarrenError } from '@warren/api';
-import { REPLY, FrameDecoder, decodeFields, encodeFields, encodeFrame, type Fields, type Frame } from './frame.js';
+import { REPLY, REQ, FrameDecoder, decodeFields, encodeFields, encodeFrame, type Fields, type Frame } from './frame.js';
 import { errnoError } from './errno.js';
+import { KeptConnections } from './kept-connections.js';
 
 /**
  * What unread frames of one call may hold before its socket is paused, in bytes (each frame
@@ -22,13 +23,20 @@ export type Drained = 'drained' | 'closed' | 'timeout';
 
 /**
  * How the edge reaches a sandbox's agent (its init): a new duplex connection per call, whatever
- * carries it (a Unix socket for a container, a vsock or a serial port for a VM).
+ * carries it (a Unix socket for a container, a vsock or a serial port for a VM); with `kept`
+ * (an init of protocol version 2 on), a call takes a kept one first and keeps its own after.
  */
-export type AgentConnect = () => Promise<Duplex>;
+export type AgentConnect = (() => Promise<Duplex>) & { kept?: KeptConnections };
 
-/** An AgentConnect over a Unix socket the host sees (a container's init listens on one). */
-export function unixAgent(socketPath: string): AgentConnect {
-  return () =>
+/** The frame that asks a new connection to be kept (REQUESTS.reuse). */
+const KEEP_FRAME = encodeFrame(REQ.reuse);
+
+/**
+ * An AgentConnect over a Unix socket the host sees (a container's init listens on one); `keep`:
+ * the init speaks protocol version 2, so its connections are kept for the next calls.
+ */
+export function unixAgent(socketPath: string, o: { keep?: boolean } = {}): AgentConnect {
+  const agent: AgentConnect = () =>
     new Promise((resolve, reject) => {
       const socket = connect(socketPath);
       const onError = (e: Error): void => {
@@ -42,6 +50,8 @@ export function unixAgent(socketPath: string): AgentConnect {
         resolve(socket);
       });
     });
+  if (o.keep) agent.kept = new KeptConnections();
+  return agent;
 }
 
 /**
@@ -57,32 +67,73 @@ export class InitCall {
   private waiter: ((f: Frame | null) => void) | null = null;
   private ended = false;
   private error: Error | null = null;
+  /** The call ended with `y`: its connection went back to `kept` (nothing more is sent or read here). */
+  private released = false;
 
-  private constructor(socket: Duplex) {
+  private constructor(
+    socket: Duplex,
+    private readonly kept?: KeptConnections,
+  ) {
     this.socket = socket;
-    socket.on('data', (d: Buffer) => {
-      let frames: Frame[];
-      try {
-        frames = this.decoder.push(d);
-      } catch (e) {
-        // A frame the init could not have sent: the connection is reset, nothing more is read from it.
-        this.fail(e instanceof Error ? e : new Error(String(e)));
-        socket.destroy();
-        return;
-      }
-      for (const f of frames) this.deliver(f);
-      if (this.queued > HIGH_WATER_BYTES) socket.pause();
-    });
-    socket.on('error', (e) => this.fail(e));
-    socket.on('close', () => this.finish());
+    socket.on('data', this.onData);
+    socket.on('error', this.onError);
+    socket.on('close', this.onClose);
   }
 
-  /** Connects to the sandbox's agent and sends the request. */
+  private readonly onData = (d: Buffer): void => {
+    let frames: Frame[];
+    try {
+      frames = this.decoder.push(d);
+    } catch (e) {
+      // A frame the init could not have sent: the connection is reset, nothing more is read from it.
+      this.fail(e instanceof Error ? e : new Error(String(e)));
+      this.socket.destroy();
+      return;
+    }
+    for (let i = 0; i < frames.length; i++) {
+      const f = frames[i]!;
+      if (f.type !== REPLY.ready) {
+        this.deliver(f);
+        continue;
+      }
+      // The call's end on a kept connection: nothing may follow it until the next request.
+      if (this.kept && i === frames.length - 1 && this.decoder.empty) this.release();
+      else {
+        this.fail(new Error('the init said ready where it may not'));
+        this.socket.destroy();
+      }
+      return;
+    }
+    if (this.queued > HIGH_WATER_BYTES) this.socket.pause();
+  };
+
+  private readonly onError = (e: Error): void => this.fail(e);
+  private readonly onClose = (): void => this.finish();
+
+  /**
+   * Connects to the sandbox's agent (or takes a kept connection) and sends the request; a new
+   * connection to an init that keeps them asks for it first, in the same write.
+   */
   static async open(agent: AgentConnect, type: string, fields: Fields = []): Promise<InitCall> {
-    const socket = await agent();
-    const call = new InitCall(socket);
-    socket.write(encodeFrame(type, encodeFields(fields)));
+    const kept = agent.kept;
+    const reused = kept?.take();
+    const socket = reused ?? (await agent());
+    const keep = kept !== undefined && kept.open;
+    const call = new InitCall(socket, keep ? kept : undefined);
+    const request = encodeFrame(type, encodeFields(fields));
+    socket.write(keep && !reused ? Buffer.concat([KEEP_FRAME, request]) : request);
     return call;
+  }
+
+  /** The call ended with `y`: the connection goes back to be kept; the call reads as ended. */
+  private release(): void {
+    const s = this.socket;
+    s.off('data', this.onData);
+    s.off('error', this.onError);
+    s.off('close', this.onClose);
+    this.released = true;
+    this.finish();
+    this.kept!.give(s);
   }
 
   /**
@@ -91,7 +142,7 @@ export class InitCall {
    * stopped reading long ago).
    */
   send(type: string, payload?: Buffer): boolean {
-    if (this.socket.destroyed) return false;
+    if (this.released || this.socket.destroyed) return false;
     if (this.socket.writableLength > MAX_UNSENT_BYTES)
       throw new WarrenError('resource_exhausted', 'the sandbox init is not taking what is sent to it', { unsentBytes: this.socket.writableLength });
     return this.socket.write(encodeFrame(type, payload));
@@ -103,7 +154,7 @@ export class InitCall {
 
   /** Whether the connection is gone (nothing written now reaches the init). */
   get closed(): boolean {
-    return this.socket.destroyed;
+    return this.released || this.socket.destroyed;
   }
 
   /**
@@ -111,7 +162,7 @@ export class InitCall {
    * `timeoutMs` passed (default: no limit).
    */
   drain(timeoutMs?: number): Promise<Drained> {
-    if (this.socket.destroyed) return Promise.resolve('closed');
+    if (this.released || this.socket.destroyed) return Promise.resolve('closed');
     if (!this.socket.writableNeedDrain) return Promise.resolve('drained');
     if (timeoutMs !== undefined && timeoutMs <= 0) return Promise.resolve('timeout');
     return new Promise((resolve) => {
@@ -135,7 +186,7 @@ export class InitCall {
     const f = this.queue.shift();
     if (f) {
       this.queued -= f.payload.length + FRAME_OVERHEAD;
-      if (this.queued < HIGH_WATER_BYTES / 2 && this.socket.isPaused()) this.socket.resume();
+      if (!this.released && this.queued < HIGH_WATER_BYTES / 2 && this.socket.isPaused()) this.socket.resume();
       return Promise.resolve(f);
     }
     if (this.error) return Promise.reject(this.error);
@@ -150,7 +201,7 @@ export class InitCall {
 
   close(): void {
     if (this.timer) clearTimeout(this.timer);
-    this.socket.destroy();
+    if (!this.released) this.socket.destroy();
   }
 
   private timer: NodeJS.Timeout | null = null;
@@ -160,6 +211,7 @@ export class InitCall {
    * answering (frozen, stuck, hostile) must not hold its caller forever.
    */
   deadline(ms: number, what: string): this {
+    if (this.ended) return this;
     this.timer = setTimeout(() => {
       this.error ??= new WarrenError('deadline_exceeded', `the sandbox init did not answer ${what} within ${ms} ms`);
       this.socket.destroy();

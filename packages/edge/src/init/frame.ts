@@ -82,6 +82,11 @@ export class FrameDecoder {
   /** `limit`: the largest payload taken (the host reading replies: MAX_REPLY_BYTES). */
   constructor(private readonly limit = MAX_REPLY_BYTES) {}
 
+  /** Whether no byte of a frame not yet whole is held. */
+  get empty(): boolean {
+    return this.need < 0 && this.held.length === 0;
+  }
+
   /** Feeds bytes; returns every complete frame. Throws on a frame over the limit. */
   push(data: Buffer): Frame[] {
     this.held.push(data);

@@ -6,7 +6,7 @@
  */
 
 /** The protocol's version, as the init's hello answers it. */
-export const PROTOCOL_VERSION = '1';
+export const PROTOCOL_VERSION = '2';
 /** The largest frame either side sends: u32 length (type byte + payload), at most 16 MiB + 1. */
 export const MAX_FRAME_BYTES = 16 * 1024 * 1024 + 1;
 
@@ -65,6 +65,12 @@ export const REQUESTS = {
     fields:
       "`r` resolv.conf bytes (optional, at most 4 KiB), `U` user (optional, see below), `c` workdir (optional), then per file (at most 4,096): `p` path, `m` octal mode (optional), `B` its bytes; each field at most once but the files' → `x` {}, or `f` {`n` errno, `m` message, `w` what failed: `user`, `workdir` or `file`, `p` its path}. Applied in that order: resolv.conf is written to `/etc/resolv.conf` (mode 0644, parents made; an image where it cannot be keeps its own: no failure); the user is resolved as for `W` (unknown: `ENOENT` before anything else is made); the workdir is made with its parents as `M` does and then given to the user even if it was there; each file is written as `W` with `P` and `U` would (parents made and owned by the user, the file created or truncated, chowned, then its mode). A malformed request (a field out of order, over its bound, unknown) fails with `EINVAL` before anything is done. The edge keeps a request to 1 MiB of file bytes: files past that go by `W` after it",
   },
+  reuse: {
+    type: 'Y',
+    op: 'keep the connection (from version 2)',
+    fields:
+      "none, and no answer: sent before a connection's first request, it keeps the connection for more: after each operation's last frame the init sends `y` and takes the next request on it, dropping what the edge still sends of the operation that ended (`i`, `j`, `k`, `w`). `F` and `N` end the connection as without it",
+  },
   fn: {
     type: 'F',
     op: 'FnCall (only in a FnCall worker)',
@@ -101,6 +107,7 @@ export const REPLIES = {
   hello: { type: 'k', meaning: 'the init answers `H`', payload: 'fields {`v` version, `p` init pid}' },
   session: { type: 'n', meaning: 'a session started (`N`)', payload: 'fields {`i` session id}' },
   entry: { type: 'e', meaning: 'one entry of a listing (`L`)', payload: 'entry fields' },
+  ready: { type: 'y', meaning: "on a kept connection (`Y`), after an operation's last frame: the next request is taken", payload: 'none' },
 } as const satisfies Record<string, FrameKind>;
 
 /** A table's names to its type bytes, each name keeping its own literal type. */

@@ -26,6 +26,8 @@ export async function pauseLive(l: Live, id: string, c: PauseContext, o: { recla
   if (l.spec.paused) return;
   l.pausing ??= (async () => {
     await l.backend.pause(id);
+    // Its init is frozen: no connection to it is kept while it is (nor memory for one in it).
+    l.sb.connect.kept?.close();
     l.spec.paused = true;
     l.pausedAtMs = c.now();
     // Not paged out (it is about to go): admission counts all it asked for as still held.
@@ -50,6 +52,7 @@ export async function resumeLive(l: Live, id: string, c: PauseContext): Promise<
     .then(() => l.backend.resume(id))
     .then(
       () => {
+        l.sb.connect.kept?.reopen();
         l.spec.paused = false;
         l.resuming = null;
         c.changed?.(id);

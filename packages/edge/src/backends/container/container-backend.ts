@@ -161,8 +161,9 @@ export class ContainerBackend implements Backend {
     return `${this.o.cgroupParent}/${id}`;
   }
 
-  private sandbox(id: string, init: InitRecord | null): BackendSandbox {
-    return { id, connect: unixAgent(this.socketPath(id)), initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
+  /** `keep`: its init speaks protocol version 2 (one this node started does), so connections to it are kept. */
+  private sandbox(id: string, init: InitRecord | null, keep: boolean): BackendSandbox {
+    return { id, connect: unixAgent(this.socketPath(id), { keep }), initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
   }
 
   /**
@@ -248,7 +249,7 @@ export class ContainerBackend implements Backend {
       // Where the kernel has v1 cpu.idle (5.15 on), a batch sandbox's cgroup is idle to its
       // siblings too, as on v2 (no runtime's config names it: written here, for both).
       if (spec.resources.cpuClass === 'batch' && this.cpuIdle) await this.o.cgroups.setCpuIdle(this.cgroupPath(spec.id), true);
-      const sb = this.sandbox(spec.id, init);
+      const sb = this.sandbox(spec.id, init, true);
       // The start returns once the init is exec'd; a hello proves it is up and serving (or the
       // caller's set-up call right after does).
       if (!spec.skipHello) await hello(sb.connect);
@@ -318,10 +319,11 @@ export class ContainerBackend implements Backend {
   async adopt(id: string): Promise<BackendSandbox | null> {
     const init = await this.findInit(id);
     if (init === null) return null;
-    const sb = this.sandbox(id, init);
+    const sb = this.sandbox(id, init, false);
     await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
-    await hello(sb.connect).catch((e: unknown) => this.o.logger?.warn('an adopted sandbox’s init did not answer', { id, error: String(e) }));
-    return sb;
+    const version = await hello(sb.connect).catch((e: unknown) => this.o.logger?.warn('an adopted sandbox’s init did not answer', { id, error: String(e) }));
+    // An init an earlier Warren started may not keep connections: only one that says so does.
+    return Number(version) >= 2 ? this.sandbox(id, init, true) : sb;
   }
 
   async destroy(id: string): Promise<void> {
