@@ -1,7 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { assertConfined } from './confinement.js';
@@ -436,33 +435,5 @@ describe('bad input gets the contract error and harms nothing', () => {
     assert.ok(create?.properties?.image);
     assert.ok(create?.properties?.resources);
     assert.ok(doc.paths['/v1/sandboxes/{id}/exec']);
-  });
-});
-
-describe("the host's cgroups", () => {
-  /** The cgroup2 mount's line in /proc/self/mounts (none: this host has no cgroup2 mount). */
-  const cgroup2 = async (): Promise<string | undefined> => (await readFile('/proc/self/mounts', 'utf8')).split('\n').find((l) => l.split(' ')[2] === 'cgroup2');
-
-  test('a node turns favordynmods on: moving a new init into its cgroups waits for no RCU grace period (~12 ms here without)', async (ctx) => {
-    const line = await cgroup2();
-    if (!line) return ctx.skip('no cgroup2 mount on this host');
-    const [, target = '', , opts = ''] = line.split(' ');
-    // Off first, the mount's other options kept (a node that starts later turns it on again).
-    const without = opts
-      .split(',')
-      .filter((o) => o !== 'favordynmods' && o !== 'rw' && o !== 'relatime' && o !== 'ro')
-      .join(',');
-    execFileSync('mount', ['-t', 'cgroup2', '-o', `remount${without ? `,${without}` : ''}`, 'cgroup2', target]);
-    assert.doesNotMatch((await cgroup2()) ?? '', /favordynmods/);
-    const t = await startTestWarren();
-    try {
-      assert.match((await cgroup2()) ?? '', /favordynmods/);
-      // Its other options are kept.
-      for (const o of without.split(',').filter(Boolean)) assert.match((await cgroup2()) ?? '', new RegExp(`[ ,]${o}[ ,]`));
-      const sb = await t.client.sandboxes.create({ image: 'busybox:latest' });
-      assert.equal((await sb.exec('echo up')).stdout, 'up\n');
-    } finally {
-      await t.close();
-    }
   });
 });

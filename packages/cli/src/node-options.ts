@@ -342,13 +342,6 @@ export const NODE_OPTIONS: NodeOption[] = [
     set: (o, v) => void (v === true && (o.microvm = false)),
   },
   {
-    flag: 'no-cgroup-favordynmods',
-    type: 'boolean',
-    default: false,
-    usage: ['[--no-cgroup-favordynmods]', "leave the host's cgroup2 mount as it is (default: favordynmods turned on, ~12 ms less a create here)"],
-    set: (o, v) => void (v === true && (o.favorCgroupMoves = false)),
-  },
-  {
     flag: 'ksm',
     type: 'boolean',
     default: false,

@@ -121,13 +121,6 @@ export interface EdgeNodeOptions {
   unhardened?: boolean;
   /** The node's FnCall workers (the control plane's FnOptions add images, sizes and quotas). */
   fn?: NodeFnOptions;
-  /**
-   * Turn the kernel's cgroup `favordynmods` on at start where it is off (default true; see
-   * host/cgroup-moves.ts): moving a new sandbox's init into its cgroups takes ~0.03 ms rather
-   * than an RCU grace period (~12 ms here), for a slightly slower fork and exit host-wide. It
-   * stays on after the node stops. `false`: the host's cgroup mounts are left as they are.
-   */
-  favorCgroupMoves?: boolean;
   /** Command output the node holds for all sandboxes together (default an eighth of memory, at most 4 GiB). */
   maxRetainedOutputBytes?: number;
   /**

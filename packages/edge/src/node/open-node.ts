@@ -9,7 +9,6 @@ import { makeProcessBatch } from '../host/cpu-class.js';
 import { dataDiskRoom, defaultReserveBytes } from '../host/data-disk.js';
 import { HostHelper } from '../host/hostd.js';
 import { openSandboxDisk, type SandboxDisk } from '../host/sandbox-disk.js';
-import { favorCgroupMoves } from '../host/cgroup-moves.js';
 import { openNodeSwap, parseSwaps, plannedZramMiB, type ZramSwap } from '../host/swap.js';
 import { limitedParentName, openSandboxMemory } from '../host/sandbox-memory.js';
 import { committableMemoryMiB } from '../lifecycle/admission.js';
@@ -94,10 +93,6 @@ export async function openEdgeNode(o: EdgeNodeOptions): Promise<EdgeNode> {
       : await openSandboxDisk(o.dataDir, { sizeGiB: o.disk?.sizeGiB, reserveBytes: diskReserve, log: (m, meta) => o.logger.info(m, meta) });
   if (disk?.quotas && o.disk && o.disk.defaultMiB !== undefined && o.disk.defaultMiB > disk.sizeMiB / 2)
     throw new Error(`the default sandbox disk (${o.disk.defaultMiB} MiB) is more than half of the sandboxes’ file system (${disk.sizeMiB} MiB)`);
-  if (o.favorCgroupMoves !== false) {
-    const favor = await favorCgroupMoves();
-    if (favor !== 'on') o.logger.info(`cgroup favordynmods (fast moves into sandboxes' cgroups): ${favor}`);
-  }
   const cgroups = new CgroupV1();
   // Sandboxes that share a memory limit have a parent cgroup of their own, this data dir's.
   const cgroupParent = readOwnCgroupParent(o.sandboxMemoryMiB === undefined ? undefined : limitedParentName(o.dataDir));
