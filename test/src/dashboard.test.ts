@@ -126,6 +126,9 @@ describe(
           await page.keyboard.type('echo typed-$((40+2))\n');
           await until(async () => ((await page.textContent('.term-host .xterm-rows')) ?? '').includes('typed-42'), 20_000);
           await page.screenshot({ path: join(SHOTS, 'terminal.png') });
+          // Its CPU and memory over the time the page has been open (a sample every 3 s).
+          await page.waitForSelector('figure[data-chart="Memory (MiB)"] canvas', { timeout: 15_000 });
+          assert.equal(await page.locator('figure[data-chart="CPU (cores)"] canvas').count(), 1);
 
           // Files: an upload lands in the sandbox; a download brings a file's bytes back.
           const sb = made[0].sandboxes[0]!;

@@ -388,10 +388,18 @@ describe('commands', () => {
   test('sessions survive timeouts racing the end of the command, and output stays clean', async () => {
     for (const image of ['debian-python:latest', 'busybox:latest']) {
       const box = image === 'debian-python:latest' ? sb : await t.client.sandboxes.create({ image });
-      const sh = await box.shell();
+      let sh = await box.shell();
+      // A shell still stuck 2 s after its command's SIGKILL is killed by the init, which ends the
+      // session (docs/init-protocol.md): under TCG on a loaded machine a guest can be starved that
+      // long (seen once in CI). There, a new session goes on; a container's never ends.
+      let ended = 0;
       try {
         for (let i = 0; i < 30; i++) {
-          const r = await sh.exec(`echo start; sleep 0.0${(i % 4) + 1}; echo end`, { timeoutMs: 15 + (i % 4) * 5 });
+          const r = await sh.exec(`echo start; sleep 0.0${(i % 4) + 1}; echo end`, { timeoutMs: 15 + (i % 4) * 5 }).catch(async (e: unknown) => {
+            if (process.env.WARREN_TEST_BACKEND !== 'microvm' || !(e instanceof WarrenError) || e.code !== 'not_found' || ++ended > 3) throw e;
+            sh = await box.shell();
+            return { stdout: '' };
+          });
           // bash checks for SIGINT inside `echo` between a word and its newline: an interrupt
           // that lands there leaves "end" without it (and bash's own newline on stderr). On a
           // busy machine (a microVM under TCG) the timeout may even come before the first echo.

@@ -25,17 +25,23 @@ const CHARTS: Array<{ title: string; series: Array<{ label: string; value: (p: H
   { title: 'Memory used (MiB)', series: [{ label: 'MiB', value: (p) => p.memoryUsedMiB, stroke: '#6a3fb5' }] },
 ];
 
-/** One uPlot chart of `points`, redrawn when they change. */
-function Chart(p: { points: HistoryPoint[]; chart: (typeof CHARTS)[number] }) {
+/** Series over time: the times (ms), and each series' values at them. */
+export interface Samples {
+  atMs: number[];
+  series: Array<{ label: string; stroke: string; values: number[] }>;
+}
+
+/** One uPlot chart of `samples`, redrawn when they change. */
+export function SeriesChart(p: { title: string; samples: Samples }) {
   const el = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
-  const data = (): uPlot.AlignedData => [p.points.map((x) => Date.parse(x.at) / 1000), ...p.chart.series.map((s) => p.points.map(s.value))];
+  const data = (): uPlot.AlignedData => [p.samples.atMs.map((t) => t / 1000), ...p.samples.series.map((s) => s.values)];
   useEffect(() => {
     plot.current = new uPlot(
       {
         width: 560,
         height: 180,
-        series: [{}, ...p.chart.series.map((s) => ({ label: s.label, stroke: s.stroke, width: 1.5 }))],
+        series: [{}, ...p.samples.series.map((s) => ({ label: s.label, stroke: s.stroke, width: 1.5 }))],
         axes: [{}, { size: 50 }],
       },
       data(),
@@ -43,10 +49,10 @@ function Chart(p: { points: HistoryPoint[]; chart: (typeof CHARTS)[number] }) {
     );
     return () => plot.current?.destroy();
   }, []);
-  useEffect(() => plot.current?.setData(data()), [p.points]);
+  useEffect(() => plot.current?.setData(data()), [p.samples]);
   return (
-    <figure class="chart" data-chart={p.chart.title}>
-      <figcaption>{p.chart.title}</figcaption>
+    <figure class="chart" data-chart={p.title}>
+      <figcaption>{p.title}</figcaption>
       <div ref={el} />
     </figure>
   );
@@ -54,11 +60,26 @@ function Chart(p: { points: HistoryPoint[]; chart: (typeof CHARTS)[number] }) {
 
 /** The replica's last hour: a chart per kind of figure (uPlot, loaded with this view). */
 export function Charts(p: { points: HistoryPoint[] }) {
+  const atMs = p.points.map((x) => Date.parse(x.at));
   return (
     <div class="charts">
       {CHARTS.map((c) => (
-        <Chart key={c.title} chart={c} points={p.points} />
+        <SeriesChart
+          key={c.title}
+          title={c.title}
+          samples={{ atMs, series: c.series.map((s) => ({ label: s.label, stroke: s.stroke, values: p.points.map(s.value) })) }}
+        />
       ))}
+    </div>
+  );
+}
+
+/** A sandbox's CPU and memory while its page is open (the page samples them with every refresh). */
+export function UsageCharts(p: { atMs: number[]; cores: number[]; memoryMiB: number[] }) {
+  return (
+    <div class="charts">
+      <SeriesChart title="CPU (cores)" samples={{ atMs: p.atMs, series: [{ label: 'cores', stroke: '#1f5fbf', values: p.cores }] }} />
+      <SeriesChart title="Memory (MiB)" samples={{ atMs: p.atMs, series: [{ label: 'MiB', stroke: '#6a3fb5', values: p.memoryMiB }] }} />
     </div>
   );
 }

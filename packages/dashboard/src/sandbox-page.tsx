@@ -6,6 +6,7 @@ import { Events, RecentCommands } from './history.js';
 import { Screen } from './screen.js';
 import { ago, labelsText, mib, until } from './format.js';
 import { go } from './route.js';
+import { UsageOverTime, addSample, type UsageSamples } from './usage.js';
 import type { Terminal as TerminalView } from './terminal.js';
 
 /** The terminal, loaded when first opened (xterm is most of the dashboard's code). */
@@ -36,6 +37,7 @@ export function SandboxPage(p: { id: string }) {
   /** The command shown live: one run from the box (a new key each run), or a running one followed. */
   const [shown, setShown] = useState<{ key: number; cmd?: string; follow?: string } | null>(null);
   const [terminal, setTerminal] = useState(false);
+  const [usage, setUsage] = useState<UsageSamples>({ atMs: [], cores: [], memoryMiB: [] });
   const load = async (): Promise<void> => {
     try {
       const [s, more] = await Promise.all([
@@ -44,6 +46,7 @@ export function SandboxPage(p: { id: string }) {
       ]);
       setSb(s);
       setError(null);
+      if (s.state === 'running' || s.state === 'paused') setUsage((u) => addSample(u, Date.now(), s.usage));
       if (more?.events.length) {
         seen.current = Math.max(seen.current, more.events.at(-1)!.seq);
         // Two loads at once read the same ones: each event is kept once.
@@ -166,6 +169,7 @@ export function SandboxPage(p: { id: string }) {
           {sb.usage.swapBytes > 0 && ` (${mib(sb.usage.swapBytes)} in swap)`}; idle {sb.usage.idleSeconds} s
         </dd>
       </dl>
+      {(sb.state === 'running' || sb.state === 'paused') && <UsageOverTime samples={usage} />}
       {live && (
         <>
           <h3>Run a command</h3>
