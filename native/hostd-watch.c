@@ -32,8 +32,7 @@ static void report(pid_t pid, unsigned long long start)
 	printf("*\texit\t%d\t%llu\n", pid, start);
 }
 
-/* The start time of a live process (not a zombie); 0 when it is gone or a zombie. */
-static unsigned long long start_time(pid_t pid)
+unsigned long long proc_start_time(pid_t pid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -134,7 +133,7 @@ void do_watch(const char *tag, char **f)
 	}
 	/* A child keeps its pid until reaped: one that runs with that start time is the one asked about. */
 	int kid = child_state((pid_t)pid);
-	if (kid == 1 && start_time((pid_t)pid) == start && remember_kid((pid_t)pid, start) == 0) {
+	if (kid == 1 && proc_start_time((pid_t)pid) == start && remember_kid((pid_t)pid, start) == 0) {
 		reply_ok(tag);
 		return;
 	}
@@ -146,7 +145,7 @@ void do_watch(const char *tag, char **f)
 	int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
 	/* Opened first, then the start time checked: a pidfd names the process the pid was at the
 	 * open, so a matching start time proves it is the one asked about. */
-	if (pfd < 0 || start_time((pid_t)pid) != start) {
+	if (pfd < 0 || proc_start_time((pid_t)pid) != start) {
 		if (pfd >= 0)
 			close(pfd);
 		reply_ok(tag);

@@ -276,32 +276,6 @@ static void mount_overlay(const char *spec, const char *target)
  * its id maps, lets it go, and reports "PID" or the failure on rep; then exits, and the init is
  * re-parented to warren-hostd (a child subreaper).
  */
-/* A live process's start time (field 22 of /proc/PID/stat, clock ticks after boot); 0 if it is gone or a zombie. */
-static unsigned long long start_time(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* The name (field 2) may hold anything, parentheses too: the fields go on after its last ')'. */
-	char *p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-		return 0;
-	p += 2;
-	for (int field = 3; field < 22 && p; field++) {
-		p = strchr(p, ' ');
-		if (p)
-			p++;
-	}
-	return p ? strtoull(p, NULL, 10) : 0;
-}
-
 __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 {
 	report_fd = rep;
@@ -406,7 +380,7 @@ __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 		_exit(0);
 	}
 	/* Its start time too (the edge would read /proc for it): 0 when it is gone or a zombie already. */
-	if (dprintf(rep, "ok %d %llu", pid, start_time(pid)) < 0)
+	if (dprintf(rep, "ok %d %llu", pid, proc_start_time(pid)) < 0)
 		_exit(1);
 	_exit(0);
 }
