@@ -6,28 +6,9 @@ import type { SandboxRecord } from '../store/store.js';
 import { sqliteStores } from '../testing/store-places.js';
 import { SandboxLists } from './sandbox-lists.js';
 import type { Caller } from './sandboxes.js';
+import { sandboxRecord } from '../testing/sandbox-record.js';
 
-const record = (id: string): SandboxRecord => ({
-  id,
-  tenant: 't',
-  node: 'n1',
-  state: 'running',
-  backend: 'container',
-  image: 'busybox:latest',
-  layers: [],
-  layerNames: [],
-  labels: {},
-  resources: { cpu: 0.1, memoryMiB: 64, pids: 64, diskMiB: null },
-  env: {},
-  user: null,
-  workdir: null,
-  createdAt: 1,
-  expiresAt: null,
-  lastActivityAt: 1,
-  idleTimeoutSeconds: null,
-  error: null,
-  requestId: null,
-});
+const record = (id: string): SandboxRecord => sandboxRecord(id, 't', { resources: { cpu: 0.1, memoryMiB: 64, pids: 64, diskMiB: null } });
 
 /** One node whose sandboxes are paused when `paused(id)`: answers `sandboxes` and nothing else. */
 function oneNode(paused: (id: string) => boolean): Cluster {

@@ -10,6 +10,7 @@ import { PgStore } from './pg-store.js';
 import { SqliteStore } from './sqlite-store.js';
 import { startTestPostgres, type TestPostgres } from '../testing/postgres.js';
 import { postgresStores, sqliteStores, type StoreKind } from '../testing/store-places.js';
+import { sandboxRecord } from '../testing/sandbox-record.js';
 
 // What a sandbox's page and the image catalogue read: one sandbox's events, and the live
 // sandboxes by the image they were created from; on each kind of store.
@@ -20,27 +21,8 @@ after(async () => {
 const pgServer = (): Promise<TestPostgres> => (server ??= startTestPostgres());
 const KINDS: StoreKind[] = [sqliteStores, postgresStores(pgServer)];
 
-const record = (id: string, tenant: string, image: string, state: SandboxRecord['state'] = 'running'): SandboxRecord => ({
-  id,
-  tenant,
-  node: 'n1',
-  state,
-  backend: 'container',
-  image,
-  layers: [],
-  layerNames: [],
-  labels: {},
-  resources: { cpu: 0.5, memoryMiB: 128, pids: 64, diskMiB: null },
-  env: {},
-  user: null,
-  workdir: null,
-  createdAt: 1,
-  expiresAt: null,
-  lastActivityAt: 1,
-  idleTimeoutSeconds: null,
-  error: null,
-  requestId: null,
-});
+const record = (id: string, tenant: string, image: string, state: SandboxRecord['state'] = 'running'): SandboxRecord =>
+  sandboxRecord(id, tenant, { image, state });
 
 async function withStore(kind: StoreKind, fn: (s: Store) => Promise<void>): Promise<void> {
   const place = await kind.place();

@@ -6,6 +6,7 @@ import { startTestPostgres, type TestPostgres } from '../testing/postgres.js';
 import pg from 'pg';
 import { PgStore } from './pg-store.js';
 import { postgresStores, sqliteStores, type StoreKind } from '../testing/store-places.js';
+import { sandboxRecord } from '../testing/sandbox-record.js';
 
 // The same tests on each kind of store: SQLite (warren up) and PostgreSQL (a cluster), whose
 // server starts on the first test that needs it.
@@ -15,28 +16,7 @@ after(async () => {
 });
 const KINDS: StoreKind[] = [sqliteStores, postgresStores(() => (server ??= startTestPostgres()))];
 
-const record = (id: string, tenant: string, more: Partial<SandboxRecord> = {}): SandboxRecord => ({
-  id,
-  tenant,
-  node: 'n1',
-  state: 'running',
-  backend: 'container',
-  image: 'busybox:latest',
-  layers: [],
-  layerNames: [],
-  labels: { job: 'j1' },
-  resources: { cpu: 0.5, memoryMiB: 128, pids: 64, diskMiB: null },
-  env: {},
-  user: null,
-  workdir: null,
-  createdAt: 1,
-  expiresAt: null,
-  lastActivityAt: 1,
-  idleTimeoutSeconds: null,
-  error: null,
-  requestId: null,
-  ...more,
-});
+const record = (id: string, tenant: string, more: Partial<SandboxRecord> = {}): SandboxRecord => sandboxRecord(id, tenant, { labels: { job: 'j1' }, ...more });
 
 /** A store on a new place of `kind`; `open` opens another on the same place (a restart, a replica). */
 async function withStore(kind: StoreKind, fn: (s: Store, open: () => Promise<Store>) => Promise<void>): Promise<void> {
