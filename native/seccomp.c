@@ -182,15 +182,39 @@ static const unsigned int denied_ioctls[] = {
 #define MAX_PROG                                                                                   \
 	(8 + 2 * N(allowed_worker) + 2 + 5 + 2 + 2 * N(denied_ioctls) + 5 + 1 +                     \
 	 3 * (N(allowed) + N(allowed_worker)) + 2 * N(denied) + 1)
+_Static_assert(MAX_PROG <= WARREN_SECCOMP_MAX_PROG, "WARREN_SECCOMP_MAX_PROG is too small");
 
 /* The low 32 bits of argument i (x86_64 is little-endian). */
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 
-int warren_seccomp_install(int strict)
+/* For each range lo..hi of consecutive numbers set in `set`: if lo <= nr <= hi, return `ret`
+ * (nr in the accumulator). The number of instructions written. */
+static size_t emit_ranges(struct sock_filter *prog, const unsigned char *set, unsigned int ret)
 {
-	struct sock_filter prog[MAX_PROG];
+	size_t n = 0;
+	for (unsigned int lo = 0; lo < NR_LIMIT; lo++) {
+		if (!set[lo])
+			continue;
+		unsigned int hi = lo;
+		while (hi + 1 < NR_LIMIT && set[hi + 1])
+			hi++;
+		if (lo == hi) {
+			prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, lo, 0, 1);
+		} else {
+			prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, lo, 0, 2);
+			prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, hi, 1, 0);
+		}
+		prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret);
+		lo = hi;
+	}
+	return n;
+}
+
+size_t warren_seccomp_build(struct sock_filter *prog, enum warren_seccomp_profile profile)
+{
 	unsigned char allow[NR_LIMIT] = { 0 };
 	size_t n = 0;
+	int strict = profile != WARREN_SECCOMP_WORKER;
 #define EMIT(s) (prog[n++] = (struct sock_filter)s)
 #define LOAD(off) EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off)))
 #define RET(v) EMIT(BPF_STMT(BPF_RET | BPF_K, (v)))
@@ -213,9 +237,11 @@ int warren_seccomp_install(int strict)
 	EMIT(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, 1));
 	RET(DENY_ERRNO);
 	if (strict) {
+		unsigned char deny[NR_LIMIT] = { 0 };
 		for (size_t i = 0; i < N(allowed_worker); i++)
 			if (allowed_worker[i] != __NR_clone3)
-				DENY_IF(allowed_worker[i], DENY_ERRNO);
+				deny[allowed_worker[i]] = 1;
+		n += emit_ranges(prog + n, deny, DENY_ERRNO);
 		DENY_IF(__NR_clone3, ENOSYS_ERRNO);
 		/* clone: no namespace flag (argument 0). */
 		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3));
@@ -238,27 +264,30 @@ int warren_seccomp_install(int strict)
 		RET(DENY_ERRNO);
 		LOAD(offsetof(struct seccomp_data, nr));
 	}
-	/* The allow list as ranges of consecutive numbers: lo <= nr <= hi allows. */
-	for (unsigned int lo = 0; lo < NR_LIMIT; lo++) {
-		if (!allow[lo])
-			continue;
-		unsigned int hi = lo;
-		while (hi + 1 < NR_LIMIT && allow[hi + 1])
-			hi++;
-		if (lo == hi) {
-			EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, lo, 0, 1));
-		} else {
-			EMIT(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, lo, 0, 2));
-			EMIT(BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, hi, 1, 0));
-		}
+	/* Stacked on the worker's filter, which answers everything else as the strict one does. */
+	if (profile == WARREN_SECCOMP_NARROW) {
 		RET(SECCOMP_RET_ALLOW);
-		lo = hi;
+		return n;
 	}
+	/* The allow list as ranges of consecutive numbers. */
+	n += emit_ranges(prog + n, allow, SECCOMP_RET_ALLOW);
 	for (size_t i = 0; i < N(denied); i++)
 		DENY_IF(denied[i], DENY_ERRNO);
 	RET(ENOSYS_ERRNO);
+	return n;
+}
+
+int warren_seccomp_install_profile(enum warren_seccomp_profile profile)
+{
+	struct sock_filter prog[WARREN_SECCOMP_MAX_PROG];
+	size_t n = warren_seccomp_build(prog, profile);
 	struct sock_fprog fprog = { .len = (unsigned short)n, .filter = prog };
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		return -1;
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog);
+}
+
+int warren_seccomp_install(int strict)
+{
+	return warren_seccomp_install_profile(strict ? WARREN_SECCOMP_STRICT : WARREN_SECCOMP_WORKER);
 }

@@ -146,13 +146,37 @@ describe('FnCall', () => {
         'echo 1 > /proc/sys/kernel/ns_last_pid 2>/dev/null && echo wrote-sysctl',
         'ls /.warren | wc -l',
         'cat /proc/kcore 2>/dev/null | head -c1 | wc -c',
+        // Hidden: a directory empty and read-only, a file reading as nothing.
+        'ls -A /proc/acpi | wc -l',
+        'touch /proc/acpi/x 2>/dev/null && echo wrote-acpi',
+        'cat /proc/keys /proc/timer_list 2>/dev/null | wc -c',
       ].join('\n'),
     });
     assert.equal(r.exitCode, 0, JSON.stringify(r));
     const capEff = BigInt('0x' + (/CapEff:\s+([0-9a-f]+)/.exec(r.stdout)?.[1] ?? 'ffff'));
     assert.equal(capEff & (1n << 21n), 0n, 'CAP_SYS_ADMIN is gone');
-    assert.doesNotMatch(r.stdout, /umounted|mounted|wrote-dev|wrote-sysctl/);
-    assert.match(r.stdout, /\n0\n0\n$/);
+    assert.doesNotMatch(r.stdout, /umounted|mounted|wrote-dev|wrote-sysctl|wrote-acpi/);
+    assert.match(r.stdout, /\n0\n0\n0\n0\n$/);
+  });
+
+  test("a call's syscalls get the answers every sandbox process gets (its filter stacked on the worker's)", async () => {
+    // unshare and mount refused (EPERM), clone3 and an unknown number ENOSYS (libc falls back),
+    // ptrace EPERM, socket(AF_VSOCK) EPERM, and what programs need allowed.
+    const r = await t.client.fn.run({
+      language: 'python',
+      code: [
+        'import ctypes, os',
+        'libc = ctypes.CDLL(None, use_errno=True)',
+        'def err(*a):',
+        '    ctypes.set_errno(0)',
+        '    return "ok" if libc.syscall(*a) >= 0 else os.strerror(ctypes.get_errno())',
+        'print("|".join([err(272, 0x20000), err(165, 0, 0, 0, 0, 0), err(435, 0, 0), err(1000), err(101, 0, 0, 0, 0), err(41, 40, 1, 0), err(39)]))',
+      ].join('\n'),
+    });
+    assert.equal(r.exitCode, 0, r.stderr);
+    const eperm = 'Operation not permitted';
+    const enosys = 'Function not implemented';
+    assert.deepEqual(r.stdout.trim().split('|'), [eperm, eperm, enosys, enosys, eperm, eperm, 'ok']);
   });
 
   test('timeouts, crashes, memory and pid limits and the output cap cost only the call that hit them', async () => {
