@@ -4,15 +4,12 @@
 # namespaces and a root of its own (native/fn.c through ctypes) and runs the code as `python3 -c`.
 #
 # Per call the init sends one byte with six descriptors: the request (the F frame's fields, in a
-# memfd), stdin (a memfd), stdout, stderr, the error pipe and the status pipe. Errors before the
-# code runs go to the error pipe as warren-init's child errors do (int errno + message); the
-# zygote writes "p<pid>\n" to the status pipe after the fork and "s<wait status>\n" at the end.
-import array
+# memfd), stdin (a memfd), stdout, stderr, the error pipe and the status pipe; the loop that takes
+# them and forks is native/fn-serve.c. Errors before the code runs go to the error pipe as
+# warren-init's child errors do (int errno + message).
 import ctypes
 import os
-import select
 import signal
-import socket
 import struct
 import sys
 
@@ -24,14 +21,18 @@ import itertools  # noqa: F401
 import json  # noqa: F401
 import math  # noqa: F401
 import re  # noqa: F401
+import select  # noqa: F401
+import socket  # noqa: F401
 import traceback
 import types
 
 NFD = 6
 TMPFS_KIB = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-lib = ctypes.CDLL("/.warren/libwarren-fn.so", use_errno=True)
+# PyDLL: the GIL stays held in its calls, as os.fork() holds it around a fork (warren_fn_serve).
+lib = ctypes.PyDLL("/.warren/libwarren-fn.so", use_errno=True)
 lib.warren_fn_isolate.argtypes = [ctypes.c_ulong, ctypes.c_int]
 lib.warren_fn_error.restype = ctypes.c_char_p
+lib.warren_fn_serve.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p)]
 
 
 def fields(data):
@@ -49,13 +50,6 @@ def report(ep, err, msg):
         os.write(ep, struct.pack("i", err) + msg.encode("utf-8", "replace")[:470] + b"\0")
     finally:
         os._exit(127)
-
-
-def report_soft(ep, err, msg):
-    try:
-        os.write(ep, struct.pack("i", err) + msg.encode("utf-8", "replace")[:470] + b"\0")
-    except OSError:
-        pass
 
 
 def lib_error():
@@ -116,8 +110,6 @@ def warm():
 def run(req, fds):
     """The call itself: PID 1 of its own pid namespace, in its own root."""
     _, stdin, stdout, stderr, ep, _ = fds
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)
     if lib.warren_fn_isolate(TMPFS_KIB, 0) < 0:
         report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
     write_files(req, ep)
@@ -176,92 +168,27 @@ def run(req, fds):
     os._exit(status)
 
 
-calls = {}  # pid -> status pipe, of calls still running
-
-
-def reap():
-    while calls:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        st = calls.pop(pid, None)
-        if st is not None:
-            try:
-                os.write(st, b"s%d\n" % status)
-            except OSError:
-                pass
-            os.close(st)
-
-
-def take(sock):
-    """One call from the init: fork it, tell its pid. False when the init is gone."""
-    try:
-        msg, anc, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(NFD * 4))
-    except BlockingIOError:
-        return True
-    if not msg:
-        return False
-    fds = array.array("i")
-    for level, kind, data in anc:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % 4])
-    fds = list(fds)
-    if len(fds) != NFD:
-        for fd in fds:
-            os.close(fd)
-        return True
-    pid = -1
-    if lib.warren_fn_next_pid_ns() == 0:
-        pid = os.fork()
-    else:
-        report_soft(fds[4], ctypes.get_errno() or 5, "isolate: " + lib_error())
-    if pid == 0:
-        try:
-            run(fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0)), fds)
-        finally:
-            os._exit(1)
-    st = fds[5]
-    if pid > 0:
-        os.write(st, b"p%d\n" % pid)
-        calls[pid] = st
-    else:
-        os.close(st)
-    for fd in fds[:5]:
-        os.close(fd)
-    return True
-
-
 def serve():
-    sock = socket.socket(fileno=3)
-    sock.setblocking(False)
-    # Children are reaped here, in the loop: SIGCHLD only wakes it (through a pipe the signal
-    # handler writes to, so an exit just before poll() still wakes it).
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
+    # The loop is C (native/fn-serve.c): once there, the zygote's Python never runs again, so a fork
+    # leaves it nothing to copy. It returns in each call's child, with the call's descriptors.
     # What the start left behind is never collected: a call's collections then touch (and copy)
     # none of the zygote's memory.
     warm()
     gc.collect()
     gc.freeze()
     sys.stdout.flush()
-    sock.send(b"r")
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    poller.register(wake_r, select.POLLIN)
-    while True:
-        for fd, _ in poller.poll():
-            if fd == wake_r:
-                try:
-                    os.read(wake_r, 512)
-                except BlockingIOError:
-                    pass
-            elif not take(sock):
-                os._exit(0)
-        reap()
+    fds = (ctypes.c_int * NFD)()
+    fork_steps = (ctypes.c_void_p * 3)(
+        *(ctypes.cast(getattr(ctypes.pythonapi, f), ctypes.c_void_p).value for f in ("PyOS_BeforeFork", "PyOS_AfterFork_Parent", "PyOS_AfterFork_Child"))
+    )
+    os.write(3, b"r")
+    if lib.warren_fn_serve(3, fds, fork_steps) != 1:
+        os._exit(0)
+    fds = list(fds)
+    try:
+        run(fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0)), fds)
+    finally:
+        os._exit(1)
 
 
 serve()

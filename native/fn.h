@@ -22,4 +22,14 @@ int warren_fn_isolate(unsigned long tmpfs_kib, int unshared);
 
 const char *warren_fn_error(void);
 
+/*
+ * The Python zygote's loop (native/fn-serve.c, in libwarren-fn.so only): takes calls from the init
+ * on `sock` and forks each; `py_fork` is Python's PyOS_BeforeFork, PyOS_AfterFork_Parent and
+ * PyOS_AfterFork_Child, called around each fork as os.fork() calls them (so the caller holds the
+ * GIL: ctypes.PyDLL). Returns 1 in a call's child with the call's six descriptors in `fds`, 0 when
+ * the init closed `sock`, -1 with errno set when the loop cannot go on; in the zygote it does not
+ * return otherwise.
+ */
+int warren_fn_serve(int sock, int *fds, void (*const *py_fork)(void));
+
 #endif

@@ -221,6 +221,14 @@ describe('FnCall', () => {
       if (i === 3) assert.equal('error' in r && r.error.code, 'invalid_argument');
       else ok(r as FnRunResult, `${i < 3 ? i : i - 1}\n`);
     });
+    // Calls that end in the reverse of their start order each get their own status back.
+    const ends = await t.client.fn.batch(
+      Array.from({ length: 8 }, (_, i) => py(`import os, time; time.sleep(${(8 - i) * 0.03}); os._exit(${i + 1})`)) as never,
+    );
+    assert.deepEqual(
+      ends.map((r) => ('error' in r ? r.error.code : r.exitCode)),
+      Array.from({ length: 8 }, (_, i) => i + 1),
+    );
     // Bulk calls run on batch workers (SCHED_IDLE; /proc/self/stat's field 41), a single call on latency ones.
     const policy = py("s = open('/proc/self/stat').read(); print(s[s.rindex(')') + 2:].split()[38])");
     const [bulk] = await t.client.fn.batch([policy] as never);
