@@ -101,7 +101,7 @@ void conn_final(struct conn *c, char t, const void *p, size_t n)
 	if (c->state != CS_OP)
 		return;
 	/* A kept connection takes the next request once this operation's last frame is out. */
-	if (c->reuse && c->op != REQ_FN && c->op != REQ_NEW_SESSION) {
+	if (c->reuse && c->op != REQ_NEW_SESSION) {
 		c->state = CS_REQ;
 		c->op = 0;
 		conn_send(c, t, p, n);

@@ -1,11 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { ExecEvent, Sandbox } from '@warren/sdk';
 import { Warren, WarrenError } from '@warren/sdk';
 import { MAX_QUEUED_SESSION_COMMANDS } from '@warren/api';
 import { errorCode, http, notOnMicrovm, startTestWarren, type TestWarren } from './harness.js';
+import { rawFields, rawFrame, rawInit } from './raw-init.js';
 
 async function collect(it: AsyncIterable<ExecEvent>): Promise<ExecEvent[]> {
   const out: ExecEvent[] = [];
@@ -36,45 +36,9 @@ describe('commands', () => {
     "the sandbox's init keeps a connection asked to be kept (Y): call after call on it, each ended by y, what the edge still sent of an ended one dropped",
     notOnMicrovm('the container init socket'),
     async () => {
-      const frame = (type: string, payload: Buffer = Buffer.alloc(0)): Buffer => {
-        const h = Buffer.alloc(5);
-        h.writeUInt32LE(payload.length + 1);
-        h.write(type, 4, 'latin1');
-        return Buffer.concat([h, payload]);
-      };
-      const fields = (...kv: Array<[string, string]>): Buffer =>
-        Buffer.concat(
-          kv.map(([k, v]) => {
-            const h = Buffer.alloc(5);
-            h.write(k, 0, 'latin1');
-            h.writeUInt32LE(Buffer.byteLength(v), 1);
-            return Buffer.concat([h, Buffer.from(v)]);
-          }),
-        );
-      const conn = (): Promise<{ s: Socket; types: () => Promise<string[]> }> =>
-        new Promise((resolve, reject) => {
-          const s = connect(join(t.dataDir, 'run', `${sb.id}.sock`));
-          let held = Buffer.alloc(0);
-          const types: string[] = [];
-          let wake: (() => void) | null = null;
-          s.on('data', (d: Buffer) => {
-            held = Buffer.concat([held, d]);
-            while (held.length >= 5 && held.length >= 4 + held.readUInt32LE(0)) {
-              types.push(String.fromCharCode(held[4]!));
-              held = held.subarray(4 + held.readUInt32LE(0));
-            }
-            wake?.();
-          });
-          s.on('close', () => wake?.());
-          s.once('error', reject);
-          // The frame types so far, once a `y` or the end came.
-          const until = (): Promise<string[]> =>
-            new Promise((r) => {
-              const check = (): void => (types.at(-1) === 'y' || s.closed ? r(types.splice(0)) : void (wake = check));
-              check();
-            });
-          s.once('connect', () => resolve({ s, types: until }));
-        });
+      const conn = (): ReturnType<typeof rawInit> => rawInit(join(t.dataDir, 'run', `${sb.id}.sock`));
+      const frame = rawFrame;
+      const fields = rawFields;
       const kept = await conn();
       try {
         kept.s.write(Buffer.concat([frame('Y'), frame('H')]));

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Warren, type FnRunResult, type WarrenError } from '@warren/sdk';
 import { CLI, errorCode, forceCleanup, hostLeftovers, http, startTestWarren, until, type TestWarren } from './harness.js';
+import { rawFields, rawFrame, rawInit } from './raw-init.js';
 
 const run = promisify(execFile);
 const py = (code: string, more: Record<string, unknown> = {}): Record<string, unknown> => ({ language: 'python', code, ...more });
@@ -177,6 +178,29 @@ describe('FnCall', () => {
     const eperm = 'Operation not permitted';
     const enosys = 'Function not implemented';
     assert.deepEqual(r.stdout.trim().split('|'), [eperm, eperm, enosys, enosys, eperm, eperm, 'ok']);
+  });
+
+  test("a worker's init keeps a FnCall's connection asked to be kept (Y): call after call on it, each ended by y", async () => {
+    ok(await t.client.fn.run(py('print(1)') as never), '1\n');
+    // The worker is the sandbox whose init takes F (any other answers f: FnCall only in a worker).
+    const call = rawFrame('F', rawFields(['l', 'python'], ['C', 'print(2)'], ['c', '/tmp'], ['t', '10000'], ['e', 'PATH=/usr/bin:/bin']));
+    let found = 0;
+    for (const name of (await readdir(join(t.dataDir, 'run'))).filter((n) => n.endsWith('.sock'))) {
+      const c = await rawInit(join(t.dataDir, 'run', name));
+      try {
+        c.s.write(Buffer.concat([rawFrame('Y'), call]));
+        const first = await c.types();
+        if (!first.includes('o')) continue;
+        found++;
+        assert.deepEqual(first, ['o', 'x', 'y']);
+        // A signal for the call that ended, then the next call, on the same connection.
+        c.s.write(Buffer.concat([rawFrame('k', rawFields(['s', '9'])), call]));
+        assert.deepEqual(await c.types(), ['o', 'x', 'y']);
+      } finally {
+        c.s.destroy();
+      }
+    }
+    assert.equal(found, 1);
   });
 
   test('timeouts, crashes, memory and pid limits and the output cap cost only the call that hit them', async () => {

@@ -69,7 +69,7 @@ export const REQUESTS = {
     type: 'Y',
     op: 'keep the connection (from version 2)',
     fields:
-      "none, and no answer: sent before a connection's first request, it keeps the connection for more: after each operation's last frame the init sends `y` and takes the next request on it, dropping what the edge still sends of the operation that ended (`i`, `j`, `k`, `w`). `F` and `N` end the connection as without it",
+      "none, and no answer: sent before a connection's first request, it keeps the connection for more: after each operation's last frame the init sends `y` and takes the next request on it, dropping what the edge still sends of the operation that ended (`i`, `j`, `k`, `w`). `N` ends the connection as without it",
   },
   fn: {
     type: 'F',
