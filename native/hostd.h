@@ -42,7 +42,7 @@ void do_erofs(const char *tag, char **f, int n);
 void do_tmpfs(const char *tag, char **f);
 void do_mknod(const char *tag, char **f);
 void do_xattr(const char *tag, char **f);
-void do_subvol(const char *tag, char **f);
+void do_subvol(const char *tag, char **f, int na);
 void do_subvol_delete(const char *tag, char **f);
 void do_umount(const char *tag, char **f);
 

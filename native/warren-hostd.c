@@ -268,8 +268,8 @@ static void handle(char *line)
 		do_xattr(tag, a);
 	else if (!strcmp(cmd, "tmpfs") && na == 2)
 		do_tmpfs(tag, a);
-	else if (!strcmp(cmd, "subvol") && na == 3)
-		do_subvol(tag, a);
+	else if (!strcmp(cmd, "subvol") && (na == 3 || na == 4))
+		do_subvol(tag, a, na);
 	else if (!strcmp(cmd, "subvol-delete") && na == 2)
 		do_subvol_delete(tag, a);
 	else if (!strcmp(cmd, "umount") && na == 1)

@@ -24,8 +24,11 @@ export interface Mounts {
   idmap(source: string, target: string, map: { from: number; to: number; size: number }): Promise<void>;
   /** A read-only sysfs of a network namespace (a path) mounted at target, on the host. */
   sysfs(netns: string, target: string): Promise<void>;
-  /** A btrfs subvolume `name` in `dir` whose space the file system limits to `kib` (a qgroup). */
-  subvolume(dir: string, name: string, kib: number): Promise<void>;
+  /**
+   * A btrfs subvolume `name` in `dir` whose space the file system limits to `kib` (a qgroup); with
+   * `layerOwner`, a sandbox's writable layer in it too: `upper` owned by that id, and `work`.
+   */
+  subvolume(dir: string, name: string, kib: number, layerOwner?: number): Promise<void>;
   /** Deletes a subvolume and all in it; a missing one is no error. */
   deleteSubvolume(dir: string, name: string): Promise<void>;
   close(): Promise<void>;
@@ -160,8 +163,9 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, ExitWatcher,
     await this.send('umount', ['umount', target]);
   }
 
-  async subvolume(dir: string, name: string, kib: number): Promise<void> {
-    await this.send('making a subvolume', ['subvol', Buffer.from(dir).toString('hex'), name, String(Math.ceil(kib))]);
+  async subvolume(dir: string, name: string, kib: number, layerOwner?: number): Promise<void> {
+    const owner = layerOwner === undefined ? [] : [String(layerOwner)];
+    await this.send('making a subvolume', ['subvol', Buffer.from(dir).toString('hex'), name, String(Math.ceil(kib)), ...owner]);
   }
 
   async deleteSubvolume(dir: string, name: string): Promise<void> {

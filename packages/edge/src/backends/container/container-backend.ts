@@ -188,11 +188,15 @@ export class ContainerBackend implements Backend {
     try {
       let lower = await Promise.all(spec.layers.map((d) => this.layerPath(d)));
       const diskMiB = spec.resources.diskMiB;
-      if (this.o.diskQuotas && diskMiB) await this.o.mounts.subvolume(join(this.o.dataDir, 'sandboxes'), spec.id, diskMiB * 1024);
+      // A subvolume comes with its upper (the sandbox's) and work dirs, in one request.
+      if (this.o.diskQuotas && diskMiB) await this.o.mounts.subvolume(join(this.o.dataDir, 'sandboxes'), spec.id, diskMiB * 1024, idMap.hostStart);
       else if (diskMiB) throw new WarrenError('invalid_argument', 'this node cannot limit a sandbox’s disk (no quotas on its sandboxes’ file system)');
-      else await mkdir(dir);
-      await Promise.all([mkdir(join(dir, 'upper')), mkdir(join(dir, 'work')), this.runtime === 'runc' ? mkdir(rootfs) : null]);
-      await chown(join(dir, 'upper'), idMap.hostStart, idMap.hostStart);
+      else {
+        await mkdir(dir);
+        await Promise.all([mkdir(join(dir, 'upper')), mkdir(join(dir, 'work'))]);
+        await chown(join(dir, 'upper'), idMap.hostStart, idMap.hostStart);
+      }
+      if (this.runtime === 'runc') await mkdir(rootfs);
       // runc needs the root mounted on the host, over idmapped mounts of its layers on the host
       // too; the native spawner mounts both in the sandbox's own mount namespace, so the host's
       // mount table does not grow with every sandbox.
