@@ -37,6 +37,8 @@ export class PoolService {
   private readonly told = new Map<string, { what: string; at: number }>();
   private timer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> | null = null;
+  /** The sync asked for that has not read the store yet. */
+  private syncQueued: Promise<void> | null = null;
 
   constructor(
     private readonly store: Store,
@@ -194,15 +196,22 @@ export class PoolService {
           }),
       );
     };
-    // `now`: after the one under way (which may have read the store before this caller's change).
+    // `now`: a run that reads the store after this caller's change, so not the one under way
+    // (which may have read it before); one that has not started yet serves every caller until it
+    // starts (a burst of claims makes one more run, not one each).
     if (this.syncing && !now) return this.syncing;
+    if (now && this.syncQueued) return this.syncQueued;
     const next: Promise<void> = (this.syncing ?? Promise.resolve())
       .catch(() => undefined)
-      .then(run)
+      .then(() => {
+        if (this.syncQueued === next) this.syncQueued = null;
+        return run();
+      })
       .finally(() => {
         if (this.syncing === next) this.syncing = null;
       });
     this.syncing = next;
+    this.syncQueued = next;
     return next;
   }
 
