@@ -131,12 +131,21 @@ interface Group extends FnGroupSpec {
   retryAtMs: number;
 }
 
+/** Group keys by what they hash (every call asks for its group's, on the server and the edge). */
+const groupKeys = new Map<string, string>();
+const GROUP_KEYS_MAX = 1024;
+
 /** The key of a group: its layers, its size and CPU class, hashed (it travels in every heartbeat). */
-export const fnGroupKey = (g: Pick<FnGroupSpec, 'layers' | 'resources'>): string =>
-  createHash('sha256')
-    .update(`${g.layers.join(',')}|${g.resources.cpu}|${g.resources.memoryMiB}|${g.resources.pids}${g.resources.cpuClass === 'batch' ? '|batch' : ''}`)
-    .digest('hex')
-    .slice(0, 32);
+export function fnGroupKey(g: Pick<FnGroupSpec, 'layers' | 'resources'>): string {
+  const what = `${g.layers.join(',')}|${g.resources.cpu}|${g.resources.memoryMiB}|${g.resources.pids}${g.resources.cpuClass === 'batch' ? '|batch' : ''}`;
+  let key = groupKeys.get(what);
+  if (key === undefined) {
+    key = createHash('sha256').update(what).digest('hex').slice(0, 32);
+    if (groupKeys.size >= GROUP_KEYS_MAX) groupKeys.clear();
+    groupKeys.set(what, key);
+  }
+  return key;
+}
 
 /** The call that starts a Python worker's zygote (the first Python call: this one, not a caller's). */
 const warmUp = (builtIn: boolean): FnCallSpec => ({
