@@ -112,6 +112,27 @@ void do_netns(const char *tag)
 	printf("%s\tok\t%d\n", tag, fd);
 }
 
+int netns_is_held(long fd)
+{
+	return fd >= 0 && fd < MAX_NETNS && netns_held[fd];
+}
+
+int netns_enter(int fd)
+{
+	if (host_netns < 0 && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	return setns(fd, CLONE_NEWNET);
+}
+
+void netns_leave(void)
+{
+	if (setns(host_netns, CLONE_NEWNET) < 0) {
+		/* Stuck in the wrong namespace: nothing this helper does after could be trusted. */
+		perror("warren-hostd: back to the host network namespace");
+		exit(1);
+	}
+}
+
 void do_netns_close(const char *tag, char **f)
 {
 	char *end;

@@ -50,6 +50,13 @@ void do_umount(const char *tag, char **f);
 void do_netns(const char *tag);
 void do_netns_close(const char *tag, char **f);
 void do_sysfs(const char *tag, char **f);
+/* Whether fd is a namespace held here; into one (0 or -1) and back to the host's (exits if it cannot). */
+int netns_is_held(long fd);
+int netns_enter(int fd);
+void netns_leave(void);
+
+/* hostd-veth.c: a sandbox namespace's veth, addresses and default route, over rtnetlink. */
+void do_veth(const char *tag, char **f);
 
 /* hostd-watch.c: processes watched until they end ("* exit PID STARTTIME" events). */
 int watch_fd(void);

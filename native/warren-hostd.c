@@ -23,6 +23,9 @@
  *                                         sysctls), held open here: "TAG ok FD"; it is
  *                                         /proc/<this pid>/fd/FD to others
  *   TAG netns-close FD                    lets go of one (it lives on while processes use it)
+ *   TAG veth FD HOSTIF HOSTIP SANDBOXIP   in namespace FD (one held here) eth0 with SANDBOXIP/31,
+ *                                         up, default route via HOSTIP; its peer HOSTIF on the
+ *                                         host with HOSTIP/31, up (hostd-veth.c)
  *   TAG sysfs NETNS TARGET                a read-only sysfs of network namespace NETNS (a path)
  *                                         at TARGET: a sandbox's user namespace may not mount
  *                                         the sysfs of a network namespace it does not own
@@ -276,6 +279,8 @@ static void handle(char *line)
 		do_umount(tag, a);
 	else if (!strcmp(cmd, "netns") && na == 0)
 		do_netns(tag);
+	else if (!strcmp(cmd, "veth") && na == 4)
+		do_veth(tag, a);
 	else if (!strcmp(cmd, "netns-close") && na == 1)
 		do_netns_close(tag, a);
 	else if (!strcmp(cmd, "sysfs") && na == 2)

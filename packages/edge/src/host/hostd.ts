@@ -195,6 +195,11 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, ExitWatcher,
     return Number(await this.send('making a network namespace', ['netns']));
   }
 
+  /** In namespace `fd` (held here) eth0 with `sandboxIp`/31, up, default route via `hostIp`; on the host its peer `hostIf` with `hostIp`/31, up. */
+  async veth(fd: number, hostIf: string, hostIp: string, sandboxIp: string): Promise<void> {
+    await this.send('linking a sandbox network', ['veth', String(fd), hostIf, hostIp, sandboxIp]);
+  }
+
   async netnsClose(fd: number): Promise<void> {
     await this.send('closing a network namespace', ['netns-close', String(fd)]);
   }

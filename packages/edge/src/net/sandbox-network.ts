@@ -17,6 +17,8 @@ export interface NetHost {
   /** A new network namespace (loopback up, sandbox sysctls), held open by the helper. */
   netns(): Promise<number>;
   netnsClose(fd: number): Promise<void>;
+  /** In namespace `fd` (one the helper holds) eth0 with `sandboxIp`/31 and a default route via `hostIp`; on the host its peer `hostIf` with `hostIp`/31. */
+  veth(fd: number, hostIf: string, hostIp: string, sandboxIp: string): Promise<void>;
   run(file: string, args: string[], opts: { logFile: string }): Promise<number>;
 }
 
@@ -469,7 +471,7 @@ export class SandboxNetwork {
     throw new Error(`${name} resolves only to addresses a sandbox may not reach`);
   }
 
-  /** Keeps the pool full in the background, a few namespaces per ip(8) run. */
+  /** Keeps the pool full in the background, a few namespaces at a time. */
   private refill(): void {
     if (this.filling || this.closed || this.pool.length >= this.poolSize) return;
     this.filling = (async () => {
@@ -509,22 +511,8 @@ export class SandboxNetwork {
         slots.push(this.allocate());
       }
       const pid = this.o.host.pid;
-      const hostSide = slots.map((s, i) =>
-        [
-          `link add ${s.hostIf} type veth peer name eth0 netns /proc/${pid}/fd/${fds[i]}`,
-          `link set ${s.hostIf} addrgenmode none`,
-          `addr add ${formatIpv4(s.hostIp)}/31 dev ${s.hostIf}`,
-          `link set ${s.hostIf} up`,
-        ].join('\n'),
-      );
-      await this.ip(hostSide.join('\n') + '\n');
-      await Promise.all(
-        slots.map((s, i) =>
-          this.ip(`addr add ${formatIpv4(s.sandboxIp)}/31 dev eth0\nlink set eth0 up\nroute add default via ${formatIpv4(s.hostIp)}\n`, {
-            netns: `/proc/${pid}/fd/${fds[i]}`,
-          }),
-        ),
-      );
+      // Over rtnetlink in the helper: no ip(8) on the host and in each namespace.
+      await Promise.all(slots.map((s, i) => this.o.host.veth(fds[i]!, s.hostIf, formatIpv4(s.hostIp), formatIpv4(s.sandboxIp))));
       return slots.map((s, i) => ({ slot: s, fd: fds[i]!, pid }));
     } catch (e) {
       // Closing a namespace removes its veth (both ends) with it.

@@ -1,0 +1,226 @@
+/*
+ * warren-hostd: a sandbox network namespace's link to the host, over rtnetlink: the veth pair, its
+ * addresses and the sandbox's default route. What `ip -batch` on the host and `nsenter ip -batch`
+ * in the namespace did, in this process: two program starts per sandbox were a fifth of a
+ * create's CPU.
+ */
+#include "hostd.h"
+
+#include <arpa/inet.h>
+#include <stddef.h>
+#include <linux/if_addr.h>
+#include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+
+struct nlreq {
+	struct nlmsghdr h;
+	char body[1024];
+};
+
+/* Appends bytes to the request (a header, or an attribute's payload). */
+static void put(struct nlreq *r, const void *data, size_t len)
+{
+	char *at = (char *)r + NLMSG_ALIGN(r->h.nlmsg_len);
+	if (len)
+		memcpy(at, data, len);
+	r->h.nlmsg_len = NLMSG_ALIGN(r->h.nlmsg_len) + (unsigned)len;
+}
+
+/* Appends an attribute; its offset in the request (for a nest's end). */
+static size_t attr(struct nlreq *r, unsigned short type, const void *data, size_t len)
+{
+	size_t off = NLMSG_ALIGN(r->h.nlmsg_len);
+	struct rtattr a = { .rta_len = (unsigned short)RTA_LENGTH(len), .rta_type = type };
+	put(r, &a, sizeof a);
+	put(r, data, len);
+	r->h.nlmsg_len = NLMSG_ALIGN(r->h.nlmsg_len);
+	return off;
+}
+
+/* A nested attribute's length, once what it holds is added. */
+static void nest_end(struct nlreq *r, size_t off)
+{
+	unsigned short len = (unsigned short)(r->h.nlmsg_len - off);
+	memcpy((char *)r + off + offsetof(struct rtattr, rta_len), &len, sizeof len);
+}
+
+static void start(struct nlreq *r, unsigned short type, unsigned short flags, const void *head, size_t len)
+{
+	memset(r, 0, sizeof *r);
+	r->h.nlmsg_len = (unsigned)NLMSG_LENGTH(len);
+	r->h.nlmsg_type = type;
+	r->h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+	memcpy(NLMSG_DATA(&r->h), head, len);
+}
+
+/* Sends one request and reads its acknowledgement: 0, or -1 with errno the kernel's answer. */
+static int talk(int sock, struct nlreq *r)
+{
+	static unsigned seq;
+	r->h.nlmsg_seq = ++seq;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	if (sendto(sock, r, r->h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0)
+		return -1;
+	char buf[4096];
+	for (;;) {
+		ssize_t n = recv(sock, buf, sizeof buf, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned)n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_seq != r->h.nlmsg_seq || h->nlmsg_type != NLMSG_ERROR)
+				continue;
+			const struct nlmsgerr *e = NLMSG_DATA(h);
+			if (e->error == 0)
+				return 0;
+			errno = -e->error;
+			return -1;
+		}
+	}
+}
+
+static int link_up(int sock, int index)
+{
+	struct nlreq r;
+	struct ifinfomsg i = { .ifi_family = AF_UNSPEC, .ifi_index = index, .ifi_flags = IFF_UP, .ifi_change = IFF_UP };
+	start(&r, RTM_NEWLINK, 0, &i, sizeof i);
+	return talk(sock, &r);
+}
+
+/* ADDRESS/31 on the link. */
+static int addr_add(int sock, int index, struct in_addr a)
+{
+	struct nlreq r;
+	struct ifaddrmsg m = { .ifa_family = AF_INET, .ifa_prefixlen = 31, .ifa_index = (unsigned)index };
+	start(&r, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, &m, sizeof m);
+	attr(&r, IFA_LOCAL, &a, sizeof a);
+	attr(&r, IFA_ADDRESS, &a, sizeof a);
+	return talk(sock, &r);
+}
+
+/* The host side makes no IPv6 link-local address of its own (`ip link set addrgenmode none`). */
+static int no_addrgen(int sock, int index)
+{
+	struct nlreq r;
+	struct ifinfomsg i = { .ifi_family = AF_UNSPEC, .ifi_index = index };
+	start(&r, RTM_NEWLINK, 0, &i, sizeof i);
+	size_t spec = attr(&r, IFLA_AF_SPEC, NULL, 0);
+	size_t inet6 = attr(&r, AF_INET6, NULL, 0);
+	unsigned char mode = IN6_ADDR_GEN_MODE_NONE;
+	attr(&r, IFLA_INET6_ADDR_GEN_MODE, &mode, sizeof mode);
+	nest_end(&r, inet6);
+	nest_end(&r, spec);
+	int rc = talk(sock, &r);
+	/* A host without IPv6 makes no such address anyway. */
+	return rc < 0 && (errno == EAFNOSUPPORT || errno == EOPNOTSUPP) ? 0 : rc;
+}
+
+/* HOSTIF on the host, its peer `eth0` made straight in the namespace `nsfd`. */
+static int veth_add(int sock, const char *host_if, int nsfd)
+{
+	struct nlreq r;
+	struct ifinfomsg i = { .ifi_family = AF_UNSPEC };
+	start(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, &i, sizeof i);
+	attr(&r, IFLA_IFNAME, host_if, strlen(host_if) + 1);
+	size_t info = attr(&r, IFLA_LINKINFO, NULL, 0);
+	attr(&r, IFLA_INFO_KIND, "veth", 4);
+	size_t data = attr(&r, IFLA_INFO_DATA, NULL, 0);
+	size_t peer = attr(&r, VETH_INFO_PEER, NULL, 0);
+	/* The peer's own ifinfomsg comes first in VETH_INFO_PEER, then its attributes. */
+	struct ifinfomsg pi = { .ifi_family = AF_UNSPEC };
+	put(&r, &pi, sizeof pi);
+	attr(&r, IFLA_IFNAME, "eth0", 5);
+	int fd = nsfd;
+	attr(&r, IFLA_NET_NS_FD, &fd, sizeof fd);
+	nest_end(&r, peer);
+	nest_end(&r, data);
+	nest_end(&r, info);
+	return talk(sock, &r);
+}
+
+/* default via GATEWAY dev INDEX. */
+static int default_route(int sock, int index, struct in_addr gw)
+{
+	struct nlreq r;
+	struct rtmsg m = { .rtm_family = AF_INET, .rtm_table = RT_TABLE_MAIN, .rtm_protocol = RTPROT_BOOT, .rtm_scope = RT_SCOPE_UNIVERSE, .rtm_type = RTN_UNICAST };
+	start(&r, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &m, sizeof m);
+	attr(&r, RTA_GATEWAY, &gw, sizeof gw);
+	attr(&r, RTA_OIF, &index, sizeof index);
+	return talk(sock, &r);
+}
+
+static int nl_socket(void)
+{
+	int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (s < 0)
+		return -1;
+	struct timeval tv = { .tv_sec = 5 };
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	return s;
+}
+
+/*
+ * "veth NSFD HOSTIF HOSTIP SANDBOXIP": in the namespace this helper holds as NSFD, `eth0` with
+ * SANDBOXIP/31, up, its default route via HOSTIP; on the host, its peer HOSTIF with HOSTIP/31, up,
+ * without an IPv6 link-local address. A failure part way leaves what closing the namespace removes.
+ */
+void do_veth(const char *tag, char **f)
+{
+	char *end;
+	long nsfd = strtol(f[0], &end, 10);
+	struct in_addr host_ip, sandbox_ip;
+	const char *host_if = f[1];
+	if (*end || !netns_is_held(nsfd) || !*host_if || strlen(host_if) >= IFNAMSIZ || strchr(host_if, '/') || has_bad(host_if, " \t:") ||
+	    inet_pton(AF_INET, f[2], &host_ip) != 1 || inet_pton(AF_INET, f[3], &sandbox_ip) != 1) {
+		reply_err(tag, EINVAL, "veth");
+		return;
+	}
+	int host = nl_socket();
+	if (host < 0) {
+		reply_err(tag, errno, "veth: netlink");
+		return;
+	}
+	const char *step = "veth: add";
+	int index = -1;
+	int ok = veth_add(host, host_if, (int)nsfd) == 0;
+	if (ok) {
+		step = "veth: host side";
+		index = (int)if_nametoindex(host_if);
+		ok = index > 0 && no_addrgen(host, index) == 0 && addr_add(host, index, host_ip) == 0 && link_up(host, index) == 0;
+	}
+	close(host);
+	if (!ok) {
+		reply_err(tag, errno, step);
+		return;
+	}
+	/* A netlink socket made in the namespace talks to it from here; eth0's index is looked up there. */
+	int sb = -1, eth0 = 0, e = 0;
+	if (netns_enter((int)nsfd) < 0) {
+		reply_err(tag, errno, "veth: join namespace");
+		return;
+	}
+	sb = nl_socket();
+	e = errno;
+	eth0 = (int)if_nametoindex("eth0");
+	if (!eth0)
+		e = errno;
+	netns_leave();
+	if (sb < 0 || !eth0) {
+		if (sb >= 0)
+			close(sb);
+		reply_err(tag, e, "veth: in the namespace");
+		return;
+	}
+	step = "veth: sandbox side";
+	ok = addr_add(sb, eth0, sandbox_ip) == 0 && link_up(sb, eth0) == 0 && default_route(sb, eth0, host_ip) == 0;
+	e = errno;
+	close(sb);
+	if (!ok)
+		reply_err(tag, e, step);
+	else
+		reply_ok(tag);
+}
