@@ -228,7 +228,7 @@ async function phase(label: string, n: number, run: () => Promise<number[]>): Pr
   if (PG_STATEMENTS) {
     console.log(
       psql(
-        `SELECT calls, rows, round(total_exec_time::numeric, 1) AS exec_ms, round((1000 * total_exec_time / ${n})::numeric, 1) AS exec_us_per_create, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query
+        `SELECT calls, rows, round(total_exec_time::numeric, 1) AS exec_ms, round((1000 * total_exec_time / ${n})::numeric, 1) AS exec_us_per_create, round(total_plan_time::numeric, 1) AS plan_ms, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query
          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8`,
       ),
     );
@@ -271,7 +271,9 @@ async function main(): Promise<void> {
   console.log(machineLine());
   console.log(`${NODES} simulated nodes of ${PER_NODE} sandboxes; creates of ${JSON.stringify(TEMPLATE.resources)}`);
   console.log(`${REPLICAS} control-plane replica${REPLICAS > 1 ? 's' : ''} on one PostgreSQL`);
-  const pg = await startTestPostgres(PG_STATEMENTS ? { settings: ['shared_preload_libraries=pg_stat_statements'] } : {});
+  const pg = await startTestPostgres(
+    PG_STATEMENTS ? { settings: ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track_planning=on'] } : {},
+  );
   const database = await pg.createDatabase('cluster');
   if (PG_STATEMENTS) {
     const bin = readdirSync('/usr/lib/postgresql').sort((a, b) => Number(b) - Number(a))[0] ?? '15';

@@ -8,7 +8,15 @@ import { PG_WEBHOOKS_SCHEMA, PgWebhooks } from './pg-webhooks.js';
 import { PgSandboxImages } from './sandbox-images.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
-/** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
+/**
+ * The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open.
+ * No index of `sandboxes` names `state`, and its pages are half filled: a change of state among
+ * the live ones (a create marked running, a pause) or of the document alone (activity times) is a
+ * HOT update, one new row version on the same page and no index entries. What the indexes need of
+ * the state is the generated `live` (changed only by an end), and the creates not yet marked
+ * running are listed in `sandbox_creates` (written with the record, removed by the mark) for
+ * staleCreating.
+ */
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sandboxes (
   id TEXT PRIMARY KEY,
@@ -18,11 +26,21 @@ CREATE TABLE IF NOT EXISTS sandboxes (
   created_at BIGINT NOT NULL,
   request_id TEXT,
   doc JSONB NOT NULL
-);
+) WITH (fillfactor = 50);
+ALTER TABLE sandboxes SET (fillfactor = 50);
+ALTER TABLE sandboxes ADD COLUMN IF NOT EXISTS live BOOLEAN GENERATED ALWAYS AS (state IN ('creating', 'running', 'paused')) STORED;
 CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes (tenant, id);
-CREATE INDEX IF NOT EXISTS sandboxes_node ON sandboxes (node, state);
-CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes (state, created_at);
+CREATE INDEX IF NOT EXISTS sandboxes_live_on_node ON sandboxes (node) WHERE live;
 CREATE UNIQUE INDEX IF NOT EXISTS sandboxes_request ON sandboxes (tenant, request_id) WHERE request_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS sandbox_creates (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL);
+DO $$ BEGIN
+  -- A database made before: its creates in flight are listed once, and the indexes by state go.
+  IF to_regclass('sandboxes_state') IS NOT NULL THEN
+    INSERT INTO sandbox_creates (id, created_at) SELECT id, created_at FROM sandboxes WHERE state = 'creating' ON CONFLICT DO NOTHING;
+    DROP INDEX sandboxes_state;
+  END IF;
+END $$;
+DROP INDEX IF EXISTS sandboxes_node;
 CREATE TABLE IF NOT EXISTS sandbox_labels (
   id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
   key TEXT NOT NULL,
@@ -86,7 +104,8 @@ type Doc<T> = { doc: T };
 type Queryable = Pick<pg.PoolClient, 'query'>;
 type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
 const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
-const LIVE = `state IN ('creating', 'running', 'paused')`;
+/** A live sandbox (creating, running, paused): the generated column, which the indexes use. */
+const LIVE = `live`;
 /** The database's clock in ms: every replica and edge reads node times by this one clock. */
 const NOW_MS = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
 type NodeRow = {
@@ -197,13 +216,16 @@ export class PgStore implements Store {
     const tenant = rs[0]?.tenant;
     if (tenant === undefined) return;
     if (o.admit && rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes counts the quota of one tenant');
-    // The records and their labels in one statement (one round trip, whatever the count), sent as
-    // one JSON array: one JSON.stringify, where arrays of text would escape every record again.
+    // The records, their labels and the creates among them in one statement (one round trip,
+    // whatever the count), sent as one JSON array: one JSON.stringify, where arrays of text would
+    // escape every record again.
     const args = [JSON.stringify(rs)];
     const insert = `WITH r AS (SELECT value AS doc FROM jsonb_array_elements($1::jsonb)),
       s AS (
         INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, lease, doc)
-        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', ${NOW_MS}, doc->>'requestId', doc->>'lease', doc FROM r RETURNING id)
+        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', ${NOW_MS}, doc->>'requestId', doc->>'lease', doc FROM r
+        RETURNING id, state, created_at),
+      c AS (INSERT INTO sandbox_creates (id, created_at) SELECT id, created_at FROM s WHERE state = 'creating')
       INSERT INTO sandbox_labels (id, key, value) SELECT r.doc->>'id', l.key, l.value FROM r, jsonb_each_text(r.doc->'labels') AS l
       WHERE (SELECT count(*) FROM s) > 0`;
     // Creates without a quota to check count nothing: no lock, no transaction.
@@ -221,8 +243,11 @@ export class PgStore implements Store {
   }
 
   async markStarted(ids: string[]): Promise<string[]> {
+    // A HOT update (see SCHEMA), and the creates done off the list.
     const r = await this.pool.query<{ id: string }>(
-      `UPDATE sandboxes SET state = 'running', doc = doc || '{"state":"running"}'::jsonb WHERE id = ANY($1::text[]) AND state = 'creating' RETURNING id`,
+      `WITH m AS (UPDATE sandboxes SET state = 'running', doc = doc || '{"state":"running"}'::jsonb WHERE id = ANY($1::text[]) AND state = 'creating' RETURNING id),
+        d AS (DELETE FROM sandbox_creates WHERE id IN (SELECT id FROM m))
+      SELECT id FROM m`,
       [ids],
     );
     return r.rows.map((x) => x.id);
@@ -302,7 +327,15 @@ export class PgStore implements Store {
   }
 
   async staleCreating(olderThanMs: number, limit: number): Promise<SandboxRecord[]> {
-    return this.docs(`SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < ${NOW_MS} - $1 ORDER BY created_at LIMIT $2`, [olderThanMs, limit]);
+    // The list's creates that ended otherwise (failed, deleted while being made) go from it here.
+    // A sandbox never becomes `creating` again, and its entry is written with it: what this
+    // statement sees not creating is done with.
+    return this.docs(
+      `WITH done AS (DELETE FROM sandbox_creates c WHERE NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.id = c.id AND s.state = 'creating'))
+      SELECT s.doc FROM sandbox_creates c JOIN sandboxes s ON s.id = c.id
+      WHERE s.state = 'creating' AND c.created_at < ${NOW_MS} - $1 ORDER BY c.created_at LIMIT $2`,
+      [olderThanMs, limit],
+    );
   }
 
   async tenantUsage(tenant: string): Promise<TenantUsage> {
@@ -310,7 +343,7 @@ export class PgStore implements Store {
   }
 
   async deleteSandbox(id: string): Promise<void> {
-    await this.pool.query('DELETE FROM sandboxes WHERE id = $1', [id]);
+    await this.pool.query('WITH c AS (DELETE FROM sandbox_creates WHERE id = $1) DELETE FROM sandboxes WHERE id = $1', [id]);
   }
 
   async execRequest(sandboxId: string, requestId: string): Promise<string | undefined> {
