@@ -104,6 +104,10 @@ type Doc<T> = { doc: T };
 type Queryable = Pick<pg.PoolClient, 'query'>;
 type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
 const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
+/** Creates marked running, only those still `creating`, and done off the list of creates in flight. */
+const MARK_STARTED = `WITH m AS (UPDATE sandboxes SET state = 'running', doc = doc || '{"state":"running"}'::jsonb WHERE id = ANY($1::text[]) AND state = 'creating' RETURNING id),
+  d AS (DELETE FROM sandbox_creates WHERE id = ANY(ARRAY(SELECT id FROM m)))
+SELECT id FROM m`;
 /** A live sandbox (creating, running, paused): the generated column, which the indexes use. */
 const LIVE = `live`;
 /** The database's clock in ms: every replica and edge reads node times by this one clock. */
@@ -131,7 +135,9 @@ const nodeOf = (r: NodeRow): NodeRecord => ({
 /**
  * The cluster's store: PostgreSQL through a pool of connections. Every call is one statement or
  * one transaction; a create's quota check holds its tenant's advisory lock for the transaction,
- * so creates of one tenant through any replica are counted one after another.
+ * so creates of one tenant through any replica are counted one after another. The statements
+ * every create sends (its record, its running mark, its events and audit) are named: prepared
+ * once a connection, where planning each cost about as much as running it.
  * @example
  * const store = await PgStore.open('postgres://warren@db.example/warren');
  */
@@ -230,7 +236,7 @@ export class PgStore implements Store {
       WHERE (SELECT count(*) FROM s) > 0`;
     // Creates without a quota to check count nothing: no lock, no transaction.
     if (!o.admit) {
-      await this.pool.query(insert, args);
+      await this.pool.query({ name: 'sandboxes-insert', text: insert, values: args });
       return;
     }
     const admit = o.admit;
@@ -238,18 +244,13 @@ export class PgStore implements Store {
       // Every counted insert of a tenant takes its lock: what one counts, the next sees.
       await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [tenant]);
       admit(await usageOf(c, tenant));
-      await c.query(insert, args);
+      await c.query({ name: 'sandboxes-insert', text: insert, values: args });
     });
   }
 
   async markStarted(ids: string[]): Promise<string[]> {
     // A HOT update (see SCHEMA), and the creates done off the list.
-    const r = await this.pool.query<{ id: string }>(
-      `WITH m AS (UPDATE sandboxes SET state = 'running', doc = doc || '{"state":"running"}'::jsonb WHERE id = ANY($1::text[]) AND state = 'creating' RETURNING id),
-        d AS (DELETE FROM sandbox_creates WHERE id IN (SELECT id FROM m))
-      SELECT id FROM m`,
-      [ids],
-    );
+    const r = await this.pool.query<{ id: string }>({ name: 'sandboxes-mark-started', text: MARK_STARTED, values: [ids] });
     return r.rows.map((x) => x.id);
   }
 
@@ -329,11 +330,12 @@ export class PgStore implements Store {
   async staleCreating(olderThanMs: number, limit: number): Promise<SandboxRecord[]> {
     // The list's creates that ended otherwise (failed, deleted while being made) go from it here.
     // A sandbox never becomes `creating` again, and its entry is written with it: what this
-    // statement sees not creating is done with.
+    // statement sees not creating is done with. Each entry's sandbox is looked up by its key (a
+    // subquery a row, an array): never a join the planner could make a scan of all sandboxes.
     return this.docs(
-      `WITH done AS (DELETE FROM sandbox_creates c WHERE NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.id = c.id AND s.state = 'creating'))
-      SELECT s.doc FROM sandbox_creates c JOIN sandboxes s ON s.id = c.id
-      WHERE s.state = 'creating' AND c.created_at < ${NOW_MS} - $1 ORDER BY c.created_at LIMIT $2`,
+      `WITH done AS (DELETE FROM sandbox_creates c WHERE (SELECT s.state FROM sandboxes s WHERE s.id = c.id) IS DISTINCT FROM 'creating')
+      SELECT doc FROM sandboxes WHERE id = ANY(ARRAY(SELECT id FROM sandbox_creates WHERE created_at < ${NOW_MS} - $1)) AND state = 'creating'
+      ORDER BY created_at LIMIT $2`,
       [olderThanMs, limit],
     );
   }
@@ -415,11 +417,12 @@ export class PgStore implements Store {
   async appendAudit(entries: AuditEntry[]): Promise<void> {
     if (!entries.length) return;
     const col = <K extends keyof AuditEntry>(k: K): Array<AuditEntry[K]> => entries.map((e) => e[k]);
-    await this.pool.query(
-      `INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code)
+    await this.pool.query({
+      name: 'audit-append',
+      text: `INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code)
        SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])`,
-      [entries.map((e) => Date.parse(e.at)), col('keyId'), col('tenant'), col('method'), col('path'), col('sandbox'), col('status'), col('code')],
-    );
+      values: [entries.map((e) => Date.parse(e.at)), col('keyId'), col('tenant'), col('method'), col('path'), col('sandbox'), col('status'), col('code')],
+    });
   }
 
   async listAudit(q: { limit: number; tenant?: string; sandbox?: string }): Promise<AuditEntry[]> {
