@@ -27,8 +27,13 @@ CREATE TABLE IF NOT EXISTS sandboxes (
   request_id TEXT,
   doc JSONB NOT NULL
 ) WITH (fillfactor = 50);
-ALTER TABLE sandboxes SET (fillfactor = 50);
-ALTER TABLE sandboxes ADD COLUMN IF NOT EXISTS live BOOLEAN GENERATED ALWAYS AS (state IN ('creating', 'running', 'paused')) STORED;
+DO $$ BEGIN
+  -- A table made before: altered once (not at every start: an ALTER waits for every statement on it).
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'sandboxes' AND column_name = 'live') THEN
+    ALTER TABLE sandboxes SET (fillfactor = 50);
+    ALTER TABLE sandboxes ADD COLUMN live BOOLEAN GENERATED ALWAYS AS (state IN ('creating', 'running', 'paused')) STORED;
+  END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes (tenant, id);
 CREATE INDEX IF NOT EXISTS sandboxes_live_on_node ON sandboxes (node) WHERE live;
 CREATE UNIQUE INDEX IF NOT EXISTS sandboxes_request ON sandboxes (tenant, request_id) WHERE request_id IS NOT NULL;

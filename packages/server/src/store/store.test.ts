@@ -553,13 +553,18 @@ test('postgres: a create marked running is a HOT update (no index names the stat
     await c.query(`INSERT INTO sandboxes (id, tenant, node, state, created_at, doc) VALUES ('sb_old', 't', 'n1', 'creating', 1, $1)`, [
       JSON.stringify(record('sb_old', 't', { state: 'creating' })),
     ]);
-    await c.query('CREATE INDEX sandboxes_state ON sandboxes (state, created_at)');
+    await c.query(`DROP INDEX sandboxes_live_on_node; ALTER TABLE sandboxes DROP COLUMN live; ALTER TABLE sandboxes RESET (fillfactor);
+      CREATE INDEX sandboxes_state ON sandboxes (state, created_at); CREATE INDEX sandboxes_node ON sandboxes (node, state)`);
     store = await PgStore.open(url, { max: 2 });
     assert.deepEqual(
       (await store.staleCreating(60_000, 10)).map((r) => r.id),
       ['sb_old'],
     );
-    assert.equal((await c.query<{ i: string | null }>(`SELECT to_regclass('sandboxes_state') AS i`)).rows[0]?.i, null);
+    assert.deepEqual((await store.liveOnNode('n1')).map((r) => r.id).sort(), ['sb_old', ...ids.slice(1)].sort());
+    const schema = await c.query<{ opts: string[] | null; old: string | null }>(
+      `SELECT reloptions AS opts, coalesce(to_regclass('sandboxes_state'), to_regclass('sandboxes_node'))::text AS old FROM pg_class WHERE relname = 'sandboxes'`,
+    );
+    assert.deepEqual(schema.rows[0], { opts: ['fillfactor=50'], old: null });
   } finally {
     await c.end();
     await store.close().catch(() => undefined);
