@@ -103,7 +103,8 @@ export function checkNetwork(p: ResolveParts, caller: Caller, policy: NetworkPol
   const compiled = compilePolicy(rules);
   if (opensNetwork(compiled) && !p.cluster.networking())
     throw new WarrenError('invalid_argument', 'sandboxes on this node have loopback only (it runs without sandbox networking)', { network: rules });
-  const offered = p.cluster.endpoints();
+  // Read only for a create that names endpoints: the set is made anew from every node's.
+  const offered = compiled.source.endpoints.length ? p.cluster.endpoints() : new Set<string>();
   for (const e of compiled.source.endpoints) {
     if (!offered.has(e))
       throw new WarrenError('invalid_argument', `network.endpoints: no node offers an endpoint named "${e}"`, {

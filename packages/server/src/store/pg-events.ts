@@ -31,10 +31,12 @@ export class PgEvents implements EventStore {
 
   async append(events: Array<Omit<EventRecord, 'seq' | 'at'>>): Promise<void> {
     if (!events.length) return;
-    await this.pool.query(
-      `INSERT INTO events (tenant, at, type, data, sandbox) SELECT e->>'tenant', ${NOW_MS}, e->>'type', e->'data', e->'data'->>'sandbox' FROM jsonb_array_elements($1::jsonb) AS e`,
-      [JSON.stringify(events)],
-    );
+    // Prepared once a connection (named): each create appends, and planning cost more than running it.
+    await this.pool.query({
+      name: 'events-append',
+      text: `INSERT INTO events (tenant, at, type, data, sandbox) SELECT e->>'tenant', ${NOW_MS}, e->>'type', e->'data', e->'data'->>'sandbox' FROM jsonb_array_elements($1::jsonb) AS e`,
+      values: [JSON.stringify(events)],
+    });
   }
 
   async after(tenant: string | null, seq: number, limit: number, settledMs = 0): Promise<EventRecord[]> {

@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE INDEX IF NOT EXISTS leases_due ON leases (state, expires_at);
 CREATE INDEX IF NOT EXISTS leases_tenant ON leases (tenant, created_at);
 ALTER TABLE sandboxes ADD COLUMN IF NOT EXISTS lease TEXT;
-CREATE INDEX IF NOT EXISTS sandboxes_by_lease ON sandboxes (lease, state) WHERE lease IS NOT NULL;
+CREATE INDEX IF NOT EXISTS sandboxes_of_lease ON sandboxes (lease) WHERE lease IS NOT NULL;
+DROP INDEX IF EXISTS sandboxes_by_lease;
 `;
 
 const record = leaseFromRow;

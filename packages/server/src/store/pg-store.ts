@@ -3,80 +3,11 @@ import { WarrenError } from '@warren/api';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import { PG_LEASES_SCHEMA, PgLeases } from './pg-leases.js';
+import { PG_SCHEMA } from './pg-schema.js';
 import { PG_EVENTS_SCHEMA, PgEvents } from './pg-events.js';
 import { PG_WEBHOOKS_SCHEMA, PgWebhooks } from './pg-webhooks.js';
 import { PgSandboxImages } from './sandbox-images.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
-
-/** The tables, as in SqliteStore; documents as jsonb. Several replicas may start at once: see open. */
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS sandboxes (
-  id TEXT PRIMARY KEY,
-  tenant TEXT NOT NULL,
-  node TEXT NOT NULL,
-  state TEXT NOT NULL,
-  created_at BIGINT NOT NULL,
-  request_id TEXT,
-  doc JSONB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes (tenant, id);
-CREATE INDEX IF NOT EXISTS sandboxes_node ON sandboxes (node, state);
-CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes (state, created_at);
-CREATE UNIQUE INDEX IF NOT EXISTS sandboxes_request ON sandboxes (tenant, request_id) WHERE request_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS sandbox_labels (
-  id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
-  key TEXT NOT NULL,
-  value TEXT NOT NULL,
-  PRIMARY KEY (id, key)
-);
-CREATE INDEX IF NOT EXISTS sandbox_labels_kv ON sandbox_labels (key, value);
-CREATE TABLE IF NOT EXISTS exec_requests (
-  sandbox_id TEXT NOT NULL,
-  request_id TEXT NOT NULL,
-  command_id TEXT NOT NULL,
-  PRIMARY KEY (sandbox_id, request_id)
-);
-CREATE TABLE IF NOT EXISTS pools (id TEXT PRIMARY KEY, doc JSONB NOT NULL);
-CREATE TABLE IF NOT EXISTS api_keys (
-  hash TEXT PRIMARY KEY,
-  tenant TEXT NOT NULL,
-  role TEXT NOT NULL,
-  quota JSONB NOT NULL,
-  created_at BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audit (
-  seq BIGSERIAL PRIMARY KEY,
-  at BIGINT NOT NULL,
-  key_id TEXT,
-  tenant TEXT,
-  method TEXT NOT NULL,
-  path TEXT NOT NULL,
-  sandbox TEXT,
-  status INTEGER NOT NULL,
-  code TEXT
-);
-CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant, seq);
-CREATE INDEX IF NOT EXISTS audit_sandbox ON audit (sandbox, seq);
-CREATE TABLE IF NOT EXISTS images (name TEXT PRIMARY KEY, tenant TEXT, doc JSONB NOT NULL);
-CREATE TABLE IF NOT EXISTS image_layers (
-  image TEXT NOT NULL REFERENCES images (name) ON DELETE CASCADE,
-  digest TEXT NOT NULL,
-  PRIMARY KEY (image, digest)
-);
-CREATE INDEX IF NOT EXISTS image_layers_digest ON image_layers (digest);
-CREATE TABLE IF NOT EXISTS layer_names (name TEXT PRIMARY KEY, digest TEXT NOT NULL, tenant TEXT, created_at TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS layer_names_digest ON layer_names (digest);
-CREATE TABLE IF NOT EXISTS layer_sources (diff_id TEXT PRIMARY KEY, digest TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS layer_sources_digest ON layer_sources (digest);
-CREATE TABLE IF NOT EXISTS nodes (
-  id TEXT PRIMARY KEY,
-  boot TEXT NOT NULL,
-  state TEXT NOT NULL,
-  heartbeat_at BIGINT NOT NULL,
-  doc JSONB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, url TEXT NOT NULL, seen_at BIGINT NOT NULL);
-`;
 
 /** The advisory lock key the schema is made under (one replica at a time). */
 const SCHEMA_LOCK = 0x77617272;
@@ -86,7 +17,12 @@ type Doc<T> = { doc: T };
 type Queryable = Pick<pg.PoolClient, 'query'>;
 type LayerNameDbRow = { name: string; digest: string; tenant: string | null; created_at: string };
 const layerName = (r: LayerNameDbRow): LayerNameRow => ({ name: r.name, digest: r.digest, tenant: r.tenant, createdAt: r.created_at });
-const LIVE = `state IN ('creating', 'running', 'paused')`;
+/** Creates marked running, only those still `creating`, and done off the list of creates in flight. */
+const MARK_STARTED = `WITH m AS (UPDATE sandboxes SET state = 'running', doc = doc || '{"state":"running"}'::jsonb WHERE id = ANY($1::text[]) AND state = 'creating' RETURNING id),
+  d AS (DELETE FROM sandbox_creates WHERE id = ANY(ARRAY(SELECT id FROM m)))
+SELECT id FROM m`;
+/** A live sandbox (creating, running, paused): the generated column, which the indexes use. */
+const LIVE = `live`;
 /** The database's clock in ms: every replica and edge reads node times by this one clock. */
 const NOW_MS = `(extract(epoch from clock_timestamp()) * 1000)::bigint`;
 type NodeRow = {
@@ -112,7 +48,9 @@ const nodeOf = (r: NodeRow): NodeRecord => ({
 /**
  * The cluster's store: PostgreSQL through a pool of connections. Every call is one statement or
  * one transaction; a create's quota check holds its tenant's advisory lock for the transaction,
- * so creates of one tenant through any replica are counted one after another.
+ * so creates of one tenant through any replica are counted one after another. The statements
+ * every create sends (its record, its running mark, its events and audit) are named: prepared
+ * once a connection, where planning each cost about as much as running it.
  * @example
  * const store = await PgStore.open('postgres://warren@db.example/warren');
  */
@@ -151,7 +89,7 @@ export class PgStore implements Store {
     });
     try {
       await c.query('SELECT pg_advisory_lock($1)', [SCHEMA_LOCK]);
-      await c.query(SCHEMA);
+      await c.query(PG_SCHEMA);
       await c.query(PG_LEASES_SCHEMA);
       await c.query(PG_EVENTS_SCHEMA);
       await c.query(PG_WEBHOOKS_SCHEMA);
@@ -197,18 +135,21 @@ export class PgStore implements Store {
     const tenant = rs[0]?.tenant;
     if (tenant === undefined) return;
     if (o.admit && rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes counts the quota of one tenant');
-    // The records and their labels in one statement (one round trip, whatever the count), sent as
-    // one JSON array: one JSON.stringify, where arrays of text would escape every record again.
+    // The records, their labels and the creates among them in one statement (one round trip,
+    // whatever the count), sent as one JSON array: one JSON.stringify, where arrays of text would
+    // escape every record again.
     const args = [JSON.stringify(rs)];
     const insert = `WITH r AS (SELECT value AS doc FROM jsonb_array_elements($1::jsonb)),
       s AS (
         INSERT INTO sandboxes (id, tenant, node, state, created_at, request_id, lease, doc)
-        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', ${NOW_MS}, doc->>'requestId', doc->>'lease', doc FROM r RETURNING id)
+        SELECT doc->>'id', doc->>'tenant', doc->>'node', doc->>'state', ${NOW_MS}, doc->>'requestId', doc->>'lease', doc FROM r
+        RETURNING id, state, created_at),
+      c AS (INSERT INTO sandbox_creates (id, created_at) SELECT id, created_at FROM s WHERE state = 'creating')
       INSERT INTO sandbox_labels (id, key, value) SELECT r.doc->>'id', l.key, l.value FROM r, jsonb_each_text(r.doc->'labels') AS l
       WHERE (SELECT count(*) FROM s) > 0`;
     // Creates without a quota to check count nothing: no lock, no transaction.
     if (!o.admit) {
-      await this.pool.query(insert, args);
+      await this.pool.query({ name: 'sandboxes-insert', text: insert, values: args });
       return;
     }
     const admit = o.admit;
@@ -216,15 +157,13 @@ export class PgStore implements Store {
       // Every counted insert of a tenant takes its lock: what one counts, the next sees.
       await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [tenant]);
       admit(await usageOf(c, tenant));
-      await c.query(insert, args);
+      await c.query({ name: 'sandboxes-insert', text: insert, values: args });
     });
   }
 
   async markStarted(ids: string[]): Promise<string[]> {
-    const r = await this.pool.query<{ id: string }>(
-      `UPDATE sandboxes SET state = 'running', doc = doc || '{"state":"running"}'::jsonb WHERE id = ANY($1::text[]) AND state = 'creating' RETURNING id`,
-      [ids],
-    );
+    // A HOT update (see PG_SCHEMA), and the creates done off the list.
+    const r = await this.pool.query<{ id: string }>({ name: 'sandboxes-mark-started', text: MARK_STARTED, values: [ids] });
     return r.rows.map((x) => x.id);
   }
 
@@ -302,7 +241,16 @@ export class PgStore implements Store {
   }
 
   async staleCreating(olderThanMs: number, limit: number): Promise<SandboxRecord[]> {
-    return this.docs(`SELECT doc FROM sandboxes WHERE state = 'creating' AND created_at < ${NOW_MS} - $1 ORDER BY created_at LIMIT $2`, [olderThanMs, limit]);
+    // The list's creates that ended otherwise (failed, deleted while being made) go from it here.
+    // A sandbox never becomes `creating` again, and its entry is written with it: what this
+    // statement sees not creating is done with. Each entry's sandbox is looked up by its key (a
+    // subquery a row, an array): never a join the planner could make a scan of all sandboxes.
+    return this.docs(
+      `WITH done AS (DELETE FROM sandbox_creates c WHERE (SELECT s.state FROM sandboxes s WHERE s.id = c.id) IS DISTINCT FROM 'creating')
+      SELECT doc FROM sandboxes WHERE id = ANY(ARRAY(SELECT id FROM sandbox_creates WHERE created_at < ${NOW_MS} - $1)) AND state = 'creating'
+      ORDER BY created_at LIMIT $2`,
+      [olderThanMs, limit],
+    );
   }
 
   async tenantUsage(tenant: string): Promise<TenantUsage> {
@@ -310,7 +258,7 @@ export class PgStore implements Store {
   }
 
   async deleteSandbox(id: string): Promise<void> {
-    await this.pool.query('DELETE FROM sandboxes WHERE id = $1', [id]);
+    await this.pool.query('WITH c AS (DELETE FROM sandbox_creates WHERE id = $1) DELETE FROM sandboxes WHERE id = $1', [id]);
   }
 
   async execRequest(sandboxId: string, requestId: string): Promise<string | undefined> {
@@ -382,11 +330,12 @@ export class PgStore implements Store {
   async appendAudit(entries: AuditEntry[]): Promise<void> {
     if (!entries.length) return;
     const col = <K extends keyof AuditEntry>(k: K): Array<AuditEntry[K]> => entries.map((e) => e[k]);
-    await this.pool.query(
-      `INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code)
+    await this.pool.query({
+      name: 'audit-append',
+      text: `INSERT INTO audit (at, key_id, tenant, method, path, sandbox, status, code)
        SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])`,
-      [entries.map((e) => Date.parse(e.at)), col('keyId'), col('tenant'), col('method'), col('path'), col('sandbox'), col('status'), col('code')],
-    );
+      values: [entries.map((e) => Date.parse(e.at)), col('keyId'), col('tenant'), col('method'), col('path'), col('sandbox'), col('status'), col('code')],
+    });
   }
 
   async listAudit(q: { limit: number; tenant?: string; sandbox?: string }): Promise<AuditEntry[]> {

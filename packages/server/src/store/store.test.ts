@@ -458,6 +458,18 @@ for (const kind of KINDS) {
         (await s.staleCreating(-60_000, 10)).map((r) => r.id),
         ['sb_5', 'sb_6'],
       );
+      // A create that left `creating` by any way (marked running, failed, ended, its record
+      // removed) is not stale; the others stay so, however often asked.
+      for (const id of ['sb_7', 'sb_8', 'sb_9', 'sb_10']) await s.insertSandbox(record(id, 'a', { node: 'n2', state: 'creating' }));
+      assert.deepEqual(await s.markStarted(['sb_7']), ['sb_7']);
+      assert.equal(await s.updateSandbox('sb_8', { state: 'failed' }, { from: ['creating'] }), true);
+      assert.equal((await s.endSandbox('sb_9', { state: 'stopped', error: null }))?.state, 'creating');
+      await s.deleteSandbox('sb_10');
+      for (let i = 0; i < 2; i++)
+        assert.deepEqual(
+          (await s.staleCreating(-60_000, 10)).map((r) => r.id),
+          ['sb_5', 'sb_6'],
+        );
       // Joining again brings it back (joining); a drained node stays drained through a rejoin.
       await s.putNode({ id: 'n1', address: '127.0.0.1:3', token: 't3', tlsFingerprint: null, boot: 'b3', info: {}, load });
       assert.equal((await s.getNode('n1'))?.state, 'joining');
@@ -511,5 +523,50 @@ test('postgres: a database that restarts: calls while it is down answer unavaila
   } finally {
     await store.close();
     await own.stop();
+  }
+});
+
+test('postgres: a create marked running is a HOT update (no index names the state); the creates in flight are listed, also those of a database made before the list', async () => {
+  const url = await (await (server ??= startTestPostgres())).createDatabase(`hot${process.pid}`);
+  const ids = Array.from({ length: 40 }, (_, i) => `sb_${i}`);
+  let store = await PgStore.open(url, { max: 2 });
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    // One group of creates, as the group writes send them: each row's new version fits its page.
+    await store.insertSandboxes(ids.map((id) => record(id, 't', { state: 'creating' })));
+    assert.deepEqual((await store.markStarted(ids)).sort(), [...ids].sort());
+    assert.equal((await store.endSandbox('sb_0', { state: 'stopped', error: null }))?.state, 'running');
+    await store.close();
+    // A backend's counts reach pg_stat_user_tables when it ends.
+    const counts = async (): Promise<{ upd: number; hot: number }> => {
+      const r = await c.query<{ upd: string; hot: string }>(
+        `SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relname = 'sandboxes'`,
+      );
+      return { upd: Number(r.rows[0]?.upd), hot: Number(r.rows[0]?.hot) };
+    };
+    await until(async () => (await counts()).upd >= 41);
+    // The marks HOT; the end not (it changes `live`, which an index names).
+    assert.deepEqual(await counts(), { upd: 41, hot: 40 });
+    assert.equal(Number((await c.query<{ n: string }>('SELECT count(*) AS n FROM sandbox_creates')).rows[0]?.n), 0);
+    // A database as it was before the list: its creates in flight are found once it is opened.
+    await c.query(`INSERT INTO sandboxes (id, tenant, node, state, created_at, doc) VALUES ('sb_old', 't', 'n1', 'creating', 1, $1)`, [
+      JSON.stringify(record('sb_old', 't', { state: 'creating' })),
+    ]);
+    await c.query(`DROP INDEX sandboxes_live_on_node; ALTER TABLE sandboxes DROP COLUMN live; ALTER TABLE sandboxes RESET (fillfactor);
+      CREATE INDEX sandboxes_state ON sandboxes (state, created_at); CREATE INDEX sandboxes_node ON sandboxes (node, state)`);
+    store = await PgStore.open(url, { max: 2 });
+    assert.deepEqual(
+      (await store.staleCreating(60_000, 10)).map((r) => r.id),
+      ['sb_old'],
+    );
+    assert.deepEqual((await store.liveOnNode('n1')).map((r) => r.id).sort(), ['sb_old', ...ids.slice(1)].sort());
+    const schema = await c.query<{ opts: string[] | null; old: string | null }>(
+      `SELECT reloptions AS opts, coalesce(to_regclass('sandboxes_state'), to_regclass('sandboxes_node'))::text AS old FROM pg_class WHERE relname = 'sandboxes'`,
+    );
+    assert.deepEqual(schema.rows[0], { opts: ['fillfactor=50'], old: null });
+  } finally {
+    await c.end();
+    await store.close().catch(() => undefined);
   }
 });

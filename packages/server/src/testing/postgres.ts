@@ -40,12 +40,13 @@ async function postgresUser(): Promise<{ uid: number; gid: number }> {
 
 /**
  * Starts a PostgreSQL server of its own for a test: initdb into a temporary dir, trust
- * authentication, a Unix socket only (no TCP port), fsync off.
+ * authentication, a Unix socket only (no TCP port), fsync off; `settings` (NAME=VALUE) more of
+ * its configuration (a benchmark's `shared_preload_libraries=pg_stat_statements`).
  * @example
  * const pgs = await startTestPostgres();
  * const url = await pgs.createDatabase('t1');
  */
-export async function startTestPostgres(): Promise<TestPostgres> {
+export async function startTestPostgres(o: { settings?: string[] } = {}): Promise<TestPostgres> {
   const bin = await binDir();
   const user = process.getuid?.() === 0 ? await postgresUser() : null;
   const dir = await mkdtemp(join(tmpdir(), 'warren-pg-'));
@@ -72,6 +73,7 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     'full_page_writes=off',
     '-c',
     'max_connections=200',
+    ...(o.settings ?? []).flatMap((x) => ['-c', x]),
   ];
   let log = '';
   const url = (database: string): string => `postgresql://warren@${encodeURIComponent(dir)}/${database}`;
