@@ -182,12 +182,8 @@ static const char *spec_check(const struct spec *sp, const char *line, const cha
 		size_t len = strcspn(f, "\t");
 		unsigned long long v[3];
 		if (len > 7 && !strncmp(f, "rlimit=", 7)) {
-			char t[128];
-			if (len - 7 >= sizeof t)
-				return "rlimit is RES:SOFT:HARD of decimal digits";
-			memcpy(t, f + 7, len - 7);
-			t[len - 7] = 0;
-			if (rl >= sp->nrl || spec_triple(t, ULLONG_MAX, v) < 0 || v[0] != (unsigned long long)sp->rl[rl].res || v[1] != sp->rl[rl].soft ||
+			/* Read where it is (spec_triple stops at the field's TAB): a number's leading zeros make it as long as they like. */
+			if (rl >= sp->nrl || spec_triple(f + 7, ULLONG_MAX, v) < 0 || v[0] != (unsigned long long)sp->rl[rl].res || v[1] != sp->rl[rl].soft ||
 			    v[2] != sp->rl[rl].hard)
 				return "rlimit is RES:SOFT:HARD of decimal digits";
 			rl++;
