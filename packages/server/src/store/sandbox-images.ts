@@ -19,13 +19,16 @@ export interface SandboxImageStore {
 const LIVE = `state IN ('creating', 'running', 'paused')`;
 const LIVE_STATES: SandboxState[] = ['creating', 'running', 'paused'];
 
-/** In PostgreSQL (the image is the record's `doc->>'image'`). */
+/**
+ * In PostgreSQL (the image is the record's `doc->>'image'`); live ones by the generated `live`
+ * column (pg-schema.ts), which a partial index holds, where no index names the state.
+ */
 export class PgSandboxImages implements SandboxImageStore {
   constructor(private readonly pool: pg.Pool) {}
 
   async counts(tenant: string | null): Promise<Map<string, number>> {
     const r = await this.pool.query<{ image: string; n: string }>(
-      `SELECT doc->>'image' AS image, count(*) AS n FROM sandboxes WHERE ${LIVE} AND ($1::text IS NULL OR tenant = $1) GROUP BY 1`,
+      `SELECT doc->>'image' AS image, count(*) AS n FROM sandboxes WHERE live AND ($1::text IS NULL OR tenant = $1) GROUP BY 1`,
       [tenant],
     );
     return new Map(r.rows.map((x) => [x.image, Number(x.n)]));
@@ -33,7 +36,7 @@ export class PgSandboxImages implements SandboxImageStore {
 
   async of(image: string, tenant: string | null, sample: number, states = LIVE_STATES): Promise<{ count: number; ids: string[] }> {
     const r = await this.pool.query<{ id: string; n: string }>(
-      `SELECT id, count(*) OVER () AS n FROM sandboxes WHERE state = ANY($4) AND doc->>'image' = $1 AND ($2::text IS NULL OR tenant = $2) ORDER BY id LIMIT $3`,
+      `SELECT id, count(*) OVER () AS n FROM sandboxes WHERE ${states.every((x) => LIVE_STATES.includes(x)) ? 'live AND ' : ''}state = ANY($4) AND doc->>'image' = $1 AND ($2::text IS NULL OR tenant = $2) ORDER BY id LIMIT $3`,
       [image, tenant, Math.max(1, sample), states],
     );
     return { count: Number(r.rows[0]?.n ?? 0), ids: r.rows.slice(0, sample).map((x) => x.id) };
