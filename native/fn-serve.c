@@ -82,8 +82,9 @@ static int take(int sock, int *fds)
 	} u;
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
 	ssize_t r = recvmsg(sock, &mh, MSG_DONTWAIT);
+	/* Only the init's end (EOF, or a reset) ends the zygote; a passing error (no memory) does not. */
 	if (r < 0)
-		return errno == EAGAIN || errno == EINTR ? -1 : 0;
+		return errno == ECONNRESET || errno == ENOTCONN || errno == EBADF || errno == ENOTSOCK ? 0 : -1;
 	if (r == 0)
 		return 0;
 	int n = 0;
@@ -150,6 +151,8 @@ int warren_fn_serve(int sock, int *fds, void (*const *py_fork)(void))
 					break;
 				}
 		}
+		if (p[0].revents & POLLNVAL)
+			return -1;
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		int t = take(sock, fds);

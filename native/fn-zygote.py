@@ -1,5 +1,5 @@
 # The Python zygote of a Warren FnCall worker, started by warren-init (native/init/fncall.c, op F)
-# as `python3 /.warren/fn-zygote.py TMPFS_KIB` with fd 3 a socket to the init. It pays for the
+# as `python3 /.warren/fn-zygote.py TMPFS_KIB FILTERED` with fd 3 a socket to the init. It pays for the
 # interpreter's start once; each call is one fork of it, PID 1 of a new pid namespace, that takes
 # namespaces and a root of its own (native/fn.c through ctypes) and runs the code as `python3 -c`.
 #
@@ -28,10 +28,13 @@ import types
 
 NFD = 6
 TMPFS_KIB = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+# Whether warren-init installed the worker's seccomp filter (the calls' own then stacks on it).
+WORKER_FILTERED = len(sys.argv) > 2 and sys.argv[2] == "1"
 # PyDLL: the GIL stays held in its calls, as os.fork() holds it around a fork (warren_fn_serve).
 lib = ctypes.PyDLL("/.warren/libwarren-fn.so", use_errno=True)
 lib.warren_fn_isolate.argtypes = [ctypes.c_ulong, ctypes.c_int]
 lib.warren_fn_error.restype = ctypes.c_char_p
+lib.warren_fn_set_worker_filtered(1 if WORKER_FILTERED else 0)
 lib.warren_fn_serve.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p)]
 
 

@@ -29,6 +29,12 @@
 
 static char err[256];
 
+static int worker_filtered;
+
+void warren_fn_set_worker_filtered(int on) { worker_filtered = on != 0; }
+
+int warren_fn_worker_filtered(void) { return worker_filtered; }
+
 const char *warren_fn_error(void) { return err; }
 
 static int fail(const char *step, const char *path)
@@ -239,9 +245,11 @@ int warren_fn_isolate(unsigned long tmpfs_kib, int unshared)
 	if (r < 0)
 		return r;
 	/* The filter every other sandbox process has: no mounts or namespaces of its own. Under the
-	 * worker's filter (there unless the edge started the worker unhardened, for the hardening
-	 * benchmark's baseline) only what it adds: a quarter of the program to check and compile. */
-	if (warren_seccomp_install_profile(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == SECCOMP_MODE_FILTER ? WARREN_SECCOMP_NARROW : WARREN_SECCOMP_STRICT) < 0)
+	 * worker's filter (installed by warren-init unless the edge started the worker unhardened, for
+	 * the hardening benchmark's baseline) only what it adds: a quarter of the program to check and
+	 * compile. Any other filter the worker may run under (a runtime's) does not count. */
+	int narrow = worker_filtered && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == SECCOMP_MODE_FILTER;
+	if (warren_seccomp_install_profile(narrow ? WARREN_SECCOMP_NARROW : WARREN_SECCOMP_STRICT) < 0)
 		return fail("seccomp", NULL);
 	return 0;
 }

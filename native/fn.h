@@ -23,6 +23,15 @@ int warren_fn_isolate(unsigned long tmpfs_kib, int unshared);
 const char *warren_fn_error(void);
 
 /*
+ * Whether this worker runs under the worker's seccomp filter (warren-init installs it at start,
+ * unless the edge started the worker unhardened): then a call adds only what the strict filter
+ * adds to it; otherwise the whole strict filter. Set by whoever installed it (warren-init), or told
+ * (the zygote, by its argument). Default: not.
+ */
+void warren_fn_set_worker_filtered(int on);
+int warren_fn_worker_filtered(void);
+
+/*
  * The Python zygote's loop (native/fn-serve.c, in libwarren-fn.so only): takes calls from the init
  * on `sock` and forks each; `py_fork` is Python's PyOS_BeforeFork, PyOS_AfterFork_Parent and
  * PyOS_AfterFork_Child, called around each fork as os.fork() calls them (so the caller holds the

@@ -65,14 +65,19 @@ static int talk(int sock, struct nlreq *r)
 		return -1;
 	char buf[4096];
 	for (;;) {
-		ssize_t n = recv(sock, buf, sizeof buf, 0);
+		struct sockaddr_nl from;
+		socklen_t fl = sizeof from;
+		ssize_t n = recvfrom(sock, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -1;
 		}
+		/* Only the kernel's answers: a process in the sandbox's namespace could send this socket its own. */
+		if (fl != sizeof from || from.nl_family != AF_NETLINK || from.nl_pid != 0)
+			continue;
 		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned)n); h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_seq != r->h.nlmsg_seq || h->nlmsg_type != NLMSG_ERROR)
+			if (h->nlmsg_seq != r->h.nlmsg_seq || h->nlmsg_type != NLMSG_ERROR || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
 				continue;
 			const struct nlmsgerr *e = NLMSG_DATA(h);
 			if (e->error == 0)
@@ -158,8 +163,14 @@ static int nl_socket(void)
 	int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
 	if (s < 0)
 		return -1;
+	/* A missing answer must not hold this single-threaded helper for good. */
 	struct timeval tv = { .tv_sec = 5 };
-	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+		int e = errno;
+		close(s);
+		errno = e;
+		return -1;
+	}
 	return s;
 }
 

@@ -233,7 +233,8 @@ static void zy_start(void)
 		/* An environment of its own, never a call's: every call is a copy of the zygote's
 		 * memory, so nothing of one call may be in it. */
 		char *env[] = { "PATH=" DEFAULT_PATH, "LANG=C.UTF-8", "HOME=/root", NULL };
-		char *argv[] = { "python3", ZYGOTE_PATH, kib, NULL };
+		/* Whether the worker's filter is there for the calls to stack on (fn.h). */
+		char *argv[] = { "python3", ZYGOTE_PATH, kib, warren_fn_worker_filtered() ? "1" : "0", NULL };
 		const char *path = DEFAULT_PATH;
 		char full[PATH_MAX];
 		for (const char *p = path; *p;) {

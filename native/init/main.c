@@ -28,10 +28,12 @@ __attribute__((constructor)) static void seccomp_at_start(void)
 	const char *fn = getenv("WARREN_FN"), *off = getenv("WARREN_UNHARDENED");
 	if (off && !strcmp(off, "1"))
 		return;
-	if (warren_seccomp_install(!(fn && !strcmp(fn, "1"))) != 0) {
+	int worker = fn && !strcmp(fn, "1");
+	if (warren_seccomp_install(!worker) != 0) {
 		fprintf(stderr, "warren-init: seccomp: %s\n", strerror(errno));
 		_exit(1);
 	}
+	warren_fn_set_worker_filtered(worker);
 }
 
 /*

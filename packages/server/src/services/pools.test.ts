@@ -47,3 +47,23 @@ test('a burst of claims makes one more pool sync after the one under way, not on
   assert.equal(s.reads(), 3);
   pools.close();
 });
+
+test('a claim that joins a queued sync not asked for now still has every node told again', async () => {
+  const s = heldStore();
+  s.release();
+  let told = 0;
+  const node = { id: 'n1', boot: 'b1', state: 'ready', api: { poolsSet: async () => void told++ } };
+  const pools = new PoolService(s.store, { up: () => [node] as never, loadOf: async () => ({}) as never }, {} as SandboxService, {
+    logger: { warn: () => undefined },
+    syncEveryMs: 3_600_000,
+  });
+  await pools.start();
+  assert.equal(told, 1);
+  // The timer's sync (told the same a moment ago: skipped), and a claim before it started.
+  const timer = (pools as unknown as { sync(now?: boolean): Promise<void> }).sync(false);
+  pools.claimed();
+  await timer;
+  assert.equal(s.reads(), 2, 'one run served both');
+  assert.equal(told, 2);
+  pools.close();
+});

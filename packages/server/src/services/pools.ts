@@ -37,8 +37,9 @@ export class PoolService {
   private readonly told = new Map<string, { what: string; at: number }>();
   private timer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> | null = null;
-  /** The sync asked for that has not read the store yet. */
+  /** The sync asked for that has not read the store yet, and whether a caller it serves asked for `now`. */
   private syncQueued: Promise<void> | null = null;
+  private queuedNow = false;
 
   constructor(
     private readonly store: Store,
@@ -155,7 +156,7 @@ export class PoolService {
 
   /** Reads the pools from the store and tells every node its shares (`now`: whatever it was told before). */
   private sync(now = false): Promise<void> {
-    const run = async (): Promise<void> => {
+    const run = async (now: boolean): Promise<void> => {
       this.pools = new Map((await this.store.listPools()).map((p) => [p.id, p]));
       for (const p of this.pools.values()) {
         try {
@@ -200,12 +201,21 @@ export class PoolService {
     // (which may have read it before); one that has not started yet serves every caller until it
     // starts (a burst of claims makes one more run, not one each).
     if (this.syncing && !now) return this.syncing;
-    if (now && this.syncQueued) return this.syncQueued;
+    if (this.syncQueued) {
+      // It tells every node again if any of the callers it serves asked for that.
+      this.queuedNow ||= now;
+      return this.syncQueued;
+    }
+    this.queuedNow = now;
     const next: Promise<void> = (this.syncing ?? Promise.resolve())
       .catch(() => undefined)
       .then(() => {
-        if (this.syncQueued === next) this.syncQueued = null;
-        return run();
+        const tellAll = this.queuedNow;
+        if (this.syncQueued === next) {
+          this.syncQueued = null;
+          this.queuedNow = false;
+        }
+        return run(tellAll);
       })
       .finally(() => {
         if (this.syncing === next) this.syncing = null;

@@ -30,13 +30,11 @@ CREATE INDEX IF NOT EXISTS sandboxes_tenant ON sandboxes (tenant, id);
 CREATE INDEX IF NOT EXISTS sandboxes_live_on_node ON sandboxes (node) WHERE live;
 CREATE UNIQUE INDEX IF NOT EXISTS sandboxes_request ON sandboxes (tenant, request_id) WHERE request_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS sandbox_creates (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL);
-DO $$ BEGIN
-  -- A database made before: its creates in flight are listed once, and the indexes by state go.
-  IF to_regclass('sandboxes_state') IS NOT NULL THEN
-    INSERT INTO sandbox_creates (id, created_at) SELECT id, created_at FROM sandboxes WHERE state = 'creating' ON CONFLICT DO NOTHING;
-    DROP INDEX sandboxes_state;
-  END IF;
-END $$;
+-- Creates in flight that are not listed (a database made before, or creates an older replica made
+-- while the replicas were being upgraded one by one), listed at every start; the indexes by state
+-- (which an older replica's start makes again) go.
+INSERT INTO sandbox_creates (id, created_at) SELECT id, created_at FROM sandboxes WHERE state = 'creating' ON CONFLICT DO NOTHING;
+DROP INDEX IF EXISTS sandboxes_state;
 DROP INDEX IF EXISTS sandboxes_node;
 CREATE TABLE IF NOT EXISTS sandbox_labels (
   id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,

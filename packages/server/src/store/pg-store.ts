@@ -87,15 +87,24 @@ export class PgStore implements Store {
       await pool.end();
       throw e;
     });
+    let failed = false;
     try {
       await c.query('SELECT pg_advisory_lock($1)', [SCHEMA_LOCK]);
-      await c.query(PG_SCHEMA);
-      await c.query(PG_LEASES_SCHEMA);
-      await c.query(PG_EVENTS_SCHEMA);
-      await c.query(PG_WEBHOOKS_SCHEMA);
-      await c.query('SELECT pg_advisory_unlock($1)', [SCHEMA_LOCK]);
+      try {
+        await c.query(PG_SCHEMA);
+        await c.query(PG_LEASES_SCHEMA);
+        await c.query(PG_EVENTS_SCHEMA);
+        await c.query(PG_WEBHOOKS_SCHEMA);
+      } finally {
+        // Never left held on a pooled connection: the other replicas' opens wait on it.
+        await c.query('SELECT pg_advisory_unlock($1)', [SCHEMA_LOCK]).catch(() => undefined);
+      }
+    } catch (e) {
+      failed = true;
+      throw e;
     } finally {
-      c.release();
+      c.release(failed);
+      if (failed) await pool.end().catch(() => undefined);
     }
     return new PgStore(pool);
   }
