@@ -3,6 +3,14 @@
 
 /* The network namespace this helper lives in, to come back to after making one. */
 static int host_netns = -1;
+
+/* Opens this helper's own network namespace once, to come back to: 0, or -1 with errno. */
+static int own_netns(void)
+{
+	if (host_netns < 0 && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	return 0;
+}
 #define MAX_NETNS 65536
 static unsigned char netns_held[MAX_NETNS];
 
@@ -79,7 +87,7 @@ static int setup_netns(void)
 
 void do_netns(const char *tag)
 {
-	if (host_netns < 0 && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+	if (own_netns() < 0) {
 		reply_err(tag, errno, "netns: own namespace");
 		return;
 	}
@@ -94,11 +102,7 @@ void do_netns(const char *tag)
 		close(fd);
 		fd = -1;
 	}
-	if (setns(host_netns, CLONE_NEWNET) < 0) {
-		/* Stuck in the wrong namespace: nothing this helper does after could be trusted. */
-		perror("warren-hostd: back to the host network namespace");
-		exit(1);
-	}
+	netns_leave();
 	if (fd < 0) {
 		reply_err(tag, e, "netns");
 		return;
@@ -119,9 +123,7 @@ int netns_is_held(long fd)
 
 int netns_enter(int fd)
 {
-	if (host_netns < 0 && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	return setns(fd, CLONE_NEWNET);
+	return own_netns() < 0 ? -1 : setns(fd, CLONE_NEWNET);
 }
 
 void netns_leave(void)
@@ -148,12 +150,8 @@ void do_netns_close(const char *tag, char **f)
 
 void do_sysfs(const char *tag, char **f)
 {
-	if (host_netns < 0 && (host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
-		reply_err(tag, errno, "sysfs: own namespace");
-		return;
-	}
 	int nfd = open(f[0], O_RDONLY | O_CLOEXEC);
-	if (nfd < 0 || setns(nfd, CLONE_NEWNET) < 0) {
+	if (nfd < 0 || netns_enter(nfd) < 0) {
 		reply_err(tag, errno, "sysfs: join network namespace");
 		if (nfd >= 0)
 			close(nfd);
@@ -162,10 +160,7 @@ void do_sysfs(const char *tag, char **f)
 	close(nfd);
 	int r = mount("sysfs", f[1], "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	int e = errno;
-	if (setns(host_netns, CLONE_NEWNET) < 0) {
-		perror("warren-hostd: back to the host network namespace");
-		exit(1);
-	}
+	netns_leave();
 	if (r < 0)
 		reply_err(tag, e, "sysfs");
 	else
