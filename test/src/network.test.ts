@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
 import type { AuditEntry } from '@warren/api';
 import type { WarrenOptions } from '@warren/server';
+import { sandboxResolvConf } from '@warren/edge';
 import { errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
 
 /**
@@ -421,6 +422,11 @@ describe('sandbox network policy', () => {
   test('DNS: queries to any server are answered here, never forwarded; odd queries fail cleanly', async () => {
     const sb = await box(t, { egress: 'deny', allow: ['*.pyfiles.example'] });
     try {
+      // Its resolv.conf (written at create) names the node's resolver: the far end of its default route.
+      const route = `import socket,struct;r=[l.split() for l in open('/proc/net/route')][1:];print(socket.inet_ntoa(struct.pack('<L',int(next(x for x in r if x[1]=='00000000')[2],16))))`;
+      const gateway = (await sb.exec(`python3 -c "${route}"`)).stdout.trim();
+      assert.match(gateway, /^\d+\.\d+\.\d+\.\d+$/);
+      assert.equal((await sb.exec('cat /etc/resolv.conf')).stdout, sandboxResolvConf(gateway).toString());
       assert.equal(await probe(sb, 'dns', '192.0.2.53', 'files.pyfiles.example'), 'rcode=0 answers=1');
       assert.equal(await probe(sb, 'dns', '8.8.8.8', 'registry.npm.example'), 'rcode=3 answers=0');
       assert.equal(await probe(sb, 'dns', '8.8.8.8', 'files.pyfiles.example', '16'), 'rcode=0 answers=0', 'TXT: no data');

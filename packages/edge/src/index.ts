@@ -5,7 +5,7 @@ export type { EdgeCapacity, EdgeOptions, EdgeSandboxSpec } from './lifecycle/edg
 export { Command } from './lifecycle/command.js';
 export { argvToScript, envList, shellQuote } from './lifecycle/shell.js';
 export type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from './backends/backend.js';
-export { FORK_BASE_ID, forkBaseOf, forkLayer } from './backends/backend.js';
+export { FORK_BASE_ID, forkBaseOf, forkLayer, sandboxResolvConf } from './backends/backend.js';
 export { ContainerBackend } from './backends/container/container-backend.js';
 export { SimulatedBackend } from './backends/simulated/simulated-backend.js';
 export type { ContainerBackendOptions, ContainerRuntime } from './backends/container/container-backend.js';
