@@ -1,12 +1,13 @@
 /**
  * FnCall: calls/s and latency of `print(1)` in Python and `echo` in bash with 16 concurrent
- * clients, against a fresh sandbox per call (create + exec + delete) and `podman run --rm` per
+ * clients (and Python's through SandboxFusion's `POST /run_code`, as its clients send it), against a fresh sandbox per call (create + exec + delete) and `podman run --rm` per
  * call on the same machine. Closed loop (each client sends its next call when the last answers:
  * the most calls/s, and latency = 16 / rate) and paced (16 clients together offering a fixed
  * rate: the latency of a call at that load). `npm run bench:fn`; FN_CALLS (default 2000),
  * FN_WORKERS (default 4).
  */
 import { spawnSync, execFile } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -17,7 +18,7 @@ import { HostHelper } from '@warren/edge';
 import type { Warren } from '@warren/sdk';
 import { PODMAN_FLAGS } from './baselines.js';
 import { pct, pool } from './stats.js';
-import { startWarrenUp } from './warren-up.js';
+import { startWarrenUp, type BenchNode } from './warren-up.js';
 
 const run = promisify(execFile);
 const CONCURRENCY = 16;
@@ -81,7 +82,39 @@ async function paced(name: string, rate: number, total: number, clients: number,
   return { name, perSec: (total / wall) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99), cpuMsPerCall: (hostCpuMs() - c0) / total };
 }
 
-async function fnRows(w: Warren): Promise<Row[]> {
+/** SandboxFusion's `POST /run_code` of `body`, as its clients send it (JSON, the key as a bearer token, kept connections). */
+function runCode(node: BenchNode, agent: Agent, body: object): Promise<{ status: string; run_result: { stdout: string } | null }> {
+  const payload = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = request(`${node.url}/run_code`, {
+      method: 'POST',
+      agent,
+      headers: { authorization: `Bearer ${node.key}`, 'content-type': 'application/json', 'content-length': payload.length },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (b: Buffer) => parts.push(b));
+      res.on('error', reject);
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(Buffer.concat(parts).toString()) as never);
+        } catch (e) {
+          reject(e instanceof Error ? e : new Error(String(e)));
+        }
+      });
+    });
+    req.end(payload);
+  });
+}
+
+async function fnRows(node: BenchNode): Promise<Row[]> {
+  const w = node.client;
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  const sandboxFusion = async (): Promise<void> => {
+    const r = await runCode(node, agent, { code: 'print(1)', language: 'python' });
+    if (r.status !== 'Success' || r.run_result?.stdout !== '1\n') throw new Error(`unexpected answer: ${JSON.stringify(r)}`);
+  };
   const check = (r: { exitCode: number | null; stdout: string }, want: string): void => {
     if (r.exitCode !== 0 || r.stdout !== want) throw new Error(`unexpected result: ${JSON.stringify(r)}`);
   };
@@ -91,6 +124,7 @@ async function fnRows(w: Warren): Promise<Row[]> {
   const rows = [
     await measure(`FnCall python print(1)`, CALLS, async () => check(await w.fn.run({ language: 'python', code: 'print(1)' }), '1\n')),
     await measure(`FnCall bash echo`, CALLS, async () => check(await w.fn.run({ language: 'bash', code: 'echo 1' }), '1\n')),
+    await measure(`SandboxFusion run_code python print(1)`, CALLS, sandboxFusion),
   ];
   for (const rate of [100, 200]) {
     rows.push(
@@ -106,6 +140,7 @@ async function fnRows(w: Warren): Promise<Row[]> {
       for (const r of rs) if ('error' in r) throw new Error(r.error.message);
     }).then((r) => ({ ...r, name: r.name, perSec: r.perSec * 100, cpuMsPerCall: r.cpuMsPerCall === null ? null : r.cpuMsPerCall / 100 })),
   );
+  agent.destroy();
   return rows;
 }
 
@@ -161,15 +196,19 @@ async function main(): Promise<void> {
     console.log(
       `FnCall benchmark: ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'}), ${CONCURRENCY} concurrent clients, ${WORKERS} workers, ${CALLS} calls per row`,
     );
-    const rows = await fnRows(node.client);
+    const rows = await fnRows(node);
     for (const r of rows) console.log(line(r));
     const fresh = await freshSandboxRow(node.client, Math.min(300, CALLS));
     console.log(line(fresh));
     const pod = await podmanRow(Math.min(64, CALLS));
     console.log(pod ? line(pod) : 'podman run --rm: podman is not installed (scripts/bench-setup.sh installs it)');
     const py = rows[0]!;
+    const sf = rows[2]!;
     console.log(
-      `\nPython FnCall vs fresh sandbox: ${(py.perSec / fresh.perSec).toFixed(1)}x; vs podman run --rm: ${pod ? `${(py.perSec / pod.perSec).toFixed(1)}x` : 'n/a'}`,
+      `\nSandboxFusion run_code vs FnCall (Python, closed loop): ${((sf.perSec / py.perSec) * 100).toFixed(1)} % of its calls/s, p50 ${(sf.p50 / py.p50).toFixed(2)}x`,
+    );
+    console.log(
+      `Python FnCall vs fresh sandbox: ${(py.perSec / fresh.perSec).toFixed(1)}x; vs podman run --rm: ${pod ? `${(py.perSec / pod.perSec).toFixed(1)}x` : 'n/a'}`,
     );
   } finally {
     await node.stop();
