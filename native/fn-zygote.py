@@ -1,16 +1,16 @@
 # The Python zygote of a Warren FnCall worker, started by warren-init (native/init/fncall.c, op F)
 # as `python3 /.warren/fn-zygote.py TMPFS_KIB FILTERED` with fd 3 a socket to the init. It pays for the
 # interpreter's start once; each call is one fork of it, PID 1 of a new pid namespace, that takes
-# namespaces and a root of its own (native/fn.c through ctypes) and runs the code as `python3 -c`.
+# namespaces, a root, its files and descriptors of its own (native/fn-call.c through ctypes) and
+# runs the code as `python3 -c`.
 #
 # Per call the init sends one byte with six descriptors: the request (the F frame's fields, in a
 # memfd), stdin (a memfd), stdout, stderr, the error pipe and the status pipe; the loop that takes
 # them and forks is native/fn-serve.c. Errors before the code runs go to the error pipe as
-# warren-init's child errors do (int errno + message).
+# warren-init's child errors do (int errno + message), from native/fn-call.c.
 import ctypes
 import os
 import signal
-import struct
 import sys
 
 # What calls commonly import, imported once here instead of in every call.
@@ -32,63 +32,25 @@ TMPFS_KIB = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 WORKER_FILTERED = len(sys.argv) > 2 and sys.argv[2] == "1"
 # PyDLL: the GIL stays held in its calls, as os.fork() holds it around a fork (warren_fn_serve).
 lib = ctypes.PyDLL("/.warren/libwarren-fn.so", use_errno=True)
-lib.warren_fn_isolate.argtypes = [ctypes.c_ulong, ctypes.c_int]
-lib.warren_fn_error.restype = ctypes.c_char_p
 lib.warren_fn_set_worker_filtered(1 if WORKER_FILTERED else 0)
 lib.warren_fn_serve.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_void_p)]
+lib.warren_fn_prepare.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_ulong, ctypes.c_void_p]
 
 
-def fields(data):
-    out, i = [], 0
-    while i + 5 <= len(data):
-        k = chr(data[i])
-        (n,) = struct.unpack_from("<I", data, i + 1)
-        out.append((k, data[i + 5 : i + 5 + n]))
-        i += 5 + n
-    return out
+class Call(ctypes.Structure):
+    """What a call runs (struct warren_fn_call): its code, its environment (NUL between entries)."""
+
+    _fields_ = [("code", ctypes.c_void_p), ("ncode", ctypes.c_size_t), ("env", ctypes.c_void_p), ("nenv", ctypes.c_size_t), ("count", ctypes.c_size_t)]
 
 
-def report(ep, err, msg):
-    try:
-        os.write(ep, struct.pack("i", err) + msg.encode("utf-8", "replace")[:470] + b"\0")
-    finally:
-        os._exit(127)
-
-
-def lib_error():
-    return (lib.warren_fn_error() or b"").decode("utf-8", "replace")
-
-
-def write_files(req, ep):
-    path = None
-    for k, v in req:
-        if k == "P":
-            path = v.decode("utf-8", "surrogateescape")
-        elif k == "B" and path is not None:
-            try:
-                parent = os.path.dirname(path)
-                if parent:
-                    os.makedirs(parent, 0o755, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(v)
-            except OSError as e:
-                report(ep, e.errno or 5, "files: %s: %s" % (path, e.strerror))
-            path = None
-
-
-def parts(req):
-    """The code, environment and cwd of a request."""
-    code = b"".join(v for k, v in req if k == "C")
+def environment(blob, count):
+    """A call's environment from its "K=V" entries, NUL between two."""
     env = {}
-    cwd = "/tmp"
-    for k, v in req:
-        if k == "e":
+    if count:
+        for v in blob.split(b"\0"):
             key, _, val = v.partition(b"=")
             env[key.decode("utf-8", "surrogateescape")] = val.decode("utf-8", "surrogateescape")
-        elif k == "c":
-            cwd = v.decode("utf-8", "surrogateescape")
-    return code, env, cwd
+    return env
 
 
 def warm():
@@ -98,38 +60,27 @@ def warm():
     for itself: compiling print(1) cost a call 0.8 ms before, 0.07 ms after. Nothing of any call
     is involved.
     """
-    req = b"".join(struct.pack("<cI", k, len(v)) + v for k, v in ((b"C", b"pass"), (b"e", b"A=1"), (b"c", b"/")))
     own = dict(os.environ)
+    call = Call()
+    buf = ctypes.create_string_buffer(b"A=1\0B=2")
     for _ in range(64):
-        parts(fields(req))
-        lib_error()
-        os.makedirs("/", 0o755, exist_ok=True)
+        lib.warren_fn_worker_filtered()
+        ctypes.byref(call)
+        environment(ctypes.string_at(buf, 7), 2)
         os.environ.clear()
         os.environ.update(own)
         types.ModuleType("__main__")
         exec(compile("import os\nx = str([i for i in range(3)]) + repr({'a': 1}) + f'{os.sep}'\n", "<string>", "exec"), {})
 
 
-def run(req, fds):
+def run(fds):
     """The call itself: PID 1 of its own pid namespace, in its own root."""
-    _, stdin, stdout, stderr, ep, _ = fds
-    if lib.warren_fn_isolate(TMPFS_KIB, 0) < 0:
-        report(ep, ctypes.get_errno() or 5, "isolate: " + lib_error())
-    write_files(req, ep)
-    code, env, cwd = parts(req)
-    try:
-        os.makedirs(cwd, 0o755, exist_ok=True)
-        os.chdir(cwd)
-    except OSError as e:
-        report(ep, e.errno or 5, "cwd: %s: %s" % (cwd, e.strerror))
-    os.dup2(stdin, 0)
-    os.dup2(stdout, 1)
-    os.dup2(stderr, 2)
-    # Everything else goes: the error pipe (its end tells the init the code runs), the socket,
-    # and other calls' status pipes. A sandbox's descriptors stay below 4096.
-    os.closerange(3, 4096)
-    os.setsid()
-    os.umask(0o022)
+    # Its root, files, working directory and descriptors (native/fn-call.c); a call that cannot
+    # have them is reported on its error pipe and ends there.
+    call = Call()
+    lib.warren_fn_prepare(fds, TMPFS_KIB, ctypes.byref(call))
+    code = ctypes.string_at(call.code, call.ncode)
+    env = environment(ctypes.string_at(call.env, call.nenv), call.count)
     os.environ.clear()
     os.environ.update(env)
     for s in (signal.SIGPIPE, signal.SIGCHLD):
@@ -187,9 +138,8 @@ def serve():
     os.write(3, b"r")
     if lib.warren_fn_serve(3, fds, fork_steps) != 1:
         os._exit(0)
-    fds = list(fds)
     try:
-        run(fields(os.pread(fds[0], os.fstat(fds[0]).st_size, 0)), fds)
+        run(fds)
     finally:
         os._exit(1)
 

@@ -5,6 +5,8 @@
 #ifndef WARREN_FN_H
 #define WARREN_FN_H
 
+#include <stddef.h>
+
 /*
  * In the worker's init or zygote, before it forks a call: the next child forked is PID 1 of a new
  * pid namespace (later children get new ones again). Returns 0 or -errno.
@@ -40,5 +42,24 @@ int warren_fn_worker_filtered(void);
  * return otherwise.
  */
 int warren_fn_serve(int sock, int *fds, void (*const *py_fork)(void));
+
+/* What a Python call runs: its code, and its environment ("K=V" entries, `count` of them, a NUL
+ * between two; `nenv` bytes in all). */
+struct warren_fn_call {
+	const char *code;
+	size_t ncode;
+	const char *env;
+	size_t nenv;
+	size_t count;
+};
+
+/*
+ * In a Python call's child, with the descriptors warren_fn_serve gave it (native/fn-call.c): its
+ * isolation (warren_fn_isolate, `tmpfs_kib`), the request's files written, its working directory
+ * made and entered, stdin, stdout and stderr in place, every other descriptor closed, a session of
+ * its own, umask 022. Returns 0 with the code and environment in `out`; a call that cannot be
+ * prepared is reported on its error pipe and ended here (exit 127).
+ */
+int warren_fn_prepare(const int *fds, unsigned long tmpfs_kib, struct warren_fn_call *out);
 
 #endif

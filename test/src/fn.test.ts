@@ -55,8 +55,37 @@ describe('FnCall', () => {
     assert.match(JSON.stringify(node.json), /node/);
     const bad = await http(t, 'POST', '/v1/fn/run', { language: 'python', code: 'print(1)', image: 'nope:latest' });
     assert.equal(errorCode(bad), 'not_found');
-    const badPath = await http(t, 'POST', '/v1/fn/run', { language: 'bash', code: 'true', files: [{ path: '/proc/self/attr', content: 'x' }] });
-    assert.equal(errorCode(badPath), 'invalid_argument');
+    for (const language of ['bash', 'python']) {
+      const badPath = await http(t, 'POST', '/v1/fn/run', { language, code: 'true', files: [{ path: '/proc/self/attr', content: 'x' }] });
+      assert.equal(errorCode(badPath), 'invalid_argument', language);
+    }
+    // A Python call's files and working directory are made before its code runs (native/fn-call.c):
+    // nested directories made (0755), a file or working directory where a file is refused.
+    ok(
+      await t.client.fn.run({
+        language: 'python',
+        code: 'import os\nprint(open("/srv/a/b/c.txt").read(), oct(os.stat("/srv/a/b").st_mode & 0o777), os.getcwd())',
+        files: [{ path: '/srv/a/b/c.txt', content: 'deep' }],
+        cwd: '/srv/here/and/there',
+      }),
+      'deep 0o755 /srv/here/and/there\n',
+    );
+    const throughFile = await http(t, 'POST', '/v1/fn/run', {
+      language: 'python',
+      code: 'true',
+      files: [
+        { path: 'f', content: 'x' },
+        { path: 'f/g', content: 'y' },
+      ],
+    });
+    const cwdFile = await http(t, 'POST', '/v1/fn/run', { language: 'python', code: 'true', files: [{ path: '/tmp/w', content: 'x' }], cwd: '/tmp/w' });
+    for (const [r, message] of [
+      [throughFile, 'files: /tmp/f/g: File exists'],
+      [cwdFile, 'cwd: /tmp/w: File exists'],
+    ] as const) {
+      assert.equal(errorCode(r), 'conflict');
+      assert.deepEqual((r.json as { error: { message: string; details: unknown } }).error, { code: 'conflict', message, details: { errno: 17 } });
+    }
   });
 
   test('nothing of a call is there for the next: files, processes, listeners, System V IPC, /dev/shm, environment, module state', async () => {
