@@ -112,3 +112,4 @@ export type { PathParamNames, PathParams } from './route-path.js';
 export { CONTRACT_NOTES, buildOpenApi } from './openapi.js';
 export { z } from 'zod';
 export { WS_MAX_FRAGMENTS, WS_OPCODE, WsDecoder, WsProtocolError, wsAccept, wsClosePayload, wsFrame, wsKey, type WsMessage } from './websocket.js';
+export { randomText } from './random.js';

@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { ExecRequest } from '@warren/api';
-import { DEFAULTS, MAX_FINISHED_COMMANDS_LISTED, WarrenError } from '@warren/api';
+import { DEFAULTS, MAX_FINISHED_COMMANDS_LISTED, WarrenError, randomText } from '@warren/api';
 import * as ch from '../init/channel.js';
 import { SHELL } from '../init/platform.js';
 import { Command, type CommandCall } from './command.js';
@@ -216,7 +215,7 @@ export async function openSession(l: Live, p: { cwd?: string; env?: Record<strin
     env: envList({ TERM: 'dumb' }, l.spec.env, p.env),
     user: p.user ?? l.spec.user ?? undefined,
   });
-  return `ss_${initId}_${randomBytes(6).toString('hex')}`;
+  return `ss_${initId}_${randomText(6, 'hex')}`;
 }
 
 /** The line of a session's commands, made when a command comes for a session that has none. */

@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto';
-import { WarrenError } from '@warren/api';
+import { WarrenError, randomText } from '@warren/api';
 import type { Backend, BackendSandbox, LimitCounts, SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import type { OutputBudget } from './output-budget.js';
@@ -106,7 +105,7 @@ export function makeRoom(budget: OutputBudget, lives: Iterable<Live>): boolean {
 
 /** A new command id (`cmd_` and 12 random base64url characters). */
 export function newCommandId(): string {
-  return `cmd_${randomBytes(9).toString('base64url')}`;
+  return `cmd_${randomText(9, 'base64url')}`;
 }
 
 /** The init's own session number inside an API session id (`ss_<n>_<random>`). */

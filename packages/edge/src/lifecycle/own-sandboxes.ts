@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomText } from '@warren/api';
 import { FnWorkers, type FnGroupSpec, type FnWorkersOptions } from '../fn/fn-workers.js';
 import type { FnCallOutcome, FnCallSpec } from '../fn/fn-call.js';
 import { fnWorkerSpec, type EdgeSandboxSpec } from './edge-spec.js';
@@ -15,7 +15,7 @@ export interface OwnSandboxNode {
 }
 
 /** A sandbox id made on the node, in the control plane's form (sb_, time, random). */
-const newId = (): string => `sb_${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
+const newId = (): string => `sb_${Date.now().toString(36).padStart(9, '0')}${randomText(6, 'hex')}`;
 
 /**
  * The sandboxes a node makes for nobody yet and owns until then: its FnCall workers and its
