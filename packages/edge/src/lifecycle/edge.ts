@@ -247,9 +247,13 @@ export class Edge {
       const skipHello = setUpCalls(spec, files, attaching !== null);
       sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: nsPath, tap, fn: spec.fn, skipHello });
       const ns = attaching ? await attaching : null;
-      if (net && ns) await net.started(spec.id);
-      // One request to the init: resolv.conf (the node's resolver), user, workdir, files.
-      await configureSandbox(sb.connect, spec, files, this.maxFileBytes, ns ? sandboxResolvConf(ns.gateway) : undefined);
+      // One request to the init (resolv.conf: the node's resolver; user, workdir, files), and
+      // beside it the namespace's handover (the init holds it now: the helper lets its own go).
+      const [setUp, handover] = await Promise.allSettled([
+        configureSandbox(sb.connect, spec, files, this.maxFileBytes, ns ? sandboxResolvConf(ns.gateway) : undefined),
+        net && ns ? net.started(spec.id) : undefined,
+      ]);
+      for (const r of [setUp, handover]) if (r.status === 'rejected') throw r.reason;
       const l = newLive(spec, sb, backend, this.now());
       this.live.set(spec.id, l);
       this.commitments.update(spec.id, l);
