@@ -178,103 +178,163 @@ static const unsigned int denied_ioctls[] = {
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 /* One past the highest syscall number on the lists. */
 #define NR_LIMIT 512
-/* Each allowed range is 3 instructions at most; there are fewer ranges than allowed calls. */
-#define MAX_PROG                                                                                   \
-	(8 + 2 * N(allowed_worker) + 2 + 5 + 2 + 2 * N(denied_ioctls) + 5 + 1 +                     \
-	 3 * (N(allowed) + N(allowed_worker)) + 2 * N(denied) + 1)
-_Static_assert(MAX_PROG <= WARREN_SECCOMP_MAX_PROG, "WARREN_SECCOMP_MAX_PROG is too small");
 
 /* The low 32 bits of argument i (x86_64 is little-endian). */
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 
-/* For each range lo..hi of consecutive numbers set in `set`: if lo <= nr <= hi, return `ret`
- * (nr in the accumulator). The number of instructions written. */
-static size_t emit_ranges(struct sock_filter *prog, const unsigned char *set, unsigned int ret)
+/* Answers that depend on a call's arguments (never a seccomp return value of this program: those
+ * are ALLOW and ERRNO). */
+enum { BY_CLONE_FLAGS = 1, BY_IOCTL_COMMAND, BY_SOCKET_FAMILY };
+
+static const unsigned int denied_families[] = { AF_ALG, AF_VSOCK };
+
+/* A run of call numbers from `start` up to the next run's start, all answered `ret`. */
+struct run {
+	unsigned int start;
+	unsigned int ret;
+};
+
+/* The instructions a leaf answering `ret` takes (see emit_leaf). */
+static size_t leaf_size(unsigned int ret)
+{
+	switch (ret) {
+	case BY_CLONE_FLAGS:
+		return 4;
+	case BY_IOCTL_COMMAND:
+		return 3 + N(denied_ioctls);
+	case BY_SOCKET_FAMILY:
+		return 3 + N(denied_families);
+	default:
+		return 1;
+	}
+}
+
+/* "If the low 32 bits of argument `arg` are one of `k`, refuse; else allow." */
+static size_t emit_one_of(struct sock_filter *prog, unsigned int arg, const unsigned int *k, size_t nk)
 {
 	size_t n = 0;
-	for (unsigned int lo = 0; lo < NR_LIMIT; lo++) {
-		if (!set[lo])
-			continue;
-		unsigned int hi = lo;
-		while (hi + 1 < NR_LIMIT && set[hi + 1])
-			hi++;
-		if (lo == hi) {
-			prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, lo, 0, 1);
-		} else {
-			prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, lo, 0, 2);
-			prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, hi, 1, 0);
-		}
-		prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret);
-		lo = hi;
-	}
+	prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg));
+	for (size_t i = 0; i < nk; i++)
+		prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k[i], (unsigned char)(nk - i), 0);
+	prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, DENY_ERRNO);
 	return n;
+}
+
+/* A number's answer: a return, or the check of its arguments the strict profile makes. */
+static size_t emit_leaf(struct sock_filter *prog, unsigned int ret)
+{
+	switch (ret) {
+	case BY_CLONE_FLAGS:
+		/* clone: no namespace flag (argument 0). */
+		prog[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0));
+		prog[1] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, NS_FLAGS, 0, 1);
+		prog[2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, DENY_ERRNO);
+		prog[3] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		return 4;
+	case BY_IOCTL_COMMAND:
+		/* ioctl: the kernel takes the command as 32 bits, so only those are compared. */
+		return emit_one_of(prog, 1, denied_ioctls, N(denied_ioctls));
+	case BY_SOCKET_FAMILY:
+		/* socket(AF_ALG, ...): the kernel's crypto API; socket(AF_VSOCK, ...): a channel to the
+		 * hypervisor of the machine Warren runs on (Docker's profile refuses it too). */
+		return emit_one_of(prog, 0, denied_families, N(denied_families));
+	default:
+		prog[0] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret);
+		return 1;
+	}
+}
+
+/* The instructions emit_tree writes for runs lo..hi-1. */
+static size_t tree_size(const struct run *r, size_t lo, size_t hi)
+{
+	if (hi - lo == 1)
+		return leaf_size(r[lo].ret);
+	size_t mid = lo + (hi - lo) / 2, left = tree_size(r, lo, mid);
+	return (left > 255 ? 2 : 1) + left + tree_size(r, mid, hi);
+}
+
+/*
+ * A binary search over the runs lo..hi-1 (nr in the accumulator) down to each run's answer: a
+ * call number takes a dozen instructions to it, not a walk down the lists. The kernel runs a new
+ * filter over every call number to cache the answers that do not depend on arguments, so a walk
+ * down the lists cost each sandbox's start ~0.1 ms more. A node is "if nr >= the right half's
+ * first number, jump over the left half" (through an unconditional jump when the left half is
+ * past an 8-bit jump). The number of instructions written.
+ */
+static size_t emit_tree(struct sock_filter *prog, const struct run *r, size_t lo, size_t hi)
+{
+	if (hi - lo == 1)
+		return emit_leaf(prog, r[lo].ret);
+	size_t mid = lo + (hi - lo) / 2, left = tree_size(r, lo, mid), n = 0;
+	if (left > 255) {
+		prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, r[mid].start, 0, 1);
+		prog[n++] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, (unsigned int)left);
+	} else {
+		prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, r[mid].start, (unsigned char)left, 0);
+	}
+	n += emit_tree(prog + n, r, lo, mid);
+	return n + emit_tree(prog + n, r, mid, hi);
+}
+
+/* What a profile answers call number `nr` (x86_64; NR_LIMIT and past: unknown). */
+static unsigned int answer(enum warren_seccomp_profile profile, unsigned int nr)
+{
+	int strict = profile != WARREN_SECCOMP_WORKER;
+	if (strict) {
+		if (nr == __NR_clone3)
+			/* libc falls back to clone, whose flags a filter can see. */
+			return ENOSYS_ERRNO;
+		for (size_t i = 0; i < N(allowed_worker); i++)
+			if (nr == allowed_worker[i])
+				return DENY_ERRNO;
+		if (nr == __NR_clone)
+			return BY_CLONE_FLAGS;
+		if (nr == __NR_ioctl)
+			return BY_IOCTL_COMMAND;
+		if (nr == __NR_socket)
+			return BY_SOCKET_FAMILY;
+	}
+	/* Stacked on the worker's filter, which answers everything else as the strict one does. */
+	if (profile == WARREN_SECCOMP_NARROW)
+		return SECCOMP_RET_ALLOW;
+	for (size_t i = 0; i < N(allowed); i++)
+		if (nr == allowed[i])
+			return SECCOMP_RET_ALLOW;
+	if (!strict)
+		for (size_t i = 0; i < N(allowed_worker); i++)
+			if (nr == allowed_worker[i])
+				return SECCOMP_RET_ALLOW;
+	for (size_t i = 0; i < N(denied); i++)
+		if (nr == denied[i])
+			return DENY_ERRNO;
+	return ENOSYS_ERRNO;
 }
 
 size_t warren_seccomp_build(struct sock_filter *prog, enum warren_seccomp_profile profile)
 {
-	unsigned char allow[NR_LIMIT] = { 0 };
 	size_t n = 0;
-	int strict = profile != WARREN_SECCOMP_WORKER;
-#define EMIT(s) (prog[n++] = (struct sock_filter)s)
-#define LOAD(off) EMIT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off)))
-#define RET(v) EMIT(BPF_STMT(BPF_RET | BPF_K, (v)))
-/* if A == k: return v (two instructions) */
-#define DENY_IF(k, v)                                              \
-	do {                                                       \
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), 0, 1)); \
-		RET(v);                                            \
-	} while (0)
-	for (size_t i = 0; i < N(allowed); i++)
-		allow[allowed[i]] = 1;
-	if (!strict)
-		for (size_t i = 0; i < N(allowed_worker); i++)
-			allow[allowed_worker[i]] = 1;
-	LOAD(offsetof(struct seccomp_data, arch));
-	EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0));
-	RET(DENY_ERRNO);
-	LOAD(offsetof(struct seccomp_data, nr));
+	prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+	prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+	prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, DENY_ERRNO);
+	prog[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
 	/* x32 calls carry the x32 bit in nr under the x86_64 arch value. */
-	EMIT(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, 1));
-	RET(DENY_ERRNO);
-	if (strict) {
-		unsigned char deny[NR_LIMIT] = { 0 };
-		for (size_t i = 0; i < N(allowed_worker); i++)
-			if (allowed_worker[i] != __NR_clone3)
-				deny[allowed_worker[i]] = 1;
-		n += emit_ranges(prog + n, deny, DENY_ERRNO);
-		DENY_IF(__NR_clone3, ENOSYS_ERRNO);
-		/* clone: no namespace flag (argument 0). */
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3));
-		LOAD(ARG_LO(0));
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, NS_FLAGS, 0, 1));
-		RET(DENY_ERRNO);
-		LOAD(offsetof(struct seccomp_data, nr));
-		/* ioctl: the kernel takes the command as 32 bits, so only those are compared. */
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 1 + 2 * N(denied_ioctls)));
-		LOAD(ARG_LO(1));
-		for (size_t i = 0; i < N(denied_ioctls); i++)
-			DENY_IF(denied_ioctls[i], DENY_ERRNO);
-		LOAD(offsetof(struct seccomp_data, nr));
-		/* socket(AF_ALG, ...): the kernel's crypto API; socket(AF_VSOCK, ...): a channel to the
-		 * hypervisor of the machine Warren runs on (Docker's profile refuses it too). */
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 4));
-		LOAD(ARG_LO(0));
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_ALG, 1, 0));
-		EMIT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_VSOCK, 0, 1));
-		RET(DENY_ERRNO);
-		LOAD(offsetof(struct seccomp_data, nr));
+	prog[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, 1);
+	prog[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, DENY_ERRNO);
+	/* Every number's answer as runs of equal answers, searched as a tree (an answer by the
+	 * arguments is a run of its own number). */
+	struct run runs[NR_LIMIT + 1];
+	size_t nruns = 0;
+	for (unsigned int nr = 0; nr <= NR_LIMIT; nr++) {
+		unsigned int ret = nr < NR_LIMIT ? answer(profile, nr) : profile == WARREN_SECCOMP_NARROW ? SECCOMP_RET_ALLOW : ENOSYS_ERRNO;
+		if (!nruns || runs[nruns - 1].ret != ret || ret < SECCOMP_RET_ERRNO)
+			runs[nruns++] = (struct run){ nr, ret };
 	}
-	/* Stacked on the worker's filter, which answers everything else as the strict one does. */
-	if (profile == WARREN_SECCOMP_NARROW) {
-		RET(SECCOMP_RET_ALLOW);
-		return n;
-	}
-	/* The allow list as ranges of consecutive numbers. */
-	n += emit_ranges(prog + n, allow, SECCOMP_RET_ALLOW);
-	for (size_t i = 0; i < N(denied); i++)
-		DENY_IF(denied[i], DENY_ERRNO);
-	RET(ENOSYS_ERRNO);
-	return n;
+	/* The lists are fixed: a program that would not fit is a change to them this must outgrow
+	 * (the test builds every profile). Installing an empty program fails, closed. */
+	if (n + tree_size(runs, 0, nruns) > WARREN_SECCOMP_MAX_PROG)
+		return 0;
+	return n + emit_tree(prog + n, runs, 0, nruns);
 }
 
 int warren_seccomp_install_profile(enum warren_seccomp_profile profile)
