@@ -52,6 +52,9 @@ describe('fork', notOnMicrovm('these are the container backend’s forks'), () =
             '500000000\nstate\nx\n7\n/work\nno-vi\nnone',
           );
           assert.equal((await c.exec('test -e /work/later')).exitCode, 1);
+          // A host name of its own, in /etc as well (the source's /etc files are under its layer).
+          const name = c.id.replace(/_/g, '-');
+          assert.equal(await out(c, 'hostname; cat /etc/hostname; grep -c "127.0.1.1.*$(hostname)" /etc/hosts'), `${name}\n${name}\n1`);
           await out(c, `echo ${i} > /work/mine && echo child${i} >> /work/s`);
         }),
       );

@@ -178,6 +178,30 @@ describe('names', () => {
       assert.equal(r.exitCode, 0, r.stderr);
       assert.equal(r.stdout, `${want}\n['127.0.0.1', '::1']\n127.0.1.1\nhi\n`);
       assert.equal((await sb.exec('cat /etc/hostname /proc/sys/kernel/hostname')).stdout, `${want}\n${want}\n`);
+      // The platform's files are the sandbox root's, and /etc keeps the image's owner and mode.
+      const modes = await sb.exec('stat -c "%n %a %u %g %F" /etc /etc/hostname /etc/hosts /etc/resolv.conf');
+      assert.equal(
+        modes.stdout,
+        ['/etc 755 0 0 directory', '/etc/hostname 644 0 0 regular file', '/etc/hosts 644 0 0 regular file', '/etc/resolv.conf 644 0 0 regular file', ''].join(
+          '\n',
+        ),
+      );
+    } finally {
+      await sb.delete();
+    }
+  });
+
+  test("an image's /etc of another mode and owner keeps them under the platform's files (a copy-up); its other files are there", async () => {
+    const tar = makeTar([
+      { path: 'etc/', type: 'dir', mode: 0o750, uid: 1000, gid: 1000 },
+      { path: 'etc/app.conf', content: 'mine\n' },
+    ]);
+    const up = await http(t, 'POST', '/v1/layers?name=test/etcmode', tar, { 'content-type': 'application/x-tar' });
+    assert.equal(up.status, 201, up.text);
+    const sb = await t.client.sandboxes.create({ image: 'busybox:latest', layers: ['test/etcmode'] });
+    try {
+      const r = await sb.exec('stat -c "%a %u %g" /etc; cat /etc/app.conf /etc/hostname; grep -c localhost /etc/hosts; test -f /etc/passwd && echo passwd');
+      assert.equal(r.stdout, `750 1000 1000\nmine\n${sb.id.replace(/_/g, '-')}\n2\npasswd\n`, r.stderr);
     } finally {
       await sb.delete();
     }
