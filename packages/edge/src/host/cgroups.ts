@@ -76,19 +76,23 @@ export class CgroupV1 {
    */
   async remove(path: string, controllers: readonly string[], timeoutMs = 5000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    for (const c of controllers) {
-      for (;;) {
-        try {
-          await rmdir(this.dir(c, path));
-          break;
-        } catch (e) {
-          const code = (e as NodeJS.ErrnoException).code;
-          if (code === 'ENOENT') break;
-          if (code !== 'EBUSY' || Date.now() > deadline) throw e;
-          await new Promise((r) => setTimeout(r, 2));
+    // One hierarchy's directory does not wait for another's: all at once, each retried while busy.
+    const results = await Promise.allSettled(
+      controllers.map(async (c) => {
+        for (;;) {
+          try {
+            await rmdir(this.dir(c, path));
+            return;
+          } catch (e) {
+            const code = (e as NodeJS.ErrnoException).code;
+            if (code === 'ENOENT') return;
+            if (code !== 'EBUSY' || Date.now() > deadline) throw e;
+            await new Promise((r) => setTimeout(r, 2));
+          }
         }
-      }
-    }
+      }),
+    );
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
   }
 
   /** The pids in a cgroup (empty when it does not exist). */

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseProcStat, parseUidMapBase, processExited, processStartTime } from './proc.js';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { parseProcStat, parseUidMapBase, processExited, processExitedNow, processStartTime } from './proc.js';
 
 test('stat fields are read after the last parenthesis of the command name', () => {
   const line = '4242 (we ird) (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 0';
@@ -13,6 +15,21 @@ test('a live process is not exited; another start time under its pid is', async 
   assert.equal(await processExited(process.pid, start), false);
   assert.equal(await processExited(process.pid, start + 1), true);
   assert.equal(await processExited(2 ** 22 + 1), true);
+  // Read at once, the same answers.
+  assert.equal(processExitedNow(process.pid, start), false);
+  assert.equal(processExitedNow(process.pid, start + 1), true);
+  assert.equal(processExitedNow(2 ** 22 + 1), true);
+});
+
+test('a child that ended reads as exited at once, whether reaped or still a zombie', async () => {
+  const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+  await once(child, 'spawn');
+  const pid = child.pid!;
+  const start = await processStartTime(pid);
+  assert.equal(processExitedNow(pid, start), false);
+  child.kill('SIGKILL');
+  await once(child, 'exit');
+  assert.equal(processExitedNow(pid, start), true);
 });
 
 test("a user namespace's base is the host id its root maps to", () => {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile, readdir, readlink, realpath } from 'node:fs/promises';
 
 /** The fields of a /proc/PID/stat line after the command name (the state is the first). */
@@ -58,6 +59,22 @@ export async function processStartTime(pid: number): Promise<number | null> {
 export async function processExited(pid: number, startTime?: number | null): Promise<boolean> {
   const s = await readStat(pid);
   if (!s || s.state === 'Z' || s.state === 'X') return true;
+  return startTime != null && s.startTime !== startTime;
+}
+
+/**
+ * processExited, read at once: /proc/PID/stat is made by the kernel on the read, never waits on a
+ * disk, and a read of it takes microseconds where an asynchronous one takes four trips through
+ * Node's thread pool (a loop that waits for a process to end reads it every millisecond).
+ */
+export function processExitedNow(pid: number, startTime?: number | null): boolean {
+  let s: { state: string; startTime: number };
+  try {
+    s = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+  if (s.state === 'Z' || s.state === 'X') return true;
   return startTime != null && s.startTime !== startTime;
 }
 

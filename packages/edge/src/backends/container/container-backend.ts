@@ -9,7 +9,7 @@ import { SubvolumeQuotas } from '../../host/qgroup.js';
 import { forkBaseOf, sandboxHostname } from '../backend.js';
 import type { ExitWatcher, Mounts, SandboxSpawner, Spawner } from '../../host/hostd.js';
 import type { CgroupV1 } from '../../host/cgroups.js';
-import { findNamespaceInit, processExited, processStartTime, userNamespaceBase } from '../../host/proc.js';
+import { findNamespaceInit, processExited, processExitedNow, processStartTime, userNamespaceBase } from '../../host/proc.js';
 import { hello } from '../../init/channel.js';
 import { unixAgent } from '../../init/call.js';
 import { LayerMounts } from './layer-mounts.js';
@@ -75,6 +75,8 @@ export class ContainerBackend implements Backend {
   /** Each sandbox's host id range (root inside is its hostStart). */
   private readonly ranges = new IdRanges();
   private readonly rangeOf = new Map<string, IdMap>();
+  /** Each sandbox's init as it was started or adopted: a destroy checks it is still that process instead of looking it up again. */
+  private readonly inits = new Map<string, InitRecord>();
   /** CPU quotas of sandboxes still being set up (see startNative), written at `started`. */
   private readonly pendingQuota = new Map<string, number>();
   /** How full the sandboxes' limited writable layers are (with disk quotas). */
@@ -163,7 +165,18 @@ export class ContainerBackend implements Backend {
 
   /** `keep`: its init speaks protocol version 2 (one this node started does), so connections to it are kept. */
   private sandbox(id: string, init: InitRecord | null, keep: boolean): BackendSandbox {
+    if (init) this.inits.set(id, init);
     return { id, connect: unixAgent(this.socketPath(id), { keep }), initPid: init?.pid ?? null, initStartTime: init?.startTime ?? null };
+  }
+
+  /**
+   * A sandbox's init as this backend knew it, while that process (pid and start time) still runs;
+   * else looked up as findInit does. Null when it is gone.
+   */
+  private async liveInit(id: string): Promise<InitRecord | null> {
+    const known = this.inits.get(id);
+    if (known && !processExitedNow(known.pid, known.startTime)) return known;
+    return this.findInit(id);
   }
 
   /**
@@ -367,10 +380,9 @@ export class ContainerBackend implements Backend {
   private async cleanup(id: string, what: { started: boolean; mounted: boolean }): Promise<void> {
     const dir = this.dir(id);
     if (what.started) {
-      // A frozen process cannot die; thaw first, then kill PID 1 of the namespace (which kills
-      // everything in it) instead of `runc delete -f`, which sleeps 100 ms.
-      await this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined);
-      const init = await this.findInit(id);
+      // A frozen process cannot die: thaw it (its init found meanwhile), then kill PID 1 of the
+      // namespace (which kills everything in it) instead of `runc delete -f`, which sleeps 100 ms.
+      const [, init] = await Promise.all([this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined), this.liveInit(id)]);
       if (init !== null) {
         const { pid, startTime } = init;
         try {
@@ -378,8 +390,9 @@ export class ContainerBackend implements Backend {
         } catch {
           /* already gone */
         }
+        // Its end is read from /proc at once (no trip through the thread pool) every millisecond.
         const deadline = Date.now() + 5000;
-        while (!(await processExited(pid, startTime)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
+        while (!processExitedNow(pid, startTime) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
       }
       await this.killLeft(id);
       if (existsSync(join(dir, 'config.json'))) {
@@ -399,6 +412,7 @@ export class ContainerBackend implements Backend {
     if (this.o.diskQuotas) await this.o.mounts.deleteSubvolume(join(this.o.dataDir, 'sandboxes'), id).catch(() => undefined);
     await rm(dir, { recursive: true, force: true, maxRetries: 2 });
     this.pendingQuota.delete(id);
+    this.inits.delete(id);
     // Its processes are gone and so are its files: the range may serve another sandbox.
     const range = this.rangeOf.get(id);
     if (range && !existsSync(dir)) {
