@@ -17,6 +17,20 @@ test('a pure v2 host uses the unified path', () => {
   assert.equal(sandboxCgroupParent('0::/user.slice/x.scope\n'), '/user.slice/x.scope/warren');
 });
 
+test("a cgroup's processes, read at once and through the thread pool alike; none where it is gone", async () => {
+  const root = await mkdtemp(join(tmpdir(), 'cgroups-test-'));
+  try {
+    await mkdir(join(root, 'pids', 'w', 'sb'), { recursive: true });
+    await writeFile(join(root, 'pids', 'w', 'sb', 'cgroup.procs'), '12\n345\n');
+    const cg = new CgroupV1(root);
+    assert.deepEqual(cg.procsNow('pids', 'w/sb'), [12, 345]);
+    assert.deepEqual(await cg.procs('pids', 'w/sb'), [12, 345]);
+    assert.deepEqual(cg.procsNow('pids', 'w/gone'), []);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+});
+
 test("a cgroup's forks refused at pids.max, from pids.events; null where it cannot be read", async () => {
   const root = await mkdtemp(join(tmpdir(), 'cgroups-test-'));
   try {

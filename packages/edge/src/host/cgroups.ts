@@ -101,6 +101,20 @@ export class CgroupV1 {
     return text.split('\n').filter(Boolean).map(Number);
   }
 
+  /**
+   * procs, read at once: cgroup.procs is made by the kernel on the read and never waits on a
+   * disk (a delete looks once whether anything is left after its init ended: usually nothing).
+   */
+  procsNow(controller: string, path: string): number[] {
+    let text = '';
+    try {
+      text = readFileSync(this.file(controller, path, 'cgroup.procs'), 'utf8');
+    } catch {
+      /* gone */
+    }
+    return text.split('\n').filter(Boolean).map(Number);
+  }
+
   /** How many processes the kernel's OOM killer ended at this cgroup's limit (memory.oom_control's oom_kill; null: not known). */
   async oomKills(path: string): Promise<number | null> {
     const text = await readFile(this.file('memory', path, 'memory.oom_control'), 'utf8').catch(() => '');

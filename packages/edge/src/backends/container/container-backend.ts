@@ -359,6 +359,8 @@ export class ContainerBackend implements Backend {
    */
   private async killLeft(id: string): Promise<void> {
     const path = this.cgroupPath(id);
+    // Usually nothing is left once the init ended (its namespace's end took the rest): one look, at once.
+    if (!this.o.cgroups.procsNow('pids', path).length) return;
     const left = (): Promise<number[]> => this.o.cgroups.procs('pids', path);
     const graceEnd = Date.now() + 200;
     while ((await left()).length && Date.now() < graceEnd) await new Promise((r) => setTimeout(r, 2));
