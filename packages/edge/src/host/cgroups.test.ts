@@ -17,7 +17,7 @@ test('a pure v2 host uses the unified path', () => {
   assert.equal(sandboxCgroupParent('0::/user.slice/x.scope\n'), '/user.slice/x.scope/warren');
 });
 
-test("a cgroup's processes, read at once and through the thread pool alike; none where it is gone", async () => {
+test("a cgroup's processes and freezer state, read at once (processes through the thread pool alike); none where it is gone", async () => {
   const root = await mkdtemp(join(tmpdir(), 'cgroups-test-'));
   try {
     await mkdir(join(root, 'pids', 'w', 'sb'), { recursive: true });
@@ -26,6 +26,10 @@ test("a cgroup's processes, read at once and through the thread pool alike; none
     assert.deepEqual(cg.procsNow('pids', 'w/sb'), [12, 345]);
     assert.deepEqual(await cg.procs('pids', 'w/sb'), [12, 345]);
     assert.deepEqual(cg.procsNow('pids', 'w/gone'), []);
+    await mkdir(join(root, 'freezer', 'w', 'sb'), { recursive: true });
+    await writeFile(join(root, 'freezer', 'w', 'sb', 'freezer.state'), 'FROZEN\n');
+    assert.equal(cg.freezerStateNow('w/sb'), 'FROZEN');
+    assert.equal(cg.freezerStateNow('w/gone'), null);
   } finally {
     await rm(root, { recursive: true, force: true });
   }

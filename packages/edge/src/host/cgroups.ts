@@ -101,6 +101,15 @@ export class CgroupV1 {
     return text.split('\n').filter(Boolean).map(Number);
   }
 
+  /** The freezer's state of a cgroup (THAWED, FREEZING or FROZEN), read at once; null when it is gone. */
+  freezerStateNow(path: string): string | null {
+    try {
+      return readFileSync(this.file('freezer', path, 'freezer.state'), 'utf8').trim();
+    } catch {
+      return null;
+    }
+  }
+
   /**
    * procs, read at once: cgroup.procs is made by the kernel on the read and never waits on a
    * disk (a delete looks once whether anything is left after its init ended: usually nothing).

@@ -382,9 +382,11 @@ export class ContainerBackend implements Backend {
   private async cleanup(id: string, what: { started: boolean; mounted: boolean }): Promise<void> {
     const dir = this.dir(id);
     if (what.started) {
-      // A frozen process cannot die: thaw it (its init found meanwhile), then kill PID 1 of the
-      // namespace (which kills everything in it) instead of `runc delete -f`, which sleeps 100 ms.
-      const [, init] = await Promise.all([this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined), this.liveInit(id)]);
+      // A frozen process cannot die: thaw it unless it runs (its init found meanwhile), then kill
+      // PID 1 of the namespace (which kills everything in it) instead of `runc delete -f`, which
+      // sleeps 100 ms.
+      const thawed = this.o.cgroups.freezerStateNow(this.cgroupPath(id)) === 'THAWED';
+      const [, init] = await Promise.all([thawed ? undefined : this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined), this.liveInit(id)]);
       if (init !== null) {
         const { pid, startTime } = init;
         try {
