@@ -83,18 +83,30 @@ static int mkdir_p(char *path)
 	}
 }
 
+/* The request's next field from offset *i (a key byte, a little-endian u32 length, the value; a
+ * value cut off by the end is taken as far as it goes, as the zygote's Python took it): 0 at the end. */
+static int next_field(const char *d, size_t n, size_t *i, char *k, const char **v, size_t *vn)
+{
+	if (*i + 5 > n)
+		return 0;
+	uint32_t len;
+	*k = d[*i];
+	memcpy(&len, d + *i + 1, sizeof len);
+	*vn = len > n - *i - 5 ? n - *i - 5 : len;
+	*v = d + *i + 5;
+	*i += 5 + *vn;
+	return 1;
+}
+
 /* The request's files (a `P` path, then a `B` field with the bytes, repeated), written in the
  * call's own root; a file that cannot be written ends the call. */
 static void write_files(int ep, const char *d, size_t n)
 {
 	char *path = NULL;
-	for (size_t i = 0; i + 5 <= n;) {
-		char k = d[i];
-		uint32_t len;
-		memcpy(&len, d + i + 1, sizeof len);
-		size_t vn = len > n - i - 5 ? n - i - 5 : len;
-		const char *v = d + i + 5;
-		i += 5 + vn;
+	char k;
+	const char *v;
+	size_t vn;
+	for (size_t i = 0; next_field(d, n, &i, &k, &v, &vn);) {
 		if (k == 'P') {
 			free(path);
 			path = cstr(v, vn);
@@ -157,13 +169,10 @@ int warren_fn_prepare(const int *fds, unsigned long tmpfs_kib, struct warren_fn_
 	if (!code || !env)
 		fail(ep, ENOMEM, "request: %s", strerror(ENOMEM));
 	size_t ncode = 0, nenv = 0, count = 0;
-	for (size_t i = 0; i + 5 <= n;) {
-		char k = d[i];
-		uint32_t len;
-		memcpy(&len, d + i + 1, sizeof len);
-		size_t vn = len > n - i - 5 ? n - i - 5 : len;
-		const char *v = d + i + 5;
-		i += 5 + vn;
+	char k;
+	const char *v;
+	size_t vn;
+	for (size_t i = 0; next_field(d, n, &i, &k, &v, &vn);) {
 		if (k == 'C') {
 			memcpy(code + ncode, v, vn);
 			ncode += vn;
