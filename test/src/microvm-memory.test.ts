@@ -10,7 +10,7 @@ import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_ID_MAP } from '@warren/images';
-import { MicrovmBackend, OWNER_PID_FILE, guestKit, type BackendSandbox } from '@warren/edge';
+import { MicrovmBackend, OWNER_PID_FILE, guestKit, setupZramSwap, type BackendSandbox, type ZramSwap } from '@warren/edge';
 import { IMAGE_CACHE, until } from './harness.js';
 import { GUEST_CACHE, NATIVE, sh as shAgent } from './microvm-harness.js';
 
@@ -55,6 +55,10 @@ test(
       ksm: null,
     });
     const ids: string[] = [];
+    // The pager moves QEMU's pages to swap: zram of this test's own (a node sets its own up at
+    // start and takes it down at stop, so another test's cannot be counted on; the machine may
+    // have none).
+    let swap: ZramSwap | null = null;
     const create = async (id: string): Promise<BackendSandbox> => {
       ids.push(id);
       const sb = await backend.create({ id, layers: [digest], resources: { cpu: 1, memoryMiB: MEMORY_MIB, pids: 1000 } });
@@ -62,6 +66,7 @@ test(
       return sb;
     };
     try {
+      swap = await setupZramSwap(1024);
       // 48 MiB the guest wrote and keeps (tmpfs): its pages in the template's file mapping.
       const idle = await create('sb_idle');
       assert.equal((await sh(idle, 'head -c 50331648 /dev/urandom > /dev/shm/keep && md5sum /dev/shm/keep > /tmp/sum')).code, 0);
@@ -104,6 +109,7 @@ test(
     } finally {
       for (const id of ids) await backend.destroy(id).catch(() => undefined);
       await backend.close();
+      await swap?.close();
       await rm(dir, { recursive: true, force: true });
     }
   },
