@@ -81,6 +81,11 @@ static int on32(const unsigned int *l, size_t n, uint32_t v)
 	return 0;
 }
 
+/* Written out here, not taken from seccomp.c: every namespace a clone could make. */
+#define TEST_NS_FLAGS                                                                                \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | \
+	 CLONE_NEWCGROUP | CLONE_NEWTIME)
+
 /* What a profile must answer, from the rules at the top of seccomp.c. */
 static uint32_t oracle(enum warren_seccomp_profile p, const struct seccomp_data *d)
 {
@@ -92,7 +97,7 @@ static uint32_t oracle(enum warren_seccomp_profile p, const struct seccomp_data 
 			return ENOSYS_ERRNO;
 		if (on(allowed_worker, N(allowed_worker), nr))
 			return DENY_ERRNO;
-		if ((nr == __NR_clone && (d->args[0] & NS_FLAGS)) || (nr == __NR_ioctl && on32(denied_ioctls, N(denied_ioctls), a1)) ||
+		if ((nr == __NR_clone && (d->args[0] & TEST_NS_FLAGS)) || (nr == __NR_ioctl && on32(denied_ioctls, N(denied_ioctls), a1)) ||
 		    (nr == __NR_socket && (a0 == AF_ALG || a0 == AF_VSOCK)))
 			return DENY_ERRNO;
 		if (p == WARREN_SECCOMP_NARROW)
@@ -120,6 +125,43 @@ int main(void)
 	}
 	const struct sock_filter *progs[] = { worker, strict, narrow };
 	const size_t lens[] = { nw, ns, nn };
+	/* A few answers written out, so that a list or mask the oracle shares with seccomp.c cannot
+	 * be wrong in both: 0x7fff0000 allows, 0x50001 is EPERM, 0x50026 ENOSYS. */
+	const struct {
+		int profile;
+		uint32_t arch, nr;
+		uint64_t a0, a1;
+		uint32_t want;
+	} fixed[] = {
+		{ 1, AUDIT_ARCH_X86_64, 0 /* read */, 0, 0, 0x7fff0000u },
+		{ 1, AUDIT_ARCH_X86_64, 165 /* mount */, 0, 0, 0x50001u },
+		{ 0, AUDIT_ARCH_X86_64, 165 /* mount */, 0, 0, 0x7fff0000u },
+		{ 1, AUDIT_ARCH_X86_64, 101 /* ptrace */, 0, 0, 0x50001u },
+		{ 0, AUDIT_ARCH_X86_64, 101 /* ptrace */, 0, 0, 0x50001u },
+		{ 1, AUDIT_ARCH_X86_64, 435 /* clone3 */, 0, 0, 0x50026u },
+		{ 0, AUDIT_ARCH_X86_64, 435 /* clone3 */, 0, 0, 0x7fff0000u },
+		{ 1, AUDIT_ARCH_X86_64, 56 /* clone */, 0x40000000 /* CLONE_NEWNET */, 0, 0x50001u },
+		{ 1, AUDIT_ARCH_X86_64, 56 /* clone */, 0x11 /* SIGCHLD */, 0, 0x7fff0000u },
+		{ 1, AUDIT_ARCH_X86_64, 16 /* ioctl */, 3, 0x40049409u /* FICLONE */, 0x50001u },
+		{ 1, AUDIT_ARCH_X86_64, 16 /* ioctl */, 3, 0x5401u /* TCGETS */, 0x7fff0000u },
+		{ 1, AUDIT_ARCH_X86_64, 41 /* socket */, 40 /* AF_VSOCK */, 1, 0x50001u },
+		{ 1, AUDIT_ARCH_X86_64, 41 /* socket */, 2 /* AF_INET */, 1, 0x7fff0000u },
+		{ 1, AUDIT_ARCH_X86_64, 500, 0, 0, 0x50026u },
+		{ 1, AUDIT_ARCH_X86_64, 0x40000000u /* x32 read */, 0, 0, 0x50001u },
+		{ 1, AUDIT_ARCH_I386, 3 /* read */, 0, 0, 0x50001u },
+		{ 2, AUDIT_ARCH_X86_64, 165 /* mount */, 0, 0, 0x50001u },
+		{ 2, AUDIT_ARCH_X86_64, 0 /* read */, 0, 0, 0x7fff0000u },
+	};
+	for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+		struct seccomp_data d = { .nr = (int)fixed[i].nr, .arch = fixed[i].arch };
+		d.args[0] = fixed[i].a0;
+		d.args[1] = fixed[i].a1;
+		uint32_t got = run(progs[fixed[i].profile], lens[fixed[i].profile], &d);
+		if (got != fixed[i].want) {
+			fprintf(stderr, "seccomp-test: profile %d nr %u: %#x, want %#x\n", fixed[i].profile, fixed[i].nr, got, fixed[i].want);
+			failures++;
+		}
+	}
 	size_t longest[3] = { 0 };
 	const uint32_t arches[] = { AUDIT_ARCH_X86_64, AUDIT_ARCH_I386, AUDIT_ARCH_AARCH64 };
 	/* Values argument 0 and 1 take: clone's flags, ioctl's commands, socket's families. */
@@ -130,8 +172,17 @@ int main(void)
 				  CLONE_NEWTIME,
 				  CLONE_VM | CLONE_THREAD | CLONE_SIGHAND,
 				  (uint64_t)1 << 40,
+				  CLONE_NEWPID,
+				  CLONE_NEWNET,
+				  CLONE_NEWIPC,
+				  CLONE_NEWUTS,
+				  CLONE_NEWCGROUP,
 				  FICLONE,
+				  FICLONERANGE,
 				  FIDEDUPERANGE,
+				  FS_IOC_FSSETXATTR,
+				  0xc0c0586du /* XFS_IOC_SWAPEXT */,
+				  0x40285881u /* XFS_IOC_EXCHANGE_RANGE */,
 				  TIOCSTI,
 				  TIOCLINUX,
 				  TCGETS,

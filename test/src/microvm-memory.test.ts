@@ -5,6 +5,7 @@
 // holds no more than its RAM and QEMU's bounded share.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -66,6 +67,12 @@ test(
       return sb;
     };
     try {
+      // A fresh machine may not have the zram module loaded yet (a node loads it when it starts).
+      try {
+        execFileSync('modprobe', ['zram'], { stdio: 'ignore' });
+      } catch {
+        /* built in, or loaded already: setupZramSwap says if it cannot */
+      }
       swap = await setupZramSwap(1024);
       // 48 MiB the guest wrote and keeps (tmpfs): its pages in the template's file mapping.
       const idle = await create('sb_idle');

@@ -21,7 +21,7 @@ test('a live process is not exited; another start time under its pid is', async 
   assert.equal(processExitedNow(2 ** 22 + 1), true);
 });
 
-test('a child that ended reads as exited at once, whether reaped or still a zombie', async () => {
+test('a child that ended (and was reaped) reads as exited at once', async () => {
   const child = spawn('sleep', ['30'], { stdio: 'ignore' });
   await once(child, 'spawn');
   const pid = child.pid!;

@@ -387,10 +387,13 @@ export class ContainerBackend implements Backend {
       // sleeps 100 ms.
       const thawed = this.o.cgroups.freezerStateNow(this.cgroupPath(id)) === 'THAWED';
       const [, init] = await Promise.all([thawed ? undefined : this.o.cgroups.setFrozen(this.cgroupPath(id), false).catch(() => undefined), this.liveInit(id)]);
+      this.inits.delete(id);
       if (init !== null) {
         const { pid, startTime } = init;
+        // Checked again right before the signal (no wait between): the thaw may have taken a while,
+        // and a pid that ended meanwhile may be another process's now.
         try {
-          process.kill(pid, 'SIGKILL');
+          if (!processExitedNow(pid, startTime)) process.kill(pid, 'SIGKILL');
         } catch {
           /* already gone */
         }
@@ -416,7 +419,6 @@ export class ContainerBackend implements Backend {
     if (this.o.diskQuotas) await this.o.mounts.deleteSubvolume(join(this.o.dataDir, 'sandboxes'), id).catch(() => undefined);
     await rm(dir, { recursive: true, force: true, maxRetries: 2 });
     this.pendingQuota.delete(id);
-    this.inits.delete(id);
     // Its processes are gone and so are its files: the range may serve another sandbox.
     const range = this.rangeOf.get(id);
     if (range && !existsSync(dir)) {
