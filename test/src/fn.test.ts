@@ -86,6 +86,16 @@ describe('FnCall', () => {
       assert.equal(errorCode(r), 'conflict');
       assert.deepEqual((r.json as { error: { message: string; details: unknown } }).error, { code: 'conflict', message, details: { errno: 17 } });
     }
+    // A file on the way to a deeper one is not a directory (ENOTDIR, as os.makedirs says it).
+    const deeper = await http(t, 'POST', '/v1/fn/run', {
+      language: 'python',
+      code: 'true',
+      files: [
+        { path: '/tmp/f', content: 'x' },
+        { path: '/tmp/f/g/h', content: 'y' },
+      ],
+    });
+    assert.deepEqual((deeper.json as { error: { details: unknown } }).error.details, { errno: 20 }, JSON.stringify(deeper.json));
   });
 
   test('nothing of a call is there for the next: files, processes, listeners, System V IPC, /dev/shm, environment, module state', async () => {
