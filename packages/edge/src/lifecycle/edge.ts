@@ -592,10 +592,7 @@ export class Edge {
     await this.creating.close();
     this.leases.close();
     await Promise.all([this.fn.close(), this.pools.close()]);
-    if (!opts.keep) {
-      const ids = [...this.live.keys()];
-      for (let i = 0; i < ids.length; i += 16) await Promise.all(ids.slice(i, i + 16).map((id) => this.destroy(id).catch(() => undefined)));
-    }
+    if (!opts.keep) await mapLimit([...this.live.keys()], 16, (id) => this.destroy(id).catch(() => undefined));
     await this.o.network?.close({ keep: opts.keep && this.live.size > 0 });
     for (const b of this.backendSet.all) await b.close({ keepLayers: opts.keep && this.live.size > 0 });
   }
