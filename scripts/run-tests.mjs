@@ -59,6 +59,8 @@ if (!unit.length && !integration.length) {
 const passes = [];
 /** Each integration file's wall time, for the slowest-files table. */
 const fileTimes = [];
+/** Each failed test's file, name, location and error, repeated at the end (CI shows only the tail of the output). */
+const failures = [];
 const tapDir = mkdtempSync(join(tmpdir(), 'wtests-tap-'));
 
 /**
@@ -72,21 +74,21 @@ function runFiles(list, env, timed, concurrency = 1) {
   for (const batch of batches) {
     const tap = join(tapDir, `${counts.files++}.tap`);
     const started = Date.now();
-    const status =
-      spawnSync(
-        process.execPath,
-        [
-          '--test',
-          `--test-concurrency=${concurrency}`,
-          '--test-timeout=300000',
-          '--test-reporter=spec',
-          '--test-reporter-destination=stdout',
-          '--test-reporter=tap',
-          `--test-reporter-destination=${tap}`,
-          ...batch,
-        ],
-        { stdio: 'inherit', env: { ...process.env, ...env } },
-      ).status ?? 1;
+    const run = spawnSync(
+      process.execPath,
+      [
+        '--test',
+        `--test-concurrency=${concurrency}`,
+        '--test-timeout=300000',
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tap}`,
+        ...batch,
+      ],
+      { stdio: 'inherit', env: { ...process.env, ...env } },
+    );
+    const status = run.status ?? 1;
     if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, env });
     let text = '';
     try {
@@ -99,9 +101,17 @@ function runFiles(list, env, timed, concurrency = 1) {
     counts.pass += count('pass');
     counts.fail += count('fail') + count('cancelled');
     counts.skipped += count('skipped');
+    const failed = tapFailures(text);
+    failures.push(...failed);
     if (status !== 0) {
       counts.failedFiles.push(batch.length === 1 ? batch[0] : 'unit tests');
       if (count('fail') + count('cancelled') === 0) counts.fail += 1;
+      if (!failed.length)
+        failures.push({
+          name: batch.length === 1 ? batch[0] : 'unit tests',
+          location: '',
+          error: [`no test failed, but the runner ended with ${run.signal ?? `status ${status}`}`],
+        });
     }
   }
   return counts;
@@ -156,7 +166,56 @@ if (fileTimes.length) {
   for (const f of [...fileTimes].sort((a, b) => b.ms - a.ms).slice(0, 12))
     console.log(`#   ${fmt(f.ms).padStart(8)}  ${f.file.replace(/^test\/dist\//, '')}${f.env.WARREN_TEST_BACKEND ? ' (microVM)' : ''}`);
 }
+if (failures.length) {
+  console.log('# failures');
+  for (const f of failures.slice(0, 20)) {
+    console.log(`#   ✖ ${f.name}${f.location ? `  (${f.location})` : ''}`);
+    for (const line of f.error.slice(0, 12)) console.log(`#       ${line}`);
+  }
+}
 process.exit(ok ? 0 : 1);
+
+/**
+ * The failed tests in a TAP text (node's tap reporter): name, location and error lines, the
+ * suites that failed only for their subtests left out.
+ */
+function tapFailures(text) {
+  const out = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^(\s*)not ok \d+ - (.*)$/.exec(lines[i]);
+    if (!m) continue;
+    const indent = m[1].length + 2;
+    const f = { name: m[2], location: '', error: [], failureType: '' };
+    let j = i + 1;
+    if (lines[j]?.trim() !== '---') continue;
+    for (j++; j < lines.length && lines[j].trimEnd() !== `${' '.repeat(indent)}...`; j++) {
+      const field = new RegExp(`^ {${indent}}(\\w+): ?(.*)$`).exec(lines[j]);
+      if (!field) continue;
+      const [, key, value] = field;
+      if (key === 'location') f.location = value.replace(/^'|'$/g, '').replace(process.cwd() + '/', '');
+      else if (key === 'failureType') f.failureType = value.replace(/'/g, '');
+      else if (key === 'error' || key === 'stack') {
+        const block = [];
+        if (value === '|-' || value === '|') {
+          while (j + 1 < lines.length && lines[j + 1].startsWith(' '.repeat(indent + 2))) block.push(lines[++j].slice(indent + 2));
+        } else block.push(value.replace(/^'|'$/g, ''));
+        if (key === 'error') f.error.push(...block);
+        // The test file's own frame: where in the test it failed.
+        else
+          f.error.push(
+            ...block
+              .filter((l) => l.includes('/test/dist/') || l.includes('/dist/'))
+              .slice(0, 2)
+              .map((l) => `at ${l.trim()}`),
+          );
+      }
+    }
+    i = j;
+    if (f.failureType !== 'subtestsFailed') out.push(f);
+  }
+  return out;
+}
 
 /**
  * Safety net for a test process that died without its own cleanup: what the tests' temporary data
