@@ -59,15 +59,21 @@ void conn_flush(struct conn *c)
 	}
 }
 
-void conn_send(struct conn *c, char t, const void *p, size_t n)
+/* Adds a frame to what the connection sends, without sending yet. */
+static void conn_queue(struct conn *c, char t, const void *p, size_t n)
 {
-	if (!clive(c))
-		return;
 	char h[5];
 	put32(h, (uint32_t)n + 1);
 	h[4] = t;
 	bappend(&c->out, h, 5);
 	bappend(&c->out, p, n);
+}
+
+void conn_send(struct conn *c, char t, const void *p, size_t n)
+{
+	if (!clive(c))
+		return;
+	conn_queue(c, t, p, n);
 	conn_flush(c);
 }
 
@@ -104,8 +110,14 @@ void conn_final(struct conn *c, char t, const void *p, size_t n)
 	if (c->reuse && c->op != REQ_NEW_SESSION) {
 		c->state = CS_REQ;
 		c->op = 0;
-		conn_send(c, t, p, n);
-		conn_send(c, REPLY_READY, NULL, 0);
+		/* One write: the edge reads the end and the ready together, so the connection is kept
+		 * before the caller's next call can come (two writes lost that race under load, and the
+		 * next call connected anew). */
+		if (clive(c)) {
+			conn_queue(c, t, p, n);
+			conn_queue(c, REPLY_READY, NULL, 0);
+			conn_flush(c);
+		}
 		return;
 	}
 	c->state = CS_FINAL;
