@@ -2,11 +2,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CLI, startTestWarren, type TestWarren } from './harness.js';
+import { CLI, ownedTempDir, startTestWarren, type TestWarren } from './harness.js';
 import { makeTar } from './tar-writer.js';
 
 const run = promisify(execFile);
@@ -15,7 +14,7 @@ let t: TestWarren;
 let dir = '';
 before(async () => {
   t = await startTestWarren({ images: ['busybox:latest'] });
-  dir = await mkdtemp(join(tmpdir(), 'warren-cli-images-'));
+  dir = await ownedTempDir('cli-images-');
 });
 after(async () => {
   await t?.close();

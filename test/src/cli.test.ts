@@ -1,11 +1,10 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
-import { mkdtemp, readFile, writeFile, chmod } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile, chmod } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CLI, forceCleanup, hostLeftovers, IMAGE_CACHE, spawnUp, until } from './harness.js';
+import { CLI, forceCleanup, hostLeftovers, IMAGE_CACHE, ownedTempDir, spawnUp, until } from './harness.js';
 import { e2bKey } from '@warren/server';
 
 const run = promisify(execFile);
@@ -21,7 +20,7 @@ test('the warren command is linked by npm (npx warren)', async () => {
 });
 
 test('warren up, the client commands, and warren down leave nothing behind', async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'warren-cli-'));
+  dataDir = await ownedTempDir('cli-');
   await chmod(dataDir, 0o711);
   const env = { ...process.env, WARREN_DATA_DIR: dataDir, WARREN_IMAGE_CACHE: IMAGE_CACHE, WARREN_API_KEY: '' };
   const server = await spawnUp(['--images', 'busybox:latest'], env);
@@ -78,7 +77,7 @@ test('warren up, the client commands, and warren down leave nothing behind', asy
 });
 
 test('Ctrl-C (SIGINT to the whole process group) stops every sandbox and unmounts everything', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-cli-int-'));
+  const dir = await ownedTempDir('cli-int-');
   await chmod(dir, 0o711);
   const env = { ...process.env, WARREN_API_KEY: 'int-key', WARREN_IMAGE_CACHE: IMAGE_CACHE };
   const server = await spawnUp(['--data-dir', dir, '--images', 'busybox:latest'], env);

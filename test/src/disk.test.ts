@@ -5,11 +5,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readdir, rm, statfs } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, mkdir, readdir, rm, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { WarrenError } from '@warren/sdk';
-import { forceCleanup, startTestWarren, type TestWarren } from './harness.js';
+import { forceCleanup, ownedTempDir, startTestWarren, type TestWarren } from './harness.js';
 import { dockerSave, makeTar } from './tar-writer.js';
 
 const RESERVE_MIB = 200;
@@ -22,7 +21,7 @@ describe('the data disk full', () => {
   const start = (): Promise<TestWarren> => startTestWarren({ dataDir, images: ['busybox:latest'], network: false, dataDiskReserveMiB: RESERVE_MIB });
 
   before(async () => {
-    root = await mkdtemp(join(tmpdir(), 'warren-diskfull-'));
+    root = await ownedTempDir('diskfull-');
     mnt = join(root, 'mnt');
     await mkdir(mnt);
     execFileSync('truncate', ['-s', '700M', join(root, 'disk.img')]);

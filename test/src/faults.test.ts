@@ -4,12 +4,11 @@
 import { test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, readdir, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Warren, type WarrenError } from '@warren/sdk';
 import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
-import { forceCleanup, hostLeftovers, IMAGE_CACHE, spawnUp, startTestWarren, type UpProcess } from './harness.js';
+import { forceCleanup, hostLeftovers, IMAGE_CACHE, ownedTempDir, spawnUp, startTestWarren, type UpProcess } from './harness.js';
 import { dockerSave, makeTar } from './tar-writer.js';
 
 const KEY = 'faults-key';
@@ -20,7 +19,7 @@ async function crashAt(
   before: (w: Warren, dataDir: string) => Promise<unknown>,
   after: (w: Warren, state: unknown, dataDir: string) => Promise<void>,
 ): Promise<void> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'warren-faults-'));
+  const dataDir = await ownedTempDir('faults-');
   await chmod(dataDir, 0o711);
   const env = { ...process.env, WARREN_API_KEY: KEY, WARREN_IMAGE_CACHE: IMAGE_CACHE };
   const up = (crash?: string): Promise<UpProcess> =>

@@ -2,12 +2,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
-import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
 import { WarrenError } from '@warren/sdk';
-import { errorCode, http, startTestWarren, type TestWarren } from './harness.js';
+import { errorCode, http, ownedTempDir, startTestWarren, type TestWarren } from './harness.js';
 
 const code = (c: string) => (e: unknown) => e instanceof WarrenError && e.code === c;
 
@@ -69,7 +68,7 @@ describe('files', () => {
   });
 
   test('tar in and out', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'warren-tar-'));
+    const dir = await ownedTempDir('tar-');
     try {
       await mkdir(join(dir, 'src/pkg'), { recursive: true });
       await writeFile(join(dir, 'src/pkg/a.py'), 'print(1)\n');

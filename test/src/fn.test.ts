@@ -2,12 +2,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { constants, tmpdir } from 'node:os';
+import { readdir, rm, writeFile } from 'node:fs/promises';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Warren, type FnRunResult, type WarrenError } from '@warren/sdk';
-import { CLI, errorCode, forceCleanup, hostLeftovers, http, startTestWarren, until, type TestWarren } from './harness.js';
+import { CLI, errorCode, forceCleanup, hostLeftovers, http, ownedTempDir, startTestWarren, type TestWarren, until } from './harness.js';
 import { rawFields, rawFrame, rawInit } from './raw-init.js';
 
 const run = promisify(execFile);
@@ -354,7 +354,7 @@ describe('FnCall', () => {
   });
 
   test('warren fn run -l python FILE prints the output and exits with the code', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'warren-fn-cli-'));
+    const dir = await ownedTempDir('fn-cli-');
     try {
       await writeFile(join(dir, 'main.py'), 'import sys\nprint(open("/tmp/in.txt").read().strip() * 2)\nsys.exit(5)\n');
       await writeFile(join(dir, 'in.txt'), 'ab\n');

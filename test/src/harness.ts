@@ -89,6 +89,17 @@ export async function until(pred: () => Promise<boolean>, ms = 5000): Promise<vo
   }
 }
 
+/**
+ * A new temporary dir `warren-<prefix>…`, marked as this process's: the sweep for leftovers of
+ * another test run on the machine leaves it (its mounts, sandboxes and VMs) alone while this
+ * process lives.
+ */
+export async function ownedTempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `warren-${prefix}`));
+  await writeFile(join(dir, OWNER_PID_FILE), `${process.pid}\n`);
+  return dir;
+}
+
 export interface TestWarren {
   warren: RunningWarren;
   client: Warren;
@@ -144,7 +155,7 @@ export async function startTestWarren(
     port?: number;
   } = {},
 ): Promise<TestWarren> {
-  const dataDir = opts.dataDir ?? (await mkdtemp(join(tmpdir(), 'warren-test-')));
+  const dataDir = opts.dataDir ?? (await ownedTempDir('test-'));
   await chmod(dataDir, 0o711);
   // A sweep for leftovers (another run's test runner) leaves the dir alone while this process lives.
   await writeFile(join(dataDir, OWNER_PID_FILE), `${process.pid}\n`);

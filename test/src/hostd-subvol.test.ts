@@ -2,11 +2,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { HostHelper } from '@warren/edge';
+import { ownedTempDir } from './harness.js';
 
 // warren-hostd makes a sandbox's disk in one request: a btrfs subvolume with its quota and, asked
 // with the sandbox's host id, the writable layer's `upper` (the sandbox's) and `work` (root's).
@@ -14,7 +14,7 @@ const HOSTD = new URL('../../native/build/warren-hostd', import.meta.url).pathna
 const run = promisify(execFile);
 
 test("a subvolume made with an owner holds the sandbox's upper and work dirs; without one, neither; a bad owner is refused", async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-subvol-'));
+  const dir = await ownedTempDir('subvol-');
   const image = join(dir, 'fs.btrfs');
   const mnt = join(dir, 'mnt');
   const h = new HostHelper(HOSTD);

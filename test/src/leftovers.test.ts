@@ -6,13 +6,13 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OWNER_PID_FILE, liveNode, liveOwner, sweepDataDir } from '@warren/edge';
+import { ownedTempDir } from './harness.js';
 
 test('a dead node’s data dir is swept: mounts below it gone, the dir removed; a live one is told apart', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-leftovers-'));
+  const dir = await ownedTempDir('leftovers-');
   try {
     await mkdir(join(dir, 'mnt', 'inner'), { recursive: true });
     execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', join(dir, 'mnt')]);

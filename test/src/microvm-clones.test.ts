@@ -6,12 +6,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chooseAccel, guestKit, guestRuns, processCpuSeconds, startMicrovm, vmFiles } from '@warren/edge';
 import type { Sandbox } from '@warren/sdk';
-import { forceCleanup, http, startTestWarren, until, type TestWarren } from './harness.js';
+import { forceCleanup, http, ownedTempDir, startTestWarren, type TestWarren, until } from './harness.js';
 import { NATIVE, GUEST_CACHE, platformOf, busyboxLayer, alive, withMicrovm, qemuOf, qmpStatus, identity } from './microvm-harness.js';
 
 test('creates clone the template of their image and size: no boot, each its own hostname, clock and randomness and disk', { timeout: 240_000 }, async () => {
@@ -122,8 +121,8 @@ test(
 );
 
 test('a guest whose init never answers: the create fails with unavailable after its boot timeout, QEMU gone', { timeout: 120_000 }, async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
-  const platform = await mkdtemp(join(tmpdir(), 'warren-platform-'));
+  const dir = await ownedTempDir('microvm-');
+  const platform = await ownedTempDir('platform-');
   try {
     await writeFile(join(platform, 'warren-init'), '#!/bin/sh\necho init is stuck\nexec sleep 100000\n', { mode: 0o755 });
     const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform);
@@ -253,7 +252,7 @@ test(
   async () => {
     const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), await platformOf(NATIVE));
     assert.equal(await guestRuns(kit, 'tcg', 60_000), true);
-    const dir = await mkdtemp(join(tmpdir(), 'warren-accel-'));
+    const dir = await ownedTempDir('accel-');
     try {
       const bogus = join(dir, 'vmlinuz');
       await writeFile(bogus, 'not a kernel');

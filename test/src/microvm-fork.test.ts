@@ -5,13 +5,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, rm } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_ID_MAP, LayerStore } from '@warren/images';
-import { MicrovmBackend, OWNER_PID_FILE, guestKit, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
-import { IMAGE_CACHE, until } from './harness.js';
+import { MicrovmBackend, guestKit, type BackendCreateSpec, type BackendSandbox } from '@warren/edge';
+import { IMAGE_CACHE, ownedTempDir, until } from './harness.js';
 import { GUEST_CACHE, NATIVE, sh as shAgent } from './microvm-harness.js';
 
 const MEMORY_MIB = 256;
@@ -42,9 +41,7 @@ test(
   'a running microVM forked 4 ways: each child runs on from the fork with its own memory, disk and identity; the base goes with its entry',
   { timeout: 300_000 },
   async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'warren-fork-'));
-    // Ours while this process lives: another run's sweep of leftovers leaves it alone.
-    await writeFile(join(dir, OWNER_PID_FILE), String(process.pid));
+    const dir = await ownedTempDir('fork-');
     // What the guest finds at /.warren: warren-init alone.
     const platform = join(dir, 'platform');
     await mkdir(platform);

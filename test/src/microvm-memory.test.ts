@@ -7,12 +7,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { copyFile, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DEFAULT_ID_MAP } from '@warren/images';
-import { MicrovmBackend, OWNER_PID_FILE, guestKit, setupZramSwap, type BackendSandbox, type ZramSwap } from '@warren/edge';
-import { IMAGE_CACHE, until } from './harness.js';
+import { MicrovmBackend, guestKit, setupZramSwap, type BackendSandbox, type ZramSwap } from '@warren/edge';
+import { IMAGE_CACHE, ownedTempDir, until } from './harness.js';
 import { GUEST_CACHE, NATIVE, sh as shAgent } from './microvm-harness.js';
 
 const MEMORY_MIB = 192;
@@ -25,8 +24,7 @@ test(
   'microVM memory from the host: an idle clone paged out and intact; a guest that fills its memory counted so, and bounded',
   { timeout: 300_000 },
   async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'warren-vmmem-'));
-    await writeFile(join(dir, OWNER_PID_FILE), String(process.pid));
+    const dir = await ownedTempDir('vmmem-');
     const platform = join(dir, 'platform');
     await mkdir(platform);
     await copyFile(join(NATIVE, 'warren-init'), join(platform, 'warren-init'));

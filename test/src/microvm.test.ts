@@ -5,19 +5,18 @@ import { test } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createServer as createHttpServer } from 'node:http';
 import { randomInt } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { sweepDataDir, guestKit, sandboxToken, startMicrovm, stopMicrovm, vmFiles, type RunningMicrovm } from '@warren/edge';
 import type { Sandbox } from '@warren/sdk';
-import { http, startTestWarren, until } from './harness.js';
+import { http, ownedTempDir, startTestWarren, until } from './harness.js';
 import { NATIVE, GUEST_CACHE, platformOf, busyboxLayer, sh, alive, withMicrovm, batchQemu } from './microvm-harness.js';
 
 test('a microVM boots busybox from its EROFS layer and its init answers over the virtio-serial mux', { timeout: 120_000 }, async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
+  const dir = await ownedTempDir('microvm-');
   const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), await platformOf(NATIVE));
   let vm: RunningMicrovm | null = null;
   try {
@@ -54,7 +53,7 @@ test('a microVM boots busybox from its EROFS layer and its init answers over the
 });
 
 test('a guest that cannot start: a clear error with its console, QEMU gone, nothing left running', { timeout: 120_000 }, async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-microvm-'));
+  const dir = await ownedTempDir('microvm-');
   const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), await platformOf(NATIVE));
   try {
     // A layer that is not EROFS: the guest's stage cannot mount it and powers off.
@@ -326,7 +325,7 @@ test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell s
 });
 
 test('a dead node’s microVMs are swept with its data dir: its QEMU killed, another dir’s left alone', { timeout: 60_000 }, async () => {
-  const dirs = [await mkdtemp(join(tmpdir(), 'warren-sweep-')), await mkdtemp(join(tmpdir(), 'warren-sweep-'))];
+  const dirs = [await ownedTempDir('sweep-'), await ownedTempDir('sweep-')];
   const pids: number[] = [];
   try {
     for (const d of dirs) {

@@ -3,15 +3,14 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { randomBytes, randomInt } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
 import type { AuditEntry } from '@warren/api';
 import type { WarrenOptions } from '@warren/server';
 import { sandboxResolvConf } from '@warren/edge';
-import { errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
+import { errorCode, http, ownedTempDir, startTestWarren, type TestWarren, until } from './harness.js';
 
 /**
  * A probe run inside sandboxes (debian-python): each command prints one line that the test
@@ -197,7 +196,7 @@ describe('sandbox network policy', () => {
   let nsServer: ChildProcess | null = null;
 
   before(async () => {
-    certDir = await mkdtemp(join(tmpdir(), 'warren-cert-'));
+    certDir = await ownedTempDir('cert-');
     execFileSync(
       'openssl',
       [

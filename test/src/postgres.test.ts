@@ -1,13 +1,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import pg from 'pg';
 import { startTestPostgres, type TestPostgres } from '@warren/server';
 import { type WarrenError, Warren } from '@warren/sdk';
-import { startTestWarren, type TestWarren } from './harness.js';
+import { ownedTempDir, startTestWarren, type TestWarren } from './harness.js';
 
 describe('a node whose control plane keeps its state in PostgreSQL (warren up --database)', () => {
   let pgs: TestPostgres;
@@ -61,7 +60,7 @@ describe('a node whose control plane keeps its state in PostgreSQL (warren up --
   });
 
   test('a database that is not PostgreSQL or cannot be opened is a clear error at start, its password not shown', async () => {
-    const dataDir = await mkdtemp(join(tmpdir(), 'warren-test-'));
+    const dataDir = await ownedTempDir('test-');
     try {
       await assert.rejects(
         startTestWarren({ dataDir, database: 'mysql://u@db.example/w' }),

@@ -4,12 +4,12 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { chmod, readFile, readdir, rm } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { forceCleanup, IMAGE_CACHE, spawnUp, startTestWarren, type TestWarren, type UpProcess } from './harness.js';
+import { forceCleanup, IMAGE_CACHE, ownedTempDir, spawnUp, startTestWarren, type TestWarren, type UpProcess } from './harness.js';
 
 import { PYTHON, PYTHON_DIR, runPython } from './python-run.js';
 
@@ -54,7 +54,7 @@ test('the Python client on Python 3.9: unit, live and asyncio suites', { skip: P
 });
 
 test('the Python client installs with pip where no package index is reachable, and type-checks', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-pip-'));
+  const dir = await ownedTempDir('pip-');
   try {
     const pip = await runPython(['-m', 'pip', 'install', '-q', '--no-build-isolation', '--no-index', '--target', dir, PYTHON_DIR], {});
     assert.equal(pip.code, 0, pip.out);
@@ -75,7 +75,7 @@ test('the Python client installs with pip where no package index is reachable, a
 });
 
 test('the Python rollout driver, killed (-9) mid-batch and started again, finishes every episode once and runs no test twice', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-pyrollout-'));
+  const dir = await ownedTempDir('pyrollout-');
   const out = join(dir, 'rewards.jsonl');
   const batch = `pyb${Date.now().toString(36)}`;
   const EPISODES = 6;
@@ -153,7 +153,7 @@ sb.delete()
 `;
 
 test('the Python client when the server dies mid-stream: a clear error at once, and the same client works once it is back', async () => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'warren-pyrestart-'));
+  const dataDir = await ownedTempDir('pyrestart-');
   await chmod(dataDir, 0o711);
   const port = await freePort();
   const key = 'py-restart-key';

@@ -2,14 +2,13 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { runPython } from './python-run.js';
-import { http, startTestWarren, type TestWarren } from './harness.js';
+import { http, ownedTempDir, startTestWarren, type TestWarren } from './harness.js';
 import { makeTar, type Member } from './tar-writer.js';
 
 const sha = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
@@ -58,7 +57,7 @@ async function startRegistry(dir: string, extra = ''): Promise<{ port: number; c
 }
 
 before(async () => {
-  storage = await mkdtemp(join(tmpdir(), 'warren-registry-'));
+  storage = await ownedTempDir('registry-');
   const reg = await startRegistry(storage);
   registry = reg.child;
   regPort = reg.port;
@@ -341,7 +340,7 @@ test('layers published to a registry are read from it on demand by another node,
 });
 
 test('a registry that wants credentials: publish, on-demand reads and pulls work with them, and are refused clearly without', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'warren-registry-auth-'));
+  const dir = await ownedTempDir('registry-auth-');
   const hash = execFileSync('htpasswd', ['-Bbn', 'warren', 's3cret']).toString().trim();
   await writeFile(join(dir, 'htpasswd'), hash + '\n');
   const reg = await startRegistry(dir, `auth:\n  htpasswd:\n    realm: warren\n    path: ${dir}/htpasswd\n`);

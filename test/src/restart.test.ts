@@ -1,11 +1,9 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { chmod, readFile } from 'node:fs/promises';
 import { Warren, type WarrenError } from '@warren/sdk';
 import type { LifecycleEvent } from '@warren/api';
-import { forceCleanup, hostLeftovers, IMAGE_CACHE, initOf, spawnUp, startTestWarren, until, type TestWarren } from './harness.js';
+import { forceCleanup, hostLeftovers, IMAGE_CACHE, initOf, ownedTempDir, spawnUp, startTestWarren, type TestWarren, until } from './harness.js';
 
 const opened: TestWarren[] = [];
 after(async () => {
@@ -71,7 +69,7 @@ test('a restart keeps running sandboxes and their sessions; dead ones become fai
 });
 
 test('a crash of the Warren process (SIGKILL) loses no sandbox', async () => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'warren-crash-'));
+  const dataDir = await ownedTempDir('crash-');
   await chmod(dataDir, 0o711);
   const env = { ...process.env, WARREN_API_KEY: 'crash-key', WARREN_IMAGE_CACHE: IMAGE_CACHE };
   const up = () => spawnUp(['--data-dir', dataDir, '--images', 'busybox:latest'], env);

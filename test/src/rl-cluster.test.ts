@@ -2,13 +2,12 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { OWNER_PID_FILE } from '@warren/edge';
 import { startServer, type RunningServer } from '@warren/server';
 import { Warren } from '@warren/sdk';
-import { IMAGE_CACHE, forceCleanup, hostLeftovers, spawnEdge, until, type EdgeProcess } from './harness.js';
+import { type EdgeProcess, forceCleanup, hostLeftovers, IMAGE_CACHE, ownedTempDir, spawnEdge, until } from './harness.js';
 
 // The RL loop's parts over two real nodes: a control plane in this process (its state in SQLite:
 // one replica) and two `warren edge` processes joined to it, each holding at most 3 sandboxes. A
@@ -29,7 +28,7 @@ let server: RunningServer | undefined;
 let client: Warren;
 
 async function dataDir(): Promise<string> {
-  const d = await mkdtemp(join(tmpdir(), 'warren-lease-cluster-'));
+  const d = await ownedTempDir('lease-cluster-');
   // The test runner's sweep for leftovers leaves it alone while this process lives.
   await writeFile(join(d, OWNER_PID_FILE), `${process.pid}\n`);
   dirs.push(d);

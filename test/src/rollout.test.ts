@@ -1,11 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startTestWarren } from './harness.js';
+import { ownedTempDir, startTestWarren } from './harness.js';
 
 const DRIVER = fileURLToPath(new URL('../../examples/rollout/dist/driver.js', import.meta.url));
 
@@ -16,7 +15,7 @@ interface State {
 
 test('a rollout driver killed mid-batch and restarted finishes every episode exactly once, with the same results', async () => {
   const t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'] });
-  const dir = await mkdtemp(join(tmpdir(), 'warren-rollout-'));
+  const dir = await ownedTempDir('rollout-');
   const stateFile = join(dir, 'state.json');
   const batch = `b${Date.now().toString(36)}`;
   const EPISODES = 6;
