@@ -168,7 +168,7 @@ test(
     const src = await t.client.sandboxes.create({ image: 'busybox:latest', backend: 'microvm', resources: { memoryMiB: 256 } });
     const made: Sandbox[] = [src];
     try {
-      await out(src, 'echo vm-state > /root/s; (i=0; while true; do i=$((i+1)); echo $i > /tmp/c; sleep 0.05; done) > /dev/null 2>&1 &');
+      await out(src, 'echo vm-state > /root/s; (i=0; while true; do i=$((i+1)); echo $i > /tmp/c.n; mv /tmp/c.n /tmp/c; sleep 0.05; done) > /dev/null 2>&1 &');
       await until(async () => Number((await src.exec('cat /tmp/c')).stdout) > 2, 30_000);
       await assert.rejects(src.fork({ resources: { memoryMiB: 512 } }), (e: { code?: string }) => e.code === 'invalid_argument');
       const r = await src.fork({ count: 2 });

@@ -79,7 +79,9 @@ test(
       assert.equal(backend.capabilities.fork, true);
       const source = await create('sb_source', [digest], 0);
       await sh(source, 'echo frozen > /root/at-fork');
-      await sh(source, '(i=0; while true; do i=$((i+1)); echo $i > /tmp/c; sleep 0.1; done) > /dev/null 2>&1 &');
+      // Each count is written aside and renamed into place: a read never finds the file emptied
+      // for its next write (a fork caught between the two read as no line at all).
+      await sh(source, '(i=0; while true; do i=$((i+1)); echo $i > /tmp/c.n; mv /tmp/c.n /tmp/c; sleep 0.1; done) > /dev/null 2>&1 &');
       await until(async () => (await counter(source)) > 2, 30_000);
       const baseId = 'fb_' + randomBytes(12).toString('hex');
 
