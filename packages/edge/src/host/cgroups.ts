@@ -1,5 +1,5 @@
 import { readFile, rmdir, writeFile } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CpuClass } from '@warren/api';
 
@@ -157,8 +157,13 @@ export class CgroupV1 {
   }
 
   /** The CFS quota (microseconds per period; -1: none). */
-  async setCpuQuota(path: string, quotaUs: number): Promise<void> {
-    await writeFile(this.file('cpu', path, 'cpu.cfs_quota_us'), String(quotaUs));
+  /**
+   * Writes the CPU quota at once (a cgroup file takes it in microseconds): an asynchronous write
+   * is three trips through Node's thread pool, ~0.2 ms of the event loop's time per create in a
+   * profile of a burst, waking a pool thread on cores the create itself keeps busy.
+   */
+  setCpuQuota(path: string, quotaUs: number): void {
+    writeFileSync(this.file('cpu', path, 'cpu.cfs_quota_us'), String(quotaUs));
   }
 
   /** cpu.idle (kernels from 5.15 have it on v1 too): the group is SCHED_IDLE to its siblings. */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { parseProcStat, parseUidMapBase, processExited, processExitedNow, processStartTime } from './proc.js';
+import { parseProcStat, parseUidMapBase, processExited, processExitedNow, processStartTime, waitExited } from './proc.js';
 
 test('stat fields are read after the last parenthesis of the command name', () => {
   const line = '4242 (we ird) (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 0';
@@ -30,6 +30,39 @@ test('a child that ended (and was reaped) reads as exited at once', async () => 
   child.kill('SIGKILL');
   await once(child, 'exit');
   assert.equal(processExitedNow(pid, start), true);
+});
+
+test('a wait for a process to end: woken by the watcher, by /proc without one, or ended by its deadline', async () => {
+  const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+  await once(child, 'spawn');
+  const pid = child.pid!;
+  const start = (await processStartTime(pid))!;
+  try {
+    // The watcher's word ends the wait though /proc still shows the process (stopped, here).
+    child.kill('SIGSTOP');
+    const asked: Array<() => void> = [];
+    const watched = waitExited(pid, start, 60_000, {
+      watchExit: async (p, s, onExit) => {
+        if (p === pid && s === start) asked.push(onExit);
+      },
+    });
+    await new Promise((r) => setImmediate(r));
+    assert.equal(asked.length, 1, 'the watcher was asked');
+    asked[0]!();
+    await watched;
+    assert.equal(processExitedNow(pid, start), false);
+    // Without a watcher that answers, its end is read from /proc.
+    const polled = waitExited(pid, start, 60_000, { watchExit: () => Promise.reject(new Error('no watch')) });
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+    await polled;
+    // One that never ends (this process) and no word: the wait ends at its deadline.
+    const t0 = performance.now();
+    await waitExited(process.pid, (await processStartTime(process.pid))!, 50);
+    assert.ok(performance.now() - t0 >= 45);
+  } finally {
+    child.kill('SIGKILL');
+  }
 });
 
 test("a user namespace's base is the host id its root maps to", () => {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { readFile, readdir, readlink, realpath } from 'node:fs/promises';
+import type { ExitWatcher } from './hostd.js';
 
 /** The fields of a /proc/PID/stat line after the command name (the state is the first). */
 function statFields(stat: string): string[] {
@@ -106,8 +107,36 @@ export async function userNamespaceBase(pid: number): Promise<number | null> {
   return parseUidMapBase(await readFile(`/proc/${pid}/uid_map`, 'utf8').catch(() => ''));
 }
 
-/** The node's available memory (/proc/meminfo MemAvailable), MiB. */
+/**
+ * Waits (at most `ms`) for a process to end: the watcher's word (warren-hostd's, that it reaped
+ * it) wakes the wait, and /proc is read every 10 ms besides (a process the helper does not
+ * watch, a helper restarted meanwhile). A delete that read it every millisecond paid ~10 timers
+ * and reads for its init's end.
+ */
+export async function waitExited(pid: number, startTime: number, ms: number, exits?: ExitWatcher): Promise<void> {
+  if (processExitedNow(pid, startTime)) return;
+  let told = false;
+  let wake = (): void => undefined;
+  exits
+    ?.watchExit(pid, startTime, () => {
+      told = true;
+      wake();
+    })
+    .catch(() => undefined);
+  const deadline = Date.now() + ms;
+  while (!told && !processExitedNow(pid, startTime) && Date.now() < deadline) {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 10);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+/** The node's available memory (/proc/meminfo MemAvailable), MiB: read at once, as processExitedNow reads. */
 export async function memAvailableMiB(): Promise<number> {
-  const m = /MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'));
+  const m = /MemAvailable:\s+(\d+) kB/.exec(readFileSync('/proc/meminfo', 'utf8'));
   return Number(m?.[1] ?? 0) / 1024;
 }

@@ -1,4 +1,5 @@
 import { lookup } from 'node:dns/promises';
+import { unlinkSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
@@ -274,7 +275,9 @@ export class SandboxNetwork {
   /** A new sandbox's slot written down (for an adopt) and its rules applied; on failure, nothing of it is left. */
   private async record(a: Attached, policy: CompiledPolicy): Promise<void> {
     try {
-      await writeFile(join(this.netDir, 'slots', a.id), String(a.slot.index));
+      // At once: a file of a few bytes, where an asynchronous write is three trips through
+      // Node's thread pool (~0.1 ms of the event loop's time per create in a burst).
+      writeFileSync(join(this.netDir, 'slots', a.id), String(a.slot.index));
       await this.apply(a, policy);
     } catch (e) {
       await this.detach(a.id);
@@ -386,7 +389,11 @@ export class SandboxNetwork {
       // Its address keeps its CIDR rules in the kernel: it is never given to another sandbox.
       this.o.logger.warn("could not remove a sandbox's CIDR rules; its address stays out of use", { id, error: String(e) });
     }
-    await unlink(join(this.netDir, 'slots', id)).catch(() => undefined);
+    try {
+      unlinkSync(join(this.netDir, 'slots', id));
+    } catch {
+      /* not written, or gone */
+    }
   }
 
   has(id: string): boolean {
