@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { Worker } from 'node:worker_threads';
 import type { AuditEntry, Image, SandboxState } from '@warren/api';
 import type { LayerNameRow } from '@warren/images';
 import { SqliteLeases } from './sqlite-leases.js';
@@ -93,6 +94,15 @@ CREATE TABLE IF NOT EXISTS nodes (
 CREATE TABLE IF NOT EXISTS replicas (id TEXT PRIMARY KEY, url TEXT NOT NULL, seen_at INTEGER NOT NULL);
 `;
 
+/** How often the checkpoint thread copies the log into the database (ms). */
+const CHECKPOINT_EVERY_MS = 100;
+/**
+ * The log's length at which the writer checkpoints itself (pages of 4 KiB, ~80 MiB): only when the
+ * checkpoint thread cannot keep up or is gone (SQLite's default, 1,000, put every checkpoint on
+ * the event loop's thread).
+ */
+const WRITER_CHECKPOINT_PAGES = 20_000;
+
 type Row = { doc: string };
 type NodeRow = { id: string; boot: string; state: string; heartbeat_at: number; doc: string };
 type NodeDoc = Pick<NodeRecord, 'address' | 'token' | 'info' | 'load' | 'joinedAt'> & { tlsFingerprint?: string | null };
@@ -113,6 +123,9 @@ type AuditRow = {
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
   private readonly stmts;
+  /** The thread that checkpoints the log (sqlite-checkpoint-worker.ts). */
+  private readonly checkpoints: Worker;
+  private readonly checkpointsEnded: Promise<unknown>;
   readonly leases: SqliteLeases;
   readonly events: SqliteEvents;
   readonly webhooks: SqliteWebhooks;
@@ -122,6 +135,11 @@ export class SqliteStore implements Store {
     this.db = new Database(file);
     this.db.pragma('foreign_keys = ON');
     this.db.exec(SCHEMA);
+    this.db.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
+    this.checkpoints = new Worker(new URL('./sqlite-checkpoint-worker.js', import.meta.url), { workerData: { file, everyMs: CHECKPOINT_EVERY_MS } });
+    this.checkpoints.on('error', () => undefined);
+    this.checkpointsEnded = new Promise((resolve) => this.checkpoints.once('exit', resolve));
+    this.checkpoints.unref();
     this.leases = new SqliteLeases(this.db);
     this.events = new SqliteEvents(this.db);
     this.webhooks = new SqliteWebhooks(this.db);
@@ -526,6 +544,10 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    // Held while it ends (unreferenced, it would let this process exit before).
+    this.checkpoints.ref();
+    this.checkpoints.postMessage('close');
+    await this.checkpointsEnded;
     this.db.close();
   }
 }
