@@ -26,7 +26,7 @@ function told(): { onExit: () => void; done: Promise<void>; seen: () => boolean 
   return { onExit: () => ((seen = true), resolve()), done, seen: () => seen };
 }
 
-test('a watched process killed from outside is reported; one already gone (or a reused pid) at once; watches outlive a helper restart', async () => {
+test('a watched process killed from outside is reported; one already gone (or a reused pid) at once; a watcher that stopped waiting is not; watches outlive a helper restart', async () => {
   let restarted!: () => void;
   const restart = new Promise<void>((r) => (restarted = r));
   const h = new HostHelper(HOSTD, () => restarted());
@@ -46,11 +46,16 @@ test('a watched process killed from outside is reported; one already gone (or a 
     await h.watchExit(b.pid, b.startTime - 1, stale.onExit);
     await stale.done;
     assert.equal(tb.seen(), false, 'the live one with the same pid is not reported');
+    // A second watcher of b that stops waiting is not told; the first still is.
+    const gaveUp = told();
+    await h.watchExit(b.pid, b.startTime, gaveUp.onExit);
+    h.unwatchExit(b.pid, b.startTime, gaveUp.onExit);
     // The helper dies: a new one watches b from then on.
     process.kill(h.pid, 'SIGKILL');
     await restart;
     b.child.kill('SIGKILL');
     await tb.done;
+    assert.equal(gaveUp.seen(), false, 'a watcher that stopped waiting is not told');
   } finally {
     a.child.kill('SIGKILL');
     b.child.kill('SIGKILL');

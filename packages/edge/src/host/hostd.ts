@@ -52,6 +52,8 @@ export interface ExitWatcher {
    * it cannot be watched (out of file descriptors): the caller then looks for itself.
    */
   watchExit(pid: number, startTime: number, onExit: () => void): Promise<void>;
+  /** Forgets an `onExit` whose caller stopped waiting (the process is still watched for the others). */
+  unwatchExit?(pid: number, startTime: number, onExit: () => void): void;
 }
 
 /** Starting sandbox inits without a container runtime process (native/spawn.c). */
@@ -76,7 +78,7 @@ function checkField(v: string): string {
 export class HostHelper implements Mounts, Spawner, SandboxSpawner, ExitWatcher, FsOps {
   private child!: ChildProcessWithoutNullStreams;
   /** Watched processes ("PID STARTTIME") and who to tell; asked again of a new helper after a restart. */
-  private readonly watches = new Map<string, Array<() => void>>();
+  private readonly watches = new Map<string, { told: Array<() => void>; asked: Promise<void> }>();
   private pending = new Map<string, Pending>();
   private nextTag = 1;
   private dead: Error | null = null;
@@ -214,23 +216,36 @@ export class HostHelper implements Mounts, Spawner, SandboxSpawner, ExitWatcher,
     return { pid: Number(pid), startTime: Number(start) || null };
   }
 
-  async watchExit(pid: number, startTime: number, onExit: () => void): Promise<void> {
+  watchExit(pid: number, startTime: number, onExit: () => void): Promise<void> {
     const key = `${pid} ${startTime}`;
-    const told = this.watches.get(key);
-    if (told) return void told.push(onExit);
-    this.watches.set(key, [onExit]);
-    try {
-      await this.send('watching a process', ['watch', String(pid), String(startTime)]);
-    } catch (e) {
-      this.watches.delete(key);
-      throw e;
+    const known = this.watches.get(key);
+    // A second caller is watched only as far as the first one's request is taken.
+    if (known) {
+      known.told.push(onExit);
+      return known.asked;
     }
+    const w = { told: [onExit], asked: Promise.resolve() };
+    w.asked = this.send('watching a process', ['watch', String(pid), String(startTime)]).then(
+      () => undefined,
+      (e: unknown) => {
+        if (this.watches.get(key) === w) this.watches.delete(key);
+        throw e;
+      },
+    );
+    this.watches.set(key, w);
+    return w.asked;
+  }
+
+  unwatchExit(pid: number, startTime: number, onExit: () => void): void {
+    const told = this.watches.get(`${pid} ${startTime}`)?.told;
+    const at = told?.indexOf(onExit) ?? -1;
+    if (at >= 0) told!.splice(at, 1);
   }
 
   private exitSeen(key: string): void {
-    const told = this.watches.get(key);
+    const w = this.watches.get(key);
     this.watches.delete(key);
-    for (const f of told ?? []) f();
+    for (const f of w?.told ?? []) f();
   }
 
   async close(): Promise<void> {

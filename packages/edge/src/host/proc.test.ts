@@ -41,16 +41,21 @@ test('a wait for a process to end: woken by the watcher, by /proc without one, o
     // The watcher's word ends the wait though /proc still shows the process (stopped, here).
     child.kill('SIGSTOP');
     const asked: Array<() => void> = [];
-    const watched = waitExited(pid, start, 60_000, {
-      watchExit: async (p, s, onExit) => {
+    const forgotten: Array<() => void> = [];
+    const watcher = {
+      watchExit: async (p: number, s: number, onExit: () => void) => {
         if (p === pid && s === start) asked.push(onExit);
       },
-    });
+      unwatchExit: (_p: number, _s: number, onExit: () => void) => void forgotten.push(onExit),
+    };
+    const watched = waitExited(pid, start, 60_000, watcher);
     await new Promise((r) => setImmediate(r));
     assert.equal(asked.length, 1, 'the watcher was asked');
     asked[0]!();
     await watched;
     assert.equal(processExitedNow(pid, start), false);
+    // A wait that ends leaves its callback with the watcher no longer.
+    assert.deepEqual(forgotten, asked);
     // Without a watcher that answers, its end is read from /proc.
     const polled = waitExited(pid, start, 60_000, { watchExit: () => Promise.reject(new Error('no watch')) });
     child.kill('SIGKILL');
@@ -58,8 +63,9 @@ test('a wait for a process to end: woken by the watcher, by /proc without one, o
     await polled;
     // One that never ends (this process) and no word: the wait ends at its deadline.
     const t0 = performance.now();
-    await waitExited(process.pid, (await processStartTime(process.pid))!, 50);
+    await waitExited(process.pid, (await processStartTime(process.pid))!, 50, watcher);
     assert.ok(performance.now() - t0 >= 45);
+    assert.equal(forgotten.length, 2);
   } finally {
     child.kill('SIGKILL');
   }

@@ -117,21 +117,25 @@ export async function waitExited(pid: number, startTime: number, ms: number, exi
   if (processExitedNow(pid, startTime)) return;
   let told = false;
   let wake = (): void => undefined;
-  exits
-    ?.watchExit(pid, startTime, () => {
-      told = true;
-      wake();
-    })
-    .catch(() => undefined);
-  const deadline = Date.now() + ms;
-  while (!told && !processExitedNow(pid, startTime) && Date.now() < deadline) {
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 10);
-      wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+  const onExit = (): void => {
+    told = true;
+    wake();
+  };
+  exits?.watchExit(pid, startTime, onExit).catch(() => undefined);
+  try {
+    const deadline = Date.now() + ms;
+    while (!told && !processExitedNow(pid, startTime) && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 10);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  } finally {
+    // A process that outlives the wait (a delete tried again) leaves no callback behind.
+    exits?.unwatchExit?.(pid, startTime, onExit);
   }
 }
 
