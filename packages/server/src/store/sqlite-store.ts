@@ -102,6 +102,9 @@ const CHECKPOINT_EVERY_MS = 100;
  * the event loop's thread).
  */
 const WRITER_CHECKPOINT_PAGES = 20_000;
+const SQLITE_DEFAULT_CHECKPOINT_PAGES = 1000;
+/** What of the log's file is kept after a checkpoint restarts it (bytes): a burst's long log does not hold the disk after. */
+const WAL_KEPT_BYTES = 64 * 2 ** 20;
 
 type Row = { doc: string };
 type NodeRow = { id: string; boot: string; state: string; heartbeat_at: number; doc: string };
@@ -135,11 +138,6 @@ export class SqliteStore implements Store {
     this.db = new Database(file);
     this.db.pragma('foreign_keys = ON');
     this.db.exec(SCHEMA);
-    this.db.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
-    this.checkpoints = new Worker(new URL('./sqlite-checkpoint-worker.js', import.meta.url), { workerData: { file, everyMs: CHECKPOINT_EVERY_MS } });
-    this.checkpoints.on('error', () => undefined);
-    this.checkpointsEnded = new Promise((resolve) => this.checkpoints.once('exit', resolve));
-    this.checkpoints.unref();
     this.leases = new SqliteLeases(this.db);
     this.events = new SqliteEvents(this.db);
     this.webhooks = new SqliteWebhooks(this.db);
@@ -208,6 +206,20 @@ export class SqliteStore implements Store {
         'SELECT * FROM audit WHERE (? IS NULL OR tenant = ?) AND (? IS NULL OR sandbox = ?) ORDER BY seq DESC LIMIT ?',
       ),
     };
+    // Last: a constructor that threw before this leaves no thread behind.
+    this.db.pragma(`journal_size_limit = ${WAL_KEPT_BYTES}`);
+    this.db.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
+    this.checkpoints = new Worker(new URL('./sqlite-checkpoint-worker.js', import.meta.url), { workerData: { file, everyMs: CHECKPOINT_EVERY_MS } });
+    this.checkpoints.on('error', () => undefined);
+    this.checkpointsEnded = new Promise((resolve) =>
+      this.checkpoints.once('exit', () => {
+        // Gone before the store closed (it could not open the file, say): the writer checkpoints
+        // as SQLite does by default again.
+        if (this.db.open) this.db.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_CHECKPOINT_PAGES}`);
+        resolve(undefined);
+      }),
+    );
+    this.checkpoints.unref();
   }
 
   insertSandbox(r: SandboxRecord, o: { admit?: (usage: TenantUsage) => void } = {}): Promise<void> {
@@ -541,6 +553,11 @@ export class SqliteStore implements Store {
 
   roundTrips(): number {
     return 0;
+  }
+
+  /** The log's length at which the writer checkpoints itself (pages). */
+  walCheckpointPages(): number {
+    return this.db.pragma('wal_autocheckpoint', { simple: true }) as number;
   }
 
   async close(): Promise<void> {
