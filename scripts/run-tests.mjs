@@ -101,7 +101,7 @@ function runFiles(list, env, timed, concurrency = 1) {
     counts.pass += count('pass');
     counts.fail += count('fail') + count('cancelled');
     counts.skipped += count('skipped');
-    const failed = tapFailures(text);
+    const failed = tapFailures(text).map((f) => ({ ...f, pass: currentPass }));
     failures.push(...failed);
     if (status !== 0) {
       counts.failedFiles.push(batch.length === 1 ? batch[0] : 'unit tests');
@@ -111,13 +111,18 @@ function runFiles(list, env, timed, concurrency = 1) {
           name: batch.length === 1 ? batch[0] : 'unit tests',
           location: '',
           error: [`no test failed, but the runner ended with ${run.signal ?? `status ${status}`}`],
+          pass: currentPass,
         });
     }
   }
   return counts;
 }
 
+/** The pass running now (its failures are tagged with it). */
+let currentPass = '';
+
 function pass(name, fn) {
+  currentPass = name;
   const started = Date.now();
   const counts = fn();
   passes.push({ name, ms: Date.now() - started, ...counts });
@@ -167,11 +172,17 @@ if (fileTimes.length) {
     console.log(`#   ${fmt(f.ms).padStart(8)}  ${f.file.replace(/^test\/dist\//, '')}${f.env.WARREN_TEST_BACKEND ? ' (microVM)' : ''}`);
 }
 if (failures.length) {
+  // Tests cancelled because a hook before them failed come first in the TAP, the hook's own error
+  // after them: they are counted, not listed, so that the cause is not cut off.
+  const cancelled = failures.filter((f) => f.failureType === 'cancelledByParent');
+  const shown = failures.filter((f) => f.failureType !== 'cancelledByParent');
   console.log('# failures');
-  for (const f of failures.slice(0, 20)) {
-    console.log(`#   ✖ ${f.name}${f.location ? `  (${f.location})` : ''}`);
+  for (const f of shown.slice(0, 20)) {
+    console.log(`#   ✖ ${f.name}${f.location ? `  (${f.location})` : ''}  [${f.pass}]`);
     for (const line of f.error.slice(0, 12)) console.log(`#       ${line}`);
   }
+  if (shown.length > 20) console.log(`#   … and ${shown.length - 20} more`);
+  if (cancelled.length) console.log(`#   ${cancelled.length} more cancelled by a failure before them`);
 }
 process.exit(ok ? 0 : 1);
 

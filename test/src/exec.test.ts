@@ -79,6 +79,8 @@ describe('commands', () => {
       try {
         for (let i = 0; i < 5; i++) await shell.exec('true');
         const before = await sockets();
+        // Its listener and at least one kept connection: a test of connections that are kept.
+        assert.ok(before.length >= 2, `the init holds ${before.length} sockets`);
         // A caller's next command comes as soon as the last one answered: before, the init sent
         // the ready in a write of its own, which the edge often had not read by then (a
         // connection closed and another made for about one command in 20, more under load).

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chooseAccel, guestKit, guestRuns, processCpuSeconds, startMicrovm, vmFiles } from '@warren/edge';
 import type { Sandbox } from '@warren/sdk';
@@ -122,7 +122,9 @@ test(
 
 test('a guest whose init never answers: the create fails with unavailable after its boot timeout, QEMU gone', { timeout: 120_000 }, async () => {
   const dir = await ownedTempDir('microvm-');
-  const platform = await ownedTempDir('platform-');
+  // Inside the dir: what the guest finds at /.warren is this dir's files alone (no owner mark).
+  const platform = join(dir, 'platform');
+  await mkdir(platform);
   try {
     await writeFile(join(platform, 'warren-init'), '#!/bin/sh\necho init is stuck\nexec sleep 100000\n', { mode: 0o755 });
     const kit = await guestKit(GUEST_CACHE, join(NATIVE, 'warren-vmstage'), platform);
@@ -140,7 +142,6 @@ test('a guest whose init never answers: the create fails with unavailable after 
     assert.equal(alive(pid), false);
   } finally {
     await rm(dir, { recursive: true, force: true });
-    await rm(platform, { recursive: true, force: true });
   }
 });
 

@@ -295,6 +295,7 @@ test('a paused microVM is saved to disk and its QEMU ended; resumed, its shell s
     const sh = await sb.shell();
     await sh.exec('export KEPT=yes; cd /tmp');
     await sb.exec('(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.n; mv /tmp/count.n /tmp/count; sleep 0.1; done) > /dev/null 2>&1 &');
+    await until(async () => Number(await sb.files.readText('/tmp/count').catch(() => '0')) > 0, 30_000);
     await sb.files.write('/root/file', 'before the pause\n');
     const t0 = performance.now();
     await sb.pause();
