@@ -107,7 +107,12 @@ export const REPLIES = {
   hello: { type: 'k', meaning: 'the init answers `H`', payload: 'fields {`v` version, `p` init pid}' },
   session: { type: 'n', meaning: 'a session started (`N`)', payload: 'fields {`i` session id}' },
   entry: { type: 'e', meaning: 'one entry of a listing (`L`)', payload: 'entry fields' },
-  ready: { type: 'y', meaning: "on a kept connection (`Y`), after an operation's last frame: the next request is taken", payload: 'none' },
+  ready: {
+    type: 'y',
+    meaning:
+      "on a kept connection (`Y`), after an operation's last frame, in the same write (the edge reads both at once, so the connection is kept before its caller's next call can come): the next request is taken",
+    payload: 'none',
+  },
 } as const satisfies Record<string, FrameKind>;
 
 /** A table's names to its type bytes, each name keeping its own literal type. */
