@@ -156,11 +156,10 @@ export class CgroupV1 {
     return Number(/^total_swap (\d+)$/m.exec(stat)?.[1] ?? 0);
   }
 
-  /** The CFS quota (microseconds per period; -1: none). */
   /**
-   * Writes the CPU quota at once (a cgroup file takes it in microseconds): an asynchronous write
-   * is three trips through Node's thread pool, ~0.2 ms of the event loop's time per create in a
-   * profile of a burst, waking a pool thread on cores the create itself keeps busy.
+   * The CFS quota (microseconds per period; -1: none), written at once (a cgroup file takes it
+   * in microseconds): an asynchronous write is three trips through Node's thread pool, ~0.2 ms of
+   * the event loop's time per create in a profile of a burst.
    */
   setCpuQuota(path: string, quotaUs: number): void {
     writeFileSync(this.file('cpu', path, 'cpu.cfs_quota_us'), String(quotaUs));

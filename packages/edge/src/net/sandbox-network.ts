@@ -1,5 +1,5 @@
 import { lookup } from 'node:dns/promises';
-import { unlinkSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, unlink, writeFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { alwaysDenyCommands, buildRuleset, cidrCommands, parseDeniedSet } from '
 import { EgressProxy, type EgressTarget } from './egress-proxy.js';
 import { NetCounters } from './counters.js';
 import { Endpoints } from './endpoints.js';
+import { unlinkQuietly } from '../util/unlink-quietly.js';
 
 /** What the network needs of the host helper (warren-hostd). */
 export interface NetHost {
@@ -389,11 +390,7 @@ export class SandboxNetwork {
       // Its address keeps its CIDR rules in the kernel: it is never given to another sandbox.
       this.o.logger.warn("could not remove a sandbox's CIDR rules; its address stays out of use", { id, error: String(e) });
     }
-    try {
-      unlinkSync(join(this.netDir, 'slots', id));
-    } catch {
-      /* not written, or gone */
-    }
+    unlinkQuietly(join(this.netDir, 'slots', id));
   }
 
   has(id: string): boolean {

@@ -1,6 +1,6 @@
 import { cpus } from 'node:os';
 import { chmod, chown, mkdir, readdir, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
-import { existsSync, unlinkSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { WarrenError } from '@warren/api';
 import type { IdMap, LayerInfo, LayerStore } from '@warren/images';
@@ -15,6 +15,7 @@ import { unixAgent } from '../../init/call.js';
 import { LayerMounts } from './layer-mounts.js';
 import { IdRanges } from './id-ranges.js';
 import { Semaphore } from '../../util/semaphore.js';
+import { unlinkQuietly } from '../../util/unlink-quietly.js';
 import { buildOciConfig, runcDeleteArgs, runcRunArgs } from './oci-config.js';
 import { SANDBOX_CONTROLLERS, spawnFields, type SpawnPaths } from './spawn-spec.js';
 import { ForkBases } from './fork-bases.js';
@@ -577,14 +578,5 @@ export class ContainerBackend implements Backend {
     if (opts.keepLayers) return;
     await this.layers.unmountAll();
     await this.o.mounts.umount(this.runDir).catch(() => undefined);
-  }
-}
-
-/** Removes a file at once; one that is not there is fine. */
-function unlinkQuietly(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    /* gone already */
   }
 }
