@@ -74,6 +74,7 @@ function runFiles(list, env, timed, concurrency = 1) {
   for (const batch of batches) {
     const tap = join(tapDir, `${counts.files++}.tap`);
     const started = Date.now();
+    const cpu0 = cpuTimes();
     const run = spawnSync(
       process.execPath,
       [
@@ -89,7 +90,7 @@ function runFiles(list, env, timed, concurrency = 1) {
       { stdio: 'inherit', env: { ...process.env, ...env } },
     );
     const status = run.status ?? 1;
-    if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, env });
+    if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, busy: busyShare(cpu0, cpuTimes()), env });
     let text = '';
     try {
       text = readFileSync(tap, 'utf8');
@@ -117,6 +118,20 @@ function runFiles(list, env, timed, concurrency = 1) {
   }
   return counts;
 }
+
+/** The machine's CPU time so far (/proc/stat's first line, in ticks): all of it and the busy part. */
+function cpuTimes() {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const total = f.reduce((a, b) => a + b, 0);
+    return { total, busy: total - f[3] - (f[4] ?? 0) };
+  } catch {
+    return { total: 0, busy: 0 };
+  }
+}
+
+/** The share of the machine's CPU busy between two readings (0..1). */
+const busyShare = (a, b) => (b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : 0);
 
 /** The pass running now (its failures are tagged with it). */
 let currentPass = '';
@@ -167,9 +182,13 @@ for (const p of passes)
   );
 console.log(`#   all: ${fmt(passes.reduce((s, p) => s + p.ms, 0))}`);
 if (fileTimes.length) {
-  console.log('# slowest integration files');
-  for (const f of [...fileTimes].sort((a, b) => b.ms - a.ms).slice(0, 12))
-    console.log(`#   ${fmt(f.ms).padStart(8)}  ${f.file.replace(/^test\/dist\//, '')}${f.env.WARREN_TEST_BACKEND ? ' (microVM)' : ''}`);
+  // With the machine's CPU busy meanwhile: a file that leaves it idle waits on timers or the guest.
+  const shown = process.env.WARREN_TEST_TIMES === 'all' ? fileTimes.length : 12;
+  console.log("# slowest integration files (wall, the machine's CPU busy meanwhile)");
+  for (const f of [...fileTimes].sort((a, b) => b.ms - a.ms).slice(0, shown))
+    console.log(
+      `#   ${fmt(f.ms).padStart(8)}  ${`${Math.round(f.busy * 100)} %`.padStart(5)}  ${f.file.replace(/^test\/dist\//, '')}${f.env.WARREN_TEST_BACKEND ? ' (microVM)' : ''}`,
+    );
 }
 if (failures.length) {
   // Tests cancelled because a hook before them failed come first in the TAP, the hook's own error
