@@ -54,6 +54,13 @@ describe('the data disk full', () => {
     const boxes = await Promise.all(Array.from({ length: 5 }, () => w.client.sandboxes.create({ image: 'busybox:latest' })));
     const fills = await Promise.all(boxes.map((sb) => sb.exec('dd if=/dev/zero of=/root/fill bs=1M count=250 2>&1; sync', { timeoutMs: 120_000 })));
     for (const r of fills) assert.match(r.stdout, /Disk quota exceeded|No space left on device/, r.stdout);
+    // No room for another sandbox's layer: refused as the node being full, and nothing of it left.
+    await assert.rejects(
+      w.client.sandboxes.create({ image: 'busybox:latest' }),
+      (e: WarrenError) => e.code === 'resource_exhausted' && /sandboxes' disk is full/.test(e.message),
+    );
+    assert.deepEqual((await w.client.sandboxes.list()).sandboxes.map((s) => s.id).sort(), boxes.map((b) => b.id).sort());
+    assert.deepEqual((await readdir(join(dataDir, 'sandboxes'))).filter((n) => n.startsWith('sb_')).sort(), boxes.map((b) => b.id).sort());
     // Warren's own state is still writable, and what fits is still made.
     const key = await w.client.createKey({ tenant: 'after-fill' });
     assert.ok(key);

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { WarrenError } from '@warren/api';
-import { checkRoom, defaultReserveBytes, sandboxImageBytes } from './data-disk.js';
+import { checkRoom, defaultReserveBytes, sandboxFsMkfsArgs, sandboxImageBytes } from './data-disk.js';
 
 const MiB = 2 ** 20;
 
@@ -11,6 +11,12 @@ test('the reserve: 5 % of the disk, within 256 MiB and 2 GiB; the sandboxes imag
   assert.equal(defaultReserveBytes(10 * 1024 * 1024 * MiB), 2048 * MiB);
   assert.equal(sandboxImageBytes(1256 * MiB, 256 * MiB), 800 * MiB);
   assert.equal(sandboxImageBytes(100 * MiB, 256 * MiB), 256 * MiB);
+});
+
+test("a small sandboxes' image keeps data and metadata in mixed block groups, a large one apart", () => {
+  assert.deepEqual(sandboxFsMkfsArgs(256 * MiB), ['-q', '--mixed']);
+  assert.deepEqual(sandboxFsMkfsArgs(5 * 1024 * MiB - 1), ['-q', '--mixed']);
+  assert.deepEqual(sandboxFsMkfsArgs(5 * 1024 * MiB), ['-q', '-m', 'single']);
 });
 
 test('layers are refused when what is free, less what the sandboxes may still take, is under the reserve', () => {

@@ -26,6 +26,18 @@ export function defaultReserveBytes(diskBytes: number): number {
   return Math.min(2 * 2 ** 30, Math.max(256 * 2 ** 20, Math.floor(diskBytes * 0.05)));
 }
 
+/**
+ * mkfs.btrfs's arguments for the sandboxes' image of `bytes`: under 5 GiB, data and metadata in
+ * mixed block groups (btrfs's advice for small file systems). Kept apart, the data of sandboxes
+ * that filled a small image took every chunk: the metadata could not grow, writers near the end
+ * crawled at 1 MB/s through the kernel's metadata reclaim (a transaction committed per try) for a
+ * minute, and once they were deleted no sandbox could be made (ENOSPC on the subvolume) while
+ * the emptied data chunks held the room.
+ */
+export function sandboxFsMkfsArgs(bytes: number): string[] {
+  return bytes < 5 * 2 ** 30 ? ['-q', '--mixed'] : ['-q', '-m', 'single'];
+}
+
 /** The sandboxes' image, when made: 80 % of what is free past the reserve, at least 256 MiB. */
 export function sandboxImageBytes(freeBytes: number, reserveBytes: number): number {
   return Math.max(256 * 2 ** 20, Math.floor(Math.max(0, freeBytes - reserveBytes) * 0.8));

@@ -4,7 +4,7 @@ import { mkdir, readdir, readFile, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
-import { sandboxImageBytes } from './data-disk.js';
+import { sandboxFsMkfsArgs, sandboxImageBytes } from './data-disk.js';
 
 const run = promisify(execFile);
 
@@ -56,7 +56,7 @@ export async function openSandboxDisk(
       const st = await statfs(dataDir);
       const bytes = o.sizeGiB ? o.sizeGiB * 2 ** 30 : sandboxImageBytes(st.bavail * st.bsize, o.reserveBytes);
       await run('truncate', ['-s', String(bytes), image]);
-      await run('mkfs.btrfs', ['-q', '-m', 'single', image]);
+      await run('mkfs.btrfs', [...sandboxFsMkfsArgs(bytes), image]);
     }
     await mkdir(dir, { recursive: true });
     // discard: space a sandbox frees goes back to the data dir's file system (the image is sparse).

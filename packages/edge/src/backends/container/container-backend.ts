@@ -203,7 +203,8 @@ export class ContainerBackend implements Backend {
       let lower = await Promise.all(spec.layers.map((d) => this.layerPath(d)));
       const diskMiB = spec.resources.diskMiB;
       // A subvolume comes with its upper (the sandbox's) and work dirs, in one request.
-      if (this.o.diskQuotas && diskMiB) await this.o.mounts.subvolume(join(this.o.dataDir, 'sandboxes'), spec.id, diskMiB * 1024, idMap.hostStart);
+      if (this.o.diskQuotas && diskMiB)
+        await this.o.mounts.subvolume(join(this.o.dataDir, 'sandboxes'), spec.id, diskMiB * 1024, idMap.hostStart).catch(noRoomForSubvolume);
       else if (diskMiB) throw new WarrenError('invalid_argument', 'this node cannot limit a sandbox’s disk (no quotas on its sandboxes’ file system)');
       else {
         await mkdir(dir);
@@ -579,4 +580,20 @@ export class ContainerBackend implements Backend {
     await this.layers.unmountAll();
     await this.o.mounts.umount(this.runDir).catch(() => undefined);
   }
+}
+
+/**
+ * A subvolume the sandboxes' file system has no room for (ENOSPC, EDQUOT) is the node being
+ * full, which a caller may retry later or elsewhere: resource_exhausted, not internal.
+ */
+function noRoomForSubvolume(e: unknown): never {
+  const errno = e instanceof WarrenError ? e.details.errno : undefined;
+  if (errno === 28 || errno === 122)
+    throw new WarrenError(
+      'resource_exhausted',
+      "this node's sandboxes' disk is full: no room for another sandbox's writable layer (a deleted sandbox's space returns within the file system's next commit)",
+      { errno },
+      { cause: e },
+    );
+  throw e;
 }
