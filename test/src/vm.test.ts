@@ -1,15 +1,18 @@
 // The full-VM backend on real QEMU (q35, TCG here): Debian's standard kernel, Warren's initramfs
 // handing over to the desktop image's systemd, X on the VESA framebuffer with twm and xterm,
-// the screen read through QMP's screendump and driven through QMP's input-send-event.
-import { test } from 'node:test';
+// the screen read through QMP's screendump and driven through QMP's input-send-event, and shown
+// in the dashboard in a real browser.
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { BrowserContext } from 'playwright-core';
 import { vmFiles } from '@warren/edge';
 import type { Sandbox } from '@warren/sdk';
 import { errorCode, http, startTestWarren, until, type TestWarren } from './harness.js';
 import { colourCounts, decodeRgbPng } from './png.js';
+import { launchBrowser, logIn, noBrowser, openTab, SHOTS } from './browser.js';
 
 const DESKTOP = 'debian-desktop:latest';
 
@@ -29,14 +32,46 @@ async function screen(sb: Sandbox): Promise<{ width: number; height: number; rgb
   return { ...img, top: colourCounts(img).map(([c, n]) => [c, n / pixels] as [string, number]) };
 }
 
+/**
+ * The VM's screen in the dashboard, in a real browser: the page shows it at its size, and a click
+ * on it and keys typed into the page reach the guest's terminal (here rather than in
+ * dashboard.test.ts: this test has a desktop booted already).
+ */
+async function typedInDashboard(ctx: TestContext, t: TestWarren, vm: Sandbox): Promise<void> {
+  const why = noBrowser();
+  if (why) return void ctx.diagnostic(`the dashboard's screen not shown: ${why}`);
+  await mkdir(SHOTS, { recursive: true });
+  const browser = await launchBrowser();
+  const contexts: BrowserContext[] = [];
+  try {
+    const { page, errors } = await openTab(browser, contexts, t.url);
+    await logIn(page, t.key);
+    await page.goto(`${t.url}/#/sandboxes/${vm.id}`);
+    const img = page.locator('.screen img');
+    await img.waitFor();
+    await until(async () => (await img.evaluate((i) => (i as unknown as { naturalWidth: number }).naturalWidth)) === 1024, 30_000);
+    // A click into the terminal (twm gives it the focus under the pointer), then keys.
+    const box = (await img.boundingBox())!;
+    await page.mouse.click(box.x + (300 / 1024) * box.width, box.y + (200 / 768) * box.height);
+    await page.keyboard.type('echo paged-$((6*7)) > /tmp/paged');
+    await page.keyboard.press('Enter');
+    await until(async () => (await vm.exec('cat /tmp/paged 2>/dev/null')).stdout === 'paged-42\n', 120_000);
+    await page.screenshot({ path: join(SHOTS, 'vm-screen.png') });
+    assert.deepEqual(errors, []);
+  } finally {
+    for (const c of contexts) await c.close().catch(() => undefined);
+    await browser.close();
+  }
+}
+
 test(
-  '"backend": "vm": a desktop boots under systemd, its screen shows a terminal, keys and a click typed into it write a file; paused and resumed; a clone with its own address, files and a served port, committed; deleted with nothing left',
+  '"backend": "vm": a desktop boots under systemd, its screen shows a terminal, keys and a click typed into it (through the API and in the dashboard) write a file; paused and resumed; a clone with its own address, files and a served port, committed; deleted with nothing left',
   {
     timeout: 1_200_000,
     // Where the control plane keeps its state is nothing to a VM's display: it runs in the first two passes (in process, and over the edge protocol).
     skip: process.env.WARREN_TEST_STORE === 'postgres' ? 'runs in the in-process and edge-protocol passes' : false,
   },
-  async () => {
+  async (ctx) => {
     let t: TestWarren | null = null;
     const made: Sandbox[] = [];
     try {
@@ -133,6 +168,8 @@ test(
       const cloneMs = Date.now() - t1;
       assert.equal((await second.exec('cat /proc/1/comm; test -e /tmp/typed || echo clean')).stdout, 'systemd\nclean\n');
       assert.ok(cloneMs < bootMs, `a clone (${cloneMs} ms) is quicker than the boot (${bootMs} ms)`);
+      // Its screen in the dashboard, typed into from the page.
+      await typedInDashboard(ctx, t, second);
       // On the sandbox network with an address of its own, as a microVM.
       const address = (await second.refresh()).network.address;
       assert.ok(address && address !== (await sb.refresh()).network.address);
