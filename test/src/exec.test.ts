@@ -425,14 +425,25 @@ describe('commands', () => {
     try {
       const spin = box.execStream(['sh', '-c', 'while :; do :; done'], { signal: hog.signal });
       await spin.next();
-      const sh = await box.shell();
+      let sh = await box.shell();
+      // As above: on a microVM (a tenth of a CPU under TCG) a shell still stuck 2 s after its
+      // command's SIGKILL is ended by the init (the command answers, the next one finds the
+      // session gone); a new session goes on.
+      let ended = 0;
+      const orNewSession = async <T>(call: Promise<T>): Promise<T | null> =>
+        call.catch(async (e: unknown) => {
+          if (process.env.WARREN_TEST_BACKEND !== 'microvm' || !(e instanceof WarrenError) || e.code !== 'not_found' || ++ended > 3) throw e;
+          sh = await box.shell();
+          return null;
+        });
       for (let i = 0; i < 50; i++) {
-        const r = await sh.exec(`echo start; sleep 0.0${(i % 4) + 1}; echo end`, { timeoutMs: 1 + (i % 7) * 5 });
+        const r = await orNewSession(sh.exec(`echo start; sleep 0.0${(i % 4) + 1}; echo end`, { timeoutMs: 1 + (i % 7) * 5 }));
+        if (!r) continue;
         assert.match(r.stdout, /^(start(\n(end\n?)?)?)?$/, `#${i}: ${JSON.stringify(r)}`);
         // (bash may add its own notes about the interrupted job; never a fragment run as a command)
         assert.doesNotMatch(r.stderr, /not found|syntax|unexpected|EOF/, `#${i}: ${JSON.stringify(r)}`);
-        const ok = await sh.exec(`echo ok${i}`);
-        assert.deepEqual([ok.stdout, ok.stderr, ok.exitCode], [`ok${i}\n`, '', 0], `#${i}: ${JSON.stringify(ok)}`);
+        const ok = await orNewSession(sh.exec(`echo ok${i}`));
+        if (ok) assert.deepEqual([ok.stdout, ok.stderr, ok.exitCode], [`ok${i}\n`, '', 0], `#${i}: ${JSON.stringify(ok)}`);
       }
       spin.return(undefined).catch(() => undefined);
     } finally {
