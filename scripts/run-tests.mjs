@@ -9,8 +9,11 @@
 // Usage: node scripts/run-tests.mjs [--unit|--integration] [--transport=in-process|http] [--store=sqlite|postgres] [--backend=microvm] [name-filter]
 //   --transport, --store, --backend: the whole integration suite on that variant (to chase a
 //   failure there), instead of the default passes.
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+// WARREN_TEST_SLOTS=N: integration files run N at a time (default 2; files that ask for the
+//   machine alone run alone after the others); WARREN_TEST_TIMES=all: every file's time at the end.
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -31,6 +34,12 @@ const variant = {
   WARREN_TEST_BACKEND: option('backend', ['container', 'microvm']) === 'microvm' ? 'microvm' : '',
 };
 const onVariant = Object.values(variant).some(Boolean);
+/** How many integration files run at once (WARREN_TEST_SLOTS; those that ask for the machine alone run alone). */
+const SLOTS = Number(process.env.WARREN_TEST_SLOTS ?? 2);
+if (!Number.isInteger(SLOTS) || SLOTS < 1) {
+  console.error(`WARREN_TEST_SLOTS ${process.env.WARREN_TEST_SLOTS}: a whole number from 1`);
+  process.exit(2);
+}
 
 function find(dir, out = []) {
   let names = [];
@@ -64,59 +73,83 @@ const failures = [];
 const tapDir = mkdtempSync(join(tmpdir(), 'wtests-tap-'));
 
 /**
- * Runs test files with node's runner, one process per file, `concurrency` files at a time (one for
- * integration tests: they start real sandboxes, and one at a time keeps a 2-core machine honest). A file that hangs fails
- * after 5 minutes instead of holding the run. Answers the counts of its TAP summaries.
+ * Runs test files with node's runner, one process per file (unit tests: one process, `concurrency`
+ * files at a time). Integration files run `slots` at a time, each printing its output whole when it
+ * ends, except a file that asks for the machine to itself (a line `// run-tests: alone, <why>` in
+ * its head: it boots guests under TCG, measures the host's memory or CPU, or times its own waits):
+ * those run one at a time after the others. A file that hangs fails after 5 minutes instead of
+ * holding the run. Answers the counts of its TAP summaries.
  */
-function runFiles(list, env, timed, concurrency = 1) {
+async function runFiles(list, env, timed, { concurrency = 1, slots = 1 } = {}) {
   const counts = { pass: 0, fail: 0, skipped: 0, files: 0, failedFiles: [] };
   const batches = timed ? list.map((f) => [f]) : [list];
-  for (const batch of batches) {
-    const tap = join(tapDir, `${counts.files++}.tap`);
-    const started = Date.now();
-    const cpu0 = cpuTimes();
-    const run = spawnSync(
-      process.execPath,
-      [
-        '--test',
-        `--test-concurrency=${concurrency}`,
-        '--test-timeout=300000',
-        '--test-reporter=spec',
-        '--test-reporter-destination=stdout',
-        '--test-reporter=tap',
-        `--test-reporter-destination=${tap}`,
-        ...batch,
-      ],
-      { stdio: 'inherit', env: { ...process.env, ...env } },
-    );
-    const status = run.status ?? 1;
-    if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, busy: busyShare(cpu0, cpuTimes()), env });
-    let text = '';
-    try {
-      text = readFileSync(tap, 'utf8');
-    } catch {
-      /* the runner died before it wrote */
-    }
-    // The last summary lines are the whole file's (nested suites print their own earlier).
-    const count = (k) => Number([...text.matchAll(new RegExp(`^# ${k} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
-    counts.pass += count('pass');
-    counts.fail += count('fail') + count('cancelled');
-    counts.skipped += count('skipped');
-    const failed = tapFailures(text).map((f) => ({ ...f, pass: currentPass }));
-    failures.push(...failed);
-    if (status !== 0) {
-      counts.failedFiles.push(batch.length === 1 ? batch[0] : 'unit tests');
-      if (count('fail') + count('cancelled') === 0) counts.fail += 1;
-      if (!failed.length)
-        failures.push({
-          name: batch.length === 1 ? batch[0] : 'unit tests',
-          location: '',
-          error: [`no test failed, but the runner ended with ${run.signal ?? `status ${status}`}`],
-          pass: currentPass,
-        });
-    }
+  const alone = (batch) => slots === 1 || batch.length > 1 || /^\/\/ run-tests: alone\b/m.test(readFileSync(batch[0], 'utf8').slice(0, 4000));
+  const together = batches.filter((b) => !alone(b));
+  const queue = [...together, ...batches.filter(alone)];
+  const running = new Set();
+  for (const batch of queue) {
+    const solo = !together.includes(batch);
+    while (running.size >= (solo ? 1 : slots)) await Promise.race(running);
+    const run = runBatch(batch, env, timed, concurrency, counts, !solo).then(() => running.delete(run));
+    running.add(run);
   }
+  await Promise.all(running);
   return counts;
+}
+
+/** One runner process over `batch`; its output printed as it comes, or whole at its end when `buffered` (beside another). */
+async function runBatch(batch, env, timed, concurrency, counts, buffered) {
+  const n = counts.files++;
+  const tap = join(tapDir, `${n}.tap`);
+  const out = join(tapDir, `${n}.out`);
+  const started = Date.now();
+  const cpu0 = cpuTimes();
+  const fd = buffered ? openSync(out, 'w') : 'inherit';
+  const child = spawn(
+    process.execPath,
+    [
+      '--test',
+      `--test-concurrency=${concurrency}`,
+      '--test-timeout=300000',
+      '--test-reporter=spec',
+      '--test-reporter-destination=stdout',
+      '--test-reporter=tap',
+      `--test-reporter-destination=${tap}`,
+      ...batch,
+    ],
+    { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } },
+  );
+  const [code, signal] = await once(child, 'exit');
+  if (buffered) {
+    closeSync(fd);
+    process.stdout.write(readFileSync(out));
+  }
+  const status = code ?? 1;
+  if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, busy: busyShare(cpu0, cpuTimes()), env });
+  let text = '';
+  try {
+    text = readFileSync(tap, 'utf8');
+  } catch {
+    /* the runner died before it wrote */
+  }
+  // The last summary lines are the whole file's (nested suites print their own earlier).
+  const count = (k) => Number([...text.matchAll(new RegExp(`^# ${k} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
+  counts.pass += count('pass');
+  counts.fail += count('fail') + count('cancelled');
+  counts.skipped += count('skipped');
+  const failed = tapFailures(text).map((f) => ({ ...f, pass: currentPass }));
+  failures.push(...failed);
+  if (status !== 0) {
+    counts.failedFiles.push(batch.length === 1 ? batch[0] : 'unit tests');
+    if (count('fail') + count('cancelled') === 0) counts.fail += 1;
+    if (!failed.length)
+      failures.push({
+        name: batch.length === 1 ? batch[0] : 'unit tests',
+        location: '',
+        error: [`no test failed, but the runner ended with ${signal ?? `status ${status}`}`],
+        pass: currentPass,
+      });
+  }
 }
 
 /** The machine's CPU time so far (/proc/stat's first line, in ticks): all of it and the busy part. */
@@ -136,10 +169,10 @@ const busyShare = (a, b) => (b.total > a.total ? (b.busy - a.busy) / (b.total - 
 /** The pass running now (its failures are tagged with it). */
 let currentPass = '';
 
-function pass(name, fn) {
+async function pass(name, fn) {
   currentPass = name;
   const started = Date.now();
-  const counts = fn();
+  const counts = await fn();
   passes.push({ name, ms: Date.now() - started, ...counts });
   return counts.fail === 0 && counts.failedFiles.length === 0;
 }
@@ -148,7 +181,7 @@ let ok = true;
 // warren-init's own tests (C, under ASan and UBSan), then its and warren-hostd's fuzzers for a few
 // seconds each (libFuzzer: only where clang is, which `scripts/setup.sh --test` installs).
 if (only !== '--integration' && !filter && !onVariant) {
-  ok = pass('native: C unit tests and fuzzers', () => {
+  ok = await pass('native: C unit tests and fuzzers', () => {
     const make = (target) => spawnSync('make', ['-s', '-C', 'native', target], { stdio: 'inherit' }).status ?? 1;
     let status = make('check');
     if (status === 0 && spawnSync('clang', ['--version'], { stdio: 'ignore' }).status === 0) status = make('fuzz');
@@ -157,10 +190,10 @@ if (only !== '--integration' && !filter && !onVariant) {
   });
 }
 // Unit tests start no sandboxes: a file a core.
-if (ok && unit.length && !onVariant) ok = pass('unit tests', () => runFiles(unit, {}, false, availableParallelism()));
+if (ok && unit.length && !onVariant) ok = await pass('unit tests', () => runFiles(unit, {}, false, { concurrency: availableParallelism() }));
 if (ok && integration.length) {
   const name = onVariant ? `integration tests on ${JSON.stringify(variant)}` : 'integration tests (edge in-process, SQLite, containers)';
-  ok = pass(name, () => runFiles(integration, variant, true));
+  ok = await pass(name, () => runFiles(integration, variant, true, { slots: SLOTS }));
   await sweep();
 }
 // The init protocol on the other backend: the API's tests of commands, files, terminals and the
@@ -169,7 +202,7 @@ if (ok && integration.length) {
 const onMicrovm = integration.filter((f) => /\/(exec|files|pty|e2b)\.test\.js$/.test(f));
 if (ok && onMicrovm.length && !onVariant) {
   console.log('\n# the API tests again on the microVM backend (WARREN_TEST_BACKEND=microvm)\n');
-  ok = pass('init protocol on microVMs (exec, files, pty, e2b)', () => runFiles(onMicrovm, { WARREN_TEST_BACKEND: 'microvm' }, true));
+  ok = await pass('init protocol on microVMs (exec, files, pty, e2b)', () => runFiles(onMicrovm, { WARREN_TEST_BACKEND: 'microvm' }, true));
   await sweep();
 }
 rmSync(tapDir, { recursive: true, force: true });

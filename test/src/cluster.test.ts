@@ -1,3 +1,4 @@
+// run-tests: alone, leases timed to half a second.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -1,3 +1,4 @@
+// run-tests: alone, reads the host's available memory to size what it fills.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';

@@ -1,3 +1,4 @@
+// run-tests: alone, leases timed to half a second.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

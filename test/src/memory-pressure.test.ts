@@ -1,3 +1,4 @@
+// run-tests: alone, fills memory until the node reclaims it.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';

@@ -1,3 +1,4 @@
+// run-tests: alone, busies every core on purpose, and counts what QEMU holds of the host's memory.
 // The microVM backend through the API, past the first boot: creates that clone their image's
 // template (and keep their clock when it booted on a busy host), an edge restarted under its
 // microVMs, what admission counts of a QEMU, the accelerator probe (the first boots, pause and

@@ -1,3 +1,4 @@
+// run-tests: alone, measures what QEMU holds of the host's memory.
 // What a microVM holds of the host's memory, on real QEMU (TCG here), from the host's view: an
 // idle clone's guest is asked to drop its caches and its QEMU is paged out by the backend's idle
 // pager (its guest's pages in the template's file mapping too), and its guest finds its memory

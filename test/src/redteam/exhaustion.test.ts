@@ -1,3 +1,4 @@
+// run-tests: alone, fork and memory bombs, and output floods.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Sandbox, WarrenError } from '@warren/sdk';
