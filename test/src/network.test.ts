@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
 import type { AuditEntry } from '@warren/api';
 import type { WarrenOptions } from '@warren/server';
-import { sandboxResolvConf } from '@warren/edge';
+import { nodeTag, sandboxResolvConf } from '@warren/edge';
 import { errorCode, http, ownedTempDir, startTestWarren, type TestWarren, until } from './harness.js';
 
 /**
@@ -623,6 +623,38 @@ describe('a node without sandbox networking', () => {
       assert.equal(errorCode(await http(t, 'PATCH', `/v1/sandboxes/${sb.id}/network`, { egress: 'allow' })), 'invalid_argument');
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe('nodes on one host', () => {
+  test('each holds a block of its own from its start, even before its first sandbox and whatever its tag; the last stop lets it go', async () => {
+    // Two data dirs whose tags start the block search at the same place (the node's tag picks it).
+    const start = (dir: string): number => parseInt(nodeTag(dir), 36) % 16;
+    const dirs: string[] = [];
+    while (dirs.length < 2) {
+      const d = await ownedTempDir('blocks-');
+      if (dirs.length === 0 || start(d) === start(dirs[0]!)) dirs.push(d);
+      else await rm(d, { recursive: true, force: true });
+    }
+    const blockOf = async (dir: string): Promise<string> => (JSON.parse(await readFile(join(dir, 'network.json'), 'utf8')) as { block: string }).block;
+    const held = (): string => execFileSync('ip', ['route', 'show', 'type', 'unreachable']).toString();
+    // No namespaces kept ready: a node's block then has no route of a sandbox's until its first create.
+    const a = await startTestWarren({ dataDir: dirs[0], network: { poolSize: 0 } });
+    let b: TestWarren | null = null;
+    try {
+      b = await startTestWarren({ dataDir: dirs[1], network: { poolSize: 0 } });
+      const [ba, bb] = [await blockOf(dirs[0]!), await blockOf(dirs[1]!)];
+      assert.notEqual(ba, bb, 'the second node passed over the first one’s block');
+      for (const block of [ba, bb]) assert.match(held(), new RegExp(`^unreachable ${block.replace(/\./g, '\\.')}(\\s|$)`, 'm'));
+      const sb = await b.client.sandboxes.create({ image: 'busybox:latest' });
+      assert.equal((await sb.exec(['sh', '-c', 'echo ok'])).stdout, 'ok\n');
+      await b.close();
+      b = null;
+      assert.doesNotMatch(held(), new RegExp(`^unreachable ${bb.replace(/\./g, '\\.')}(\\s|$)`, 'm'), 'a stopped node lets its block go');
+    } finally {
+      await b?.close();
+      await a.close();
     }
   });
 });

@@ -97,6 +97,19 @@ export async function sweepDataDir(dataDir: string, opts: { remove?: boolean; lo
   } catch {
     /* none */
   }
+  // And the route that held its block (net/sandbox-network.ts).
+  const block = await readFile(join(dataDir, 'network.json'), 'utf8').then(
+    (t) => (JSON.parse(t) as { block?: unknown }).block,
+    () => undefined,
+  );
+  if (typeof block === 'string' && /^10\.\d+\.\d+\.\d+\/\d+$/.test(block)) {
+    try {
+      execFileSync('ip', ['route', 'del', 'unreachable', block], { stdio: 'ignore' });
+      log(`swept leftover route of block ${block}`);
+    } catch {
+      /* none */
+    }
+  }
   const mounts = (await readFile('/proc/self/mounts', 'utf8'))
     .split('\n')
     .map((l) => l.split(' ')[1] ?? '')

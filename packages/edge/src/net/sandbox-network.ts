@@ -166,6 +166,12 @@ export class SandboxNetwork {
       this.block = { base: parseIpv4(a!)!, prefix: Number(p) };
     } else this.block = pickBlock(parseProcRoutes(await readFile('/proc/net/route', 'utf8')), this.ifPrefix, this.tag);
     await this.saveState();
+    // The block is held from here to the node's last stop (kept over a restart): an unreachable
+    // route for all of it, which another node on this host sees in its routes and passes over
+    // (a sandbox's route, more specific, still wins; its veth came only with the first sandbox,
+    // and a node started meanwhile whose tag led its search to the same block took it too). It
+    // also answers the block's unused addresses from the host as unreachable, not by the default route.
+    await this.ip(`route replace unreachable ${formatCidr(this.block)}\n`);
     this.ownAddresses = Object.values(networkInterfaces())
       .flat()
       .map((i) => (i && i.family === 'IPv4' ? parseIpv4(i.address) : null))
@@ -573,6 +579,7 @@ export class SandboxNetwork {
     await Promise.all(held.map((r) => this.o.host.netnsClose(r.fd).catch(() => undefined)));
     if (opts.keep) return;
     await this.nft(`table inet ${this.table}\ndelete table inet ${this.table}\n`).catch(() => undefined);
+    await this.ip(`route del unreachable ${formatCidr(this.block)}\n`, { force: true }).catch(() => undefined);
     if (this.turnedForwardingOn) {
       await writeFile('/proc/sys/net/ipv4/ip_forward', '0').catch(() => undefined);
       this.turnedForwardingOn = false;
