@@ -14,8 +14,8 @@ test('the reserve: 5 % of the disk, within 256 MiB and 2 GiB; the sandboxes imag
 });
 
 test("a small sandboxes' image keeps data and metadata in mixed block groups, a large one apart", () => {
-  assert.deepEqual(sandboxFsMkfsArgs(256 * MiB), ['-q', '--mixed']);
-  assert.deepEqual(sandboxFsMkfsArgs(5 * 1024 * MiB - 1), ['-q', '--mixed']);
+  assert.deepEqual(sandboxFsMkfsArgs(256 * MiB), ['-q', '--mixed', '-d', 'single', '-m', 'single']);
+  assert.deepEqual(sandboxFsMkfsArgs(5 * 1024 * MiB - 1), ['-q', '--mixed', '-d', 'single', '-m', 'single']);
   assert.deepEqual(sandboxFsMkfsArgs(5 * 1024 * MiB), ['-q', '-m', 'single']);
 });
 

@@ -35,7 +35,7 @@ export function defaultReserveBytes(diskBytes: number): number {
  * the emptied data chunks held the room.
  */
 export function sandboxFsMkfsArgs(bytes: number): string[] {
-  return bytes < 5 * 2 ** 30 ? ['-q', '--mixed'] : ['-q', '-m', 'single'];
+  return bytes < 5 * 2 ** 30 ? ['-q', '--mixed', '-d', 'single', '-m', 'single'] : ['-q', '-m', 'single'];
 }
 
 /** The sandboxes' image, when made: 80 % of what is free past the reserve, at least 256 MiB. */

@@ -1,4 +1,4 @@
-import { cpus } from 'node:os';
+import { constants, cpus } from 'node:os';
 import { chmod, chown, mkdir, readdir, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -588,7 +588,7 @@ export class ContainerBackend implements Backend {
  */
 function noRoomForSubvolume(e: unknown): never {
   const errno = e instanceof WarrenError ? e.details.errno : undefined;
-  if (errno === 28 || errno === 122)
+  if (errno === constants.errno.ENOSPC || errno === constants.errno.EDQUOT)
     throw new WarrenError(
       'resource_exhausted',
       "this node's sandboxes' disk is full: no room for another sandbox's writable layer (a deleted sandbox's space returns within the file system's next commit)",
