@@ -76,56 +76,95 @@ const tapDir = mkdtempSync(join(tmpdir(), 'wtests-tap-'));
  * Runs test files with node's runner, one process per file (unit tests: one process, `concurrency`
  * files at a time). Integration files run `slots` at a time, each printing its output whole when it
  * ends, except a file that asks for the machine to itself (a line `// run-tests: alone, <why>` in
- * its head: it boots guests under TCG, measures the host's memory or CPU, or times its own waits):
- * those run one at a time after the others. A file that hangs fails after 5 minutes instead of
- * holding the run. Answers the counts of its TAP summaries.
+ * its head: it measures the host's memory or CPU, loads it on purpose, or times its own waits
+ * tightly): those run one at a time after the others, once what the others left is swept. A test
+ * that hangs fails after 5 minutes, a file after 20, instead of holding the run. Answers the
+ * counts of its TAP summaries.
  */
 async function runFiles(list, env, timed, { concurrency = 1, slots = 1 } = {}) {
   const counts = { pass: 0, fail: 0, skipped: 0, files: 0, failedFiles: [] };
   const batches = timed ? list.map((f) => [f]) : [list];
   const alone = (batch) => slots === 1 || batch.length > 1 || /^\/\/ run-tests: alone\b/m.test(readFileSync(batch[0], 'utf8').slice(0, 4000));
   const together = batches.filter((b) => !alone(b));
-  const queue = [...together, ...batches.filter(alone)];
+  const solo = batches.filter(alone);
   const running = new Set();
-  for (const batch of queue) {
-    const solo = !together.includes(batch);
-    while (running.size >= (solo ? 1 : slots)) await Promise.race(running);
-    const run = runBatch(batch, env, timed, concurrency, counts, !solo).then(() => running.delete(run));
+  const start = (batch, buffered) => {
+    const run = runBatch(batch, env, timed, concurrency, counts, buffered, buffered && together.length > 1).then(() => running.delete(run));
     running.add(run);
+  };
+  for (const batch of together) {
+    while (running.size >= slots) await Promise.race(running);
+    start(batch, true);
   }
   await Promise.all(running);
+  if (together.length && solo.length) await sweep();
+  for (const batch of solo) {
+    start(batch, false);
+    await Promise.all(running);
+  }
   return counts;
 }
 
-/** One runner process over `batch`; its output printed as it comes, or whole at its end when `buffered` (beside another). */
-async function runBatch(batch, env, timed, concurrency, counts, buffered) {
+/** How long one file may run before it is killed (its tests time out after 5 minutes each). */
+const FILE_TIMEOUT_MS = 20 * 60_000;
+
+/**
+ * One runner process over `batch`; its output printed as it comes, or whole at its end when
+ * `buffered` (`beside` others). Never throws: a runner that cannot start or runs too long is a failed file.
+ */
+async function runBatch(batch, env, timed, concurrency, counts, buffered, beside) {
   const n = counts.files++;
+  const name = batch.length === 1 ? batch[0] : 'unit tests';
   const tap = join(tapDir, `${n}.tap`);
   const out = join(tapDir, `${n}.out`);
   const started = Date.now();
   const cpu0 = cpuTimes();
-  const fd = buffered ? openSync(out, 'w') : 'inherit';
-  const child = spawn(
-    process.execPath,
-    [
-      '--test',
-      `--test-concurrency=${concurrency}`,
-      '--test-timeout=300000',
-      '--test-reporter=spec',
-      '--test-reporter-destination=stdout',
-      '--test-reporter=tap',
-      `--test-reporter-destination=${tap}`,
-      ...batch,
-    ],
-    { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } },
-  );
-  const [code, signal] = await once(child, 'exit');
-  if (buffered) {
-    closeSync(fd);
-    process.stdout.write(readFileSync(out));
+  let status = 1;
+  let why = '';
+  let fd = null;
+  try {
+    if (buffered) {
+      fd = openSync(out, 'w');
+      console.log(`# ${name} started (its output comes when it ends)`);
+    }
+    const child = spawn(
+      process.execPath,
+      [
+        '--test',
+        `--test-concurrency=${concurrency}`,
+        '--test-timeout=300000',
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tap}`,
+        ...batch,
+      ],
+      { stdio: ['ignore', fd ?? 'inherit', fd ?? 'inherit'], env: { ...process.env, ...env } },
+    );
+    const timer = setTimeout(() => {
+      why = `ran past ${FILE_TIMEOUT_MS / 60_000} minutes and was killed`;
+      child.kill('SIGKILL');
+    }, FILE_TIMEOUT_MS);
+    try {
+      const [code, signal] = await once(child, 'exit');
+      status = code ?? 1;
+      if (!why && status !== 0) why = `the runner ended with ${signal ?? `status ${status}`}`;
+    } finally {
+      clearTimeout(timer);
+    }
+  } catch (e) {
+    why = `the runner could not run: ${e instanceof Error ? e.message : String(e)}`;
+  } finally {
+    if (fd !== null) {
+      closeSync(fd);
+      try {
+        process.stdout.write(readFileSync(out));
+      } catch {
+        /* nothing written */
+      }
+    }
   }
-  const status = code ?? 1;
-  if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, busy: busyShare(cpu0, cpuTimes()), env });
+  if (timed) fileTimes.push({ file: batch[0], ms: Date.now() - started, busy: busyShare(cpu0, cpuTimes()), env, beside });
   let text = '';
   try {
     text = readFileSync(tap, 'utf8');
@@ -140,22 +179,17 @@ async function runBatch(batch, env, timed, concurrency, counts, buffered) {
   const failed = tapFailures(text).map((f) => ({ ...f, pass: currentPass }));
   failures.push(...failed);
   if (status !== 0) {
-    counts.failedFiles.push(batch.length === 1 ? batch[0] : 'unit tests');
+    counts.failedFiles.push(name);
     if (count('fail') + count('cancelled') === 0) counts.fail += 1;
-    if (!failed.length)
-      failures.push({
-        name: batch.length === 1 ? batch[0] : 'unit tests',
-        location: '',
-        error: [`no test failed, but the runner ended with ${signal ?? `status ${status}`}`],
-        pass: currentPass,
-      });
+    if (!failed.length) failures.push({ name, location: '', error: [`no test failed, but ${why}`], pass: currentPass });
   }
 }
 
 /** The machine's CPU time so far (/proc/stat's first line, in ticks): all of it and the busy part. */
 function cpuTimes() {
   try {
-    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest and guest_nice are in user and nice already)
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
     const total = f.reduce((a, b) => a + b, 0);
     return { total, busy: total - f[3] - (f[4] ?? 0) };
   } catch {
@@ -193,7 +227,8 @@ if (only !== '--integration' && !filter && !onVariant) {
 if (ok && unit.length && !onVariant) ok = await pass('unit tests', () => runFiles(unit, {}, false, { concurrency: availableParallelism() }));
 if (ok && integration.length) {
   const name = onVariant ? `integration tests on ${JSON.stringify(variant)}` : 'integration tests (edge in-process, SQLite, containers)';
-  ok = await pass(name, () => runFiles(integration, variant, true, { slots: SLOTS }));
+  // The suite on microVMs (TCG guests' timings) one file at a time, as the default microVM pass.
+  ok = await pass(name, () => runFiles(integration, variant, true, { slots: variant.WARREN_TEST_BACKEND ? 1 : SLOTS }));
   await sweep();
 }
 // The init protocol on the other backend: the API's tests of commands, files, terminals and the
@@ -220,7 +255,7 @@ if (fileTimes.length) {
   console.log("# slowest integration files (wall, the machine's CPU busy meanwhile)");
   for (const f of [...fileTimes].sort((a, b) => b.ms - a.ms).slice(0, shown))
     console.log(
-      `#   ${fmt(f.ms).padStart(8)}  ${`${Math.round(f.busy * 100)} %`.padStart(5)}  ${f.file.replace(/^test\/dist\//, '')}${f.env.WARREN_TEST_BACKEND ? ' (microVM)' : ''}`,
+      `#   ${fmt(f.ms).padStart(8)}  ${`${Math.round(f.busy * 100)} %`.padStart(5)}  ${f.file.replace(/^test\/dist\//, '')}${f.env.WARREN_TEST_BACKEND ? ' (microVM)' : ''}${f.beside ? ' (beside another)' : ''}`,
     );
 }
 if (failures.length) {

@@ -1,3 +1,4 @@
+// run-tests: alone, failovers timed to two seconds.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdir } from 'node:fs/promises';

@@ -1,3 +1,4 @@
+// run-tests: alone, first output and timeouts timed to a few hundred milliseconds.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdir, readlink } from 'node:fs/promises';

@@ -1,3 +1,4 @@
+// run-tests: alone, queueing of calls timed to a second.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

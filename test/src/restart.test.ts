@@ -1,3 +1,4 @@
+// run-tests: alone, a lease's sandboxes end within a second of its deadline.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, readFile } from 'node:fs/promises';

@@ -1,3 +1,4 @@
+// run-tests: alone, a neighbour's slowest command timed while walkers load the node.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
