@@ -174,7 +174,11 @@ export async function startTestWarren(
     blobStore: opts.blobStore,
     network: opts.network,
     swap: opts.swap,
-    overcommit: opts.overcommit,
+    // No refusing creates for the CPU the sandboxes use: every node on this host puts its
+    // sandboxes under the same cgroup parent (this process's), so with a cluster test's edges, or
+    // two test files at once, each would count the others' busy sandboxes (TCG guests booting)
+    // as its own. That check has its own tests (lifecycle/admission.test.ts, edge.test.ts).
+    overcommit: { busy: 0, ...opts.overcommit },
     // Tests run on busy machines: no pausing for memory pressure unless a test asks for it.
     memoryFloorMiB: opts.memoryFloorMiB ?? 0,
     sandboxMemoryMiB: opts.sandboxMemoryMiB,
@@ -292,7 +296,8 @@ export interface UpProcess {
 /** Runs `warren up` as its own process and resolves with its URL once it serves. */
 export async function spawnUp(args: string[], env: NodeJS.ProcessEnv): Promise<UpProcess> {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', ...args], { env, stdio: ['ignore', 'pipe', 'ignore'], detached: true });
+  // --cpu-busy 0: as startTestWarren's nodes (see there).
+  const child = spawn(process.execPath, [CLI, 'up', '--port', '0', '--cpu-busy', '0', ...args], { env, stdio: ['ignore', 'pipe', 'ignore'], detached: true });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   let out = '';
   const url = await new Promise<string>((resolve, reject) => {
