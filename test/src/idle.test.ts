@@ -209,7 +209,8 @@ describe('oversubscription', () => {
   });
 
   test('with defaults, an RL batch of 64 mostly idle one-CPU, 512 MiB sandboxes fits on this node', async () => {
-    const t = await startTestWarren();
+    // The node's default busy-CPU admission (0.9 of the CPUs), which the harness turns off.
+    const t = await startTestWarren({ overcommit: { busy: 0.9 } });
     const made: Sandbox[] = [];
     try {
       for (let i = 0; i < 64; i++) made.push(await t.client.sandboxes.create({ image: 'busybox:latest', resources: { cpu: 1, memoryMiB: 512 } }));
