@@ -33,7 +33,7 @@ describe('fork', notOnMicrovm('these are the container backend’s forks'), () =
         src,
         'head -c 500000000 /dev/zero > /big && echo state > /work/s && mkdir -p /d/e && echo x > /d/e/f && rm /bin/vi && sleep 600 > /dev/null 2>&1 &',
       );
-      await until(async () => (await src.exec('test -f /d/e/f && pidof sleep')).exitCode === 0, 10_000);
+      await until(async () => (await src.exec('test -f /d/e/f && pidof sleep')).exitCode === 0, 60_000);
       const r = await src.fork({ count: 16, labels: { job: 'fork', role: 'child' } });
       assert.deepEqual(r.errors, []);
       children.push(...r.sandboxes);

@@ -80,8 +80,11 @@ export function testClock(start = Date.now()): TestClock {
   };
 }
 
-/** Waits for `pred` to hold (polling every 10 ms), failing after `ms`: for what a sweep set going. */
-export async function until(pred: () => Promise<boolean>, ms = 5000): Promise<void> {
+/**
+ * Waits for `pred` to hold (polling every 10 ms), failing after `ms`: for what a sweep set going.
+ * The default is generous: another test file may be running beside this one (scripts/run-tests.mjs).
+ */
+export async function until(pred: () => Promise<boolean>, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await pred())) {
     if (Date.now() > deadline) throw new Error(`not so after ${ms} ms`);

@@ -1,3 +1,4 @@
+// run-tests: alone, four TCG guests counting, their clocks compared to the host's.
 // A microVM forked N ways on real QEMU (TCG here): the backend freezes a running microVM as a fork
 // base (its memory, devices and disk) and starts children from it, each resuming the same saved
 // state with memory of its own (the base's file mapped copy-on-write), a disk of its own and an

@@ -1,3 +1,4 @@
+// run-tests: alone, TCG guests, one of them in the batch class (SCHED_IDLE), timed to tens of seconds.
 // The microVM backend's parts on real QEMU (TCG here): Debian's cloud kernel, Warren's initramfs
 // (warren-vmstage, then warren-init as PID 1), busybox's EROFS layer as read-only virtio disks
 // under an overlay on an ext4 writable disk, the init's protocol over the virtio-serial mux.

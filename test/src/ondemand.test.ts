@@ -100,12 +100,12 @@ after(async () => {
 
 const dataServed = (): number => served.get(`${layerHex}.data`) ?? 0;
 
-/** Bytes served once read-ahead has stopped fetching. */
+/** Bytes served once read-ahead has stopped fetching (no change for a second: its threads may be starved a while on a busy machine). */
 async function settledServed(): Promise<number> {
   let n = dataServed();
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0, still = 0; i < 150 && still < 10; i++) {
     await new Promise((r) => setTimeout(r, 100));
-    if (dataServed() === n) break;
+    still = dataServed() === n ? still + 1 : 0;
     n = dataServed();
   }
   return n;

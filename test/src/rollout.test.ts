@@ -34,7 +34,7 @@ test('a rollout driver killed mid-batch and restarted finishes every episode exa
     const first = run();
     const exited = new Promise<number | null>((r) => first.on('exit', (code) => r(code)));
     let killedMidStep = false;
-    for (let i = 0; i < 400; i++) {
+    for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
       const s = await readState();
       const reading = Object.values(s?.steps ?? {}).some((x) => x.offset > 0);
       if (s && reading && Object.keys(s.results).length >= 1) {
