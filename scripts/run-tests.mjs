@@ -88,20 +88,14 @@ async function runFiles(list, env, timed, { concurrency = 1, slots = 1 } = {}) {
   const together = batches.filter((b) => !alone(b));
   const solo = batches.filter(alone);
   const running = new Set();
-  const start = (batch, buffered) => {
-    const run = runBatch(batch, env, timed, concurrency, counts, buffered, buffered && together.length > 1).then(() => running.delete(run));
-    running.add(run);
-  };
   for (const batch of together) {
     while (running.size >= slots) await Promise.race(running);
-    start(batch, true);
+    const run = runBatch(batch, env, timed, concurrency, counts, true, together.length > 1).then(() => running.delete(run));
+    running.add(run);
   }
   await Promise.all(running);
   if (together.length && solo.length) await sweep();
-  for (const batch of solo) {
-    start(batch, false);
-    await Promise.all(running);
-  }
+  for (const batch of solo) await runBatch(batch, env, timed, concurrency, counts, false, false);
   return counts;
 }
 

@@ -8,10 +8,10 @@ import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
 /** Debian's Chromium (scripts/setup.sh --test installs it). */
-export const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM = '/usr/bin/chromium';
 /** Screenshots the tests take, kept for people to look at (test/output/dashboard). */
 export const SHOTS = join(dirname(fileURLToPath(import.meta.url)), '..', 'output', 'dashboard');
-export const DASHBOARD_BUILT = existsSync(fileURLToPath(new URL('../../packages/dashboard/dist/index.html', import.meta.url)));
+const DASHBOARD_BUILT = existsSync(fileURLToPath(new URL('../../packages/dashboard/dist/index.html', import.meta.url)));
 
 /** Why the dashboard cannot be shown in a browser here, or false when it can. */
 export const noBrowser = (): string | false => (!existsSync(CHROMIUM) ? 'no Chromium' : !DASHBOARD_BUILT ? 'the dashboard is not built' : false);

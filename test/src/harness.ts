@@ -81,6 +81,23 @@ export function testClock(start = Date.now()): TestClock {
 }
 
 /**
+ * `read()` once it has stopped changing: the same for `quietMs` (polled every 100 ms), or what it
+ * is after `ms`. For counts that work in the background (read-ahead's fetches) still moves.
+ */
+export async function settled(read: () => number, quietMs = 1000, ms = 15_000): Promise<number> {
+  let n = read();
+  for (let quietSince = Date.now(), deadline = quietSince + ms; Date.now() - quietSince < quietMs && Date.now() < deadline; ) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = read();
+    if (now !== n) {
+      n = now;
+      quietSince = Date.now();
+    }
+  }
+  return n;
+}
+
+/**
  * Waits for `pred` to hold (polling every 10 ms), failing after `ms`: for what a sweep set going.
  * The default is generous: another test file may be running beside this one (scripts/run-tests.mjs).
  */

@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { http, startTestWarren, type TestWarren } from './harness.js';
+import { http, settled, startTestWarren, type TestWarren } from './harness.js';
 import { makeTar } from './tar-writer.js';
 
 let source: TestWarren;
@@ -101,15 +101,7 @@ after(async () => {
 const dataServed = (): number => served.get(`${layerHex}.data`) ?? 0;
 
 /** Bytes served once read-ahead has stopped fetching (no change for a second: its threads may be starved a while on a busy machine). */
-async function settledServed(): Promise<number> {
-  let n = dataServed();
-  for (let i = 0, still = 0; i < 150 && still < 10; i++) {
-    await new Promise((r) => setTimeout(r, 100));
-    still = dataServed() === n ? still + 1 : 0;
-    n = dataServed();
-  }
-  return n;
-}
+const settledServed = (): Promise<number> => settled(dataServed);
 
 test('a layer the node lacks is mounted from the blob store and only the chunks read are fetched, once', async () => {
   node = await startTestWarren({ images: ['busybox:latest'], blobStore: { url: storeUrl, cacheMaxBytes: 1 << 30 } });

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { runPython } from './python-run.js';
-import { http, ownedTempDir, startTestWarren, type TestWarren } from './harness.js';
+import { http, ownedTempDir, settled, startTestWarren, type TestWarren } from './harness.js';
 import { makeTar, type Member } from './tar-writer.js';
 
 const sha = (b: Buffer): string => `sha256:${createHash('sha256').update(b).digest('hex')}`;
@@ -322,12 +322,7 @@ test('layers published to a registry are read from it on demand by another node,
     // Read-ahead may still be fetching: the count once it has stopped (no change for a second:
     // its threads may be starved a while on a busy machine).
     const total = (): number => [...blobBytes.values()].reduce((a, b) => a + b, 0);
-    let fetched = total();
-    for (let i = 0, still = 0; i < 150 && still < 10; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      still = total() === fetched ? still + 1 : 0;
-      fetched = total();
-    }
+    const fetched = await settled(total);
     assert.ok(fetched > 0 && fetched <= 8 << 20, `read 1 MiB of 16, fetched ${fetched} bytes`);
     const other = await node.client.sandboxes.create({ image: 'reg/od:1' });
     assert.equal((await other.exec(md5)).stdout.trim(), want);
