@@ -245,10 +245,9 @@ export class SqliteStore implements Store {
       .immediate();
   }
 
+  /** One transaction for the group (a commit each made it ~110 µs a sandbox, ~25 together). */
   async markStarted(ids: string[]): Promise<string[]> {
-    const out: string[] = [];
-    for (const id of ids) if (await this.updateSandbox(id, { state: 'running' }, { from: ['creating'] })) out.push(id);
-    return out;
+    return this.db.transaction(() => ids.filter((id) => this.updateNow(id, { state: 'running' }, { from: ['creating'] }))).immediate();
   }
 
   async updateSandbox(
@@ -256,7 +255,11 @@ export class SqliteStore implements Store {
     patch: Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end' | 'layers'>>,
     o: { from?: SandboxState[] } = {},
   ): Promise<boolean> {
-    // Read and write with nothing between: better-sqlite3 is synchronous.
+    return this.updateNow(id, patch, o);
+  }
+
+  /** updateSandbox's read and write, with nothing between (better-sqlite3 is synchronous). */
+  private updateNow(id: string, patch: Parameters<SqliteStore['updateSandbox']>[1], o: { from?: SandboxState[] }): boolean {
     const row = this.stmts.get.get(id);
     if (!row) return false;
     const cur = JSON.parse(row.doc) as SandboxRecord;
