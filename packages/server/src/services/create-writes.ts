@@ -10,20 +10,33 @@ export interface CreateWrites {
   start(id: string): Promise<boolean>;
 }
 
+/**
+ * The first write of a group waits for the rest of this turn of the event loop: the creates whose
+ * requests were read in it go together. (SQLite's write is synchronous: without the wait every
+ * write in a burst went alone, a commit of ~0.1 ms each here.)
+ */
+const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
 export function createWrites(store: Store): CreateWrites {
-  const inserts = new GroupWrite<SandboxRecord, void>(async (recs) => {
-    try {
-      await store.insertSandboxes(recs);
-      return recs.map(() => ({ status: 'fulfilled', value: undefined }));
-    } catch (e) {
-      if (recs.length === 1 || (e instanceof WarrenError && e.code === 'unavailable')) throw e;
-      // One record that cannot go in (its requestId taken meanwhile) fails its own create only.
-      return Promise.allSettled(recs.map((r) => store.insertSandbox(r)));
-    }
-  });
-  const starts = new GroupWrite<string, boolean>(async (ids) => {
-    const started = new Set(await store.markStarted(ids));
-    return ids.map((id) => ({ status: 'fulfilled', value: started.has(id) }));
-  });
+  const inserts = new GroupWrite<SandboxRecord, void>(
+    async (recs) => {
+      try {
+        await store.insertSandboxes(recs);
+        return recs.map(() => ({ status: 'fulfilled', value: undefined }));
+      } catch (e) {
+        if (recs.length === 1 || (e instanceof WarrenError && e.code === 'unavailable')) throw e;
+        // One record that cannot go in (its requestId taken meanwhile) fails its own create only.
+        return Promise.allSettled(recs.map((r) => store.insertSandbox(r)));
+      }
+    },
+    { linger: turn },
+  );
+  const starts = new GroupWrite<string, boolean>(
+    async (ids) => {
+      const started = new Set(await store.markStarted(ids));
+      return ids.map((id) => ({ status: 'fulfilled', value: started.has(id) }));
+    },
+    { linger: turn },
+  );
   return { insert: (rec) => inserts.add(rec), start: (id) => starts.add(id) };
 }
