@@ -127,12 +127,15 @@ export class PoolService {
   async claim(key: string): Promise<{ id: string; node: string } | null> {
     const pools = [...this.pools.values()].filter((p) => poolKey(p.tenant, p.layers, p.resources, p.network) === key);
     if (!pools.length) return null;
-    const loads = await this.loads();
+    let loads: Map<string, EdgeLoad> | undefined;
     for (const p of pools) {
-      // The nodes that said they had one ready first, most first; then the others (their loads may be old).
-      const nodes = poolNodes(this.cluster.up(), p)
-        .map((n) => ({ n, ready: loads.get(n.id)?.pools?.find((x) => x.id === p.id)?.ready ?? 0 }))
-        .sort((a, b) => b.ready - a.ready);
+      const up = poolNodes(this.cluster.up(), p);
+      // The nodes that said they had one ready first, most first; then the others (their loads may
+      // be old). One node has nothing to order: the local node's load is read anew (a walk over its
+      // sandboxes), not at every claim for nothing.
+      if (up.length > 1) loads ??= await this.loads();
+      const ready = (id: string): number => loads?.get(id)?.pools?.find((x) => x.id === p.id)?.ready ?? 0;
+      const nodes = up.map((n) => ({ n, ready: ready(n.id) })).sort((a, b) => b.ready - a.ready);
       for (const { n } of nodes) {
         const id = await n.api.poolTake(p.id).catch(() => null);
         if (!id) continue;
