@@ -242,6 +242,8 @@ static void write_host_files(void)
 	etc_put("hosts", text);
 }
 
+const int init_ignored[4] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE};
+
 int main(void)
 {
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -280,10 +282,11 @@ int main(void)
 	const char *fnv = getenv("WARREN_FN"), *kib = getenv("WARREN_FN_TMPFS_KIB");
 	fn_mode = fnv && !strcmp(fnv, "1");
 	fn_tmpfs_kib = kib ? strtoul(kib, NULL, 10) : 0;
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGINT, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
-	signal(SIGPIPE, SIG_IGN);
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+	for (size_t i = 0; i < sizeof init_ignored / sizeof *init_ignored; i++)
+		signal(init_ignored[i], SIG_IGN);
 	sigset_t ss;
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGCHLD);

@@ -132,12 +132,13 @@ static void exec_file(const char *path, char **argv, char **env)
 void __attribute__((noreturn)) child_main(struct spawn_args *sa, int in_r, int out_w, int err_w, int ep, int ctty)
 {
 	child_ep = ep;
+	/* What the init ignores, its program gets at the default (an ignored signal stays ignored
+	 * across an exec; the init has no handlers, and every other disposition is the default). */
+	for (size_t i = 0; i < sizeof init_ignored / sizeof *init_ignored; i++)
+		signal(init_ignored[i], SIG_DFL);
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			signal(s, SIG_DFL);
 	if (setsid() < 0)
 		child_fail(errno, "setsid: %s", strerror(errno));
 	if (in_r < 0) {

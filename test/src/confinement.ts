@@ -18,6 +18,9 @@ export async function assertConfined(sb: Sandbox): Promise<void> {
     assert.equal(st.NoNewPrivs, '1');
     assert.equal(st.Seccomp, '2');
   }
+  // A command starts with no signal ignored or blocked, whatever the init ignores itself.
+  const own = (await sb.exec(['cat', '/proc/self/status'])).stdout;
+  for (const f of ['SigIgn', 'SigBlk']) assert.match(own, new RegExp(`^${f}:\\t0{16}$`, 'm'), f);
   assert.notEqual((await sb.exec('mount -t tmpfs none /mnt')).exitCode, 0);
   // Kernel files that leak host state are empty; kernel tunables cannot be written.
   assert.equal((await sb.exec('cat /proc/timer_list /proc/keys | wc -c')).stdout.trim(), '0');
