@@ -26,25 +26,31 @@ function heldStore(): { store: Store; reads: () => number; release: () => void }
   };
 }
 
-test('a burst of claims makes one more pool sync after the one under way, not one each; a claim after that run started gets its own', async () => {
+test('a burst of claims makes one more pool sync after the one under way, not one each; a claim after that run started gets its own; a claim reads no pools from the store', async () => {
   const s = heldStore();
-  const pools = new PoolService(s.store, { up: () => [], loadOf: async () => ({}) as never }, {} as SandboxService, {
+  s.release();
+  // The node's answer is held: the start's sync stays under way until it is let go.
+  let told = 0;
+  let answer!: () => void;
+  const held = new Promise<void>((r) => (answer = r));
+  const node = { id: 'n1', boot: 'b1', state: 'ready', api: { poolsSet: async () => void (told++ === 0 && (await held)) } };
+  const pools = new PoolService(s.store, { up: () => [node] as never, loadOf: async () => ({}) as never }, {} as SandboxService, {
     logger: { warn: () => undefined },
+    syncEveryMs: 3_600_000,
   });
   const first = pools.start();
-  await new Promise((r) => setImmediate(r));
+  for (let i = 0; i < 1000 && told === 0; i++) await new Promise((r) => setImmediate(r));
   assert.equal(s.reads(), 1, 'the start reads the pools');
-  // 20 claims while that read is under way: they need a read after theirs, and share it.
-  for (let i = 0; i < 20; i++) pools.claimed();
-  s.release();
+  // 20 claims while that sync is under way: they need a run after theirs, and share it.
+  const claims = Array.from({ length: 20 }, () => (pools as unknown as { sync(now?: boolean, reread?: boolean): Promise<void> }).sync(true, false));
+  answer();
   await first;
-  await new Promise((r) => setImmediate(r));
-  await new Promise((r) => setImmediate(r));
-  assert.equal(s.reads(), 2);
+  await Promise.all(claims);
+  assert.equal(told, 2);
   pools.claimed();
-  await new Promise((r) => setImmediate(r));
-  await new Promise((r) => setImmediate(r));
-  assert.equal(s.reads(), 3);
+  for (let i = 0; i < 1000 && told < 3; i++) await new Promise((r) => setImmediate(r));
+  assert.equal(told, 3);
+  assert.equal(s.reads(), 1, 'claims change no pool: the store is not read for them');
   pools.close();
 });
 

@@ -37,9 +37,10 @@ export class PoolService {
   private readonly told = new Map<string, { what: string; at: number }>();
   private timer: NodeJS.Timeout | null = null;
   private syncing: Promise<void> | null = null;
-  /** The sync asked for that has not read the store yet, and whether a caller it serves asked for `now`. */
+  /** The sync asked for that has not started yet, and whether a caller it serves asked for `now`, or for a read of the store. */
   private syncQueued: Promise<void> | null = null;
   private queuedNow = false;
+  private queuedReread = false;
 
   constructor(
     private readonly store: Store,
@@ -152,15 +153,22 @@ export class PoolService {
     return null;
   }
 
-  /** A claim is recorded (the sandbox is the tenant's in the store now): the nodes are told again whether to refill. */
+  /**
+   * A claim is recorded (the sandbox is the tenant's in the store now): the nodes are told again
+   * whether to refill. The pools are not read again for it (a claim changes none; the timer's
+   * sync reads what other replicas changed).
+   */
   claimed(): void {
-    void this.sync(true).catch((e: unknown) => this.o.logger.warn('the warm pools could not be synced', { error: String(e) }));
+    void this.sync(true, false).catch((e: unknown) => this.o.logger.warn('the warm pools could not be synced', { error: String(e) }));
   }
 
-  /** Reads the pools from the store and tells every node its shares (`now`: whatever it was told before). */
-  private sync(now = false): Promise<void> {
-    const run = async (now: boolean): Promise<void> => {
-      this.pools = new Map((await this.store.listPools()).map((p) => [p.id, p]));
+  /**
+   * Reads the pools from the store (unless `reread` is false) and tells every node its shares
+   * (`now`: whatever it was told before).
+   */
+  private sync(now = false, reread = true): Promise<void> {
+    const run = async (now: boolean, reread: boolean): Promise<void> => {
+      if (reread) this.pools = new Map((await this.store.listPools()).map((p) => [p.id, p]));
       for (const p of this.pools.values()) {
         try {
           // A refill after claims stays within the quota of the key that made the pool (whose
@@ -205,20 +213,23 @@ export class PoolService {
     // starts (a burst of claims makes one more run, not one each).
     if (this.syncing && !now) return this.syncing;
     if (this.syncQueued) {
-      // It tells every node again if any of the callers it serves asked for that.
+      // It tells every node again, and reads the store, if any of the callers it serves asked for that.
       this.queuedNow ||= now;
+      this.queuedReread ||= reread;
       return this.syncQueued;
     }
     this.queuedNow = now;
+    this.queuedReread = reread;
     const next: Promise<void> = (this.syncing ?? Promise.resolve())
       .catch(() => undefined)
       .then(() => {
-        const tellAll = this.queuedNow;
+        const [tellAll, read] = [this.queuedNow, this.queuedReread];
         if (this.syncQueued === next) {
           this.syncQueued = null;
           this.queuedNow = false;
+          this.queuedReread = false;
         }
-        return run(tellAll);
+        return run(tellAll, read);
       })
       .finally(() => {
         if (this.syncing === next) this.syncing = null;
