@@ -1,8 +1,8 @@
 // run-tests: alone, reads the host's available memory to size what it fills.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { activeSwaps } from '@warren/edge';
+import { readFile, readdir } from 'node:fs/promises';
+import { CgroupV1, activeSwaps, readOwnCgroupParent } from '@warren/edge';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
 import { errorCode, http, startTestWarren, testClock, until, type TestWarren } from './harness.js';
@@ -15,6 +15,18 @@ async function state(t: TestWarren, id: string): Promise<{ state: string; expire
 
 async function memAvailableMiB(): Promise<number> {
   return Number(/MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) / 1024;
+}
+
+/** The warren-pageout processes at work on a sandbox (on any process of its cgroup). */
+async function pageOutsOf(id: string): Promise<number[]> {
+  const mine = new Set((await new CgroupV1().procs('pids', `${readOwnCgroupParent()}/${id}`)).map(String));
+  const found: number[] = [];
+  for (const p of await readdir('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    const argv = (await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (argv[0]?.endsWith('warren-pageout') && argv.slice(1).some((a) => mine.has(a))) found.push(Number(p));
+  }
+  return found;
 }
 
 /** The sandbox's state once `ok` holds of it, or as it is after `withinMs`. */
@@ -71,20 +83,24 @@ describe('pause on a default node: swap in RAM, an answer at once, the memory ba
     const t = await startTestWarren({ images: ['busybox:latest', 'debian-python:latest'] });
     try {
       const sb = await t.client.sandboxes.create({ image: 'debian-python:latest', resources: { memoryMiB: 2048 } });
+      // Each tick replaces the file whole: written in place (open "w" truncates, then writes), a
+      // read found it empty about once in 300 here, the same as "no tick yet" (CI failed so once).
       const heap =
-        'import time\nx = bytearray(1 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1\nopen("/tmp/ready", "w").write("1")\nwhile True:\n    time.sleep(0.05)\n    open("/tmp/tick", "w").write(str(time.time()))\n';
+        'import os, time\nx = bytearray(1 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1\nopen("/tmp/ready", "w").write("1")\nwhile True:\n    time.sleep(0.05)\n    open("/tmp/tick.new", "w").write(str(time.time()))\n    os.replace("/tmp/tick.new", "/tmp/tick")\n';
       await sb.files.write('/tmp/heap.py', heap);
       void sb.exec(['python3', '/tmp/heap.py'], { timeoutMs: 120_000 }).catch(() => null);
-      for (let i = 0; i < 400 && !(await sb.files.exists('/tmp/ready')); i++) await sleep(50);
+      await until(() => sb.files.exists('/tmp/ready'));
       const full = (await state(t, sb.id)).usage.memoryBytes;
       await sb.pause();
+      // Resumed while its page-out runs (a 1 GiB one takes about a second here).
+      await until(async () => (await pageOutsOf(sb.id)).length > 0);
       await sb.resume();
       assert.equal((await state(t, sb.id)).state, 'running');
-      // Running again: the loop ticks, and no page-out goes on behind it (a 1 GiB one takes about
-      // a second here; the heap stays resident).
+      // The resume answered once the page-out had stopped: none goes on behind the running sandbox.
+      assert.deepEqual(await pageOutsOf(sb.id), []);
+      // Running again: the loop ticks on, its heap resident.
       const t1 = (await sb.exec('cat /tmp/tick')).stdout;
-      await sleep(1500);
-      assert.notEqual((await sb.exec('cat /tmp/tick')).stdout, t1);
+      await until(async () => (await sb.exec('cat /tmp/tick')).stdout !== t1);
       const after = (await state(t, sb.id)).usage.memoryBytes;
       assert.ok(after > full * 0.5, `the page-out went on after the resume: ${after} of ${full} resident`);
       await sb.delete();
