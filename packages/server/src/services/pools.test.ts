@@ -73,3 +73,27 @@ test('a claim that joins a queued sync not asked for now still has every node to
   assert.equal(told, 2);
   pools.close();
 });
+
+test("the timer's read of the pools is not lost behind a claim's run, which reads none", async () => {
+  const s = heldStore();
+  s.release();
+  let told = 0;
+  let answer!: () => void;
+  const held = new Promise<void>((r) => (answer = r));
+  // The second telling (the claim's run) is held until let go.
+  const node = { id: 'n1', boot: 'b1', state: 'ready', api: { poolsSet: async () => void (++told === 2 && (await held)) } };
+  const pools = new PoolService(s.store, { up: () => [node] as never, loadOf: async () => ({}) as never }, {} as SandboxService, {
+    logger: { warn: () => undefined },
+    syncEveryMs: 3_600_000,
+  });
+  await pools.start();
+  assert.equal(s.reads(), 1);
+  pools.claimed();
+  for (let i = 0; i < 1000 && told < 2; i++) await new Promise((r) => setImmediate(r));
+  assert.equal(told, 2, "the claim's run is under way");
+  const timer = (pools as unknown as { sync(): Promise<void> }).sync();
+  answer();
+  await timer;
+  assert.equal(s.reads(), 2, "the timer's sync read the pools");
+  pools.close();
+});

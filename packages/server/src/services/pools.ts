@@ -41,6 +41,8 @@ export class PoolService {
   private syncQueued: Promise<void> | null = null;
   private queuedNow = false;
   private queuedReread = false;
+  /** Whether the run under way reads the pools from the store. */
+  private rereading = false;
 
   constructor(
     private readonly store: Store,
@@ -168,6 +170,7 @@ export class PoolService {
    */
   private sync(now = false, reread = true): Promise<void> {
     const run = async (now: boolean, reread: boolean): Promise<void> => {
+      this.rereading = reread;
       if (reread) this.pools = new Map((await this.store.listPools()).map((p) => [p.id, p]));
       for (const p of this.pools.values()) {
         try {
@@ -208,16 +211,18 @@ export class PoolService {
           }),
       );
     };
-    // `now`: a run that reads the store after this caller's change, so not the one under way
-    // (which may have read it before); one that has not started yet serves every caller until it
-    // starts (a burst of claims makes one more run, not one each).
-    if (this.syncing && !now) return this.syncing;
+    // A run that has not started yet serves every caller until it starts (a burst of claims makes
+    // one more run, not one each); it tells every node again, and reads the store, if any of the
+    // callers it serves asked for that.
     if (this.syncQueued) {
-      // It tells every node again, and reads the store, if any of the callers it serves asked for that.
       this.queuedNow ||= now;
       this.queuedReread ||= reread;
       return this.syncQueued;
     }
+    // The run under way serves a caller that is not `now` (which needs a run after its change:
+    // the one under way may have read the store before it), unless the caller needs the store
+    // read and that run does not read it (a claim's).
+    if (this.syncing && !now && (this.rereading || !reread)) return this.syncing;
     this.queuedNow = now;
     this.queuedReread = reread;
     const next: Promise<void> = (this.syncing ?? Promise.resolve())
