@@ -11,7 +11,8 @@ export interface GroupWriteOptions {
 /**
  * Group commit: the first write goes at once (or after `linger`); writes asked for while it is in
  * flight wait and go together in the next one (at most `max` each), so a burst of creates costs
- * a few database round trips instead of one each, and a lone create waits for nothing. `write`
+ * a few database round trips instead of one each, and a lone create waits for nothing but its
+ * linger (the creates' own: the rest of the event loop's turn, create-writes.ts). `write`
  * answers each item's outcome in order (one item's failure need not fail the others).
  * @example
  * const starts = new GroupWrite((ids: string[]) => store.markStarted(ids).then(...));
