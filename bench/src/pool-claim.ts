@@ -14,7 +14,7 @@ import { startWarrenUp } from './warren-up.js';
 
 const { values } = parseArgs({ options: { size: { type: 'string', default: '64' }, rounds: { type: 'string', default: '3' } } });
 const SIZE = Number(values.size);
-const ROUNDS = Number(values.rounds);
+const ROUNDS = Math.max(1, Number(values.rounds));
 const SPEC = { image: 'busybox:latest', resources: { cpu: 0.25, memoryMiB: 128 } };
 
 async function main(): Promise<void> {

@@ -204,7 +204,7 @@ struct linux_dirent64 {
 extern int64_t now_ms;
 extern struct rlimit saved_nofile;
 /* The signals the init ignores. Every other disposition is the default (the init resets them all
- * at its start, whatever its spawner left), so a child resets only these before its exec. */
+ * at its start, whatever its spawner left), so a command's child resets only these before its exec. */
 extern const int init_ignored[4];
 extern buf_t fb;
 extern int child_ep;
