@@ -126,10 +126,11 @@ describe('pause with memory reclaim', () => {
       const sh = await sb.shell({ cwd: '/' });
       await sh.exec('export X=42 && cd /tmp');
       const loop =
-        "import time\nx = bytearray(96 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\nn = 0\nwhile True:\n    n += 1\n    open('/tmp/count', 'w').write(str(n))\n    time.sleep(0.05)\n";
+        "import os, time\nx = bytearray(96 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\nn = 0\nwhile True:\n    n += 1\n    open('/tmp/count.new', 'w').write(str(n))\n    os.replace('/tmp/count.new', '/tmp/count')\n    time.sleep(0.05)\n";
       await sb.files.write('/tmp/loop.py', loop);
       const bg = sb.exec(['python3', '/tmp/loop.py'], { timeoutMs: 120_000 }).catch(() => null);
-      // The loop counts once its heap is touched.
+      // The loop counts once its heap is touched (each count replaces the file whole: a freeze
+      // between a truncation and its write would leave it empty, and an empty count proves nothing).
       await until(() => sb.files.exists('/tmp/count'), 20_000);
       const before = (await state(t, sb.id)).usage.memoryBytes;
       // (The heap is most of it: what no page-out can take, about 13 MB of an idle Python
@@ -145,6 +146,7 @@ describe('pause with memory reclaim', () => {
       // Frozen: the loop does not move (read from the host, which does not resume it).
       const counter = join(t.dataDir, 'sandboxes', sb.id, 'upper', 'tmp', 'count');
       const c1 = await readFile(counter, 'utf8');
+      assert.match(c1, /^\d+$/);
       // Eight of the loop's periods frozen (the wait is the test's premise).
       await sleep(400);
       assert.equal(await readFile(counter, 'utf8'), c1);
