@@ -3,10 +3,11 @@ import assert from 'node:assert/strict';
 import type { SandboxRecord, Store } from '../store/store.js';
 import { createWrites } from './create-writes.js';
 
-test('the creates of one turn of the event loop are recorded in one write, and marked running in one', async () => {
+test('with a store that writes inline, the creates of one turn of the event loop are recorded in one write, and marked running in one', async () => {
   const inserts: string[][] = [];
   const marks: string[][] = [];
   const store = {
+    writesInline: true,
     insertSandboxes: async (recs: SandboxRecord[]) => void inserts.push(recs.map((r) => r.id)),
     markStarted: async (ids: string[]) => {
       marks.push(ids);

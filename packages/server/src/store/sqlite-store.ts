@@ -124,6 +124,7 @@ type AuditRow = {
 
 /** The embedded store: one SQLite file, WAL mode, every statement prepared once. */
 export class SqliteStore implements Store {
+  readonly writesInline = true;
   private readonly db: Database.Database;
   private readonly stmts;
   /** The thread that checkpoints the log (sqlite-checkpoint-worker.ts). */

@@ -150,6 +150,11 @@ export interface Store extends CatalogueStore {
   /** Which live sandboxes were created from which image. */
   readonly sandboxImages: SandboxImageStore;
   /**
+   * Whether a write is done before its call returns (SQLite's, synchronous): then nothing is ever
+   * in flight for a group write to gather behind, and it waits for the event loop's turn instead.
+   */
+  readonly writesInline?: boolean;
+  /**
    * Records a new sandbox. With `admit`, in the same transaction as a read of its tenant's
    * live usage (without it): `admit` throws to refuse, and nothing is recorded. Concurrent
    * inserts with `admit` of one tenant see each other, so a burst cannot pass a quota together;
