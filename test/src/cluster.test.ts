@@ -81,6 +81,10 @@ describe(
       // A lease over both nodes: a renewal reaches each (past the first deadline they run on);
       // no longer renewed, its sandboxes on both are gone within its TTL and a second.
       const lease = await client.leases.create({ ttlSeconds: 60 }, { keepAlive: false });
+      // Placement goes by each node's last load (its heartbeat, or a create's answer) and the
+      // creates in flight: the deletes above show at the next heartbeat, and a node whose load
+      // still counts them looks fuller, so all four could go to the other (failed once in CI).
+      await until(async () => (await client.nodes()).nodes.every((n) => n.sandboxes === 0), 10_000);
       const leased = await Promise.all(Array.from({ length: 4 }, () => client.sandboxes.create({ image: 'busybox:latest', lease: lease.id })));
       assert.deepEqual([...new Set(leased.map((x) => x.info.node))].sort(), ['a', 'b']);
       const first = Date.parse((await lease.renew(2)).expiresAt);
