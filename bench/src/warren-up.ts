@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { Warren } from '@warren/sdk';
 
@@ -18,7 +19,7 @@ export interface BenchNode {
  * Starts `warren up` on a free port with `dataDir` and extra flags (`--images` default:
  * busybox and debian-python); resolves once it serves. Its stderr goes to ours when `logs`;
  * `cli`: another checkout's built CLI (default: this one's); `env`: more of its environment;
- * `nodeArgs`: Node's own flags for it (a profiler's).
+ * `nodeArgs`: Node's own flags for it (a profiler's); `removeDataDir`: the data dir goes with the node.
  * A benchmark killed any way (SIGKILL too) stops its node: a guard process waits on a pipe from
  * this one, and at its end SIGTERMs `warren up` (which removes its sandboxes) and then, with
  * `removeDataDir`, removes the data dir.
@@ -52,12 +53,15 @@ export async function startWarrenUp(
     key,
     client: new Warren({ url, apiKey: key }),
     pid: child.pid ?? 0,
-    stop: () =>
-      new Promise((resolve) => {
-        guard.cancel();
+    stop: async () => {
+      guard.cancel();
+      await new Promise<void>((resolve) => {
         child.on('exit', () => resolve());
         child.kill('SIGTERM');
-      }),
+      });
+      // What the guard would have removed had this process been killed.
+      if (opts.removeDataDir) await rm(dataDir, { recursive: true, force: true });
+    },
   };
 }
 
