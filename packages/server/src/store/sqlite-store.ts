@@ -260,17 +260,17 @@ export class SqliteStore implements Store {
   ): Promise<boolean> {
     // Read and written under the write lock: another process on the same file (a replica) cannot
     // end the sandbox between the two and have its end written over.
-    return this.db.transaction(() => this.updateNow(id, patch, o)).immediate();
-  }
-
-  private updateNow(id: string, patch: Parameters<SqliteStore['updateSandbox']>[1], o: { from?: SandboxState[] }): boolean {
-    const row = this.stmts.get.get(id);
-    if (!row) return false;
-    const cur = JSON.parse(row.doc) as SandboxRecord;
-    if (o.from && !o.from.includes(cur.state)) return false;
-    const next = { ...cur, ...patch };
-    this.stmts.update.run(next.state, next.node, JSON.stringify(next), id);
-    return true;
+    return this.db
+      .transaction(() => {
+        const row = this.stmts.get.get(id);
+        if (!row) return false;
+        const cur = JSON.parse(row.doc) as SandboxRecord;
+        if (o.from && !o.from.includes(cur.state)) return false;
+        const next = { ...cur, ...patch };
+        this.stmts.update.run(next.state, next.node, JSON.stringify(next), id);
+        return true;
+      })
+      .immediate();
   }
 
   async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error' | 'end'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
