@@ -56,7 +56,12 @@ describe(
       const ids = async (c: Warren): Promise<string[]> => (await c.sandboxes.list()).sandboxes.map((x) => `${x.id}:${x.info.state}`).sort();
       assert.deepEqual(await ids(one.client), await ids(two.client));
       assert.equal((await ids(one.client)).length, 3);
+      // A command through one replica goes straight to the node it last found the sandbox on; deleted
+      // through the other, the next one through it fails as the store says, not as the node does.
+      const viaOne = await one.client.sandboxes.get(second.id);
+      assert.equal((await viaOne.exec('echo again')).stdout, 'again\n');
       for (const x of [first, second, third]) await x.delete();
+      await assert.rejects(viaOne.exec('true'), (e: Error & { code?: string }) => e.code === 'conflict' && e.message === `sandbox ${second.id} is stopped`);
       // A key made through one replica works through both; revoked through one, it stops working
       // there at once and through the other within a second (each looks a key up again then).
       const made = await api(one.s.url, 'POST', '/v1/keys', { tenant: 'acme', role: 'user' });

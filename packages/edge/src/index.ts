@@ -3,6 +3,7 @@ export { newCommandId, parseSessionId } from './lifecycle/live.js';
 export { BUSYBOX, SHELL } from './init/platform.js';
 export type { EdgeCapacity, EdgeOptions, EdgeSandboxSpec } from './lifecycle/edge.js';
 export { Command } from './lifecycle/command.js';
+export { isNotRunningHere, notRunningHere } from './lifecycle/not-here.js';
 export { argvToScript, envList, shellQuote } from './lifecycle/shell.js';
 export type { Backend, BackendCreateSpec, BackendSandbox, SandboxStats } from './backends/backend.js';
 export { FORK_BASE_ID, forkBaseOf, forkLayer, sandboxResolvConf } from './backends/backend.js';

@@ -3,6 +3,7 @@ import { totalmem } from 'node:os';
 import type { Socket } from 'node:net';
 import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
 import { WarrenError, memoryRequestOf } from '@warren/api';
+import { notRunningHere } from './not-here.js';
 import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
@@ -346,7 +347,7 @@ export class Edge {
 
   private get(id: string): Live {
     const l = this.live.get(id);
-    if (!l) throw new WarrenError('conflict', 'sandbox is not running on this node', { id });
+    if (!l) throw notRunningHere(id);
     return l;
   }
 

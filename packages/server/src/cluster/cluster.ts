@@ -242,6 +242,12 @@ export class Cluster {
     return n.api;
   }
 
+  /** The edge of a node that is ready or draining (reconciled, not down); undefined otherwise. */
+  settled(node: string): EdgeApi | undefined {
+    const n = this.nodes.get(node);
+    return n && (n.state === 'ready' || n.state === 'draining') ? n.api : undefined;
+  }
+
   /** Every node this replica knows, down ones included. */
   all(): ClusterNode[] {
     return [...this.nodes.values()];

@@ -41,7 +41,7 @@ export function commandRoutes(on: On, d: RouteDeps): void {
   });
   on(ROUTES.commandStdin, async (c) => {
     // A sandbox that is not live answers before its body is read.
-    await d.sandboxes.live(c.caller, c.params.id);
+    await d.sandboxes.check(c.caller, c.params.id);
     const { eof } = c.query();
     const data = await readBody(c.req, 16 * 1024 * 1024);
     await d.commands.stdin(c.caller, c.params.id, c.params.commandId, data, eof ?? false);

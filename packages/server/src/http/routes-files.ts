@@ -17,7 +17,7 @@ export function fileRoutes(on: On, d: RouteDeps): void {
   };
   on(ROUTES.writeFile, async (c) => {
     const q = c.query();
-    await d.sandboxes.live(c.caller, c.params.id);
+    await d.sandboxes.check(c.caller, c.params.id);
     checkLength(c.req);
     await d.files.write(c.caller, c.params.id, q.path, c.req, q.mode === undefined ? undefined : parseInt(q.mode, 8));
     c.reply();
@@ -40,19 +40,19 @@ export function fileRoutes(on: On, d: RouteDeps): void {
     c.reply(await d.files.stat(c.caller, c.params.id, q.path));
   });
   on(ROUTES.mkdir, async (c) => {
-    await d.sandboxes.live(c.caller, c.params.id);
+    await d.sandboxes.check(c.caller, c.params.id);
     await d.files.makeDir(c.caller, c.params.id, (await c.body()).path);
     c.reply();
   });
   on(ROUTES.move, async (c) => {
-    await d.sandboxes.live(c.caller, c.params.id);
+    await d.sandboxes.check(c.caller, c.params.id);
     const body = await c.body();
     await d.files.move(c.caller, c.params.id, body.from, body.to);
     c.reply();
   });
   on(ROUTES.putArchive, async (c) => {
     const q = c.query();
-    await d.sandboxes.live(c.caller, c.params.id);
+    await d.sandboxes.check(c.caller, c.params.id);
     checkLength(c.req);
     await d.files.putArchive(c.caller, c.params.id, q.path, c.req);
     c.reply();

@@ -43,12 +43,13 @@ export class CommandService {
   }
 
   private async execNow(caller: Caller, id: string, req: ExecRequest, wait: boolean): Promise<CommandResult | CommandStream> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
     const rid = req.requestId;
-    // Without a requestId: one call to the edge, which starts the command and follows it.
-    if (rid === undefined) return wait ? edge.run(sid, req) : edge.exec(sid, req);
-    const commandId = await this.startOnce(edge, sid, rid, req);
-    return wait ? edge.result(sid, commandId) : edge.follow(sid, commandId, 0);
+    return this.sandboxes.on(caller, id, async (sid, edge) => {
+      // Without a requestId: one call to the edge, which starts the command and follows it.
+      if (rid === undefined) return wait ? edge.run(sid, req) : edge.exec(sid, req);
+      const commandId = await this.startOnce(edge, sid, rid, req);
+      return wait ? edge.result(sid, commandId) : edge.follow(sid, commandId, 0);
+    });
   }
 
   /** Starts the command of a requestId once (see exec); answers its id. */
@@ -82,39 +83,32 @@ export class CommandService {
   }
 
   /** A command's events from byte `offset` of its combined output. */
-  async follow(caller: Caller, id: string, commandId: string, offset: number): Promise<CommandStream> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.follow(sid, commandId, offset);
+  follow(caller: Caller, id: string, commandId: string, offset: number): Promise<CommandStream> {
+    return this.sandboxes.on(caller, id, (sid, edge) => edge.follow(sid, commandId, offset));
   }
 
-  async signal(caller: Caller, id: string, commandId: string, signal: string): Promise<void> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.signal(sid, commandId, signal);
+  signal(caller: Caller, id: string, commandId: string, signal: string): Promise<void> {
+    return this.sandboxes.on(caller, id, (sid, edge) => edge.signal(sid, commandId, signal));
   }
 
-  async resize(caller: Caller, id: string, commandId: string, size: TerminalSize): Promise<void> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.resize(sid, commandId, size);
+  resize(caller: Caller, id: string, commandId: string, size: TerminalSize): Promise<void> {
+    return this.sandboxes.on(caller, id, (sid, edge) => edge.resize(sid, commandId, size));
   }
 
   /** The commands the sandbox runs now (`finished`: and the newest finished ones its node keeps). */
-  async list(caller: Caller, id: string, finished = false): Promise<CommandInfo[]> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.commands(sid, finished ? { finished } : undefined);
+  list(caller: Caller, id: string, finished = false): Promise<CommandInfo[]> {
+    return this.sandboxes.on(caller, id, (sid, edge) => edge.commands(sid, finished ? { finished } : undefined));
   }
 
-  async stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.stdin(sid, commandId, data, eof);
+  stdin(caller: Caller, id: string, commandId: string, data: Buffer, eof: boolean): Promise<void> {
+    return this.sandboxes.on(caller, id, (sid, edge) => edge.stdin(sid, commandId, data, eof));
   }
 
-  async createSession(caller: Caller, id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.createSession(sid, p);
+  createSession(caller: Caller, id: string, p: { cwd?: string; env?: Record<string, string>; user?: string }): Promise<string> {
+    return this.sandboxes.on(caller, id, (sid, edge) => edge.createSession(sid, p));
   }
 
-  async deleteSession(caller: Caller, id: string, sessionId: string): Promise<void> {
-    const { sid, edge } = await this.sandboxes.reach(caller, id);
-    return edge.deleteSession(sid, sessionId);
+  deleteSession(caller: Caller, id: string, sessionId: string): Promise<void> {
+    return this.sandboxes.on(caller, id, (sid, edge) => edge.deleteSession(sid, sessionId));
   }
 }

@@ -19,6 +19,7 @@ import { LeaseBook } from '../placement/lease-book.js';
 import { checkNetwork, namedCreate, resolveCreate, type Named, type ResolveParts, type ResolvedCreate } from './create-resolve.js';
 import type { EventLog } from './events.js';
 import { SandboxLists } from './sandbox-lists.js';
+import { LiveRoutes } from './live-routes.js';
 
 export { decodeFiles, hasQuota, poolKey, visibleImage } from './sandbox-view.js';
 export type { DecodedFile } from '../placement/edge-spec.js';
@@ -101,6 +102,8 @@ export class SandboxService {
   private readonly ends: SandboxEnds;
   /** What resolving a create's request reads: the catalogue, the nodes' networking, the defaults. */
   private readonly resolveParts: ResolveParts;
+  /** Where live sandboxes are, as this replica last read them: commands and file calls go straight there. */
+  private readonly routes: LiveRoutes;
 
   constructor(
     private readonly store: Store,
@@ -115,6 +118,11 @@ export class SandboxService {
     this.lists = new SandboxLists(store, cluster, o);
     this.sync = new NodeSync(store, cluster, o, this.leases, (rec, end) => this.noteEnd(rec, end));
     this.writes = createWrites(store);
+    this.routes = new LiveRoutes({
+      live: (caller, id) => this.liveRecord(caller, id),
+      edgeOf: (node) => cluster.settled(node),
+      edge: (node) => cluster.edge(node),
+    });
     this.ends = new SandboxEnds(store, cluster, {
       logger: o.logger,
       failpoint: o.failpoint,
@@ -418,10 +426,27 @@ export class SandboxService {
    * A sandbox the caller may run things in: running or paused by its record (the edge answers
    * conflict too when it is not live there).
    */
-  async live(caller: Caller, id: string): Promise<SandboxRecord> {
+  live(caller: Caller, id: string): Promise<SandboxRecord> {
+    return this.routes.live(caller, id);
+  }
+
+  private async liveRecord(caller: Caller, id: string): Promise<SandboxRecord> {
     const rec = await this.record(caller, id);
     if (rec.state !== 'running' && rec.state !== 'paused') throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`, { id, state: rec.state });
     return rec;
+  }
+
+  /** Throws what `live` would, without a store read when this replica knows where the sandbox runs. */
+  check(caller: Caller, id: string): Promise<void> {
+    return this.routes.check(caller, id);
+  }
+
+  /**
+   * Runs `call` on the edge of the caller's live sandbox: straight there when this replica knows
+   * where it runs, a call that finds it gone answered as the store says (see LiveRoutes).
+   */
+  on<T>(caller: Caller, id: string, call: (sid: string, edge: EdgeApi) => Promise<T>): Promise<T> {
+    return this.routes.on(caller, id, call);
   }
 
   /**
@@ -456,6 +481,7 @@ export class SandboxService {
 
   /** Ends the caller's sandbox and removes it from its node (SandboxEnds); idempotent for one that already ended. */
   delete(caller: Caller, id: string, reason?: 'deleted' | 'lease'): Promise<void> {
+    this.routes.forget(id);
     return this.ends.delete(caller, id, reason);
   }
 
@@ -494,6 +520,7 @@ export class SandboxService {
 
   /** An end recorded on any path (a delete, an expiry, a death, a node lost, a create that failed): told as an event, and counted. */
   noteEnd(rec: SandboxRecord, end: SandboxEndRecord): void {
+    this.routes.forget(rec.id);
     this.events?.sandbox(rec, 'ended', end);
   }
 
