@@ -44,7 +44,7 @@ function world(o: { max?: number } = {}) {
     max: o.max,
   });
   const add = (id: string, node = 'n1'): void => {
-    recs.set(id, sandboxRecord(id, 'acme', { node }));
+    recs.set(id, sandboxRecord(id, 'acme', { node, user: 'agent' }));
     running.add(id);
   };
   const end = (id: string): void => {
@@ -165,4 +165,17 @@ test('routes are bounded: past the most kept, the oldest learned is forgotten fi
   assert.equal(w.reads(), 3);
   await w.run('sb_1');
   assert.equal(w.reads(), 4);
+});
+
+test('a sandbox’s default user comes with its route; an ended one answers the store’s error', async () => {
+  const w = world();
+  w.add('sb_1');
+  assert.equal(await w.routes.user(acme, 'sb_1'), 'agent');
+  await w.run('sb_1');
+  assert.equal(await w.routes.user(acme, 'sb_1'), 'agent');
+  assert.equal(w.reads(), 1);
+  w.end('sb_1');
+  w.routes.forget('sb_1');
+  await assert.rejects(w.routes.user(acme, 'sb_1'), (e: WarrenError) => e.message === 'sandbox sb_1 is stopped');
+  assert.equal(w.reads(), 2);
 });

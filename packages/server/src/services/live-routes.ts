@@ -14,6 +14,8 @@ export const MAX_ROUTES = 100_000;
 interface Route {
   tenant: string;
   node: string;
+  /** Who its commands run as when a call names no one (null: the image's user). */
+  user: string | null;
   /** When the store said it was live (on `now`). */
   at: number;
 }
@@ -73,6 +75,11 @@ export class LiveRoutes {
     if (!this.known(caller, id)) await this.live(caller, id);
   }
 
+  /** The default user of the caller's live sandbox (null: the image's); the store's error if it is not live. */
+  async user(caller: Caller, id: string): Promise<string | null> {
+    return this.known(caller, id) ? this.routes.get(id)!.user : (await this.live(caller, id)).user;
+  }
+
   /**
    * Runs `call` on the edge of the caller's live sandbox. On a route, the edge's refusal of a
    * sandbox it does not run forgets the route and asks the store: its error if the sandbox is not
@@ -101,13 +108,13 @@ export class LiveRoutes {
     this.routes.delete(id);
   }
 
-  private learn(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'node'>): void {
+  private learn(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'node' | 'user'>): void {
     this.routes.delete(rec.id);
     if (this.routes.size >= this.max) {
       const oldest = this.routes.keys().next();
       if (!oldest.done) this.routes.delete(oldest.value);
     }
-    this.routes.set(rec.id, { tenant: rec.tenant, node: rec.node, at: this.now() });
+    this.routes.set(rec.id, { tenant: rec.tenant, node: rec.node, user: rec.user, at: this.now() });
   }
 
   /** The edge of a route the caller may use now, if any. */

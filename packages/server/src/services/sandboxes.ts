@@ -441,6 +441,11 @@ export class SandboxService {
     return this.routes.check(caller, id);
   }
 
+  /** The default user of the caller's live sandbox (null: the image's), without a store read when its route is known. */
+  defaultUser(caller: Caller, id: string): Promise<string | null> {
+    return this.routes.user(caller, id);
+  }
+
   /**
    * Runs `call` on the edge of the caller's live sandbox: straight there when this replica knows
    * where it runs, a call that finds it gone answered as the store says (see LiveRoutes).

@@ -77,8 +77,7 @@ export async function serveEnvd(d: RouteDeps, req: IncomingMessage, res: ServerR
     scope.sandbox = id;
     const caller = await tokenCaller(d, id, req.headers['x-access-token'] as string | undefined);
     scope.caller = caller;
-    const rec = await d.sandboxes.record(caller, id);
-    const agent: Agent = { caller, id, user: userOf(req), defaultUser: rec.user };
+    const agent: Agent = { caller, id, user: userOf(req), defaultUser: await d.sandboxes.defaultUser(caller, id) };
     if (path === '/files') {
       await serveFiles(d, agent, req, res, url);
       return record(res.statusCode, null);
