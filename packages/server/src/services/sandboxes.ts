@@ -568,7 +568,6 @@ export class SandboxService {
    * process never dials a node's addresses, which are the node's own (counts as activity).
    */
   async openPort(caller: Caller, id: string, port: number): Promise<{ sandbox: string; stream: Duplex }> {
-    const { sid, edge } = await this.reach(caller, id);
-    return { sandbox: sid, stream: await edge.openPort(sid, port) };
+    return this.on(caller, id, async (sid, edge) => ({ sandbox: sid, stream: await edge.openPort(sid, port) }));
   }
 }
