@@ -58,8 +58,16 @@ describe(
       assert.equal((await ids(one.client)).length, 3);
       // A command through one replica goes straight to the node it last found the sandbox on; deleted
       // through the other, the next one through it fails as the store says, not as the node does.
+      const routed = async (url: string): Promise<number> =>
+        Number(
+          /^warren_sandbox_calls_total\{route="known"\} (\d+)$/m.exec(
+            await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${KEY}` } })).text(),
+          )?.[1],
+        );
+      const before = await routed(one.s.url);
       const viaOne = await one.client.sandboxes.get(second.id);
       assert.equal((await viaOne.exec('echo again')).stdout, 'again\n');
+      assert.equal(await routed(one.s.url), before + 1);
       for (const x of [first, second, third]) await x.delete();
       await assert.rejects(viaOne.exec('true'), (e: Error & { code?: string }) => e.code === 'conflict' && e.message === `sandbox ${second.id} is stopped`);
       // A key made through one replica works through both; revoked through one, it stops working

@@ -5,6 +5,7 @@ import type { LayerInfo } from '@warren/images';
 import type { Backend, BackendCreateSpec, BackendSandbox } from '../backends/backend.js';
 import { Edge, type EdgeOptions, type EdgeSandboxSpec } from './edge.js';
 import { parseSessionId } from './live.js';
+import { isNotRunningHere } from './not-here.js';
 
 /** A strict fake backend: records calls, fails creates on demand, throws on anything unexpected. */
 class FakeBackend implements Backend {
@@ -501,4 +502,19 @@ test('a resume waits for a commit (or fork) that is reading the sandbox’s file
     [],
   );
   assert.equal(e.isPaused('sb_a'), true);
+});
+
+test('a sandbox the edge does not run is refused as notRunningHere by every sandbox call, a command lookup too (the control plane then asks its store)', async () => {
+  const b = new FakeBackend();
+  const e = edge(b);
+  try {
+    await e.create(spec('sb_1'));
+    assert.equal(e.hasCommand('sb_1', 'cmd_none'), false);
+    await e.destroy('sb_1');
+    assert.throws(() => e.hasCommand('sb_1', 'cmd_none'), isNotRunningHere);
+    await assert.rejects(e.exec('sb_1', { cmd: ['true'] }), isNotRunningHere);
+    await assert.rejects(e.pause('sb_1'), isNotRunningHere);
+  } finally {
+    await e.close({ keep: true });
+  }
 });

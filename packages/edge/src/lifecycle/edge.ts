@@ -495,9 +495,9 @@ export class Edge {
     }
   }
 
-  /** Whether the edge still holds a command (it forgets them after retention or a restart). */
+  /** Whether the edge still holds a command (it forgets them after retention or a restart); notRunningHere for a sandbox it does not run. */
   hasCommand(id: string, commandId: string): boolean {
-    return this.live.get(id)?.commands.has(commandId) ?? false;
+    return this.get(id).commands.has(commandId);
   }
 
   private async launch(l: Live, req: ExecRequest, cmdId: string): Promise<Command> {

@@ -74,6 +74,7 @@ export class Cluster {
    */
   private quietUntil: number;
   private storeLost = false;
+  private lost = 0;
   private readonly now: () => number;
 
   constructor(private readonly o: ClusterOptions) {
@@ -180,7 +181,13 @@ export class Cluster {
     else this.follow(r.id, r.boot, api);
   }
 
+  /** Counts the times a node went down, started anew or left, on this replica (what a route learned meanwhile must not outlive). */
+  get losses(): number {
+    return this.lost;
+  }
+
   private lose(id: string): void {
+    this.lost++;
     this.gone.get(id)?.abort();
     this.gone.delete(id);
   }
@@ -242,7 +249,7 @@ export class Cluster {
     return n.api;
   }
 
-  /** The edge of a node that is ready or draining (reconciled, not down); undefined otherwise. */
+  /** The edge of a node that is ready or draining (not down, not joining); undefined otherwise. */
   settled(node: string): EdgeApi | undefined {
     const n = this.nodes.get(node);
     return n && (n.state === 'ready' || n.state === 'draining') ? n.api : undefined;

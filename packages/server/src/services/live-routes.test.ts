@@ -4,20 +4,24 @@ import { WarrenError } from '@warren/api';
 import { notRunningHere, type EdgeApi } from '@warren/edge';
 import type { SandboxRecord } from '../store/store.js';
 import { sandboxRecord } from '../testing/sandbox-record.js';
-import { LiveRoutes } from './live-routes.js';
+import { LiveRoutes, type RouteNodes } from './live-routes.js';
 import type { Caller } from './sandboxes.js';
 
 const acme = { tenant: 'acme', role: 'user' } as Caller;
 const other = { tenant: 'other', role: 'user' } as Caller;
+const admin = { tenant: 'ops', role: 'admin' } as Caller;
 
 /**
  * Records in a map (the store's word, its reads counted), nodes whose edges run a sandbox while
- * `running` has it (`settled`: the nodes ready or draining), a clock the test moves.
+ * `running` has it (`settled`: the nodes ready or draining; `lose`: a node goes down or starts
+ * anew), a clock the test moves.
  */
 function world(o: { max?: number } = {}) {
   const recs = new Map<string, SandboxRecord>();
   const running = new Set<string>();
   const settled = new Set(['n1']);
+  const gone = new Map<string, AbortController>();
+  let losses = 0;
   let reads = 0;
   let clock = 0;
   let hold: Promise<void> | null = null;
@@ -29,17 +33,27 @@ function world(o: { max?: number } = {}) {
         return node;
       },
     }) as unknown as EdgeApi;
+  const nodes: RouteNodes = {
+    settled: (node) => (settled.has(node) ? edgeOf(node) : undefined),
+    edge: edgeOf,
+    goneSignal: (node) => {
+      let c = gone.get(node);
+      if (!c) gone.set(node, (c = new AbortController()));
+      return c.signal;
+    },
+    get losses() {
+      return losses;
+    },
+  };
   const routes = new LiveRoutes({
-    live: async (caller, id) => {
+    record: async (caller, id) => {
       reads++;
       if (hold) await hold;
       const rec = recs.get(id);
-      if (!rec || rec.tenant !== caller.tenant) throw new WarrenError('not_found', `sandbox ${id} does not exist`);
-      if (rec.state !== 'running' && rec.state !== 'paused') throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`);
+      if (!rec || (rec.tenant !== caller.tenant && caller.role !== 'admin')) throw new WarrenError('not_found', `sandbox ${id} does not exist`);
       return rec;
     },
-    edgeOf: (node) => (settled.has(node) ? edgeOf(node) : undefined),
-    edge: edgeOf,
+    nodes,
     now: () => clock,
     max: o.max,
   });
@@ -51,12 +65,18 @@ function world(o: { max?: number } = {}) {
     recs.set(id, { ...recs.get(id)!, state: 'stopped' });
     running.delete(id);
   };
+  const lose = (node: string): void => {
+    losses++;
+    gone.get(node)?.abort();
+    gone.delete(node);
+  };
   const run = (id: string, caller: Caller = acme): Promise<string> =>
     routes.on(caller, id, (sid, edge) => (edge as unknown as { run(sid: string): Promise<string> }).run(sid));
   return {
     routes,
     add,
     end,
+    lose,
     run,
     running,
     settled,
@@ -167,15 +187,50 @@ test('routes are bounded: past the most kept, the oldest learned is forgotten fi
   assert.equal(w.reads(), 4);
 });
 
-test('a sandbox’s default user comes with its route; an ended one answers the store’s error', async () => {
+test('a sandbox’s default user comes with its route, and from the store in any state without one', async () => {
   const w = world();
   w.add('sb_1');
   assert.equal(await w.routes.user(acme, 'sb_1'), 'agent');
   await w.run('sb_1');
   assert.equal(await w.routes.user(acme, 'sb_1'), 'agent');
   assert.equal(w.reads(), 1);
+  // Ended (E2B's calls that need no live sandbox, a watcher's removal, still answer).
   w.end('sb_1');
   w.routes.forget('sb_1');
-  await assert.rejects(w.routes.user(acme, 'sb_1'), (e: WarrenError) => e.message === 'sandbox sb_1 is stopped');
+  assert.equal(await w.routes.user(acme, 'sb_1'), 'agent');
+  await assert.rejects(w.routes.user(other, 'sb_1'), (e: WarrenError) => e.code === 'not_found');
+  assert.equal(w.routes.size, 0);
+});
+
+test('an admin uses the route its owner’s call taught, and teaches one its owner uses', async () => {
+  const w = world();
+  w.add('sb_1');
+  w.add('sb_2');
+  await w.run('sb_1');
+  assert.equal(await w.run('sb_1', admin), 'n1');
+  await w.run('sb_2', admin);
+  await w.run('sb_2');
   assert.equal(w.reads(), 2);
+  await assert.rejects(w.run('sb_2', other), (e: WarrenError) => e.code === 'not_found');
+});
+
+test('a node that went down or started anew: the routes to it from before are not used; one lost during a read teaches none', async () => {
+  const w = world();
+  w.add('sb_1');
+  await w.run('sb_1');
+  w.lose('n1');
+  await w.run('sb_1');
+  assert.equal(w.reads(), 2);
+  await w.run('sb_1');
+  assert.equal(w.reads(), 2);
+  let release!: () => void;
+  w.hold(new Promise<void>((r) => (release = r)));
+  w.routes.forget('sb_1');
+  const reading = w.run('sb_1');
+  w.lose('n1');
+  w.hold(null);
+  release();
+  await reading;
+  await w.run('sb_1');
+  assert.equal(w.reads(), 4);
 });

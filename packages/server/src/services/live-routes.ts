@@ -1,3 +1,4 @@
+import { WarrenError } from '@warren/api';
 import { isNotRunningHere, type EdgeApi } from '@warren/edge';
 import type { SandboxRecord } from '../store/store.js';
 import type { Caller } from './sandboxes.js';
@@ -8,7 +9,7 @@ import type { Caller } from './sandboxes.js';
  * (its node refuses the sandbox once it is removed): a route never outlives this.
  */
 export const ROUTE_MAX_AGE_MS = 30_000;
-/** Routes kept at most (the oldest learned go first): ~150 bytes each. */
+/** Routes kept at most (the oldest learned go first): ~200 bytes each. */
 export const MAX_ROUTES = 100_000;
 
 interface Route {
@@ -18,15 +19,26 @@ interface Route {
   user: string | null;
   /** When the store said it was live (on `now`). */
   at: number;
+  /** Fires when its node goes down or starts anew (a route from before is not used after). */
+  gone: AbortSignal;
+}
+
+/** The nodes as the routes need them (the Cluster). */
+export interface RouteNodes {
+  /** The edge of a node this replica sees ready or draining; undefined while it is joining, down or unknown. */
+  settled(node: string): EdgeApi | undefined;
+  /** The edge of a sandbox's node as the store names it (unavailable while the node is down). */
+  edge(node: string): EdgeApi;
+  /** Fires when the node goes down or starts anew. */
+  goneSignal(node: string): AbortSignal;
+  /** Counts the times a node went down or started anew, on this replica. */
+  readonly losses: number;
 }
 
 export interface LiveRoutesOptions {
-  /** The store's word: the caller's sandbox, running or paused; not_found or conflict if not (SandboxService.live). */
-  live: (caller: Caller, id: string) => Promise<SandboxRecord>;
-  /** The edge of a node this replica sees ready or draining; undefined while it is joining, down or unknown. */
-  edgeOf: (node: string) => EdgeApi | undefined;
-  /** The edge of a sandbox's node as the store names it (unavailable while the node is down). */
-  edge: (node: string) => EdgeApi;
+  /** The store's record of the caller's sandbox, in any state; not_found for other tenants' ids (SandboxService.record). */
+  record: (caller: Caller, id: string) => Promise<SandboxRecord>;
+  nodes: RouteNodes;
   /** A monotonic clock in ms (default performance.now). */
   now?: () => number;
   maxAgeMs?: number;
@@ -40,16 +52,18 @@ export interface LiveRoutesOptions {
  * changes, nor its node once it runs; the only thing that can go stale is that it is live, and the
  * edge answers that itself: it refuses a sandbox it does not run (notRunningHere), and the store is
  * then asked, so a call on an ended sandbox fails as it did with the store read first. Forgotten when
- * this replica records the sandbox's end, and after ROUTE_MAX_AGE_MS; a node that is joining
- * (its reconcile not done) or down is not gone to on a route.
+ * this replica records the sandbox's end, and after ROUTE_MAX_AGE_MS; not used once its node went
+ * down or started anew since, nor while the node is joining.
  */
 export class LiveRoutes {
   private readonly routes = new Map<string, Route>();
-  /** Bumped by every forget: a store read that began before one does not teach its route. */
-  private ends = 0;
+  /** The store reads under way, per sandbox: a forget marks them, and a marked read teaches no route. */
+  private readonly reading = new Map<string, Set<{ stale: boolean }>>();
   private readonly now: () => number;
   private readonly maxAgeMs: number;
   private readonly max: number;
+  /** Calls that went on a route, and those that read the store first (for /metrics). */
+  readonly counts = { routed: 0, read: 0 };
 
   constructor(private readonly o: LiveRoutesOptions) {
     this.now = o.now ?? (() => performance.now());
@@ -62,22 +76,21 @@ export class LiveRoutes {
     return this.routes.size;
   }
 
-  /** The store's word on the caller's live sandbox, its route learned. */
+  /** The store's word on the caller's live sandbox: conflict when it is not running or paused. */
   async live(caller: Caller, id: string): Promise<SandboxRecord> {
-    const ends = this.ends;
-    const rec = await this.o.live(caller, id);
-    if (ends === this.ends) this.learn(rec);
+    const rec = await this.read(caller, id);
+    if (rec.state !== 'running' && rec.state !== 'paused') throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`, { id, state: rec.state });
     return rec;
   }
 
-  /** Throws what the store says unless the caller's sandbox is live (without asking it when a route is known). */
+  /** Throws what `live` would, without asking the store when a route is known. */
   async check(caller: Caller, id: string): Promise<void> {
     if (!this.known(caller, id)) await this.live(caller, id);
   }
 
-  /** The default user of the caller's live sandbox (null: the image's); the store's error if it is not live. */
+  /** The default user of the caller's sandbox (null: the image's), in any state; from its route when known. */
   async user(caller: Caller, id: string): Promise<string | null> {
-    return this.known(caller, id) ? this.routes.get(id)!.user : (await this.live(caller, id)).user;
+    return this.known(caller, id) ? this.routes.get(id)!.user : (await this.read(caller, id)).user;
   }
 
   /**
@@ -90,8 +103,9 @@ export class LiveRoutes {
     const edge = this.known(caller, id);
     if (!edge) {
       const rec = await this.live(caller, id);
-      return call(rec.id, this.o.edge(rec.node));
+      return call(rec.id, this.o.nodes.edge(rec.node));
     }
+    this.counts.routed++;
     try {
       return await call(id, edge);
     } catch (e) {
@@ -102,10 +116,30 @@ export class LiveRoutes {
     }
   }
 
-  /** Forgets a sandbox's route (its end is recorded here). */
+  /** Forgets a sandbox's route (its end is recorded here), and what a store read under way would teach. */
   forget(id: string): void {
-    this.ends++;
     this.routes.delete(id);
+    for (const r of this.reading.get(id) ?? []) r.stale = true;
+  }
+
+  /** Reads the record; learns the route when it is live and nothing changed meanwhile. */
+  private async read(caller: Caller, id: string): Promise<SandboxRecord> {
+    this.counts.read++;
+    const mark = { stale: false };
+    const losses = this.o.nodes.losses;
+    let marks = this.reading.get(id);
+    if (!marks) this.reading.set(id, (marks = new Set()));
+    marks.add(mark);
+    let rec: SandboxRecord;
+    try {
+      rec = await this.o.record(caller, id);
+    } finally {
+      marks.delete(mark);
+      if (!marks.size && this.reading.get(id) === marks) this.reading.delete(id);
+    }
+    // A node lost meanwhile: its signal now is a new one, which would not tell of that loss.
+    if (!mark.stale && losses === this.o.nodes.losses && (rec.state === 'running' || rec.state === 'paused')) this.learn(rec);
+    return rec;
   }
 
   private learn(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'node' | 'user'>): void {
@@ -114,19 +148,19 @@ export class LiveRoutes {
       const oldest = this.routes.keys().next();
       if (!oldest.done) this.routes.delete(oldest.value);
     }
-    this.routes.set(rec.id, { tenant: rec.tenant, node: rec.node, user: rec.user, at: this.now() });
+    this.routes.set(rec.id, { tenant: rec.tenant, node: rec.node, user: rec.user, at: this.now(), gone: this.o.nodes.goneSignal(rec.node) });
   }
 
   /** The edge of a route the caller may use now, if any. */
   private known(caller: Caller, id: string): EdgeApi | undefined {
     const r = this.routes.get(id);
     if (!r) return undefined;
-    if (this.now() - r.at > this.maxAgeMs) {
+    if (this.now() - r.at > this.maxAgeMs || r.gone.aborted) {
       this.routes.delete(id);
       return undefined;
     }
     // Another tenant's sandbox: the store answers (not_found, as for an id nobody has).
     if (r.tenant !== caller.tenant && caller.role !== 'admin') return undefined;
-    return this.o.edgeOf(r.node);
+    return this.o.nodes.settled(r.node);
   }
 }

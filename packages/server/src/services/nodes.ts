@@ -202,6 +202,7 @@ export class NodeService {
     for (const n of this.cluster.all()) states.set(n.state, (states.get(n.state) ?? 0) + 1);
     const net = await Promise.all(up.map((n) => this.networkMetrics(n.api)));
     const tenants = await this.store.usageByTenant();
+    const routing = this.sandboxes.routing;
     const label = (t: string): string => t.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`));
     const perTenant = tenants.flatMap((t) => [
       `warren_tenant_sandboxes{tenant="${label(t.tenant)}"} ${t.sandboxes}`,
@@ -218,6 +219,8 @@ export class NodeService {
       `# TYPE warren_placements_total counter\nwarren_placements_total ${this.sandboxes.placer.counts.created}\n` +
       `# TYPE warren_placement_retries_total counter\nwarren_placement_retries_total ${this.sandboxes.placer.counts.retried}\n` +
       `# TYPE warren_store_round_trips_total counter\nwarren_store_round_trips_total ${this.store.roundTrips()}\n` +
+      `# TYPE warren_sandbox_routes gauge\nwarren_sandbox_routes ${routing.routes}\n` +
+      `# TYPE warren_sandbox_calls_total counter\nwarren_sandbox_calls_total{route="known"} ${routing.routed}\nwarren_sandbox_calls_total{route="read"} ${routing.read}\n` +
       `# TYPE warren_sandbox_ends_total counter\n${[...this.sandboxes.ended].map(([r, n]) => `warren_sandbox_ends_total{reason="${r}"} ${n}\n`).join('')}` +
       `# TYPE warren_tenant_sandboxes gauge\n# TYPE warren_tenant_cpu gauge\n# TYPE warren_tenant_memory_mib gauge\n${perTenant.join('\n')}\n` +
       net.join('')

@@ -20,6 +20,8 @@ export class SandboxEnds {
       freed: () => void;
       /** Told of each end recorded (lifecycle events). */
       ended?: (rec: SandboxRecord, end: SandboxEndRecord) => void;
+      /** Told of each sandbox whose end the store holds after a write here (it may have ended before, on another replica). */
+      recorded?: (id: string) => void;
     },
   ) {
     this.activity = new GroupWrite<{ id: string; at: number }, void>(async (entries) => {
@@ -32,6 +34,7 @@ export class SandboxEnds {
   async delete(caller: Caller, id: string, reason: 'deleted' | 'lease' = 'deleted'): Promise<void> {
     const end = endNow(reason);
     const rec = await this.store.endSandbox(id, { state: 'stopped', error: null, end }, caller.role === 'admin' ? {} : { tenant: caller.tenant });
+    if (rec) this.o.recorded?.(id);
     if (rec && (rec.state === 'creating' || rec.state === 'running' || rec.state === 'paused')) this.o.ended?.(rec, end);
     if (!rec) throw new WarrenError('not_found', `sandbox ${id} does not exist`, { id });
     this.o.failpoint?.('delete:stored');
@@ -66,6 +69,7 @@ export class SandboxEnds {
       .endSandbox(id, { state, error, end })
       .then((r) => {
         this.o.failpoint?.('delete:stored');
+        if (r) this.o.recorded?.(id);
         if (r && (r.state === 'creating' || r.state === 'running' || r.state === 'paused')) this.o.ended?.(r, end);
         return r;
       })

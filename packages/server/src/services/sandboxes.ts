@@ -118,16 +118,13 @@ export class SandboxService {
     this.lists = new SandboxLists(store, cluster, o);
     this.sync = new NodeSync(store, cluster, o, this.leases, (rec, end) => this.noteEnd(rec, end));
     this.writes = createWrites(store);
-    this.routes = new LiveRoutes({
-      live: (caller, id) => this.liveRecord(caller, id),
-      edgeOf: (node) => cluster.settled(node),
-      edge: (node) => cluster.edge(node),
-    });
+    this.routes = new LiveRoutes({ record: (caller, id) => this.record(caller, id), nodes: cluster });
     this.ends = new SandboxEnds(store, cluster, {
       logger: o.logger,
       failpoint: o.failpoint,
       freed: () => this.queue.poke(),
       ended: (rec, end) => this.noteEnd(rec, end),
+      recorded: (id) => this.routes.forget(id),
     });
   }
 
@@ -430,18 +427,12 @@ export class SandboxService {
     return this.routes.live(caller, id);
   }
 
-  private async liveRecord(caller: Caller, id: string): Promise<SandboxRecord> {
-    const rec = await this.record(caller, id);
-    if (rec.state !== 'running' && rec.state !== 'paused') throw new WarrenError('conflict', `sandbox ${id} is ${rec.state}`, { id, state: rec.state });
-    return rec;
-  }
-
   /** Throws what `live` would, without a store read when this replica knows where the sandbox runs. */
   check(caller: Caller, id: string): Promise<void> {
     return this.routes.check(caller, id);
   }
 
-  /** The default user of the caller's live sandbox (null: the image's), without a store read when its route is known. */
+  /** The default user of the caller's sandbox (null: the image's), without a store read when its route is known. */
   defaultUser(caller: Caller, id: string): Promise<string | null> {
     return this.routes.user(caller, id);
   }
@@ -486,7 +477,6 @@ export class SandboxService {
 
   /** Ends the caller's sandbox and removes it from its node (SandboxEnds); idempotent for one that already ended. */
   delete(caller: Caller, id: string, reason?: 'deleted' | 'lease'): Promise<void> {
-    this.routes.forget(id);
     return this.ends.delete(caller, id, reason);
   }
 
@@ -516,6 +506,11 @@ export class SandboxService {
   /** Called by the edge when a sandbox's processes died under it (the OOM killer's doing, or otherwise). */
   died(id: string, why?: { reason?: 'exited' | 'oom'; detail?: string }): Promise<void> {
     return this.ends.died(id, why);
+  }
+
+  /** The routes this replica keeps, the calls that went on one and those that read the store first (for /metrics). */
+  get routing(): { routes: number; routed: number; read: number } {
+    return { routes: this.routes.size, ...this.routes.counts };
   }
 
   /** Sandbox ends by reason on this replica since it started (for /metrics). */
