@@ -43,9 +43,13 @@ describe('red team: accounts', () => {
       );
       const made = await http(as(builder.key), 'POST', `/v1/sandboxes/${sb.id}/commit`, { name: 'acme/builder-made' });
       assert.equal(made.status, 201, made.text);
-      // Another tenant neither sees nor touches it.
+      // Another tenant neither sees nor touches it, also once the owner's calls have taught this
+      // replica where it runs (its commands and file calls then skip the store).
+      assert.equal((await sb.exec('true')).exitCode, 0);
       assert.equal(errorCode(await http(as(other.key), 'GET', `/v1/sandboxes/${sb.id}`)), 'not_found');
       assert.equal(errorCode(await http(as(other.key), 'POST', `/v1/sandboxes/${sb.id}/exec`, { cmd: 'true' })), 'not_found');
+      assert.equal(errorCode(await http(as(other.key), 'GET', `/v1/sandboxes/${sb.id}/files?path=/etc/hostname`)), 'not_found');
+      assert.equal(errorCode(await http(as(other.key), 'PUT', `/v1/sandboxes/${sb.id}/files?path=/tmp/x`, Buffer.from('x'))), 'not_found');
       assert.equal(errorCode(await http(as(other.key), 'DELETE', `/v1/sandboxes/${sb.id}`)), 'not_found');
       // Neither the key nor anything that reverses to it is in the database.
       const db = await storeContents(t);
