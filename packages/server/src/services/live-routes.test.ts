@@ -234,3 +234,25 @@ test('a node that went down or started anew: the routes to it from before are no
   await w.run('sb_1');
   assert.equal(w.reads(), 4);
 });
+
+test('a create that marks its sandbox running teaches its route (its first call reads nothing), unless its end came meanwhile or the mark failed', async () => {
+  const w = world();
+  for (const id of ['sb_1', 'sb_2', 'sb_3']) w.add(id);
+  const recs = ['sb_1', 'sb_2', 'sb_3'].map((id) => sandboxRecord(id, 'acme', { state: 'creating' }));
+  const marked = await w.routes.started(
+    recs,
+    async () => {
+      // A delete of sb_2 recorded while the mark was being written; sb_3's mark lost to it.
+      w.routes.forget('sb_2');
+      return new Set(['sb_1', 'sb_2']);
+    },
+    (ids, id) => ids.has(id),
+  );
+  assert.deepEqual([...marked], ['sb_1', 'sb_2']);
+  assert.equal(w.routes.size, 1);
+  assert.equal(await w.run('sb_1'), 'n1');
+  assert.equal(w.reads(), 0);
+  await w.run('sb_2');
+  await w.run('sb_3');
+  assert.equal(w.reads(), 2);
+});

@@ -122,24 +122,64 @@ export class LiveRoutes {
     for (const r of this.reading.get(id) ?? []) r.stale = true;
   }
 
+  /**
+   * Runs `write`, the store's mark of new sandboxes running (a create's, a batch's); learns the
+   * route of each that `running` says it marked, unless its end was recorded here meanwhile: the
+   * first call on a sandbox just made does not read the store either.
+   */
+  async started<T>(
+    recs: Array<Pick<SandboxRecord, 'id' | 'tenant' | 'node' | 'user'>>,
+    write: () => Promise<T>,
+    running: (r: T, id: string) => boolean,
+  ): Promise<T> {
+    const watch = this.watch(recs.map((r) => r.id));
+    let r: T;
+    try {
+      r = await write();
+    } finally {
+      watch.end();
+    }
+    for (const [i, rec] of recs.entries()) if (watch.fresh(i) && running(r, rec.id)) this.learn(rec);
+    return r;
+  }
+
   /** Reads the record; learns the route when it is live and nothing changed meanwhile. */
   private async read(caller: Caller, id: string): Promise<SandboxRecord> {
     this.counts.read++;
-    const mark = { stale: false };
-    const losses = this.o.nodes.losses;
-    let marks = this.reading.get(id);
-    if (!marks) this.reading.set(id, (marks = new Set()));
-    marks.add(mark);
+    const watch = this.watch([id]);
     let rec: SandboxRecord;
     try {
       rec = await this.o.record(caller, id);
     } finally {
-      marks.delete(mark);
-      if (!marks.size && this.reading.get(id) === marks) this.reading.delete(id);
+      watch.end();
     }
-    // A node lost meanwhile: its signal now is a new one, which would not tell of that loss.
-    if (!mark.stale && losses === this.o.nodes.losses && (rec.state === 'running' || rec.state === 'paused')) this.learn(rec);
+    if (watch.fresh(0) && (rec.state === 'running' || rec.state === 'paused')) this.learn(rec);
     return rec;
+  }
+
+  /**
+   * Marks these sandboxes' store calls under way: `fresh(i)` once they end, if no end of the i-th
+   * was recorded here and no node was lost meanwhile (its signal now would be a new one, which
+   * would not tell of that loss).
+   */
+  private watch(ids: string[]): { end(): void; fresh(i: number): boolean } {
+    const losses = this.o.nodes.losses;
+    const marks = ids.map((id) => {
+      const mark = { stale: false };
+      let set = this.reading.get(id);
+      if (!set) this.reading.set(id, (set = new Set()));
+      set.add(mark);
+      return { id, mark, set };
+    });
+    return {
+      end: () => {
+        for (const { id, mark, set } of marks) {
+          set.delete(mark);
+          if (!set.size && this.reading.get(id) === set) this.reading.delete(id);
+        }
+      },
+      fresh: (i) => !marks[i]!.mark.stale && losses === this.o.nodes.losses,
+    };
   }
 
   private learn(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'node' | 'user'>): void {

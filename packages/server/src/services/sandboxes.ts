@@ -213,7 +213,11 @@ export class SandboxService {
       else errors.push(r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed'));
     });
     // A delete that came while they were being made wins (as for one create).
-    const running = new Set(await this.store.markStarted(started.map((x) => x.rec.id)));
+    const running = await this.routes.started(
+      started.map((x) => x.rec),
+      async () => new Set(await this.store.markStarted(started.map((x) => x.rec.id))),
+      (ids, id) => ids.has(id),
+    );
     const sandboxes: Sandbox[] = [];
     for (const { rec, live } of started) {
       if (running.has(rec.id)) {
@@ -333,7 +337,13 @@ export class SandboxService {
     const started = this.o.holdAt?.('create:started');
     if (started) await started;
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
-    if (!(await this.writes.start(rec.id))) {
+    if (
+      !(await this.routes.started(
+        [rec],
+        () => this.writes.start(rec.id),
+        (ok) => ok,
+      ))
+    ) {
       await this.destroyOn(rec.node, rec.id);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
