@@ -173,18 +173,17 @@ test('a node not ready (joining, down) is not gone to on a route: the store is a
   assert.equal(w.reads(), 2);
 });
 
-test('routes are bounded: past the most kept, the oldest learned is forgotten first', async () => {
-  const w = world({ max: 2 });
-  for (const id of ['sb_1', 'sb_2', 'sb_3']) {
+test('routes are bounded: at most the most kept, the oldest learned forgotten first', async () => {
+  const w = world({ max: 4 });
+  for (const id of ['sb_1', 'sb_2', 'sb_3', 'sb_4', 'sb_5']) {
     w.add(id);
     await w.run(id);
   }
-  assert.equal(w.routes.size, 2);
-  await w.run('sb_3');
-  await w.run('sb_2');
-  assert.equal(w.reads(), 3);
+  assert.ok(w.routes.size <= 4);
+  for (const id of ['sb_3', 'sb_4', 'sb_5']) await w.run(id);
+  assert.equal(w.reads(), 5);
   await w.run('sb_1');
-  assert.equal(w.reads(), 4);
+  assert.equal(w.reads(), 6);
 });
 
 test('a sandbox’s default user comes with its route, and from the store in any state without one', async () => {

@@ -9,7 +9,7 @@ import type { Caller } from './sandboxes.js';
  * (its node refuses the sandbox once it is removed): a route never outlives this.
  */
 export const ROUTE_MAX_AGE_MS = 30_000;
-/** Routes kept at most (the oldest learned go first): ~200 bytes each. */
+/** Routes kept at most (the oldest learned go first, half of them at a time): ~200 bytes each. */
 export const MAX_ROUTES = 100_000;
 
 interface Route {
@@ -56,7 +56,13 @@ export interface LiveRoutesOptions {
  * down or started anew since, nor while the node is joining.
  */
 export class LiveRoutes {
-  private readonly routes = new Map<string, Route>();
+  /**
+   * Routes in two generations: learned into `young`; when it holds half the most kept, it becomes
+   * `old` and the old one goes. (A Map evicting its first entry one at a time walks over every
+   * entry deleted before it: ~0.1 ms a learn at 100,000.)
+   */
+  private young = new Map<string, Route>();
+  private old = new Map<string, Route>();
   /** The store reads under way, per sandbox: a forget marks them, and a marked read teaches no route. */
   private readonly reading = new Map<string, Set<{ stale: boolean }>>();
   private readonly now: () => number;
@@ -73,7 +79,7 @@ export class LiveRoutes {
 
   /** The routes kept now. */
   get size(): number {
-    return this.routes.size;
+    return this.young.size + this.old.size;
   }
 
   /** The store's word on the caller's live sandbox: conflict when it is not running or paused. */
@@ -90,7 +96,7 @@ export class LiveRoutes {
 
   /** The default user of the caller's sandbox (null: the image's), in any state; from its route when known. */
   async user(caller: Caller, id: string): Promise<string | null> {
-    return this.known(caller, id) ? this.routes.get(id)!.user : (await this.read(caller, id)).user;
+    return this.known(caller, id) ? this.route(id)!.user : (await this.read(caller, id)).user;
   }
 
   /**
@@ -118,7 +124,7 @@ export class LiveRoutes {
 
   /** Forgets a sandbox's route (its end is recorded here), and what a store read under way would teach. */
   forget(id: string): void {
-    this.routes.delete(id);
+    this.drop(id);
     for (const r of this.reading.get(id) ?? []) r.stale = true;
   }
 
@@ -183,20 +189,29 @@ export class LiveRoutes {
   }
 
   private learn(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'node' | 'user'>): void {
-    this.routes.delete(rec.id);
-    if (this.routes.size >= this.max) {
-      const oldest = this.routes.keys().next();
-      if (!oldest.done) this.routes.delete(oldest.value);
+    this.old.delete(rec.id);
+    this.young.set(rec.id, { tenant: rec.tenant, node: rec.node, user: rec.user, at: this.now(), gone: this.o.nodes.goneSignal(rec.node) });
+    if (this.young.size >= this.max / 2) {
+      this.old = this.young;
+      this.young = new Map();
     }
-    this.routes.set(rec.id, { tenant: rec.tenant, node: rec.node, user: rec.user, at: this.now(), gone: this.o.nodes.goneSignal(rec.node) });
+  }
+
+  private route(id: string): Route | undefined {
+    return this.young.get(id) ?? this.old.get(id);
+  }
+
+  private drop(id: string): void {
+    this.young.delete(id);
+    this.old.delete(id);
   }
 
   /** The edge of a route the caller may use now, if any. */
   private known(caller: Caller, id: string): EdgeApi | undefined {
-    const r = this.routes.get(id);
+    const r = this.route(id);
     if (!r) return undefined;
     if (this.now() - r.at > this.maxAgeMs || r.gone.aborted) {
-      this.routes.delete(id);
+      this.drop(id);
       return undefined;
     }
     // Another tenant's sandbox: the store answers (not_found, as for an id nobody has).
