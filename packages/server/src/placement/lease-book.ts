@@ -1,5 +1,6 @@
 import type { EdgeLease } from '@warren/edge';
 import type { LeaseRecord } from '../store/leases.js';
+import { RecentMap } from './recent-map.js';
 
 /**
  * A lease as a node is told of it. Its deadline is sent as this replica's clock reads it (the
@@ -19,14 +20,12 @@ const MAX_KEPT = 100_000;
  * renewal may be newer than what is kept here: a node keeps the newer of two.
  */
 export class LeaseBook {
-  private readonly kept = new Map<string, EdgeLease>();
+  private readonly kept = new RecentMap<string, EdgeLease>(MAX_KEPT);
 
   /** Keeps what the store says of a lease now. */
   learn(l: LeaseRecord): EdgeLease {
     const e = edgeLease(l);
-    this.kept.delete(l.id);
     this.kept.set(l.id, e);
-    if (this.kept.size > MAX_KEPT) this.kept.delete(this.kept.keys().next().value!);
     return e;
   }
 

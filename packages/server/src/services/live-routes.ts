@@ -1,5 +1,6 @@
 import { WarrenError } from '@warren/api';
 import { isNotRunningHere, type EdgeApi } from '@warren/edge';
+import { RecentMap } from '../placement/recent-map.js';
 import type { SandboxRecord } from '../store/store.js';
 import type { Caller } from './sandboxes.js';
 
@@ -9,7 +10,7 @@ import type { Caller } from './sandboxes.js';
  * (its node refuses the sandbox once it is removed): a route never outlives this.
  */
 export const ROUTE_MAX_AGE_MS = 30_000;
-/** Routes kept at most (the oldest learned go first, half of them at a time): ~200 bytes each. */
+/** Routes kept at most (the oldest learned go first): ~200 bytes each. */
 export const MAX_ROUTES = 100_000;
 
 interface Route {
@@ -56,30 +57,23 @@ export interface LiveRoutesOptions {
  * down or started anew since, nor while the node is joining.
  */
 export class LiveRoutes {
-  /**
-   * Routes in two generations: learned into `young`; when it holds half the most kept, it becomes
-   * `old` and the old one goes. (A Map evicting its first entry one at a time walks over every
-   * entry deleted before it: ~0.1 ms a learn at 100,000.)
-   */
-  private young = new Map<string, Route>();
-  private old = new Map<string, Route>();
+  private readonly routes: RecentMap<string, Route>;
   /** The store reads under way, per sandbox: a forget marks them, and a marked read teaches no route. */
   private readonly reading = new Map<string, Set<{ stale: boolean }>>();
   private readonly now: () => number;
   private readonly maxAgeMs: number;
-  private readonly max: number;
   /** Calls that went on a route, and those that read the store first (for /metrics). */
   readonly counts = { routed: 0, read: 0 };
 
   constructor(private readonly o: LiveRoutesOptions) {
     this.now = o.now ?? (() => performance.now());
     this.maxAgeMs = o.maxAgeMs ?? ROUTE_MAX_AGE_MS;
-    this.max = o.max ?? MAX_ROUTES;
+    this.routes = new RecentMap(o.max ?? MAX_ROUTES);
   }
 
   /** The routes kept now. */
   get size(): number {
-    return this.young.size + this.old.size;
+    return this.routes.size;
   }
 
   /** The store's word on the caller's live sandbox: conflict when it is not running or paused. */
@@ -96,7 +90,7 @@ export class LiveRoutes {
 
   /** The default user of the caller's sandbox (null: the image's), in any state; from its route when known. */
   async user(caller: Caller, id: string): Promise<string | null> {
-    return this.known(caller, id) ? this.route(id)!.user : (await this.read(caller, id)).user;
+    return this.known(caller, id) ? this.routes.get(id)!.user : (await this.read(caller, id)).user;
   }
 
   /**
@@ -124,7 +118,7 @@ export class LiveRoutes {
 
   /** Forgets a sandbox's route (its end is recorded here), and what a store read under way would teach. */
   forget(id: string): void {
-    this.drop(id);
+    this.routes.delete(id);
     for (const r of this.reading.get(id) ?? []) r.stale = true;
   }
 
@@ -189,29 +183,15 @@ export class LiveRoutes {
   }
 
   private learn(rec: Pick<SandboxRecord, 'id' | 'tenant' | 'node' | 'user'>): void {
-    this.old.delete(rec.id);
-    this.young.set(rec.id, { tenant: rec.tenant, node: rec.node, user: rec.user, at: this.now(), gone: this.o.nodes.goneSignal(rec.node) });
-    if (this.young.size >= this.max / 2) {
-      this.old = this.young;
-      this.young = new Map();
-    }
-  }
-
-  private route(id: string): Route | undefined {
-    return this.young.get(id) ?? this.old.get(id);
-  }
-
-  private drop(id: string): void {
-    this.young.delete(id);
-    this.old.delete(id);
+    this.routes.set(rec.id, { tenant: rec.tenant, node: rec.node, user: rec.user, at: this.now(), gone: this.o.nodes.goneSignal(rec.node) });
   }
 
   /** The edge of a route the caller may use now, if any. */
   private known(caller: Caller, id: string): EdgeApi | undefined {
-    const r = this.route(id);
+    const r = this.routes.get(id);
     if (!r) return undefined;
     if (this.now() - r.at > this.maxAgeMs || r.gone.aborted) {
-      this.drop(id);
+      this.routes.delete(id);
       return undefined;
     }
     // Another tenant's sandbox: the store answers (not_found, as for an id nobody has).
