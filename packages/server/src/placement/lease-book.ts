@@ -11,7 +11,7 @@ export function edgeLease(l: LeaseRecord, now = Date.now()): EdgeLease {
   return { id: l.id, generation: l.renewals, expiresAtMs: now + l.remainingMs, onExpiry: l.onExpiry, ...(l.state === 'active' ? {} : { ended: true }) };
 }
 
-/** The most leases a replica keeps in mind: the least recently learned go first. */
+/** The leases a replica keeps in mind at least (the most recently learned; at most twice as many). */
 const MAX_KEPT = 100_000;
 
 /**
@@ -20,7 +20,7 @@ const MAX_KEPT = 100_000;
  * renewal may be newer than what is kept here: a node keeps the newer of two.
  */
 export class LeaseBook {
-  private readonly kept = new RecentMap<string, EdgeLease>(MAX_KEPT);
+  private readonly kept = new RecentMap<string, EdgeLease>(2 * MAX_KEPT);
 
   /** Keeps what the store says of a lease now. */
   learn(l: LeaseRecord): EdgeLease {

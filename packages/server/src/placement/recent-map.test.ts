@@ -20,3 +20,13 @@ test('a recent map keeps at most its bound, the most recently set, and finds wha
   m.delete(3);
   assert.equal(m.get(3), undefined);
 });
+
+test('a recent map bounded at 0 or 1 keeps at most one entry', () => {
+  for (const max of [0, 1]) {
+    const m = new RecentMap<number, number>(max);
+    m.set(1, 1);
+    m.set(2, 2);
+    assert.ok(m.size <= 1, `max ${max}: ${m.size}`);
+    assert.equal(m.get(1), undefined);
+  }
+});

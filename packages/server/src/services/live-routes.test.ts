@@ -255,3 +255,23 @@ test('a create that marks its sandbox running teaches its route (its first call 
   await w.run('sb_3');
   assert.equal(w.reads(), 2);
 });
+
+test('a node lost between a create’s placement and its mark: the create teaches no route', async () => {
+  const w = world();
+  w.add('sb_1');
+  const placedAt = 0;
+  w.lose('n1');
+  await w.routes.started(
+    [sandboxRecord('sb_1', 'acme', { state: 'creating' })],
+    async () => true,
+    (ok) => ok,
+    placedAt,
+  );
+  assert.equal(w.routes.size, 0);
+  await w.routes.started(
+    [sandboxRecord('sb_1', 'acme', { state: 'creating' })],
+    async () => true,
+    (ok) => ok,
+  );
+  assert.equal(w.routes.size, 1);
+});

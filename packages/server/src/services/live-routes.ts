@@ -125,14 +125,19 @@ export class LiveRoutes {
   /**
    * Runs `write`, the store's mark of new sandboxes running (a create's, a batch's); learns the
    * route of each that `running` says it marked, unless its end was recorded here meanwhile: the
-   * first call on a sandbox just made does not read the store either.
+   * first call on a sandbox just made does not read the store either. `losses`: the nodes' loss
+   * count when the sandboxes were placed (a node lost since, no route is learned).
    */
   async started<T>(
     recs: Array<Pick<SandboxRecord, 'id' | 'tenant' | 'node' | 'user'>>,
     write: () => Promise<T>,
     running: (r: T, id: string) => boolean,
+    losses = this.o.nodes.losses,
   ): Promise<T> {
-    const watch = this.watch(recs.map((r) => r.id));
+    const watch = this.watch(
+      recs.map((r) => r.id),
+      losses,
+    );
     let r: T;
     try {
       r = await write();
@@ -162,8 +167,7 @@ export class LiveRoutes {
    * was recorded here and no node was lost meanwhile (its signal now would be a new one, which
    * would not tell of that loss).
    */
-  private watch(ids: string[]): { end(): void; fresh(i: number): boolean } {
-    const losses = this.o.nodes.losses;
+  private watch(ids: string[], losses = this.o.nodes.losses): { end(): void; fresh(i: number): boolean } {
     const marks = ids.map((id) => {
       const mark = { stale: false };
       let set = this.reading.get(id);

@@ -206,6 +206,7 @@ export class SandboxService {
     }
     for (const p of placed) this.events?.sandbox(p.rec, 'created');
     this.o.failpoint?.('create:stored');
+    const losses = this.cluster.losses;
     const outcomes = await this.placer.placeMany(placed, files);
     const started: Array<{ rec: SandboxRecord; live: EdgeSandboxState }> = [];
     outcomes.forEach((r, i) => {
@@ -217,6 +218,7 @@ export class SandboxService {
       started.map((x) => x.rec),
       async () => new Set(await this.store.markStarted(started.map((x) => x.rec.id))),
       (ids, id) => ids.has(id),
+      losses,
     );
     const sandboxes: Sandbox[] = [];
     for (const { rec, live } of started) {
@@ -331,6 +333,7 @@ export class SandboxService {
     if (pooled) this.pools?.claimed();
     this.events?.sandbox(rec, 'created');
     this.o.failpoint?.('create:stored');
+    const losses = this.cluster.losses;
     const held = this.o.holdAt?.('create:stored');
     if (held) await held;
     const live = pooled ? await this.claimPooled(rec, files) : await this.placer.place(rec, placement, files);
@@ -342,6 +345,7 @@ export class SandboxService {
         [rec],
         () => this.writes.start(rec.id),
         (ok) => ok,
+        losses,
       ))
     ) {
       await this.destroyOn(rec.node, rec.id);
