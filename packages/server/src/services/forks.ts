@@ -178,6 +178,7 @@ export class ForkService {
     const edge = this.cluster.edge(src.node);
     let answer: Awaited<ReturnType<EdgeApi['fork']>>;
     let started: Promise<unknown> | null = null;
+    const losses = this.cluster.losses;
     try {
       await this.store.insertSandboxes(recs);
       for (const r of recs) this.sandboxes.events?.sandbox(r, 'created');
@@ -223,7 +224,10 @@ export class ForkService {
       else if ('state' in o) made.push({ rec: recs[i]!, state: o.state });
       else errors.push(await this.sandboxes.placer.createFailed(recs[i]!, new WarrenError(o.error.code, o.error.message, o.error.details)));
     }
-    const running = new Set(await this.store.markStarted(made.map((m) => m.rec.id)));
+    const running = await this.sandboxes.markRunning(
+      made.map((m) => m.rec),
+      losses,
+    );
     const sandboxes = [];
     for (const { rec, state } of made) {
       if (running.has(rec.id)) {

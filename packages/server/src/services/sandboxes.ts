@@ -214,10 +214,8 @@ export class SandboxService {
       else errors.push(r.reason instanceof WarrenError ? r.reason : new WarrenError('internal', 'create failed'));
     });
     // A delete that came while they were being made wins (as for one create).
-    const running = await this.routes.started(
+    const running = await this.markRunning(
       started.map((x) => x.rec),
-      async () => new Set(await this.store.markStarted(started.map((x) => x.rec.id))),
-      (ids, id) => ids.has(id),
       losses,
     );
     const sandboxes: Sandbox[] = [];
@@ -231,6 +229,19 @@ export class SandboxService {
       }
     }
     return { sandboxes, errors };
+  }
+
+  /**
+   * Marks new sandboxes running in one store write (one whose end was recorded meanwhile stays
+   * ended): the ids marked, each one's route learned (`losses`: Cluster.losses when they were placed).
+   */
+  async markRunning(recs: SandboxRecord[], losses: number): Promise<Set<string>> {
+    return this.routes.started(
+      recs,
+      async () => new Set(await this.store.markStarted(recs.map((r) => r.id))),
+      (ids, id) => ids.has(id),
+      losses,
+    );
   }
 
   /**
