@@ -351,14 +351,13 @@ export class SandboxService {
     const started = this.o.holdAt?.('create:started');
     if (started) await started;
     // A delete that came while the sandbox was being made wins: it must not live on unseen.
-    if (
-      !(await this.routes.started(
-        [rec],
-        () => this.writes.start(rec.id),
-        (ok) => ok,
-        losses,
-      ))
-    ) {
+    const marked = await this.routes.started(
+      [rec],
+      () => this.writes.start(rec.id),
+      (ok) => ok,
+      losses,
+    );
+    if (!marked) {
       await this.destroyOn(rec.node, rec.id);
       throw new WarrenError('conflict', `sandbox ${rec.id} was deleted while it was being created`, { id: rec.id });
     }
