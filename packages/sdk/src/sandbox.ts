@@ -252,8 +252,7 @@ export class SandboxFiles {
   }
 
   async read(path: string): Promise<Uint8Array> {
-    const res = await this.t.request(ROUTES.readFile, this.at(), { query: { path } });
-    return new Uint8Array(await res.arrayBuffer());
+    return this.t.bytes(ROUTES.readFile, this.at(), { query: { path } });
   }
 
   async readText(path: string): Promise<string> {

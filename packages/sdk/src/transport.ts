@@ -3,6 +3,8 @@ import { request as httpsRequest } from 'node:https';
 import type { Socket } from 'node:net';
 import { WarrenError, parseError, routePath, wsAccept, wsKey, type PathParamNames, type PathParams, type RouteSpec, type z } from '@warren/api';
 import { isStream, nodeHttp, type Body, type HttpResponse, type HttpSend } from './node-http.js';
+import { Http1Pool } from './http1/pool.js';
+import type { WholeAnswer } from './http1/response-parser.js';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -71,6 +73,8 @@ export type RouteResponse<S extends RouteSpec> = S['response'] extends z.ZodType
 export class Transport {
   private readonly base: string;
   private readonly send: HttpSend;
+  /** Plain HTTP without an injected fetch: answers read whole go over kept connections of our own (`Http1Pool`). */
+  private readonly whole: { pool: Http1Pool; prefix: string } | null;
 
   constructor(private readonly o: ClientOptions) {
     this.base = o.url.replace(/\/+$/, '');
@@ -85,27 +89,24 @@ export class Transport {
             ...(isStream(r.body) ? { duplex: 'half' } : {}),
           } as RequestInit) as Promise<HttpResponse>
       : nodeHttp();
+    this.whole = f ? null : http1For(this.base);
   }
 
   /** The URL of a path on this server with a query (a field left undefined is left out; an array repeats its key). */
   url(path: string, query?: QueryValues): string {
-    const qs = new URLSearchParams();
-    for (const [k, v] of Object.entries(query ?? {})) {
-      if (v === undefined) continue;
-      if (Array.isArray(v)) for (const x of v) qs.append(k, x);
-      else qs.append(k, String(v));
-    }
-    const s = qs.toString();
-    return `${this.base}${path}${s ? `?${s}` : ''}`;
+    return `${this.base}${path}${queryString(query)}`;
   }
 
   /** One call on a route: its path filled from `params`, its query, JSON or raw body as the route takes them. */
   async request<S extends RouteSpec>(spec: S, ...[params, options]: RouteArgs<S>): Promise<HttpResponse> {
-    return this.roundTrip(spec, params, options ?? {});
+    return this.roundTrip(spec, params, options ?? {}, false);
   }
 
-  /** The round trip itself, once the route's types have checked the call (`spec` known only as a RouteSpec from here). */
-  private async roundTrip(spec: RouteSpec, params: PathParams<string> = {}, ro: AnyRequestOptions): Promise<HttpResponse> {
+  /**
+   * The round trip itself, once the route's types have checked the call (`spec` known only as a
+   * RouteSpec from here). `whole`: the caller reads the answer whole (not as a stream).
+   */
+  private async roundTrip(spec: RouteSpec, params: PathParams<string> = {}, ro: AnyRequestOptions, whole: boolean): Promise<HttpResponse> {
     const { method } = spec;
     const path = routePath(spec, params);
     const headers: Record<string, string> = { authorization: `Bearer ${this.o.apiKey}` };
@@ -117,7 +118,10 @@ export class Transport {
     } else if (body !== undefined) headers['content-type'] = ro.contentType ?? 'application/octet-stream';
     let res: HttpResponse;
     try {
-      res = await this.send(this.url(path, ro.query), { method, headers, body, signal: ro.signal });
+      const lean = whole ? this.whole : null;
+      if (lean && !isStream(body))
+        res = wholeResponse(await lean.pool.request(method, `${lean.prefix}${path}${queryString(ro.query)}`, headers, body, ro.signal));
+      else res = await this.send(this.url(path, ro.query), { method, headers, body, signal: ro.signal });
     } catch (e) {
       throw new WarrenError('unavailable', `cannot reach Warren at ${this.base}`, {}, { cause: e });
     }
@@ -136,14 +140,20 @@ export class Transport {
 
   /** A call whose answer is the route's JSON response. */
   async json<S extends RouteSpec>(spec: S, ...[params, options]: RouteArgs<S>): Promise<RouteResponse<S>> {
-    const res = await this.roundTrip(spec, params, { accept: 'application/json', ...options });
+    const res = await this.roundTrip(spec, params, { accept: 'application/json', ...options }, true);
     return (await res.json()) as RouteResponse<S>;
   }
 
   /** A call whose answer has no body the client reads. */
-  async empty<S extends RouteSpec>(spec: S, ...args: RouteArgs<S>): Promise<void> {
-    const res = await this.request(spec, ...args);
+  async empty<S extends RouteSpec>(spec: S, ...[params, options]: RouteArgs<S>): Promise<void> {
+    const res = await this.roundTrip(spec, params, options ?? {}, true);
     await res.arrayBuffer();
+  }
+
+  /** A call whose answer is bytes, read whole. */
+  async bytes<S extends RouteSpec>(spec: S, ...[params, options]: RouteArgs<S>): Promise<Uint8Array> {
+    const res = await this.roundTrip(spec, params, options ?? {}, true);
+    return new Uint8Array(await res.arrayBuffer());
   }
   /**
    * Opens a WebSocket on a route (always through Node's own HTTP client): the socket after the
@@ -191,6 +201,44 @@ export class Transport {
       req.end();
     });
   }
+}
+
+/** A query string (with its `?`; empty without fields): a field left undefined is left out, an array repeats its key. */
+function queryString(query: QueryValues | undefined): string {
+  if (!query) return '';
+  const qs = new URLSearchParams();
+  for (const k in query) {
+    const v = query[k];
+    if (v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) qs.append(k, x);
+    else qs.append(k, String(v));
+  }
+  const s = qs.toString();
+  return s ? `?${s}` : '';
+}
+
+/** Kept connections of our own to a plain-HTTP server, and the path its base URL puts before every route; null for HTTPS (Node's client). */
+function http1For(base: string): { pool: Http1Pool; prefix: string } | null {
+  const u = new URL(base);
+  if (u.protocol !== 'http:') return null;
+  // An IPv6 literal is named in brackets in a URL, bare to connect().
+  const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+  return { pool: new Http1Pool({ host, port: Number(u.port || 80), hostHeader: u.host }), prefix: u.pathname.replace(/\/+$/, '') };
+}
+
+/** A whole answer as the SDK reads responses. */
+function wholeResponse(a: WholeAnswer): HttpResponse {
+  const b = a.body;
+  return {
+    status: a.status,
+    ok: a.status >= 200 && a.status < 300,
+    text: () => Promise.resolve(b.toString('utf8')),
+    json: () => Promise.resolve(JSON.parse(b.toString('utf8')) as unknown),
+    arrayBuffer: () => Promise.resolve(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
+    body: (async function* () {
+      if (b.length) yield b;
+    })(),
+  };
 }
 
 /** Splits a streamed body into parsed JSON lines. */
