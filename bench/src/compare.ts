@@ -1,7 +1,8 @@
 // Warren benchmark: this checkout against another commit, side by side in one run. The other
 // commit is checked out into a scratch worktree and built there (npm dependencies copied from
-// this checkout when its lockfile is the same, else installed); both run `warren up`, and every
-// create and batch of execs and file calls alternates between them. Prints numbers; asserts
+// this checkout when its lockfile is the same, else installed); both run `warren up`, each driven
+// by its own build's SDK (a client's cost is part of a round trip), and every create and batch of
+// execs and file calls alternates between them. Prints numbers; asserts
 // nothing. Target: a change makes no hot path slower (compare the p50 ratios, not the times).
 // `--store postgres`: both nodes keep their state in a private PostgreSQL this benchmark starts (a
 // database each; PostgreSQL installed, as `npm run bench:store`'s set-up does), not SQLite.
@@ -63,7 +64,13 @@ async function main(): Promise<void> {
   const nodes: BenchNode[] = [];
   try {
     nodes.push(await startWarrenUp(dirs[0]!, FLAGS, { env: await env('bench_new') }));
-    nodes.push(await startWarrenUp(dirs[1]!, [], { cli: join(base, 'packages/cli/dist/main.js'), env: await env('bench_base') }));
+    nodes.push(
+      await startWarrenUp(dirs[1]!, [], {
+        cli: join(base, 'packages/cli/dist/main.js'),
+        sdk: join(base, 'packages/sdk/dist/index.js'),
+        env: await env('bench_base'),
+      }),
+    );
     const samples = await inTurns(nodes, ROUNDS);
     report(['this checkout', rev], samples, rows(ROUNDS));
   } finally {

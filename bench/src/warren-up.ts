@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { rm } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Warren } from '@warren/sdk';
 
 const CLI = fileURLToPath(new URL('../../packages/cli/dist/main.js', import.meta.url));
@@ -19,7 +19,8 @@ export interface BenchNode {
  * Starts `warren up` on a free port with `dataDir` and extra flags (`--images` default:
  * busybox and debian-python); resolves once it serves. Its stderr goes to ours when `logs`;
  * `cli`: another checkout's built CLI (default: this one's); `env`: more of its environment;
- * `nodeArgs`: Node's own flags for it (a profiler's); `removeDataDir`: the data dir goes with the node.
+ * `nodeArgs`: Node's own flags for it (a profiler's); `removeDataDir`: the data dir goes with the node;
+ * `sdk`: another checkout's built SDK (its `dist/index.js`) for `client` (default: this one's).
  * A benchmark killed any way (SIGKILL too) stops its node: a guard process waits on a pipe from
  * this one, and at its end SIGTERMs `warren up` (which removes its sandboxes) and then, with
  * `removeDataDir`, removes the data dir.
@@ -27,9 +28,11 @@ export interface BenchNode {
 export async function startWarrenUp(
   dataDir: string,
   args: string[] = [],
-  opts: { logs?: boolean; cli?: string; env?: Record<string, string>; nodeArgs?: string[]; removeDataDir?: boolean } = {},
+  opts: { logs?: boolean; cli?: string; env?: Record<string, string>; nodeArgs?: string[]; removeDataDir?: boolean; sdk?: string } = {},
 ): Promise<BenchNode> {
   const key = 'bench-key';
+  // Another build's client has the same API (the benchmarks use its stable calls only).
+  const Client = opts.sdk ? ((await import(pathToFileURL(opts.sdk).href)) as { Warren: typeof Warren }).Warren : Warren;
   const images = args.includes('--images') ? [] : ['--images', 'busybox:latest,debian-python:latest'];
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.cli ?? CLI, 'up', '--port', '0', '--data-dir', dataDir, ...images, ...args], {
     env: { ...process.env, ...opts.env, WARREN_API_KEY: key },
@@ -51,7 +54,7 @@ export async function startWarrenUp(
   return {
     url,
     key,
-    client: new Warren({ url, apiKey: key }),
+    client: new Client({ url, apiKey: key }),
     pid: child.pid ?? 0,
     stop: async () => {
       guard.cancel();
