@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ROUTES } from '@warren/api';
+import { createServer, type IncomingMessage } from 'node:http';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { ROUTES, WarrenError, serializeError } from '@warren/api';
 import { Transport, type FetchLike } from './transport.js';
 
 /** A transport whose every request is recorded (method and URL) and answered `{}`. */
@@ -27,6 +30,50 @@ test('a call takes its route path parameters and its query as the contract types
     'POST http://w/v1/sandboxes/sb/commands/c/stdin?eof=1',
     'DELETE http://w/v1/sandboxes/sb/files?path=%2Ftmp%2Fx+y&recursive=1',
   ]);
+});
+
+test("over plain HTTP: the base URL's path before every route, the key, JSON, bytes whole, the server's errors as its WarrenErrors", async (t) => {
+  const seen: Array<{ url: string; host: string; auth: string; accept: string }> = [];
+  const server = createServer((req: IncomingMessage, res) => {
+    seen.push({ url: req.url ?? '', host: req.headers.host ?? '', auth: req.headers.authorization ?? '', accept: req.headers.accept ?? '' });
+    if (req.url?.startsWith('/prefix/v1/sandboxes/sb/files')) return res.end(Buffer.from([0, 255, 10, 13]));
+    if (req.url === '/prefix/v1/sandboxes/gone') {
+      const e = serializeError(new WarrenError('not_found', 'no sandbox gone'));
+      res.writeHead(e.status, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify(e.body));
+    }
+    res.setHeader('content-type', 'application/json');
+    res.end('{"version":"x"}');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const port = (server.address() as AddressInfo).port;
+  const tr = new Transport({ url: `http://127.0.0.1:${port}/prefix/`, apiKey: 'k' });
+  assert.deepEqual(await tr.json(ROUTES.info), { version: 'x' });
+  assert.deepEqual([...(await tr.bytes(ROUTES.readFile, { id: 'sb' }, { query: { path: '/b' } }))], [0, 255, 10, 13]);
+  await assert.rejects(
+    tr.json(ROUTES.getSandbox, { id: 'gone' }),
+    (e: unknown) => e instanceof WarrenError && e.code === 'not_found' && e.message === 'no sandbox gone',
+  );
+  assert.deepEqual(seen[0], { url: '/prefix/v1/info', host: `127.0.0.1:${port}`, auth: 'Bearer k', accept: 'application/json' });
+  assert.equal(seen[1]?.url, '/prefix/v1/sandboxes/sb/files?path=%2Fb');
+});
+
+test('a malformed answer, a refused connection and a base that is no URL are each unavailable, not a crash', async (t) => {
+  const raw = createNetServer((sock) => sock.once('data', () => sock.end('HTTP/1.1 2OO OK\r\n\r\n')));
+  raw.listen(0, '127.0.0.1');
+  await once(raw, 'listening');
+  t.after(() => raw.close());
+  const port = (raw.address() as AddressInfo).port;
+  const unavailable = (e: unknown): boolean => e instanceof WarrenError && e.code === 'unavailable';
+  await assert.rejects(new Transport({ url: `http://127.0.0.1:${port}`, apiKey: 'k' }).json(ROUTES.info), unavailable);
+  await assert.rejects(new Transport({ url: 'http://127.0.0.1:1', apiKey: 'k' }).json(ROUTES.info), unavailable);
+  const noUrl = new Transport({ url: '127.0.0.1:7070', apiKey: 'k' });
+  await assert.rejects(noUrl.json(ROUTES.info), unavailable);
 });
 
 // Compile-time checks (tsc -b type-checks the tests): each `@ts-expect-error` asserts that the call

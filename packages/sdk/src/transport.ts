@@ -219,7 +219,12 @@ function queryString(query: QueryValues | undefined): string {
 
 /** Kept connections of our own to a plain-HTTP server, and the path its base URL puts before every route; null for HTTPS (Node's client). */
 function http1For(base: string): { pool: Http1Pool; prefix: string } | null {
-  const u = new URL(base);
+  let u: URL;
+  try {
+    u = new URL(base);
+  } catch {
+    return null; // not a URL: every call fails as unavailable, as through Node's client
+  }
   if (u.protocol !== 'http:') return null;
   // An IPv6 literal is named in brackets in a URL, bare to connect().
   const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;

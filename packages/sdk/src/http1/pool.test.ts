@@ -130,7 +130,9 @@ test('more calls at once than connections allowed: all answered, never more conn
 test('an aborted call rejects at once, its connection is not used again, and the next call is answered', async (t) => {
   let holding: () => void = () => undefined;
   const holds = new Promise<void>((resolve) => (holding = resolve));
+  const seen: string[] = [];
   const s = await serve(t, (req, res, body) => {
+    seen.push(req.url ?? '');
     if (req.url === '/hold')
       holding(); // never answered
     else echo(req, res, body);
@@ -152,6 +154,7 @@ test('an aborted call rejects at once, its connection is not used again, and the
   const a = await p.request('GET', '/after', {});
   assert.equal(echoed(a.body).url, '/after');
   assert.equal(s.connections.length, 2);
+  assert.deepEqual(seen, ['/hold', '/after'], 'the call aborted while it waited was never sent');
   await assert.rejects(p.request('GET', '/x', {}, undefined, AbortSignal.abort()), { name: 'AbortError' });
 });
 
@@ -160,7 +163,7 @@ test('a malformed answer or a refused connection rejects; the pool goes on with 
   const accepted: Socket[] = [];
   const raw: Server = createNetServer((sock) => {
     accepted.push(sock);
-    sock.once('data', () => sock.write(n++ === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabEXTRA' : 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
+    sock.once('data', () => sock.write(n++ === 0 ? 'HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\nok' : 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok'));
   });
   raw.listen(0, '127.0.0.1');
   await once(raw, 'listening');
@@ -176,9 +179,38 @@ test('a malformed answer or a refused connection rejects; the pool goes on with 
   await assert.rejects(pool(t, closedPort).request('GET', '/', {}), { code: 'ECONNREFUSED' });
 });
 
+test('idle connections past their keep time are closed, not left open until the server closes them', async (t) => {
+  const s = await serve(t, echo, 1_000); // `Keep-Alive: timeout=1`: kept 0 s, swept at once
+  const sockets: Socket[] = [];
+  const p = pool(t, s.port, { sockets });
+  await p.request('GET', '/1', {});
+  await once(sockets[0]!, 'close');
+  assert.equal(s.connections.length, 1);
+});
+
+test('a connect that throws rejects its call and leaves the pool usable', async (t) => {
+  const s = await serve(t, echo);
+  let refuse = true;
+  const p = new Http1Pool({
+    host: '127.0.0.1',
+    port: s.port,
+    hostHeader: 'h',
+    maxSockets: 1,
+    connect: (host, port) => {
+      if (refuse) throw new Error('no sockets left');
+      return connect({ host, port });
+    },
+  });
+  t.after(() => p.close());
+  await assert.rejects(p.request('GET', '/', {}), /no sockets left/);
+  refuse = false;
+  assert.equal(echoed((await p.request('GET', '/ok', {})).body).url, '/ok', 'the failed connect did not use up the one socket allowed');
+});
+
 test('a header that would split the request rejects before anything is sent', async (t) => {
   const s = await serve(t, echo);
-  const p = pool(t, s.port);
+  const sockets: Socket[] = [];
+  const p = pool(t, s.port, { sockets });
   await assert.rejects(p.request('GET', '/', { authorization: 'Bearer k\r\nX-Admin: 1' }), TypeError);
-  assert.equal(s.connections.length, 0);
+  assert.equal(sockets.length, 0, 'no connection was opened');
 });

@@ -22,6 +22,12 @@ const KEEP_MARGIN_MS = 1_000;
 
 type Settle = (err: Error | null, answer?: WholeAnswer) => void;
 
+/** A request waiting for a connection: started on one, or failed when none can be made. */
+interface Waiter {
+  start: (c: Connection) => void;
+  fail: (e: Error) => void;
+}
+
 /** One kept-open connection: at most one request on it at a time; its listeners stay for its life. */
 class Connection {
   parser: ResponseParser | null = null;
@@ -35,6 +41,9 @@ class Connection {
     private readonly pool: Http1Pool,
   ) {
     socket.setNoDelay(true);
+    // TCP keep-alive, as Node's agent sets it: a long call whose path silently dropped the flow
+    // fails instead of waiting for ever.
+    socket.setKeepAlive(true, 1_000);
     socket.on('data', (b: Buffer) => this.onData(b));
     socket.on('end', () => this.onEnd());
     socket.on('error', (e: Error) => this.fail(e));
@@ -93,7 +102,7 @@ class Connection {
  * about twice the CPU a call (its request and response objects, streams and agent bookkeeping);
  * on the hot paths (a command on a warm session, a small file) that was a third of a round trip.
  * A kept connection is used again up to a second before the server's `Keep-Alive: timeout`, and
- * dropped as soon as the server closes it. A request is never sent twice: like Node's agent, a
+ * dropped as soon as the server closes it or its time is up. A request is never sent twice: like Node's agent, a
  * request on a kept connection the server closed at the same moment fails (it may have been
  * taken), and the caller decides. Idle connections do not hold the process open.
  * @example
@@ -102,7 +111,9 @@ class Connection {
  */
 export class Http1Pool {
   private readonly idle: Connection[] = [];
-  private readonly waiting: Array<(c: Connection) => void> = [];
+  private readonly waiting: Waiter[] = [];
+  /** The sweep of idle connections whose keep time is up (unref'd: it holds no process open). */
+  private sweep: NodeJS.Timeout | null = null;
   private open = 0;
   private readonly max: number;
   private readonly now: () => number;
@@ -126,7 +137,7 @@ export class Http1Pool {
     if (signal?.aborted) return Promise.reject(abortReason(signal));
     return new Promise((resolve, reject) => {
       let conn: Connection | null = null;
-      let queued: ((c: Connection) => void) | null = null;
+      let queued: Waiter | null = null;
       const onAbort = (): void => {
         if (conn) conn.fail(abortReason(signal!));
         else {
@@ -151,11 +162,23 @@ export class Http1Pool {
         }
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      const c = this.take();
+      let c: Connection | null;
+      try {
+        c = this.take();
+      } catch (e) {
+        signal?.removeEventListener('abort', onAbort);
+        return reject(e as Error);
+      }
       if (c) start(c);
       else {
-        queued = start;
-        this.waiting.push(start);
+        queued = {
+          start,
+          fail: (e) => {
+            signal?.removeEventListener('abort', onAbort);
+            reject(e);
+          },
+        };
+        this.waiting.push(queued);
       }
     });
   }
@@ -163,6 +186,8 @@ export class Http1Pool {
   /** Closes the idle connections (requests under way finish on theirs). */
   close(): void {
     for (const c of this.idle.splice(0)) c.fail(new Error('the pool closed'));
+    if (this.sweep) clearTimeout(this.sweep);
+    this.sweep = null;
   }
 
   /** An idle connection still in its keep time, or a new one while under the limit; null: wait. */
@@ -178,8 +203,9 @@ export class Http1Pool {
       return c;
     }
     if (this.open >= this.max) return null;
+    const socket = this.connect(this.o.host, this.o.port);
     this.open++;
-    return new Connection(this.connect(this.o.host, this.o.port), this);
+    return new Connection(socket, this);
   }
 
   /** A request's answer is in: the connection goes to the next waiting request, or idles, or is closed. */
@@ -189,10 +215,26 @@ export class Http1Pool {
       return;
     }
     const next = this.waiting.shift();
-    if (next) return next(c);
+    if (next) return next.start(c);
     c.keepUntil = this.now() + Math.max(0, (answer.keepAliveMs ?? DEFAULT_KEEP_MS) - KEEP_MARGIN_MS);
     c.socket.unref();
     this.idle.push(c);
+    this.sweepAt(c.keepUntil);
+  }
+
+  /** Ends the idle connections whose keep time is up by `at` (then at the next one's). */
+  private sweepAt(at: number): void {
+    if (this.sweep) return;
+    this.sweep = setTimeout(
+      () => {
+        this.sweep = null;
+        const now = this.now();
+        for (const c of this.idle.filter((k) => now >= k.keepUntil)) c.fail(new Error('kept too long'));
+        if (this.idle.length) this.sweepAt(Math.min(...this.idle.map((k) => k.keepUntil)));
+      },
+      Math.max(0, at - this.now()) + 10,
+    );
+    this.sweep.unref();
   }
 
   /** A connection ended: no longer counted or kept; a waiting request gets a new one. */
@@ -202,8 +244,13 @@ export class Http1Pool {
     if (i >= 0) this.idle.splice(i, 1);
     const next = this.waiting.shift();
     if (!next) return;
-    const fresh = this.take();
-    if (fresh) next(fresh);
+    let fresh: Connection | null;
+    try {
+      fresh = this.take();
+    } catch (e) {
+      return next.fail(e as Error);
+    }
+    if (fresh) next.start(fresh);
     else this.waiting.unshift(next);
   }
 }

@@ -34,7 +34,10 @@ type Body = { kind: 'length'; left: number } | { kind: 'chunked'; left: number; 
  * socket.on('data', (b) => { const a = p.push(b); if (a) done(a); });
  */
 export class ResponseParser {
-  private head: Buffer = Buffer.alloc(0);
+  private head: Buffer[] = [];
+  private headBytes = 0;
+  /** The head's last bytes so far (at most 3): its blank line may straddle two pieces. */
+  private headTail: Buffer = Buffer.alloc(0);
   private pending: Buffer = Buffer.alloc(0);
   private parts: Buffer[] = [];
   private status = 0;
@@ -79,28 +82,37 @@ export class ResponseParser {
     throw new BadAnswer(this.seen ? 'the connection closed in the middle of an answer' : 'the connection closed before an answer');
   }
 
-  /** Whether any byte of an answer has come (a kept connection that ends before one was stale). */
-  get started(): boolean {
-    return this.seen;
-  }
-
   private answer(): WholeAnswer {
     const body = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts);
     return { status: this.status, keepAlive: this.keepAlive, keepAliveMs: this.keepAliveMs, body };
   }
 
-  /** Collects the head up to its blank line; what follows it in `b`, or null while it is not whole. */
+  /**
+   * Collects the head up to its blank line; what follows it in `b`, or null while it is not whole.
+   * Only the new piece (and the 3 bytes before it) is searched: a head that comes a byte at a time
+   * costs its length, not its square.
+   */
   private readHead(b: Buffer): Buffer | null {
-    const buf = this.head.length ? Buffer.concat([this.head, b]) : b;
-    const at = buf.indexOf(HEAD_END);
-    if ((at < 0 ? buf.length : at) > MAX_HEAD_BYTES) throw new BadAnswer(`an answer's head over ${MAX_HEAD_BYTES} bytes`);
+    const tail = this.headTail;
+    const probe = tail.length ? Buffer.concat([tail, b]) : b;
+    const at = probe.indexOf(HEAD_END);
     if (at < 0) {
-      this.head = buf;
+      this.headBytes += b.length;
+      if (this.headBytes > MAX_HEAD_BYTES) throw new BadAnswer(`an answer's head over ${MAX_HEAD_BYTES} bytes`);
+      this.head.push(b);
+      this.headTail = b.length >= 3 ? b.subarray(b.length - 3) : probe.subarray(Math.max(0, probe.length - 3));
       return null;
     }
-    this.head = Buffer.alloc(0);
-    this.parseHead(buf.subarray(0, at).toString('latin1'));
-    return buf.subarray(at + HEAD_END.length);
+    // The blank line ends in this piece (had it ended in the tail, the last piece would have found it).
+    const end = at + HEAD_END.length - tail.length;
+    if (this.headBytes + end - HEAD_END.length > MAX_HEAD_BYTES) throw new BadAnswer(`an answer's head over ${MAX_HEAD_BYTES} bytes`);
+    this.head.push(b.subarray(0, end));
+    const whole = this.head.length === 1 ? this.head[0]! : Buffer.concat(this.head);
+    this.head = [];
+    this.headBytes = 0;
+    this.headTail = Buffer.alloc(0);
+    this.parseHead(whole.subarray(0, whole.length - HEAD_END.length).toString('latin1'));
+    return b.subarray(end);
   }
 
   private parseHead(text: string): void {
@@ -119,18 +131,16 @@ export class ResponseParser {
       if (colon <= 0 || /[\s]/.test(line[colon - 1]!) || /^[\s]/.test(line))
         throw new BadAnswer(`a malformed header line: ${JSON.stringify(line.slice(0, 80))}`);
       const name = line.slice(0, colon).toLowerCase();
-      const value = line.slice(colon + 1).trim();
+      // Optional white space is spaces and tabs only.
+      const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
       if (name === 'content-length') {
         if (!/^\d{1,15}$/.test(value)) throw new BadAnswer(`a bad Content-Length: ${JSON.stringify(value.slice(0, 40))}`);
         const n = Number(value);
         if (length !== null && length !== n) throw new BadAnswer('two different Content-Lengths');
         length = n;
       } else if (name === 'transfer-encoding') {
-        const codings = value
-          .toLowerCase()
-          .split(',')
-          .map((s) => s.trim());
-        if (codings.at(-1) !== 'chunked' || codings.length !== 1)
+        // Only chunked, once (two header lines of it are "chunked, chunked": refused).
+        if (chunked || value.toLowerCase() !== 'chunked')
           throw new BadAnswer(`a Transfer-Encoding this client does not take: ${JSON.stringify(value.slice(0, 40))}`);
         chunked = true;
       } else if (name === 'connection') {
@@ -141,7 +151,7 @@ export class ResponseParser {
         if (tokens.includes('close')) close = true;
         else if (tokens.includes('keep-alive') && minor === '0') close = false;
       } else if (name === 'keep-alive') {
-        const t = /(?:^|[\s,])timeout=(\d{1,9})(?:$|[\s,])/.exec(value);
+        const t = /(?:^|[\s,])timeout=(\d{1,9})(?:$|[\s,])/i.exec(value);
         if (t) keepAliveMs = Number(t[1]) * 1000;
       }
     }
