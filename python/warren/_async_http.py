@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from contextlib import asynccontextmanager
-from typing import IO, Any, AsyncIterator, Dict, List, Optional, Tuple, Union
+from typing import IO, Any, AsyncIterator, Awaitable, Dict, List, Optional, Tuple, TypeVar, Union
 
 from ._ndjson import LineSplitter
 from ._retry import Retry
@@ -20,6 +20,18 @@ from .errors import TransportError, WarrenError, error_from_wire
 
 MAX_HEAD_BYTES = 64 * 1024
 CHUNK = 65536
+
+# A deadline without a task of its own per call (Python 3.11+); wait_for before that.
+_timeout = getattr(asyncio, "timeout", None)
+T = TypeVar("T")
+
+
+async def _within(aw: Awaitable[T], seconds: Optional[float]) -> T:
+    """``aw``, or asyncio.TimeoutError once ``seconds`` have passed (None: no deadline)."""
+    if _timeout is None:
+        return await asyncio.wait_for(aw, seconds)
+    async with _timeout(seconds):
+        return await aw
 
 
 class _Conn:
@@ -84,6 +96,11 @@ class _Response:
         self.done = True
 
     async def read(self) -> bytes:
+        if self.length is not None:
+            # Most answers: one read of a known length.
+            data = await self.conn.r.readexactly(self.length) if self.length else b""
+            self.done = True
+            return data
         parts = [b async for b in self.chunks()]
         return b"".join(parts)
 
@@ -137,20 +154,17 @@ class AsyncTransport:
             c.close()
 
     async def _head(self, c: _Conn, method: str) -> _Response:
-        status_line = await c.r.readuntil(b"\r\n")
-        parts = status_line.decode("latin-1").split(" ", 2)
+        # The whole head in one read (the stream's limit bounds it: LimitOverrunError past it).
+        head = await c.r.readuntil(b"\r\n\r\n")
+        if len(head) > MAX_HEAD_BYTES:
+            raise ValueError("the answer's head is too long")
+        lines = head[:-4].decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-            raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
+            raise ValueError(f"not an HTTP answer: {lines[0][:80]!r}")
         headers: Dict[str, str] = {}
-        total = len(status_line)
-        while True:
-            line = await c.r.readuntil(b"\r\n")
-            total += len(line)
-            if total > MAX_HEAD_BYTES:
-                raise ValueError("the answer's head is too long")
-            if line == b"\r\n":
-                break
-            k, _, v = line.decode("latin-1").partition(":")
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
             headers[k.strip().lower()] = v.strip()
         return _Response(c, int(parts[1]), headers, method)
 
@@ -171,7 +185,7 @@ class AsyncTransport:
                 await c.w.drain()
                 sent = True
                 wait = req.timeout if req.timeout is not None or req.accept == "application/x-ndjson" else self.timeout
-                return await asyncio.wait_for(self._head(c, req.method), wait)
+                return await _within(self._head(c, req.method), wait)
             except (asyncio.IncompleteReadError, ConnectionError) as e:
                 c.close()
                 # A kept-alive connection the server had closed: nothing of ours was read.
@@ -206,7 +220,7 @@ class AsyncTransport:
 
     async def _read_all(self, resp: _Response) -> bytes:
         try:
-            return await asyncio.wait_for(resp.read(), self.timeout)
+            return await _within(resp.read(), self.timeout)
         except (OSError, ValueError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError, asyncio.LimitOverrunError) as e:
             raise TransportError(f"the answer from Warren at {self.e.url} broke off: {e!r}", cause=e) from e
         finally:
