@@ -240,9 +240,12 @@ function wholeResponse(a: WholeAnswer): HttpResponse {
     text: () => Promise.resolve(b.toString('utf8')),
     json: () => Promise.resolve(JSON.parse(b.toString('utf8')) as unknown),
     arrayBuffer: () => Promise.resolve(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
-    body: (async function* () {
-      if (b.length) yield b;
-    })(),
+    // Made only if a caller iterates it (a call reading JSON never does).
+    body: {
+      async *[Symbol.asyncIterator]() {
+        if (b.length) yield b;
+      },
+    },
   };
 }
 

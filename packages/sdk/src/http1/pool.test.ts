@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
+import { spawn } from 'node:child_process';
 import { Http1Pool } from './pool.js';
 import { BadAnswer } from './response-parser.js';
 
@@ -179,13 +180,42 @@ test('a malformed answer or a refused connection rejects; the pool goes on with 
   await assert.rejects(pool(t, closedPort).request('GET', '/', {}), { code: 'ECONNREFUSED' });
 });
 
-test('idle connections past their keep time are closed, not left open until the server closes them', async (t) => {
-  const s = await serve(t, echo, 1_000); // `Keep-Alive: timeout=1`: kept 0 s, swept at once
+/** A server that names a Keep-Alive timeout and never closes a connection itself; closed after the test. */
+async function neverCloses(t: TestContext, keepAlive: string): Promise<number> {
+  const accepted: Socket[] = [];
+  const raw = createNetServer((sock) => {
+    accepted.push(sock);
+    sock.on('data', () => sock.write(`HTTP/1.1 200 OK\r\nKeep-Alive: ${keepAlive}\r\nContent-Length: 2\r\n\r\nok`));
+  });
+  raw.listen(0, '127.0.0.1');
+  await once(raw, 'listening');
+  t.after(() => {
+    for (const sock of accepted) sock.destroy();
+    raw.close();
+  });
+  return (raw.address() as AddressInfo).port;
+}
+
+test('idle connections past their keep time are closed by the client, though the server keeps them', async (t) => {
+  const port = await neverCloses(t, 'timeout=1'); // kept 0 s: swept at once
   const sockets: Socket[] = [];
-  const p = pool(t, s.port, { sockets });
-  await p.request('GET', '/1', {});
+  const p = pool(t, port, { sockets });
+  assert.equal((await p.request('GET', '/1', {})).body.toString(), 'ok');
   await once(sockets[0]!, 'close');
-  assert.equal(s.connections.length, 1);
+});
+
+test('an idle kept connection does not hold the process open', async (t) => {
+  const port = await neverCloses(t, 'timeout=600');
+  const script = `import { Http1Pool } from ${JSON.stringify(new URL('./pool.js', import.meta.url).href)};
+const p = new Http1Pool({ host: '127.0.0.1', port: ${port}, hostHeader: 'h' });
+process.stdout.write((await p.request('GET', '/', {})).body.toString());`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => child.kill('SIGKILL'));
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  assert.equal(code, 0);
+  assert.equal(out, 'ok');
 });
 
 test('a connect that throws rejects its call and leaves the pool usable', async (t) => {

@@ -193,8 +193,8 @@ export class Http1Pool {
   /** An idle connection still in its keep time, or a new one while under the limit; null: wait. */
   private take(): Connection | null {
     const now = this.now();
+    // A connection that ended left the idle list then (forget).
     for (let c = this.idle.pop(); c; c = this.idle.pop()) {
-      if (c.dead) continue;
       if (now >= c.keepUntil) {
         c.fail(new Error('kept too long'));
         continue;
