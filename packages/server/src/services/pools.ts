@@ -30,6 +30,8 @@ interface Claims {
  */
 export class PoolService {
   private pools = new Map<string, PoolRecord>();
+  /** Each record's poolKey (records are replaced, not changed, when the pools are read again). */
+  private readonly keys = new WeakMap<PoolRecord, string>();
   private readonly claims = new Map<string, Claims>();
   /** Why a pool may not refill now (its tenant's quota), by pool id. */
   private readonly refused = new Map<string, string>();
@@ -126,9 +128,16 @@ export class PoolService {
     return u;
   }
 
+  /** A pool's key (poolKey), made once for each record read: a claim compares it with every pool's. */
+  private keyOf(p: PoolRecord): string {
+    let k = this.keys.get(p);
+    if (k === undefined) this.keys.set(p, (k = poolKey(p.tenant, p.layers, p.resources, p.network)));
+    return k;
+  }
+
   /** A ready member of a pool with this key, taken from its node; null when none is ready (or no pool matches). */
   async claim(key: string): Promise<{ id: string; node: string } | null> {
-    const pools = [...this.pools.values()].filter((p) => poolKey(p.tenant, p.layers, p.resources, p.network) === key);
+    const pools = [...this.pools.values()].filter((p) => this.keyOf(p) === key);
     if (!pools.length) return null;
     let loads: Map<string, EdgeLoad> | undefined;
     for (const p of pools) {
