@@ -26,6 +26,15 @@ from warren.types import ExecResult, SandboxInfo, camel, from_wire, snake  # noq
 
 
 class Names(unittest.TestCase):
+    def test_snake_keeps_a_bounded_memo(self) -> None:
+        import warren.types as t
+
+        # A server's keys are not all remembered: past the bound, names are still right, and not kept.
+        for i in range(t._SNAKE_MAX + 500):
+            self.assertEqual(snake(f"someKey{i}X"), f"some_key{i}_x")
+        self.assertLessEqual(len(t._SNAKE), t._SNAKE_MAX)
+        self.assertEqual(snake("memoryMiB"), "memory_mib")
+
     def test_wire_names(self) -> None:
         self.assertEqual([snake(k) for k in ("memoryMiB", "exitCode", "claimsPerSecond", "id")], ["memory_mib", "exit_code", "claims_per_second", "id"])
         self.assertEqual([camel(k) for k in ("memory_mib", "ttl_seconds", "memoryMiB", "cpu")], ["memoryMiB", "ttlSeconds", "memoryMiB", "cpu"])

@@ -14,9 +14,21 @@ from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar, cast
 T = TypeVar("T")
 
 
+_UPPER = re.compile(r"([A-Z])")
+#: Wire keys already converted: an answer's keys are a few dozen names, and a regex a key was a
+#: third of a create's client CPU. Bounded: a server's keys are not all kept.
+_SNAKE: Dict[str, str] = {}
+_SNAKE_MAX = 4096
+
+
 def snake(key: str) -> str:
     """``memoryMiB`` → ``memory_mib``, ``exitCode`` → ``exit_code``."""
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key.replace("MiB", "Mib"))
+    n = _SNAKE.get(key)
+    if n is None:
+        n = _UPPER.sub(lambda m: "_" + m.group(1).lower(), key.replace("MiB", "Mib"))
+        if len(_SNAKE) < _SNAKE_MAX:
+            _SNAKE[key] = n
+    return n
 
 
 def camel(key: str) -> str:
@@ -26,9 +38,15 @@ def camel(key: str) -> str:
     return out.replace("Mib", "MiB")
 
 
+#: Each dataclass's field names (the classes are this module's: a fixed, small set).
+_FIELDS: Dict[type, frozenset] = {}
+
+
 def from_wire(cls: Type[T], obj: Mapping[str, Any]) -> T:
     """A dataclass from a wire object: camelCase keys to its snake_case fields, the rest in ``raw``."""
-    names = {f.name for f in dataclasses.fields(cast(Any, cls))}
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cast(Any, cls)))
     kw: Dict[str, Any] = {}
     for k, v in obj.items():
         n = snake(k)
