@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Type, TypeVar, cast
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Type, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -39,7 +39,7 @@ def camel(key: str) -> str:
 
 
 #: Each dataclass's field names (the classes are this module's: a fixed, small set).
-_FIELDS: Dict[type, frozenset] = {}
+_FIELDS: Dict[type, FrozenSet[str]] = {}
 
 
 def from_wire(cls: Type[T], obj: Mapping[str, Any]) -> T:
