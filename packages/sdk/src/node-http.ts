@@ -37,8 +37,8 @@ async function readAll(res: IncomingMessage): Promise<Buffer> {
  * HTTP over Node's own client with keep-alive connections: about a millisecond less per call
  * than the global fetch, which matters on the exec hot path.
  */
-export function nodeHttp(): HttpSend {
-  const agents = { http: new HttpAgent({ keepAlive: true, maxSockets: 256 }), https: new HttpsAgent({ keepAlive: true, maxSockets: 256 }) };
+export function nodeHttp(o: { ca?: string | string[] } = {}): HttpSend {
+  const agents = { http: new HttpAgent({ keepAlive: true, maxSockets: 256 }), https: new HttpsAgent({ keepAlive: true, maxSockets: 256, ca: o.ca }) };
   return (url, r) =>
     new Promise((resolve, reject) => {
       const u = new URL(url);

@@ -1,10 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { ROUTES, WarrenError, serializeError } from '@warren/api';
 import { Transport, type FetchLike } from './transport.js';
+import { LOCALHOST_CERT, LOCALHOST_KEY } from './http1/localhost-cert.fixture.js';
 
 /** A transport whose every request is recorded (method and URL) and answered `{}`. */
 function recording(): { t: Transport; seen: string[] } {
@@ -61,6 +63,32 @@ test("over plain HTTP: the base URL's path before every route, the key, JSON, by
   );
   assert.deepEqual(seen[0], { url: '/prefix/v1/info', host: `127.0.0.1:${port}`, auth: 'Bearer k', accept: 'application/json' });
   assert.equal(seen[1]?.url, '/prefix/v1/sandboxes/sb/files?path=%2Fb');
+});
+
+test('over HTTPS with `ca`: answers read whole and streamed answers both reach a server whose certificate only `ca` vouches for; without it, unavailable', async (t) => {
+  const paths: string[] = [];
+  const server = createHttpsServer({ key: LOCALHOST_KEY, cert: LOCALHOST_CERT }, (req, res) => {
+    paths.push(req.url ?? '');
+    res.setHeader('content-type', 'application/json');
+    res.end('{"version":"tls"}');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const url = `https://localhost:${(server.address() as AddressInfo).port}/p`;
+  const tr = new Transport({ url, apiKey: 'k', ca: LOCALHOST_CERT });
+  assert.deepEqual(await tr.json(ROUTES.info), { version: 'tls' });
+  // A call whose answer is read as it comes goes through Node's client, with the same trust.
+  const res = await tr.request(ROUTES.info);
+  assert.equal(await res.text(), '{"version":"tls"}');
+  assert.deepEqual(paths, ['/p/v1/info', '/p/v1/info']);
+  const unavailable = (e: unknown): boolean => e instanceof WarrenError && e.code === 'unavailable';
+  await assert.rejects(new Transport({ url, apiKey: 'k' }).json(ROUTES.info), unavailable);
+  await assert.rejects(new Transport({ url, apiKey: 'k' }).request(ROUTES.info), unavailable);
+  assert.equal(paths.length, 2);
 });
 
 test('a malformed answer, a refused connection and a base that is no URL are each unavailable, not a crash', async (t) => {

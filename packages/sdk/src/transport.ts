@@ -14,6 +14,8 @@ export interface ClientOptions {
   apiKey: string;
   /** Injected for tests, proxies and other runtimes; without it Node's own HTTP client is used. */
   fetch?: FetchLike;
+  /** For an `https:` URL: certificates (PEM) to trust besides the system's, e.g. a private CA's. */
+  ca?: string | string[];
 }
 
 /** A value a query string can carry (an array repeats its key). */
@@ -73,7 +75,7 @@ export type RouteResponse<S extends RouteSpec> = S['response'] extends z.ZodType
 export class Transport {
   private readonly base: string;
   private readonly send: HttpSend;
-  /** Plain HTTP without an injected fetch: answers read whole go over kept connections of our own (`Http1Pool`). */
+  /** HTTP or HTTPS without an injected fetch: answers read whole go over kept connections of our own (`Http1Pool`). */
   private readonly whole: { pool: Http1Pool; prefix: string } | null;
 
   constructor(private readonly o: ClientOptions) {
@@ -88,8 +90,8 @@ export class Transport {
             signal: r.signal,
             ...(isStream(r.body) ? { duplex: 'half' } : {}),
           } as RequestInit) as Promise<HttpResponse>
-      : nodeHttp();
-    this.whole = f ? null : http1For(this.base);
+      : nodeHttp({ ca: o.ca });
+    this.whole = f ? null : http1For(this.base, o.ca);
   }
 
   /** The URL of a path on this server with a query (a field left undefined is left out; an array repeats its key). */
@@ -169,6 +171,7 @@ export class Transport {
     const key = wsKey();
     const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
       method: 'GET',
+      ...(this.o.ca !== undefined ? { ca: this.o.ca } : {}),
       headers: {
         authorization: `Bearer ${this.o.apiKey}`,
         connection: 'Upgrade',
@@ -217,18 +220,20 @@ function queryString(query: QueryValues | undefined): string {
   return s ? `?${s}` : '';
 }
 
-/** Kept connections of our own to a plain-HTTP server, and the path its base URL puts before every route; null for HTTPS (Node's client). */
-function http1For(base: string): { pool: Http1Pool; prefix: string } | null {
+/** Kept connections of our own to the server (HTTP or HTTPS), and the path its base URL puts before every route; null: not such a URL. */
+function http1For(base: string, ca: ClientOptions['ca']): { pool: Http1Pool; prefix: string } | null {
   let u: URL;
   try {
     u = new URL(base);
   } catch {
     return null; // not a URL: every call fails as unavailable, as through Node's client
   }
-  if (u.protocol !== 'http:') return null;
+  const secure = u.protocol === 'https:';
+  if (!secure && u.protocol !== 'http:') return null;
   // An IPv6 literal is named in brackets in a URL, bare to connect().
   const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
-  return { pool: new Http1Pool({ host, port: Number(u.port || 80), hostHeader: u.host }), prefix: u.pathname.replace(/\/+$/, '') };
+  const port = Number(u.port || (secure ? 443 : 80));
+  return { pool: new Http1Pool({ host, port, hostHeader: u.host, ...(secure ? { tls: { ca } } : {}) }), prefix: u.pathname.replace(/\/+$/, '') };
 }
 
 /** A whole answer as the SDK reads responses. */
