@@ -282,13 +282,32 @@ __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 	for (int i = 0; i < sp->ncg; i++)
 		if (mkdir_p(sp->cg[i]) < 0)
 			spawn_fail("cgroup", sp->cg[i]);
+	/* Writes to one file in a row share one open of it (the devices cgroup's eight allow rules: a
+	 * cgroupfs open costs more than the write, ~15 µs each here). Each write is still one value. */
+	int cfd = -1;
 	for (int i = 0; i < sp->ncgw; i++) {
 		char *eq = strrchr(sp->cgw[i], '=');
 		*eq = 0;
-		if (write_file(sp->cgw[i], eq + 1) < 0)
+		char *prev = i > 0 ? strrchr(sp->cgw[i - 1], '=') : NULL;
+		int same = cfd >= 0 && prev && (size_t)(prev - sp->cgw[i - 1]) == strlen(sp->cgw[i]) && !strncmp(sp->cgw[i - 1], sp->cgw[i], strlen(sp->cgw[i]));
+		if (!same) {
+			if (cfd >= 0)
+				close(cfd);
+			cfd = open(sp->cgw[i], O_WRONLY | O_CLOEXEC);
+			if (cfd < 0)
+				spawn_fail("cgroup write", sp->cgw[i]);
+		}
+		size_t len = strlen(eq + 1);
+		ssize_t w = write(cfd, eq + 1, len);
+		if (w != (ssize_t)len) {
+			if (w >= 0)
+				errno = EIO;
 			spawn_fail("cgroup write", sp->cgw[i]);
+		}
 		*eq = '=';
 	}
+	if (cfd >= 0)
+		close(cfd);
 	int lfd = listen_at(sp->sock);
 	if (lfd < 0)
 		spawn_fail("init socket", sp->sock);

@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
+import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { assertConfined } from './confinement.js';
 import { errorCode, hostLeftovers, http, initOf, startTestWarren, testClock, until, type TestWarren } from './harness.js';
@@ -324,6 +325,19 @@ describe('sandbox lifecycle through the API', () => {
           .filter((d) => !own.has(d)),
       );
       assert.equal(mine.size, 6, [...mine].join(' '));
+      // The devices cgroup, as the host sees it: everything denied but the eight nodes a sandbox
+      // has (the spawner writes the rules one by one on one open of devices.allow).
+      const list = await readFile(`${new CgroupV1().dir('devices', `${readOwnCgroupParent()}/${sb.id}`)}/devices.list`, 'utf8');
+      assert.deepEqual(list.trim().split('\n').sort(), [
+        'c 136:* rwm',
+        'c 1:3 rwm',
+        'c 1:5 rwm',
+        'c 1:7 rwm',
+        'c 1:8 rwm',
+        'c 1:9 rwm',
+        'c 5:0 rwm',
+        'c 5:2 rwm',
+      ]);
     } finally {
       await Promise.all([sb.delete(), other.delete()]);
     }
