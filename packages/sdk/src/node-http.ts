@@ -8,6 +8,8 @@ export interface HttpResponse {
   text(): Promise<string>;
   json(): Promise<unknown>;
   arrayBuffer(): Promise<ArrayBuffer>;
+  /** The body's bytes as a Uint8Array that views them alone, uncopied where the client can (newer fetch Responses have it too). */
+  bytes?(): Promise<Uint8Array>;
   body: AsyncIterable<Uint8Array> | null;
 }
 

@@ -35,10 +35,11 @@ test('a call takes its route path parameters and its query as the contract types
 });
 
 test("over plain HTTP: the base URL's path before every route, the key, JSON, bytes whole, the server's errors as its WarrenErrors", async (t) => {
+  const big = Buffer.alloc(300_000, 7);
   const seen: Array<{ url: string; host: string; auth: string; accept: string }> = [];
   const server = createServer((req: IncomingMessage, res) => {
     seen.push({ url: req.url ?? '', host: req.headers.host ?? '', auth: req.headers.authorization ?? '', accept: req.headers.accept ?? '' });
-    if (req.url?.startsWith('/prefix/v1/sandboxes/sb/files')) return res.end(Buffer.from([0, 255, 10, 13]));
+    if (req.url?.startsWith('/prefix/v1/sandboxes/sb/files')) return res.end(req.url.endsWith('big') ? big : Buffer.from([0, 255, 10, 13]));
     if (req.url === '/prefix/v1/sandboxes/gone') {
       const e = serializeError(new WarrenError('not_found', 'no sandbox gone'));
       res.writeHead(e.status, { 'content-type': 'application/json' });
@@ -56,13 +57,20 @@ test("over plain HTTP: the base URL's path before every route, the key, JSON, by
   const port = (server.address() as AddressInfo).port;
   const tr = new Transport({ url: `http://127.0.0.1:${port}/prefix/`, apiKey: 'k' });
   assert.deepEqual(await tr.json(ROUTES.info), { version: 'x' });
-  assert.deepEqual([...(await tr.bytes(ROUTES.readFile, { id: 'sb' }, { query: { path: '/b' } }))], [0, 255, 10, 13]);
+  const small = await tr.bytes(ROUTES.readFile, { id: 'sb' }, { query: { path: '/b' } });
+  assert.deepEqual([...small], [0, 255, 10, 13]);
+  // The bytes view their own memory alone: never the answer's head or other buffers beside them.
+  assert.equal(small.buffer.byteLength, 4);
+  const large = await tr.bytes(ROUTES.readFile, { id: 'sb' }, { query: { path: '/big' } });
+  assert.equal(large.buffer.byteLength, big.length);
+  assert.ok(Buffer.from(large).equals(big));
   await assert.rejects(
     tr.json(ROUTES.getSandbox, { id: 'gone' }),
     (e: unknown) => e instanceof WarrenError && e.code === 'not_found' && e.message === 'no sandbox gone',
   );
   assert.deepEqual(seen[0], { url: '/prefix/v1/info', host: `127.0.0.1:${port}`, auth: 'Bearer k', accept: 'application/json' });
   assert.equal(seen[1]?.url, '/prefix/v1/sandboxes/sb/files?path=%2Fb');
+  assert.equal(seen[2]?.url, '/prefix/v1/sandboxes/sb/files?path=%2Fbig');
 });
 
 test('over HTTPS with `ca`: answers read whole and streamed answers both reach a server whose certificate only `ca` vouches for; without it, unavailable', async (t) => {

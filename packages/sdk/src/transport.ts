@@ -155,7 +155,7 @@ export class Transport {
   /** A call whose answer is bytes, read whole. */
   async bytes<S extends RouteSpec>(spec: S, ...[params, options]: RouteArgs<S>): Promise<Uint8Array> {
     const res = await this.roundTrip(spec, params, options ?? {}, true);
-    return new Uint8Array(await res.arrayBuffer());
+    return res.bytes ? res.bytes() : new Uint8Array(await res.arrayBuffer());
   }
   /**
    * Opens a WebSocket on a route (always through Node's own HTTP client): the socket after the
@@ -245,6 +245,9 @@ function wholeResponse(a: WholeAnswer): HttpResponse {
     text: () => Promise.resolve(b.toString('utf8')),
     json: () => Promise.resolve(JSON.parse(b.toString('utf8')) as unknown),
     arrayBuffer: () => Promise.resolve(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer),
+    // A body that owns its memory whole (a large one, joined from its parts) is handed over as it
+    // is; one that shares it (with the answer's head, or Node's pool of small buffers) is copied.
+    bytes: () => Promise.resolve(b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? new Uint8Array(b.buffer) : new Uint8Array(b)),
     // Made only if a caller iterates it (a call reading JSON never does).
     body: {
       async *[Symbol.asyncIterator]() {
