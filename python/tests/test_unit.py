@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import socket
 import sys
 import tarfile
 import tempfile
 import threading
 import unittest
-from typing import List
+from typing import List, Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -313,6 +314,119 @@ class Retries(unittest.TestCase):
         asyncio.run(main())
         self.assertEqual(len(slept), 1)
         s.close()
+
+
+class _KeptServer:
+    """A loopback HTTP server that keeps connections: each request read gets the next step, an
+    answer (kept alive, its Keep-Alive timeout ``keep``) or None (the connection closed unanswered)."""
+
+    def __init__(self, steps: List[Optional[bytes]], keep: int = 60) -> None:
+        self.steps = list(steps)
+        self.keep = keep
+        self.requests: List[bytes] = []
+        self.connections = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+
+    def _one(self, c: socket.socket) -> None:
+        buf = b""
+        with c:
+            while self.steps:
+                while b"\r\n\r\n" not in buf:
+                    got = c.recv(65536)
+                    if not got:
+                        return
+                    buf += got
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                length = int(re.search(rb"content-length: *(\d+)", head, re.I).group(1)) if re.search(rb"content-length", head, re.I) else 0
+                while len(buf) < length:
+                    buf += c.recv(65536)
+                buf = buf[length:]
+                self.requests.append(head)
+                step = self.steps.pop(0)
+                if step is None:
+                    return
+                c.sendall(step.replace(b"connection: close\r\n", f"keep-alive: timeout={self.keep}\r\n".encode()))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+CREATED = _http(201, b'{"id":"sb_1","state":"running"}')
+
+
+class KeptConnections(unittest.TestCase):
+    """A kept connection the server closes under a call: a call that may run twice is sent again, one that may not is not."""
+
+    def test_sync(self) -> None:
+        s = _KeptServer([CREATED, None, CREATED, OK_LIST, None, OK_LIST])
+        w = Warren(s.url, "k", retry=Retry(attempts=1))
+        self.assertEqual(w.sandboxes.create(image="busybox:latest").id, "sb_1")
+        with self.assertRaises(TransportError) as broke:
+            w.sandboxes.create(image="busybox:latest")
+        self.assertIs(broke.exception.details.get("sent"), True)
+        self.assertEqual(len(s.requests), 2, "a create the server may have taken is not sent again")
+        self.assertEqual(w.sandboxes.create(image="busybox:latest").id, "sb_1")
+        self.assertEqual(w.sandboxes.list(), [])
+        self.assertEqual(w.sandboxes.list(), [], "a list is sent again on a new connection")
+        self.assertEqual((len(s.requests), s.connections), (6, 3))
+        w.close()
+        s.close()
+
+    def test_async(self) -> None:
+        s = _KeptServer([CREATED, None, CREATED, OK_LIST, None, OK_LIST])
+
+        async def main() -> None:
+            async with AsyncWarren(s.url, "k", retry=Retry(attempts=1), max_connections=1) as w:
+                self.assertEqual((await w.sandboxes.create(image="busybox:latest")).id, "sb_1")
+                with self.assertRaises(TransportError) as broke:
+                    await w.sandboxes.create(image="busybox:latest")
+                self.assertIs(broke.exception.details.get("sent"), True)
+                self.assertEqual(len(s.requests), 2, "a create the server may have taken is not sent again")
+                self.assertEqual((await w.sandboxes.create(image="busybox:latest")).id, "sb_1")
+                self.assertEqual(await w.sandboxes.list(), [])
+                self.assertEqual(await w.sandboxes.list(), [], "a list is sent again on a new connection")
+
+        asyncio.run(asyncio.wait_for(main(), 10))
+        self.assertEqual((len(s.requests), s.connections), (6, 3))
+        s.close()
+
+    def test_not_used_past_the_servers_keep_alive_timeout(self) -> None:
+        # timeout=1: kept for 1 s less the margin, i.e. not at all: every call on a new connection.
+        s = _KeptServer([OK_LIST, OK_LIST, OK_LIST], keep=1)
+        w = Warren(s.url, "k")
+        for _ in range(3):
+            self.assertEqual(w.sandboxes.list(), [])
+        self.assertEqual(s.connections, 3)
+        w.close()
+        s.close()
+        a = _KeptServer([OK_LIST, OK_LIST], keep=1)
+
+        async def main() -> None:
+            async with AsyncWarren(a.url, "k") as aw:
+                for _ in range(2):
+                    self.assertEqual(await aw.sandboxes.list(), [])
+
+        asyncio.run(asyncio.wait_for(main(), 10))
+        self.assertEqual(a.connections, 2)
+        a.close()
+
+    def test_keep_seconds(self) -> None:
+        from warren._keepalive import keep_seconds
+
+        self.assertEqual([keep_seconds(h) for h in ("timeout=65", "timeout=5, max=100", None, "max=3", "timeout=x", "timeout=0")], [64.0, 4.0, 4.0, 4.0, 4.0, 0.0])
 
 
 class AsyncClientMadeOutsideALoop(unittest.TestCase):

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from contextlib import asynccontextmanager
 from typing import IO, Any, AsyncIterator, Awaitable, Dict, List, Optional, Tuple, TypeVar, Union
 
+from ._keepalive import keep_seconds
 from ._ndjson import LineSplitter
 from ._retry import Retry
 from ._endpoint import Endpoint
@@ -39,6 +41,8 @@ class _Conn:
         self.r = reader
         self.w = writer
         self.used = False
+        #: Until when (time.monotonic) it may carry another request: the server's Keep-Alive timeout, less a margin.
+        self.keep_until = 0.0
 
     def close(self) -> None:
         self.w.close()
@@ -125,9 +129,10 @@ class AsyncTransport:
         return self._slots
 
     async def _connect(self) -> _Conn:
+        now = time.monotonic()
         while self.idle:
             c = self.idle.pop()
-            if not c.r.at_eof() and not c.w.is_closing():
+            if now < c.keep_until and not c.r.at_eof() and not c.w.is_closing():
                 return c
             c.close()
         try:
@@ -143,6 +148,7 @@ class AsyncTransport:
     def _release(self, c: _Conn, resp: _Response) -> None:
         if resp.done and resp.keep and not self.closed and not c.r.at_eof():
             c.used = True
+            c.keep_until = time.monotonic() + keep_seconds(resp.headers.get("keep-alive"))
             self.idle.append(c)
         else:
             c.close()
@@ -188,10 +194,14 @@ class AsyncTransport:
                 return await _within(self._head(c, req.method), wait)
             except (asyncio.IncompleteReadError, ConnectionError) as e:
                 c.close()
-                # A kept-alive connection the server had closed: nothing of ours was read.
-                if reused and not fresh_try and (not sent or isinstance(e, asyncio.IncompleteReadError) and not e.partial):
+                # A kept-alive connection the server had closed: sent again on a new one if none of
+                # it went, or if the call may run twice; a call that may not is not sent again (the
+                # server may have taken it), as Node's agent does, and the retry policy decides.
+                if reused and not fresh_try and (not sent or req.idempotent and isinstance(e, asyncio.IncompleteReadError) and not e.partial):
                     continue
-                raise TransportError(f"the connection to Warren at {self.e.url} broke: {e!r}", cause=e) from e
+                broke = TransportError(f"the connection to Warren at {self.e.url} broke: {e!r}", cause=e)
+                broke.details["sent"] = sent
+                raise broke from e
             except (OSError, ValueError, asyncio.TimeoutError, asyncio.LimitOverrunError) as e:
                 c.close()
                 err = TransportError(f"no answer from Warren at {self.e.url}: {e!r}", cause=e)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import http.client
+import select
 import ssl
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ._endpoint import Endpoint
+from ._keepalive import keep_seconds
 from ._ndjson import LineSplitter
 from ._retry import Retry
 from ._wire import Request, parse_json
@@ -18,24 +21,41 @@ from .errors import TransportError, WarrenError, error_from_wire
 STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
 
 
+def _dropped(sock: Any) -> bool:
+    """Whether an idle kept connection has anything to read: the server ended it (or broke the protocol)."""
+    try:
+        ready, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
+
+
 class SyncTransport:
     def __init__(self, endpoint: Endpoint, *, timeout: float, retry: Retry, max_idle: int = 32) -> None:
         self.e = endpoint
         self.timeout = timeout
         self.retry = retry
         self.max_idle = max_idle
-        self.idle: List[http.client.HTTPConnection] = []
+        #: Kept connections, each with until when (time.monotonic) it may carry another request.
+        self.idle: List[Tuple[http.client.HTTPConnection, float]] = []
         self.lock = threading.Lock()
         self.ssl = ssl.create_default_context() if endpoint.tls else None
 
     def _connect(self, timeout: Optional[float]) -> Tuple[http.client.HTTPConnection, bool]:
-        with self.lock:
-            if self.idle:
-                c = self.idle.pop()
-                c.timeout = timeout
-                if c.sock is not None:
-                    c.sock.settimeout(timeout)
-                return c, True
+        now = time.monotonic()
+        while True:
+            with self.lock:
+                if not self.idle:
+                    break
+                c, keep_until = self.idle.pop()
+            # Past its keep time, or the server closed it meanwhile (it reads as ready: its end, or bytes nobody asked for).
+            if now >= keep_until or c.sock is None or _dropped(c.sock):
+                c.close()
+                continue
+            c.timeout = timeout
+            if c.sock is not None:
+                c.sock.settimeout(timeout)
+            return c, True
         if self.ssl is not None:
             return http.client.HTTPSConnection(self.e.host, self.e.port, timeout=timeout, context=self.ssl), False
         return http.client.HTTPConnection(self.e.host, self.e.port, timeout=timeout), False
@@ -44,16 +64,17 @@ class SyncTransport:
         if resp.will_close or c.sock is None:
             c.close()
             return
+        keep_until = time.monotonic() + keep_seconds(resp.getheader("keep-alive"))
         with self.lock:
             if len(self.idle) < self.max_idle:
-                self.idle.append(c)
+                self.idle.append((c, keep_until))
                 return
         c.close()
 
     def close(self) -> None:
         with self.lock:
             conns, self.idle = self.idle, []
-        for c in conns:
+        for c, _ in conns:
             c.close()
 
     def _send_once(self, req: Request) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
@@ -76,10 +97,14 @@ class SyncTransport:
                 return c, c.getresponse()
             except STALE as e:
                 c.close()
-                # A kept-alive connection the server had closed: nothing of ours was read.
-                if reused and not fresh_try:
+                # A kept-alive connection the server had closed: sent again on a new one if none of
+                # it went, or if the call may run twice; a call that may not is not sent again (the
+                # server may have taken it), and the retry policy decides.
+                if reused and not fresh_try and (not sent or req.idempotent):
                     continue
-                raise TransportError(f"the connection to Warren at {self.e.url} broke: {e}", cause=e) from e
+                broke = TransportError(f"the connection to Warren at {self.e.url} broke: {e}", cause=e)
+                broke.details["sent"] = sent
+                raise broke from e
             except (OSError, http.client.HTTPException) as e:
                 c.close()
                 err = TransportError(f"cannot reach Warren at {self.e.url}: {e}", cause=e)
