@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, readlink, stat } from 'node:fs/promises';
 import { CgroupV1, readOwnCgroupParent } from '@warren/edge';
 import { type WarrenError, Warren } from '@warren/sdk';
 import { assertConfined } from './confinement.js';
@@ -325,6 +325,17 @@ describe('sandbox lifecycle through the API', () => {
           .filter((d) => !own.has(d)),
       );
       assert.equal(mine.size, 6, [...mine].join(' '));
+      // Its cgroups hold its own processes only (all in its pid namespace): the spawner's stage 1,
+      // which joins them to have the init born there, is gone once the create has answered.
+      const init = await initOf(sb.id);
+      assert.ok(init);
+      const pidNs = (pid: number): Promise<string> => readlink(`/proc/${pid}/ns/pid`).catch(() => 'gone');
+      const sandboxNs = await pidNs(init.pid);
+      for (const c of ['memory', 'cpu', 'cpuacct', 'pids', 'freezer', 'devices']) {
+        const procs = await new CgroupV1().procs(c, `${readOwnCgroupParent()}/${sb.id}`);
+        assert.ok(procs.includes(init.pid), `${c}: ${procs.join()}`);
+        for (const p of procs) assert.equal(await pidNs(p), sandboxNs, `${c}: process ${p} is not the sandbox's`);
+      }
       // The devices cgroup, as the host sees it: everything denied but the eight nodes a sandbox
       // has (the spawner writes the rules one by one on one open of devices.allow).
       const list = await readFile(`${new CgroupV1().dir('devices', `${readOwnCgroupParent()}/${sb.id}`)}/devices.list`, 'utf8');
