@@ -426,7 +426,31 @@ class KeptConnections(unittest.TestCase):
     def test_keep_seconds(self) -> None:
         from warren._keepalive import keep_seconds
 
-        self.assertEqual([keep_seconds(h) for h in ("timeout=65", "timeout=5, max=100", None, "max=3", "timeout=x", "timeout=0")], [64.0, 4.0, 4.0, 4.0, 4.0, 0.0])
+        self.assertEqual(
+            [keep_seconds(h) for h in ("timeout=65", "timeout=5, max=100", None, "max=3", "timeout=x", "timeout=0", "timeout=inf", "timeout=-1", "timeout=1e9")],
+            [64.0, 4.0, 4.0, 4.0, 4.0, 0.0, 4.0, 4.0, 4.0],
+        )
+
+    def test_an_idle_connection_is_dropped_only_when_the_server_ended_it_at_any_descriptor(self) -> None:
+        from warren._sync_http import _dropped
+
+        # Past descriptor 1023, where select() cannot look: a live idle socket is kept, an ended one is not.
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 1200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2048), hard))
+        a, b = socket.socketpair()
+        high = [os.dup2(a.fileno(), 1100), os.dup2(b.fileno(), 1101)]
+        a.close()
+        b.close()
+        x, y = socket.socket(fileno=high[0]), socket.socket(fileno=high[1])
+        try:
+            self.assertFalse(_dropped(x))
+            y.close()
+            self.assertTrue(_dropped(x))
+        finally:
+            x.close()
 
 
 class AsyncClientMadeOutsideALoop(unittest.TestCase):

@@ -17,8 +17,8 @@ def keep_seconds(header: Optional[str]) -> float:
     for part in (header or "").split(","):
         k, _, v = part.strip().partition("=")
         if k.strip().lower() == "timeout":
-            try:
-                timeout = float(v.strip())
-            except ValueError:
-                pass
+            v = v.strip()
+            # Whole seconds, as RFC 9110's examples and Node send it; anything else is not trusted.
+            if v.isdigit():
+                timeout = float(v)
     return max(0.0, timeout - KEEP_MARGIN_S)

@@ -22,8 +22,17 @@ STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, 
 
 
 def _dropped(sock: Any) -> bool:
-    """Whether an idle kept connection has anything to read: the server ended it (or broke the protocol)."""
+    """Whether an idle kept connection has anything to read: the server ended it (or broke the protocol).
+
+    ``poll``, not ``select``: select takes no descriptor past 1023, and a busy process has them.
+    """
+    if getattr(sock, "pending", None) is not None and sock.pending() > 0:
+        return True  # TLS bytes already decrypted and waiting: nothing an idle connection should hold
     try:
+        if hasattr(select, "poll"):
+            p = select.poll()
+            p.register(sock, select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
+            return bool(p.poll(0))
         ready, _, _ = select.select([sock], [], [], 0)
     except (OSError, ValueError):
         return True

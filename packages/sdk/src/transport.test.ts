@@ -4,9 +4,12 @@ import { createServer, type IncomingMessage } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ROUTES, WarrenError, serializeError } from '@warren/api';
 import { Transport, type FetchLike } from './transport.js';
-import { LOCALHOST_CERT, LOCALHOST_KEY } from './http1/localhost-cert.fixture.js';
+import { LOCALHOST_CERT, LOCALHOST_KEY, OTHER_LOCALHOST_CERT, OTHER_LOCALHOST_KEY } from './http1/localhost-cert.fixture.js';
 
 /** A transport whose every request is recorded (method and URL) and answered `{}`. */
 function recording(): { t: Transport; seen: string[] } {
@@ -97,6 +100,37 @@ test('over HTTPS with `ca`: answers read whole and streamed answers both reach a
   await assert.rejects(new Transport({ url, apiKey: 'k' }).json(ROUTES.info), unavailable);
   await assert.rejects(new Transport({ url, apiKey: 'k' }).request(ROUTES.info), unavailable);
   assert.equal(paths.length, 2);
+});
+
+test('`ca` adds to the CAs trusted by default (NODE_EXTRA_CA_CERTS among them), it does not replace them', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'warren-sdk-ca-'));
+  const before = process.env.NODE_EXTRA_CA_CERTS;
+  t.after(() => {
+    if (before === undefined) delete process.env.NODE_EXTRA_CA_CERTS;
+    else process.env.NODE_EXTRA_CA_CERTS = before;
+    rmSync(dir, { recursive: true, force: true });
+  });
+  writeFileSync(join(dir, 'extra.pem'), OTHER_LOCALHOST_CERT);
+  process.env.NODE_EXTRA_CA_CERTS = join(dir, 'extra.pem');
+  const urls: string[] = [];
+  for (const [key, cert] of [
+    [LOCALHOST_KEY, LOCALHOST_CERT],
+    [OTHER_LOCALHOST_KEY, OTHER_LOCALHOST_CERT],
+  ] as const) {
+    const server = createHttpsServer({ key, cert }, (_req, res) => res.end('{"version":"tls"}'));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    urls.push(`https://localhost:${(server.address() as AddressInfo).port}`);
+  }
+  for (const url of urls) {
+    const tr = new Transport({ url, apiKey: 'k', ca: LOCALHOST_CERT });
+    assert.deepEqual(await tr.json(ROUTES.info), { version: 'tls' }, url);
+    assert.equal(await (await tr.request(ROUTES.info)).text(), '{"version":"tls"}', url);
+  }
 });
 
 test('a malformed answer, a refused connection and a base that is no URL are each unavailable, not a crash', async (t) => {

@@ -1,6 +1,8 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
+import { rootCertificates } from 'node:tls';
 import { WarrenError, parseError, routePath, wsAccept, wsKey, type PathParamNames, type PathParams, type RouteSpec, type z } from '@warren/api';
 import { isStream, nodeHttp, type Body, type HttpResponse, type HttpSend } from './node-http.js';
 import { Http1Pool } from './http1/pool.js';
@@ -14,7 +16,10 @@ export interface ClientOptions {
   apiKey: string;
   /** Injected for tests, proxies and other runtimes; without it Node's own HTTP client is used. */
   fetch?: FetchLike;
-  /** For an `https:` URL: certificates (PEM) to trust besides the system's, e.g. a private CA's. */
+  /**
+   * For an `https:` URL: certificates (PEM) to trust besides Node's own CA list (and
+   * NODE_EXTRA_CA_CERTS's), e.g. a private CA's. Not used with an injected `fetch`.
+   */
   ca?: string | string[];
 }
 
@@ -78,8 +83,12 @@ export class Transport {
   /** HTTP or HTTPS without an injected fetch: answers read whole go over kept connections of our own (`Http1Pool`). */
   private readonly whole: { pool: Http1Pool; prefix: string } | null;
 
+  /** What TLS trusts: Node's CA list and `ca` (Node's `ca` option alone would replace the list); undefined: the default. */
+  private readonly trust: string[] | undefined;
+
   constructor(private readonly o: ClientOptions) {
     this.base = o.url.replace(/\/+$/, '');
+    this.trust = o.ca === undefined ? undefined : [...tlsDefaultCas(), ...[o.ca].flat()];
     const f = o.fetch;
     this.send = f
       ? (url, r) =>
@@ -90,8 +99,8 @@ export class Transport {
             signal: r.signal,
             ...(isStream(r.body) ? { duplex: 'half' } : {}),
           } as RequestInit) as Promise<HttpResponse>
-      : nodeHttp({ ca: o.ca });
-    this.whole = f ? null : http1For(this.base, o.ca);
+      : nodeHttp({ ca: this.trust });
+    this.whole = f ? null : http1For(this.base, this.trust);
   }
 
   /** The URL of a path on this server with a query (a field left undefined is left out; an array repeats its key). */
@@ -171,7 +180,7 @@ export class Transport {
     const key = wsKey();
     const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
       method: 'GET',
-      ...(this.o.ca !== undefined ? { ca: this.o.ca } : {}),
+      ...(this.trust !== undefined ? { ca: this.trust } : {}),
       headers: {
         authorization: `Bearer ${this.o.apiKey}`,
         connection: 'Upgrade',
@@ -218,6 +227,23 @@ function queryString(query: QueryValues | undefined): string {
   }
   const s = qs.toString();
   return s ? `?${s}` : '';
+}
+
+/**
+ * The CAs TLS trusts by default: Node's own list and the file NODE_EXTRA_CA_CERTS names (Node
+ * reads it at start; a `ca` given to a connection replaces both, so both are given with it).
+ */
+function tlsDefaultCas(): string[] {
+  const extra = process.env.NODE_EXTRA_CA_CERTS;
+  let more: string[] = [];
+  if (extra) {
+    try {
+      more = [readFileSync(extra, 'utf8')];
+    } catch {
+      // Node warns of an unreadable file at start and goes on without it: so does this.
+    }
+  }
+  return [...rootCertificates, ...more];
 }
 
 /** Kept connections of our own to the server (HTTP or HTTPS), and the path its base URL puts before every route; null: not such a URL. */

@@ -48,3 +48,13 @@ test('plainCopy keeps primitives and objects without a prototype', () => {
   assert.deepEqual({ ...c }, { a: { b: 1 } });
   assert.notEqual(c.a, bare.a);
 });
+
+test('plainCopy refuses a function and keeps an own __proto__ key a key', () => {
+  assert.throws(() => plainCopy({ f: () => 1 }), TypeError);
+  const odd = JSON.parse('{"__proto__": {"polluted": true}, "a": 1}') as Record<string, unknown>;
+  const c = plainCopy(odd);
+  assert.equal(Object.getPrototypeOf(c), Object.prototype);
+  assert.equal((c as { polluted?: boolean }).polluted, undefined);
+  assert.deepEqual(Object.keys(c), ['__proto__', 'a']);
+  assert.notEqual(Object.getOwnPropertyDescriptor(c, '__proto__')?.value, odd['__proto__']);
+});

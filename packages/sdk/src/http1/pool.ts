@@ -12,9 +12,10 @@ export interface Http1PoolOptions {
   /** The most connections open at once; more requests wait for one (default 256, as the SDK's agent had). */
   maxSockets?: number;
   /**
-   * HTTPS: connections are TLS (ALPN http/1.1), the certificate checked against the system's CAs
-   * and `ca` (PEM) for `servername` (default: the host, unless it is an IP address, which is
-   * then checked against the certificate's IP names). A TLS session is kept and resumed.
+   * HTTPS: connections are TLS (ALPN http/1.1), the certificate checked against Node's CAs, or
+   * `ca` (PEM) instead where given, for `servername` (default: the host, unless it is an IP
+   * address, which is then checked against the certificate's IP names). The session of a
+   * verified connection is kept and resumed.
    */
   tls?: { servername?: string; ca?: string | string[] };
   /** Injected for tests. */
@@ -139,7 +140,11 @@ export class Http1Pool {
   private secure(host: string, port: number, tls: NonNullable<Http1PoolOptions['tls']>): Socket {
     const servername = tls.servername ?? (isIP(host) ? undefined : host);
     const socket = tlsConnect({ host, port, servername, ca: tls.ca, ALPNProtocols: ['http/1.1'], session: this.session });
-    socket.on('session', (s: Buffer) => (this.session = s));
+    // Node verifies the peer before it hands out a session; kept only from a verified one anyway
+    // (a resumed session skips the name check).
+    socket.on('session', (s: Buffer) => {
+      if (socket.authorized) this.session = s;
+    });
     return socket;
   }
 
