@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer as createHttpServer, request, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, readdir, rm } from 'node:fs/promises';
 import { randomBytes, randomInt } from 'node:crypto';
 import { join } from 'node:path';
 import type { Sandbox } from '@warren/sdk';
@@ -607,6 +607,23 @@ describe('sandbox network policy', () => {
     await http(t, 'DELETE', `/v1/sandboxes/${(narrow.json as { id: string }).id}`);
     const list = await http(t, 'GET', '/v1/sandboxes?state=failed', undefined, { authorization: `Bearer ${user.key}` });
     assert.deepEqual((list.json as { sandboxes: unknown[] }).sandboxes, [], 'refused creates leave no sandbox');
+  });
+
+  test('the pool of namespaces is made again after creates (not while they wait on the helper): after one, and after a burst', async () => {
+    // Each namespace, ready or a sandbox's, has its link's host end on the host: the pool's size (4) more than the sandboxes.
+    const links = async (): Promise<number> => (await readdir('/sys/class/net')).filter((n) => n.startsWith(`wn${nodeTag(t.dataDir)}`)).length;
+    const live = async (): Promise<number> =>
+      (await t.client.sandboxes.list()).sandboxes.filter((s) => s.info.state === 'running' || s.info.state === 'paused').length;
+    const full = async (): Promise<boolean> => (await links()) === (await live()) + 4;
+    await until(full, 15_000);
+    const made = [await t.client.sandboxes.create({ image: 'busybox:latest' })];
+    try {
+      await until(full, 15_000);
+      made.push(...(await Promise.all([1, 2, 3].map(() => t.client.sandboxes.create({ image: 'busybox:latest' })))));
+      await until(full, 15_000);
+    } finally {
+      await Promise.all(made.map((s) => s.delete()));
+    }
   });
 });
 

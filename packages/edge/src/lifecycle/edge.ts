@@ -260,6 +260,8 @@ export class Edge {
       this.commitments.update(spec.id, l);
       // Its CPU quota (held back through the set-up) and the watch on its init, together.
       await Promise.all([backend.started(spec.id), watchEnd(this.live, spec.id, l, this.ended)]);
+      // The namespace it took is made again now, not while this create waited on the helper.
+      if (attaching) net?.topUp();
       this.holdLease(spec);
     } catch (e) {
       this.live.delete(spec.id);

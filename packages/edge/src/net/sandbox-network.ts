@@ -234,14 +234,19 @@ export class SandboxNetwork {
     this.refill();
   }
 
-  /** Takes a prepared namespace for a sandbox and applies its rules. */
+  /**
+   * Takes a prepared namespace for a sandbox and applies its rules. The pool is refilled at once
+   * only when it runs low (a burst); otherwise once the create is done (`topUp`): a namespace
+   * and its link take warren-hostd ~2 ms, and the create's own requests to it (its disk, its
+   * spawn, the watch on its init) waited behind that refill.
+   */
   async attach(id: string, policy: NetworkPolicy | undefined): Promise<NetAttachment> {
     this.endpoints.check(policy?.endpoints);
     const compiled = compilePolicy(policy);
     // Namespaces a helper that has since died held are gone (and their links with them).
     while (this.pool[0] && this.pool[0].pid !== this.o.host.pid) this.used.delete(this.pool.shift()!.slot.index);
     const ready = this.pool.shift() ?? (await this.prepare(1))[0]!;
-    this.refill();
+    if (this.pool.length < Math.max(1, this.poolSize >> 2)) this.refill();
     await this.record(this.take(id, ready.slot, ready.fd, ready.pid), compiled);
     return {
       nsPath: `/proc/${ready.pid}/fd/${ready.fd}`,
@@ -479,6 +484,11 @@ export class SandboxNetwork {
       if (!internal || (addressAllowed(policy, ip) && !cidrHas(this.block, ip) && !this.ownAddresses.includes(ip))) return address;
     }
     throw new Error(`${name} resolves only to addresses a sandbox may not reach`);
+  }
+
+  /** Refills the pool in the background (a create that took a namespace is done with the helper). */
+  topUp(): void {
+    this.refill();
   }
 
   /** Keeps the pool full in the background, a few namespaces at a time. */
