@@ -288,8 +288,9 @@ __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 	for (int i = 0; i < sp->ncgw; i++) {
 		char *eq = strrchr(sp->cgw[i], '=');
 		*eq = 0;
+		size_t flen = (size_t)(eq - sp->cgw[i]);
 		char *prev = i > 0 ? strrchr(sp->cgw[i - 1], '=') : NULL;
-		int same = cfd >= 0 && prev && (size_t)(prev - sp->cgw[i - 1]) == strlen(sp->cgw[i]) && !strncmp(sp->cgw[i - 1], sp->cgw[i], strlen(sp->cgw[i]));
+		int same = cfd >= 0 && prev && (size_t)(prev - sp->cgw[i - 1]) == flen && !strncmp(sp->cgw[i - 1], sp->cgw[i], flen);
 		if (!same) {
 			if (cfd >= 0)
 				close(cfd);

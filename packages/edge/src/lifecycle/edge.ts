@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { totalmem } from 'node:os';
 import type { Socket } from 'node:net';
 import type { CommandInfo, ExecRequest, InputEvent } from '@warren/api';
-import { WarrenError, memoryRequestOf } from '@warren/api';
+import { WarrenError } from '@warren/api';
 import { notRunningHere } from './not-here.js';
-import { sandboxResolvConf, type BackendCapabilities, type BackendSandbox, type SandboxStats } from '../backends/backend.js';
+import type { BackendCapabilities, SandboxStats } from '../backends/backend.js';
 import type { Command } from './command.js';
 import { runFnCall, type FnCallOutcome, type FnCallSpec } from '../fn/fn-call.js';
 import type { FnWorkers } from '../fn/fn-workers.js';
@@ -19,14 +19,13 @@ import { defaultOutputBudget } from './output-budget.js';
 import type { EdgeOptions, EdgeSandboxSpec, EdgeSandboxState } from './edge-spec.js';
 import { OutputBudgets, closeSession, endSessionLines, launchCommand, listedCommands, openSession, pruneCommands, pruneDue } from './commands.js';
 import { SandboxFiles } from './files.js';
-import { configureSandbox, setUpCalls } from './setup.js';
+import { configureSandbox } from './setup.js';
+import { startSandbox, type StartContext } from './start-sandbox.js';
 import { EdgeEvents } from './events.js';
 import { BackendSet, capable } from './backend-set.js';
 import type { LayerInfo } from '@warren/images';
 import { stopReclaim } from './reclaim.js';
-import { compilePolicy, opensNetwork } from '../net/policy.js';
 import { dialSandboxPort } from '../net/port-dial.js';
-import type { NetAttachment } from '../net/sandbox-network.js';
 import { Freezes, pauseLive, resumeLive, type PauseContext } from './pause.js';
 import { SandboxNetworks } from './networks.js';
 import { defaultMemoryFloorMiB, dueNow } from './housekeeping.js';
@@ -77,6 +76,8 @@ export class Edge {
   readonly leases: EdgeLeases;
   /** Real memory pressure: idle sandboxes paged out, then paused; creates refused once that cannot make room. */
   private readonly pressure: MemoryPressure;
+  /** What a create's steps use of this edge (startSandbox), made once. */
+  private readonly starting: StartContext;
 
   constructor(private readonly o: EdgeOptions) {
     this.output = new OutputBudgets(o.maxRetainedOutputBytes ?? defaultOutputBudget(totalmem()));
@@ -123,6 +124,19 @@ export class Edge {
       thaw: (id) => this.resume(id),
       logger: o.logger,
     });
+    this.starting = {
+      backends: this.backendSet,
+      admit: (r) => this.admit(r),
+      commitments: this.commitments,
+      network: o.network,
+      layerRefs: this.layerRefs,
+      pressure: this.pressure,
+      maxFileBytes: this.maxFileBytes,
+      live: this.live,
+      now: () => this.now(),
+      ended: (id, l) => this.ended(id, l),
+      holdLease: (spec) => this.holdLease(spec),
+    };
     ({ fn: this.fn, pools: this.pools } = ownSandboxes(
       {
         create: (spec) => this.create(spec),
@@ -217,67 +231,7 @@ export class Edge {
    */
   create(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }> = []): Promise<void> {
     // A close waits for the creates under way (then removes them with the rest): none is left behind.
-    return this.creating.run(() => this.createNow(spec, files));
-  }
-
-  private async createNow(spec: EdgeSandboxSpec, files: Array<{ path: string; content: Buffer; mode?: number }>): Promise<void> {
-    const backend = this.backendSet.pick(spec);
-    this.admit(spec.resources);
-    this.commitments.reserve(spec.resources);
-    let sb: BackendSandbox | null = null;
-    let room: { release(): void } | null = null;
-    let attaching: Promise<NetAttachment> | null = null;
-    // A backend without the node's sandbox network gives its sandboxes loopback only: rules
-    // that open more are refused, never recorded and ignored.
-    if (!backend.capabilities.network && opensNetwork(compilePolicy(spec.network)))
-      throw new WarrenError('invalid_argument', `a ${backend.name} sandbox has loopback only: leave out network rules that open it`, { backend: backend.name });
-    const net = backend.capabilities.network ? this.o.network : undefined;
-    // Its layers are held from now on: a fork base it stands on is not removed under its start.
-    this.layerRefs.hold(spec.layers);
-    try {
-      room = await this.pressure.hold(memoryRequestOf(spec.resources));
-      // A runtime joins a namespace of the node's; a VMM opens a tap for the sandbox's slot (its
-      // guest writes its resolv.conf itself: the HELLO carries it).
-      const tap = net && !spec.fn && backend.link === 'tap' ? await net.attachTap(spec.id, spec.network) : undefined;
-      // Its namespace is made while the backend sets up the sandbox's disk and root (it waits for
-      // the namespace only to start the sandbox in it); the create fails with it.
-      attaching = net && !spec.fn && !tap ? net.attach(spec.id, spec.network) : null;
-      const nsPath = attaching?.then((a) => a.nsPath);
-      nsPath?.catch(() => undefined);
-      // The set-up call right after proves the init serves: no hello before it.
-      const skipHello = setUpCalls(spec, files, attaching !== null);
-      sb = await backend.create({ id: spec.id, layers: spec.layers, resources: spec.resources, netns: nsPath, tap, fn: spec.fn, skipHello });
-      const ns = attaching ? await attaching : null;
-      // One request to the init (resolv.conf: the node's resolver; user, workdir, files), and
-      // beside it the namespace's handover (the init holds it now: the helper lets its own go).
-      const [setUp, handover] = await Promise.allSettled([
-        configureSandbox(sb.connect, spec, files, this.maxFileBytes, ns ? sandboxResolvConf(ns.gateway) : undefined),
-        net && ns ? net.started(spec.id) : undefined,
-      ]);
-      for (const r of [setUp, handover]) if (r.status === 'rejected') throw r.reason;
-      const l = newLive(spec, sb, backend, this.now());
-      this.live.set(spec.id, l);
-      this.commitments.update(spec.id, l);
-      // Its CPU quota (held back through the set-up) and the watch on its init, together.
-      await Promise.all([backend.started(spec.id), watchEnd(this.live, spec.id, l, this.ended)]);
-      // The namespace it took is made again now, not while this create waited on the helper.
-      if (attaching) net?.topUp();
-      this.holdLease(spec);
-    } catch (e) {
-      this.live.delete(spec.id);
-      this.commitments.update(spec.id, undefined);
-      if (sb) await backend.destroy(spec.id).catch(() => undefined);
-      const idle = this.layerRefs.release(spec.layers);
-      if (idle.length) await backend.releaseLayers(idle).catch(() => undefined);
-      // A namespace still being made when the backend failed is let go once it is there.
-      await attaching?.catch(() => undefined);
-      await net?.detach(spec.id).catch(() => undefined);
-      this.commitments.release(spec.resources);
-      throw e;
-    } finally {
-      this.commitments.made();
-      room?.release();
-    }
+    return this.creating.run(() => startSandbox(this.starting, spec, files));
   }
 
   /**
