@@ -21,7 +21,7 @@ static unsigned char netns_held[MAX_NETNS];
  * namespace looked up there before: at 2,500 sandboxes that walk was a fifth of this helper's
  * time. A fresh procfs has a chain of one, and goes with its entries when closed.
  */
-static int private_proc(void)
+static int new_private_proc(void)
 {
 	int fs = fsopen("proc", FSOPEN_CLOEXEC);
 	if (fs < 0)
@@ -31,6 +31,25 @@ static int private_proc(void)
 		m = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	close(fs);
 	return m;
+}
+
+/*
+ * The private procfs is used for PROC_USES namespaces, then replaced: its chain stays that short,
+ * and its making and its end (closing the last reference to a detached mount waits out an RCU
+ * grace period, up to milliseconds of this one loop) are paid once for all of them.
+ */
+#define PROC_USES 32
+static int private_proc(void)
+{
+	static int proc = -1, uses;
+	if (proc < 0 || uses == PROC_USES) {
+		if (proc >= 0)
+			close(proc);
+		proc = new_private_proc();
+		uses = 0;
+	}
+	uses++;
+	return proc;
 }
 
 /* PATH is under /proc; with a procfs fd `proc`, it is opened relative to that. */
@@ -59,16 +78,9 @@ static int setup_netns(void)
 {
 	int proc = private_proc();
 	for (size_t i = 0; i < sizeof NETNS_SYSCTLS / sizeof NETNS_SYSCTLS[0]; i++) {
-		if (write_sysctl(proc, NETNS_SYSCTLS[i][0], NETNS_SYSCTLS[i][1]) < 0 && errno != ENOENT) {
-			int e = errno;
-			if (proc >= 0)
-				close(proc);
-			errno = e;
+		if (write_sysctl(proc, NETNS_SYSCTLS[i][0], NETNS_SYSCTLS[i][1]) < 0 && errno != ENOENT)
 			return -1;
-		}
 	}
-	if (proc >= 0)
-		close(proc);
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -1;

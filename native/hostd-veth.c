@@ -124,6 +124,18 @@ static int no_addrgen(int sock, int index)
 	return rc < 0 && (errno == EAFNOSUPPORT || errno == EOPNOTSUPP) ? 0 : rc;
 }
 
+/*
+ * One queue each way. Without it a veth is made with a queue per possible CPU, each with its
+ * sysfs objects, and then cut to one (veth_init_queues), which also waits out an RCU grace
+ * period; a sandbox's link carries one flow of traffic at a time through one CPU anyway.
+ */
+static void one_queue(struct nlreq *r)
+{
+	unsigned one = 1;
+	attr(r, IFLA_NUM_TX_QUEUES, &one, sizeof one);
+	attr(r, IFLA_NUM_RX_QUEUES, &one, sizeof one);
+}
+
 /* HOSTIF on the host, its peer `eth0` made straight in the namespace `nsfd`. */
 static int veth_add(int sock, const char *host_if, int nsfd)
 {
@@ -131,6 +143,7 @@ static int veth_add(int sock, const char *host_if, int nsfd)
 	struct ifinfomsg i = { .ifi_family = AF_UNSPEC };
 	start(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, &i, sizeof i);
 	attr(&r, IFLA_IFNAME, host_if, strlen(host_if) + 1);
+	one_queue(&r);
 	size_t info = attr(&r, IFLA_LINKINFO, NULL, 0);
 	attr(&r, IFLA_INFO_KIND, "veth", 4);
 	size_t data = attr(&r, IFLA_INFO_DATA, NULL, 0);
@@ -139,6 +152,7 @@ static int veth_add(int sock, const char *host_if, int nsfd)
 	struct ifinfomsg pi = { .ifi_family = AF_UNSPEC };
 	put(&r, &pi, sizeof pi);
 	attr(&r, IFLA_IFNAME, "eth0", 5);
+	one_queue(&r);
 	int fd = nsfd;
 	attr(&r, IFLA_NET_NS_FD, &fd, sizeof fd);
 	nest_end(&r, peer);

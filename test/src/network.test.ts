@@ -621,6 +621,21 @@ describe('sandbox network policy', () => {
       await until(full, 15_000);
       made.push(...(await Promise.all([1, 2, 3].map(() => t.client.sandboxes.create({ image: 'busybox:latest' })))));
       await until(full, 15_000);
+      // warren-hostd writes each new namespace's sysctls through one procfs of its own, kept for
+      // many namespaces: each sandbox has its own namespace's values.
+      for (const sb of made) {
+        const r = await sb.exec('cat /proc/sys/net/ipv4/ip_unprivileged_port_start /proc/sys/net/ipv6/conf/eth0/disable_ipv6');
+        assert.equal(r.stdout.replace(/\s+/g, ' ').trim(), '0 1', r.stderr);
+      }
+      // Each link is made with one queue each way (not one per CPU, then cut down).
+      const ours = (await readdir('/sys/class/net')).filter((n) => n.startsWith(`wn${nodeTag(t.dataDir)}`));
+      for (const dev of ours) {
+        const [info] = JSON.parse(execFileSync('ip', ['-d', '-j', 'link', 'show', 'dev', dev]).toString()) as Array<{
+          num_tx_queues: number;
+          num_rx_queues: number;
+        }>;
+        assert.deepEqual([info?.num_tx_queues, info?.num_rx_queues], [1, 1], dev);
+      }
     } finally {
       await Promise.all(made.map((s) => s.delete()));
     }
