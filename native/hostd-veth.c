@@ -55,20 +55,36 @@ static void start(struct nlreq *r, unsigned short type, unsigned short flags, co
 	memcpy(NLMSG_DATA(&r->h), head, len);
 }
 
-/* Sends one request and reads its acknowledgement: 0, or -1 with errno the kernel's answer. */
-static int talk(int sock, struct nlreq *r)
+/*
+ * Sends requests in one write and reads their acknowledgements into errs (0, or the kernel's
+ * errno for each): 0 once all are answered, -1 with errno when the talk itself failed. The kernel
+ * does them in order, and still does the ones after a refused one: what they leave goes with the
+ * namespace, as after any failure here.
+ */
+static int talk(int sock, struct nlreq **rs, int *errs, int n)
 {
 	static unsigned seq;
-	r->h.nlmsg_seq = ++seq;
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	if (sendto(sock, r, r->h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0)
+	struct iovec iov[4];
+	if (n < 1 || n > 4) {
+		errno = EINVAL;
 		return -1;
+	}
+	unsigned first = seq + 1;
+	for (int i = 0; i < n; i++) {
+		rs[i]->h.nlmsg_seq = ++seq;
+		iov[i] = (struct iovec){ .iov_base = rs[i], .iov_len = NLMSG_ALIGN(rs[i]->h.nlmsg_len) };
+	}
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct msghdr m = { .msg_name = &kernel, .msg_namelen = sizeof kernel, .msg_iov = iov, .msg_iovlen = (size_t)n };
+	if (sendmsg(sock, &m, 0) < 0)
+		return -1;
+	int acked = 0;
 	char buf[4096];
-	for (;;) {
+	while (acked < n) {
 		struct sockaddr_nl from;
 		socklen_t fl = sizeof from;
-		ssize_t n = recvfrom(sock, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
-		if (n < 0) {
+		ssize_t got = recvfrom(sock, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+		if (got < 0) {
 			if (errno == EINTR)
 				continue;
 			return -1;
@@ -76,52 +92,53 @@ static int talk(int sock, struct nlreq *r)
 		/* Only the kernel's answers: a process in the sandbox's namespace could send this socket its own. */
 		if (fl != sizeof from || from.nl_family != AF_NETLINK || from.nl_pid != 0)
 			continue;
-		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned)n); h = NLMSG_NEXT(h, n)) {
-			if (h->nlmsg_seq != r->h.nlmsg_seq || h->nlmsg_type != NLMSG_ERROR || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned)got); h = NLMSG_NEXT(h, got)) {
+			if (h->nlmsg_seq < first || h->nlmsg_seq > seq || h->nlmsg_type != NLMSG_ERROR || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
 				continue;
 			const struct nlmsgerr *e = NLMSG_DATA(h);
-			if (e->error == 0)
-				return 0;
-			errno = -e->error;
-			return -1;
+			errs[h->nlmsg_seq - first] = -e->error;
+			acked++;
 		}
 	}
+	return 0;
 }
 
-static int link_up(int sock, int index)
+/* One request: 0, or -1 with errno the kernel's refusal. */
+static int talk1(int sock, struct nlreq *r)
 {
-	struct nlreq r;
+	int err = 0;
+	if (talk(sock, &r, &err, 1) < 0)
+		return -1;
+	errno = err;
+	return err ? -1 : 0;
+}
+
+static void link_up(struct nlreq *r, int index)
+{
 	struct ifinfomsg i = { .ifi_family = AF_UNSPEC, .ifi_index = index, .ifi_flags = IFF_UP, .ifi_change = IFF_UP };
-	start(&r, RTM_NEWLINK, 0, &i, sizeof i);
-	return talk(sock, &r);
+	start(r, RTM_NEWLINK, 0, &i, sizeof i);
 }
 
 /* ADDRESS/31 on the link. */
-static int addr_add(int sock, int index, struct in_addr a)
+static void addr_add(struct nlreq *r, int index, struct in_addr a)
 {
-	struct nlreq r;
 	struct ifaddrmsg m = { .ifa_family = AF_INET, .ifa_prefixlen = 31, .ifa_index = (unsigned)index };
-	start(&r, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, &m, sizeof m);
-	attr(&r, IFA_LOCAL, &a, sizeof a);
-	attr(&r, IFA_ADDRESS, &a, sizeof a);
-	return talk(sock, &r);
+	start(r, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, &m, sizeof m);
+	attr(r, IFA_LOCAL, &a, sizeof a);
+	attr(r, IFA_ADDRESS, &a, sizeof a);
 }
 
 /* The host side makes no IPv6 link-local address of its own (`ip link set addrgenmode none`). */
-static int no_addrgen(int sock, int index)
+static void no_addrgen(struct nlreq *r, int index)
 {
-	struct nlreq r;
 	struct ifinfomsg i = { .ifi_family = AF_UNSPEC, .ifi_index = index };
-	start(&r, RTM_NEWLINK, 0, &i, sizeof i);
-	size_t spec = attr(&r, IFLA_AF_SPEC, NULL, 0);
-	size_t inet6 = attr(&r, AF_INET6, NULL, 0);
+	start(r, RTM_NEWLINK, 0, &i, sizeof i);
+	size_t spec = attr(r, IFLA_AF_SPEC, NULL, 0);
+	size_t inet6 = attr(r, AF_INET6, NULL, 0);
 	unsigned char mode = IN6_ADDR_GEN_MODE_NONE;
-	attr(&r, IFLA_INET6_ADDR_GEN_MODE, &mode, sizeof mode);
-	nest_end(&r, inet6);
-	nest_end(&r, spec);
-	int rc = talk(sock, &r);
-	/* A host without IPv6 makes no such address anyway. */
-	return rc < 0 && (errno == EAFNOSUPPORT || errno == EOPNOTSUPP) ? 0 : rc;
+	attr(r, IFLA_INET6_ADDR_GEN_MODE, &mode, sizeof mode);
+	nest_end(r, inet6);
+	nest_end(r, spec);
 }
 
 /*
@@ -158,18 +175,16 @@ static int veth_add(int sock, const char *host_if, int nsfd)
 	nest_end(&r, peer);
 	nest_end(&r, data);
 	nest_end(&r, info);
-	return talk(sock, &r);
+	return talk1(sock, &r);
 }
 
 /* default via GATEWAY dev INDEX. */
-static int default_route(int sock, int index, struct in_addr gw)
+static void default_route(struct nlreq *r, int index, struct in_addr gw)
 {
-	struct nlreq r;
 	struct rtmsg m = { .rtm_family = AF_INET, .rtm_table = RT_TABLE_MAIN, .rtm_protocol = RTPROT_BOOT, .rtm_scope = RT_SCOPE_UNIVERSE, .rtm_type = RTN_UNICAST };
-	start(&r, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &m, sizeof m);
-	attr(&r, RTA_GATEWAY, &gw, sizeof gw);
-	attr(&r, RTA_OIF, &index, sizeof index);
-	return talk(sock, &r);
+	start(r, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, &m, sizeof m);
+	attr(r, RTA_GATEWAY, &gw, sizeof gw);
+	attr(r, RTA_OIF, &index, sizeof index);
 }
 
 static int nl_socket(void)
@@ -204,23 +219,45 @@ void do_veth(const char *tag, char **f)
 		reply_err(tag, EINVAL, "veth");
 		return;
 	}
-	int host = nl_socket();
-	if (host < 0) {
+	/* The host's netlink socket is kept from one link to the next (a new one after a failed talk). */
+	static int host = -1;
+	if (host < 0 && (host = nl_socket()) < 0) {
 		reply_err(tag, errno, "veth: netlink");
 		return;
 	}
-	const char *step = "veth: add";
-	int index = -1;
-	int ok = veth_add(host, host_if, (int)nsfd) == 0;
-	if (ok) {
-		step = "veth: host side";
-		index = (int)if_nametoindex(host_if);
-		ok = index > 0 && no_addrgen(host, index) == 0 && addr_add(host, index, host_ip) == 0 && link_up(host, index) == 0;
-	}
-	close(host);
-	if (!ok) {
-		reply_err(tag, errno, step);
+	if (veth_add(host, host_if, (int)nsfd) < 0) {
+		int e = errno;
+		close(host);
+		host = -1;
+		reply_err(tag, e, "veth: add");
 		return;
+	}
+	int index = (int)if_nametoindex(host_if);
+	if (index <= 0) {
+		reply_err(tag, errno, "veth: host side");
+		return;
+	}
+	struct nlreq hr[3];
+	int herr[3] = { 0 };
+	no_addrgen(&hr[0], index);
+	addr_add(&hr[1], index, host_ip);
+	link_up(&hr[2], index);
+	struct nlreq *hrs[] = { &hr[0], &hr[1], &hr[2] };
+	if (talk(host, hrs, herr, 3) < 0) {
+		int e = errno;
+		close(host);
+		host = -1;
+		reply_err(tag, e, "veth: host side");
+		return;
+	}
+	/* A host without IPv6 makes no link-local address anyway. */
+	if (herr[0] == EAFNOSUPPORT || herr[0] == EOPNOTSUPP)
+		herr[0] = 0;
+	for (int i = 0; i < 3; i++) {
+		if (herr[i]) {
+			reply_err(tag, herr[i], "veth: host side");
+			return;
+		}
 	}
 	/* A netlink socket made in the namespace talks to it from here; eth0's index is looked up there. */
 	int sb = -1, eth0 = 0, e = 0;
@@ -240,12 +277,16 @@ void do_veth(const char *tag, char **f)
 		reply_err(tag, e, "veth: in the namespace");
 		return;
 	}
-	step = "veth: sandbox side";
-	ok = addr_add(sb, eth0, sandbox_ip) == 0 && link_up(sb, eth0) == 0 && default_route(sb, eth0, host_ip) == 0;
-	e = errno;
+	struct nlreq sr[3];
+	int serr[3] = { 0 };
+	addr_add(&sr[0], eth0, sandbox_ip);
+	link_up(&sr[1], eth0);
+	default_route(&sr[2], eth0, host_ip);
+	struct nlreq *srs[] = { &sr[0], &sr[1], &sr[2] };
+	e = talk(sb, srs, serr, 3) < 0 ? errno : serr[0] ? serr[0] : serr[1] ? serr[1] : serr[2];
 	close(sb);
-	if (!ok)
-		reply_err(tag, e, step);
+	if (e)
+		reply_err(tag, e, "veth: sandbox side");
 	else
 		reply_ok(tag);
 }

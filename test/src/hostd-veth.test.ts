@@ -59,6 +59,26 @@ test("a namespace's veth: eth0 with its address, up, routed via the host's side;
     }
     // The same name again is refused (the kernel's EEXIST), and the first pair stays.
     await assert.rejects(h.veth(fd, hostIf, '10.253.254.0', '10.253.254.1'), /EEXIST|exists/i);
+    // The helper's netlink socket for the host's side is kept between links: after a refusal the
+    // next link is made whole (its requests go in one write, their answers all read).
+    const fd2 = await h.netns();
+    try {
+      await h.veth(fd2, `${hostIf}b`, '10.253.254.2', '10.253.254.3');
+      const second = JSON.parse((await run('ip', ['-j', 'addr', 'show', 'dev', `${hostIf}b`])).stdout) as IpAddr[];
+      assert.deepEqual(
+        second[0]?.addr_info.map((a) => `${a.family} ${a.local}/${a.prefixlen}`),
+        ['inet 10.253.254.2/31'],
+      );
+      const routes2 = JSON.parse((await run('nsenter', [`--net=/proc/${h.pid}/fd/${fd2}`, 'ip', '-j', 'route', 'show', 'default'])).stdout) as Array<{
+        gateway: string;
+      }>;
+      assert.deepEqual(
+        routes2.map((r) => r.gateway),
+        ['10.253.254.2'],
+      );
+    } finally {
+      await h.netnsClose(fd2);
+    }
     await h.netnsClose(fd);
     fd = -1;
     await until(
