@@ -276,9 +276,31 @@ static void mount_overlay(const char *spec, const char *target)
  * (born in them), writes its id maps, lets it go, and reports "PID" or the failure on rep; then
  * exits, and the init is re-parented to warren-hostd (a child subreaper).
  */
+/*
+ * Closes every descriptor from 3 on but `a` and `b` (-1: none). Stage 1 comes with all of
+ * warren-hostd's (a user namespace for each recent id range, up to 512, and the pool's network
+ * namespaces): closed here, the init it clones neither copies them nor closes them again at its
+ * exec.
+ */
+static void close_others(int a, int b)
+{
+	int keep[2] = { a < b ? a : b, a < b ? b : a };
+	unsigned from = 3;
+	for (int i = 0; i < 2; i++) {
+		if (keep[i] < (int)from)
+			continue;
+		if ((unsigned)keep[i] > from && syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0) < 0)
+			spawn_fail("close_range", NULL);
+		from = (unsigned)keep[i] + 1;
+	}
+	if (syscall(SYS_close_range, from, ~0u, 0) < 0)
+		spawn_fail("close_range", NULL);
+}
+
 __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 {
 	report_fd = rep;
+	close_others(rep, sp->layermap ? sp->layerns : -1);
 	for (int i = 0; i < sp->ncg; i++)
 		if (mkdir_p(sp->cg[i]) < 0)
 			spawn_fail("cgroup", sp->cg[i]);
