@@ -6,6 +6,7 @@ import { SqliteLeases } from './sqlite-leases.js';
 import { SqliteEvents } from './sqlite-events.js';
 import { SqliteWebhooks } from './sqlite-webhooks.js';
 import { SqliteSandboxImages } from './sandbox-images.js';
+import { sandboxWrites } from './sqlite-sandbox-writes.js';
 import type { KeyRecord, ListFilter, NodeRecord, NodeState, PoolRecord, SandboxEndRecord, SandboxRecord, Store, TenantUsage } from './store.js';
 
 const SCHEMA = `
@@ -127,6 +128,8 @@ export class SqliteStore implements Store {
   readonly writesInline = true;
   private readonly db: Database.Database;
   private readonly stmts;
+  /** The sandbox record's writes, each a transaction made once (sqlite-sandbox-writes.ts). */
+  private readonly writes;
   /** The thread that checkpoints the log (sqlite-checkpoint-worker.ts). */
   private readonly checkpoints: Worker;
   private readonly checkpointsEnded: Promise<unknown>;
@@ -209,6 +212,7 @@ export class SqliteStore implements Store {
         'SELECT * FROM audit WHERE (? IS NULL OR tenant = ?) AND (? IS NULL OR sandbox = ?) ORDER BY seq DESC LIMIT ?',
       ),
     };
+    this.writes = sandboxWrites(db, this.stmts, (tenant) => this.usageOf(tenant));
     // Last: a constructor that threw before this leaves no thread behind.
     this.db.pragma(`journal_size_limit = ${WAL_KEPT_BYTES}`);
     this.db.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
@@ -235,22 +239,12 @@ export class SqliteStore implements Store {
     if (o.admit && rs.some((r) => r.tenant !== tenant)) throw new Error('insertSandboxes counts the quota of one tenant');
     // IMMEDIATE: the write lock is taken before the usage is read, so another process on the
     // same file cannot insert between the check and the insert either.
-    this.db
-      .transaction(() => {
-        if (o.admit) o.admit(this.usageOf(tenant));
-        // Recorded at by this store's clock (staleCreating), whatever the record's says.
-        const at = Date.now();
-        for (const r of rs) {
-          this.stmts.insert.run(r.id, r.tenant, r.node, r.state, at, r.requestId, r.lease ?? null, JSON.stringify(r));
-          for (const [k, v] of Object.entries(r.labels)) this.stmts.insertLabel.run(r.id, k, v);
-        }
-      })
-      .immediate();
+    this.writes.insert.immediate(rs, tenant, o.admit);
   }
 
   /** One transaction for the group (a commit each made it ~110 µs a sandbox; 15 µs in groups of 16). */
   async markStarted(ids: string[]): Promise<string[]> {
-    return this.db.transaction(() => ids.filter((id) => this.stmts.markStarted.run(id).changes === 1)).immediate();
+    return this.writes.markStarted.immediate(ids);
   }
 
   async updateSandbox(
@@ -260,43 +254,15 @@ export class SqliteStore implements Store {
   ): Promise<boolean> {
     // Read and written under the write lock: another process on the same file (a replica) cannot
     // end the sandbox between the two and have its end written over.
-    return this.db
-      .transaction(() => {
-        const row = this.stmts.get.get(id);
-        if (!row) return false;
-        const cur = JSON.parse(row.doc) as SandboxRecord;
-        if (o.from && !o.from.includes(cur.state)) return false;
-        const next = { ...cur, ...patch };
-        this.stmts.update.run(next.state, next.node, JSON.stringify(next), id);
-        return true;
-      })
-      .immediate();
+    return this.writes.update.immediate(id, patch, o.from);
   }
 
   async endSandbox(id: string, end: Pick<SandboxRecord, 'state' | 'error' | 'end'>, o: { tenant?: string } = {}): Promise<SandboxRecord | undefined> {
-    return this.db.transaction(() => {
-      const row = this.stmts.get.get(id);
-      if (!row) return undefined;
-      const cur = JSON.parse(row.doc) as SandboxRecord;
-      if (o.tenant !== undefined && cur.tenant !== o.tenant) return undefined;
-      if (cur.state === 'creating' || cur.state === 'running' || cur.state === 'paused') {
-        const next = Object.assign({}, cur, { state: end.state, error: end.error, end: end.end ?? null });
-        this.stmts.update.run(next.state, next.node, JSON.stringify(next), id);
-      }
-      this.stmts.deleteExecRequests.run(id);
-      return cur;
-    })();
+    return this.writes.end(id, end, o.tenant);
   }
 
   async setActivity(entries: Array<{ id: string; at: number }>): Promise<void> {
-    this.db.transaction(() => {
-      for (const e of entries) {
-        const row = this.stmts.get.get(e.id);
-        if (!row) continue;
-        const next = Object.assign(JSON.parse(row.doc) as SandboxRecord, { lastActivityAt: e.at });
-        this.stmts.update.run(next.state, next.node, JSON.stringify(next), e.id);
-      }
-    })();
+    this.writes.activity(entries);
   }
 
   async getSandbox(id: string): Promise<SandboxRecord | undefined> {
@@ -420,9 +386,7 @@ export class SqliteStore implements Store {
   }
 
   async appendAudit(entries: AuditEntry[]): Promise<void> {
-    this.db.transaction(() => {
-      for (const e of entries) this.stmts.audit.run(Date.parse(e.at), e.keyId, e.tenant, e.method, e.path, e.sandbox, e.status, e.code);
-    })();
+    this.writes.audit(entries);
   }
 
   async listAudit(q: { limit: number; tenant?: string; sandbox?: string }): Promise<AuditEntry[]> {
@@ -547,15 +511,7 @@ export class SqliteStore implements Store {
   }
 
   async failLiveOnNode(node: string, error: { code: string; message: string }, end: SandboxEndRecord): Promise<string[]> {
-    return this.db.transaction(() => {
-      const ids: string[] = [];
-      for (const row of this.stmts.live.all(node)) {
-        const rec = { ...(JSON.parse(row.doc) as SandboxRecord), state: 'failed' as const, error, end };
-        this.stmts.update.run('failed', rec.node, JSON.stringify(rec), rec.id);
-        ids.push(rec.id);
-      }
-      return ids;
-    })();
+    return this.writes.failLive(node, error, end);
   }
 
   roundTrips(): number {
