@@ -16,7 +16,6 @@ export interface SandboxImageStore {
   of(image: string, tenant: string | null, sample: number, states?: SandboxState[]): Promise<{ count: number; ids: string[] }>;
 }
 
-const LIVE = `state IN ('creating', 'running', 'paused')`;
 const LIVE_STATES: SandboxState[] = ['creating', 'running', 'paused'];
 
 /**
@@ -50,7 +49,7 @@ export class SqliteSandboxImages implements SandboxImageStore {
   constructor(db: Database.Database) {
     this.s = {
       counts: db.prepare<[string | null, string | null], { image: string; n: number }>(
-        `SELECT json_extract(doc, '$.image') AS image, count(*) AS n FROM sandboxes WHERE ${LIVE} AND (? IS NULL OR tenant = ?) GROUP BY 1`,
+        `SELECT json_extract(doc, '$.image') AS image, count(*) AS n FROM sandboxes WHERE live = 1 AND (? IS NULL OR tenant = ?) GROUP BY 1`,
       ),
       of: db.prepare<[string, string, string | null, string | null, number], { id: string; n: number }>(
         `SELECT id, count(*) OVER () AS n FROM sandboxes WHERE state IN (SELECT value FROM json_each(?)) AND json_extract(doc, '$.image') = ?

@@ -26,7 +26,9 @@ function addLeaseColumn(db: Database.Database): void {
     db.exec('ALTER TABLE sandboxes ADD COLUMN lease TEXT');
     db.exec("UPDATE sandboxes SET lease = json_extract(doc, '$.lease') WHERE json_extract(doc, '$.lease') IS NOT NULL");
   }
-  db.exec('CREATE INDEX IF NOT EXISTS sandboxes_by_lease ON sandboxes (lease, state) WHERE lease IS NOT NULL');
+  // By lease alone (no index names the state: see sqlite-live.ts).
+  db.exec('DROP INDEX IF EXISTS sandboxes_by_lease');
+  db.exec('CREATE INDEX IF NOT EXISTS sandboxes_lease ON sandboxes (lease) WHERE lease IS NOT NULL');
 }
 
 const record = leaseFromRow;
@@ -60,9 +62,9 @@ export class SqliteLeases implements LeaseStore {
       ),
       orphans: db.prepare<[number], { id: string; tenant: string; lease: string }>(
         `SELECT s.id, s.tenant, s.lease FROM sandboxes s JOIN leases l ON l.id = s.lease
-         WHERE s.lease IS NOT NULL AND s.state IN ('creating', 'running', 'paused') AND (l.state = 'deleted' OR (l.state = 'lapsed' AND l.on_expiry = 'delete')) LIMIT ?`,
+         WHERE s.lease IS NOT NULL AND s.live = 1 AND (l.state = 'deleted' OR (l.state = 'lapsed' AND l.on_expiry = 'delete')) LIMIT ?`,
       ),
-      nodes: db.prepare<[string], { node: string }>(`SELECT DISTINCT node FROM sandboxes WHERE lease = ? AND state IN ('creating', 'running', 'paused')`),
+      nodes: db.prepare<[string], { node: string }>('SELECT DISTINCT node FROM sandboxes WHERE lease = ? AND live = 1'),
     };
   }
 

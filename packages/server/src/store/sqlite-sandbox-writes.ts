@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { AuditEntry, SandboxState } from '@warren/api';
 import type { SandboxRecord, TenantUsage } from './store.js';
+import { liveFlag } from './sqlite-live.js';
 
 type Row = { doc: string };
 type Patch = Partial<Pick<SandboxRecord, 'state' | 'expiresAt' | 'lastActivityAt' | 'error' | 'network' | 'node' | 'end' | 'layers'>>;
@@ -8,9 +9,9 @@ type End = Pick<SandboxRecord, 'state' | 'error' | 'end'>;
 
 /** The statements these writes run, prepared by the store. */
 export interface SandboxStatements {
-  insert: Database.Statement<[string, string, string, string, number, string | null | undefined, string | null, string]>;
+  insert: Database.Statement<[string, string, string, string, 0 | 1, number, string | null | undefined, string | null, string]>;
   insertLabel: Database.Statement<[string, string, string]>;
-  update: Database.Statement<[string, string, string, string]>;
+  update: Database.Statement<[string, 0 | 1, string, string, string]>;
   markStarted: Database.Statement<[string]>;
   get: Database.Statement<[string], Row>;
   live: Database.Statement<[string], Row>;
@@ -44,7 +45,7 @@ export function sandboxWrites(db: Database.Database, s: SandboxStatements, usage
       // Recorded at by this store's clock (staleCreating), whatever the record's says.
       const at = Date.now();
       for (const r of rs) {
-        s.insert.run(r.id, r.tenant, r.node, r.state, at, r.requestId, r.lease ?? null, JSON.stringify(r));
+        s.insert.run(r.id, r.tenant, r.node, r.state, liveFlag(r.state), at, r.requestId, r.lease ?? null, JSON.stringify(r));
         for (const [k, v] of Object.entries(r.labels)) s.insertLabel.run(r.id, k, v);
       }
     }),
@@ -55,7 +56,7 @@ export function sandboxWrites(db: Database.Database, s: SandboxStatements, usage
       const cur = JSON.parse(row.doc) as SandboxRecord;
       if (from && !from.includes(cur.state)) return false;
       const next = { ...cur, ...patch };
-      s.update.run(next.state, next.node, JSON.stringify(next), id);
+      s.update.run(next.state, liveFlag(next.state), next.node, JSON.stringify(next), id);
       return true;
     }),
     end: db.transaction((id: string, end: End, tenant: string | undefined): SandboxRecord | undefined => {
@@ -65,7 +66,7 @@ export function sandboxWrites(db: Database.Database, s: SandboxStatements, usage
       if (tenant !== undefined && cur.tenant !== tenant) return undefined;
       if (cur.state === 'creating' || cur.state === 'running' || cur.state === 'paused') {
         const next = Object.assign({}, cur, { state: end.state, error: end.error, end: end.end ?? null });
-        s.update.run(next.state, next.node, JSON.stringify(next), id);
+        s.update.run(next.state, liveFlag(next.state), next.node, JSON.stringify(next), id);
       }
       s.deleteExecRequests.run(id);
       return cur;
@@ -75,7 +76,7 @@ export function sandboxWrites(db: Database.Database, s: SandboxStatements, usage
         const row = s.get.get(e.id);
         if (!row) continue;
         const next = Object.assign(JSON.parse(row.doc) as SandboxRecord, { lastActivityAt: e.at });
-        s.update.run(next.state, next.node, JSON.stringify(next), e.id);
+        s.update.run(next.state, liveFlag(next.state), next.node, JSON.stringify(next), e.id);
       }
     }),
     audit: db.transaction((entries: AuditEntry[]) => {
@@ -85,7 +86,7 @@ export function sandboxWrites(db: Database.Database, s: SandboxStatements, usage
       const ids: string[] = [];
       for (const row of s.live.all(node)) {
         const rec = { ...(JSON.parse(row.doc) as SandboxRecord), state: 'failed' as const, error, end };
-        s.update.run('failed', rec.node, JSON.stringify(rec), rec.id);
+        s.update.run('failed', 0, rec.node, JSON.stringify(rec), rec.id);
         ids.push(rec.id);
       }
       return ids;
