@@ -13,6 +13,7 @@ export interface SandboxStatements {
   insertLabel: Database.Statement<[string, string, string]>;
   update: Database.Statement<[string, 0 | 1, string, string, string]>;
   markStarted: Database.Statement<[string]>;
+  setDoc: Database.Statement<[string, string]>;
   get: Database.Statement<[string], Row>;
   live: Database.Statement<[string], Row>;
   deleteExecRequests: Database.Statement<[string]>;
@@ -75,8 +76,8 @@ export function sandboxWrites(db: Database.Database, s: SandboxStatements, usage
       for (const e of entries) {
         const row = s.get.get(e.id);
         if (!row) continue;
-        const next = Object.assign(JSON.parse(row.doc) as SandboxRecord, { lastActivityAt: e.at });
-        s.update.run(next.state, liveFlag(next.state), next.node, JSON.stringify(next), e.id);
+        // The document alone: no indexed column changes (every column SET rewrites the indexes naming it).
+        s.setDoc.run(JSON.stringify(Object.assign(JSON.parse(row.doc) as SandboxRecord, { lastActivityAt: e.at })), e.id);
       }
     }),
     audit: db.transaction((entries: AuditEntry[]) => {

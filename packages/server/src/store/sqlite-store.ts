@@ -151,6 +151,7 @@ export class SqliteStore implements Store {
       insert: db.prepare('INSERT INTO sandboxes (id, tenant, node, state, live, created_at, request_id, lease, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)'),
       insertLabel: db.prepare('INSERT INTO sandbox_labels (id, key, value) VALUES (?, ?, ?)'),
       update: db.prepare('UPDATE sandboxes SET state = ?, live = ?, node = ?, doc = ? WHERE id = ?'),
+      setDoc: db.prepare('UPDATE sandboxes SET doc = ? WHERE id = ?'),
       // In SQLite's JSON, not a parse and a stringify of the whole record in JavaScript.
       markStarted: db.prepare("UPDATE sandboxes SET state = 'running', doc = json_set(doc, '$.state', 'running') WHERE id = ? AND state = 'creating'"),
       get: db.prepare<[string], Row>('SELECT doc FROM sandboxes WHERE id = ?'),
