@@ -93,22 +93,29 @@ static int talk(int sock, struct nlreq **rs, int *errs, int n)
 		if (fl != sizeof from || from.nl_family != AF_NETLINK || from.nl_pid != 0)
 			continue;
 		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (unsigned)got); h = NLMSG_NEXT(h, got)) {
-			if (h->nlmsg_seq < first || h->nlmsg_seq > seq || h->nlmsg_type != NLMSG_ERROR || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+			/* Its place in this batch (unsigned: right across the counter's wrap too). */
+			unsigned at = h->nlmsg_seq - first;
+			if (at >= (unsigned)n || h->nlmsg_type != NLMSG_ERROR || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
 				continue;
 			const struct nlmsgerr *e = NLMSG_DATA(h);
-			errs[h->nlmsg_seq - first] = -e->error;
+			errs[at] = -e->error;
 			acked++;
 		}
 	}
 	return 0;
 }
 
-/* One request: 0, or -1 with errno the kernel's refusal. */
-static int talk1(int sock, struct nlreq *r)
+/*
+ * One request: 0; -1 with errno when the kernel refused it (*refused set: the socket is fine) or
+ * the talk itself failed (*refused clear: the socket is not to be used again).
+ */
+static int talk1(int sock, struct nlreq *r, int *refused)
 {
 	int err = 0;
+	*refused = 0;
 	if (talk(sock, &r, &err, 1) < 0)
 		return -1;
+	*refused = err != 0;
 	errno = err;
 	return err ? -1 : 0;
 }
@@ -154,7 +161,7 @@ static void one_queue(struct nlreq *r)
 }
 
 /* HOSTIF on the host, its peer `eth0` made straight in the namespace `nsfd`. */
-static int veth_add(int sock, const char *host_if, int nsfd)
+static int veth_add(int sock, const char *host_if, int nsfd, int *refused)
 {
 	struct nlreq r;
 	struct ifinfomsg i = { .ifi_family = AF_UNSPEC };
@@ -175,7 +182,7 @@ static int veth_add(int sock, const char *host_if, int nsfd)
 	nest_end(&r, peer);
 	nest_end(&r, data);
 	nest_end(&r, info);
-	return talk1(sock, &r);
+	return talk1(sock, &r, refused);
 }
 
 /* default via GATEWAY dev INDEX. */
@@ -225,10 +232,13 @@ void do_veth(const char *tag, char **f)
 		reply_err(tag, errno, "veth: netlink");
 		return;
 	}
-	if (veth_add(host, host_if, (int)nsfd) < 0) {
+	int refused;
+	if (veth_add(host, host_if, (int)nsfd, &refused) < 0) {
 		int e = errno;
-		close(host);
-		host = -1;
+		if (!refused) {
+			close(host);
+			host = -1;
+		}
 		reply_err(tag, e, "veth: add");
 		return;
 	}

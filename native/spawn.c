@@ -268,15 +268,6 @@ static void mount_overlay(const char *spec, const char *target)
 }
 
 /*
- * Runs in a short-lived process between warren-hostd and the init, so warren-hostd serves other
- * requests (and starts other sandboxes) meanwhile. It makes the cgroups and the init socket; its own mount namespace gets
- * the sandbox's overlay, so the host's mount table never grows with sandboxes (a new mount
- * namespace copies the whole table: with the overlays on the host, every create and delete cost
- * grew with the number of sandboxes). Joins the sandbox's cgroups, clones the init from there
- * (born in them), writes its id maps, lets it go, and reports "PID" or the failure on rep; then
- * exits, and the init is re-parented to warren-hostd (a child subreaper).
- */
-/*
  * Closes every descriptor from 3 on but `a` and `b` (-1: none). Stage 1 comes with all of
  * warren-hostd's (a user namespace for each recent id range, up to 512, and the pool's network
  * namespaces): closed here, the init it clones neither copies them nor closes them again at its
@@ -297,6 +288,15 @@ static void close_others(int a, int b)
 		spawn_fail("close_range", NULL);
 }
 
+/*
+ * Runs in a short-lived process between warren-hostd and the init, so warren-hostd serves other
+ * requests (and starts other sandboxes) meanwhile. It makes the cgroups and the init socket; its own mount namespace gets
+ * the sandbox's overlay, so the host's mount table never grows with sandboxes (a new mount
+ * namespace copies the whole table: with the overlays on the host, every create and delete cost
+ * grew with the number of sandboxes). Joins the sandbox's cgroups, clones the init from there
+ * (born in them), writes its id maps, lets it go, and reports "PID" or the failure on rep; then
+ * exits, and the init is re-parented to warren-hostd (a child subreaper).
+ */
 __attribute__((noreturn)) static void stage1(struct spec *sp, int rep)
 {
 	report_fd = rep;

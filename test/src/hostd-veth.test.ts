@@ -94,3 +94,19 @@ test("a namespace's veth: eth0 with its address, up, routed via the host's side;
     await h.close();
   }
 });
+
+test('each new namespace gets its own sysctls, also past the 32 that one private procfs of warren-hostd serves', async () => {
+  const h = new HostHelper(HOSTD);
+  const fds: number[] = [];
+  try {
+    for (let i = 0; i < 40; i++) fds.push(await h.netns());
+    for (const fd of fds) {
+      const ns = `--net=/proc/${h.pid}/fd/${fd}`;
+      const got = await run('nsenter', [ns, 'cat', '/proc/sys/net/ipv4/ip_unprivileged_port_start', '/proc/sys/net/ipv6/conf/default/disable_ipv6']);
+      assert.equal(got.stdout.replace(/\s+/g, ' ').trim(), '0 1', `namespace ${fd}`);
+    }
+  } finally {
+    for (const fd of fds) await h.netnsClose(fd).catch(() => undefined);
+    await h.close();
+  }
+});

@@ -49,11 +49,16 @@ export class SqliteSandboxImages implements SandboxImageStore {
   constructor(db: Database.Database) {
     this.s = {
       counts: db.prepare<[string | null, string | null], { image: string; n: number }>(
-        `SELECT json_extract(doc, '$.image') AS image, count(*) AS n FROM sandboxes WHERE live = 1 AND (? IS NULL OR tenant = ?) GROUP BY 1`,
+        `SELECT json_extract(doc, '$.image') AS image, count(*) AS n FROM sandboxes INDEXED BY sandboxes_live WHERE live = 1 AND (? IS NULL OR tenant = ?) GROUP BY 1`,
       ),
       of: db.prepare<[string, string, string | null, string | null, number], { id: string; n: number }>(
         `SELECT id, count(*) OVER () AS n FROM sandboxes WHERE state IN (SELECT value FROM json_each(?)) AND json_extract(doc, '$.image') = ?
          AND (? IS NULL OR tenant = ?) ORDER BY id LIMIT ?`,
+      ),
+      // Live states only: the live ones alone are walked (ended records are kept).
+      ofLive: db.prepare<[string, string, string | null, string | null, number], { id: string; n: number }>(
+        `SELECT id, count(*) OVER () AS n FROM sandboxes INDEXED BY sandboxes_live WHERE live = 1 AND state IN (SELECT value FROM json_each(?))
+         AND json_extract(doc, '$.image') = ? AND (? IS NULL OR tenant = ?) ORDER BY id LIMIT ?`,
       ),
     };
   }
@@ -63,7 +68,8 @@ export class SqliteSandboxImages implements SandboxImageStore {
   }
 
   async of(image: string, tenant: string | null, sample: number, states = LIVE_STATES): Promise<{ count: number; ids: string[] }> {
-    const rows = this.s.of.all(JSON.stringify(states), image, tenant, tenant, Math.max(1, sample));
+    const q = states.every((x) => LIVE_STATES.includes(x)) ? this.s.ofLive : this.s.of;
+    const rows = q.all(JSON.stringify(states), image, tenant, tenant, Math.max(1, sample));
     return { count: rows[0]?.n ?? 0, ids: rows.slice(0, sample).map((x) => x.id) };
   }
 }

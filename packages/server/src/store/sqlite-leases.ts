@@ -26,9 +26,9 @@ function addLeaseColumn(db: Database.Database): void {
     db.exec('ALTER TABLE sandboxes ADD COLUMN lease TEXT');
     db.exec("UPDATE sandboxes SET lease = json_extract(doc, '$.lease') WHERE json_extract(doc, '$.lease') IS NOT NULL");
   }
-  // By lease alone (no index names the state: see sqlite-live.ts).
+  // By lease and live (no index names the state, which a create's mark writes: see sqlite-live.ts).
   db.exec('DROP INDEX IF EXISTS sandboxes_by_lease');
-  db.exec('CREATE INDEX IF NOT EXISTS sandboxes_lease ON sandboxes (lease) WHERE lease IS NOT NULL');
+  db.exec('CREATE INDEX IF NOT EXISTS sandboxes_lease_live ON sandboxes (lease, live) WHERE lease IS NOT NULL');
 }
 
 const record = leaseFromRow;

@@ -90,12 +90,25 @@ test('a SQLite file from before the `live` column gets it filled from each recor
         'sb_paused',
         'sb_running',
       ]);
+      await s.insertSandboxes([sandboxRecord('sb_new', 't1', { state: 'running' })]);
     } finally {
       await s.close();
     }
-    // Opened again: nothing to add, nothing lost.
+    // Written meanwhile by a build from before the flag (its inserts leave 0, its ends leave 1):
+    // set right at the next open.
+    const older = new Database(file);
+    older
+      .prepare("INSERT INTO sandboxes (id, tenant, node, state, created_at, doc) VALUES ('sb_old', 't1', 'n1', 'running', 1, ?)")
+      .run(JSON.stringify(sandboxRecord('sb_old', 't1')));
+    older.exec("UPDATE sandboxes SET state = 'stopped' WHERE id = 'sb_new'");
+    older.close();
     const again = new SqliteStore(file);
-    await again.close();
+    try {
+      assert.equal((await again.usageByTenant()).find((u) => u.tenant === 't1')?.sandboxes, 1);
+      assert.deepEqual(await again.failLiveOnNode('n1', { code: 'unavailable', message: 'gone' }, endNow('infra')), ['sb_old']);
+    } finally {
+      await again.close();
+    }
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -1,6 +1,9 @@
 import type Database from 'better-sqlite3';
 
 /** 1 in the `live` column: the sandbox holds anything on its node (creating, running, paused). */
+/** The same in SQL, over a row's `state`. */
+const LIVE_SQL = "(state IN ('creating', 'running', 'paused'))";
+
 export const liveFlag = (state: string): 0 | 1 => (state === 'creating' || state === 'running' || state === 'paused' ? 1 : 0);
 
 /**
@@ -9,16 +12,20 @@ export const liveFlag = (state: string): 0 | 1 => (state === 'creating' || state
  * mark rewrites the record's row and nothing else (SQLite updates every index that names a column
  * an UPDATE sets, whatever the values). With the (node, state) and (state, created_at) indexes
  * the mark rewrote an entry in each: a create's insert and mark one at a time cost 185 µs of CPU,
- * 124 µs without them. The column is added, filled and the old indexes dropped once, under the
- * write lock (another process may open the same file at the same moment).
+ * 124 µs without them. The column is added and the old indexes dropped once, under the write
+ * lock (another process may open the same file at the same moment). Ended records are kept, so a
+ * query over the live ones names `INDEXED BY sandboxes_live` where SQLite's planner would rather
+ * walk every record by another index (a GROUP BY tenant over `sandboxes_tenant`, say).
  */
 export function addLiveColumn(db: Database.Database): void {
   db.transaction(() => {
     const cols = db.prepare<[], { name: string }>('PRAGMA table_info(sandboxes)').all();
     if (!cols.some((c) => c.name === 'live')) {
       db.exec('ALTER TABLE sandboxes ADD COLUMN live INTEGER NOT NULL DEFAULT 0');
-      db.exec("UPDATE sandboxes SET live = 1 WHERE state IN ('creating', 'running', 'paused')");
     }
+    // Rows an older build wrote to this file meanwhile (its inserts leave 0, its ends leave 1) are
+    // set right at every open: a live sandbox no `live` row names would be destroyed as unknown.
+    db.exec(`UPDATE sandboxes SET live = ${LIVE_SQL} WHERE live IS NOT ${LIVE_SQL}`);
     db.exec('DROP INDEX IF EXISTS sandboxes_node');
     db.exec('DROP INDEX IF EXISTS sandboxes_state');
     db.exec('CREATE INDEX IF NOT EXISTS sandboxes_live ON sandboxes (node) WHERE live = 1');

@@ -159,15 +159,15 @@ export class SqliteStore implements Store {
       live: db.prepare<[string], Row>('SELECT doc FROM sandboxes WHERE node = ? AND live = 1'),
       usageByTenant: db.prepare<[], { tenant: string; n: number; cpu: number | null; mem: number | null }>(
         `SELECT tenant, count(*) AS n, sum(json_extract(doc, '$.resources.cpu')) AS cpu, sum(json_extract(doc, '$.resources.memoryMiB')) AS mem
-         FROM sandboxes WHERE live = 1 GROUP BY tenant ORDER BY tenant`,
+         FROM sandboxes INDEXED BY sandboxes_live WHERE live = 1 GROUP BY tenant ORDER BY tenant`,
       ),
       staleCreating: db.prepare<[number, number], Row>(
-        "SELECT doc FROM sandboxes WHERE live = 1 AND state = 'creating' AND created_at < ? ORDER BY created_at LIMIT ?",
+        "SELECT doc FROM sandboxes INDEXED BY sandboxes_live WHERE live = 1 AND state = 'creating' AND created_at < ? ORDER BY created_at LIMIT ?",
       ),
       // Summed in SQLite: parsing every live record in JavaScript took 40 ms a create at 10,000 (15 now).
       usage: db.prepare<[string], { n: number; cpu: number | null; mem: number | null }>(
         `SELECT count(*) AS n, sum(json_extract(doc, '$.resources.cpu')) AS cpu, sum(json_extract(doc, '$.resources.memoryMiB')) AS mem
-         FROM sandboxes WHERE tenant = ? AND live = 1`,
+         FROM sandboxes INDEXED BY sandboxes_live WHERE tenant = ? AND live = 1`,
       ),
       del: db.prepare('DELETE FROM sandboxes WHERE id = ?'),
       execRequest: db.prepare<[string, string], { command_id: string }>('SELECT command_id FROM exec_requests WHERE sandbox_id = ? AND request_id = ?'),
