@@ -118,7 +118,12 @@ describe('the dashboard, in a real browser against a real server', { skip: noBro
         await page.waitForSelector('text=resume it to open a terminal');
         assert.equal((await t.client.sandboxes.get(one)).info.state, 'paused');
         await page.click('.buttons >> text=Resume');
-        await page.waitForSelector('text=Open a terminal');
+        // If the button does not come back, what the server and the page say (seen once in CI, not again).
+        await page.waitForSelector('text=Open a terminal').catch(async (e: unknown) => {
+          const state = (await t.client.sandboxes.get(one)).info.state;
+          const said = await page.locator('.error, .status').allTextContents();
+          throw new Error(`no terminal button after Resume: the server says ${state}, the page ${JSON.stringify(said)}`, { cause: e });
+        });
         assert.equal((await t.client.sandboxes.get(one)).info.state, 'running');
         // Fork it once, and keep its files as a snapshot (the prompt's name left empty).
         await page.click('.buttons >> text=Fork');
