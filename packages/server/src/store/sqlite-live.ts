@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3';
 
-/** 1 in the `live` column: the sandbox holds anything on its node (creating, running, paused). */
-/** The same in SQL, over a row's `state`. */
+/** Whether a row's `state` is live, in SQL. */
 const LIVE_SQL = "(state IN ('creating', 'running', 'paused'))";
 
+/** 1 in the `live` column: the sandbox holds anything on its node (creating, running, paused). */
 export const liveFlag = (state: string): 0 | 1 => (state === 'creating' || state === 'running' || state === 'paused' ? 1 : 0);
 
 /**
