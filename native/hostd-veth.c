@@ -105,6 +105,15 @@ static int talk(int sock, struct nlreq **rs, int *errs, int n)
 	return 0;
 }
 
+/* The first refusal among n answers (0: none). */
+static int first_err(const int *errs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (errs[i])
+			return errs[i];
+	return 0;
+}
+
 /*
  * One request: 0; -1 with errno when the kernel refused it (*refused set: the socket is fine) or
  * the talk itself failed (*refused clear: the socket is not to be used again).
@@ -263,11 +272,9 @@ void do_veth(const char *tag, char **f)
 	/* A host without IPv6 makes no link-local address anyway. */
 	if (herr[0] == EAFNOSUPPORT || herr[0] == EOPNOTSUPP)
 		herr[0] = 0;
-	for (int i = 0; i < 3; i++) {
-		if (herr[i]) {
-			reply_err(tag, herr[i], "veth: host side");
-			return;
-		}
+	if (first_err(herr, 3)) {
+		reply_err(tag, first_err(herr, 3), "veth: host side");
+		return;
 	}
 	/* A netlink socket made in the namespace talks to it from here; eth0's index is looked up there. */
 	int sb = -1, eth0 = 0, e = 0;
@@ -293,7 +300,7 @@ void do_veth(const char *tag, char **f)
 	link_up(&sr[1], eth0);
 	default_route(&sr[2], eth0, host_ip);
 	struct nlreq *srs[] = { &sr[0], &sr[1], &sr[2] };
-	e = talk(sb, srs, serr, 3) < 0 ? errno : serr[0] ? serr[0] : serr[1] ? serr[1] : serr[2];
+	e = talk(sb, srs, serr, 3) < 0 ? errno : first_err(serr, 3);
 	close(sb);
 	if (e)
 		reply_err(tag, e, "veth: sandbox side");

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type Database from 'better-sqlite3';
 import type { SandboxState } from '@warren/api';
+import { LIVE_STATES } from './sqlite-live.js';
 
 /**
  * Which live sandboxes (creating, running, paused) were created from which image (the name a
@@ -15,8 +16,6 @@ export interface SandboxImageStore {
    */
   of(image: string, tenant: string | null, sample: number, states?: SandboxState[]): Promise<{ count: number; ids: string[] }>;
 }
-
-const LIVE_STATES: SandboxState[] = ['creating', 'running', 'paused'];
 
 /**
  * In PostgreSQL (the image is the record's `doc->>'image'`); live ones by the generated `live`
@@ -33,7 +32,7 @@ export class PgSandboxImages implements SandboxImageStore {
     return new Map(r.rows.map((x) => [x.image, Number(x.n)]));
   }
 
-  async of(image: string, tenant: string | null, sample: number, states = LIVE_STATES): Promise<{ count: number; ids: string[] }> {
+  async of(image: string, tenant: string | null, sample: number, states: readonly SandboxState[] = LIVE_STATES): Promise<{ count: number; ids: string[] }> {
     const r = await this.pool.query<{ id: string; n: string }>(
       `SELECT id, count(*) OVER () AS n FROM sandboxes WHERE ${states.every((x) => LIVE_STATES.includes(x)) ? 'live AND ' : ''}state = ANY($4) AND doc->>'image' = $1 AND ($2::text IS NULL OR tenant = $2) ORDER BY id LIMIT $3`,
       [image, tenant, Math.max(1, sample), states],
@@ -67,7 +66,7 @@ export class SqliteSandboxImages implements SandboxImageStore {
     return new Map(this.s.counts.all(tenant, tenant).map((x) => [x.image, x.n]));
   }
 
-  async of(image: string, tenant: string | null, sample: number, states = LIVE_STATES): Promise<{ count: number; ids: string[] }> {
+  async of(image: string, tenant: string | null, sample: number, states: readonly SandboxState[] = LIVE_STATES): Promise<{ count: number; ids: string[] }> {
     const q = states.every((x) => LIVE_STATES.includes(x)) ? this.s.ofLive : this.s.of;
     const rows = q.all(JSON.stringify(states), image, tenant, tenant, Math.max(1, sample));
     return { count: rows[0]?.n ?? 0, ids: rows.slice(0, sample).map((x) => x.id) };

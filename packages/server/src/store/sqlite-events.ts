@@ -31,7 +31,7 @@ export class SqliteEvents implements EventStore {
   private readonly s;
   private readonly appendTx;
 
-  constructor(private readonly db: Database.Database) {
+  constructor(db: Database.Database) {
     db.exec(SCHEMA);
     addSandboxColumn(db);
     this.s = {

@@ -1,10 +1,14 @@
 import type Database from 'better-sqlite3';
+import type { SandboxState } from '@warren/api';
+
+/** The states in which a sandbox holds anything on its node. */
+export const LIVE_STATES: readonly SandboxState[] = ['creating', 'running', 'paused'];
 
 /** Whether a row's `state` is live, in SQL. */
-const LIVE_SQL = "(state IN ('creating', 'running', 'paused'))";
+const LIVE_SQL = `(state IN (${LIVE_STATES.map((x) => `'${x}'`).join(', ')}))`;
 
-/** 1 in the `live` column: the sandbox holds anything on its node (creating, running, paused). */
-export const liveFlag = (state: string): 0 | 1 => (state === 'creating' || state === 'running' || state === 'paused' ? 1 : 0);
+/** 1 in the `live` column. */
+export const liveFlag = (state: SandboxState): 0 | 1 => (LIVE_STATES.includes(state) ? 1 : 0);
 
 /**
  * Whether a sandbox is live, in a column of its own that a create's mark (creating → running)
